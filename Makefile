@@ -1,0 +1,37 @@
+# Thin wrapper over CMake + CTest. `make` builds build/millrace and libmillrace.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+NAME ?= noop
+
+.PHONY: all deps build test demo asan bench clean
+
+all: build
+
+deps:
+	@./scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+
+build: $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: deps
+	$(MAKE) build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+
+demo: deps
+	$(MAKE) build
+	./examples/churn/run-demo.sh $(CURDIR)/$(BUILD)/millrace
+
+asan: deps
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMILLRACE_SANITIZE=ON >/dev/null
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) --timeout 600
+
+bench: deps
+	$(MAKE) build
+	./bench/$(NAME)/run.sh $(CURDIR)/$(BUILD)/millrace
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,2 @@
+#include "millrace/core.h"
+int main(void) { return 0; }

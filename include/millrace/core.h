@@ -1,0 +1,225 @@
+/* millrace core: status codes and error objects, allocation, logging,
+ * hashing (xxh3-128), filesystem helpers and the thread pool.
+ *
+ * Everything else in libmillrace builds on this header. It knows nothing of
+ * pipelines, YAML or the CLI.
+ *
+ *   mr_error err;
+ *   mr_error_init(&err);
+ *   mr_hash128 h;
+ *   if (mr_hash_file("data.csv", &h, &err) != MR_OK) {
+ *       mr_log_error(&err);          // "data.csv: cannot open: No such file..."
+ *   }
+ *   mr_error_clear(&err);
+ */
+#ifndef MILLRACE_CORE_H
+#define MILLRACE_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdarg.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status codes ------------------------------------------------------
+ * One X-macro table generates the enum, mr_status_name() and mr_status_str().
+ * Append only: never renumber (codes may appear in artifacts and run stores). */
+#define MR_STATUS_MAP(X)                                      \
+    X(OK, 0, "ok")                                            \
+    X(E_IO, 1, "input/output error")                          \
+    X(E_PARSE, 2, "parse error")                              \
+    X(E_SCHEMA, 3, "schema error")                            \
+    X(E_INVALID_ARG, 4, "invalid argument")                   \
+    X(E_NOT_FOUND, 5, "not found")                            \
+    X(E_CORRUPT, 6, "corrupt data")                           \
+    X(E_NOMEM, 7, "out of memory")                            \
+    X(E_LIMIT, 8, "limit exceeded")                           \
+    X(E_STATE, 9, "invalid state")                            \
+    X(E_INTERNAL, 10, "internal error")                       \
+    X(E_INTERRUPTED, 11, "interrupted")                       \
+    X(E_FAILED, 12, "failed")
+
+typedef enum mr_status {
+#define MR__STATUS_ENUM(name, val, str) MR_##name = val,
+    MR_STATUS_MAP(MR__STATUS_ENUM)
+#undef MR__STATUS_ENUM
+} mr_status;
+
+const char *mr_status_name(mr_status s); /* "E_IO" */
+const char *mr_status_str(mr_status s);  /* "input/output error" */
+
+/* ---- error object ------------------------------------------------------
+ * Passed as the last argument of fallible functions; NULL means "code only".
+ * The first error wins: mr_error_set on an error that is already set does
+ * nothing, so deep callees keep the precise message and callers only add
+ * context (file, line, col, row, key, stage) and hints. */
+#define MR_ERR_MSG_MAX 512
+#define MR_ERR_CTX_MAX 256
+
+typedef struct mr_error {
+    mr_status code;             /* MR_OK while unset */
+    int sys_errno;              /* errno at the failure, 0 if none */
+    char msg[MR_ERR_MSG_MAX];   /* one line, no trailing newline */
+    char file[MR_ERR_CTX_MAX];  /* input file the error is about, "" if none */
+    long line;                  /* 1-based, 0 if unknown */
+    long col;                   /* 1-based, 0 if unknown */
+    long row;                   /* data row, 0 if unknown */
+    char key[MR_ERR_CTX_MAX];   /* key path or column name, "" if none */
+    char stage[128];            /* pipeline stage, "" if none */
+    char hint[MR_ERR_MSG_MAX];  /* optional "did you mean ...", "" if none */
+    const char *src_file;       /* C source location (debug aid) */
+    int src_line;
+} mr_error;
+
+void mr_error_init(mr_error *err);
+void mr_error_clear(mr_error *err);
+int mr_error_is_set(const mr_error *err);
+/* Sets code + message unless already set. Returns code, so callers can
+ * `return MR_ERR(err, MR_E_IO, "...")`. */
+mr_status mr__error_set(mr_error *err, const char *src_file, int src_line, mr_status code,
+                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+#define MR_ERR(err, code, ...) mr__error_set((err), __FILE__, __LINE__, (code), __VA_ARGS__)
+/* Same, also records errno (formatted as ": strerror" after the message). */
+mr_status mr__error_sys(mr_error *err, const char *src_file, int src_line, mr_status code,
+                        int errnum, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+#define MR_ERR_SYS(err, code, errnum, ...) \
+    mr__error_sys((err), __FILE__, __LINE__, (code), (errnum), __VA_ARGS__)
+/* Context setters: they fill a field only when it is still empty. */
+void mr_error_at(mr_error *err, const char *file, long line, long col);
+void mr_error_key(mr_error *err, const char *key);
+void mr_error_stage(mr_error *err, const char *stage);
+void mr_error_hint(mr_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Formats "file:line:col: [stage 'x': ]msg" into buf (always NUL-terminated). */
+void mr_error_format(const mr_error *err, char *buf, size_t buf_len);
+
+#define MR_ASSERT(cond)                                                          \
+    do {                                                                         \
+        if (!(cond)) mr__assert_fail(#cond, __FILE__, __LINE__);                 \
+    } while (0)
+_Noreturn void mr__assert_fail(const char *expr, const char *file, int line);
+
+/* ---- allocation --------------------------------------------------------
+ * All allocation goes through these. They never return NULL for a non-zero
+ * size unless the allocator failed (or the test hook made it fail). */
+void *mr_malloc(size_t n);
+void *mr_calloc(size_t count, size_t size); /* overflow-checked */
+void *mr_realloc(void *p, size_t n);        /* on failure the old block stays valid */
+void mr_free(void *p);
+char *mr_strdup(const char *s);
+char *mr_strndup(const char *s, size_t n);
+char *mr_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Test hook: make the Nth allocation from now fail (0 disables). */
+void mr_alloc_fail_after(long n);
+size_t mr_alloc_bytes_in_use(void);
+
+/* Growable byte buffer with a hard cap. */
+typedef struct mr_buf {
+    char *data;   /* NUL-terminated while len < cap */
+    size_t len;   /* bytes used */
+    size_t cap;   /* bytes allocated */
+    size_t limit; /* hard cap; 0 = 1 GiB */
+} mr_buf;
+void mr_buf_init(mr_buf *b);
+void mr_buf_free(mr_buf *b);
+mr_status mr_buf_append(mr_buf *b, const void *p, size_t n);
+mr_status mr_buf_puts(mr_buf *b, const char *s);
+mr_status mr_buf_printf(mr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends s as a JSON string literal (quoted and escaped). */
+mr_status mr_buf_json_str(mr_buf *b, const char *s);
+
+/* ---- logging -----------------------------------------------------------
+ * Library code never prints directly; it logs through here. The CLI sets the
+ * level and whether stderr is a colour terminal. */
+typedef enum mr_log_level { MR_LOG_DEBUG = 0, MR_LOG_INFO = 1, MR_LOG_WARN = 2, MR_LOG_ERROR = 3, MR_LOG_QUIET = 4 } mr_log_level;
+void mr_log_set_level(mr_log_level lvl);
+mr_log_level mr_log_get_level(void);
+void mr_log_set_color(int on); /* the CLI decides from isatty + NO_COLOR */
+int mr_log_color(void);
+void mr_log(mr_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "millrace: error: <formatted error>" and a "hint:" line if any. */
+void mr_log_error(const mr_error *err);
+/* ANSI helpers: return "" when colour is off. */
+const char *mr_c_bold(void);
+const char *mr_c_red(void);
+const char *mr_c_green(void);
+const char *mr_c_yellow(void);
+const char *mr_c_dim(void);
+const char *mr_c_reset(void);
+
+/* ---- time --------------------------------------------------------------*/
+double mr_now(void);          /* monotonic seconds */
+double mr_wall_time(void);    /* seconds since the epoch */
+void mr_iso_time(double epoch_s, char *buf, size_t buf_len); /* "2026-11-30T11:19:15Z" */
+
+/* ---- hashing (xxh3-128) ------------------------------------------------*/
+typedef struct mr_hash128 {
+    uint64_t hi, lo;
+} mr_hash128;
+#define MR_HASH_HEX_LEN 32
+typedef struct mr_hasher mr_hasher;
+mr_status mr_hasher_new(mr_hasher **out, mr_error *err);
+void mr_hasher_reset(mr_hasher *h);
+void mr_hasher_update(mr_hasher *h, const void *p, size_t n);
+mr_hash128 mr_hasher_digest(const mr_hasher *h);
+void mr_hasher_free(mr_hasher *h);
+mr_hash128 mr_hash_bytes(const void *p, size_t n);
+/* Hashes a whole file with large sequential reads. *size_out may be NULL. */
+mr_status mr_hash_file(const char *path, mr_hash128 *out, uint64_t *size_out, mr_error *err);
+/* Writes 32 lowercase hex digits + NUL into hex (MR_HASH_HEX_LEN + 1 bytes). */
+void mr_hash_hex(mr_hash128 h, char *hex);
+mr_status mr_hash_parse(const char *hex, mr_hash128 *out);
+int mr_hash_eq(mr_hash128 a, mr_hash128 b);
+
+/* ---- filesystem --------------------------------------------------------*/
+mr_status mr_fs_mkdirs(const char *path, mr_error *err);     /* mkdir -p */
+mr_status mr_fs_rmtree(const char *path, mr_error *err);     /* rm -rf; missing is ok */
+int mr_fs_exists(const char *path);
+int mr_fs_is_dir(const char *path);
+mr_status mr_fs_read_file(const char *path, size_t limit, char **data_out, size_t *len_out,
+                          mr_error *err); /* NUL-terminated copy; caller frees */
+/* Atomic publish of a small file: write tmp in the same dir, fsync, rename,
+ * fsync the directory. Readers see the old or the new content, never a mix. */
+mr_status mr_fs_write_atomic(const char *path, const void *data, size_t len, mr_error *err);
+mr_status mr_fs_fsync_path(const char *path, mr_error *err);
+mr_status mr_fs_fsync_dir_of(const char *path, mr_error *err);
+mr_status mr_fs_copy_file(const char *src, const char *dst, mr_error *err); /* dst must not exist */
+/* Creates a fresh private directory under parent with the given prefix. */
+mr_status mr_fs_mkdtemp(const char *parent, const char *prefix, char **path_out, mr_error *err);
+/* Path join: returns a new string "a/b" (b absolute -> copy of b). */
+char *mr_path_join(const char *a, const char *b);
+/* Lexically normalises a relative path ("./a//b/../c" -> "a/c"); NULL if it
+ * escapes its root ("../x") or is absolute when !allow_abs. Caller frees. */
+char *mr_path_normalize(const char *p, int allow_abs);
+
+/* Advisory lock (flock) on a lock file; created if missing. */
+typedef struct mr_flock {
+    int fd;
+} mr_flock;
+#define MR_LOCK_SHARED 0
+#define MR_LOCK_EXCLUSIVE 1
+/* blocking: if nonzero, waits; else returns MR_E_STATE when held elsewhere.
+ * inherit: if nonzero the fd is not close-on-exec, so child processes keep
+ * the lock alive until they exit too. */
+mr_status mr_flock_acquire(mr_flock *lk, const char *path, int mode, int blocking, int inherit,
+                           mr_error *err);
+void mr_flock_release(mr_flock *lk);
+
+/* ---- thread pool -------------------------------------------------------
+ * One pool per process (core owns it). mr_parallel_for splits [0, n) into
+ * fixed-size blocks; block boundaries never depend on the thread count, so a
+ * caller that writes block-indexed partials and reduces them in block order
+ * gets identical results for any number of threads. */
+typedef void (*mr_range_fn)(void *ctx, size_t begin, size_t end, int thread_id);
+mr_status mr_pool_init(int n_threads, mr_error *err); /* 0 = number of CPUs */
+int mr_pool_threads(void);
+void mr_pool_shutdown(void);
+void mr_parallel_for(size_t n, size_t block, mr_range_fn fn, void *ctx);
+int mr_cpu_count(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,68 @@
+/* The op interface and registry. An op is a stage kind: a name, a version
+ * (bumped whenever its logic changes, so cached results are invalidated),
+ * a params schema, named outputs, and a run function.
+ *
+ * Ops are registered once at start-up (mr_ops_register_builtin) and looked
+ * up by name; later modules add their ops the same way:
+ *
+ *   static const mr_param_def my_params[] = {
+ *       {"source", MR_PT_STR, 1, "file or ${stages.X} to read"},
+ *       {NULL, 0, 0, NULL}};
+ *   static const mr_op my_op = {"ingest", 1, my_params, NULL, my_run};
+ *   mr_op_register(&my_op);
+ */
+#ifndef MILLRACE_OP_H
+#define MILLRACE_OP_H
+
+#include "millrace/core.h"
+#include "millrace/value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Accepted YAML types of an op param (bit set). */
+enum {
+    MR_PT_STR = 1u << 0,
+    MR_PT_INT = 1u << 1,
+    MR_PT_FLOAT = 1u << 2, /* an int is accepted where a float is expected */
+    MR_PT_BOOL = 1u << 3,
+    MR_PT_SEQ = 1u << 4,  /* list (items are checked by the op) */
+    MR_PT_MAP = 1u << 5,
+    MR_PT_STRSEQ = 1u << 6, /* list of strings; a single string is accepted too */
+    MR_PT_ANY = 0xffu,
+};
+
+typedef struct mr_param_def {
+    const char *name;
+    unsigned types;   /* MR_PT_* bits */
+    int required;
+    const char *doc;  /* one line, shown by `millrace ops` and in errors */
+} mr_param_def;
+
+/* Keys every stage may carry, whatever its op: op, desc, resources. */
+extern const mr_param_def mr_stage_common_keys[];
+
+typedef struct mr_op_ctx mr_op_ctx;
+
+typedef struct mr_op {
+    const char *name;
+    int version;
+    const mr_param_def *params;   /* NULL-terminated */
+    const char *const *outputs;   /* NULL-terminated output names; NULL = one output "out" */
+    /* Runs the op. Built-in ops read ctx inputs and write into ctx staging
+     * dirs; the engine publishes what they wrote. */
+    mr_status (*run)(mr_op_ctx *ctx, mr_error *err);
+} mr_op;
+
+mr_status mr_op_register(const mr_op *op);
+const mr_op *mr_op_find(const char *name);
+/* All registered op names, for "did you mean"; valid until the next register. */
+const char *const *mr_op_names(size_t *n_out);
+void mr_ops_register_builtin(void);
+const mr_param_def *mr_op_param_find(const mr_op *op, const char *key);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

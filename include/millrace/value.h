@@ -1,0 +1,92 @@
+/* A typed value tree with source positions: what millrace.yaml parses into,
+ * what params and op settings are, and what canonical JSON is printed from.
+ *
+ *   mr_value *v = mr_value_get_path(spec->params, "train.rounds");
+ *   if (v && v->kind == MR_V_INT) printf("%lld\n", (long long)v->u.i);
+ *
+ * Ownership: a tree owns all its nodes; mr_value_free frees the whole tree.
+ * Not thread-safe for mutation; concurrent readers are fine. */
+#ifndef MILLRACE_VALUE_H
+#define MILLRACE_VALUE_H
+
+#include "millrace/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum mr_vkind {
+    MR_V_NULL = 0,
+    MR_V_BOOL = 1,
+    MR_V_INT = 2,
+    MR_V_FLOAT = 3,
+    MR_V_STR = 4,
+    MR_V_MAP = 5,
+    MR_V_SEQ = 6,
+} mr_vkind;
+
+typedef struct mr_value mr_value;
+struct mr_value {
+    mr_vkind kind;
+    long line, col;     /* 1-based position in the source file; 0 if synthetic */
+    union {
+        int b;          /* MR_V_BOOL */
+        int64_t i;      /* MR_V_INT */
+        double f;       /* MR_V_FLOAT */
+    } u;
+    char *str;          /* MR_V_STR: the text; other scalars: original text or NULL */
+    size_t n;           /* MR_V_MAP / MR_V_SEQ: number of entries */
+    size_t cap;         /* allocated entries */
+    char **keys;        /* MR_V_MAP: keys, in source order */
+    long *key_lines;    /* MR_V_MAP: position of each key */
+    long *key_cols;
+    mr_value **items;   /* MR_V_MAP values / MR_V_SEQ items */
+};
+
+const char *mr_vkind_name(mr_vkind k); /* "int", "string", "mapping", ... */
+
+mr_value *mr_value_new(mr_vkind kind); /* NULL on OOM */
+mr_value *mr_value_new_str(const char *s);
+mr_value *mr_value_new_int(int64_t i);
+mr_value *mr_value_new_float(double f);
+mr_value *mr_value_new_bool(int b);
+void mr_value_free(mr_value *v);
+mr_value *mr_value_clone(const mr_value *v); /* deep copy, positions kept */
+
+/* Resolves a plain (unquoted) YAML scalar the way YAML 1.2 core schema does:
+ * null/~/empty -> NULL, true/false -> BOOL, decimal/0x ints -> INT,
+ * floats (incl. .inf/.nan) -> FLOAT, anything else -> STR. */
+mr_value *mr_value_from_scalar(const char *text, int quoted);
+
+/* MAP: lookup by key (NULL if absent or v is not a map). */
+mr_value *mr_value_get(const mr_value *map, const char *key);
+/* Dotted path lookup: "a.b.c" through nested maps; NULL if absent. */
+mr_value *mr_value_get_path(const mr_value *root, const char *path);
+/* MAP: sets key to val (takes ownership of val; replaces an existing entry). */
+mr_status mr_value_map_set(mr_value *map, const char *key, mr_value *val);
+/* SEQ: appends (takes ownership). */
+mr_status mr_value_seq_push(mr_value *seq, mr_value *val);
+/* Sets a dotted path, creating intermediate maps (takes ownership of val). */
+mr_status mr_value_set_path(mr_value *root, const char *path, mr_value *val);
+
+/* Writes JSON. canonical != 0: map keys sorted bytewise, no whitespace,
+ * ints as decimal, floats as the shortest text that round-trips ("%.17g"
+ * trimmed), so equal values always print equal bytes. */
+mr_status mr_value_to_json(const mr_value *v, int canonical, mr_buf *out);
+/* Scalar as text for interpolation into strings ("300", "0.1", "true"). */
+mr_status mr_value_scalar_text(const mr_value *v, mr_buf *out);
+int mr_value_equal(const mr_value *a, const mr_value *b);
+
+/* Appends every leaf path of a map tree ("a.b", "a.c") as candidates for
+ * "did you mean" (names only; caller frees the array and strings). */
+mr_status mr_value_leaf_paths(const mr_value *root, char ***paths_out, size_t *n_out);
+
+/* Levenshtein distance, and the closest candidate within a reasonable
+ * distance (NULL if none is close). */
+size_t mr_edit_distance(const char *a, const char *b);
+const char *mr_closest(const char *word, const char *const *candidates, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,66 @@
+/* Log sink: level filter, colour on/off, and the one place that formats
+ * errors for people. The CLI configures it; the library only calls it. */
+#include "millrace/core.h"
+
+#include <string.h>
+#include <time.h>
+
+static mr_log_level log_level = MR_LOG_INFO;
+static int log_colour;
+
+void mr_log_set_level(mr_log_level lvl) { log_level = lvl; }
+mr_log_level mr_log_get_level(void) { return log_level; }
+void mr_log_set_color(int on) { log_colour = on; }
+int mr_log_color(void) { return log_colour; }
+
+const char *mr_c_bold(void) { return log_colour ? "\033[1m" : ""; }
+const char *mr_c_red(void) { return log_colour ? "\033[31m" : ""; }
+const char *mr_c_green(void) { return log_colour ? "\033[32m" : ""; }
+const char *mr_c_yellow(void) { return log_colour ? "\033[33m" : ""; }
+const char *mr_c_dim(void) { return log_colour ? "\033[2m" : ""; }
+const char *mr_c_reset(void) { return log_colour ? "\033[0m" : ""; }
+
+void mr_log(mr_log_level lvl, const char *fmt, ...)
+{
+    if (lvl < log_level) return;
+    const char *prefix = "";
+    if (lvl == MR_LOG_WARN) prefix = "millrace: warning: ";
+    if (lvl == MR_LOG_ERROR) prefix = "millrace: error: ";
+    if (lvl == MR_LOG_DEBUG) prefix = "millrace: debug: ";
+    fputs(prefix, stderr);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+void mr_log_error(const mr_error *err)
+{
+    char buf[2048];
+    mr_error_format(err, buf, sizeof(buf));
+    fprintf(stderr, "%smillrace: error:%s %s\n", mr_c_red(), mr_c_reset(), buf);
+    if (err && err->hint[0]) fprintf(stderr, "hint: %s\n", err->hint);
+}
+
+double mr_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double mr_wall_time(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void mr_iso_time(double epoch_s, char *buf, size_t buf_len)
+{
+    time_t t = (time_t)epoch_s;
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, buf_len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}

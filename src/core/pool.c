@@ -1,0 +1,127 @@
+/* The process-wide thread pool. mr_parallel_for hands out fixed-size blocks
+ * through an atomic counter; workers and the caller all take blocks, so the
+ * caller never idles. Block boundaries depend only on (n, block). */
+#include "millrace/core.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+typedef struct job {
+    mr_range_fn fn;
+    void *ctx;
+    size_t n, block, n_blocks;
+    atomic_size_t next;
+    atomic_size_t done;
+} job;
+
+static struct {
+    pthread_t *threads;
+    int n_threads; /* workers + caller */
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work;
+    pthread_cond_t cv_done;
+    job *cur;
+    unsigned long generation;
+    int stop;
+    int active; /* workers inside the current job */
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv_work = PTHREAD_COND_INITIALIZER, .cv_done = PTHREAD_COND_INITIALIZER};
+
+int mr_cpu_count(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static void run_blocks(job *j, int tid)
+{
+    for (;;) {
+        size_t b = atomic_fetch_add(&j->next, 1);
+        if (b >= j->n_blocks) break;
+        size_t begin = b * j->block;
+        size_t end = begin + j->block < j->n ? begin + j->block : j->n;
+        j->fn(j->ctx, begin, end, tid);
+        atomic_fetch_add(&j->done, 1);
+    }
+}
+
+static void *worker(void *arg)
+{
+    int tid = (int)(intptr_t)arg;
+    unsigned long seen = 0;
+    pthread_mutex_lock(&pool.mu);
+    for (;;) {
+        while (!pool.stop && (pool.cur == NULL || pool.generation == seen)) pthread_cond_wait(&pool.cv_work, &pool.mu);
+        if (pool.stop) break;
+        seen = pool.generation;
+        job *j = pool.cur;
+        pool.active++;
+        pthread_mutex_unlock(&pool.mu);
+        run_blocks(j, tid);
+        pthread_mutex_lock(&pool.mu);
+        pool.active--;
+        pthread_cond_broadcast(&pool.cv_done);
+    }
+    pthread_mutex_unlock(&pool.mu);
+    return NULL;
+}
+
+mr_status mr_pool_init(int n_threads, mr_error *err)
+{
+    if (pool.threads) return MR_OK;
+    if (n_threads <= 0) n_threads = mr_cpu_count();
+    pool.n_threads = n_threads;
+    if (n_threads == 1) return MR_OK;
+    pool.threads = mr_calloc((size_t)n_threads - 1, sizeof(pthread_t));
+    if (!pool.threads) return MR_ERR(err, MR_E_NOMEM, "out of memory creating thread pool");
+    pool.stop = 0;
+    for (int i = 0; i < n_threads - 1; i++) {
+        if (pthread_create(&pool.threads[i], NULL, worker, (void *)(intptr_t)(i + 1)) != 0) {
+            pool.n_threads = i + 1;
+            return MR_ERR(err, MR_E_INTERNAL, "cannot start worker thread %d", i + 1);
+        }
+    }
+    return MR_OK;
+}
+
+int mr_pool_threads(void) { return pool.n_threads > 0 ? pool.n_threads : 1; }
+
+void mr_pool_shutdown(void)
+{
+    if (!pool.threads) {
+        pool.n_threads = 0;
+        return;
+    }
+    pthread_mutex_lock(&pool.mu);
+    pool.stop = 1;
+    pthread_cond_broadcast(&pool.cv_work);
+    pthread_mutex_unlock(&pool.mu);
+    for (int i = 0; i < pool.n_threads - 1; i++) pthread_join(pool.threads[i], NULL);
+    mr_free(pool.threads);
+    pool.threads = NULL;
+    pool.n_threads = 0;
+    pool.cur = NULL;
+}
+
+void mr_parallel_for(size_t n, size_t block, mr_range_fn fn, void *ctx)
+{
+    if (n == 0) return;
+    if (block == 0) block = 1;
+    job j = {.fn = fn, .ctx = ctx, .n = n, .block = block, .n_blocks = (n + block - 1) / block};
+    atomic_init(&j.next, 0);
+    atomic_init(&j.done, 0);
+    if (!pool.threads || j.n_blocks == 1) {
+        run_blocks(&j, 0);
+        return;
+    }
+    pthread_mutex_lock(&pool.mu);
+    pool.cur = &j;
+    pool.generation++;
+    pthread_cond_broadcast(&pool.cv_work);
+    pthread_mutex_unlock(&pool.mu);
+    run_blocks(&j, 0);
+    pthread_mutex_lock(&pool.mu);
+    while (atomic_load(&j.done) < j.n_blocks || pool.active > 0) pthread_cond_wait(&pool.cv_done, &pool.mu);
+    pool.cur = NULL;
+    pthread_mutex_unlock(&pool.mu);
+}
