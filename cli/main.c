@@ -1,2 +1,99 @@
-#include "millrace/core.h"
-int main(void) { return 0; }
+/* millrace: entry point and verb dispatch. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *cli_self_exe = "millrace";
+const char *cli_argv_joined = "";
+
+typedef struct verb {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} verb;
+
+static const verb verbs[] = {
+    {"init", cmd_init, "scaffold millrace.yaml and .millrace/ in the current directory"},
+    {"run", cmd_run, "run the pipeline: only stale stages execute, independent ones in parallel"},
+    {"status", cmd_status, "which stages are stale and why"},
+    {"dag", cmd_dag, "print the stage graph (--dot for Graphviz)"},
+    {"params", cmd_params, "print the effective params after overrides"},
+    {"runs", cmd_runs, "list recorded runs"},
+    {"show", cmd_show, "show one run: stages, resources, params, metrics"},
+    {"compare", cmd_compare, "compare two runs: params and metrics side by side"},
+    {"verify", cmd_verify, "re-hash every artifact; report corrupt or missing ones"},
+    {"gc", cmd_gc, "delete artifacts that no kept run or millrace.lock references"},
+    {"ops", cmd_ops, "list the available ops and their params"},
+    {"stage", cmd_stage, "run one stage from a job file (used by `millrace run`)"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: millrace [--version] [-q|-v] <verb> [options]\n\n"
+               "millrace runs a training pipeline (millrace.yaml) as a cached DAG of stages.\n\nverbs:\n");
+    for (size_t k = 0; k < sizeof(verbs) / sizeof(verbs[0]); k++) fprintf(f, "  %-9s %s\n", verbs[k].name, verbs[k].summary);
+    fprintf(f, "\nRun `millrace <verb> --help` for a verb's options. Exit codes: 0 ok, 1 a stage failed,\n"
+               "2 usage or spec error.\n");
+}
+
+int main(int argc, char **argv)
+{
+    int color = isatty(2) && !getenv("NO_COLOR");
+    mr_log_set_color(color);
+    cli_self_exe = "/proc/self/exe";
+    {
+        static char exe[4096];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (n > 0) {
+            exe[n] = '\0';
+            cli_self_exe = exe;
+        }
+    }
+    mr_buf all;
+    mr_buf_init(&all);
+    for (int k = 0; k < argc; k++) mr_buf_printf(&all, "%s%s", k ? " " : "", argv[k]);
+    cli_argv_joined = all.data ? all.data : "";
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-'; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            mr_buf_free(&all);
+            return EXIT_OK;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            printf("millrace %s\n", MILLRACE_VERSION);
+            mr_buf_free(&all);
+            return EXIT_OK;
+        }
+        if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) mr_log_set_level(MR_LOG_WARN);
+        else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) mr_log_set_level(MR_LOG_DEBUG);
+        else {
+            fprintf(stderr, "millrace: error: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            mr_buf_free(&all);
+            return EXIT_USAGE;
+        }
+    }
+    if (i >= argc) {
+        usage(stderr);
+        mr_buf_free(&all);
+        return EXIT_USAGE;
+    }
+    mr_ops_register_builtin();
+    int rc = -1;
+    for (size_t k = 0; k < sizeof(verbs) / sizeof(verbs[0]); k++)
+        if (!strcmp(verbs[k].name, argv[i])) rc = verbs[k].fn(argc - i, argv + i);
+    if (rc < 0) {
+        const char *names[sizeof(verbs) / sizeof(verbs[0])];
+        for (size_t k = 0; k < sizeof(verbs) / sizeof(verbs[0]); k++) names[k] = verbs[k].name;
+        const char *best = mr_closest(argv[i], names, sizeof(verbs) / sizeof(verbs[0]));
+        fprintf(stderr, "millrace: error: unknown verb '%s'\n", argv[i]);
+        if (best) fprintf(stderr, "hint: did you mean 'millrace %s'?\n", best);
+        rc = EXIT_USAGE;
+    }
+    mr_pool_shutdown();
+    mr_buf_free(&all);
+    return rc;
+}

@@ -43,7 +43,30 @@ typedef struct mr_param_def {
 /* Keys every stage may carry, whatever its op: op, desc, resources. */
 extern const mr_param_def mr_stage_common_keys[];
 
-typedef struct mr_op_ctx mr_op_ctx;
+/* One input or output of a running stage. */
+typedef struct mr_op_io {
+    const char *name;  /* exec: the workspace path; built-ins: "stages.X.OUT" / output name */
+    const char *path;  /* where to read (inputs) or write (outputs), relative to the workspace */
+} mr_op_io;
+
+/* What an op's run function gets. Built-in ops write their outputs into the
+ * given (empty, private) output directories; the engine then publishes them
+ * atomically. exec writes its declared outs in the workspace. */
+typedef struct mr_op_ctx {
+    const char *stage;        /* stage name */
+    const char *workspace;    /* absolute workspace root (the process cwd) */
+    const mr_value *def;      /* the stage definition, interpolated */
+    const mr_value *params;   /* MAP "a.b" -> value: the params this stage depends on */
+    int smoke;                /* 1 in smoke mode: shrink the work */
+    int threads;              /* cores granted (resources.cpus) */
+    int64_t run_id;
+    const mr_op_io *inputs;
+    size_t n_inputs;
+    const mr_op_io *outputs;
+    size_t n_outputs;
+    int log_fd;               /* the stage log: write progress and diagnostics here */
+    const char *tmp_dir;      /* private scratch directory, removed afterwards */
+} mr_op_ctx;
 
 typedef struct mr_op {
     const char *name;

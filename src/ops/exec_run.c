@@ -1,7 +1,109 @@
-/* placeholder until the executor lands: filled in by the engine commit */
+/* Running an exec stage's command: /bin/sh -c in the workspace, with the
+ * stage's params as MILLRACE_PARAM_<PATH> variables and a JSON file
+ * (MILLRACE_PARAMS_FILE), its declared env, and stdout/stderr going to the
+ * stage log. A list of commands runs in order and stops at the first that
+ * fails. */
+#define _GNU_SOURCE
 #include "ops_int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* "train.learning-rate" -> "MILLRACE_PARAM_TRAIN_LEARNING_RATE" */
+static char *param_env_name(const char *path)
+{
+    char *name = mr_asprintf("MILLRACE_PARAM_%s", path);
+    if (!name) return NULL;
+    for (char *p = name + 15; *p; p++) *p = isalnum((unsigned char)*p) ? (char)toupper((unsigned char)*p) : '_';
+    return name;
+}
+
+static void set_param_env(const mr_value *v, const char *prefix)
+{
+    if (v->kind == MR_V_MAP) {
+        for (size_t k = 0; k < v->n; k++) {
+            char *p = prefix[0] ? mr_asprintf("%s.%s", prefix, v->keys[k]) : mr_strdup(v->keys[k]);
+            if (p) set_param_env(v->items[k], p);
+            mr_free(p);
+        }
+        return;
+    }
+    mr_buf b;
+    mr_buf_init(&b);
+    if (v->kind == MR_V_SEQ) mr_value_to_json(v, 0, &b);
+    else mr_value_scalar_text(v, &b);
+    char *name = param_env_name(prefix);
+    if (name) setenv(name, b.data ? b.data : "", 1);
+    mr_free(name);
+    mr_buf_free(&b);
+}
+
+static mr_status run_one(mr_op_ctx *ctx, const char *cmd, const char *params_file, mr_error *err)
+{
+    dprintf(ctx->log_fd, "$ %s\n", cmd);
+    pid_t pid = fork();
+    if (pid < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "cannot start the command");
+    if (pid == 0) {
+        char buf[32];
+        setenv("MILLRACE_STAGE", ctx->stage, 1);
+        setenv("MILLRACE_SMOKE", ctx->smoke ? "1" : "0", 1);
+        snprintf(buf, sizeof(buf), "%lld", (long long)ctx->run_id);
+        setenv("MILLRACE_RUN_ID", buf, 1);
+        snprintf(buf, sizeof(buf), "%d", ctx->threads);
+        setenv("MILLRACE_THREADS", buf, 1);
+        setenv("OMP_NUM_THREADS", buf, 0);
+        setenv("MILLRACE_PARAMS_FILE", params_file, 1);
+        set_param_env(ctx->params, "");
+        const mr_value *env = mr_value_get(ctx->def, "env");
+        for (size_t k = 0; env && env->kind == MR_V_MAP && k < env->n; k++) {
+            mr_buf b;
+            mr_buf_init(&b);
+            mr_value_scalar_text(env->items[k], &b);
+            setenv(env->keys[k], b.data ? b.data : "", 1);
+            mr_buf_free(&b);
+        }
+        signal(SIGTERM, SIG_DFL);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        dprintf(2, "cannot run /bin/sh: %s\n", strerror(errno));
+        _exit(127);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR) return MR_ERR_SYS(err, MR_E_IO, errno, "waiting for the command failed");
+    }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return MR_OK;
+    if (WIFSIGNALED(st)) return MR_ERR(err, MR_E_FAILED, "command killed by signal %d: %s", WTERMSIG(st), cmd);
+    return MR_ERR(err, MR_E_FAILED, "command exited with status %d: %s", WEXITSTATUS(st), cmd);
+}
+
 mr_status mr__exec_run(mr_op_ctx *ctx, mr_error *err)
 {
-    (void)ctx;
-    return MR_ERR(err, MR_E_INTERNAL, "exec ops are run by the engine");
+    mr_buf pj;
+    mr_buf_init(&pj);
+    char *params_file = mr_path_join(ctx->tmp_dir, "params.json");
+    mr_status rc = MR_OK;
+    if (!params_file || mr_value_to_json(ctx->params, 0, &pj) != MR_OK) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    rc = mr_fs_write_atomic(params_file, pj.data, pj.len, err);
+    if (rc != MR_OK) goto done;
+    const mr_value *cmd = mr_value_get(ctx->def, "cmd");
+    if (cmd && cmd->kind == MR_V_STR) {
+        rc = run_one(ctx, cmd->str, params_file, err);
+    } else if (cmd && cmd->kind == MR_V_SEQ) {
+        for (size_t k = 0; k < cmd->n && rc == MR_OK; k++)
+            if (cmd->items[k]->kind == MR_V_STR) rc = run_one(ctx, cmd->items[k]->str, params_file, err);
+    } else {
+        rc = MR_ERR(err, MR_E_SCHEMA, "exec stage without a cmd");
+    }
+done:
+    mr_free(params_file);
+    mr_buf_free(&pj);
+    return rc;
 }

@@ -1,0 +1,47 @@
+/* Shared pieces of the CLI verbs: option parsing helpers, workspace + spec
+ * loading, output. Only include/millrace/ is used here. */
+#ifndef MILLRACE_CLI_H
+#define MILLRACE_CLI_H
+
+#include "millrace/millrace.h"
+
+#define EXIT_OK 0
+#define EXIT_FAILED 1
+#define EXIT_USAGE 2
+
+typedef struct cli_common {
+    const char **overrides; /* -S key=value */
+    size_t n_overrides;
+    int json;
+    int smoke;
+    const char *dir;        /* -C DIR */
+} cli_common;
+
+/* Consumes a common option at argv[*i] (advancing *i past its value).
+ * Returns 1 if consumed, 0 if not a common option, -1 on a usage error. */
+int cli_common_opt(cli_common *c, int argc, char **argv, int *i);
+void cli_common_free(cli_common *c);
+/* Opens the workspace and loads the spec with the overrides; prints the
+ * error and returns the exit code on failure (0 on success). */
+int cli_load(const cli_common *c, mr_workspace **ws, mr_spec **spec);
+int cli_status_exit(mr_status st); /* maps a status to an exit code */
+int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cli_wants_help(int argc, char **argv);
+void cli_print(const mr_buf *b);
+extern const char *cli_self_exe;
+extern const char *cli_argv_joined;
+
+int cmd_init(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_stage(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_dag(int argc, char **argv);
+int cmd_params(int argc, char **argv);
+int cmd_runs(int argc, char **argv);
+int cmd_show(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
+int cmd_ops(int argc, char **argv);
+
+#endif

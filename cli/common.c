@@ -1,0 +1,110 @@
+/* Option helpers shared by the verbs. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int cli_common_opt(cli_common *c, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    const char *val = NULL;
+    if (!strcmp(a, "-S") || !strcmp(a, "--set")) {
+        if (*i + 1 >= argc) return -1;
+        val = argv[++*i];
+    } else if (!strncmp(a, "--set=", 6)) {
+        val = a + 6;
+    } else if (!strncmp(a, "-S", 2) && a[2]) {
+        val = a + 2;
+    }
+    if (val) {
+        const char **n = mr_realloc(c->overrides, (c->n_overrides + 1) * sizeof(*n));
+        if (!n) return -1;
+        c->overrides = n;
+        c->overrides[c->n_overrides++] = val;
+        return 1;
+    }
+    if (!strcmp(a, "--json")) {
+        c->json = 1;
+        return 1;
+    }
+    if (!strcmp(a, "--smoke")) {
+        c->smoke = 1;
+        return 1;
+    }
+    if (!strcmp(a, "-C")) {
+        if (*i + 1 >= argc) return -1;
+        c->dir = argv[++*i];
+        return 1;
+    }
+    return 0;
+}
+
+void cli_common_free(cli_common *c) { mr_free(c->overrides); }
+
+int cli_status_exit(mr_status st)
+{
+    switch (st) {
+    case MR_OK: return EXIT_OK;
+    case MR_E_FAILED:
+    case MR_E_INTERRUPTED:
+    case MR_E_IO:
+    case MR_E_CORRUPT:
+    case MR_E_NOMEM: return EXIT_FAILED;
+    default: return EXIT_USAGE;
+    }
+}
+
+int cli_load(const cli_common *c, mr_workspace **ws, mr_spec **spec)
+{
+    mr_error err;
+    mr_error_init(&err);
+    *ws = NULL;
+    *spec = NULL;
+    mr_status st = mr_workspace_open(c->dir ? c->dir : ".", 1, 0, ws, &err);
+    if (st == MR_OK) {
+        if (!mr_fs_exists((*ws)->spec_path)) {
+            st = MR_ERR(&err, MR_E_NOT_FOUND, "%s: no millrace.yaml", (*ws)->root);
+            mr_error_hint(&err, "run `millrace init` to start a pipeline here");
+        } else {
+            st = mr_spec_load((*ws)->spec_path, c->overrides, c->n_overrides, spec, &err);
+        }
+    }
+    if (st != MR_OK) {
+        mr_log_error(&err);
+        mr_workspace_close(*ws);
+        *ws = NULL;
+        return st == MR_E_IO ? EXIT_FAILED : EXIT_USAGE;
+    }
+    /* Relative paths in the spec are workspace-relative. */
+    if (chdir((*ws)->root) != 0) {
+        fprintf(stderr, "millrace: error: cannot enter %s\n", (*ws)->root);
+        mr_spec_free(*spec);
+        mr_workspace_close(*ws);
+        return EXIT_FAILED;
+    }
+    return EXIT_OK;
+}
+
+int cli_usage_error(const char *verb, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "millrace %s: error: ", verb);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nhint: see `millrace %s --help`\n", verb);
+    return EXIT_USAGE;
+}
+
+int cli_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+    return 0;
+}
+
+void cli_print(const mr_buf *b)
+{
+    if (b->data) fwrite(b->data, 1, b->len, stdout);
+}

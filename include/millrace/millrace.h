@@ -1,0 +1,12 @@
+/* millrace: the whole public API. */
+#ifndef MILLRACE_H
+#define MILLRACE_H
+#include "millrace/core.h"
+#include "millrace/op.h"
+#include "millrace/pipeline.h"
+#include "millrace/runstore.h"
+#include "millrace/spec.h"
+#include "millrace/store.h"
+#include "millrace/value.h"
+#define MILLRACE_VERSION "0.1.0"
+#endif

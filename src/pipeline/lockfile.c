@@ -1,0 +1,200 @@
+/* millrace.lock: what the workspace's last runs produced, per stage: op,
+ * op version, key, params, input and output artifact ids. Users commit it;
+ * gc keeps what it references. Written atomically under a file lock. */
+#include "pipeline_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include <jansson.h>
+
+static const char lock_header[] = "# millrace.lock: written by `millrace run`; commit it with millrace.yaml.\n";
+
+mr_status mr__lock_read(const mr_workspace *ws, mr_value **out, mr_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (!mr_fs_exists(ws->lock_path)) {
+        *out = mr_value_new(MR_V_MAP);
+        return *out ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    mr_status rc = mr_fs_read_file(ws->lock_path, (size_t)64 << 20, &text, &len, err);
+    if (rc != MR_OK) return rc;
+    mr_value *v = NULL;
+    rc = mr_yaml_parse(text, len, ws->lock_path, &v, err);
+    mr_free(text);
+    if (rc != MR_OK) return rc;
+    if (!v || v->kind != MR_V_MAP) {
+        mr_value_free(v);
+        v = mr_value_new(MR_V_MAP);
+        if (!v) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    *out = v;
+    return MR_OK;
+}
+
+const char *mr__lock_stage_key(const mr_value *lock, const char *stage)
+{
+    const mr_value *stages = mr_value_get(lock, "stages");
+    const mr_value *s = mr_value_get(stages, stage);
+    const mr_value *k = mr_value_get(s, "key");
+    return k && k->kind == MR_V_STR ? k->str : NULL;
+}
+
+static mr_value *io_map(const mr__io *ios, size_t n)
+{
+    mr_value *m = mr_value_new(MR_V_MAP);
+    for (size_t k = 0; m && k < n; k++) {
+        mr_value *v = mr_value_new_str(ios[k].id);
+        if (!v || mr_value_map_set(m, ios[k].name, v) != MR_OK) {
+            mr_value_free(v);
+            mr_value_free(m);
+            return NULL;
+        }
+    }
+    return m;
+}
+
+static mr_value *json_to_value(json_t *j)
+{
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: {
+        mr_value *m = mr_value_new(MR_V_MAP);
+        const char *k;
+        json_t *x;
+        json_object_foreach(j, k, x)
+        {
+            mr_value *c = json_to_value(x);
+            if (!m || !c || mr_value_map_set(m, k, c) != MR_OK) {
+                mr_value_free(c);
+                mr_value_free(m);
+                return NULL;
+            }
+        }
+        return m;
+    }
+    case JSON_ARRAY: {
+        mr_value *s = mr_value_new(MR_V_SEQ);
+        size_t i;
+        json_t *x;
+        json_array_foreach(j, i, x)
+        {
+            mr_value *c = json_to_value(x);
+            if (!s || !c || mr_value_seq_push(s, c) != MR_OK) {
+                mr_value_free(c);
+                mr_value_free(s);
+                return NULL;
+            }
+        }
+        return s;
+    }
+    case JSON_STRING: return mr_value_new_str(json_string_value(j));
+    case JSON_INTEGER: return mr_value_new_int((int64_t)json_integer_value(j));
+    case JSON_REAL: return mr_value_new_float(json_real_value(j));
+    case JSON_TRUE: return mr_value_new_bool(1);
+    case JSON_FALSE: return mr_value_new_bool(0);
+    default: return mr_value_new(MR_V_NULL);
+    }
+}
+
+static mr_value *stage_entry(const mr_stage_spec *s, const mr__plan *p)
+{
+    mr_value *e = mr_value_new(MR_V_MAP);
+    json_t *doc = json_loads(p->key_doc ? p->key_doc : "{}", 0, NULL);
+    mr_value *params = doc ? json_to_value(json_object_get(doc, "params")) : NULL;
+    json_decref(doc);
+    mr_value *items[6] = {mr_value_new_str(s->op->name), mr_value_new_int(s->op->version), mr_value_new_str(p->key),
+                          params ? params : mr_value_new(MR_V_MAP), io_map(p->ins, p->n_ins), io_map(p->outs, p->n_outs)};
+    const char *names[6] = {"op", "op_version", "key", "params", "inputs", "outputs"};
+    for (int k = 0; k < 6; k++) {
+        if (!e || !items[k] || mr_value_map_set(e, names[k], items[k]) != MR_OK) {
+            for (int q = k; q < 6; q++) mr_value_free(items[q]);
+            mr_value_free(e);
+            return NULL;
+        }
+    }
+    return e;
+}
+
+mr_status mr__lock_update(mr_workspace *ws, const mr_spec *spec, const mr__plan *plans, const int *done, mr_error *err)
+{
+    mr_flock lk;
+    char *lock_lock = mr_path_join(ws->dot, "locks/millrace.lock.lock");
+    mr_value *old = NULL, *doc = NULL, *stages = NULL;
+    mr_buf b;
+    mr_buf_init(&b);
+    if (!lock_lock) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = mr_flock_acquire(&lk, lock_lock, MR_LOCK_EXCLUSIVE, 1, 0, err);
+    mr_free(lock_lock);
+    if (rc != MR_OK) return rc;
+    rc = mr__lock_read(ws, &old, err);
+    if (rc != MR_OK) goto done;
+    doc = mr_value_new(MR_V_MAP);
+    stages = mr_value_new(MR_V_MAP);
+    mr_value *schema = mr_value_new_int(1);
+    if (!doc || !stages || !schema || mr_value_map_set(doc, "schema", schema) != MR_OK) {
+        mr_value_free(schema);
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    const mr_value *old_stages = mr_value_get(old, "stages");
+    for (size_t i = 0; i < spec->n_stages && rc == MR_OK; i++) {
+        mr_value *e = NULL;
+        if (done[i]) {
+            e = stage_entry(&spec->stages[i], &plans[i]);
+        } else {
+            const mr_value *prev = mr_value_get(old_stages, spec->stages[i].name);
+            if (!prev) continue;
+            e = mr_value_clone(prev);
+        }
+        if (!e || mr_value_map_set(stages, spec->stages[i].name, e) != MR_OK) {
+            mr_value_free(e);
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        }
+    }
+    if (rc != MR_OK) goto done;
+    rc = mr_value_map_set(doc, "stages", stages);
+    if (rc != MR_OK) goto done;
+    stages = NULL;
+    if (mr_buf_puts(&b, lock_header) != MR_OK || mr_yaml_emit(doc, &b) != MR_OK) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    rc = mr_fs_write_atomic(ws->lock_path, b.data, b.len, err);
+done:
+    mr_flock_release(&lk);
+    mr_value_free(old);
+    mr_value_free(doc);
+    mr_value_free(stages);
+    mr_buf_free(&b);
+    return rc;
+}
+
+void mr__git_info(const char *root, char *commit, size_t commit_len, int *dirty)
+{
+    commit[0] = '\0';
+    *dirty = 0;
+    char *cmd = mr_asprintf("git -C '%s' rev-parse HEAD 2>/dev/null", root);
+    if (!cmd || strchr(root, '\'')) {
+        mr_free(cmd);
+        return;
+    }
+    FILE *f = popen(cmd, "r");
+    mr_free(cmd);
+    if (!f) return;
+    if (fgets(commit, (int)commit_len, f)) commit[strcspn(commit, "\r\n")] = '\0';
+    else commit[0] = '\0';
+    pclose(f);
+    if (!commit[0] || strlen(commit) != 40) {
+        commit[0] = '\0';
+        return;
+    }
+    cmd = mr_asprintf("git -C '%s' status --porcelain --untracked-files=no 2>/dev/null", root);
+    if (!cmd) return;
+    f = popen(cmd, "r");
+    mr_free(cmd);
+    if (!f) return;
+    char line[16];
+    *dirty = fgets(line, sizeof(line), f) != NULL;
+    pclose(f);
+}

@@ -1,0 +1,81 @@
+/* Internals shared by the engine's files (dag, keys, executor, worker). */
+#ifndef MILLRACE_PIPELINE_INT_H
+#define MILLRACE_PIPELINE_INT_H
+
+#include "millrace/pipeline.h"
+
+/* A list of strings from def[key] (a string or a list of strings); the
+ * strings are borrowed from the value tree; the array is caller-freed. */
+mr_status mr__def_strings(const mr_value *def, const char *key, const char ***out, size_t *n_out);
+
+/* Per-stage declared workspace paths (normalised). */
+typedef struct mr__stage_paths {
+    char **deps;
+    size_t n_deps;
+    char **outs;      /* outs followed by metrics files */
+    size_t n_outs;
+    size_t n_metrics; /* the last n_metrics of outs are metrics files */
+} mr__stage_paths;
+
+const mr__stage_paths *mr__dag_paths(const mr_dag *dag, size_t i);
+const mr_spec *mr__dag_spec(const mr_dag *dag);
+ssize_t mr__dag_index(const mr_dag *dag, const char *name);
+/* 1 if path a equals b or lies under directory b. */
+int mr__path_within(const char *a, const char *b);
+
+#endif
+
+/* ---- planning (plan.c): a stage's outputs, inputs and cache key ---------- */
+typedef struct mr__io {
+    char *name;                    /* exec: workspace path; refs: "stages.X.OUT"; built-in outputs: name */
+    char *path;                    /* workspace-relative path */
+    char id[MR_ARTIFACT_ID_LEN];   /* artifact id once known, "" before */
+    int from_stage;                /* input: index of the producing stage, -1 for a workspace file */
+} mr__io;
+
+typedef struct mr__plan {
+    mr__io *outs;
+    size_t n_outs;
+    size_t n_metrics;  /* the last n_metrics outs are metrics files */
+    mr__io *ins;
+    size_t n_ins;
+    char key[MR_HASH_HEX_LEN + 1];
+    char *key_doc;     /* canonical JSON the key hashes */
+    char *params_json; /* the stage's params as a nested JSON object */
+} mr__plan;
+
+void mr__plan_free(mr__plan *p);
+/* Declared outputs (names and paths; ids empty). */
+mr_status mr__plan_outputs(const mr_dag *dag, size_t i, mr__plan *p, mr_error *err);
+/* Inputs: upstream outputs by reference (ids copied from plans[j]) and
+ * workspace files (id empty, from_stage -1: hash them with
+ * mr__plan_hash_inputs). Upstream outputs must be known. */
+mr_status mr__plan_inputs(const mr_dag *dag, size_t i, mr__plan *plans, mr_error *err);
+/* Hashes the workspace inputs of the given stages in one parallel batch. */
+mr_status mr__plan_hash_inputs(mr_workspace *ws, mr__plan *plans, const size_t *stages, size_t n,
+                               uint64_t *bytes_hashed, mr_error *err);
+/* Computes key_doc and key (all inputs must have ids). */
+mr_status mr__plan_key(const mr_spec *spec, size_t i, int smoke, mr__plan *p, mr_error *err);
+/* Outputs JSON {"name": "id"} of a plan whose outputs are known. */
+mr_status mr__plan_outputs_json(const mr__plan *p, mr_buf *out);
+/* Looks the key up; on a hit whose objects are all in the store, fills the
+ * output ids and returns 1 (metrics_json then owned by the caller). */
+int mr__plan_cache_lookup(mr_workspace *ws, mr__plan *p, char **metrics_json);
+/* 1 if every output exists in the workspace with the planned content. */
+int mr__plan_outputs_in_place(mr_workspace *ws, mr__plan *p);
+/* The def with ${stages.X[.O]} replaced by the referenced output paths. */
+mr_status mr__resolve_refs(const mr_value *def, const mr_dag *dag, const mr__plan *plans, mr_value **out,
+                           mr_error *err);
+
+/* ---- millrace.lock (lockfile.c) ----------------------------------------- */
+/* Reads the lock (missing file -> empty map). */
+mr_status mr__lock_read(const mr_workspace *ws, mr_value **out, mr_error *err);
+/* The recorded key of a stage, or NULL. Borrowed from lock. */
+const char *mr__lock_stage_key(const mr_value *lock, const char *stage);
+/* Rewrites the lock: stages with done[i] get their plan, other stages of the
+ * spec keep their old entry, stages no longer in the spec are dropped. */
+mr_status mr__lock_update(mr_workspace *ws, const mr_spec *spec, const mr__plan *plans, const int *done,
+                          mr_error *err);
+
+/* git commit and dirty flag of the workspace ("" outside git). */
+void mr__git_info(const char *root, char *commit, size_t commit_len, int *dirty);

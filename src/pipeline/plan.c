@@ -1,0 +1,417 @@
+/* Planning a stage: its declared outputs, its inputs (upstream artifacts by
+ * reference, workspace files by content), and its cache key.
+ *
+ * The cache key is xxh3-128 over one canonical JSON document:
+ *
+ *   {"def":{...},"inputs":{"name":"id",...},"op":"exec","op_version":1,
+ *    "params":{"a.b":value,...},"smoke":false}
+ *
+ * "def" is the stage's interpolated definition without the keys that cannot
+ * change a result (op, desc, resources). Canonical JSON sorts map keys
+ * bytewise and prints numbers in one shortest round-trip form, so the order
+ * of keys in millrace.yaml, its whitespace, comments and quoting style never
+ * change a key, while any change of a value, an input's content, the op's
+ * version or the smoke flag always does. The document itself is stored with
+ * the cache entry, which is how `millrace status` explains what changed. */
+#include "pipeline_int.h"
+
+#include <string.h>
+#include <sys/types.h>
+
+void mr__plan_free(mr__plan *p)
+{
+    if (!p) return;
+    for (size_t i = 0; i < p->n_outs; i++) {
+        mr_free(p->outs[i].name);
+        mr_free(p->outs[i].path);
+    }
+    for (size_t i = 0; i < p->n_ins; i++) {
+        mr_free(p->ins[i].name);
+        mr_free(p->ins[i].path);
+    }
+    mr_free(p->outs);
+    mr_free(p->ins);
+    mr_free(p->key_doc);
+    mr_free(p->params_json);
+    memset(p, 0, sizeof(*p));
+}
+
+static mr_status push_io(mr__io **arr, size_t *n, const char *name, const char *path, int from_stage, const char *id)
+{
+    mr__io *na = mr_realloc(*arr, (*n + 1) * sizeof(*na));
+    if (!na) return MR_E_NOMEM;
+    *arr = na;
+    mr__io *io = &na[*n];
+    memset(io, 0, sizeof(*io));
+    io->name = mr_strdup(name);
+    io->path = mr_strdup(path);
+    io->from_stage = from_stage;
+    if (id) snprintf(io->id, sizeof(io->id), "%s", id);
+    if (!io->name || !io->path) {
+        mr_free(io->name);
+        mr_free(io->path);
+        return MR_E_NOMEM;
+    }
+    (*n)++;
+    return MR_OK;
+}
+
+mr_status mr__plan_outputs(const mr_dag *dag, size_t i, mr__plan *p, mr_error *err)
+{
+    const mr_spec *spec = mr__dag_spec(dag);
+    const mr_stage_spec *s = &spec->stages[i];
+    const mr__stage_paths *sp = mr__dag_paths(dag, i);
+    if (!strcmp(s->op->name, "exec")) {
+        for (size_t k = 0; k < sp->n_outs; k++)
+            if (push_io(&p->outs, &p->n_outs, sp->outs[k], sp->outs[k], -1, NULL) != MR_OK)
+                return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        p->n_metrics = sp->n_metrics;
+        return MR_OK;
+    }
+    if (!s->op->outputs) {
+        char *path = mr_asprintf("out/%s", s->name);
+        mr_status rc = path ? push_io(&p->outs, &p->n_outs, "out", path, -1, NULL) : MR_E_NOMEM;
+        mr_free(path);
+        return rc == MR_OK ? MR_OK : MR_ERR(err, rc, "out of memory");
+    }
+    for (const char *const *o = s->op->outputs; *o; o++) {
+        char *path = mr_asprintf("out/%s/%s", s->name, *o);
+        mr_status rc = path ? push_io(&p->outs, &p->n_outs, *o, path, -1, NULL) : MR_E_NOMEM;
+        mr_free(path);
+        if (rc != MR_OK) return MR_ERR(err, rc, "out of memory");
+    }
+    return MR_OK;
+}
+
+mr_status mr__plan_inputs(const mr_dag *dag, size_t i, mr__plan *plans, mr_error *err)
+{
+    const mr_spec *spec = mr__dag_spec(dag);
+    const mr_stage_spec *s = &spec->stages[i];
+    const mr__stage_paths *sp = mr__dag_paths(dag, i);
+    mr__plan *p = &plans[i];
+    size_t n_up = 0;
+    const size_t *up = mr_dag_upstream(dag, i, &n_up);
+    /* Workspace deps: an upstream's output by id, otherwise hashed from disk. */
+    for (size_t d = 0; d < sp->n_deps; d++) {
+        const char *dep = sp->deps[d];
+        const char *id = NULL;
+        int from = -1;
+        for (size_t u = 0; u < n_up && !id; u++)
+            for (size_t o = 0; o < plans[up[u]].n_outs; o++)
+                if (!strcmp(plans[up[u]].outs[o].path, dep)) {
+                    id = plans[up[u]].outs[o].id;
+                    from = (int)up[u];
+                    break;
+                }
+        if (push_io(&p->ins, &p->n_ins, dep, dep, from, id) != MR_OK) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    /* ${stages.X} references: all of X's outputs; ${stages.X.O}: output O. */
+    for (size_t r = 0; r < s->n_refs; r++) {
+        ssize_t j = mr__dag_index(dag, s->refs[r].stage);
+        if (j < 0) return MR_ERR(err, MR_E_NOT_FOUND, "unknown stage '%s'", s->refs[r].stage);
+        const mr__plan *up_p = &plans[j];
+        int matched = 0;
+        for (size_t o = 0; o < up_p->n_outs; o++) {
+            const mr__io *out = &up_p->outs[o];
+            if (s->refs[r].output && strcmp(out->name, s->refs[r].output) != 0) continue;
+            matched = 1;
+            char *name = mr_asprintf("stages.%s.%s", s->refs[r].stage, out->name);
+            int dup = 0;
+            for (size_t k = 0; name && k < p->n_ins; k++) dup |= !strcmp(p->ins[k].name, name);
+            mr_status rc = !name ? MR_E_NOMEM : dup ? MR_OK : push_io(&p->ins, &p->n_ins, name, out->path, (int)j, out->id);
+            mr_free(name);
+            if (rc != MR_OK) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        }
+        if (!matched) {
+            mr_status rc = MR_ERR(err, MR_E_NOT_FOUND, "stage '%s' refers to output '%s' of stage '%s', which has no such output",
+                                  s->name, s->refs[r].output ? s->refs[r].output : "(any)", s->refs[r].stage);
+            mr_error_at(err, spec->path, s->refs[r].line, s->refs[r].col);
+            if (up_p->n_outs) {
+                const char **names = mr_calloc(up_p->n_outs, sizeof(*names));
+                for (size_t o = 0; names && o < up_p->n_outs; o++) names[o] = up_p->outs[o].name;
+                const char *best = names && s->refs[r].output ? mr_closest(s->refs[r].output, names, up_p->n_outs) : NULL;
+                if (best) mr_error_hint(err, "did you mean '${stages.%s.%s}'?", s->refs[r].stage, best);
+                mr_free(names);
+            } else {
+                mr_error_hint(err, "stage '%s' declares no outputs", s->refs[r].stage);
+            }
+            return rc;
+        }
+    }
+    return MR_OK;
+}
+
+mr_status mr__plan_hash_inputs(mr_workspace *ws, mr__plan *plans, const size_t *stages, size_t n,
+                               uint64_t *bytes_hashed, mr_error *err)
+{
+    size_t total = 0;
+    for (size_t k = 0; k < n; k++)
+        for (size_t d = 0; d < plans[stages[k]].n_ins; d++)
+            if (plans[stages[k]].ins[d].from_stage < 0) total++;
+    if (bytes_hashed) *bytes_hashed = 0;
+    if (!total) return MR_OK;
+    const char **paths = mr_calloc(total, sizeof(*paths));
+    mr__io **ios = mr_calloc(total, sizeof(*ios));
+    mr_artifact *arts = mr_calloc(total, sizeof(*arts));
+    mr_status rc = MR_OK;
+    if (!paths || !ios || !arts) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    size_t m = 0;
+    for (size_t k = 0; k < n; k++)
+        for (size_t d = 0; d < plans[stages[k]].n_ins; d++) {
+            mr__io *io = &plans[stages[k]].ins[d];
+            if (io->from_stage >= 0) continue;
+            if (!mr_fs_exists(io->path)) {
+                rc = MR_ERR(err, MR_E_NOT_FOUND, "dependency '%s' does not exist", io->path);
+                mr_error_hint(err, "create it, or add the stage that produces it as an out");
+                goto done;
+            }
+            ios[m] = io;
+            paths[m++] = io->path;
+        }
+    rc = mr_store_hash_paths(ws->store, ws->sc, paths, m, arts, bytes_hashed, err);
+    if (rc != MR_OK) goto done;
+    for (size_t k = 0; k < m; k++) mr_artifact_id(&arts[k], ios[k]->id);
+done:
+    mr_free(paths);
+    mr_free(ios);
+    mr_free(arts);
+    return rc;
+}
+
+/* Flattened params this stage depends on: {"a.b": value}. */
+static mr_status stage_params(const mr_spec *spec, const mr_stage_spec *s, mr_value **flat_out, mr_value **nested_out)
+{
+    mr_value *flat = mr_value_new(MR_V_MAP), *nested = mr_value_new(MR_V_MAP);
+    if (!flat || !nested) goto oom;
+    for (size_t k = 0; k < s->n_param_paths; k++) {
+        const mr_value *v = mr_value_get_path(spec->params, s->param_paths[k]);
+        mr_value *c1 = v ? mr_value_clone(v) : mr_value_new(MR_V_NULL);
+        mr_value *c2 = v ? mr_value_clone(v) : mr_value_new(MR_V_NULL);
+        if (!c1 || !c2 || mr_value_map_set(flat, s->param_paths[k], c1) != MR_OK) {
+            mr_value_free(c1);
+            mr_value_free(c2);
+            goto oom;
+        }
+        if (mr_value_set_path(nested, s->param_paths[k], c2) != MR_OK) {
+            mr_value_free(c2);
+            goto oom;
+        }
+    }
+    *flat_out = flat;
+    *nested_out = nested;
+    return MR_OK;
+oom:
+    mr_value_free(flat);
+    mr_value_free(nested);
+    return MR_E_NOMEM;
+}
+
+mr_status mr__plan_key(const mr_spec *spec, size_t i, int smoke, mr__plan *p, mr_error *err)
+{
+    const mr_stage_spec *s = &spec->stages[i];
+    mr_value *doc = mr_value_new(MR_V_MAP), *def = mr_value_new(MR_V_MAP), *inputs = mr_value_new(MR_V_MAP);
+    mr_value *flat = NULL, *nested = NULL;
+    mr_buf b, pj;
+    mr_buf_init(&b);
+    mr_buf_init(&pj);
+    mr_status rc = MR_OK;
+    if (!doc || !def || !inputs || stage_params(spec, s, &flat, &nested) != MR_OK) goto oom;
+    for (size_t k = 0; k < s->def->n; k++) {
+        const char *key = s->def->keys[k];
+        if (!strcmp(key, "op") || !strcmp(key, "desc") || !strcmp(key, "resources")) continue;
+        mr_value *c = mr_value_clone(s->def->items[k]);
+        if (!c || mr_value_map_set(def, key, c) != MR_OK) {
+            mr_value_free(c);
+            goto oom;
+        }
+    }
+    for (size_t k = 0; k < p->n_ins; k++) {
+        MR_ASSERT(p->ins[k].id[0]);
+        mr_value *v = mr_value_new_str(p->ins[k].id);
+        if (!v || mr_value_map_set(inputs, p->ins[k].name, v) != MR_OK) {
+            mr_value_free(v);
+            goto oom;
+        }
+    }
+    mr_value *tmp[6] = {mr_value_new_str(s->op->name), mr_value_new_int(s->op->version), mr_value_new_bool(smoke),
+                        def, inputs, flat};
+    def = inputs = flat = NULL;
+    const char *names[6] = {"op", "op_version", "smoke", "def", "inputs", "params"};
+    for (int k = 0; k < 6; k++) {
+        if (!tmp[k] || mr_value_map_set(doc, names[k], tmp[k]) != MR_OK) {
+            for (int q = k; q < 6; q++) mr_value_free(tmp[q]);
+            goto oom;
+        }
+    }
+    if (mr_value_to_json(doc, 1, &b) != MR_OK || mr_value_to_json(nested, 1, &pj) != MR_OK) goto oom;
+    mr_hash_hex(mr_hash_bytes(b.data, b.len), p->key);
+    mr_free(p->key_doc);
+    mr_free(p->params_json);
+    p->key_doc = b.data;
+    p->params_json = pj.data;
+    b.data = pj.data = NULL;
+    goto done;
+oom:
+    rc = MR_ERR(err, MR_E_NOMEM, "out of memory computing the key of stage '%s'", s->name);
+done:
+    mr_value_free(doc);
+    mr_value_free(def);
+    mr_value_free(inputs);
+    mr_value_free(flat);
+    mr_value_free(nested);
+    mr_buf_free(&b);
+    mr_buf_free(&pj);
+    return rc;
+}
+
+mr_status mr__plan_outputs_json(const mr__plan *p, mr_buf *out)
+{
+    mr_status rc = mr_buf_puts(out, "{");
+    for (size_t k = 0; k < p->n_outs && rc == MR_OK; k++) {
+        if (k) rc = mr_buf_puts(out, ",");
+        if (rc == MR_OK) rc = mr_buf_json_str(out, p->outs[k].name);
+        if (rc == MR_OK) rc = mr_buf_puts(out, ":");
+        if (rc == MR_OK) rc = mr_buf_json_str(out, p->outs[k].id);
+    }
+    if (rc == MR_OK) rc = mr_buf_puts(out, "}");
+    return rc;
+}
+
+#include <jansson.h>
+
+int mr__plan_cache_lookup(mr_workspace *ws, mr__plan *p, char **metrics_json)
+{
+    char *outs = NULL, *mets = NULL;
+    int hit = 0;
+    if (metrics_json) *metrics_json = NULL;
+    if (mr_runstore_cache_get(ws->rs, p->key, &outs, &mets, NULL, NULL) != MR_OK) return 0;
+    json_t *o = json_loads(outs ? outs : "{}", 0, NULL);
+    if (!o || !json_is_object(o)) goto done;
+    hit = 1;
+    for (size_t k = 0; k < p->n_outs && hit; k++) {
+        const char *id = json_string_value(json_object_get(o, p->outs[k].name));
+        mr_artifact a;
+        if (!id || mr_artifact_parse(id, &a) != MR_OK || !mr_store_has(ws->store, &a)) {
+            hit = 0;
+            break;
+        }
+        snprintf(p->outs[k].id, sizeof(p->outs[k].id), "%s", id);
+    }
+    if (hit && metrics_json) {
+        *metrics_json = mets;
+        mets = NULL;
+    }
+    if (!hit)
+        for (size_t k = 0; k < p->n_outs; k++) p->outs[k].id[0] = '\0';
+done:
+    json_decref(o);
+    mr_free(outs);
+    mr_free(mets);
+    return hit;
+}
+
+int mr__plan_outputs_in_place(mr_workspace *ws, mr__plan *p)
+{
+    if (!p->n_outs) return 1;
+    const char **paths = mr_calloc(p->n_outs, sizeof(*paths));
+    mr_artifact *arts = mr_calloc(p->n_outs, sizeof(*arts));
+    int ok = paths && arts;
+    for (size_t k = 0; ok && k < p->n_outs; k++) {
+        paths[k] = p->outs[k].path;
+        if (!mr_fs_exists(paths[k])) ok = 0;
+    }
+    if (ok) {
+        mr_error e;
+        mr_error_init(&e);
+        ok = mr_store_hash_paths(ws->store, ws->sc, paths, p->n_outs, arts, NULL, &e) == MR_OK;
+        for (size_t k = 0; ok && k < p->n_outs; k++) {
+            char id[MR_ARTIFACT_ID_LEN];
+            mr_artifact_id(&arts[k], id);
+            ok = !strcmp(id, p->outs[k].id);
+        }
+    }
+    mr_free(paths);
+    mr_free(arts);
+    return ok;
+}
+
+/* Replaces every ${stages.X} / ${stages.X.O} in s by the output path(s). */
+static mr_status resolve_str(const char *s, const mr_dag *dag, const mr__plan *plans, mr_buf *out, mr_error *err)
+{
+    mr_status rc = MR_OK;
+    const char *p = s;
+    while (rc == MR_OK && *p) {
+        const char *ref = strstr(p, "${stages.");
+        if (!ref) {
+            rc = mr_buf_puts(out, p);
+            break;
+        }
+        if (ref > p && ref[-1] == '$') { /* $${ escape was already handled by the spec */
+            rc = mr_buf_append(out, p, (size_t)(ref - p) + 2);
+            p = ref + 2;
+            continue;
+        }
+        rc = mr_buf_append(out, p, (size_t)(ref - p));
+        const char *end = strchr(ref, '}');
+        if (!end) return MR_ERR(err, MR_E_PARSE, "unterminated reference in '%s'", s);
+        const char *name = ref + 9;
+        const char *dot = memchr(name, '.', (size_t)(end - name));
+        char *stage = mr_strndup(name, (size_t)((dot ? dot : end) - name));
+        char *output = dot ? mr_strndup(dot + 1, (size_t)(end - dot - 1)) : NULL;
+        ssize_t j = stage ? mr__dag_index(dag, stage) : -1;
+        if (j < 0) {
+            rc = MR_ERR(err, MR_E_NOT_FOUND, "unknown stage in '%s'", s);
+        } else {
+            int first = 1;
+            for (size_t o = 0; o < plans[j].n_outs && rc == MR_OK; o++) {
+                if (output && strcmp(plans[j].outs[o].name, output) != 0) continue;
+                if (!first) rc = mr_buf_puts(out, " ");
+                if (rc == MR_OK) rc = mr_buf_puts(out, plans[j].outs[o].path);
+                first = 0;
+            }
+        }
+        mr_free(stage);
+        mr_free(output);
+        p = end + 1;
+    }
+    if (rc == MR_OK && !out->data) rc = mr_buf_puts(out, "");
+    return rc;
+}
+
+static mr_status resolve_tree(mr_value *v, const mr_dag *dag, const mr__plan *plans, mr_error *err)
+{
+    if (v->kind == MR_V_STR && strstr(v->str, "${stages.")) {
+        mr_buf b;
+        mr_buf_init(&b);
+        mr_status rc = resolve_str(v->str, dag, plans, &b, err);
+        if (rc != MR_OK) {
+            mr_buf_free(&b);
+            return rc;
+        }
+        mr_free(v->str);
+        v->str = b.data;
+        return MR_OK;
+    }
+    if (v->kind == MR_V_MAP || v->kind == MR_V_SEQ)
+        for (size_t k = 0; k < v->n; k++) {
+            mr_status rc = resolve_tree(v->items[k], dag, plans, err);
+            if (rc != MR_OK) return rc;
+        }
+    return MR_OK;
+}
+
+mr_status mr__resolve_refs(const mr_value *def, const mr_dag *dag, const mr__plan *plans, mr_value **out, mr_error *err)
+{
+    mr_value *c = mr_value_clone(def);
+    if (!c) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = resolve_tree(c, dag, plans, err);
+    if (rc != MR_OK) {
+        mr_value_free(c);
+        return rc;
+    }
+    *out = c;
+    return MR_OK;
+}

@@ -1,0 +1,828 @@
+/* Content-addressed artifact store: hashing of workspace paths (with the
+ * stat cache and the core pool), atomic publish, checkout, verify and gc.
+ *
+ * Atomic publish, in order: the file is hashed and fsynced, made read-only,
+ * then hard-linked into objects/ under its hash (or copied to tmp/ and
+ * renamed there when linking is impossible), and the object's directory is
+ * fsynced. A directory artifact's manifest object is written only after all
+ * its blobs exist. An object name therefore never refers to partial data,
+ * and a crash at any point leaves at worst an unreferenced complete blob,
+ * which gc removes. */
+#define _GNU_SOURCE
+#include "millrace/store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct mr_store {
+    char *root;    /* .millrace */
+    char *objects; /* .millrace/objects */
+    char *tmp;     /* .millrace/tmp */
+};
+
+#define MAX_DIR_DEPTH 64
+#define MANIFEST_LIMIT ((size_t)256 << 20)
+
+void mr_artifact_id(const mr_artifact *a, char *id)
+{
+    mr_hash_hex(a->hash, id);
+    if (a->is_dir) memcpy(id + 32, ".dir", 5);
+}
+
+mr_status mr_artifact_parse(const char *id, mr_artifact *out)
+{
+    char hex[33];
+    size_t n = strlen(id);
+    memset(out, 0, sizeof(*out));
+    if (n == 36 && !strcmp(id + 32, ".dir"))
+        out->is_dir = 1;
+    else if (n != 32)
+        return MR_E_PARSE;
+    memcpy(hex, id, 32);
+    hex[32] = '\0';
+    return mr_hash_parse(hex, &out->hash);
+}
+
+mr_status mr_store_open(const char *root, mr_store **out, mr_error *err)
+{
+    mr_store *st = mr_calloc(1, sizeof(*st));
+    if (!st) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    st->root = mr_strdup(root);
+    st->objects = mr_path_join(root, "objects");
+    st->tmp = mr_path_join(root, "tmp");
+    mr_status rc = MR_OK;
+    if (!st->root || !st->objects || !st->tmp) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    rc = mr_fs_mkdirs(st->objects, err);
+    if (rc == MR_OK) rc = mr_fs_mkdirs(st->tmp, err);
+    if (rc != MR_OK) goto fail;
+    *out = st;
+    return MR_OK;
+fail:
+    mr_store_close(st);
+    return rc;
+}
+
+void mr_store_close(mr_store *st)
+{
+    if (!st) return;
+    mr_free(st->root);
+    mr_free(st->objects);
+    mr_free(st->tmp);
+    mr_free(st);
+}
+
+const char *mr_store_root(const mr_store *st) { return st->root; }
+
+char *mr_store_object_path(const mr_store *st, const mr_artifact *a)
+{
+    char id[MR_ARTIFACT_ID_LEN];
+    mr_artifact_id(a, id);
+    return mr_asprintf("%s/%.2s/%s", st->objects, id, id + 2);
+}
+
+int mr_store_has(const mr_store *st, const mr_artifact *a)
+{
+    char *p = mr_store_object_path(st, a);
+    int ok = p && mr_fs_exists(p);
+    mr_free(p);
+    return ok;
+}
+
+static uint64_t mtime_ns_of(const struct stat *sb)
+{
+    return (uint64_t)sb->st_mtim.tv_sec * 1000000000ull + (uint64_t)sb->st_mtim.tv_nsec;
+}
+
+/* ---- walking directories into a sorted file list ------------------------ */
+
+typedef struct file_item {
+    char *path;    /* full path */
+    char *rel;     /* path relative to the artifact root ("" for a single file) */
+    struct stat sb;
+    mr_hash128 hash;
+    int need_hash;
+} file_item;
+
+typedef struct file_list {
+    file_item *items;
+    size_t n, cap;
+} file_list;
+
+static void file_list_free(file_list *fl)
+{
+    for (size_t i = 0; i < fl->n; i++) {
+        mr_free(fl->items[i].path);
+        mr_free(fl->items[i].rel);
+    }
+    mr_free(fl->items);
+    memset(fl, 0, sizeof(*fl));
+}
+
+static mr_status file_list_push(file_list *fl, const char *path, const char *rel, const struct stat *sb)
+{
+    if (fl->n == fl->cap) {
+        size_t ncap = fl->cap ? fl->cap * 2 : 16;
+        file_item *ni = mr_realloc(fl->items, ncap * sizeof(*ni));
+        if (!ni) return MR_E_NOMEM;
+        fl->items = ni;
+        fl->cap = ncap;
+    }
+    file_item *it = &fl->items[fl->n];
+    memset(it, 0, sizeof(*it));
+    it->path = mr_strdup(path);
+    it->rel = mr_strdup(rel);
+    it->sb = *sb;
+    if (!it->path || !it->rel) {
+        mr_free(it->path);
+        mr_free(it->rel);
+        return MR_E_NOMEM;
+    }
+    fl->n++;
+    return MR_OK;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static mr_status walk_dir(const char *path, const char *rel, int depth, file_list *fl, mr_error *err)
+{
+    if (depth > MAX_DIR_DEPTH) return MR_ERR(err, MR_E_LIMIT, "%s: directories nested deeper than %d", path, MAX_DIR_DEPTH);
+    DIR *d = opendir(path);
+    if (!d) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot open directory", path);
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    mr_status st = MR_OK;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 32;
+            char **nn = mr_realloc(names, cap * sizeof(*nn));
+            if (!nn) {
+                st = MR_ERR(err, MR_E_NOMEM, "out of memory");
+                goto done;
+            }
+            names = nn;
+        }
+        names[n] = mr_strdup(de->d_name);
+        if (!names[n]) {
+            st = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            goto done;
+        }
+        n++;
+    }
+    qsort(names, n, sizeof(*names), cmp_str);
+    for (size_t i = 0; i < n && st == MR_OK; i++) {
+        char *child = mr_path_join(path, names[i]);
+        char *crel = rel[0] ? mr_asprintf("%s/%s", rel, names[i]) : mr_strdup(names[i]);
+        struct stat sb;
+        if (!child || !crel) {
+            st = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        } else if (stat(child, &sb) != 0) {
+            st = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot stat", child);
+        } else if (S_ISDIR(sb.st_mode)) {
+            st = walk_dir(child, crel, depth + 1, fl, err);
+        } else if (S_ISREG(sb.st_mode)) {
+            if (file_list_push(fl, child, crel, &sb) != MR_OK) st = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        } else {
+            st = MR_ERR(err, MR_E_INVALID_ARG, "%s: not a regular file or directory", child);
+        }
+        mr_free(child);
+        mr_free(crel);
+    }
+done:
+    for (size_t i = 0; i < n; i++) mr_free(names[i]);
+    mr_free(names);
+    closedir(d);
+    return st;
+}
+
+/* ---- parallel hashing ---------------------------------------------------- */
+
+typedef struct hash_job {
+    file_item **items;
+    mr_status *status;
+    mr_error *errs;
+} hash_job;
+
+static void hash_range(void *ctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    hash_job *j = ctx;
+    for (size_t i = begin; i < end; i++) {
+        mr_error_init(&j->errs[i]);
+        j->status[i] = mr_hash_file(j->items[i]->path, &j->items[i]->hash, NULL, &j->errs[i]);
+    }
+}
+
+/* Hashes every item that the stat cache cannot answer. */
+static mr_status hash_items(mr_statcache *sc, file_item **items, size_t n, uint64_t *bytes_hashed, mr_error *err)
+{
+    file_item **todo = mr_calloc(n ? n : 1, sizeof(*todo));
+    if (!todo) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    size_t n_todo = 0;
+    for (size_t i = 0; i < n; i++) {
+        file_item *it = items[i];
+        if (mr_statcache_lookup(sc, it->path, (uint64_t)it->sb.st_size, mtime_ns_of(&it->sb), (uint64_t)it->sb.st_ino,
+                                &it->hash))
+            continue;
+        todo[n_todo++] = it;
+    }
+    mr_status st = MR_OK;
+    if (n_todo) {
+        mr_status *sts = mr_calloc(n_todo, sizeof(*sts));
+        mr_error *errs = mr_calloc(n_todo, sizeof(*errs));
+        if (!sts || !errs) {
+            st = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        } else {
+            hash_job j = {todo, sts, errs};
+            mr_parallel_for(n_todo, 1, hash_range, &j);
+            for (size_t i = 0; i < n_todo; i++) {
+                if (sts[i] != MR_OK) {
+                    if (err && !mr_error_is_set(err)) *err = errs[i];
+                    st = sts[i];
+                    break;
+                }
+                file_item *it = todo[i];
+                if (bytes_hashed) *bytes_hashed += (uint64_t)it->sb.st_size;
+                if (mr_statcache_put(sc, it->path, (uint64_t)it->sb.st_size, mtime_ns_of(&it->sb),
+                                     (uint64_t)it->sb.st_ino, it->hash, 1) != MR_OK) {
+                    st = MR_ERR(err, MR_E_NOMEM, "out of memory");
+                    break;
+                }
+            }
+        }
+        mr_free(sts);
+        mr_free(errs);
+    }
+    mr_free(todo);
+    return st;
+}
+
+static mr_status build_manifest(const file_list *fl, mr_buf *out, uint64_t *size_out)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < fl->n; i++) {
+        const file_item *it = &fl->items[i];
+        char hex[33];
+        mr_hash_hex(it->hash, hex);
+        unsigned mode = (it->sb.st_mode & 0111) ? 0755 : 0644;
+        if (mr_buf_printf(out, "%s %o %llu %s\n", hex, mode, (unsigned long long)it->sb.st_size, it->rel) != MR_OK)
+            return MR_E_NOMEM;
+        total += (uint64_t)it->sb.st_size;
+    }
+    if (!out->data && mr_buf_append(out, "", 0) != MR_OK) return MR_E_NOMEM;
+    *size_out = total;
+    return MR_OK;
+}
+
+mr_status mr_store_hash_paths(mr_store *st, mr_statcache *sc, const char *const *paths, size_t n, mr_artifact *out,
+                              uint64_t *bytes_hashed_out, mr_error *err)
+{
+    (void)st;
+    mr_status rc = MR_OK;
+    file_list *lists = mr_calloc(n ? n : 1, sizeof(*lists));
+    file_item **all = NULL;
+    size_t n_all = 0;
+    if (!lists) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (bytes_hashed_out) *bytes_hashed_out = 0;
+    for (size_t i = 0; i < n && rc == MR_OK; i++) {
+        struct stat sb;
+        memset(&out[i], 0, sizeof(out[i]));
+        if (stat(paths[i], &sb) != 0) {
+            rc = MR_ERR_SYS(err, errno == ENOENT ? MR_E_NOT_FOUND : MR_E_IO, errno, "%s: cannot stat", paths[i]);
+        } else if (S_ISDIR(sb.st_mode)) {
+            out[i].is_dir = 1;
+            rc = walk_dir(paths[i], "", 0, &lists[i], err);
+        } else if (S_ISREG(sb.st_mode)) {
+            if (file_list_push(&lists[i], paths[i], "", &sb) != MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        } else {
+            rc = MR_ERR(err, MR_E_INVALID_ARG, "%s: not a regular file or directory", paths[i]);
+        }
+        n_all += lists[i].n;
+    }
+    if (rc != MR_OK) goto done;
+    all = mr_calloc(n_all ? n_all : 1, sizeof(*all));
+    if (!all) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    n_all = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < lists[i].n; k++) all[n_all++] = &lists[i].items[k];
+    rc = hash_items(sc, all, n_all, bytes_hashed_out, err);
+    if (rc != MR_OK) goto done;
+    for (size_t i = 0; i < n && rc == MR_OK; i++) {
+        if (!out[i].is_dir) {
+            out[i].hash = lists[i].items[0].hash;
+            out[i].size = (uint64_t)lists[i].items[0].sb.st_size;
+            out[i].n_files = 1;
+            continue;
+        }
+        mr_buf m;
+        mr_buf_init(&m);
+        m.limit = MANIFEST_LIMIT;
+        if (build_manifest(&lists[i], &m, &out[i].size) != MR_OK)
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        else
+            out[i].hash = mr_hash_bytes(m.data, m.len);
+        out[i].n_files = lists[i].n;
+        mr_buf_free(&m);
+    }
+done:
+    for (size_t i = 0; i < n; i++) file_list_free(&lists[i]);
+    mr_free(lists);
+    mr_free(all);
+    return rc;
+}
+
+/* ---- publish ------------------------------------------------------------- */
+
+static mr_status ensure_parent(const char *objpath, mr_error *err)
+{
+    char *d = mr_strdup(objpath);
+    if (!d) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    char *slash = strrchr(d, '/');
+    mr_status rc = MR_OK;
+    if (slash) {
+        *slash = '\0';
+        if (mkdir(d, 0755) != 0 && errno != EEXIST) rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot create", d);
+    }
+    mr_free(d);
+    return rc;
+}
+
+/* Puts the bytes of path (already hashed as h) into the store as object obj
+ * and makes path a read-only hard link to it. */
+static mr_status publish_blob(mr_store *st, const char *path, const char *obj, mr_error *err)
+{
+    mr_status rc = ensure_parent(obj, err);
+    char *tmp = NULL;
+    if (rc != MR_OK) return rc;
+    if (mr_fs_exists(obj)) goto relink; /* same content already stored */
+    rc = mr_fs_fsync_path(path, err);
+    if (rc != MR_OK) return rc;
+    chmod(path, 0444);
+    if (link(path, obj) == 0 || errno == EEXIST) {
+        rc = mr_fs_fsync_dir_of(obj, err);
+        goto relink;
+    }
+    /* Another filesystem or no hard links: copy, fsync, rename. */
+    tmp = mr_asprintf("%s/blob.%ld.%p", st->tmp, (long)getpid(), (void *)path);
+    if (!tmp) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    unlink(tmp);
+    rc = mr_fs_copy_file(path, tmp, err);
+    if (rc == MR_OK) rc = mr_fs_fsync_path(tmp, err);
+    if (rc == MR_OK) chmod(tmp, 0444);
+    if (rc == MR_OK && rename(tmp, obj) != 0) rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot publish", obj);
+    if (rc == MR_OK) rc = mr_fs_fsync_dir_of(obj, err);
+    if (rc != MR_OK) unlink(tmp);
+    mr_free(tmp);
+    return rc;
+relink:
+    if (rc != MR_OK) return rc;
+    {
+        /* Replace path with a link to the object (atomically via rename),
+         * unless it already is that object (rename of two links to one
+         * inode does nothing, so this check is also what keeps it tidy). */
+        struct stat sp, so;
+        if (stat(path, &sp) == 0 && stat(obj, &so) == 0 && sp.st_ino == so.st_ino && sp.st_dev == so.st_dev) return MR_OK;
+        char *lnk = mr_asprintf("%s.mrlink.%ld", path, (long)getpid());
+        if (!lnk) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        unlink(lnk);
+        if (link(obj, lnk) == 0) {
+            if (rename(lnk, path) != 0) {
+                rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot replace with stored copy", path);
+                unlink(lnk);
+            }
+        } else {
+            chmod(path, 0444); /* cross-device: keep the workspace copy, read-only */
+        }
+        mr_free(lnk);
+    }
+    return rc;
+}
+
+static mr_status write_object_atomic(mr_store *st, const char *obj, const char *data, size_t len, mr_error *err)
+{
+    mr_status rc = ensure_parent(obj, err);
+    if (rc != MR_OK || mr_fs_exists(obj)) return rc;
+    char *tmp = mr_asprintf("%s/manifest.%ld", st->tmp, (long)getpid());
+    if (!tmp) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    rc = mr_fs_write_atomic(tmp, data, len, err);
+    if (rc == MR_OK) chmod(tmp, 0444);
+    if (rc == MR_OK && rename(tmp, obj) != 0) rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot publish", obj);
+    if (rc == MR_OK) rc = mr_fs_fsync_dir_of(obj, err);
+    if (rc != MR_OK) unlink(tmp);
+    mr_free(tmp);
+    return rc;
+}
+
+static void record_stat(mr_statcache *sc, const char *path, mr_hash128 h)
+{
+    struct stat sb;
+    if (sc && stat(path, &sb) == 0)
+        mr_statcache_put(sc, path, (uint64_t)sb.st_size, mtime_ns_of(&sb), (uint64_t)sb.st_ino, h, 1);
+}
+
+mr_status mr_store_publish(mr_store *st, mr_statcache *sc, const char *path, mr_artifact *out, mr_error *err)
+{
+    struct stat sb;
+    mr_status rc = MR_OK;
+    file_list fl = {0};
+    mr_buf m;
+    mr_buf_init(&m);
+    memset(out, 0, sizeof(*out));
+    if (stat(path, &sb) != 0)
+        return MR_ERR_SYS(err, errno == ENOENT ? MR_E_NOT_FOUND : MR_E_IO, errno, "%s: cannot stat", path);
+    if (S_ISDIR(sb.st_mode)) {
+        out->is_dir = 1;
+        rc = walk_dir(path, "", 0, &fl, err);
+    } else if (S_ISREG(sb.st_mode)) {
+        if (file_list_push(&fl, path, "", &sb) != MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    } else {
+        rc = MR_ERR(err, MR_E_INVALID_ARG, "%s: not a regular file or directory", path);
+    }
+    if (rc != MR_OK) goto done;
+    /* Fresh hashes: the stat cache is not trusted for just-written outputs. */
+    for (size_t i = 0; i < fl.n && rc == MR_OK; i++) rc = mr_hash_file(fl.items[i].path, &fl.items[i].hash, NULL, err);
+    for (size_t i = 0; i < fl.n && rc == MR_OK; i++) {
+        mr_artifact blob = {.hash = fl.items[i].hash};
+        char *obj = mr_store_object_path(st, &blob);
+        if (!obj) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            break;
+        }
+        rc = publish_blob(st, fl.items[i].path, obj, err);
+        mr_free(obj);
+        if (rc == MR_OK) record_stat(sc, fl.items[i].path, fl.items[i].hash);
+    }
+    if (rc != MR_OK) goto done;
+    if (!out->is_dir) {
+        out->hash = fl.items[0].hash;
+        out->size = (uint64_t)fl.items[0].sb.st_size;
+        out->n_files = 1;
+        goto done;
+    }
+    m.limit = MANIFEST_LIMIT;
+    if (build_manifest(&fl, &m, &out->size) != MR_OK) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    out->hash = mr_hash_bytes(m.data, m.len);
+    out->n_files = fl.n;
+    {
+        char *obj = mr_store_object_path(st, out);
+        if (!obj) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            goto done;
+        }
+        rc = write_object_atomic(st, obj, m.data, m.len, err);
+        mr_free(obj);
+    }
+done:
+    mr_buf_free(&m);
+    file_list_free(&fl);
+    return rc;
+}
+
+/* ---- manifests ----------------------------------------------------------- */
+
+typedef struct manifest_entry {
+    mr_hash128 hash;
+    unsigned mode;
+    uint64_t size;
+    char *rel;
+} manifest_entry;
+
+static void manifest_free(manifest_entry *e, size_t n)
+{
+    for (size_t i = 0; i < n; i++) mr_free(e[i].rel);
+    mr_free(e);
+}
+
+static mr_status read_manifest(mr_store *st, const mr_artifact *a, manifest_entry **out, size_t *n_out, mr_error *err)
+{
+    char *obj = mr_store_object_path(st, a);
+    char *data = NULL;
+    size_t len = 0, n = 0, cap = 0;
+    manifest_entry *es = NULL;
+    if (!obj) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = mr_fs_read_file(obj, MANIFEST_LIMIT, &data, &len, err);
+    if (rc != MR_OK) goto done;
+    for (char *line = data; *line;) {
+        char *nl = strchr(line, '\n');
+        if (!nl) {
+            rc = MR_ERR(err, MR_E_CORRUPT, "%s: manifest line without newline", obj);
+            break;
+        }
+        *nl = '\0';
+        char hex[33];
+        unsigned mode;
+        unsigned long long size;
+        int consumed = 0;
+        if (sscanf(line, "%32s %o %llu %n", hex, &mode, &size, &consumed) != 3 || consumed == 0 || !line[consumed]) {
+            rc = MR_ERR(err, MR_E_CORRUPT, "%s: malformed manifest line", obj);
+            break;
+        }
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            manifest_entry *ne = mr_realloc(es, cap * sizeof(*ne));
+            if (!ne) {
+                rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+                break;
+            }
+            es = ne;
+        }
+        memset(&es[n], 0, sizeof(es[n]));
+        if (mr_hash_parse(hex, &es[n].hash) != MR_OK) {
+            rc = MR_ERR(err, MR_E_CORRUPT, "%s: bad hash in manifest", obj);
+            break;
+        }
+        es[n].mode = mode;
+        es[n].size = size;
+        es[n].rel = mr_strdup(line + consumed);
+        if (!es[n].rel) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            break;
+        }
+        n++;
+        line = nl + 1;
+    }
+done:
+    if (rc != MR_OK) {
+        manifest_free(es, n);
+    } else {
+        *out = es;
+        *n_out = n;
+    }
+    mr_free(data);
+    mr_free(obj);
+    return rc;
+}
+
+mr_status mr_store_dir_children(mr_store *st, const mr_artifact *a, mr_artifact **children_out, size_t *n_out,
+                                mr_error *err)
+{
+    manifest_entry *es = NULL;
+    size_t n = 0;
+    mr_status rc = read_manifest(st, a, &es, &n, err);
+    if (rc != MR_OK) return rc;
+    mr_artifact *ch = mr_calloc(n ? n : 1, sizeof(*ch));
+    if (!ch) {
+        manifest_free(es, n);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        ch[i].hash = es[i].hash;
+        ch[i].size = es[i].size;
+        ch[i].n_files = 1;
+    }
+    manifest_free(es, n);
+    *children_out = ch;
+    *n_out = n;
+    return MR_OK;
+}
+
+/* ---- checkout ------------------------------------------------------------ */
+
+static mr_status place_blob(const char *obj, const char *dest, unsigned mode, mr_error *err)
+{
+    if (link(obj, dest) == 0) return MR_OK;
+    if (errno != EXDEV && errno != EPERM && errno != EMLINK)
+        return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot link from store", dest);
+    mr_status rc = mr_fs_copy_file(obj, dest, err);
+    if (rc == MR_OK) chmod(dest, mode & 0555);
+    return rc;
+}
+
+mr_status mr_store_checkout(mr_store *st, mr_statcache *sc, const mr_artifact *a, const char *dest, mr_error *err)
+{
+    mr_status rc = MR_OK;
+    char *obj = mr_store_object_path(st, a);
+    if (!obj) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (!mr_fs_exists(obj)) {
+        char id[MR_ARTIFACT_ID_LEN];
+        mr_artifact_id(a, id);
+        rc = MR_ERR(err, MR_E_NOT_FOUND, "artifact %s is missing from the store", id);
+        mr_error_hint(err, "run `millrace verify`; re-run the producing stage with --force");
+        goto done;
+    }
+    if (!a->is_dir) {
+        char *slash = strrchr(dest, '/');
+        if (slash) {
+            char *parent = mr_strndup(dest, (size_t)(slash - dest));
+            if (!parent) {
+                rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+                goto done;
+            }
+            rc = mr_fs_mkdirs(parent, err);
+            mr_free(parent);
+            if (rc != MR_OK) goto done;
+        }
+        rc = place_blob(obj, dest, 0444, err);
+        if (rc == MR_OK) record_stat(sc, dest, a->hash);
+        goto done;
+    }
+    {
+        manifest_entry *es = NULL;
+        size_t n = 0;
+        rc = read_manifest(st, a, &es, &n, err);
+        if (rc != MR_OK) goto done;
+        rc = mr_fs_mkdirs(dest, err);
+        for (size_t i = 0; i < n && rc == MR_OK; i++) {
+            char *p = mr_path_join(dest, es[i].rel);
+            mr_artifact blob = {.hash = es[i].hash};
+            char *bobj = mr_store_object_path(st, &blob);
+            if (!p || !bobj) {
+                rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            } else {
+                char *slash = strrchr(p, '/');
+                *slash = '\0';
+                rc = mr_fs_mkdirs(p, err);
+                *slash = '/';
+                if (rc == MR_OK) rc = place_blob(bobj, p, es[i].mode, err);
+                if (rc == MR_OK) record_stat(sc, p, es[i].hash);
+            }
+            mr_free(p);
+            mr_free(bobj);
+        }
+        manifest_free(es, n);
+    }
+done:
+    mr_free(obj);
+    return rc;
+}
+
+/* ---- verify and gc ------------------------------------------------------- */
+
+typedef void (*object_fn)(void *ctx, const char *path, const char *id);
+
+static mr_status foreach_object(mr_store *st, object_fn fn, void *ctx, mr_error *err)
+{
+    DIR *top = opendir(st->objects);
+    if (!top) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot open", st->objects);
+    struct dirent *de;
+    mr_status rc = MR_OK;
+    while (rc == MR_OK && (de = readdir(top)) != NULL) {
+        if (strlen(de->d_name) != 2) continue;
+        char *sub = mr_path_join(st->objects, de->d_name);
+        if (!sub) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            break;
+        }
+        DIR *d = opendir(sub);
+        if (d) {
+            struct dirent *e2;
+            while ((e2 = readdir(d)) != NULL) {
+                if (e2->d_name[0] == '.') continue;
+                char id[300];
+                snprintf(id, sizeof(id), "%s%s", de->d_name, e2->d_name);
+                char *p = mr_path_join(sub, e2->d_name);
+                if (p) fn(ctx, p, id);
+                mr_free(p);
+            }
+            closedir(d);
+        }
+        mr_free(sub);
+    }
+    closedir(top);
+    return rc;
+}
+
+typedef struct verify_ctx {
+    mr_store *st;
+    void (*fn)(void *ctx, const char *id, const char *problem);
+    void *ctx;
+    mr_verify_stats *stats;
+} verify_ctx;
+
+static void verify_one(void *vctx, const char *path, const char *id)
+{
+    verify_ctx *v = vctx;
+    mr_artifact a;
+    if (mr_artifact_parse(id, &a) != MR_OK) {
+        v->fn(v->ctx, id, "stray file in the object store");
+        return;
+    }
+    v->stats->n_objects++;
+    mr_hash128 h;
+    uint64_t size = 0;
+    mr_error e;
+    mr_error_init(&e);
+    if (mr_hash_file(path, &h, &size, &e) != MR_OK) {
+        v->stats->n_corrupt++;
+        v->fn(v->ctx, id, e.msg);
+        return;
+    }
+    v->stats->n_bytes += size;
+    if (!mr_hash_eq(h, a.hash)) {
+        v->stats->n_corrupt++;
+        v->fn(v->ctx, id, "corrupt: content does not match its hash");
+        return;
+    }
+    if (a.is_dir) {
+        mr_artifact *ch = NULL;
+        size_t n = 0;
+        mr_error_init(&e);
+        if (mr_store_dir_children(v->st, &a, &ch, &n, &e) != MR_OK) {
+            v->stats->n_corrupt++;
+            v->fn(v->ctx, id, e.msg);
+            return;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (!mr_store_has(v->st, &ch[i])) {
+                char cid[MR_ARTIFACT_ID_LEN], msg[128];
+                mr_artifact_id(&ch[i], cid);
+                snprintf(msg, sizeof(msg), "missing: file object %s listed in this directory", cid);
+                v->stats->n_missing++;
+                v->fn(v->ctx, id, msg);
+            }
+        }
+        mr_free(ch);
+    }
+}
+
+mr_status mr_store_verify(mr_store *st, void (*fn)(void *ctx, const char *id, const char *problem), void *ctx,
+                          mr_verify_stats *stats, mr_error *err)
+{
+    memset(stats, 0, sizeof(*stats));
+    verify_ctx v = {st, fn, ctx, stats};
+    return foreach_object(st, verify_one, &v, err);
+}
+
+static int cmp_artifact(const void *pa, const void *pb)
+{
+    const mr_artifact *a = pa, *b = pb;
+    if (a->hash.hi != b->hash.hi) return a->hash.hi < b->hash.hi ? -1 : 1;
+    if (a->hash.lo != b->hash.lo) return a->hash.lo < b->hash.lo ? -1 : 1;
+    return a->is_dir - b->is_dir;
+}
+
+typedef struct gc_ctx {
+    mr_artifact *keep;
+    size_t n_keep;
+    int dry_run;
+    mr_gc_stats *stats;
+} gc_ctx;
+
+static void gc_one(void *vctx, const char *path, const char *id)
+{
+    gc_ctx *g = vctx;
+    mr_artifact a;
+    if (mr_artifact_parse(id, &a) != MR_OK) return;
+    if (bsearch(&a, g->keep, g->n_keep, sizeof(a), cmp_artifact)) {
+        g->stats->n_kept++;
+        return;
+    }
+    struct stat sb;
+    if (stat(path, &sb) == 0) g->stats->bytes_deleted += (uint64_t)sb.st_size;
+    g->stats->n_deleted++;
+    if (!g->dry_run) unlink(path);
+}
+
+mr_status mr_store_gc(mr_store *st, const mr_artifact *keep, size_t n_keep, int dry_run, mr_gc_stats *stats,
+                      mr_error *err)
+{
+    memset(stats, 0, sizeof(*stats));
+    size_t cap = n_keep + 16, n = 0;
+    mr_artifact *all = mr_calloc(cap, sizeof(*all));
+    if (!all) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = MR_OK;
+    for (size_t i = 0; i < n_keep && rc == MR_OK; i++) {
+        mr_artifact *ch = NULL;
+        size_t nch = 0;
+        if (keep[i].is_dir && mr_store_has(st, &keep[i])) {
+            rc = mr_store_dir_children(st, &keep[i], &ch, &nch, err);
+            if (rc != MR_OK) break;
+        }
+        if (n + 1 + nch > cap) {
+            cap = (n + 1 + nch) * 2;
+            mr_artifact *na = mr_realloc(all, cap * sizeof(*na));
+            if (!na) {
+                mr_free(ch);
+                rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+                break;
+            }
+            all = na;
+        }
+        all[n++] = keep[i];
+        for (size_t k = 0; k < nch; k++) all[n++] = ch[k];
+        mr_free(ch);
+    }
+    if (rc == MR_OK) {
+        for (size_t i = 0; i < n; i++) all[i].size = all[i].n_files = 0;
+        qsort(all, n, sizeof(*all), cmp_artifact);
+        gc_ctx g = {all, n, dry_run, stats};
+        rc = foreach_object(st, gc_one, &g, err);
+    }
+    mr_free(all);
+    return rc;
+}
