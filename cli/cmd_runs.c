@@ -148,7 +148,7 @@ int cmd_show(int argc, char **argv)
             printf("\n  command: %s\n", jstr(run, "argv"));
             if (jstr(run, "git_commit")[0])
                 printf("  commit:  %s%s\n", jstr(run, "git_commit"), json_is_true(json_object_get(run, "git_dirty")) ? " (dirty)" : "");
-            char *params = json_dumps(json_object_get(run, "params"), JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+            char *params = json_dumps(json_object_get(run, "params"), JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
             printf("  params:  %s\n\n", params ? params : "{}");
             free(params);
             printf("  %-20s %-9s %8s %8s %9s %10s %10s\n", "STAGE", "STATUS", "WALL s", "CPU s", "RSS MB", "READ MB", "WRITE MB");
@@ -164,17 +164,21 @@ int cmd_show(int argc, char **argv)
                        json_number_value(json_object_get(s, "bytes_written")) / 1e6);
                 if (json_is_string(json_object_get(s, "error"))) printf("      error: %s\n", jstr(s, "error"));
             }
+            /* Metrics arrive ordered by stage, name, step: print the final
+             * value of each, with the number of steps of a curve. */
             json_t *mets = json_object_get(j, "metrics");
-            if (json_array_size(mets)) {
-                printf("\n  %-20s %-30s %6s %14s\n", "STAGE", "METRIC", "STEP", "VALUE");
-                json_t *m;
-                json_array_foreach(mets, k, m)
-                {
-                    char v[64];
-                    fmt_num(json_object_get(m, "value"), v, sizeof(v));
-                    printf("  %-20s %-30s %6lld %14s\n", jstr(m, "stage"), jstr(m, "name"),
-                           (long long)json_integer_value(json_object_get(m, "step")), v);
-                }
+            size_t n_m = json_array_size(mets);
+            if (n_m) printf("\n  %-20s %-30s %14s %8s\n", "STAGE", "METRIC", "FINAL", "STEPS");
+            size_t run_len = 0;
+            for (size_t q = 0; q < n_m; q++) {
+                json_t *m = json_array_get(mets, q), *next = q + 1 < n_m ? json_array_get(mets, q + 1) : NULL;
+                run_len++;
+                if (next && !strcmp(jstr(m, "stage"), jstr(next, "stage")) && !strcmp(jstr(m, "name"), jstr(next, "name")))
+                    continue;
+                char v[64];
+                fmt_num(json_object_get(m, "value"), v, sizeof(v));
+                printf("  %-20s %-30s %14s %8zu\n", jstr(m, "stage"), jstr(m, "name"), v, run_len);
+                run_len = 0;
             }
             json_decref(j);
         }

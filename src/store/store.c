@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #include "millrace/store.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -672,7 +673,7 @@ static mr_status foreach_object(mr_store *st, object_fn fn, void *ctx, mr_error 
     struct dirent *de;
     mr_status rc = MR_OK;
     while (rc == MR_OK && (de = readdir(top)) != NULL) {
-        if (strlen(de->d_name) != 2) continue;
+        if (strlen(de->d_name) != 2 || !isxdigit((unsigned char)de->d_name[0]) || !isxdigit((unsigned char)de->d_name[1])) continue;
         char *sub = mr_path_join(st->objects, de->d_name);
         if (!sub) {
             rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
