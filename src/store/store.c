@@ -360,13 +360,38 @@ static mr_status ensure_parent(const char *objpath, mr_error *err)
     return rc;
 }
 
+/* Copies path into the store as object obj: copy to tmp/, fsync, make
+ * read-only, rename into place, fsync the object's directory. */
+static mr_status copy_into_store(mr_store *st, const char *path, const char *obj, mr_error *err)
+{
+    char *tmp = mr_asprintf("%s/blob.%ld.%p", st->tmp, (long)getpid(), (void *)path);
+    if (!tmp) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    unlink(tmp);
+    mr_status rc = mr_fs_copy_file(path, tmp, err);
+    if (rc == MR_OK) rc = mr_fs_fsync_path(tmp, err);
+    if (rc == MR_OK) chmod(tmp, 0444);
+    if (rc == MR_OK && rename(tmp, obj) != 0) rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot publish", obj);
+    if (rc == MR_OK) rc = mr_fs_fsync_dir_of(obj, err);
+    if (rc != MR_OK) unlink(tmp);
+    mr_free(tmp);
+    return rc;
+}
+
 /* Puts the bytes of path (already hashed as h) into the store as object obj
- * and makes path a read-only hard link to it. */
-static mr_status publish_blob(mr_store *st, const char *path, const char *obj, mr_error *err)
+ * and makes path a read-only hard link to it. Objects are always 0444 and
+ * shared by every file with the same content, so an executable file cannot
+ * be a link to its object (it would lose its x bits, or lend them to every
+ * other file with that content): it is copied in and stays its own inode,
+ * made read-only with its x bits kept (0555). */
+static mr_status publish_blob(mr_store *st, const char *path, const char *obj, int exec, mr_error *err)
 {
     mr_status rc = ensure_parent(obj, err);
-    char *tmp = NULL;
     if (rc != MR_OK) return rc;
+    if (exec) {
+        if (!mr_fs_exists(obj)) rc = copy_into_store(st, path, obj, err);
+        if (rc == MR_OK) chmod(path, 0555);
+        return rc;
+    }
     if (mr_fs_exists(obj)) goto relink; /* same content already stored */
     rc = mr_fs_fsync_path(path, err);
     if (rc != MR_OK) return rc;
@@ -376,17 +401,7 @@ static mr_status publish_blob(mr_store *st, const char *path, const char *obj, m
         goto relink;
     }
     /* Another filesystem or no hard links: copy, fsync, rename. */
-    tmp = mr_asprintf("%s/blob.%ld.%p", st->tmp, (long)getpid(), (void *)path);
-    if (!tmp) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    unlink(tmp);
-    rc = mr_fs_copy_file(path, tmp, err);
-    if (rc == MR_OK) rc = mr_fs_fsync_path(tmp, err);
-    if (rc == MR_OK) chmod(tmp, 0444);
-    if (rc == MR_OK && rename(tmp, obj) != 0) rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot publish", obj);
-    if (rc == MR_OK) rc = mr_fs_fsync_dir_of(obj, err);
-    if (rc != MR_OK) unlink(tmp);
-    mr_free(tmp);
-    return rc;
+    return copy_into_store(st, path, obj, err);
 relink:
     if (rc != MR_OK) return rc;
     {
@@ -461,7 +476,7 @@ mr_status mr_store_publish(mr_store *st, mr_statcache *sc, const char *path, mr_
             rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
             break;
         }
-        rc = publish_blob(st, fl.items[i].path, obj, err);
+        rc = publish_blob(st, fl.items[i].path, obj, (fl.items[i].sb.st_mode & 0111) != 0, err);
         mr_free(obj);
         if (rc == MR_OK) record_stat(sc, fl.items[i].path, fl.items[i].hash);
     }
@@ -596,8 +611,9 @@ mr_status mr_store_dir_children(mr_store *st, const mr_artifact *a, mr_artifact 
 
 static mr_status place_blob(const char *obj, const char *dest, unsigned mode, mr_error *err)
 {
-    if (link(obj, dest) == 0) return MR_OK;
-    if (errno != EXDEV && errno != EPERM && errno != EMLINK)
+    /* Objects are 0444: an executable file gets its own copy (see publish_blob). */
+    if (!(mode & 0111) && link(obj, dest) == 0) return MR_OK;
+    if (!(mode & 0111) && errno != EXDEV && errno != EPERM && errno != EMLINK)
         return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot link from store", dest);
     mr_status rc = mr_fs_copy_file(obj, dest, err);
     if (rc == MR_OK) chmod(dest, mode & 0555);
@@ -684,7 +700,7 @@ static mr_status foreach_object(mr_store *st, object_fn fn, void *ctx, mr_error 
             struct dirent *e2;
             while ((e2 = readdir(d)) != NULL) {
                 if (e2->d_name[0] == '.') continue;
-                char id[300];
+                char id[520];
                 snprintf(id, sizeof(id), "%s%s", de->d_name, e2->d_name);
                 char *p = mr_path_join(sub, e2->d_name);
                 if (p) fn(ctx, p, id);
