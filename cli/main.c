@@ -42,6 +42,7 @@ int main(int argc, char **argv)
 {
     int color = isatty(2) && !getenv("NO_COLOR");
     mr_log_set_color(color);
+    mr_progress_set_tty(isatty(2));
     cli_self_exe = "/proc/self/exe";
     {
         static char exe[4096];

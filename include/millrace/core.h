@@ -149,6 +149,26 @@ const char *mr_c_yellow(void);
 const char *mr_c_dim(void);
 const char *mr_c_reset(void);
 
+/* ---- progress ----------------------------------------------------------
+ * On a terminal: one live line, redrawn at most 10 times a second,
+ *   "label [=======>      ]  45%  1.2M rows/s  ETA 3s  detail"
+ * Elsewhere: a plain line when the work starts, every 10 s, and at the end.
+ * One progress line at a time per process; log lines clear it first.
+ *
+ *   mr_progress *p = mr_progress_begin("ingest", n_rows, "rows");
+ *   for (...) mr_progress_update(p, done, NULL);
+ *   mr_progress_end(p, "done");
+ */
+typedef struct mr_progress mr_progress;
+void mr_progress_set_tty(int on); /* the CLI: isatty(2) */
+int mr_progress_tty(void);
+/* total 0 = unknown (no bar, no ETA). NULL on OOM (all calls accept NULL). */
+mr_progress *mr_progress_begin(const char *label, uint64_t total, const char *unit);
+void mr_progress_update(mr_progress *p, uint64_t done, const char *detail);
+void mr_progress_end(mr_progress *p, const char *final_detail);
+/* Clears the live line (before other output); the next update redraws it. */
+void mr_progress_clear(void);
+
 /* ---- time --------------------------------------------------------------*/
 double mr_now(void);          /* monotonic seconds */
 double mr_wall_time(void);    /* seconds since the epoch */

@@ -23,6 +23,7 @@ const char *mr_c_reset(void) { return log_colour ? "\033[0m" : ""; }
 void mr_log(mr_log_level lvl, const char *fmt, ...)
 {
     if (lvl < log_level) return;
+    mr_progress_clear();
     const char *prefix = "";
     if (lvl == MR_LOG_WARN) prefix = "millrace: warning: ";
     if (lvl == MR_LOG_ERROR) prefix = "millrace: error: ";
@@ -39,6 +40,7 @@ void mr_log_error(const mr_error *err)
 {
     char buf[2048];
     mr_error_format(err, buf, sizeof(buf));
+    mr_progress_clear();
     fprintf(stderr, "%smillrace: error:%s %s\n", mr_c_red(), mr_c_reset(), buf);
     if (err && err->hint[0]) fprintf(stderr, "hint: %s\n", err->hint);
 }

@@ -67,6 +67,7 @@ typedef struct run_ctx {
     int budget, used;
     int any_failed;
     mr_run_result *res;
+    mr_progress *progress; /* live line on a terminal, NULL otherwise */
 } run_ctx;
 
 static const char *status_word(const stage_rt *r)
@@ -84,6 +85,7 @@ static void say(run_ctx *c, const char *fmt, ...) __attribute__((format(printf, 
 static void say(run_ctx *c, const char *fmt, ...)
 {
     if (c->o->json || mr_log_get_level() > MR_LOG_INFO) return;
+    mr_progress_clear();
     va_list ap;
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);
@@ -515,6 +517,28 @@ static void plan_ready(run_ctx *c)
     mr_free(batch);
 }
 
+/* The live line on a terminal: "[3/5] running: train 2.1s, eval 0.3s". */
+static void show_running(run_ctx *c)
+{
+    char detail[256];
+    size_t off = 0;
+    int n_done = 0, n_sel = 0;
+    double now = mr_wall_time();
+    detail[0] = '\0';
+    for (size_t i = 0; i < c->n; i++) {
+        stage_rt *r = &c->rt[i];
+        if (r->state == ST_UNSELECTED) continue;
+        n_sel++;
+        n_done += r->state == ST_DONE || r->state == ST_FAILED || r->state == ST_SKIPPED;
+        if (r->state == ST_RUNNING && off < sizeof(detail) - 1) {
+            int k = snprintf(detail + off, sizeof(detail) - off, "%s%s %.1fs", off ? ", " : "running: ",
+                             c->spec->stages[i].name, now - r->started);
+            if (k > 0) off += (size_t)k;
+        }
+    }
+    mr_progress_update(c->progress, (uint64_t)n_done, detail);
+}
+
 static size_t find_by_pid(run_ctx *c, pid_t pid)
 {
     for (size_t i = 0; i < c->n; i++)
@@ -655,6 +679,11 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
         handlers = 1;
     }
     g_interrupted = 0;
+    if (mr_progress_tty() && !opts->dry && !opts->json) {
+        uint64_t n_sel = 0;
+        for (size_t i = 0; i < c.n; i++) n_sel += c.rt[i].state != ST_UNSELECTED;
+        c.progress = mr_progress_begin("stages", n_sel, NULL);
+    }
 
     for (;;) {
         if (!g_interrupted) plan_ready(&c);
@@ -682,7 +711,7 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
             pending += c.rt[i].state == ST_PENDING;
         }
         if (!running) {
-            if (!pending || opts->dry) break;
+            if (!pending) break; /* a dry run also loops: each pass marks the next wave */
             /* Pending stages that can never start (after a failure without --keep-going). */
             if (c.any_failed && !opts->keep_going) break;
             int progress = 0;
@@ -693,7 +722,13 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
         }
         struct rusage ru;
         int wstatus;
-        pid_t pid = wait4(-1, &wstatus, 0, &ru);
+        pid_t pid = wait4(-1, &wstatus, c.progress ? WNOHANG : 0, &ru);
+        if (pid == 0) { /* terminal: redraw the live line while stages run */
+            show_running(&c);
+            struct timespec ts = {0, 50 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
         if (pid < 0) {
             if (errno == EINTR) continue;
             break;
@@ -726,6 +761,9 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
         mr_runstore_run_end(ws->rs, c.run_id, res->interrupted ? "interrupted" : c.any_failed ? "failed" : "ok",
                             res->n_executed, res->n_cached, res->n_failed, res->n_skipped, &e);
     }
+    mr_progress_clear();
+    mr_free(c.progress);
+    c.progress = NULL;
     print_summary(&c);
     if (res->interrupted)
         rc = MR_ERR(err, MR_E_INTERRUPTED, "run %lld interrupted", (long long)c.run_id);

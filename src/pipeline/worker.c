@@ -143,6 +143,7 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
     mr_value *def = NULL, *params = NULL;
     mr_op_io *ins = NULL, *outs = NULL;
     char *tmp_dir = NULL, *lock_path = NULL;
+    char **staging = NULL;
     const char *result_path = NULL, *stage = "?";
     mr_flock lk = {-1};
     if (!job) {
@@ -248,9 +249,22 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
             rc = parent ? mr_fs_mkdirs(parent, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
             mr_free(parent);
         }
-        if (rc == MR_OK && strcmp(op->name, "exec") != 0) rc = mr_fs_mkdirs(outs[k].path, err);
     }
     if (rc != MR_OK) goto out;
+    /* Built-in ops write into private staging directories; only complete,
+     * published results appear under out/<stage>/. exec writes its declared
+     * outs in the workspace, as in dvc.yaml. */
+    int staged = strcmp(op->name, "exec") != 0;
+    if (staged) {
+        staging = mr_calloc(n_outs ? n_outs : 1, sizeof(*staging));
+        if (!staging) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        for (size_t k = 0; k < n_outs && rc == MR_OK; k++) {
+            staging[k] = mr_asprintf("%s/out-%zu", tmp_dir, k);
+            rc = staging[k] ? mr_fs_mkdirs(staging[k], err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+            if (rc == MR_OK) outs[k].path = staging[k];
+        }
+        if (rc != MR_OK) goto out;
+    }
     mr_op_ctx ctx = {
         .stage = stage,
         .workspace = ws->root,
@@ -280,6 +294,11 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
         if (json_is_true(json_object_get(od, "metrics"))) rc = parse_metrics(outs[k].path, metrics, err);
         mr_artifact a;
         if (rc == MR_OK) rc = mr_store_publish(ws->store, ws->sc, outs[k].path, &a, err);
+        if (rc == MR_OK && staged) {
+            const char *dest = json_string_value(json_object_get(od, "path"));
+            rc = mr_fs_rmtree(dest, err);
+            if (rc == MR_OK) rc = mr_store_checkout(ws->store, ws->sc, &a, dest, err);
+        }
         if (rc == MR_OK) {
             char id[MR_ARTIFACT_ID_LEN];
             mr_artifact_id(&a, id);
@@ -323,6 +342,8 @@ out:
     mr_flock_release(&lk);
     mr_free(lock_path);
     mr_free(tmp_dir);
+    for (size_t k = 0; staging && k < json_array_size(json_object_get(job, "outputs")); k++) mr_free(staging[k]);
+    mr_free(staging);
     mr_free(ins);
     mr_free(outs);
     mr_value_free(def);
