@@ -1,0 +1,131 @@
+/* The in-memory columnar table every data op exchanges: typed arrays with
+ * validity bitmaps, no row structs.
+ *
+ *   mr_table *t;
+ *   mr_table_new(&t, &err);
+ *   mr_column *age;
+ *   mr_column_new("age", MR_T_INT64, 0, &age, &err);
+ *   mr_column_append_int64(age, 42);
+ *   mr_column_append_null(age);
+ *   mr_table_add_column(t, age, &err);      // t owns age now
+ *   int64_t v = ((const int64_t *)age->data)[0];
+ *   mr_table_free(t);
+ *
+ * Layout per type (data points at n values, even for null slots, whose
+ * content is unspecified but initialised):
+ *   BOOL      uint8_t[n] (0/1)          INT64     int64_t[n]
+ *   FLOAT64   double[n]                 FLOAT32   float[n]
+ *   DATE      int32_t[n] days since 1970-01-01
+ *   TIMESTAMP int64_t[n] microseconds since 1970-01-01T00:00:00Z
+ *   STRING    plain: offsets int64_t[n+1] into bytes (UTF-8, not NUL-terminated)
+ *             dictionary: codes int32_t[n] into dict (a plain STRING column)
+ * valid: bit i (valid[i/8] >> (i%8) & 1) is 1 when row i is not null; NULL
+ * means no nulls. Ownership: a table owns its columns, a column owns its
+ * buffers. Not thread-safe for mutation; concurrent readers are fine. */
+#ifndef MILLRACE_TABLE_H
+#define MILLRACE_TABLE_H
+
+#include "millrace/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Append-only: stored in manifests and artifacts. */
+typedef enum mr_dtype {
+    MR_T_NULL = 0, /* placeholder: unknown type (all-null column during inference) */
+    MR_T_BOOL = 1,
+    MR_T_INT64 = 2,
+    MR_T_FLOAT64 = 3,
+    MR_T_FLOAT32 = 4,
+    MR_T_STRING = 5,
+    MR_T_DATE = 6,
+    MR_T_TIMESTAMP = 7,
+} mr_dtype;
+
+const char *mr_dtype_name(mr_dtype t); /* "int64", "float64", "string", ... */
+mr_status mr_dtype_parse(const char *name, mr_dtype *out); /* accepts the names above (+ "int", "float", "double", "str") */
+size_t mr_dtype_width(mr_dtype t); /* bytes per value in data (STRING: 0) */
+
+typedef struct mr_column mr_column;
+struct mr_column {
+    char *name;
+    mr_dtype type;
+    size_t n;            /* rows */
+    size_t cap;          /* rows allocated */
+    uint8_t *valid;      /* validity bitmap, NULL = no nulls */
+    size_t null_count;
+    void *data;          /* fixed-width values (not STRING) */
+    int64_t *offsets;    /* STRING plain: n + 1 offsets */
+    char *bytes;         /* STRING plain: concatenated values */
+    size_t bytes_len, bytes_cap;
+    int32_t *codes;      /* STRING dictionary-encoded: n codes, or NULL */
+    mr_column *dict;     /* STRING dictionary: the distinct values (plain STRING) */
+};
+
+typedef struct mr_table {
+    size_t n_rows;
+    size_t n_cols;
+    mr_column **cols;
+} mr_table;
+
+/* ---- columns ------------------------------------------------------------ */
+mr_status mr_column_new(const char *name, mr_dtype type, size_t cap_hint, mr_column **out, mr_error *err);
+/* A dictionary-encoded STRING column over dict (takes ownership of dict). */
+mr_status mr_column_new_dict(const char *name, mr_column *dict, size_t cap_hint, mr_column **out, mr_error *err);
+void mr_column_free(mr_column *c);
+mr_status mr_column_reserve(mr_column *c, size_t n_rows); /* MR_E_NOMEM / MR_E_LIMIT */
+mr_status mr_column_append_null(mr_column *c);
+mr_status mr_column_append_bool(mr_column *c, int v);
+mr_status mr_column_append_int64(mr_column *c, int64_t v);   /* INT64, TIMESTAMP */
+mr_status mr_column_append_int32(mr_column *c, int32_t v);   /* DATE */
+mr_status mr_column_append_float64(mr_column *c, double v);
+mr_status mr_column_append_float32(mr_column *c, float v);
+mr_status mr_column_append_str(mr_column *c, const char *s, size_t len); /* plain STRING */
+mr_status mr_column_append_code(mr_column *c, int32_t code);             /* dictionary STRING */
+static inline int mr_column_is_null(const mr_column *c, size_t i)
+{
+    return c->valid && !((c->valid[i >> 3] >> (i & 7)) & 1);
+}
+/* String value i of a STRING column (plain or dictionary); borrowed. */
+const char *mr_column_str(const mr_column *c, size_t i, size_t *len_out);
+/* Decodes a dictionary column into a plain one (no-op on plain). */
+mr_status mr_column_materialize(mr_column *c, mr_error *err);
+/* Deep copy of rows [begin, end). */
+mr_status mr_column_slice(const mr_column *c, size_t begin, size_t end, mr_column **out, mr_error *err);
+/* Copies the rows listed in idx (n_idx of them) into a new column. */
+mr_status mr_column_take(const mr_column *c, const uint32_t *idx, size_t n_idx, mr_column **out, mr_error *err);
+/* Appends all rows of src (same type) to dst. */
+mr_status mr_column_append_column(mr_column *dst, const mr_column *src, mr_error *err);
+
+/* ---- tables ------------------------------------------------------------- */
+mr_status mr_table_new(mr_table **out, mr_error *err);
+void mr_table_free(mr_table *t);
+/* Takes ownership of col (also on failure). Every column must have n_rows
+ * rows (the first one sets it); names must be unique. */
+mr_status mr_table_add_column(mr_table *t, mr_column *col, mr_error *err);
+mr_column *mr_table_column(const mr_table *t, const char *name); /* borrowed, NULL if absent */
+ssize_t mr_table_column_index(const mr_table *t, const char *name);
+mr_status mr_table_slice(const mr_table *t, size_t begin, size_t end, mr_table **out, mr_error *err);
+mr_status mr_table_take(const mr_table *t, const uint32_t *idx, size_t n_idx, mr_table **out, mr_error *err);
+/* Appends src's rows to dst (same column names and types, in order). */
+mr_status mr_table_append(mr_table *dst, const mr_table *src, mr_error *err);
+/* Keeps only the named columns, in the given order (MR_E_NOT_FOUND names a missing one). */
+mr_status mr_table_project(mr_table *t, const char *const *names, size_t n, mr_error *err);
+
+/* Formats value (row i of c) as text: "NULL" for nulls, shortest round-trip
+ * floats, ISO dates ("2024-03-01") and timestamps ("2024-03-01 12:00:00" plus
+ * ".ffffff" when there are microseconds). */
+mr_status mr_column_format(const mr_column *c, size_t i, mr_buf *out);
+
+/* Calendar helpers (proleptic Gregorian, UTC). */
+int32_t mr_days_from_civil(int64_t y, unsigned m, unsigned d);
+void mr_civil_from_days(int32_t days, int64_t *y, unsigned *m, unsigned *d);
+/* Parses "YYYY-MM-DD" -> days; "YYYY-MM-DD[T ]HH:MM:SS[.ffffff][Z|+HH:MM]" -> us. 0 on success. */
+int mr_parse_date(const char *s, size_t len, int32_t *days_out);
+int mr_parse_timestamp(const char *s, size_t len, int64_t *us_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

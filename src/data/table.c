@@ -1,0 +1,616 @@
+/* Columnar table: typed column buffers with validity bitmaps, appends,
+ * slicing, gathering, projection, and value formatting. */
+#include "millrace/table.h"
+#include "millrace/value.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A column may hold at most 2^31 - 1 rows (codes are int32, row ids uint32). */
+#define MAX_ROWS ((size_t)INT32_MAX)
+#define MAX_BYTES ((size_t)1 << 40)
+
+static const char *const dtype_names[] = {"null", "bool", "int64", "float64", "float32", "string", "date", "timestamp"};
+
+const char *mr_dtype_name(mr_dtype t)
+{
+    return (unsigned)t < sizeof(dtype_names) / sizeof(dtype_names[0]) ? dtype_names[t] : "unknown";
+}
+
+mr_status mr_dtype_parse(const char *name, mr_dtype *out)
+{
+    for (size_t i = 1; i < sizeof(dtype_names) / sizeof(dtype_names[0]); i++)
+        if (!strcmp(name, dtype_names[i])) {
+            *out = (mr_dtype)i;
+            return MR_OK;
+        }
+    static const struct { const char *alias; mr_dtype t; } aliases[] = {
+        {"int", MR_T_INT64},     {"integer", MR_T_INT64}, {"float", MR_T_FLOAT64}, {"double", MR_T_FLOAT64},
+        {"str", MR_T_STRING},    {"boolean", MR_T_BOOL},  {"datetime", MR_T_TIMESTAMP},
+    };
+    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+        if (!strcmp(name, aliases[i].alias)) {
+            *out = aliases[i].t;
+            return MR_OK;
+        }
+    return MR_E_NOT_FOUND;
+}
+
+size_t mr_dtype_width(mr_dtype t)
+{
+    switch (t) {
+    case MR_T_BOOL: return 1;
+    case MR_T_INT64:
+    case MR_T_FLOAT64:
+    case MR_T_TIMESTAMP: return 8;
+    case MR_T_FLOAT32:
+    case MR_T_DATE: return 4;
+    default: return 0;
+    }
+}
+
+mr_status mr_column_new(const char *name, mr_dtype type, size_t cap_hint, mr_column **out, mr_error *err)
+{
+    mr_column *c = mr_calloc(1, sizeof(*c));
+    if (!c || !(c->name = mr_strdup(name ? name : ""))) {
+        mr_free(c);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory creating column");
+    }
+    c->type = type;
+    if (type == MR_T_STRING) {
+        c->offsets = mr_calloc(1, sizeof(int64_t));
+        if (!c->offsets) {
+            mr_column_free(c);
+            return MR_ERR(err, MR_E_NOMEM, "out of memory creating column");
+        }
+    }
+    if (cap_hint && mr_column_reserve(c, cap_hint) != MR_OK) {
+        mr_column_free(c);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory creating column '%s'", name);
+    }
+    *out = c;
+    return MR_OK;
+}
+
+mr_status mr_column_new_dict(const char *name, mr_column *dict, size_t cap_hint, mr_column **out, mr_error *err)
+{
+    if (!dict || dict->type != MR_T_STRING || dict->codes) {
+        mr_column_free(dict);
+        return MR_ERR(err, MR_E_INVALID_ARG, "a dictionary must be a plain string column");
+    }
+    mr_column *c = NULL;
+    mr_status rc = mr_column_new(name, MR_T_STRING, 0, &c, err);
+    if (rc != MR_OK) {
+        mr_column_free(dict);
+        return rc;
+    }
+    c->dict = dict;
+    c->codes = mr_malloc(sizeof(int32_t));
+    if (!c->codes || (cap_hint && mr_column_reserve(c, cap_hint) != MR_OK)) {
+        mr_column_free(c);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory creating column '%s'", name);
+    }
+    *out = c;
+    return MR_OK;
+}
+
+void mr_column_free(mr_column *c)
+{
+    if (!c) return;
+    mr_free(c->name);
+    mr_free(c->valid);
+    mr_free(c->data);
+    mr_free(c->offsets);
+    mr_free(c->bytes);
+    mr_free(c->codes);
+    mr_column_free(c->dict);
+    mr_free(c);
+}
+
+static int grow(void **p, size_t elem, size_t n)
+{
+    if (n > SIZE_MAX / elem) return -1;
+    void *q = mr_realloc(*p, elem * n);
+    if (!q) return -1;
+    *p = q;
+    return 0;
+}
+
+mr_status mr_column_reserve(mr_column *c, size_t n_rows)
+{
+    if (n_rows <= c->cap) return MR_OK;
+    if (n_rows > MAX_ROWS) return MR_E_LIMIT;
+    size_t ncap = c->cap ? c->cap : 16;
+    while (ncap < n_rows) ncap = ncap > MAX_ROWS / 2 ? MAX_ROWS : ncap * 2;
+    if (c->type == MR_T_STRING) {
+        if (c->codes) {
+            if (grow((void **)&c->codes, sizeof(int32_t), ncap)) return MR_E_NOMEM;
+        } else if (grow((void **)&c->offsets, sizeof(int64_t), ncap + 1)) {
+            return MR_E_NOMEM;
+        }
+    } else if (mr_dtype_width(c->type)) {
+        if (grow(&c->data, mr_dtype_width(c->type), ncap)) return MR_E_NOMEM;
+    }
+    if (c->valid) {
+        size_t old = (c->cap + 7) / 8, nb = (ncap + 7) / 8;
+        if (grow((void **)&c->valid, 1, nb)) return MR_E_NOMEM;
+        memset(c->valid + old, 0xff, nb - old);
+    }
+    c->cap = ncap;
+    return MR_OK;
+}
+
+static mr_status ensure_room(mr_column *c)
+{
+    return c->n < c->cap ? MR_OK : mr_column_reserve(c, c->n + 1);
+}
+
+static void set_valid(mr_column *c, size_t i, int v)
+{
+    if (v) c->valid[i >> 3] |= (uint8_t)(1u << (i & 7));
+    else c->valid[i >> 3] &= (uint8_t)~(1u << (i & 7));
+}
+
+mr_status mr_column_append_null(mr_column *c)
+{
+    mr_status rc = ensure_room(c);
+    if (rc != MR_OK) return rc;
+    if (!c->valid) {
+        size_t nb = (c->cap + 7) / 8;
+        c->valid = mr_malloc(nb ? nb : 1);
+        if (!c->valid) return MR_E_NOMEM;
+        memset(c->valid, 0xff, nb ? nb : 1);
+    }
+    set_valid(c, c->n, 0);
+    c->null_count++;
+    size_t w = mr_dtype_width(c->type);
+    if (c->type == MR_T_STRING) {
+        if (c->codes) c->codes[c->n] = 0;
+        else c->offsets[c->n + 1] = c->offsets[c->n];
+    } else if (w) {
+        memset((char *)c->data + c->n * w, 0, w);
+    }
+    c->n++;
+    return MR_OK;
+}
+
+#define APPEND_FIXED(fn, T, ok_types)                                            \
+    mr_status fn(mr_column *c, T v)                                              \
+    {                                                                            \
+        MR_ASSERT(ok_types);                                                     \
+        mr_status rc = ensure_room(c);                                           \
+        if (rc != MR_OK) return rc;                                              \
+        ((T *)c->data)[c->n] = v;                                                \
+        if (c->valid) set_valid(c, c->n, 1);                                     \
+        c->n++;                                                                  \
+        return MR_OK;                                                            \
+    }
+
+APPEND_FIXED(mr_column_append_int64, int64_t, c->type == MR_T_INT64 || c->type == MR_T_TIMESTAMP)
+APPEND_FIXED(mr_column_append_int32, int32_t, c->type == MR_T_DATE)
+APPEND_FIXED(mr_column_append_float64, double, c->type == MR_T_FLOAT64)
+APPEND_FIXED(mr_column_append_float32, float, c->type == MR_T_FLOAT32)
+
+mr_status mr_column_append_bool(mr_column *c, int v)
+{
+    MR_ASSERT(c->type == MR_T_BOOL);
+    mr_status rc = ensure_room(c);
+    if (rc != MR_OK) return rc;
+    ((uint8_t *)c->data)[c->n] = v ? 1 : 0;
+    if (c->valid) set_valid(c, c->n, 1);
+    c->n++;
+    return MR_OK;
+}
+
+mr_status mr_column_append_str(mr_column *c, const char *s, size_t len)
+{
+    MR_ASSERT(c->type == MR_T_STRING && !c->codes);
+    mr_status rc = ensure_room(c);
+    if (rc != MR_OK) return rc;
+    if (len > MAX_BYTES - c->bytes_len) return MR_E_LIMIT;
+    if (c->bytes_len + len > c->bytes_cap) {
+        size_t ncap = c->bytes_cap ? c->bytes_cap : 64;
+        while (ncap < c->bytes_len + len) ncap *= 2;
+        char *nb = mr_realloc(c->bytes, ncap);
+        if (!nb) return MR_E_NOMEM;
+        c->bytes = nb;
+        c->bytes_cap = ncap;
+    }
+    if (len) memcpy(c->bytes + c->bytes_len, s, len);
+    c->bytes_len += len;
+    c->offsets[c->n + 1] = (int64_t)c->bytes_len;
+    if (c->valid) set_valid(c, c->n, 1);
+    c->n++;
+    return MR_OK;
+}
+
+mr_status mr_column_append_code(mr_column *c, int32_t code)
+{
+    MR_ASSERT(c->type == MR_T_STRING && c->codes);
+    if (code < 0 || (size_t)code >= c->dict->n) return MR_E_INVALID_ARG;
+    mr_status rc = ensure_room(c);
+    if (rc != MR_OK) return rc;
+    c->codes[c->n] = code;
+    if (c->valid) set_valid(c, c->n, 1);
+    c->n++;
+    return MR_OK;
+}
+
+const char *mr_column_str(const mr_column *c, size_t i, size_t *len_out)
+{
+    if (c->codes) return mr_column_str(c->dict, (size_t)c->codes[i], len_out);
+    *len_out = (size_t)(c->offsets[i + 1] - c->offsets[i]);
+    return c->bytes ? c->bytes + c->offsets[i] : "";
+}
+
+/* Appends row i of src to dst (same type; dst plain if STRING). */
+static mr_status append_row(mr_column *dst, const mr_column *src, size_t i)
+{
+    if (mr_column_is_null(src, i)) return mr_column_append_null(dst);
+    switch (src->type) {
+    case MR_T_BOOL: return mr_column_append_bool(dst, ((const uint8_t *)src->data)[i]);
+    case MR_T_INT64:
+    case MR_T_TIMESTAMP: return mr_column_append_int64(dst, ((const int64_t *)src->data)[i]);
+    case MR_T_DATE: return mr_column_append_int32(dst, ((const int32_t *)src->data)[i]);
+    case MR_T_FLOAT64: return mr_column_append_float64(dst, ((const double *)src->data)[i]);
+    case MR_T_FLOAT32: return mr_column_append_float32(dst, ((const float *)src->data)[i]);
+    case MR_T_STRING: {
+        if (dst->codes && src->codes && dst->dict == src->dict) return mr_column_append_code(dst, src->codes[i]);
+        size_t len;
+        const char *s = mr_column_str(src, i, &len);
+        return mr_column_append_str(dst, s, len);
+    }
+    default: return mr_column_append_null(dst);
+    }
+}
+
+static mr_status gather(const mr_column *c, const uint32_t *idx, size_t begin, size_t n, mr_column **out, mr_error *err)
+{
+    mr_column *d = NULL;
+    mr_status rc = mr_column_new(c->name, c->type, n, &d, err);
+    for (size_t k = 0; rc == MR_OK && k < n; k++) {
+        size_t i = idx ? idx[k] : begin + k;
+        MR_ASSERT(i < c->n);
+        rc = append_row(d, c, i);
+        if (rc != MR_OK) MR_ERR(err, rc, "out of memory copying column '%s'", c->name);
+    }
+    if (rc != MR_OK) {
+        mr_column_free(d);
+        return rc;
+    }
+    *out = d;
+    return MR_OK;
+}
+
+mr_status mr_column_slice(const mr_column *c, size_t begin, size_t end, mr_column **out, mr_error *err)
+{
+    MR_ASSERT(begin <= end && end <= c->n);
+    return gather(c, NULL, begin, end - begin, out, err);
+}
+
+mr_status mr_column_take(const mr_column *c, const uint32_t *idx, size_t n_idx, mr_column **out, mr_error *err)
+{
+    return gather(c, idx, 0, n_idx, out, err);
+}
+
+mr_status mr_column_materialize(mr_column *c, mr_error *err)
+{
+    if (!c->codes) return MR_OK;
+    mr_column *plain = NULL;
+    mr_status rc = gather(c, NULL, 0, c->n, &plain, err);
+    if (rc != MR_OK) return rc;
+    mr_free(c->codes);
+    mr_column_free(c->dict);
+    mr_free(c->valid);
+    mr_free(c->offsets);
+    mr_free(c->bytes);
+    c->codes = NULL;
+    c->dict = NULL;
+    c->valid = plain->valid;
+    c->offsets = plain->offsets;
+    c->bytes = plain->bytes;
+    c->bytes_len = plain->bytes_len;
+    c->bytes_cap = plain->bytes_cap;
+    c->cap = plain->cap;
+    c->null_count = plain->null_count;
+    plain->valid = NULL;
+    plain->offsets = NULL;
+    plain->bytes = NULL;
+    mr_column_free(plain);
+    return MR_OK;
+}
+
+mr_status mr_column_append_column(mr_column *dst, const mr_column *src, mr_error *err)
+{
+    if (dst->type != src->type)
+        return MR_ERR(err, MR_E_SCHEMA, "column '%s': cannot append %s values to a %s column", dst->name,
+                      mr_dtype_name(src->type), mr_dtype_name(dst->type));
+    mr_status rc = mr_column_reserve(dst, dst->n + src->n);
+    size_t w = mr_dtype_width(src->type);
+    if (rc == MR_OK && w && !src->valid && !dst->valid) { /* fast path: one memcpy */
+        memcpy((char *)dst->data + dst->n * w, src->data, src->n * w);
+        dst->n += src->n;
+        return MR_OK;
+    }
+    if (rc == MR_OK && dst->codes && !(src->codes && src->dict == dst->dict)) rc = mr_column_materialize(dst, err);
+    for (size_t i = 0; rc == MR_OK && i < src->n; i++) rc = append_row(dst, src, i);
+    if (rc != MR_OK) return MR_ERR(err, rc, "out of memory appending to column '%s'", dst->name);
+    return MR_OK;
+}
+
+/* ---- tables ----------------------------------------------------------- */
+
+mr_status mr_table_new(mr_table **out, mr_error *err)
+{
+    mr_table *t = mr_calloc(1, sizeof(*t));
+    if (!t) return MR_ERR(err, MR_E_NOMEM, "out of memory creating table");
+    *out = t;
+    return MR_OK;
+}
+
+void mr_table_free(mr_table *t)
+{
+    if (!t) return;
+    for (size_t i = 0; i < t->n_cols; i++) mr_column_free(t->cols[i]);
+    mr_free(t->cols);
+    mr_free(t);
+}
+
+ssize_t mr_table_column_index(const mr_table *t, const char *name)
+{
+    for (size_t i = 0; i < t->n_cols; i++)
+        if (!strcmp(t->cols[i]->name, name)) return (ssize_t)i;
+    return -1;
+}
+
+mr_column *mr_table_column(const mr_table *t, const char *name)
+{
+    ssize_t i = mr_table_column_index(t, name);
+    return i < 0 ? NULL : t->cols[i];
+}
+
+mr_status mr_table_add_column(mr_table *t, mr_column *col, mr_error *err)
+{
+    mr_status rc = MR_OK;
+    if (mr_table_column_index(t, col->name) >= 0) {
+        rc = MR_ERR(err, MR_E_SCHEMA, "duplicate column name '%s'", col->name);
+    } else if (t->n_cols && col->n != t->n_rows) {
+        rc = MR_ERR(err, MR_E_SCHEMA, "column '%s' has %zu rows, the table has %zu", col->name, col->n, t->n_rows);
+    } else {
+        mr_column **nc = mr_realloc(t->cols, (t->n_cols + 1) * sizeof(*nc));
+        if (!nc) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        } else {
+            t->cols = nc;
+            t->cols[t->n_cols++] = col;
+            t->n_rows = col->n;
+            return MR_OK;
+        }
+    }
+    mr_column_free(col);
+    return rc;
+}
+
+static mr_status table_gather(const mr_table *t, const uint32_t *idx, size_t begin, size_t n, mr_table **out,
+                              mr_error *err)
+{
+    mr_table *r = NULL;
+    mr_status rc = mr_table_new(&r, err);
+    for (size_t i = 0; rc == MR_OK && i < t->n_cols; i++) {
+        mr_column *c = NULL;
+        rc = gather(t->cols[i], idx, begin, n, &c, err);
+        if (rc == MR_OK) rc = mr_table_add_column(r, c, err);
+    }
+    if (rc != MR_OK) {
+        mr_table_free(r);
+        return rc;
+    }
+    r->n_rows = n;
+    *out = r;
+    return MR_OK;
+}
+
+mr_status mr_table_slice(const mr_table *t, size_t begin, size_t end, mr_table **out, mr_error *err)
+{
+    MR_ASSERT(begin <= end && end <= t->n_rows);
+    return table_gather(t, NULL, begin, end - begin, out, err);
+}
+
+mr_status mr_table_take(const mr_table *t, const uint32_t *idx, size_t n_idx, mr_table **out, mr_error *err)
+{
+    return table_gather(t, idx, 0, n_idx, out, err);
+}
+
+mr_status mr_table_append(mr_table *dst, const mr_table *src, mr_error *err)
+{
+    if (dst->n_cols == 0 && dst->n_rows == 0) {
+        for (size_t i = 0; i < src->n_cols; i++) {
+            mr_column *c = NULL;
+            mr_status rc = gather(src->cols[i], NULL, 0, src->n_rows, &c, err);
+            if (rc == MR_OK) rc = mr_table_add_column(dst, c, err);
+            if (rc != MR_OK) return rc;
+        }
+        dst->n_rows = src->n_rows;
+        return MR_OK;
+    }
+    if (dst->n_cols != src->n_cols)
+        return MR_ERR(err, MR_E_SCHEMA, "cannot append a table of %zu columns to one of %zu", src->n_cols, dst->n_cols);
+    for (size_t i = 0; i < dst->n_cols; i++)
+        if (strcmp(dst->cols[i]->name, src->cols[i]->name) || dst->cols[i]->type != src->cols[i]->type)
+            return MR_ERR(err, MR_E_SCHEMA, "column %zu: expected '%s' (%s), got '%s' (%s)", i + 1, dst->cols[i]->name,
+                          mr_dtype_name(dst->cols[i]->type), src->cols[i]->name, mr_dtype_name(src->cols[i]->type));
+    for (size_t i = 0; i < dst->n_cols; i++) {
+        mr_status rc = mr_column_append_column(dst->cols[i], src->cols[i], err);
+        if (rc != MR_OK) return rc;
+    }
+    dst->n_rows += src->n_rows;
+    return MR_OK;
+}
+
+mr_status mr_table_project(mr_table *t, const char *const *names, size_t n, mr_error *err)
+{
+    mr_column **nc = mr_calloc(n ? n : 1, sizeof(*nc));
+    if (!nc) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++) {
+        ssize_t i = mr_table_column_index(t, names[k]);
+        if (i < 0) {
+            mr_free(nc);
+            mr_status rc = MR_ERR(err, MR_E_NOT_FOUND, "no column '%s'", names[k]);
+            const char **cands = mr_calloc(t->n_cols ? t->n_cols : 1, sizeof(*cands));
+            for (size_t q = 0; cands && q < t->n_cols; q++) cands[q] = t->cols[q]->name;
+            const char *best = cands ? mr_closest(names[k], cands, t->n_cols) : NULL;
+            if (best) mr_error_hint(err, "did you mean '%s'?", best);
+            mr_free(cands);
+            return rc;
+        }
+        for (size_t q = 0; q < k; q++)
+            if (nc[q] == t->cols[i]) {
+                mr_free(nc);
+                return MR_ERR(err, MR_E_INVALID_ARG, "column '%s' selected twice", names[k]);
+            }
+        nc[k] = t->cols[i];
+    }
+    for (size_t i = 0; i < t->n_cols; i++) {
+        int kept = 0;
+        for (size_t k = 0; k < n; k++) kept |= nc[k] == t->cols[i];
+        if (!kept) mr_column_free(t->cols[i]);
+    }
+    mr_free(t->cols);
+    t->cols = nc;
+    t->n_cols = n;
+    return MR_OK;
+}
+
+/* ---- formatting and calendars ----------------------------------------- */
+
+int32_t mr_days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+    y -= m <= 2;
+    int64_t era = (y >= 0 ? y : y - 399) / 400;
+    unsigned yoe = (unsigned)(y - era * 400);
+    unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return (int32_t)(era * 146097 + (int64_t)doe - 719468);
+}
+
+void mr_civil_from_days(int32_t days, int64_t *y, unsigned *m, unsigned *d)
+{
+    int64_t z = (int64_t)days + 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    unsigned doe = (unsigned)(z - era * 146097);
+    unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t yy = (int64_t)yoe + era * 400;
+    unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    unsigned mp = (5 * doy + 2) / 153;
+    *d = doy - (153 * mp + 2) / 5 + 1;
+    *m = mp < 10 ? mp + 3 : mp - 9;
+    *y = yy + (*m <= 2);
+}
+
+static int digits(const char *s, size_t n, int64_t *v)
+{
+    *v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        *v = *v * 10 + (s[i] - '0');
+    }
+    return 0;
+}
+
+static int days_in_month(int64_t y, unsigned m)
+{
+    static const int dm[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    return m == 2 ? 28 + leap : dm[m - 1];
+}
+
+int mr_parse_date(const char *s, size_t len, int32_t *days_out)
+{
+    int64_t y, m, d;
+    if (len != 10 || s[4] != '-' || s[7] != '-' || digits(s, 4, &y) || digits(s + 5, 2, &m) || digits(s + 8, 2, &d))
+        return -1;
+    if (m < 1 || m > 12 || d < 1 || d > days_in_month(y, (unsigned)m)) return -1;
+    *days_out = mr_days_from_civil(y, (unsigned)m, (unsigned)d);
+    return 0;
+}
+
+int mr_parse_timestamp(const char *s, size_t len, int64_t *us_out)
+{
+    int32_t days;
+    int64_t hh, mm, ss, frac = 0, offset_s = 0;
+    if (len < 19 || mr_parse_date(s, 10, &days) || (s[10] != 'T' && s[10] != ' ') || s[13] != ':' || s[16] != ':' ||
+        digits(s + 11, 2, &hh) || digits(s + 14, 2, &mm) || digits(s + 17, 2, &ss) || hh > 23 || mm > 59 || ss > 60)
+        return -1;
+    size_t p = 19;
+    if (p < len && s[p] == '.') {
+        size_t start = ++p;
+        while (p < len && s[p] >= '0' && s[p] <= '9') p++;
+        size_t nd = p - start;
+        if (nd == 0 || nd > 9) return -1;
+        int64_t f;
+        digits(s + start, nd, &f);
+        for (size_t k = nd; k < 6; k++) f *= 10;
+        for (size_t k = 6; k < nd; k++) f /= 10;
+        frac = f;
+    }
+    if (p < len && (s[p] == 'Z' || s[p] == 'z')) {
+        p++;
+    } else if (p < len && (s[p] == '+' || s[p] == '-')) {
+        int64_t oh, om;
+        if (len - p != 6 || s[p + 3] != ':' || digits(s + p + 1, 2, &oh) || digits(s + p + 4, 2, &om) || oh > 23 || om > 59)
+            return -1;
+        offset_s = (oh * 3600 + om * 60) * (s[p] == '+' ? 1 : -1);
+        p = len;
+    }
+    if (p != len) return -1;
+    *us_out = ((int64_t)days * 86400 + hh * 3600 + mm * 60 + ss - offset_s) * 1000000 + frac;
+    return 0;
+}
+
+static int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
+
+mr_status mr_column_format(const mr_column *c, size_t i, mr_buf *out)
+{
+    if (mr_column_is_null(c, i)) return mr_buf_puts(out, "NULL");
+    switch (c->type) {
+    case MR_T_BOOL: return mr_buf_puts(out, ((const uint8_t *)c->data)[i] ? "true" : "false");
+    case MR_T_INT64: return mr_buf_printf(out, "%lld", (long long)((const int64_t *)c->data)[i]);
+    case MR_T_FLOAT64:
+    case MR_T_FLOAT32: {
+        double v = c->type == MR_T_FLOAT64 ? ((const double *)c->data)[i] : (double)((const float *)c->data)[i];
+        if (isnan(v)) return mr_buf_puts(out, "nan");
+        if (isinf(v)) return mr_buf_puts(out, v > 0 ? "inf" : "-inf");
+        char buf[40];
+        for (int prec = c->type == MR_T_FLOAT32 ? 6 : 15; prec <= 17; prec++) {
+            snprintf(buf, sizeof(buf), "%.*g", prec, v);
+            if (c->type == MR_T_FLOAT32 ? (float)strtod(buf, NULL) == (float)v : strtod(buf, NULL) == v) break;
+        }
+        return mr_buf_puts(out, buf);
+    }
+    case MR_T_DATE: {
+        int64_t y;
+        unsigned m, d;
+        mr_civil_from_days(((const int32_t *)c->data)[i], &y, &m, &d);
+        return mr_buf_printf(out, "%04lld-%02u-%02u", (long long)y, m, d);
+    }
+    case MR_T_TIMESTAMP: {
+        int64_t us = ((const int64_t *)c->data)[i];
+        int64_t secs = floor_div(us, 1000000), frac = us - secs * 1000000;
+        int64_t days = floor_div(secs, 86400), sod = secs - days * 86400;
+        int64_t y;
+        unsigned m, d;
+        mr_civil_from_days((int32_t)days, &y, &m, &d);
+        mr_status rc = mr_buf_printf(out, "%04lld-%02u-%02u %02lld:%02lld:%02lld", (long long)y, m, d, (long long)(sod / 3600),
+                                     (long long)(sod / 60 % 60), (long long)(sod % 60));
+        if (rc == MR_OK && frac) rc = mr_buf_printf(out, ".%06lld", (long long)frac);
+        return rc;
+    }
+    case MR_T_STRING: {
+        size_t len;
+        const char *s = mr_column_str(c, i, &len);
+        return mr_buf_append(out, s, len);
+    }
+    default: return mr_buf_puts(out, "NULL");
+    }
+}
