@@ -31,7 +31,7 @@ static const verb verbs[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: millrace [--version] [-q|-v] <verb> [options]\n\n"
+    fprintf(f, "usage: millrace [--version] [-q|-v] [-C DIR] <verb> [options]\n\n"
                "millrace runs a training pipeline (millrace.yaml) as a cached DAG of stages.\n\nverbs:\n");
     for (size_t k = 0; k < sizeof(verbs) / sizeof(verbs[0]); k++) fprintf(f, "  %-9s %s\n", verbs[k].name, verbs[k].summary);
     fprintf(f, "\nRun `millrace <verb> --help` for a verb's options. Exit codes: 0 ok, 1 a stage failed,\n"
@@ -67,6 +67,14 @@ int main(int argc, char **argv)
             printf("millrace %s\n", MILLRACE_VERSION);
             mr_buf_free(&all);
             return EXIT_OK;
+        }
+        if (!strcmp(argv[i], "-C") && i + 1 < argc) { /* as in git: run as if started in DIR */
+            if (chdir(argv[++i]) != 0) {
+                fprintf(stderr, "millrace: error: -C %s: cannot enter directory\n", argv[i]);
+                mr_buf_free(&all);
+                return EXIT_USAGE;
+            }
+            continue;
         }
         if (!strcmp(argv[i], "-q") || !strcmp(argv[i], "--quiet")) mr_log_set_level(MR_LOG_WARN);
         else if (!strcmp(argv[i], "-v") || !strcmp(argv[i], "--verbose")) mr_log_set_level(MR_LOG_DEBUG);

@@ -65,6 +65,12 @@ mr_status mr_runstore_metrics_add(mr_runstore *rs, int64_t run_id, const char *s
 mr_status mr_runstore_lineage_add(mr_runstore *rs, int64_t run_id, const char *stage, const char *role,
                                   const char *name, const char *artifact, mr_error *err);
 
+/* Groups the writes between begin and end into one transaction (they nest;
+ * the functions above join an open batch). Keep batches short: other
+ * processes wait for the write lock while one is open. */
+mr_status mr_runstore_batch_begin(mr_runstore *rs, mr_error *err);
+mr_status mr_runstore_batch_end(mr_runstore *rs, mr_error *err);
+
 /* Stage cache: key -> outputs. get returns MR_E_NOT_FOUND on a miss; the
  * returned strings are owned by the caller (NULL-able out params). */
 mr_status mr_runstore_cache_get(mr_runstore *rs, const char *key, char **outputs_json, char **metrics_json,

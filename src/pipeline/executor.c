@@ -382,7 +382,6 @@ static void finish_stage(run_ctx *c, size_t i, int wstatus, const struct rusage 
             r->cached = !strcmp(rstatus, "cached");
             if (r->cached) c->res->n_cached++;
             else c->res->n_executed++;
-            record_metrics(c, i, json_object_get(res, "metrics"));
             say(c, "%s  %s%s %s (%.2fs)", r->cached ? mr_c_dim() : mr_c_green(), r->cached ? "cached " : "done   ", mr_c_reset(),
                 s->name, wall);
         } else {
@@ -403,7 +402,10 @@ static void finish_stage(run_ctx *c, size_t i, int wstatus, const struct rusage 
         say(c, "%s  failed %s %s: %s", mr_c_red(), mr_c_reset(), s->name, r->error);
     }
     if (c->o->verbose || (r->state == ST_FAILED && !g_interrupted && !c->o->json)) print_log_tail(r->log_path, c->o->verbose ? 1000 : 10);
+    mr_runstore_batch_begin(c->ws->rs, NULL);
+    if (r->state == ST_DONE) record_metrics(c, i, json_object_get(res, "metrics"));
     record_stage(c, i, ru, br, bw);
+    mr_runstore_batch_end(c->ws->rs, NULL);
     json_decref(res);
 }
 
@@ -473,6 +475,8 @@ static void plan_ready(run_ctx *c)
             }
         }
     }
+    /* One transaction for the run-store writes of this wave (cached stages). */
+    mr_runstore_batch_begin(c->ws->rs, NULL);
     for (size_t b = 0; b < nb; b++) {
         size_t i = batch[b];
         if (i == (size_t)-1) continue;
@@ -514,6 +518,7 @@ static void plan_ready(run_ctx *c)
         if (cost > c->budget) cost = c->budget;
         r->cost = cost;
     }
+    mr_runstore_batch_end(c->ws->rs, NULL);
     mr_free(batch);
 }
 

@@ -160,6 +160,18 @@ mr_status mr__lock_update(mr_workspace *ws, const mr_spec *spec, const mr__plan 
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto done;
     }
+    {
+        /* An unchanged lock is not rewritten: no fsyncs on a no-op run, and
+         * its mtime keeps saying when the results last changed. */
+        char *cur = NULL;
+        size_t cur_len = 0;
+        if (mr_fs_read_file(ws->lock_path, (size_t)64 << 20, &cur, &cur_len, NULL) == MR_OK && cur_len == b.len &&
+            !memcmp(cur, b.data, b.len)) {
+            mr_free(cur);
+            goto done;
+        }
+        mr_free(cur);
+    }
     rc = mr_fs_write_atomic(ws->lock_path, b.data, b.len, err);
 done:
     mr_flock_release(&lk);

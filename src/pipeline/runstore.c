@@ -84,6 +84,8 @@ struct mr_runstore {
     sqlite3 *db;
     char *path;                     /* for error messages */
     sqlite3_stmt *stmts[S_COUNT];   /* lazily prepared, see STMT_SQL */
+    int tx_depth;                   /* nesting of tx_begin; only the outermost talks to SQLite */
+    int tx_failed;                  /* an inner level failed: the outermost rolls back */
 };
 
 /* Growable vector of owned strings. */
@@ -131,12 +133,41 @@ static mr_status exec_retry(mr_runstore *rs, const char *sql, mr_error *err)
     return st;
 }
 
-static mr_status tx_begin(mr_runstore *rs, mr_error *err) { return exec_sql(rs, "BEGIN IMMEDIATE", err); }
-static mr_status tx_commit(mr_runstore *rs, mr_error *err) { return exec_sql(rs, "COMMIT", err); }
+/* Transactions nest: a caller may batch many writes (mr_runstore_batch_*)
+ * around functions that open their own transaction. */
+static mr_status tx_begin(mr_runstore *rs, mr_error *err)
+{
+    if (rs->tx_depth++ > 0) return MR_OK;
+    rs->tx_failed = 0;
+    mr_status st = exec_sql(rs, "BEGIN IMMEDIATE", err);
+    if (st != MR_OK) rs->tx_depth = 0;
+    return st;
+}
+
+static mr_status tx_commit(mr_runstore *rs, mr_error *err)
+{
+    if (rs->tx_depth == 0) return MR_OK;
+    if (--rs->tx_depth > 0) return MR_OK;
+    if (rs->tx_failed) {
+        sqlite3_exec(rs->db, "ROLLBACK", NULL, NULL, NULL);
+        return MR_ERR(err, MR_E_IO, "%s: a batched write failed; the batch was rolled back", rs->path);
+    }
+    return exec_sql(rs, "COMMIT", err);
+}
+
 static void tx_rollback(mr_runstore *rs)
 {
+    if (rs->tx_depth > 1) {
+        rs->tx_depth--;
+        rs->tx_failed = 1;
+        return;
+    }
+    rs->tx_depth = 0;
     if (!sqlite3_get_autocommit(rs->db)) sqlite3_exec(rs->db, "ROLLBACK", NULL, NULL, NULL);
 }
+
+mr_status mr_runstore_batch_begin(mr_runstore *rs, mr_error *err) { return tx_begin(rs, err); }
+mr_status mr_runstore_batch_end(mr_runstore *rs, mr_error *err) { return tx_commit(rs, err); }
 
 static mr_status prepare(mr_runstore *rs, const char *sql, sqlite3_stmt **out, mr_error *err)
 {
