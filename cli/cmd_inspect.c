@@ -120,8 +120,13 @@ int cmd_params(int argc, char **argv)
 
 int cmd_ops(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    if (cli_wants_help(argc, argv)) {
+        fputs("usage: millrace ops\n\n"
+              "Lists the available ops with their version and params.\n",
+              stdout);
+        return EXIT_OK;
+    }
+    if (argc > 1) return cli_usage_error("ops", "unexpected argument '%s'", argv[1]);
     size_t n = 0;
     const char *const *names = mr_op_names(&n);
     for (size_t k = 0; k < n; k++) {

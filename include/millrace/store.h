@@ -87,6 +87,12 @@ mr_status mr_store_publish(mr_store *st, mr_statcache *sc, const char *path, mr_
  * links to the objects, or copies across filesystems. */
 mr_status mr_store_checkout(mr_store *st, mr_statcache *sc, const mr_artifact *a, const char *dest,
                             mr_error *err);
+/* Re-hashes one artifact's objects (a directory: its manifest and every
+ * file): MR_E_CORRUPT if any content no longer matches its id (someone wrote
+ * through a hard link), MR_E_NOT_FOUND if an object is missing. With
+ * remove_bad, the corrupt objects are deleted so the next publish stores
+ * good copies instead of deduplicating against them. */
+mr_status mr_store_check(mr_store *st, const mr_artifact *a, int remove_bad, mr_error *err);
 /* Lists the blob ids a directory artifact refers to (for gc/verify).
  * Caller frees with mr_free. */
 mr_status mr_store_dir_children(mr_store *st, const mr_artifact *a, mr_artifact **children_out,

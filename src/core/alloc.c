@@ -86,7 +86,10 @@ void mr_buf_free(mr_buf *b)
 static mr_status buf_reserve(mr_buf *b, size_t extra)
 {
     size_t limit = b->limit ? b->limit : MR_BUF_DEFAULT_LIMIT;
-    if (extra > limit || b->len > limit - extra - 1) return MR_E_LIMIT;
+    /* At most limit bytes of data (plus the NUL). Written without
+     * "limit - extra - 1", which wrapped around for extra == limit and let
+     * len exceed the cap (or looped forever growing towards limit + 1). */
+    if (extra > limit || b->len > limit - extra) return MR_E_LIMIT;
     size_t need = b->len + extra + 1;
     if (need <= b->cap) return MR_OK;
     size_t ncap = b->cap ? b->cap : 64;

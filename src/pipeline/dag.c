@@ -17,9 +17,10 @@ struct mr_dag {
 
 int mr__path_within(const char *a, const char *b)
 {
+    if (b[0] == '.' && b[1] == '\0') return 1; /* the workspace root contains everything */
     size_t lb = strlen(b);
     if (strncmp(a, b, lb) != 0) return 0;
-    return a[lb] == '\0' || a[lb] == '/' || (lb == 1 && b[0] == '.');
+    return a[lb] == '\0' || a[lb] == '/';
 }
 
 mr_status mr__def_strings(const mr_value *def, const char *key, const char ***out, size_t *n_out)
@@ -83,6 +84,25 @@ ssize_t mr__dag_index(const mr_dag *dag, const char *name)
     return -1;
 }
 
+/* 1 if p is absolute, empty, or climbs above its root ("a/../../b"). */
+static int path_escapes(const char *p)
+{
+    if (!*p || *p == '/') return 1;
+    long depth = 0;
+    while (*p) {
+        const char *e = strchr(p, '/');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == 2 && p[0] == '.' && p[1] == '.') {
+            if (--depth < 0) return 1;
+        } else if (len && !(len == 1 && p[0] == '.')) {
+            depth++;
+        }
+        p += len;
+        while (*p == '/') p++;
+    }
+    return 0;
+}
+
 /* Normalises a list of declared paths; errors name the stage and the key. */
 static mr_status norm_list(const mr_stage_spec *s, const char *key, char ***out, size_t *n_out, size_t extra,
                            mr_error *err)
@@ -100,6 +120,10 @@ static mr_status norm_list(const mr_stage_spec *s, const char *key, char ***out,
     for (size_t i = 0; i < n; i++) {
         if (strstr(raw[i], "${stages.")) continue; /* a reference, resolved by the executor */
         char *p = mr_path_normalize(raw[i], 0);
+        if (!p && !path_escapes(raw[i])) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            break;
+        }
         if (!p) {
             const mr_value *v = mr_value_get(s->def, key);
             const mr_value *item = v->kind == MR_V_SEQ ? v->items[i] : v;
@@ -250,6 +274,23 @@ mr_status mr_dag_build(const mr_spec *spec, mr_dag **out, mr_error *err)
     size_t n_order = 0;
     for (size_t i = 0; i < n && rc == MR_OK; i++)
         if (color[i] == WHITE) rc = visit(dag, i, color, stack, 0, &n_order, err);
+    if (rc != MR_OK) goto done;
+    /* No cycle: the order is Kahn's, always taking the ready stage that comes
+     * first in the file, so independent stages start in file order. color[]
+     * is reused as "placed". */
+    for (size_t i = 0; i < n; i++) color[i] = 0;
+    for (size_t k = 0; k < n; k++) {
+        for (size_t i = 0; i < n; i++) {
+            if (color[i]) continue;
+            int ready = 1;
+            for (size_t u = 0; u < dag->n_up[i] && ready; u++) ready = color[dag->up[i][u]];
+            if (ready) {
+                color[i] = 1;
+                dag->order[k] = i;
+                break;
+            }
+        }
+    }
 done:
     mr_free(color);
     mr_free(stack);

@@ -45,9 +45,8 @@ static mr_value *io_map(const mr__io *ios, size_t n)
 {
     mr_value *m = mr_value_new(MR_V_MAP);
     for (size_t k = 0; m && k < n; k++) {
-        mr_value *v = mr_value_new_str(ios[k].id);
-        if (!v || mr_value_map_set(m, ios[k].name, v) != MR_OK) {
-            mr_value_free(v);
+        /* map_set owns the value even when it fails (NULL -> NOMEM). */
+        if (mr_value_map_set(m, ios[k].name, mr_value_new_str(ios[k].id)) != MR_OK) {
             mr_value_free(m);
             return NULL;
         }
@@ -65,8 +64,11 @@ static mr_value *json_to_value(json_t *j)
         json_object_foreach(j, k, x)
         {
             mr_value *c = json_to_value(x);
-            if (!m || !c || mr_value_map_set(m, k, c) != MR_OK) {
+            if (!m) {
                 mr_value_free(c);
+                return NULL;
+            }
+            if (mr_value_map_set(m, k, c) != MR_OK) {
                 mr_value_free(m);
                 return NULL;
             }
@@ -80,8 +82,11 @@ static mr_value *json_to_value(json_t *j)
         json_array_foreach(j, i, x)
         {
             mr_value *c = json_to_value(x);
-            if (!s || !c || mr_value_seq_push(s, c) != MR_OK) {
+            if (!s) {
                 mr_value_free(c);
+                return NULL;
+            }
+            if (mr_value_seq_push(s, c) != MR_OK) {
                 mr_value_free(s);
                 return NULL;
             }
@@ -107,8 +112,12 @@ static mr_value *stage_entry(const mr_stage_spec *s, const mr__plan *p)
                           params ? params : mr_value_new(MR_V_MAP), io_map(p->ins, p->n_ins), io_map(p->outs, p->n_outs)};
     const char *names[6] = {"op", "op_version", "key", "params", "inputs", "outputs"};
     for (int k = 0; k < 6; k++) {
-        if (!e || !items[k] || mr_value_map_set(e, names[k], items[k]) != MR_OK) {
+        if (!e) {
             for (int q = k; q < 6; q++) mr_value_free(items[q]);
+            return NULL;
+        }
+        if (mr_value_map_set(e, names[k], items[k]) != MR_OK) { /* items[k] is consumed either way */
+            for (int q = k + 1; q < 6; q++) mr_value_free(items[q]);
             mr_value_free(e);
             return NULL;
         }
@@ -131,9 +140,7 @@ mr_status mr__lock_update(mr_workspace *ws, const mr_spec *spec, const mr__plan 
     if (rc != MR_OK) goto done;
     doc = mr_value_new(MR_V_MAP);
     stages = mr_value_new(MR_V_MAP);
-    mr_value *schema = mr_value_new_int(1);
-    if (!doc || !stages || !schema || mr_value_map_set(doc, "schema", schema) != MR_OK) {
-        mr_value_free(schema);
+    if (!doc || !stages || mr_value_map_set(doc, "schema", mr_value_new_int(1)) != MR_OK) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto done;
     }
@@ -147,15 +154,15 @@ mr_status mr__lock_update(mr_workspace *ws, const mr_spec *spec, const mr__plan 
             if (!prev) continue;
             e = mr_value_clone(prev);
         }
-        if (!e || mr_value_map_set(stages, spec->stages[i].name, e) != MR_OK) {
-            mr_value_free(e);
-            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        }
+        if (mr_value_map_set(stages, spec->stages[i].name, e) != MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
     if (rc != MR_OK) goto done;
     rc = mr_value_map_set(doc, "stages", stages);
-    if (rc != MR_OK) goto done;
-    stages = NULL;
+    stages = NULL; /* consumed either way */
+    if (rc != MR_OK) {
+        rc = MR_ERR(err, rc, "out of memory");
+        goto done;
+    }
     if (mr_buf_puts(&b, lock_header) != MR_OK || mr_yaml_emit(doc, &b) != MR_OK) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto done;

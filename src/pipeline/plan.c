@@ -190,15 +190,12 @@ static mr_status stage_params(const mr_spec *spec, const mr_stage_spec *s, mr_va
         const mr_value *v = mr_value_get_path(spec->params, s->param_paths[k]);
         mr_value *c1 = v ? mr_value_clone(v) : mr_value_new(MR_V_NULL);
         mr_value *c2 = v ? mr_value_clone(v) : mr_value_new(MR_V_NULL);
-        if (!c1 || !c2 || mr_value_map_set(flat, s->param_paths[k], c1) != MR_OK) {
-            mr_value_free(c1);
+        /* map_set/set_path own the value even when they fail (NULL -> NOMEM). */
+        if (mr_value_map_set(flat, s->param_paths[k], c1) != MR_OK) {
             mr_value_free(c2);
             goto oom;
         }
-        if (mr_value_set_path(nested, s->param_paths[k], c2) != MR_OK) {
-            mr_value_free(c2);
-            goto oom;
-        }
+        if (mr_value_set_path(nested, s->param_paths[k], c2) != MR_OK) goto oom;
     }
     *flat_out = flat;
     *nested_out = nested;
@@ -222,27 +219,19 @@ mr_status mr__plan_key(const mr_spec *spec, size_t i, int smoke, mr__plan *p, mr
     for (size_t k = 0; k < s->def->n; k++) {
         const char *key = s->def->keys[k];
         if (!strcmp(key, "op") || !strcmp(key, "desc") || !strcmp(key, "resources")) continue;
-        mr_value *c = mr_value_clone(s->def->items[k]);
-        if (!c || mr_value_map_set(def, key, c) != MR_OK) {
-            mr_value_free(c);
-            goto oom;
-        }
+        if (mr_value_map_set(def, key, mr_value_clone(s->def->items[k])) != MR_OK) goto oom;
     }
     for (size_t k = 0; k < p->n_ins; k++) {
         MR_ASSERT(p->ins[k].id[0]);
-        mr_value *v = mr_value_new_str(p->ins[k].id);
-        if (!v || mr_value_map_set(inputs, p->ins[k].name, v) != MR_OK) {
-            mr_value_free(v);
-            goto oom;
-        }
+        if (mr_value_map_set(inputs, p->ins[k].name, mr_value_new_str(p->ins[k].id)) != MR_OK) goto oom;
     }
     mr_value *tmp[6] = {mr_value_new_str(s->op->name), mr_value_new_int(s->op->version), mr_value_new_bool(smoke),
                         def, inputs, flat};
     def = inputs = flat = NULL;
     const char *names[6] = {"op", "op_version", "smoke", "def", "inputs", "params"};
     for (int k = 0; k < 6; k++) {
-        if (!tmp[k] || mr_value_map_set(doc, names[k], tmp[k]) != MR_OK) {
-            for (int q = k; q < 6; q++) mr_value_free(tmp[q]);
+        if (mr_value_map_set(doc, names[k], tmp[k]) != MR_OK) { /* tmp[k] is consumed either way */
+            for (int q = k + 1; q < 6; q++) mr_value_free(tmp[q]);
             goto oom;
         }
     }

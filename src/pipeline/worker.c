@@ -133,6 +133,31 @@ static mr_status checkout_outputs(mr_workspace *ws, json_t *outs_decl, json_t *i
     return MR_OK;
 }
 
+/* Restoring from the cache re-hashes the stored objects first: an output
+ * edited in place through its hard link has corrupted its object, and must
+ * be recomputed rather than linked back. Corrupt objects are deleted. */
+static int cached_outputs_sound(mr_workspace *ws, const char *outs_json, const char *stage)
+{
+    json_t *o = json_loads(outs_json ? outs_json : "{}", 0, NULL);
+    int ok = o != NULL;
+    const char *name;
+    json_t *v;
+    json_object_foreach(o, name, v)
+    {
+        mr_artifact a;
+        mr_error e;
+        mr_error_init(&e);
+        if (!json_is_string(v) || mr_artifact_parse(json_string_value(v), &a) != MR_OK ||
+            mr_store_check(ws->store, &a, 1, &e) != MR_OK) {
+            fprintf(stderr, "millrace: warning: stage '%s': cached output '%s' is unusable (%s); recomputing\n", stage,
+                    name, e.msg[0] ? e.msg : "bad cache entry");
+            ok = 0;
+        }
+    }
+    json_decref(o);
+    return ok;
+}
+
 mr_status mr_stage_worker(const char *job_path, mr_error *err)
 {
     mr_status rc = MR_OK;
@@ -192,11 +217,11 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
     if (rc != MR_OK) goto out;
 
     int force = json_is_true(json_object_get(job, "force"));
-    const mr_value *ac = NULL;
     char *cached_outs = NULL, *cached_mets = NULL;
     json_t *jdef = json_object_get(job, "def");
     if (!force && !json_is_true(json_object_get(jdef, "always_changed")) &&
-        mr_runstore_cache_get(ws->rs, key, &cached_outs, &cached_mets, NULL, NULL) == MR_OK) {
+        mr_runstore_cache_get(ws->rs, key, &cached_outs, &cached_mets, NULL, NULL) == MR_OK &&
+        cached_outputs_sound(ws, cached_outs, stage)) {
         /* Another runner computed it while we waited, or the workspace copy
          * needs restoring. */
         json_t *co = json_loads(cached_outs ? cached_outs : "{}", 0, NULL);
@@ -213,7 +238,8 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
         json_decref(cm);
         goto out;
     }
-    (void)ac;
+    mr_free(cached_outs); /* a miss, or an entry whose objects were corrupt */
+    mr_free(cached_mets);
 
     /* Prepare the op context. */
     size_t n_ins = json_array_size(ins_decl), n_outs = json_array_size(outs_decl);

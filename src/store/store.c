@@ -205,6 +205,22 @@ done:
     return st;
 }
 
+static int cmp_item_rel(const void *a, const void *b)
+{
+    return strcmp(((const file_item *)a)->rel, ((const file_item *)b)->rel);
+}
+
+/* Walks a directory artifact into fl, sorted bytewise by relative path as
+ * the manifest format requires (docs/formats.md). walk_dir's per-directory
+ * order alone is not that order: "a.b" sorts before "a/c" ('.' < '/') but a
+ * depth-first walk visits directory "a" first. */
+static mr_status walk_artifact(const char *path, file_list *fl, mr_error *err)
+{
+    mr_status rc = walk_dir(path, "", 0, fl, err);
+    if (rc == MR_OK && fl->n > 1) qsort(fl->items, fl->n, sizeof(*fl->items), cmp_item_rel);
+    return rc;
+}
+
 /* ---- parallel hashing ---------------------------------------------------- */
 
 typedef struct hash_job {
@@ -301,7 +317,7 @@ mr_status mr_store_hash_paths(mr_store *st, mr_statcache *sc, const char *const 
             rc = MR_ERR_SYS(err, errno == ENOENT ? MR_E_NOT_FOUND : MR_E_IO, errno, "%s: cannot stat", paths[i]);
         } else if (S_ISDIR(sb.st_mode)) {
             out[i].is_dir = 1;
-            rc = walk_dir(paths[i], "", 0, &lists[i], err);
+            rc = walk_artifact(paths[i], &lists[i], err);
         } else if (S_ISREG(sb.st_mode)) {
             if (file_list_push(&lists[i], paths[i], "", &sb) != MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         } else {
@@ -460,7 +476,7 @@ mr_status mr_store_publish(mr_store *st, mr_statcache *sc, const char *path, mr_
         return MR_ERR_SYS(err, errno == ENOENT ? MR_E_NOT_FOUND : MR_E_IO, errno, "%s: cannot stat", path);
     if (S_ISDIR(sb.st_mode)) {
         out->is_dir = 1;
-        rc = walk_dir(path, "", 0, &fl, err);
+        rc = walk_artifact(path, &fl, err);
     } else if (S_ISREG(sb.st_mode)) {
         if (file_list_push(&fl, path, "", &sb) != MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     } else {
@@ -562,6 +578,16 @@ static mr_status read_manifest(mr_store *st, const mr_artifact *a, manifest_entr
             rc = MR_ERR(err, MR_E_CORRUPT, "%s: bad hash in manifest", obj);
             break;
         }
+        {
+            /* A manifest path must stay inside the directory it describes. */
+            const char *rel = line + consumed;
+            int bad = rel[0] == '/' || !strcmp(rel, "..") || !strncmp(rel, "../", 3) || strstr(rel, "/../") ||
+                      (strlen(rel) >= 3 && !strcmp(rel + strlen(rel) - 3, "/..")) || strstr(rel, "//");
+            if (bad) {
+                rc = MR_ERR(err, MR_E_CORRUPT, "%s: manifest path '%s' leaves its directory", obj, rel);
+                break;
+            }
+        }
         es[n].mode = mode;
         es[n].size = size;
         es[n].rel = mr_strdup(line + consumed);
@@ -605,6 +631,43 @@ mr_status mr_store_dir_children(mr_store *st, const mr_artifact *a, mr_artifact 
     *children_out = ch;
     *n_out = n;
     return MR_OK;
+}
+
+static mr_status check_blob(mr_store *st, const mr_artifact *a, int remove_bad, mr_error *err)
+{
+    char *obj = mr_store_object_path(st, a);
+    if (!obj) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_hash128 h;
+    char id[MR_ARTIFACT_ID_LEN];
+    mr_artifact_id(a, id);
+    mr_status rc = mr_hash_file(obj, &h, NULL, err);
+    if (rc == MR_E_NOT_FOUND) {
+        rc = MR_ERR(err, MR_E_NOT_FOUND, "artifact %s is missing from the store", id);
+    } else if (rc == MR_OK && !mr_hash_eq(h, a->hash)) {
+        rc = MR_ERR(err, MR_E_CORRUPT, "artifact %s is corrupt: its content no longer matches its hash", id);
+        mr_error_hint(err, "a stored output was edited in place; millrace recomputes it");
+        if (remove_bad) unlink(obj);
+    }
+    mr_free(obj);
+    return rc;
+}
+
+mr_status mr_store_check(mr_store *st, const mr_artifact *a, int remove_bad, mr_error *err)
+{
+    mr_status rc = check_blob(st, a, remove_bad, err);
+    if (rc != MR_OK || !a->is_dir) return rc;
+    mr_artifact *ch = NULL;
+    size_t n = 0;
+    rc = mr_store_dir_children(st, a, &ch, &n, err);
+    mr_status first = MR_OK;
+    for (size_t i = 0; rc == MR_OK && i < n; i++) {
+        mr_error e;
+        mr_error_init(&e);
+        mr_status r = check_blob(st, &ch[i], remove_bad, first == MR_OK ? err : &e);
+        if (r != MR_OK && first == MR_OK) first = r;
+    }
+    mr_free(ch);
+    return rc != MR_OK ? rc : first;
 }
 
 /* ---- checkout ------------------------------------------------------------ */

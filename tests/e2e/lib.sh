@@ -219,3 +219,69 @@ t_done() {
     echo "PASS [$T_NAME] $T_CHECKS checks"
     exit 0
 }
+
+# write_diamond WS: a -> b, a -> c, b + c -> d, exec stages. Each command
+# appends a line to counts/<stage> (outside its outs) so tests can count
+# executions. Params a.n, b.n, c.n end up in the outputs; c also reads
+# c_extra.txt, and b reads b_cfg.txt without letting it change b.txt.
+write_diamond() {
+    local ws=$1
+    mkdir -p "$ws/counts" || fail "mkdir $ws/counts"
+    echo hello >"$ws/input.txt"
+    echo extra1 >"$ws/c_extra.txt"
+    echo cfg1 >"$ws/b_cfg.txt"
+    cat >"$ws/millrace.yaml" <<'YAML'
+params:
+  a: {n: 1}
+  b: {n: 2}
+  c: {n: 3}
+stages:
+  a:
+    op: exec
+    cmd: "echo a >> counts/a; cat input.txt > a.txt; echo a${params.a.n} >> a.txt"
+    deps: [input.txt]
+    outs: [a.txt]
+  b:
+    op: exec
+    cmd: "echo b >> counts/b; cat a.txt > b.txt; echo b${params.b.n} >> b.txt; test -s b_cfg.txt"
+    deps: [a.txt, b_cfg.txt]
+    outs: [b.txt]
+  c:
+    op: exec
+    cmd: "echo c >> counts/c; cat a.txt c_extra.txt > c.txt; echo c${params.c.n} >> c.txt"
+    deps: [a.txt, c_extra.txt]
+    outs: [c.txt]
+  d:
+    op: exec
+    cmd: "echo d >> counts/d; cat b.txt c.txt > d.txt"
+    deps: [b.txt, c.txt]
+    outs: [d.txt]
+YAML
+}
+
+# From `run --json` output in T_OUT: "a=cached b=executed ..." in file order
+# of the JSON (topological).
+run_statuses() { json '" ".join(s["stage"] + "=" + s["status"] for s in d["stages"])'; }
+
+# write_slow WS MARKER: one exec stage that writes half its output, then
+# sleeps ${params.nap} seconds (default 30) in the background of its shell
+# (pid in sleep.pid), then completes the output. MARKER is in the command
+# line, for pgrep -f.
+write_slow() {
+    local ws=$1 marker=$2
+    mkdir -p "$ws/counts"
+    cat >"$ws/millrace.yaml" <<YAML
+params:
+  nap: 30
+stages:
+  slow:
+    op: exec
+    cmd: "echo $marker >> counts/slow; echo partial-output > out.txt; sleep \${params.nap} & echo \$! > sleep.pid; wait \$!; echo done >> out.txt"
+    outs: [out.txt]
+YAML
+}
+
+# Is the process in pid file FILE gone (or the file absent)?
+pidfile_dead() { [ ! -s "$1" ] || ! kill -0 "$(cat "$1")" 2>/dev/null; }
+# Does FILE exist and contain TEXT?
+file_has() { [ -f "$1" ] && grep -q -- "$2" "$1"; }

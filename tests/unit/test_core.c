@@ -1,0 +1,926 @@
+/* Unit tests for the core module (src/core/): the error object, mr_buf and
+ * JSON escaping, path normalisation, xxh3-128 hashing, atomic writes,
+ * rmtree, advisory locks, the thread pool and the allocation failure hook. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "millrace/core.h"
+
+#define assert_contains(hay, needle)                                                         \
+    do {                                                                                     \
+        if (!strstr((hay), (needle))) fail_msg("'%s' does not contain '%s'", (hay), (needle)); \
+    } while (0)
+
+/* ---- fixtures ------------------------------------------------------------ */
+
+static char *make_tmpdir(void)
+{
+    char tmpl[] = "/tmp/mr_core_ut.XXXXXX";
+    char *d = mkdtemp(tmpl);
+    assert_non_null(d);
+    return mr_strdup(d);
+}
+
+static void remove_tmpdir(char *dir)
+{
+    mr_error err;
+    mr_error_init(&err);
+    assert_int_equal(mr_fs_rmtree(dir, &err), MR_OK);
+    assert_false(mr_fs_exists(dir));
+    mr_free(dir);
+}
+
+static void write_file(const char *path, const char *data, size_t len, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, data, len), (ssize_t)len);
+    assert_int_equal(close(fd), 0);
+    assert_int_equal(chmod(path, mode), 0);
+}
+
+/* Number of directory entries other than "." and "..". */
+static size_t count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    size_t n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) n++;
+    closedir(d);
+    return n;
+}
+
+/* ---- status and error ---------------------------------------------------- */
+
+static void test_status_names(void **state)
+{
+    (void)state;
+    assert_string_equal(mr_status_name(MR_OK), "OK");
+    assert_string_equal(mr_status_name(MR_E_NOT_FOUND), "E_NOT_FOUND");
+    assert_string_equal(mr_status_str(MR_E_IO), "input/output error");
+    assert_int_equal(MR_E_FAILED, 12); /* append-only numbering */
+    assert_string_equal(mr_status_name((mr_status)999), "UNKNOWN");
+}
+
+static void test_error_first_wins(void **state)
+{
+    (void)state;
+    mr_error err;
+    mr_error_init(&err);
+    assert_false(mr_error_is_set(&err));
+    assert_int_equal(MR_ERR(&err, MR_E_PARSE, "bad token '%s'", "x"), MR_E_PARSE);
+    assert_true(mr_error_is_set(&err));
+    /* The second error returns its own code but changes nothing. */
+    assert_int_equal(MR_ERR(&err, MR_E_IO, "outer failure"), MR_E_IO);
+    assert_int_equal(MR_ERR_SYS(&err, MR_E_IO, ENOENT, "outer sys failure"), MR_E_IO);
+    assert_int_equal(err.code, MR_E_PARSE);
+    assert_string_equal(err.msg, "bad token 'x'");
+    assert_int_equal(err.sys_errno, 0);
+    assert_non_null(err.src_file);
+    assert_true(err.src_line > 0);
+
+    /* Trailing newlines are dropped from messages. */
+    mr_error_clear(&err);
+    assert_false(mr_error_is_set(&err));
+    MR_ERR(&err, MR_E_STATE, "line\n\n");
+    assert_string_equal(err.msg, "line");
+
+    /* A NULL error is "code only". */
+    assert_int_equal(MR_ERR(NULL, MR_E_LIMIT, "ignored"), MR_E_LIMIT);
+    assert_false(mr_error_is_set(NULL));
+}
+
+static void test_error_sys_appends_strerror(void **state)
+{
+    (void)state;
+    mr_error err;
+    mr_error_init(&err);
+    MR_ERR_SYS(&err, MR_E_IO, ENOENT, "%s: cannot open", "data.csv");
+    assert_int_equal(err.code, MR_E_IO);
+    assert_int_equal(err.sys_errno, ENOENT);
+    char want[MR_ERR_MSG_MAX];
+    snprintf(want, sizeof(want), "data.csv: cannot open: %s", strerror(ENOENT));
+    assert_string_equal(err.msg, want);
+    /* errno 0: no suffix */
+    mr_error_clear(&err);
+    MR_ERR_SYS(&err, MR_E_IO, 0, "plain");
+    assert_string_equal(err.msg, "plain");
+}
+
+static void test_error_context_fills_empty_only(void **state)
+{
+    (void)state;
+    mr_error err;
+    mr_error_init(&err);
+    MR_ERR(&err, MR_E_SCHEMA, "bad key");
+    mr_error_at(&err, "inner.yaml", 3, 7);
+    mr_error_at(&err, "outer.yaml", 30, 70);
+    assert_string_equal(err.file, "inner.yaml");
+    assert_int_equal(err.line, 3);
+    assert_int_equal(err.col, 7);
+    mr_error_key(&err, "train.lr");
+    mr_error_key(&err, "other");
+    assert_string_equal(err.key, "train.lr");
+    mr_error_stage(&err, "fit");
+    mr_error_stage(&err, "caller");
+    assert_string_equal(err.stage, "fit");
+    mr_error_hint(&err, "did you mean '%s'?", "lr");
+    mr_error_hint(&err, "second hint");
+    assert_string_equal(err.hint, "did you mean 'lr'?");
+
+    /* A file without a position can get the position later, and a file set
+     * by an outer caller does not replace nothing with something else. */
+    mr_error_clear(&err);
+    mr_error_at(&err, "f.yaml", 0, 0);
+    assert_int_equal(err.line, 0);
+    mr_error_at(&err, "g.yaml", 5, 2);
+    assert_string_equal(err.file, "f.yaml");
+    assert_int_equal(err.line, 5);
+    assert_int_equal(err.col, 2);
+
+    /* NULL is tolerated everywhere. */
+    mr_error_at(NULL, "x", 1, 1);
+    mr_error_key(NULL, "x");
+    mr_error_stage(NULL, "x");
+    mr_error_hint(NULL, "x");
+}
+
+static void test_error_format(void **state)
+{
+    (void)state;
+    char buf[MR_ERR_MSG_MAX * 2];
+    mr_error err;
+    mr_error_init(&err);
+    MR_ERR(&err, MR_E_PARSE, "unexpected ':'");
+    mr_error_format(&err, buf, sizeof(buf));
+    assert_string_equal(buf, "unexpected ':'");
+
+    mr_error_at(&err, "millrace.yaml", 12, 5);
+    mr_error_format(&err, buf, sizeof(buf));
+    assert_string_equal(buf, "millrace.yaml:12:5: unexpected ':'");
+
+    mr_error_stage(&err, "train");
+    mr_error_format(&err, buf, sizeof(buf));
+    assert_string_equal(buf, "millrace.yaml:12:5: stage 'train': unexpected ':'");
+
+    /* line without col; data row without line */
+    mr_error_clear(&err);
+    MR_ERR(&err, MR_E_PARSE, "m");
+    mr_error_at(&err, "a.yaml", 4, 0);
+    mr_error_format(&err, buf, sizeof(buf));
+    assert_string_equal(buf, "a.yaml:4: m");
+    mr_error_clear(&err);
+    MR_ERR(&err, MR_E_PARSE, "bad number");
+    mr_error_at(&err, "d.csv", 0, 0);
+    err.row = 7;
+    mr_error_format(&err, buf, sizeof(buf));
+    assert_string_equal(buf, "d.csv: row 7: bad number");
+
+    /* no message: the status text */
+    mr_error_clear(&err);
+    err.code = MR_E_NOMEM;
+    mr_error_format(&err, buf, sizeof(buf));
+    assert_string_equal(buf, "out of memory");
+
+    /* truncation keeps a NUL-terminated prefix */
+    mr_error_clear(&err);
+    MR_ERR(&err, MR_E_PARSE, "0123456789");
+    mr_error_at(&err, "file.yaml", 1, 2);
+    char small[8];
+    memset(small, 'X', sizeof(small));
+    mr_error_format(&err, small, sizeof(small));
+    assert_string_equal(small, "file.ya");
+    mr_error_format(NULL, small, sizeof(small));
+    assert_string_equal(small, "");
+}
+
+/* ---- mr_buf -------------------------------------------------------------- */
+
+static void test_buf_basic(void **state)
+{
+    (void)state;
+    mr_buf b;
+    mr_buf_init(&b);
+    assert_int_equal(mr_buf_append(&b, "", 0), MR_OK);
+    assert_non_null(b.data);
+    assert_string_equal(b.data, "");
+    assert_int_equal(mr_buf_puts(&b, "abc"), MR_OK);
+    assert_int_equal(mr_buf_printf(&b, "-%d-%s", 42, "x"), MR_OK);
+    assert_string_equal(b.data, "abc-42-x");
+    assert_int_equal(b.len, 8);
+    /* growth across many appends keeps the content */
+    for (int i = 0; i < 1000; i++) assert_int_equal(mr_buf_printf(&b, "%03d", i % 1000), MR_OK);
+    assert_int_equal(b.len, 8 + 3000);
+    assert_memory_equal(b.data + 8 + 3 * 999, "999", 4);
+    assert_true(b.cap > b.len);
+    mr_buf_free(&b);
+    assert_null(b.data);
+    assert_int_equal(b.len, 0);
+    mr_buf_free(NULL);
+}
+
+static void test_buf_limit(void **state)
+{
+    (void)state;
+    mr_buf b;
+    /* exactly limit bytes fit; one more does not, and the buffer is unchanged */
+    mr_buf_init(&b);
+    b.limit = 16;
+    assert_int_equal(mr_buf_append(&b, "0123456789abcdef", 16), MR_OK);
+    assert_int_equal(b.len, 16);
+    assert_int_equal(mr_buf_append(&b, "x", 1), MR_E_LIMIT);
+    assert_int_equal(mr_buf_printf(&b, "%s", "y"), MR_E_LIMIT);
+    assert_int_equal(b.len, 16);
+    assert_string_equal(b.data, "0123456789abcdef");
+    mr_buf_free(&b);
+
+    /* extra == limit on a non-empty buffer: used to pass the check through
+     * unsigned wrap-around and write past the cap */
+    mr_buf_init(&b);
+    b.limit = 16;
+    assert_int_equal(mr_buf_append(&b, "a", 1), MR_OK);
+    assert_int_equal(mr_buf_append(&b, "0123456789abcdef", 16), MR_E_LIMIT);
+    assert_int_equal(b.len, 1);
+    mr_buf_free(&b);
+
+    /* the same with a limit above the first allocation: used to loop forever */
+    mr_buf_init(&b);
+    b.limit = 1000;
+    char *big = mr_calloc(1000, 1);
+    assert_non_null(big);
+    memset(big, 'z', 1000);
+    assert_int_equal(mr_buf_append(&b, "a", 1), MR_OK);
+    assert_int_equal(mr_buf_append(&b, big, 1000), MR_E_LIMIT);
+    assert_int_equal(mr_buf_append(&b, big, 999), MR_OK);
+    assert_int_equal(b.len, 1000);
+    assert_int_equal(mr_buf_append(&b, big, 1), MR_E_LIMIT);
+    assert_int_equal(mr_buf_printf(&b, "%s", ""), MR_OK); /* zero bytes still fit */
+    mr_free(big);
+    mr_buf_free(&b);
+
+    /* huge requests do not overflow the arithmetic */
+    mr_buf_init(&b);
+    assert_int_equal(mr_buf_append(&b, "a", 1), MR_OK);
+    assert_int_equal(mr_buf_append(&b, "b", SIZE_MAX), MR_E_LIMIT);
+    assert_int_equal(mr_buf_append(&b, "b", SIZE_MAX - 1), MR_E_LIMIT);
+    assert_string_equal(b.data, "a");
+    mr_buf_free(&b);
+}
+
+static void test_buf_json_str(void **state)
+{
+    (void)state;
+    mr_buf b;
+    mr_buf_init(&b);
+    assert_int_equal(mr_buf_json_str(&b, ""), MR_OK);
+    assert_string_equal(b.data, "\"\"");
+    mr_buf_free(&b);
+
+    mr_buf_init(&b);
+    assert_int_equal(mr_buf_json_str(&b, "a\"b\\c\n\r\t\x01\x1f\x7f/\xc3\xa9"), MR_OK);
+    assert_string_equal(b.data, "\"a\\\"b\\\\c\\n\\r\\t\\u0001\\u001f\x7f/\xc3\xa9\"");
+    mr_buf_free(&b);
+
+    /* escaping respects the cap too */
+    mr_buf_init(&b);
+    b.limit = 8;
+    assert_int_equal(mr_buf_json_str(&b, "\n\n\n\n"), MR_E_LIMIT);
+    mr_buf_free(&b);
+}
+
+/* ---- paths --------------------------------------------------------------- */
+
+static void test_path_normalize(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        int allow_abs;
+        const char *want; /* NULL: rejected */
+    } cases[] = {
+        {"./a//b/../c", 0, "a/c"},
+        {"a", 0, "a"},
+        {"a/", 0, "a"},
+        {"a/./b/", 0, "a/b"},
+        {".", 0, "."},
+        {"./", 0, "."},
+        {"a/..", 0, "."},
+        {"a/b/../..", 0, "."},
+        {"..a/b..", 0, "..a/b.."},
+        {"a/...", 0, "a/..."},
+        {"..", 0, NULL},
+        {"../x", 0, NULL},
+        {"a/../../x", 0, NULL},
+        {"a/b/../../..", 0, NULL},
+        {"./../a", 0, NULL},
+        {"", 0, NULL},
+        {"/abs/path", 0, NULL},
+        {"/abs/path", 1, "/abs/path"},
+        {"//abs//./x/../y/", 1, "/abs/y"},
+        {"/", 1, "/"},
+        {"/a/..", 1, "/"},
+        {"/..", 1, NULL},
+        {"/a/../../b", 1, NULL},
+        {"rel/../x", 1, "x"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *got = mr_path_normalize(cases[i].in, cases[i].allow_abs);
+        if (!cases[i].want) {
+            if (got) fail_msg("normalize('%s', %d) = '%s', want NULL", cases[i].in, cases[i].allow_abs, got);
+        } else {
+            if (!got) fail_msg("normalize('%s', %d) = NULL, want '%s'", cases[i].in, cases[i].allow_abs, cases[i].want);
+            assert_string_equal(got, cases[i].want);
+        }
+        mr_free(got);
+    }
+    assert_null(mr_path_normalize(NULL, 1));
+}
+
+static void test_path_join(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *a, *b, *want;
+    } cases[] = {
+        {"a", "b", "a/b"}, {"a/", "b", "a/b"}, {"", "b", "b"}, {"a", "/abs", "/abs"}, {"/", "x", "/x"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *got = mr_path_join(cases[i].a, cases[i].b);
+        assert_non_null(got);
+        assert_string_equal(got, cases[i].want);
+        mr_free(got);
+    }
+    char *got = mr_path_join(NULL, "b");
+    assert_string_equal(got, "b");
+    mr_free(got);
+}
+
+/* ---- hashing ------------------------------------------------------------- */
+
+static void check_vector(const char *s)
+{
+    XXH128_hash_t ref = XXH3_128bits(s, strlen(s));
+    mr_hash128 h = mr_hash_bytes(s, strlen(s));
+    assert_int_equal(h.hi, ref.high64);
+    assert_int_equal(h.lo, ref.low64);
+    /* and the canonical (big-endian) byte form xxhsum prints is our hex */
+    XXH128_canonical_t canon;
+    XXH128_canonicalFromHash(&canon, ref);
+    char want[33], hex[MR_HASH_HEX_LEN + 1];
+    for (int i = 0; i < 16; i++) snprintf(want + 2 * i, 3, "%02x", canon.digest[i]);
+    mr_hash_hex(h, hex);
+    assert_string_equal(hex, want);
+}
+
+static void test_hash_known_vectors(void **state)
+{
+    (void)state;
+    /* xxhsum is not installed here; the reference is libxxhash's XXH3_128bits
+     * called directly, plus the published empty-input value of XXH128. */
+    check_vector("");
+    check_vector("abc");
+    check_vector("The quick brown fox jumps over the lazy dog");
+    char hex[MR_HASH_HEX_LEN + 1];
+    mr_hash_hex(mr_hash_bytes("", 0), hex);
+    assert_string_equal(hex, "99aa06d3014798d86001c324468d497f");
+    assert_false(mr_hash_eq(mr_hash_bytes("abc", 3), mr_hash_bytes("abd", 3)));
+}
+
+static void test_hash_hex_round_trip(void **state)
+{
+    (void)state;
+    mr_hash128 h = {.hi = 0x0123456789abcdefull, .lo = 0xfedcba9876543210ull};
+    char hex[MR_HASH_HEX_LEN + 1];
+    mr_hash_hex(h, hex);
+    assert_string_equal(hex, "0123456789abcdeffedcba9876543210");
+    mr_hash128 back;
+    assert_int_equal(mr_hash_parse(hex, &back), MR_OK);
+    assert_true(mr_hash_eq(h, back));
+    for (int i = 0; i < 64; i++) {
+        char in[8];
+        snprintf(in, sizeof(in), "r%d", i);
+        mr_hash128 x = mr_hash_bytes(in, strlen(in)), y;
+        mr_hash_hex(x, hex);
+        assert_int_equal(strlen(hex), 32);
+        assert_int_equal(mr_hash_parse(hex, &y), MR_OK);
+        assert_int_equal(x.hi, y.hi);
+        assert_int_equal(x.lo, y.lo);
+    }
+    /* rejected: uppercase, short, long, non-hex; *out untouched */
+    mr_hash128 untouched = {1, 2};
+    assert_int_equal(mr_hash_parse("0123456789ABCDEFfedcba9876543210", &untouched), MR_E_PARSE);
+    assert_int_equal(mr_hash_parse("0123456789abcdef", &untouched), MR_E_PARSE);
+    assert_int_equal(mr_hash_parse("0123456789abcdeffedcba98765432100", &untouched), MR_E_PARSE);
+    assert_int_equal(mr_hash_parse("0123456789abcdeffedcba987654321g", &untouched), MR_E_PARSE);
+    assert_int_equal(mr_hash_parse("", &untouched), MR_E_PARSE);
+    assert_int_equal(untouched.hi, 1);
+    assert_int_equal(untouched.lo, 2);
+}
+
+static void test_hash_file_matches_bytes(void **state)
+{
+    (void)state;
+    char *dir = make_tmpdir();
+    mr_error err;
+    mr_error_init(&err);
+    /* sizes around the 1 MiB read block */
+    static const size_t sizes[] = {0, 1, 4095, (size_t)1 << 20, ((size_t)3 << 20) + 17};
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t n = sizes[k];
+        char *data = mr_malloc(n);
+        assert_non_null(data);
+        uint32_t x = 2463534242u + (uint32_t)k; /* xorshift32, fixed seed */
+        for (size_t i = 0; i < n; i++) {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            data[i] = (char)(x & 0xff);
+        }
+        char *path = mr_asprintf("%s/f%zu", dir, k);
+        write_file(path, data, n, 0644);
+        mr_hash128 h;
+        uint64_t size = 12345;
+        assert_int_equal(mr_hash_file(path, &h, &size, &err), MR_OK);
+        assert_int_equal(size, n);
+        assert_true(mr_hash_eq(h, mr_hash_bytes(data, n)));
+        assert_int_equal(mr_hash_file(path, &h, NULL, &err), MR_OK);
+
+        /* the streaming hasher in uneven chunks gives the same digest */
+        mr_hasher *hs = NULL;
+        assert_int_equal(mr_hasher_new(&hs, &err), MR_OK);
+        mr_hasher_update(hs, "junk", 4);
+        mr_hasher_reset(hs);
+        for (size_t off = 0; off < n;) {
+            size_t c = (off * 7 + 13) % 70001 + 1;
+            if (c > n - off) c = n - off;
+            mr_hasher_update(hs, data + off, c);
+            off += c;
+        }
+        assert_true(mr_hash_eq(mr_hasher_digest(hs), h));
+        mr_hasher_free(hs);
+        mr_free(path);
+        mr_free(data);
+    }
+    mr_hasher_free(NULL);
+
+    char *missing = mr_asprintf("%s/nope.csv", dir);
+    mr_hash128 h;
+    assert_int_equal(mr_hash_file(missing, &h, NULL, &err), MR_E_NOT_FOUND);
+    assert_contains(err.msg, missing);
+    assert_int_equal(err.sys_errno, ENOENT);
+    mr_free(missing);
+    mr_error_clear(&err);
+    /* a directory cannot be hashed as a file */
+    assert_int_not_equal(mr_hash_file(dir, &h, NULL, &err), MR_OK);
+    assert_true(mr_error_is_set(&err));
+    remove_tmpdir(dir);
+}
+
+/* ---- filesystem ---------------------------------------------------------- */
+
+static void test_fs_write_atomic(void **state)
+{
+    (void)state;
+    char *dir = make_tmpdir();
+    char *path = mr_asprintf("%s/state.json", dir);
+    mr_error err;
+    mr_error_init(&err);
+    assert_int_equal(mr_fs_write_atomic(path, "old content, longer", 19, &err), MR_OK);
+    assert_int_equal(mr_fs_write_atomic(path, "new", 3, &err), MR_OK);
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(mr_fs_read_file(path, 0, &data, &len, &err), MR_OK);
+    assert_int_equal(len, 3);
+    assert_string_equal(data, "new");
+    mr_free(data);
+    /* the temporary file is gone: the directory holds the target only */
+    assert_int_equal(count_entries(dir), 1);
+
+    /* empty content */
+    assert_int_equal(mr_fs_write_atomic(path, "", 0, &err), MR_OK);
+    assert_int_equal(mr_fs_read_file(path, 0, &data, &len, &err), MR_OK);
+    assert_int_equal(len, 0);
+    assert_string_equal(data, "");
+    mr_free(data);
+
+    /* into a missing directory: an error naming the path, nothing left */
+    char *bad = mr_asprintf("%s/missing/x.json", dir);
+    assert_int_equal(mr_fs_write_atomic(bad, "x", 1, &err), MR_E_IO);
+    assert_contains(err.msg, "missing/x.json");
+    assert_int_equal(count_entries(dir), 1);
+    mr_free(bad);
+    mr_free(path);
+    remove_tmpdir(dir);
+}
+
+static void test_fs_read_file_limit(void **state)
+{
+    (void)state;
+    char *dir = make_tmpdir();
+    char *path = mr_asprintf("%s/f", dir);
+    write_file(path, "0123456789", 10, 0644);
+    mr_error err;
+    mr_error_init(&err);
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(mr_fs_read_file(path, 10, &data, &len, &err), MR_OK); /* exactly the limit */
+    assert_int_equal(len, 10);
+    mr_free(data);
+    data = NULL;
+    assert_int_equal(mr_fs_read_file(path, 9, &data, &len, &err), MR_E_LIMIT);
+    assert_null(data);
+    assert_contains(err.msg, "larger than 9 bytes");
+    mr_error_clear(&err);
+    char *missing = mr_asprintf("%s/none", dir);
+    assert_int_equal(mr_fs_read_file(missing, 0, &data, &len, &err), MR_E_NOT_FOUND);
+    mr_free(missing);
+    mr_free(path);
+    remove_tmpdir(dir);
+}
+
+static void test_fs_mkdirs_copy(void **state)
+{
+    (void)state;
+    char *dir = make_tmpdir();
+    mr_error err;
+    mr_error_init(&err);
+    char *deep = mr_asprintf("%s/a/b/c", dir);
+    assert_int_equal(mr_fs_mkdirs(deep, &err), MR_OK);
+    assert_true(mr_fs_is_dir(deep));
+    assert_int_equal(mr_fs_mkdirs(deep, &err), MR_OK); /* exists: fine */
+    char *file = mr_asprintf("%s/a/file", dir);
+    write_file(file, "abc", 3, 0755);
+    char *under = mr_asprintf("%s/a/file/sub", dir);
+    assert_int_not_equal(mr_fs_mkdirs(under, &err), MR_OK);
+    mr_error_clear(&err);
+
+    char *copy = mr_asprintf("%s/a/b/copy", dir);
+    assert_int_equal(mr_fs_copy_file(file, copy, &err), MR_OK);
+    struct stat sb;
+    assert_int_equal(stat(copy, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0755);
+    assert_int_equal(sb.st_size, 3);
+    /* dst must not exist */
+    assert_int_equal(mr_fs_copy_file(file, copy, &err), MR_E_IO);
+    mr_error_clear(&err);
+
+    char *t = NULL;
+    assert_int_equal(mr_fs_mkdtemp(dir, "job", &t, &err), MR_OK);
+    assert_true(mr_fs_is_dir(t));
+    assert_non_null(strstr(t, "/job."));
+    mr_free(t);
+    mr_free(deep);
+    mr_free(file);
+    mr_free(under);
+    mr_free(copy);
+    remove_tmpdir(dir);
+}
+
+static void test_fs_rmtree_read_only(void **state)
+{
+    (void)state;
+    char *dir = make_tmpdir();
+    mr_error err;
+    mr_error_init(&err);
+    char *root = mr_asprintf("%s/tree", dir);
+    char *sub = mr_asprintf("%s/tree/x/y", dir);
+    assert_int_equal(mr_fs_mkdirs(sub, &err), MR_OK);
+    char *f1 = mr_asprintf("%s/tree/top.txt", dir);
+    char *f2 = mr_asprintf("%s/tree/x/y/leaf.bin", dir);
+    write_file(f1, "1", 1, 0444);
+    write_file(f2, "22", 2, 0444);
+    char *link = mr_asprintf("%s/tree/x/lnk", dir);
+    assert_int_equal(symlink(dir, link), 0); /* must be unlinked, not followed */
+    /* read-only directories, deepest first */
+    char *x = mr_asprintf("%s/tree/x", dir);
+    assert_int_equal(chmod(sub, 0555), 0);
+    assert_int_equal(chmod(x, 0555), 0);
+    assert_int_equal(chmod(root, 0555), 0);
+
+    /* root ignores permissions, so as root the removal runs in a child that
+     * owns the tree and has dropped to an unprivileged uid */
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (geteuid() == 0) {
+            const char *paths[] = {dir, root, x, sub, f1, f2};
+            for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+                if (chown(paths[i], 65534, 65534) != 0) _exit(100);
+            if (lchown(link, 65534, 65534) != 0) _exit(100);
+            if (setgid(65534) != 0 || setuid(65534) != 0) _exit(101);
+            /* really unprivileged now: writing into a 0555 dir must fail */
+            char *probe = mr_path_join(root, "probe");
+            int fd = open(probe, O_WRONLY | O_CREAT, 0644);
+            if (fd >= 0) _exit(102);
+        }
+        mr_error e;
+        mr_error_init(&e);
+        _exit(mr_fs_rmtree(root, &e) == MR_OK ? 0 : 1);
+    }
+    int wst = 0;
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    assert_true(WIFEXITED(wst));
+    assert_int_equal(WEXITSTATUS(wst), 0);
+    assert_false(mr_fs_exists(root));
+    assert_true(mr_fs_is_dir(dir)); /* the symlink's target survived */
+    /* missing is ok; a single file works too */
+    assert_int_equal(mr_fs_rmtree(root, &err), MR_OK);
+    char *single = mr_asprintf("%s/single", dir);
+    write_file(single, "s", 1, 0444);
+    assert_int_equal(mr_fs_rmtree(single, &err), MR_OK);
+    assert_false(mr_fs_exists(single));
+    assert_false(mr_error_is_set(&err));
+    mr_free(root);
+    mr_free(sub);
+    mr_free(f1);
+    mr_free(f2);
+    mr_free(link);
+    mr_free(x);
+    mr_free(single);
+    remove_tmpdir(dir);
+}
+
+/* ---- locks --------------------------------------------------------------- */
+
+/* Forks a child that tries a non-blocking acquire; returns the child's status. */
+static mr_status try_lock_in_child(const char *path, int mode)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        mr_flock lk;
+        mr_status st = mr_flock_acquire(&lk, path, mode, 0, 0, NULL);
+        if (st == MR_OK) mr_flock_release(&lk);
+        _exit((int)st);
+    }
+    int wst = 0;
+    assert_int_equal(waitpid(pid, &wst, 0), pid);
+    assert_true(WIFEXITED(wst));
+    return (mr_status)WEXITSTATUS(wst);
+}
+
+static void test_flock(void **state)
+{
+    (void)state;
+    char *dir = make_tmpdir();
+    char *path = mr_asprintf("%s/lock", dir);
+    mr_error err;
+    mr_error_init(&err);
+    mr_flock lk;
+    assert_int_equal(mr_flock_acquire(&lk, path, MR_LOCK_EXCLUSIVE, 1, 0, &err), MR_OK);
+    assert_true(lk.fd >= 0);
+    assert_true(mr_fs_exists(path)); /* created */
+    assert_int_equal(try_lock_in_child(path, MR_LOCK_EXCLUSIVE), MR_E_STATE);
+    assert_int_equal(try_lock_in_child(path, MR_LOCK_SHARED), MR_E_STATE);
+    mr_flock_release(&lk);
+    assert_int_equal(lk.fd, -1);
+    mr_flock_release(&lk); /* twice is harmless */
+    assert_int_equal(try_lock_in_child(path, MR_LOCK_EXCLUSIVE), MR_OK);
+
+    /* shared + shared is fine, shared blocks exclusive */
+    assert_int_equal(mr_flock_acquire(&lk, path, MR_LOCK_SHARED, 0, 0, &err), MR_OK);
+    assert_int_equal(try_lock_in_child(path, MR_LOCK_SHARED), MR_OK);
+    assert_int_equal(try_lock_in_child(path, MR_LOCK_EXCLUSIVE), MR_E_STATE);
+    mr_flock_release(&lk);
+
+    /* a lock file in a missing directory is an I/O error */
+    char *bad = mr_asprintf("%s/none/lock", dir);
+    assert_int_equal(mr_flock_acquire(&lk, bad, MR_LOCK_EXCLUSIVE, 0, 0, &err), MR_E_IO);
+    assert_int_equal(lk.fd, -1);
+    assert_contains(err.msg, bad);
+    mr_free(bad);
+    mr_free(path);
+    remove_tmpdir(dir);
+}
+
+/* ---- thread pool --------------------------------------------------------- */
+
+typedef struct cover_ctx {
+    atomic_int *hits;
+    size_t n, block;
+    int n_threads;
+    atomic_int bad; /* a range with wrong boundaries or thread id */
+} cover_ctx;
+
+static void cover_fn(void *vctx, size_t begin, size_t end, int tid)
+{
+    cover_ctx *c = vctx;
+    size_t want_end = begin + c->block < c->n ? begin + c->block : c->n;
+    if (begin % c->block != 0 || end != want_end || tid < 0 || tid >= c->n_threads) atomic_fetch_add(&c->bad, 1);
+    for (size_t i = begin; i < end; i++) atomic_fetch_add(&c->hits[i], 1);
+}
+
+static void test_parallel_for_covers_once(void **state)
+{
+    (void)state;
+    static const int threads[] = {1, 2, 4, 7};
+    static const struct {
+        size_t n, block;
+    } shapes[] = {{0, 1}, {1, 1}, {1, 64}, {2, 1}, {10, 3}, {64, 64}, {65, 64}, {1000, 1}, {1000, 7}, {12345, 100}, {9, 0}};
+    for (size_t t = 0; t < sizeof(threads) / sizeof(threads[0]); t++) {
+        mr_error err;
+        mr_error_init(&err);
+        assert_int_equal(mr_pool_init(threads[t], &err), MR_OK);
+        assert_int_equal(mr_pool_threads(), threads[t]);
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+            size_t n = shapes[s].n;
+            cover_ctx c = {.n = n, .block = shapes[s].block ? shapes[s].block : 1, .n_threads = threads[t]};
+            c.hits = mr_calloc(n ? n : 1, sizeof(*c.hits));
+            assert_non_null(c.hits);
+            atomic_init(&c.bad, 0);
+            for (size_t i = 0; i < n; i++) atomic_init(&c.hits[i], 0);
+            /* several rounds reuse the same workers */
+            for (int round = 0; round < 3; round++) mr_parallel_for(n, shapes[s].block, cover_fn, &c);
+            for (size_t i = 0; i < n; i++)
+                if (atomic_load(&c.hits[i]) != 3)
+                    fail_msg("threads=%d n=%zu block=%zu: index %zu run %d times in 3 rounds", threads[t], n,
+                             shapes[s].block, i, atomic_load(&c.hits[i]));
+            assert_int_equal(atomic_load(&c.bad), 0);
+            mr_free(c.hits);
+        }
+        mr_pool_shutdown();
+    }
+}
+
+typedef struct sum_ctx {
+    const double *x;
+    double *partial; /* one per block */
+    size_t block;
+} sum_ctx;
+
+static void sum_fn(void *vctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    sum_ctx *c = vctx;
+    double s = 0.0;
+    for (size_t i = begin; i < end; i++) s += c->x[i] * c->x[i] + 1.0 / (double)(i + 1);
+    c->partial[begin / c->block] = s;
+}
+
+static double block_sum(const double *x, size_t n, size_t block, int n_threads)
+{
+    mr_error err;
+    mr_error_init(&err);
+    assert_int_equal(mr_pool_init(n_threads, &err), MR_OK);
+    size_t nb = (n + block - 1) / block;
+    double *partial = mr_calloc(nb, sizeof(*partial));
+    assert_non_null(partial);
+    sum_ctx c = {x, partial, block};
+    mr_parallel_for(n, block, sum_fn, &c);
+    double total = 0.0;
+    for (size_t b = 0; b < nb; b++) total += partial[b];
+    mr_free(partial);
+    mr_pool_shutdown();
+    return total;
+}
+
+static void test_parallel_for_deterministic(void **state)
+{
+    (void)state;
+    const size_t n = 100003, block = 1000;
+    double *x = mr_calloc(n, sizeof(*x));
+    assert_non_null(x);
+    uint64_t s = 0x9e3779b97f4a7c15ull; /* fixed seed (splitmix64) */
+    for (size_t i = 0; i < n; i++) {
+        s += 0x9e3779b97f4a7c15ull;
+        uint64_t z = s;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        x[i] = (double)(z >> 11) / 9007199254740992.0 * 200.0 - 100.0;
+    }
+    double r1 = block_sum(x, n, block, 1);
+    double r2 = block_sum(x, n, block, 2);
+    double r4 = block_sum(x, n, block, 4);
+    /* bitwise equal, not merely close */
+    assert_memory_equal(&r1, &r2, sizeof(double));
+    assert_memory_equal(&r1, &r4, sizeof(double));
+    mr_free(x);
+}
+
+/* ---- allocation ---------------------------------------------------------- */
+
+static void test_alloc_fail_hook(void **state)
+{
+    (void)state;
+    mr_alloc_fail_after(1);
+    assert_null(mr_malloc(16));
+    void *p = mr_malloc(16); /* the hook fired once and is off again */
+    assert_non_null(p);
+    mr_free(p);
+
+    mr_alloc_fail_after(3);
+    void *a = mr_malloc(1), *b = mr_calloc(2, 8), *c = mr_malloc(1);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_null(c);
+    mr_free(a);
+    mr_free(b);
+
+    /* every allocator goes through the hook */
+    mr_alloc_fail_after(1);
+    assert_null(mr_strdup("x"));
+    mr_alloc_fail_after(1);
+    assert_null(mr_asprintf("%d", 1));
+    mr_alloc_fail_after(1);
+    assert_null(mr_calloc(1, 1));
+
+    /* realloc failure keeps the old block */
+    char *r = mr_strdup("keep");
+    assert_non_null(r);
+    mr_alloc_fail_after(1);
+    assert_null(mr_realloc(r, 1 << 20));
+    assert_string_equal(r, "keep");
+    mr_free(r);
+
+    /* mr_buf reports NOMEM and stays valid */
+    mr_buf buf;
+    mr_buf_init(&buf);
+    assert_int_equal(mr_buf_puts(&buf, "abc"), MR_OK);
+    char big[200];
+    memset(big, 'q', sizeof(big));
+    mr_alloc_fail_after(1);
+    assert_int_equal(mr_buf_append(&buf, big, sizeof(big)), MR_E_NOMEM);
+    assert_string_equal(buf.data, "abc");
+    assert_int_equal(buf.len, 3);
+    mr_buf_free(&buf);
+
+    /* fallible functions turn it into MR_E_NOMEM with a message */
+    mr_error err;
+    mr_error_init(&err);
+    mr_hasher *h = NULL;
+    mr_alloc_fail_after(1);
+    assert_int_equal(mr_hasher_new(&h, &err), MR_E_NOMEM);
+    assert_null(h);
+    assert_int_equal(err.code, MR_E_NOMEM);
+
+    /* 0 disables */
+    mr_alloc_fail_after(2);
+    mr_alloc_fail_after(0);
+    for (int i = 0; i < 4; i++) {
+        void *q = mr_malloc(8);
+        assert_non_null(q);
+        mr_free(q);
+    }
+    /* overflow is refused without the hook */
+    assert_null(mr_calloc(SIZE_MAX / 2, 4));
+}
+
+/* ---- time ---------------------------------------------------------------- */
+
+static void test_iso_time(void **state)
+{
+    (void)state;
+    char buf[32];
+    mr_iso_time(0.0, buf, sizeof(buf));
+    assert_string_equal(buf, "1970-01-01T00:00:00Z");
+    mr_iso_time(1796037555.0, buf, sizeof(buf));
+    assert_string_equal(buf, "2026-11-30T11:19:15Z");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_status_names),
+        cmocka_unit_test(test_error_first_wins),
+        cmocka_unit_test(test_error_sys_appends_strerror),
+        cmocka_unit_test(test_error_context_fills_empty_only),
+        cmocka_unit_test(test_error_format),
+        cmocka_unit_test(test_buf_basic),
+        cmocka_unit_test(test_buf_limit),
+        cmocka_unit_test(test_buf_json_str),
+        cmocka_unit_test(test_path_normalize),
+        cmocka_unit_test(test_path_join),
+        cmocka_unit_test(test_hash_known_vectors),
+        cmocka_unit_test(test_hash_hex_round_trip),
+        cmocka_unit_test(test_hash_file_matches_bytes),
+        cmocka_unit_test(test_fs_write_atomic),
+        cmocka_unit_test(test_fs_read_file_limit),
+        cmocka_unit_test(test_fs_mkdirs_copy),
+        cmocka_unit_test(test_fs_rmtree_read_only),
+        cmocka_unit_test(test_flock),
+        cmocka_unit_test(test_parallel_for_covers_once),
+        cmocka_unit_test(test_parallel_for_deterministic),
+        cmocka_unit_test(test_alloc_fail_hook),
+        cmocka_unit_test(test_iso_time),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
