@@ -147,7 +147,7 @@ mr_status mr__plan_hash_inputs(mr_workspace *ws, mr__plan *plans, const size_t *
     size_t total = 0;
     for (size_t k = 0; k < n; k++)
         for (size_t d = 0; d < plans[stages[k]].n_ins; d++)
-            if (plans[stages[k]].ins[d].from_stage < 0) total++;
+            if (plans[stages[k]].ins[d].from_stage < 0 && !plans[stages[k]].ins[d].id[0]) total++;
     if (bytes_hashed) *bytes_hashed = 0;
     if (!total) return MR_OK;
     const char **paths = mr_calloc(total, sizeof(*paths));
@@ -162,7 +162,7 @@ mr_status mr__plan_hash_inputs(mr_workspace *ws, mr__plan *plans, const size_t *
     for (size_t k = 0; k < n; k++)
         for (size_t d = 0; d < plans[stages[k]].n_ins; d++) {
             mr__io *io = &plans[stages[k]].ins[d];
-            if (io->from_stage >= 0) continue;
+            if (io->from_stage >= 0 || io->id[0]) continue; /* known already */
             if (!mr_fs_exists(io->path)) {
                 rc = MR_ERR(err, MR_E_NOT_FOUND, "dependency '%s' does not exist", io->path);
                 mr_error_hint(err, "create it, or add the stage that produces it as an out");

@@ -85,6 +85,56 @@ static void explain(mr_workspace *ws, const mr_value *lock, const char *stage, c
     json_decref(c);
 }
 
+/* Hashes every workspace dep that no stage produces in one parallel batch
+ * (the stat cache answers unchanged files) and remembers the ids, so the
+ * per-stage pass below needs no further hashing. A dep that is missing is
+ * left out, for the per-stage pass to report. */
+typedef struct warm_set {
+    const char **paths;
+    char (*ids)[MR_ARTIFACT_ID_LEN];
+    size_t n;
+} warm_set;
+
+static void warm_inputs(mr_workspace *ws, const mr_dag *dag, size_t n, warm_set *w)
+{
+    size_t total = 0, m = 0;
+    memset(w, 0, sizeof(*w));
+    for (size_t i = 0; i < n; i++) total += mr__dag_paths(dag, i)->n_deps;
+    w->paths = mr_calloc(total ? total : 1, sizeof(*w->paths));
+    mr_artifact *arts = mr_calloc(total ? total : 1, sizeof(*arts));
+    for (size_t i = 0; w->paths && arts && i < n; i++) {
+        const mr__stage_paths *sp = mr__dag_paths(dag, i);
+        for (size_t d = 0; d < sp->n_deps; d++) {
+            int skip = 0;
+            for (size_t j = 0; j < n && !skip; j++) {
+                const mr__stage_paths *op = mr__dag_paths(dag, j);
+                for (size_t o = 0; o < op->n_outs && !skip; o++)
+                    skip = mr__path_within(sp->deps[d], op->outs[o]) || mr__path_within(op->outs[o], sp->deps[d]);
+            }
+            for (size_t q = 0; q < m && !skip; q++) skip = !strcmp(w->paths[q], sp->deps[d]);
+            if (!skip && mr_fs_exists(sp->deps[d])) w->paths[m++] = sp->deps[d];
+        }
+    }
+    w->ids = mr_calloc(m ? m : 1, sizeof(*w->ids));
+    if (m && w->ids && mr_store_hash_paths(ws->store, ws->sc, w->paths, m, arts, NULL, NULL) == MR_OK) {
+        for (size_t q = 0; q < m; q++) mr_artifact_id(&arts[q], w->ids[q]);
+        w->n = m;
+    }
+    mr_free(arts);
+}
+
+static void warm_fill(const warm_set *w, mr__plan *p)
+{
+    for (size_t k = 0; k < p->n_ins; k++) {
+        if (p->ins[k].from_stage >= 0 || p->ins[k].id[0]) continue;
+        for (size_t q = 0; q < w->n; q++)
+            if (!strcmp(w->paths[q], p->ins[k].path)) {
+                memcpy(p->ins[k].id, w->ids[q], sizeof(p->ins[k].id));
+                break;
+            }
+    }
+}
+
 mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, int json, mr_buf *out, int *n_stale_out,
                              mr_error *err)
 {
@@ -106,6 +156,8 @@ mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, i
     }
     for (size_t k = 0; k < n && rc == MR_OK; k++) rc = mr__plan_outputs(dag, k, &plans[k], err);
     if (rc != MR_OK) goto done;
+    warm_set warm;
+    warm_inputs(ws, dag, n, &warm);
     const size_t *order = mr_dag_order(dag);
     for (size_t k = 0; k < n; k++) {
         size_t i = order[k];
@@ -119,7 +171,8 @@ mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, i
         mr_error e;
         mr_error_init(&e);
         if (json_array_size(reasons) == 0) {
-            if (mr__plan_inputs(dag, i, plans, &e) != MR_OK || mr__plan_hash_inputs(ws, plans, &i, 1, NULL, &e) != MR_OK ||
+            if (mr__plan_inputs(dag, i, plans, &e) != MR_OK || (warm_fill(&warm, &plans[i]), 0) ||
+                mr__plan_hash_inputs(ws, plans, &i, 1, NULL, &e) != MR_OK ||
                 mr__plan_key(spec, i, smoke, &plans[i], &e) != MR_OK) {
                 add_reason(reasons, "%s", e.msg);
             } else if (mr__plan_cache_lookup(ws, &plans[i], NULL)) {
@@ -137,6 +190,8 @@ mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, i
         json_array_append_new(arr, json_pack("{s:s,s:s,s:s,s:o}", "stage", name, "state", state, "key", plans[i].key,
                                              "reasons", reasons));
     }
+    mr_free(warm.paths);
+    mr_free(warm.ids);
     if (json) {
         json_t *doc = json_pack("{s:O,s:i}", "stages", arr, "stale", n_stale);
         char *t = json_dumps(doc, JSON_INDENT(2));

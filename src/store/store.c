@@ -150,57 +150,76 @@ static mr_status file_list_push(file_list *fl, const char *path, const char *rel
     return MR_OK;
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+/* Like file_list_push, but takes ownership of path and rel (also on failure). */
+static mr_status file_list_take(file_list *fl, char *path, char *rel, const struct stat *sb)
+{
+    if (fl->n == fl->cap) {
+        size_t ncap = fl->cap ? fl->cap * 2 : 16;
+        file_item *ni = mr_realloc(fl->items, ncap * sizeof(*ni));
+        if (!ni) {
+            mr_free(path);
+            mr_free(rel);
+            return MR_E_NOMEM;
+        }
+        fl->items = ni;
+        fl->cap = ncap;
+    }
+    file_item *it = &fl->items[fl->n++];
+    memset(it, 0, sizeof(*it));
+    it->path = path;
+    it->rel = rel;
+    it->sb = *sb;
+    return MR_OK;
+}
 
+/* "a" + "/" + "b" in one allocation (no printf: this runs per file). */
+static char *join2(const char *a, size_t la, const char *b, size_t lb)
+{
+    char *p = mr_malloc(la + lb + 2);
+    if (!p) return NULL;
+    memcpy(p, a, la);
+    size_t o = la;
+    if (la) p[o++] = '/';
+    memcpy(p + o, b, lb);
+    p[o + lb] = '\0';
+    return p;
+}
+
+/* Collects every regular file under path (any order: walk_artifact sorts).
+ * Entries are stat'ed relative to the open directory (fstatat), which
+ * skips the kernel's walk of the full path for every file. */
 static mr_status walk_dir(const char *path, const char *rel, int depth, file_list *fl, mr_error *err)
 {
     if (depth > MAX_DIR_DEPTH) return MR_ERR(err, MR_E_LIMIT, "%s: directories nested deeper than %d", path, MAX_DIR_DEPTH);
     DIR *d = opendir(path);
     if (!d) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot open directory", path);
-    char **names = NULL;
-    size_t n = 0, cap = 0;
+    int dfd = dirfd(d);
+    size_t lp = strlen(path), lr = strlen(rel);
     mr_status st = MR_OK;
     struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..")) continue;
-        if (n == cap) {
-            cap = cap ? cap * 2 : 32;
-            char **nn = mr_realloc(names, cap * sizeof(*nn));
-            if (!nn) {
-                st = MR_ERR(err, MR_E_NOMEM, "out of memory");
-                goto done;
-            }
-            names = nn;
-        }
-        names[n] = mr_strdup(de->d_name);
-        if (!names[n]) {
-            st = MR_ERR(err, MR_E_NOMEM, "out of memory");
-            goto done;
-        }
-        n++;
-    }
-    qsort(names, n, sizeof(*names), cmp_str);
-    for (size_t i = 0; i < n && st == MR_OK; i++) {
-        char *child = mr_path_join(path, names[i]);
-        char *crel = rel[0] ? mr_asprintf("%s/%s", rel, names[i]) : mr_strdup(names[i]);
+    while (st == MR_OK && (de = readdir(d)) != NULL) {
+        const char *name = de->d_name;
+        if (name[0] == '.' && (!name[1] || (name[1] == '.' && !name[2]))) continue;
+        size_t ln = strlen(name);
         struct stat sb;
+        char *child = join2(path, lp, name, ln);
+        char *crel = join2(rel, lr, name, ln);
         if (!child || !crel) {
             st = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        } else if (stat(child, &sb) != 0) {
+        } else if (fstatat(dfd, name, &sb, 0) != 0) {
             st = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot stat", child);
         } else if (S_ISDIR(sb.st_mode)) {
             st = walk_dir(child, crel, depth + 1, fl, err);
         } else if (S_ISREG(sb.st_mode)) {
-            if (file_list_push(fl, child, crel, &sb) != MR_OK) st = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            st = file_list_take(fl, child, crel, &sb);
+            child = crel = NULL;
+            if (st != MR_OK) st = MR_ERR(err, MR_E_NOMEM, "out of memory");
         } else {
             st = MR_ERR(err, MR_E_INVALID_ARG, "%s: not a regular file or directory", child);
         }
         mr_free(child);
         mr_free(crel);
     }
-done:
-    for (size_t i = 0; i < n; i++) mr_free(names[i]);
-    mr_free(names);
     closedir(d);
     return st;
 }
@@ -300,6 +319,24 @@ static mr_status build_manifest(const file_list *fl, mr_buf *out, uint64_t *size
     return MR_OK;
 }
 
+typedef struct walk_job {
+    const char *const *paths;
+    const mr_artifact *out;
+    file_list *lists;
+    mr_status *status;
+    mr_error *errs;
+} walk_job;
+
+static void walk_range(void *ctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    walk_job *j = ctx;
+    for (size_t i = begin; i < end; i++) {
+        mr_error_init(&j->errs[i]);
+        j->status[i] = j->out[i].is_dir ? walk_artifact(j->paths[i], &j->lists[i], &j->errs[i]) : MR_OK;
+    }
+}
+
 mr_status mr_store_hash_paths(mr_store *st, mr_statcache *sc, const char *const *paths, size_t n, mr_artifact *out,
                               uint64_t *bytes_hashed_out, mr_error *err)
 {
@@ -316,15 +353,31 @@ mr_status mr_store_hash_paths(mr_store *st, mr_statcache *sc, const char *const 
         if (stat(paths[i], &sb) != 0) {
             rc = MR_ERR_SYS(err, errno == ENOENT ? MR_E_NOT_FOUND : MR_E_IO, errno, "%s: cannot stat", paths[i]);
         } else if (S_ISDIR(sb.st_mode)) {
-            out[i].is_dir = 1;
-            rc = walk_artifact(paths[i], &lists[i], err);
+            out[i].is_dir = 1; /* walked below, in parallel */
         } else if (S_ISREG(sb.st_mode)) {
             if (file_list_push(&lists[i], paths[i], "", &sb) != MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         } else {
             rc = MR_ERR(err, MR_E_INVALID_ARG, "%s: not a regular file or directory", paths[i]);
         }
-        n_all += lists[i].n;
     }
+    if (rc != MR_OK) goto done;
+    {
+        /* Directory walks are independent: one job per directory on the pool. */
+        walk_job wj = {paths, out, lists, mr_calloc(n ? n : 1, sizeof(mr_status)), mr_calloc(n ? n : 1, sizeof(mr_error))};
+        if (!wj.status || !wj.errs) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        } else {
+            mr_parallel_for(n, 1, walk_range, &wj);
+            for (size_t i = 0; i < n && rc == MR_OK; i++)
+                if (wj.status[i] != MR_OK) {
+                    if (err && !mr_error_is_set(err)) *err = wj.errs[i];
+                    rc = wj.status[i];
+                }
+        }
+        mr_free(wj.status);
+        mr_free(wj.errs);
+    }
+    for (size_t i = 0; i < n; i++) n_all += lists[i].n;
     if (rc != MR_OK) goto done;
     all = mr_calloc(n_all ? n_all : 1, sizeof(*all));
     if (!all) {
