@@ -243,7 +243,7 @@ static int put_value(mr__cb *b, json_t *v, mr_status *rc)
             return 0;
         }
         size_t need = json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
-        if (b->bytes_cap - b->bytes_len < need) {
+        if (b->bytes_cap - b->bytes_len < need || !b->bytes) {
             *rc = mr__cb_grow_bytes(b, need);
             if (*rc != MR_OK) return 0;
         }

@@ -260,7 +260,7 @@ mr_status mr__cb_concat(const char *name, mr_dtype type, const mr__cb *parts, si
         int64_t base = 0;
         for (size_t k = 0; k < n_parts; k++) {
             const mr__cb *p = &parts[k * stride];
-            if (p->n) memcpy(c->bytes + base, p->bytes, (size_t)p->offsets[p->n]);
+            if (p->offsets[p->n]) memcpy(c->bytes + base, p->bytes, (size_t)p->offsets[p->n]);
             for (size_t i = 0; i < p->n; i++) c->offsets[++row] = base + p->offsets[i + 1];
             base += p->offsets[p->n];
         }
@@ -304,7 +304,7 @@ static void table_task(void *ctx, size_t j)
 {
     table_job *t = ctx;
     mr_error_init(&t->errs[j]);
-    t->rcs[j] = mr__cb_concat(t->names[j], t->types[j], t->cbs + j, t->n_cols, t->n_chunks, &t->cols[j], &t->errs[j]);
+    t->rcs[j] = mr__cb_concat(t->names[j], t->types[j], t->cbs ? t->cbs + j : NULL, t->n_cols, t->n_chunks, &t->cols[j], &t->errs[j]);
 }
 
 mr_status mr__cb_table(char *const *names, const mr_dtype *types, size_t n_cols, const mr__cb *cbs, size_t n_chunks,

@@ -146,7 +146,7 @@ static inline void mr__cb_null(mr__cb *b)
 /* Appends a string, collapsing doubled quote characters when esc is set. */
 static inline mr_status mr__cb_str(mr__cb *b, const char *s, size_t len, int esc, char quote)
 {
-    if (b->bytes_cap - b->bytes_len < len) {
+    if (b->bytes_cap - b->bytes_len < len || !b->bytes) {
         mr_status rc = mr__cb_grow_bytes(b, len);
         if (rc != MR_OK) return rc;
     }
