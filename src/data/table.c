@@ -265,7 +265,60 @@ static mr_status append_row(mr_column *dst, const mr_column *src, size_t i)
     }
 }
 
-static mr_status gather(const mr_column *c, const uint32_t *idx, size_t begin, size_t n, mr_column **out, mr_error *err)
+/* Rows [begin, begin + n) by block copies; dictionary columns stay encoded
+ * (the slice gets its own copy of the dictionary). */
+static mr_status slice_fast(const mr_column *c, size_t begin, size_t n, mr_column **out, mr_error *err)
+{
+    mr_column *d = NULL, *dict = NULL;
+    mr_status rc = MR_OK;
+    if (c->codes) {
+        rc = mr_column_slice(c->dict, 0, c->dict->n, &dict, err);
+        if (rc == MR_OK) rc = mr_column_new_dict(c->name, dict, n, &d, err);
+    } else {
+        rc = mr_column_new(c->name, c->type, n, &d, err);
+    }
+    if (rc != MR_OK) return rc;
+    if (c->codes) {
+        memcpy(d->codes, c->codes + begin, n * sizeof(int32_t));
+    } else if (c->type == MR_T_STRING) {
+        int64_t b0 = c->offsets[begin];
+        size_t nb = (size_t)(c->offsets[begin + n] - b0);
+        if (nb) {
+            d->bytes = mr_malloc(nb);
+            if (!d->bytes) {
+                mr_column_free(d);
+                return MR_ERR(err, MR_E_NOMEM, "out of memory copying column '%s'", c->name);
+            }
+            memcpy(d->bytes, c->bytes + b0, nb);
+        }
+        d->bytes_len = d->bytes_cap = nb;
+        for (size_t i = 0; i <= n; i++) d->offsets[i] = c->offsets[begin + i] - b0;
+    } else if (mr_dtype_width(c->type)) {
+        size_t w = mr_dtype_width(c->type);
+        memcpy(d->data, (const char *)c->data + begin * w, n * w);
+    }
+    d->n = n;
+    if (c->valid && c->null_count) {
+        size_t nb = (d->cap + 7) / 8;
+        d->valid = mr_malloc(nb ? nb : 1);
+        if (!d->valid) {
+            mr_column_free(d);
+            return MR_ERR(err, MR_E_NOMEM, "out of memory copying column '%s'", c->name);
+        }
+        memset(d->valid, 0xff, nb ? nb : 1);
+        for (size_t i = 0; i < n; i++)
+            if (mr_column_is_null(c, begin + i)) {
+                d->valid[i >> 3] &= (uint8_t) ~(1u << (i & 7));
+                d->null_count++;
+            }
+    }
+    *out = d;
+    return MR_OK;
+}
+
+/* Row-by-row copy into a plain column (dictionary columns are decoded). */
+static mr_status gather_rows(const mr_column *c, const uint32_t *idx, size_t begin, size_t n, mr_column **out,
+                             mr_error *err)
 {
     mr_column *d = NULL;
     mr_status rc = mr_column_new(c->name, c->type, n, &d, err);
@@ -283,6 +336,12 @@ static mr_status gather(const mr_column *c, const uint32_t *idx, size_t begin, s
     return MR_OK;
 }
 
+static mr_status gather(const mr_column *c, const uint32_t *idx, size_t begin, size_t n, mr_column **out, mr_error *err)
+{
+    if (!idx && n && c->type != MR_T_NULL) return slice_fast(c, begin, n, out, err);
+    return gather_rows(c, idx, begin, n, out, err);
+}
+
 mr_status mr_column_slice(const mr_column *c, size_t begin, size_t end, mr_column **out, mr_error *err)
 {
     MR_ASSERT(begin <= end && end <= c->n);
@@ -298,7 +357,7 @@ mr_status mr_column_materialize(mr_column *c, mr_error *err)
 {
     if (!c->codes) return MR_OK;
     mr_column *plain = NULL;
-    mr_status rc = gather(c, NULL, 0, c->n, &plain, err);
+    mr_status rc = gather_rows(c, NULL, 0, c->n, &plain, err);
     if (rc != MR_OK) return rc;
     mr_free(c->codes);
     mr_column_free(c->dict);

@@ -1,0 +1,652 @@
+/* Unit tests for the CSV reader (src/data/csv.c): RFC 4180 quoting, line
+ * ends, BOM, empty and header-only files, inference and promotion, declared
+ * schemas and their error messages, skip/quarantine, null tokens, dictionary
+ * encoding, streaming batches, float parsing against strtod, and identical
+ * results for 1, 2 and 4 threads on a multi-chunk file. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "millrace/csv.h"
+#include "data/read_int.h"
+
+static char tmp_path[256];
+
+static const char *write_tmp(const char *name, const char *data, size_t len)
+{
+    snprintf(tmp_path, sizeof(tmp_path), "/tmp/mr_test_csv_%ld_%s", (long)getpid(), name);
+    FILE *f = fopen(tmp_path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    fclose(f);
+    return tmp_path;
+}
+
+static mr_table *read_ok(const char *text, const mr_csv_options *o)
+{
+    const char *p = write_tmp("in.csv", text, strlen(text));
+    mr_error err;
+    mr_error_init(&err);
+    mr_table *t = NULL;
+    mr_status rc = mr_csv_read(p, o, &t, NULL, &err);
+    if (rc != MR_OK) {
+        char b[1024];
+        mr_error_format(&err, b, sizeof(b));
+        fail_msg("read failed: %s", b);
+    }
+    unlink(p);
+    return t;
+}
+
+/* Returns the status and the formatted error (file name replaced by "F"). */
+static mr_status read_err(const char *text, const mr_csv_options *o, char *msg, size_t msg_len)
+{
+    const char *p = write_tmp("in.csv", text, strlen(text));
+    mr_error err;
+    mr_error_init(&err);
+    mr_table *t = NULL;
+    mr_status rc = mr_csv_read(p, o, &t, NULL, &err);
+    assert_int_not_equal(rc, MR_OK);
+    assert_null(t);
+    snprintf(err.file, sizeof(err.file), "F");
+    mr_error_format(&err, msg, msg_len);
+    unlink(p);
+    return rc;
+}
+
+static void check_str(const mr_table *t, size_t col, size_t row, const char *want)
+{
+    const mr_column *c = t->cols[col];
+    assert_int_equal(c->type, MR_T_STRING);
+    if (!want) {
+        assert_true(mr_column_is_null(c, row));
+        return;
+    }
+    assert_false(mr_column_is_null(c, row));
+    size_t len;
+    const char *s = mr_column_str(c, row, &len);
+    if (len != strlen(want) || memcmp(s, want, len)) fail_msg("row %zu col %zu: got '%.*s', want '%s'", row, col, (int)len, s, want);
+}
+
+static int64_t i64(const mr_table *t, size_t col, size_t row) { return ((const int64_t *)t->cols[col]->data)[row]; }
+static double f64(const mr_table *t, size_t col, size_t row) { return ((const double *)t->cols[col]->data)[row]; }
+
+/* ---- quoting and line ends ---------------------------------------------- */
+
+static void test_quotes(void **state)
+{
+    (void)state;
+    mr_table *t = read_ok("id,text\n1,\"a,b\"\n2,\"say \"\"hi\"\"\"\n3,\"two\nlines\"\n4,\"\"\n5,plain\n", NULL);
+    assert_int_equal(t->n_rows, 5);
+    assert_int_equal(t->cols[0]->type, MR_T_INT64);
+    check_str(t, 1, 0, "a,b");
+    check_str(t, 1, 1, "say \"hi\"");
+    check_str(t, 1, 2, "two\nlines");
+    check_str(t, 1, 3, "");
+    check_str(t, 1, 4, "plain");
+    mr_table_free(t);
+}
+
+static void test_crlf_bom_no_trailing_newline(void **state)
+{
+    (void)state;
+    mr_table *t = read_ok("\xEF\xBB\xBF" "a,b\r\n1,x\r\n2,\"y\r\nz\"\r\n3,w", NULL);
+    assert_int_equal(t->n_cols, 2);
+    assert_string_equal(t->cols[0]->name, "a");
+    assert_int_equal(t->n_rows, 3);
+    assert_int_equal(i64(t, 0, 2), 3);
+    check_str(t, 1, 0, "x");
+    check_str(t, 1, 1, "y\r\nz");
+    check_str(t, 1, 2, "w");
+    mr_table_free(t);
+    /* a lone CR is data, blank lines are skipped */
+    t = read_ok("a,b\n1,x\ry\n\n2,z\n\r\n", NULL);
+    assert_int_equal(t->n_rows, 2);
+    check_str(t, 1, 0, "x\ry");
+    mr_table_free(t);
+}
+
+static void test_empty_and_header_only(void **state)
+{
+    (void)state;
+    char msg[512];
+    assert_int_equal(read_err("", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_string_equal(msg, "F: empty file: expected a header line");
+    mr_csv_options o;
+    mr_csv_options_init(&o);
+    o.no_header = 1;
+    mr_table *t = read_ok("", &o);
+    assert_int_equal(t->n_cols, 0);
+    assert_int_equal(t->n_rows, 0);
+    mr_table_free(t);
+    t = read_ok("a,b,c\n", NULL);
+    assert_int_equal(t->n_cols, 3);
+    assert_int_equal(t->n_rows, 0);
+    for (size_t j = 0; j < 3; j++) assert_int_equal(t->cols[j]->type, MR_T_STRING);
+    assert_string_equal(t->cols[2]->name, "c");
+    mr_table_free(t);
+    t = read_ok("x,y", NULL); /* header without newline */
+    assert_int_equal(t->n_cols, 2);
+    assert_int_equal(t->n_rows, 0);
+    mr_table_free(t);
+}
+
+static void test_no_header(void **state)
+{
+    (void)state;
+    mr_csv_options o;
+    mr_csv_options_init(&o);
+    o.no_header = 1;
+    o.delimiter = ';';
+    mr_table *t = read_ok("1;a\n2;b\n", &o);
+    assert_int_equal(t->n_rows, 2);
+    assert_string_equal(t->cols[0]->name, "c0");
+    assert_string_equal(t->cols[1]->name, "c1");
+    assert_int_equal(i64(t, 0, 1), 2);
+    mr_table_free(t);
+}
+
+/* ---- errors --------------------------------------------------------------- */
+
+static void test_ragged(void **state)
+{
+    (void)state;
+    char msg[512];
+    assert_int_equal(read_err("a,b,c\n1,2,3\n\"x\ny\",2,3\n4,5\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_string_equal(msg, "F:5: expected 3 fields, got 2");
+    assert_int_equal(read_err("a,b\n1,2,3\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_string_equal(msg, "F:2: expected 2 fields, got 3");
+}
+
+static void test_quote_errors(void **state)
+{
+    (void)state;
+    char msg[512];
+    assert_int_equal(read_err("a,b\n1,\"open\n2,3\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_string_equal(msg, "F:2:2: unterminated quoted field (field 2)");
+    assert_int_equal(read_err("a,b\n1,ab\"c\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_string_equal(msg, "F:2:2: unexpected quote in unquoted field (field 2)");
+    assert_int_equal(read_err("a,b\n1,\"ab\"c\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_string_equal(msg, "F:2:2: unexpected character after closing quote (field 2)");
+}
+
+static void test_declared_type_error(void **state)
+{
+    (void)state;
+    const char *names[] = {"age"};
+    const mr_dtype types[] = {MR_T_INT64};
+    mr_csv_options o;
+    mr_csv_options_init(&o);
+    o.schema_names = names;
+    o.schema_types = types;
+    o.n_schema = 1;
+    char msg[512];
+    assert_int_equal(read_err("name,age\nann,41\n\"bo\nb\",n/a\n", &o, msg, sizeof(msg)), MR_E_PARSE);
+    assert_string_equal(msg, "F:3:2: column 'age' (field 2): expected int64, got \"n/a\"");
+    /* declared types hold even for nulls and never promote */
+    mr_table *t = read_ok("name,age\nann,41\nbob,\n", &o);
+    assert_int_equal(t->cols[1]->type, MR_T_INT64);
+    assert_true(mr_column_is_null(t->cols[1], 1));
+    mr_table_free(t);
+    /* a declared column the file lacks */
+    const char *bad[] = {"agee"};
+    o.schema_names = bad;
+    assert_int_equal(read_err("name,age\nann,41\n", &o, msg, sizeof(msg)), MR_E_SCHEMA);
+    assert_string_equal(msg, "F: schema names column 'agee', which the file does not have");
+}
+
+static void test_skip_and_quarantine(void **state)
+{
+    (void)state;
+    const char *names[] = {"n"};
+    const mr_dtype types[] = {MR_T_INT64};
+    char qpath[256];
+    snprintf(qpath, sizeof(qpath), "/tmp/mr_test_csv_%ld_q.csv", (long)getpid());
+    const char *text = "n,s\n1,a\n2,b,extra\r\nx,c\n3,\"d\ne\"\n4,\"un\"q\n5,f";
+    mr_csv_options o;
+    mr_csv_options_init(&o);
+    o.schema_names = names;
+    o.schema_types = types;
+    o.n_schema = 1;
+    o.on_error = MR_ON_ERROR_QUARANTINE;
+    o.quarantine_path = qpath;
+    for (int chunk = 0; chunk < 2; chunk++) {
+        o.chunk_size = chunk ? 5 : 0;
+        const char *p = write_tmp("in.csv", text, strlen(text));
+        mr_table *t = NULL;
+        mr_csv_stats st;
+        mr_error err;
+        mr_error_init(&err);
+        assert_int_equal(mr_csv_read(p, &o, &t, &st, &err), MR_OK);
+        assert_int_equal(t->n_rows, 3);
+        assert_int_equal(i64(t, 0, 0), 1);
+        assert_int_equal(i64(t, 0, 1), 3);
+        assert_int_equal(i64(t, 0, 2), 5);
+        check_str(t, 1, 1, "d\ne");
+        assert_int_equal(st.rows_read, 3);
+        assert_int_equal(st.rows_skipped, 3);
+        assert_int_equal(st.rows_quarantined, 3);
+        assert_int_equal(st.bytes, strlen(text));
+        mr_table_free(t);
+        char *q = NULL;
+        size_t qlen = 0;
+        assert_int_equal(mr_fs_read_file(qpath, 1 << 20, &q, &qlen, NULL), MR_OK);
+        assert_string_equal(q, "2,b,extra\r\nx,c\n4,\"un\"q\n");
+        mr_free(q);
+        unlink(p);
+    }
+    o.on_error = MR_ON_ERROR_SKIP;
+    mr_csv_stats st;
+    mr_table *t = NULL;
+    const char *p = write_tmp("in.csv", text, strlen(text));
+    assert_int_equal(mr_csv_read(p, &o, &t, &st, NULL), MR_OK);
+    assert_int_equal(t->n_rows, 3);
+    assert_int_equal(st.rows_skipped, 3);
+    assert_int_equal(st.rows_quarantined, 0);
+    mr_table_free(t);
+    unlink(p);
+    unlink(qpath);
+}
+
+/* ---- inference ------------------------------------------------------------ */
+
+static void test_inference(void **state)
+{
+    (void)state;
+    mr_table *t = read_ok("b,i,f,d,ts,s,n\n"
+                          "true,1,1.5,2024-01-31,2024-01-31T10:00:00Z,x,\n"
+                          "FALSE,-7,nan,2024-02-29,2024-01-31 10:00:00.25,1,NA\n"
+                          "True,,-2e3,,2024-01-31,2024-13-01,\n",
+                          NULL);
+    const mr_dtype want[] = {MR_T_BOOL, MR_T_INT64, MR_T_FLOAT64, MR_T_DATE, MR_T_TIMESTAMP, MR_T_STRING, MR_T_STRING};
+    for (size_t j = 0; j < 7; j++)
+        if (t->cols[j]->type != want[j])
+            fail_msg("column %s: got %s, want %s", t->cols[j]->name, mr_dtype_name(t->cols[j]->type), mr_dtype_name(want[j]));
+    assert_int_equal(((const uint8_t *)t->cols[0]->data)[1], 0);
+    assert_int_equal(((const uint8_t *)t->cols[0]->data)[2], 1);
+    assert_true(mr_column_is_null(t->cols[1], 2));
+    assert_true(isnan(f64(t, 2, 1)));
+    assert_true(f64(t, 2, 2) == -2000.0);
+    assert_int_equal(((const int32_t *)t->cols[3]->data)[1], mr_days_from_civil(2024, 2, 29));
+    int64_t us = (int64_t)mr_days_from_civil(2024, 1, 31) * 86400000000LL;
+    assert_int_equal(i64(t, 4, 0), us + 36000000000LL);
+    assert_int_equal(i64(t, 4, 1), us + 36000250000LL);
+    assert_int_equal(i64(t, 4, 2), us);
+    assert_int_equal(t->cols[6]->null_count, 3); /* all-null column: string */
+    mr_table_free(t);
+}
+
+static void test_promotion(void **state)
+{
+    (void)state;
+    mr_csv_options o;
+    mr_csv_options_init(&o);
+    o.sample_rows = 2;
+    o.chunk_size = 16; /* the late values sit in later chunks */
+    mr_table *t = read_ok("a,b,c,d\n1,1,x,2024-01-01\n2,2,y,2024-01-02\n3,3,z,2024-01-03\n4.5,four,w,2024-01-04 12:00:00\n", &o);
+    assert_int_equal(t->cols[0]->type, MR_T_FLOAT64);
+    assert_true(f64(t, 0, 0) == 1.0);
+    assert_true(f64(t, 0, 3) == 4.5);
+    check_str(t, 1, 0, "1");
+    check_str(t, 1, 3, "four");
+    assert_int_equal(t->cols[3]->type, MR_T_TIMESTAMP);
+    assert_int_equal(i64(t, 3, 3), ((int64_t)mr_days_from_civil(2024, 1, 4) * 86400 + 43200) * 1000000);
+    mr_table_free(t);
+    /* bool then int -> string */
+    t = read_ok("a\ntrue\nfalse\n1\n", &o);
+    check_str(t, 0, 2, "1");
+    mr_table_free(t);
+    /* all null in the sample, then ints */
+    t = read_ok("a\nNA\n\nNA\nNA\n7\n", &o);
+    assert_int_equal(t->cols[0]->type, MR_T_INT64);
+    assert_int_equal(i64(t, 0, 3), 7);
+    mr_table_free(t);
+}
+
+static void test_nulls(void **state)
+{
+    (void)state;
+    mr_table *t = read_ok("s,i\nNA,NA\nNULL,null\n\"NA\",\"\"\n\"\",2\nnan,3\n", NULL);
+    check_str(t, 0, 0, NULL);
+    check_str(t, 0, 1, NULL);
+    check_str(t, 0, 2, "NA");
+    check_str(t, 0, 3, "");
+    check_str(t, 0, 4, "nan");
+    assert_int_equal(t->cols[1]->type, MR_T_INT64);
+    assert_int_equal(t->cols[1]->null_count, 3);
+    mr_table_free(t);
+    const char *tokens[] = {"-", "?"};
+    mr_csv_options o;
+    mr_csv_options_init(&o);
+    o.null_tokens = tokens;
+    o.n_null_tokens = 2;
+    t = read_ok("x\n1\n-\n?\n\n3\n", &o); /* blank line skipped, so 4 rows */
+    assert_int_equal(t->n_rows, 4);
+    assert_int_equal(t->cols[0]->type, MR_T_INT64);
+    assert_int_equal(t->cols[0]->null_count, 2);
+    mr_table_free(t);
+    t = read_ok("x\nNA\n1\n", &o);
+    assert_int_equal(t->cols[0]->type, MR_T_STRING);
+    mr_table_free(t);
+}
+
+static void test_dictionary(void **state)
+{
+    (void)state;
+    mr_buf b;
+    mr_buf_init(&b);
+    assert_int_equal(mr_buf_puts(&b, "lo,hi\n"), MR_OK);
+    for (int i = 0; i < 100; i++) assert_int_equal(mr_buf_printf(&b, "%s,v%d\n", i % 3 ? (i % 3 == 1 ? "b" : "c") : "a", i), MR_OK);
+    assert_int_equal(mr_buf_puts(&b, ",v\n"), MR_OK);
+    mr_table *t = read_ok(b.data, NULL);
+    mr_buf_free(&b);
+    const mr_column *lo = t->cols[0], *hi = t->cols[1];
+    assert_non_null(lo->codes);
+    assert_int_equal(lo->dict->n, 3);
+    check_str(t, 0, 0, "a");
+    check_str(t, 0, 1, "b");
+    check_str(t, 0, 5, "c");
+    check_str(t, 0, 100, NULL);
+    assert_int_equal(lo->codes[1], 1);
+    assert_null(hi->codes);
+    check_str(t, 1, 99, "v99");
+    mr_table_free(t);
+}
+
+/* ---- floats --------------------------------------------------------------- */
+
+static void test_float_exact(void **state)
+{
+    (void)state;
+    const char *cases[] = {"0",     "-0",    "1.5",       "0.1",   "123456789.123456", "9007199254740993",
+                           "1e308", "1e-320", "2.2250738585072014e-308", "-.5", "5.", "000001.25000",
+                           "12345678901234567890", "0.30000000000000004", "1.7976931348623157e308", "1E5",
+                           "-12.345678", "INF", "-infinity", "3.14159265358979323846264338327950288"};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        double got, want = strtod(cases[i], NULL);
+        assert_int_equal(mr__parse_f64(cases[i], strlen(cases[i]), &got), 0);
+        if (memcmp(&got, &want, sizeof(double))) fail_msg("'%s': got %.17g want %.17g", cases[i], got, want);
+    }
+    const char *bad[] = {"", "-", ".", "e5", "1e", "1.2.3", "0x10", " 1", "1 ", "nanx", "1e+"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        double d;
+        if (!mr__parse_f64(bad[i], strlen(bad[i]), &d)) fail_msg("'%s' parsed", bad[i]);
+    }
+    /* random decimals in printf forms, seed printed on failure */
+    unsigned seed = 12345;
+    srand(seed);
+    char buf[64];
+    for (int i = 0; i < 200000; i++) {
+        double v = ((double)rand() / RAND_MAX - 0.5) * pow(10.0, rand() % 24 - 8);
+        int prec = rand() % 18;
+        snprintf(buf, sizeof(buf), i % 2 ? "%.*f" : "%.*g", prec, v);
+        double got, want = strtod(buf, NULL);
+        if (mr__parse_f64(buf, strlen(buf), &got) || memcmp(&got, &want, sizeof(double)))
+            fail_msg("seed %u: '%s': got %.17g want %.17g", seed, buf, got, want);
+    }
+    int64_t v;
+    assert_int_equal(mr__parse_i64("-9223372036854775808", 20, &v), 0);
+    assert_true(v == INT64_MIN);
+    assert_int_equal(mr__parse_i64("9223372036854775808", 19, &v), -1);
+    assert_int_equal(mr__parse_i64("0000000000000000000042", 22, &v), 0);
+    assert_int_equal(v, 42);
+}
+
+/* ---- parallel determinism ---------------------------------------------------- */
+
+static void assert_tables_equal(const mr_table *a, const mr_table *b)
+{
+    assert_int_equal(a->n_rows, b->n_rows);
+    assert_int_equal(a->n_cols, b->n_cols);
+    for (size_t j = 0; j < a->n_cols; j++) {
+        const mr_column *x = a->cols[j], *y = b->cols[j];
+        assert_string_equal(x->name, y->name);
+        assert_int_equal(x->type, y->type);
+        assert_int_equal(x->null_count, y->null_count);
+        assert_int_equal(!!x->codes, !!y->codes);
+        for (size_t i = 0; i < a->n_rows; i++) {
+            assert_int_equal(mr_column_is_null(x, i), mr_column_is_null(y, i));
+            if (mr_column_is_null(x, i)) continue;
+            if (x->type == MR_T_STRING) {
+                size_t lx, ly;
+                const char *sx = mr_column_str(x, i, &lx), *sy = mr_column_str(y, i, &ly);
+                assert_int_equal(lx, ly);
+                assert_memory_equal(sx, sy, lx);
+                if (x->codes) assert_int_equal(x->codes[i], y->codes[i]);
+            } else {
+                size_t w = mr_dtype_width(x->type);
+                assert_memory_equal((const char *)x->data + i * w, (const char *)y->data + i * w, w);
+            }
+        }
+    }
+}
+
+/* ~30 MB; every 7th row has a quoted note with newlines and doubled quotes,
+ * some of them long enough to cross the 64 KiB chunk boundaries. */
+static const char *gen_big(size_t *n_rows_out, size_t *n_bad_out)
+{
+    static char path[256];
+    snprintf(path, sizeof(path), "/tmp/mr_test_csv_%ld_big.csv", (long)getpid());
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("id,x,cat,note,flag\n", f);
+    size_t n = 0, bad = 0;
+    uint64_t s = 88172645463325252ULL;
+    for (size_t i = 0; ftell(f) < 30 * 1000 * 1000; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        if (i % 9973 == 5) { /* a ragged row */
+            fprintf(f, "%zu,1.0\n", i);
+            bad++;
+            continue;
+        }
+        fprintf(f, "%zu,%.6f,k%u,", i, (double)(s % 2000000) / 1000.0 - 1000.0, (unsigned)(s % 7));
+        if (i % 7 == 0) {
+            fputs("\"line one\nline \"\"two\"\",", f);
+            size_t pad = i % 700 == 0 ? 70000 : s % 50;
+            for (size_t k = 0; k < pad; k++) fputc(k % 100 == 99 ? '\n' : 'a' + (int)(k % 26), f);
+            fputc('"', f);
+        } else if (i % 7 == 1) {
+            fputs("NA", f);
+        } else {
+            fprintf(f, "n%zu", i);
+        }
+        fprintf(f, ",%s\r\n", s & 1 ? "true" : "false");
+        n++;
+    }
+    fclose(f);
+    *n_rows_out = n;
+    *n_bad_out = bad;
+    return path;
+}
+
+static void test_threads_identical(void **state)
+{
+    (void)state;
+    size_t n_rows, n_bad;
+    const char *path = gen_big(&n_rows, &n_bad);
+    mr_table *ref = NULL;
+    mr_csv_stats ref_st;
+    const int threads[] = {1, 2, 4};
+    for (int chunked = 0; chunked < 2; chunked++) {
+        for (size_t k = 0; k < 3; k++) {
+            mr_csv_options o;
+            mr_csv_options_init(&o);
+            o.threads = threads[k];
+            o.chunk_size = chunked ? 64 * 1024 : 0;
+            o.on_error = MR_ON_ERROR_SKIP;
+            mr_table *t = NULL;
+            mr_csv_stats st;
+            mr_error err;
+            mr_error_init(&err);
+            assert_int_equal(mr_csv_read(path, &o, &t, &st, &err), MR_OK);
+            assert_int_equal(t->n_rows, n_rows);
+            assert_int_equal(st.rows_skipped, n_bad);
+            if (!ref) {
+                ref = t;
+                ref_st = st;
+                continue;
+            }
+            assert_tables_equal(ref, t);
+            assert_memory_equal(&ref_st, &st, sizeof(st));
+            mr_table_free(t);
+        }
+        /* fail mode: the same first error whatever the thread count */
+        char first[1024] = "";
+        for (size_t k = 0; k < 3; k++) {
+            mr_csv_options o;
+            mr_csv_options_init(&o);
+            o.threads = threads[k];
+            o.chunk_size = chunked ? 64 * 1024 : 0;
+            mr_table *t = NULL;
+            mr_error err;
+            mr_error_init(&err);
+            assert_int_equal(mr_csv_read(path, &o, &t, NULL, &err), MR_E_PARSE);
+            char msg[1024];
+            mr_error_format(&err, msg, sizeof(msg));
+            if (!first[0]) snprintf(first, sizeof(first), "%s", msg);
+            assert_string_equal(first, msg);
+        }
+        assert_non_null(strstr(first, ": expected 5 fields, got 2"));
+    }
+    /* exact values, re-derived from the generator */
+    assert_int_equal(ref->cols[0]->type, MR_T_INT64);
+    assert_int_equal(ref->cols[1]->type, MR_T_FLOAT64);
+    assert_non_null(ref->cols[2]->codes);
+    assert_int_equal(ref->cols[4]->type, MR_T_BOOL);
+    uint64_t s = 88172645463325252ULL;
+    size_t row = 0;
+    char want[128];
+    for (size_t i = 0; row < n_rows; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        if (i % 9973 == 5) continue;
+        assert_int_equal(i64(ref, 0, row), (int64_t)i);
+        snprintf(want, sizeof(want), "%.6f", (double)(s % 2000000) / 1000.0 - 1000.0);
+        assert_true(f64(ref, 1, row) == strtod(want, NULL));
+        snprintf(want, sizeof(want), "k%u", (unsigned)(s % 7));
+        check_str(ref, 2, row, want);
+        if (i % 7 == 1) check_str(ref, 3, row, NULL);
+        if (i % 7 == 0) {
+            size_t len;
+            const char *v = mr_column_str(ref->cols[3], row, &len);
+            assert_true(len >= 20 && !memcmp(v, "line one\nline \"two\",", 20));
+        }
+        assert_int_equal(((const uint8_t *)ref->cols[4]->data)[row], s & 1);
+        row++;
+    }
+    /* streaming gives the same rows */
+    mr_csv_options o;
+    mr_csv_options_init(&o);
+    o.chunk_size = 64 * 1024;
+    o.on_error = MR_ON_ERROR_SKIP;
+    o.threads = 2;
+    mr_csv_reader *r = NULL;
+    assert_int_equal(mr_csv_reader_open(path, &o, &r, NULL), MR_OK);
+    mr_table *all = NULL, *batch = NULL;
+    mr_table_new(&all, NULL);
+    size_t n_batches = 0;
+    while (mr_csv_reader_next(r, 50000, &batch, NULL) == MR_OK && batch) {
+        assert_true(batch->n_rows <= 50000);
+        assert_int_equal(mr_table_append(all, batch, NULL), MR_OK);
+        mr_table_free(batch);
+        n_batches++;
+    }
+    mr_csv_stats st;
+    mr_csv_reader_close(r, &st);
+    assert_true(n_batches > 2);
+    assert_int_equal(st.rows_read, n_rows);
+    assert_int_equal(st.bytes, ref_st.bytes);
+    for (size_t j = 0; j < all->n_cols; j++) {
+        assert_int_equal(mr_column_materialize(all->cols[j], NULL), MR_OK);
+        assert_int_equal(mr_column_materialize(ref->cols[j], NULL), MR_OK);
+    }
+    assert_tables_equal(ref, all);
+    mr_table_free(all);
+    mr_table_free(ref);
+    unlink(path);
+}
+
+static void test_streaming_schema_misfit(void **state)
+{
+    (void)state;
+    mr_buf b;
+    mr_buf_init(&b);
+    assert_int_equal(mr_buf_puts(&b, "a\n"), MR_OK);
+    for (int i = 0; i < 50; i++) assert_int_equal(mr_buf_printf(&b, "%d\n", i), MR_OK);
+    assert_int_equal(mr_buf_puts(&b, "1.5\n"), MR_OK);
+    const char *p = write_tmp("in.csv", b.data, b.len);
+    mr_buf_free(&b);
+    mr_csv_options o;
+    mr_csv_options_init(&o);
+    o.sample_rows = 10;
+    mr_csv_reader *r = NULL;
+    mr_error err;
+    mr_error_init(&err);
+    assert_int_equal(mr_csv_reader_open(p, &o, &r, &err), MR_OK);
+    assert_int_equal(mr_csv_reader_col_type(r, 0), MR_T_INT64);
+    mr_table *t = NULL;
+    assert_int_equal(mr_csv_reader_next(r, 0, &t, &err), MR_E_SCHEMA);
+    char msg[1024];
+    snprintf(err.file, sizeof(err.file), "F");
+    mr_error_format(&err, msg, sizeof(msg));
+    assert_string_equal(msg, "F:52:1: column 'a' (field 1): type int64 was inferred from the first 10 rows, got \"1.5\"");
+    assert_int_equal(mr_csv_reader_next(r, 0, &t, NULL), MR_E_SCHEMA); /* sticky */
+    mr_csv_reader_close(r, NULL);
+    /* the whole-file reader promotes instead */
+    mr_table *w = NULL;
+    assert_int_equal(mr_csv_read(p, &o, &w, NULL, NULL), MR_OK);
+    assert_int_equal(w->cols[0]->type, MR_T_FLOAT64);
+    mr_table_free(w);
+    unlink(p);
+}
+
+static void test_caps(void **state)
+{
+    (void)state;
+    mr_csv_options o;
+    mr_csv_options_init(&o);
+    o.max_field_len = 4;
+    char msg[512];
+    assert_int_equal(read_err("a,b\n1,abcdefgh\n", &o, msg, sizeof(msg)), MR_E_LIMIT);
+    assert_string_equal(msg, "F:2:2: field 2 is longer than 4 bytes");
+    mr_csv_options_init(&o);
+    o.delimiter = '"';
+    assert_int_equal(read_err("a\n", &o, msg, sizeof(msg)), MR_E_INVALID_ARG);
+    mr_error err;
+    mr_error_init(&err);
+    mr_table *t = NULL;
+    assert_int_equal(mr_csv_read("/nonexistent/x.csv", NULL, &t, NULL, &err), MR_E_IO);
+}
+
+int main(void)
+{
+    mr_pool_init(4, NULL);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_quotes),
+        cmocka_unit_test(test_crlf_bom_no_trailing_newline),
+        cmocka_unit_test(test_empty_and_header_only),
+        cmocka_unit_test(test_no_header),
+        cmocka_unit_test(test_ragged),
+        cmocka_unit_test(test_quote_errors),
+        cmocka_unit_test(test_declared_type_error),
+        cmocka_unit_test(test_skip_and_quarantine),
+        cmocka_unit_test(test_inference),
+        cmocka_unit_test(test_promotion),
+        cmocka_unit_test(test_nulls),
+        cmocka_unit_test(test_dictionary),
+        cmocka_unit_test(test_float_exact),
+        cmocka_unit_test(test_threads_identical),
+        cmocka_unit_test(test_streaming_schema_misfit),
+        cmocka_unit_test(test_caps),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    mr_pool_shutdown();
+    return rc;
+}

@@ -1,0 +1,178 @@
+/* Unit tests for the JSON-lines reader (src/data/jsonl.c): key union and
+ * order, inference, nested values as JSON text, declared types and their
+ * errors, bad lines with skip/quarantine, and thread-count independence. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "millrace/jsonl.h"
+
+static char tmp_path[256];
+
+static const char *write_tmp(const char *name, const char *data)
+{
+    snprintf(tmp_path, sizeof(tmp_path), "/tmp/mr_test_jsonl_%ld_%s", (long)getpid(), name);
+    FILE *f = fopen(tmp_path, "wb");
+    assert_non_null(f);
+    fputs(data, f);
+    fclose(f);
+    return tmp_path;
+}
+
+static mr_table *read_ok(const char *text, const mr_jsonl_options *o, mr_csv_stats *st)
+{
+    const char *p = write_tmp("in.jsonl", text);
+    mr_error err;
+    mr_error_init(&err);
+    mr_table *t = NULL;
+    if (mr_jsonl_read(p, o, &t, st, &err) != MR_OK) {
+        char b[1024];
+        mr_error_format(&err, b, sizeof(b));
+        fail_msg("read failed: %s", b);
+    }
+    unlink(p);
+    return t;
+}
+
+static mr_status read_err(const char *text, const mr_jsonl_options *o, char *msg, size_t msg_len)
+{
+    const char *p = write_tmp("in.jsonl", text);
+    mr_error err;
+    mr_error_init(&err);
+    mr_table *t = NULL;
+    mr_status rc = mr_jsonl_read(p, o, &t, NULL, &err);
+    assert_int_not_equal(rc, MR_OK);
+    assert_null(t);
+    snprintf(err.file, sizeof(err.file), "F");
+    mr_error_format(&err, msg, msg_len);
+    unlink(p);
+    return rc;
+}
+
+static void check_str(const mr_table *t, size_t col, size_t row, const char *want)
+{
+    const mr_column *c = t->cols[col];
+    assert_int_equal(c->type, MR_T_STRING);
+    if (!want) {
+        assert_true(mr_column_is_null(c, row));
+        return;
+    }
+    assert_false(mr_column_is_null(c, row));
+    size_t len;
+    const char *s = mr_column_str(c, row, &len);
+    if (len != strlen(want) || memcmp(s, want, len)) fail_msg("row %zu: got '%.*s', want '%s'", row, (int)len, s, want);
+}
+
+static void test_basic(void **state)
+{
+    (void)state;
+    mr_table *t = read_ok("{\"a\": 1, \"b\": \"x\", \"c\": true}\n"
+                          "\n"
+                          "{\"b\": \"y\", \"a\": 2.5, \"d\": \"2024-01-02\"}\r\n"
+                          "{\"a\": null, \"e\": {\"k\": [1, 2]}, \"f\": 3}\n"
+                          "{\"f\": \"three\", \"d\": null}",
+                          NULL, NULL);
+    assert_int_equal(t->n_rows, 4);
+    assert_int_equal(t->n_cols, 6);
+    const char *names[] = {"a", "b", "c", "d", "e", "f"};
+    const mr_dtype types[] = {MR_T_FLOAT64, MR_T_STRING, MR_T_BOOL, MR_T_DATE, MR_T_STRING, MR_T_STRING};
+    for (size_t j = 0; j < 6; j++) {
+        assert_string_equal(t->cols[j]->name, names[j]);
+        assert_int_equal(t->cols[j]->type, types[j]);
+    }
+    assert_true(((double *)t->cols[0]->data)[1] == 2.5);
+    assert_true(mr_column_is_null(t->cols[0], 2));
+    check_str(t, 1, 1, "y");
+    assert_true(mr_column_is_null(t->cols[2], 1));
+    assert_int_equal(((int32_t *)t->cols[3]->data)[1], mr_days_from_civil(2024, 1, 2));
+    check_str(t, 4, 2, "{\"k\":[1,2]}");
+    check_str(t, 5, 0, NULL);
+    check_str(t, 5, 2, "3");
+    check_str(t, 5, 3, "three");
+    mr_table_free(t);
+    /* f: 3 then "three" -> string with JSON text "3"; last line missing others */
+    t = read_ok("{\"f\": 3}\n{\"f\": \"three\"}\n", NULL, NULL);
+    check_str(t, 0, 0, "3");
+    check_str(t, 0, 1, "three");
+    mr_table_free(t);
+    t = read_ok("", NULL, NULL);
+    assert_int_equal(t->n_cols, 0);
+    mr_table_free(t);
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    char msg[512];
+    assert_int_equal(read_err("{\"a\": 1}\n{\"a\": 2,}\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_non_null(strstr(msg, "F:2:"));
+    assert_non_null(strstr(msg, "invalid JSON"));
+    assert_int_equal(read_err("{\"a\": 1}\n[1]\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_string_equal(msg, "F:2: expected a JSON object, got an array");
+    const char *names[] = {"age"};
+    const mr_dtype types[] = {MR_T_INT64};
+    mr_jsonl_options o;
+    mr_jsonl_options_init(&o);
+    o.schema_names = names;
+    o.schema_types = types;
+    o.n_schema = 1;
+    assert_int_equal(read_err("{\"age\": 1}\n{\"age\": \"42\"}\n\n{\"age\": \"n/a\"}\n", &o, msg, sizeof(msg)), MR_E_PARSE);
+    assert_string_equal(msg, "F:4: column 'age': expected int64, got \"n/a\"");
+    assert_int_equal(read_err("{\"age\": 1.5}\n", &o, msg, sizeof(msg)), MR_E_PARSE);
+    assert_string_equal(msg, "F:1: column 'age': expected int64, got \"1.5\"");
+}
+
+static void test_skip_quarantine(void **state)
+{
+    (void)state;
+    char qpath[256];
+    snprintf(qpath, sizeof(qpath), "/tmp/mr_test_jsonl_%ld_q", (long)getpid());
+    const char *names[] = {"n"};
+    const mr_dtype types[] = {MR_T_INT64};
+    mr_jsonl_options o;
+    mr_jsonl_options_init(&o);
+    o.schema_names = names;
+    o.schema_types = types;
+    o.n_schema = 1;
+    o.on_error = MR_ON_ERROR_QUARANTINE;
+    o.quarantine_path = qpath;
+    const char *text = "{\"n\": 1}\n{bad\n{\"n\": \"x\"}\n{\"n\": 4}\n";
+    for (int chunk = 0; chunk < 2; chunk++) {
+        o.chunk_size = chunk ? 4 : 0;
+        for (int threads = 1; threads <= 4; threads *= 2) {
+            o.threads = threads;
+            mr_csv_stats st;
+            mr_table *t = read_ok(text, &o, &st);
+            assert_int_equal(t->n_rows, 2);
+            assert_int_equal(((int64_t *)t->cols[0]->data)[1], 4);
+            assert_int_equal(st.rows_skipped, 2);
+            assert_int_equal(st.rows_quarantined, 2);
+            mr_table_free(t);
+            char *q = NULL;
+            size_t qlen;
+            assert_int_equal(mr_fs_read_file(qpath, 1 << 20, &q, &qlen, NULL), MR_OK);
+            assert_string_equal(q, "{bad\n{\"n\": \"x\"}\n");
+            mr_free(q);
+        }
+    }
+    unlink(qpath);
+}
+
+int main(void)
+{
+    mr_pool_init(4, NULL);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_basic),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_skip_quarantine),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    mr_pool_shutdown();
+    return rc;
+}

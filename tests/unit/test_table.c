@@ -1,0 +1,168 @@
+/* Unit tests for the columnar table (src/data/table.c): appends and nulls,
+ * slices (plain, dictionary, strings), take, table append, materialize,
+ * calendar parsing and value formatting. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "millrace/table.h"
+
+static mr_column *int_col(size_t n, int nulls_every)
+{
+    mr_column *c = NULL;
+    assert_int_equal(mr_column_new("i", MR_T_INT64, 0, &c, NULL), MR_OK);
+    for (size_t i = 0; i < n; i++) {
+        if (nulls_every && i % (size_t)nulls_every == 0) assert_int_equal(mr_column_append_null(c), MR_OK);
+        else assert_int_equal(mr_column_append_int64(c, (int64_t)i * 3), MR_OK);
+    }
+    return c;
+}
+
+static void check_str(const mr_column *c, size_t i, const char *want)
+{
+    size_t len;
+    const char *s = mr_column_str(c, i, &len);
+    assert_int_equal(len, strlen(want));
+    assert_memory_equal(s, want, len);
+}
+
+static void test_slice_fixed(void **state)
+{
+    (void)state;
+    mr_column *c = int_col(100, 7);
+    mr_column *s = NULL;
+    assert_int_equal(mr_column_slice(c, 13, 61, &s, NULL), MR_OK);
+    assert_int_equal(s->n, 48);
+    size_t nulls = 0;
+    for (size_t i = 0; i < 48; i++) {
+        size_t src = 13 + i;
+        assert_int_equal(mr_column_is_null(s, i), src % 7 == 0);
+        nulls += src % 7 == 0;
+        if (src % 7) assert_int_equal(((int64_t *)s->data)[i], (int64_t)src * 3);
+    }
+    assert_int_equal(s->null_count, nulls);
+    /* the slice stays appendable */
+    assert_int_equal(mr_column_append_int64(s, 5), MR_OK);
+    assert_int_equal(mr_column_append_null(s), MR_OK);
+    assert_int_equal(s->n, 50);
+    assert_true(mr_column_is_null(s, 49));
+    assert_false(mr_column_is_null(s, 48));
+    mr_column_free(s);
+    mr_column *e = NULL;
+    assert_int_equal(mr_column_slice(c, 5, 5, &e, NULL), MR_OK);
+    assert_int_equal(e->n, 0);
+    mr_column_free(e);
+    mr_column_free(c);
+}
+
+static void test_slice_strings_and_dict(void **state)
+{
+    (void)state;
+    mr_column *p = NULL;
+    assert_int_equal(mr_column_new("s", MR_T_STRING, 0, &p, NULL), MR_OK);
+    const char *vals[] = {"alpha", "", "gamma", NULL, "epsilon"};
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(vals[i] ? mr_column_append_str(p, vals[i], strlen(vals[i])) : mr_column_append_null(p), MR_OK);
+    mr_column *s = NULL;
+    assert_int_equal(mr_column_slice(p, 1, 5, &s, NULL), MR_OK);
+    check_str(s, 0, "");
+    check_str(s, 1, "gamma");
+    assert_true(mr_column_is_null(s, 2));
+    check_str(s, 3, "epsilon");
+    assert_int_equal(mr_column_append_str(s, "z", 1), MR_OK);
+    check_str(s, 4, "z");
+    mr_column_free(s);
+
+    mr_column *dict = NULL, *d = NULL;
+    assert_int_equal(mr_column_new("", MR_T_STRING, 0, &dict, NULL), MR_OK);
+    assert_int_equal(mr_column_append_str(dict, "red", 3), MR_OK);
+    assert_int_equal(mr_column_append_str(dict, "blue", 4), MR_OK);
+    assert_int_equal(mr_column_new_dict("color", dict, 0, &d, NULL), MR_OK);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(i == 4 ? mr_column_append_null(d) : mr_column_append_code(d, i % 2), MR_OK);
+    assert_int_equal(mr_column_slice(d, 3, 8, &s, NULL), MR_OK);
+    assert_non_null(s->codes);
+    assert_true(s->dict != d->dict);
+    check_str(s, 0, "blue");
+    assert_true(mr_column_is_null(s, 1));
+    check_str(s, 2, "blue");
+    check_str(s, 3, "red");
+    mr_column *plain = NULL;
+    assert_int_equal(mr_column_slice(s, 0, 5, &plain, NULL), MR_OK);
+    assert_int_equal(mr_column_materialize(plain, NULL), MR_OK);
+    assert_null(plain->codes);
+    check_str(plain, 4, "blue");
+    assert_true(mr_column_is_null(plain, 1));
+    mr_column_free(plain);
+    mr_column_free(s);
+    mr_column_free(d);
+    mr_column_free(p);
+}
+
+static void test_table_ops(void **state)
+{
+    (void)state;
+    mr_table *t = NULL, *u = NULL, *k = NULL;
+    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+    assert_int_equal(mr_table_add_column(t, int_col(20, 5), NULL), MR_OK);
+    mr_column *f = NULL;
+    assert_int_equal(mr_column_new("f", MR_T_FLOAT64, 0, &f, NULL), MR_OK);
+    for (int i = 0; i < 20; i++) assert_int_equal(mr_column_append_float64(f, i * 0.5), MR_OK);
+    assert_int_equal(mr_table_add_column(t, f, NULL), MR_OK);
+    mr_error err;
+    mr_error_init(&err);
+    assert_int_equal(mr_table_add_column(t, int_col(20, 0), &err), MR_E_SCHEMA); /* duplicate "i" */
+    assert_int_equal(mr_table_slice(t, 10, 20, &u, NULL), MR_OK);
+    assert_int_equal(u->n_rows, 10);
+    assert_int_equal(mr_table_append(u, t, NULL), MR_OK);
+    assert_int_equal(u->n_rows, 30);
+    assert_true(mr_column_is_null(u->cols[0], 10)); /* row 0 of t */
+    assert_int_equal(((int64_t *)u->cols[0]->data)[11], 3);
+    assert_true(((double *)u->cols[1]->data)[29] == 9.5);
+    const uint32_t idx[] = {29, 0, 10};
+    assert_int_equal(mr_table_take(u, idx, 3, &k, NULL), MR_OK);
+    assert_int_equal(k->n_rows, 3);
+    assert_int_equal(((int64_t *)k->cols[0]->data)[0], 57);
+    assert_true(mr_column_is_null(k->cols[0], 2));
+    mr_table_free(k);
+    mr_table_free(u);
+    mr_table_free(t);
+}
+
+static void test_calendar_and_format(void **state)
+{
+    (void)state;
+    int32_t d;
+    assert_int_equal(mr_parse_date("1970-01-02", 10, &d), 0);
+    assert_int_equal(d, 1);
+    assert_int_equal(mr_parse_date("2023-02-29", 10, &d), -1);
+    assert_int_equal(mr_parse_date("2024-02-29", 10, &d), 0);
+    int64_t us;
+    assert_int_equal(mr_parse_timestamp("1970-01-01T00:00:01.5+01:00", 27, &us), 0);
+    assert_int_equal(us, 1500000 - 3600000000LL);
+    assert_int_equal(mr_parse_timestamp("1970-01-01 00:00:00x", 20, &us), -1);
+    mr_column *c = NULL;
+    assert_int_equal(mr_column_new("t", MR_T_TIMESTAMP, 0, &c, NULL), MR_OK);
+    assert_int_equal(mr_column_append_int64(c, 86400000001LL), MR_OK);
+    mr_buf b;
+    mr_buf_init(&b);
+    assert_int_equal(mr_column_format(c, 0, &b), MR_OK);
+    assert_string_equal(b.data, "1970-01-02 00:00:00.000001");
+    mr_buf_free(&b);
+    mr_column_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_slice_fixed),
+        cmocka_unit_test(test_slice_strings_and_dict),
+        cmocka_unit_test(test_table_ops),
+        cmocka_unit_test(test_calendar_and_format),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
