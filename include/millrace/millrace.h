@@ -2,6 +2,7 @@
 #ifndef MILLRACE_H
 #define MILLRACE_H
 #include "millrace/core.h"
+#include "millrace/parquet.h"
 #include "millrace/op.h"
 #include "millrace/pipeline.h"
 #include "millrace/runstore.h"
