@@ -1558,7 +1558,7 @@ static mr_status emit(chunk_ctx *c, size_t n_rows, const uint32_t *lev, size_t n
             continue;
         }
         MR_ASSERT(j < n_vals);
-        const uint8_t *v = c->vals + j * (size_t)c->es;
+        const uint8_t *v = c->vals ? c->vals + j * (size_t)c->es : NULL;
         switch (codes ? -1 : L->cv) {
         case -1: col->codes[row] = (int32_t)c->idx[j]; break;
         case CV_BOOL: ((uint8_t *)col->data)[row] = v[0] & 1; break;
