@@ -1998,6 +1998,10 @@ mr_status mr_parquet_read_all(mr_parquet_file *f, const size_t *cols, size_t n_c
             all = t;
             continue;
         }
+        if (t->n_rows == 0) { /* nothing to add (and table.c's fast path memcpy()s from a NULL buffer) */
+            mr_table_free(t);
+            continue;
+        }
         rc = mr_table_append(all, t, err);
         mr_table_free(t);
     }
