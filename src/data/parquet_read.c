@@ -23,6 +23,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* PLAIN values are copied as they are: the reader assumes a little-endian host. */
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the Parquet reader assumes a little-endian host");
+
 /* ---- names --------------------------------------------------------------- */
 
 const char *mr_parquet_type_name(mr_parquet_type t)
@@ -1547,6 +1550,13 @@ static mr_status emit(chunk_ctx *c, size_t n_rows, const uint32_t *lev, size_t n
             }
             if (rc != MR_OK) return cerr(c, rc, "out of memory appending strings");
         }
+        return MR_OK;
+    }
+    if (!lev && !codes && (L->cv == CV_F64 || L->cv == CV_I64 || L->cv == CV_F32 || L->cv == CV_DATE)) {
+        /* no nulls, same layout: one copy (little-endian host) */
+        MR_ASSERT(n_vals == n_rows);
+        if (n_rows) memcpy((char *)col->data + base * (size_t)c->es, c->vals, n_rows * (size_t)c->es);
+        col->n += n_rows;
         return MR_OK;
     }
     for (size_t i = 0; i < n_rows; i++) {

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <unistd.h>
 
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the Parquet writer assumes a little-endian host");
+
 #define MAX_STAT_LEN 4096            /* string min/max longer than this are not written */
 #define DICT_MAX_BYTES ((size_t)8 << 20) /* plain strings: give up on a dictionary beyond this */
 #define FLUSH_BYTES ((size_t)4 << 20)
