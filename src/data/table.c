@@ -385,6 +385,7 @@ mr_status mr_column_append_column(mr_column *dst, const mr_column *src, mr_error
     if (dst->type != src->type)
         return MR_ERR(err, MR_E_SCHEMA, "column '%s': cannot append %s values to a %s column", dst->name,
                       mr_dtype_name(src->type), mr_dtype_name(dst->type));
+    if (src->n == 0) return MR_OK;
     mr_status rc = mr_column_reserve(dst, dst->n + src->n);
     size_t w = mr_dtype_width(src->type);
     if (rc == MR_OK && w && !src->valid && !dst->valid) { /* fast path: one memcpy */
