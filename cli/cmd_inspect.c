@@ -53,7 +53,7 @@ int cmd_status(int argc, char **argv)
 int cmd_dag(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
-        fputs("usage: millrace dag [--dot] [-C DIR]\n\n"
+        fputs("usage: millrace dag [--dot | --json] [-C DIR]\n\n"
               "Prints the stages in execution order with their upstream stages, or a\n"
               "Graphviz graph with --dot (millrace dag --dot | dot -Tsvg > dag.svg).\n",
               stdout);
@@ -74,6 +74,27 @@ int cmd_dag(int argc, char **argv)
         if (mr_dag_build(spec, &dag, &err) != MR_OK) {
             mr_log_error(&err);
             rc = EXIT_USAGE;
+        } else if (c.json) {
+            /* {"stages": [{"name", "op", "upstream": [...]}]} in execution order */
+            mr_buf_puts(&out, "{\"stages\":[");
+            const size_t *order = mr_dag_order(dag);
+            for (size_t k = 0; k < mr_dag_n(dag); k++) {
+                const mr_stage_spec *s = &spec->stages[order[k]];
+                size_t n_up;
+                const size_t *up = mr_dag_upstream(dag, order[k], &n_up);
+                mr_buf_printf(&out, "%s{\"name\":", k ? "," : "");
+                mr_buf_json_str(&out, s->name);
+                mr_buf_puts(&out, ",\"op\":");
+                mr_buf_json_str(&out, s->op->name);
+                mr_buf_puts(&out, ",\"upstream\":[");
+                for (size_t u = 0; u < n_up; u++) {
+                    if (u) mr_buf_puts(&out, ",");
+                    mr_buf_json_str(&out, spec->stages[up[u]].name);
+                }
+                mr_buf_puts(&out, "]}");
+            }
+            mr_buf_puts(&out, "]}\n");
+            cli_print(&out);
         } else {
             mr_dag_render(dag, dot, &out);
             cli_print(&out);

@@ -15,6 +15,12 @@ for p in $PKGS; do
     fi
 done
 
+# Node.js + npm run the test oracles from the npm registry (DuckDB, ONNX
+# Runtime); a machine that already has them (any version >= 18) keeps its own.
+if ! command -v npm >/dev/null 2>&1; then
+    missing="$missing nodejs npm"
+fi
+
 if [ -z "$missing" ]; then
     echo "install-deps: all packages present"
     exit 0

@@ -59,6 +59,7 @@ typedef struct mr_op_ctx {
     const mr_value *params;   /* MAP "a.b" -> value: the params this stage depends on */
     int smoke;                /* 1 in smoke mode: shrink the work */
     int threads;              /* cores granted (resources.cpus) */
+    uint64_t mem_bytes;       /* resources.mem, 0 = not declared */
     int64_t run_id;
     const mr_op_io *inputs;
     size_t n_inputs;

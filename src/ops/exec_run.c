@@ -58,6 +58,10 @@ static mr_status run_one(mr_op_ctx *ctx, const char *cmd, const char *params_fil
         setenv("MILLRACE_THREADS", buf, 1);
         setenv("OMP_NUM_THREADS", buf, 0);
         setenv("MILLRACE_PARAMS_FILE", params_file, 1);
+        if (ctx->mem_bytes) {
+            snprintf(buf, sizeof(buf), "%llu", (unsigned long long)ctx->mem_bytes);
+            setenv("MILLRACE_MEM_BYTES", buf, 1);
+        }
         set_param_env(ctx->params, "");
         const mr_value *env = mr_value_get(ctx->def, "env");
         for (size_t k = 0; env && env->kind == MR_V_MAP && k < env->n; k++) {

@@ -64,7 +64,8 @@ typedef struct run_ctx {
     stage_rt *rt;
     size_t n;
     int64_t run_id;
-    int budget, used;
+    int budget, used;             /* cores: -j, and what running stages hold */
+    uint64_t mem_budget, mem_used; /* bytes: physical RAM, and what running stages declared */
     int any_failed;
     mr_run_result *res;
     mr_progress *progress; /* live line on a terminal, NULL otherwise */
@@ -259,6 +260,7 @@ static mr_status write_job(run_ctx *c, size_t i, mr_error *err)
     json_object_set_new(job, "run_id", json_integer(c->run_id));
     json_object_set_new(job, "smoke", json_boolean(c->o->smoke));
     json_object_set_new(job, "threads", json_integer(r->cost));
+    json_object_set_new(job, "mem_bytes", json_integer((json_int_t)s->mem_bytes));
     json_object_set_new(job, "workspace", json_string(c->ws->root));
     json_object_set_new(job, "def", json_loads(defj.data, 0, NULL));
     json_object_set_new(job, "params", json_loads(p->params_json ? p->params_json : "{}", 0, NULL));
@@ -323,6 +325,7 @@ static mr_status start_stage(run_ctx *c, size_t i, mr_error *err)
     r->state = ST_RUNNING;
     r->started = mr_wall_time();
     c->used += r->cost;
+    c->mem_used += c->spec->stages[i].mem_bytes;
     say(c, "%s  running%s %s", mr_c_bold(), mr_c_reset(), s->name);
     return MR_OK;
 }
@@ -359,6 +362,7 @@ static void finish_stage(run_ctx *c, size_t i, int wstatus, const struct rusage 
     const mr_stage_spec *s = &c->spec->stages[i];
     mr__plan *p = &c->plans[i];
     c->used -= r->cost;
+    c->mem_used -= c->spec->stages[i].mem_bytes;
     r->pid = 0;
     double wall = mr_wall_time() - r->started;
     json_t *res = mr_fs_exists(r->result_path) ? json_load_file(r->result_path, 0, NULL) : NULL;
@@ -652,6 +656,10 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
     for (size_t i = 0; i < c.n && rc == MR_OK; i++) rc = mr__plan_outputs(c.dag, i, &c.plans[i], err);
     if (rc != MR_OK) goto done;
     c.budget = opts->jobs > 0 ? opts->jobs : mr_cpu_count();
+    {
+        long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+        c.mem_budget = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
+    }
     select_stages(&c);
 
     if (!opts->dry) {
@@ -700,6 +708,7 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
             stage_rt *r = &c.rt[i];
             if (r->state != ST_PENDING || !c.plans[i].key[0]) continue;
             if (c.used > 0 && c.used + r->cost > c.budget) break;
+            if (c.used > 0 && c.mem_used + c.spec->stages[i].mem_bytes > c.mem_budget) break;
             mr_error e;
             mr_error_init(&e);
             if (start_stage(&c, i, &e) != MR_OK) {

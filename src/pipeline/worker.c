@@ -298,6 +298,7 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
         .params = params,
         .smoke = json_is_true(json_object_get(job, "smoke")),
         .threads = (int)json_integer_value(json_object_get(job, "threads")),
+        .mem_bytes = (uint64_t)json_integer_value(json_object_get(job, "mem_bytes")),
         .run_id = (int64_t)json_integer_value(json_object_get(job, "run_id")),
         .inputs = ins,
         .n_inputs = n_ins,
