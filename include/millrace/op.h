@@ -67,7 +67,13 @@ typedef struct mr_op_ctx {
     size_t n_outputs;
     int log_fd;               /* the stage log: write progress and diagnostics here */
     const char *tmp_dir;      /* private scratch directory, removed afterwards */
+    void *engine;             /* the engine's private state (metrics sink) */
 } mr_op_ctx;
+
+/* Records a metric of the running stage (a curve when step varies): it goes
+ * to the run store with the stage's result, and is replayed from the cache
+ * when the stage is a hit. Names are dotted paths ("valid.auc"). */
+mr_status mr_op_metric(mr_op_ctx *ctx, const char *name, int64_t step, double value);
 
 typedef struct mr_op {
     const char *name;

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -158,6 +159,16 @@ static int cached_outputs_sound(mr_workspace *ws, const char *outs_json, const c
     return ok;
 }
 
+mr_status mr_op_metric(mr_op_ctx *ctx, const char *name, int64_t step, double value)
+{
+    json_t *metrics = ctx ? ctx->engine : NULL;
+    if (!metrics || !name || !name[0]) return MR_E_INVALID_ARG;
+    if (!isfinite(value)) return MR_E_INVALID_ARG;
+    json_t *m = json_pack("{s:s,s:I,s:f}", "name", name, "step", (json_int_t)step, "value", value);
+    if (!m || json_array_append_new(metrics, m) != 0) return MR_E_NOMEM;
+    return MR_OK;
+}
+
 mr_status mr_stage_worker(const char *job_path, mr_error *err)
 {
     mr_status rc = MR_OK;
@@ -306,6 +317,7 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
         .n_outputs = n_outs,
         .log_fd = 2,
         .tmp_dir = tmp_dir,
+        .engine = metrics,
     };
     if (ctx.threads < 1) ctx.threads = 1;
     rc = op->run(&ctx, err);
