@@ -210,6 +210,17 @@ static void make_bag(trainer *t, int iter)
     t->n_bag = m;
 }
 
+int mr__es_update(mr__es *es, int iter, double v)
+{
+    int better = es->best_iter < 0 || (es->higher_better ? v > es->best : v < es->best);
+    if (better) {
+        es->best_iter = iter;
+        es->best = v;
+        return 0;
+    }
+    return iter - es->best_iter >= es->patience;
+}
+
 static void trainer_free(trainer *t)
 {
     mr_free(t->score);
@@ -346,8 +357,8 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
                           .min_data_per_group = p->min_data_per_group, .cat_smooth = p->cat_smooth,
                           .cat_l2 = p->cat_l2};
     int es_on = p->early_stopping_round > 0 && valid && n_metrics > 0;
-    int best_iter = -1;
-    double best_val = NAN;
+    mr__es es = {.patience = p->early_stopping_round, .higher_better = n_metrics ? mr__metric_higher_better(metrics[0]) : 0,
+                 .best_iter = -1};
     make_bag(&t, 0);
     for (int iter = 0; iter < p->num_iterations; iter++) {
         if (t.bagging && iter % p->bagging_freq == 0) make_bag(&t, iter);
@@ -434,27 +445,18 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
             }
         }
         int stop = 0;
-        if (es_on) {
-            double v = info.valid_metric[0];
-            int better = best_iter < 0 || (mr__metric_higher_better(metrics[0]) ? v > best_val : v < best_val);
-            if (better) {
-                best_iter = iter;
-                best_val = v;
-            } else if (iter - best_iter >= p->early_stopping_round) {
-                stop = 1;
-            }
-        }
-        info.best_iteration = es_on ? best_iter : -1;
+        if (es_on) stop = mr__es_update(&es, iter, info.valid_metric[0]);
+        info.best_iteration = es_on ? es.best_iter : -1;
         info.elapsed_s = mr_now() - t0;
         if (cb && cb(cb_ctx, &info)) break;
         if (stop) {
-            size_t keep = (size_t)(best_iter + 1) * (size_t)K;
+            size_t keep = (size_t)(es.best_iter + 1) * (size_t)K;
             while (m->n_trees > keep) mr__tree_deinit(&m->trees[--m->n_trees]);
-            m->best_iteration = best_iter;
+            m->best_iteration = es.best_iter;
             break;
         }
     }
-    if (es_on && m->best_iteration < 0) m->best_iteration = best_iter;
+    if (es_on && m->best_iteration < 0) m->best_iteration = es.best_iter;
     trainer_free(&t);
     *out = m;
     return MR_OK;

@@ -260,6 +260,17 @@ mr_status mr__objective_check_labels(mr_gbdt_objective obj, int k, const float *
 void mr__objective_transform(mr_gbdt_objective obj, int k, double *v);
 mr_gbdt_metric mr__objective_default_metric(mr_gbdt_objective obj);
 
+/* ---- early stopping ----------------------------------------------------------
+ * Feed one validation value per round; returns 1 once `patience` rounds have
+ * passed without a strict improvement on the best one. */
+typedef struct mr__es {
+    int patience;
+    int higher_better;
+    int best_iter;  /* -1 before the first value */
+    double best;
+} mr__es;
+int mr__es_update(mr__es *es, int iter, double v);
+
 /* ---- metrics -------------------------------------------------------------- */
 /* Evaluates a metric on raw scores (n, k). Deterministic for any thread count. */
 double mr__metric_eval(mr_gbdt_metric m, mr_gbdt_objective obj, int k, double alpha, const float *label,
