@@ -62,8 +62,8 @@ def main():
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--leaves", type=int, default=31)
     ap.add_argument("--max-bin", type=int, default=255)
-    ap.add_argument("--min-child-weight", type=float, default=1e-3)
-    ap.add_argument("--lambda", dest="lam", type=float, default=0.0)
+    ap.add_argument("--min-child-weight", type=float, default=1.0)  # XGBoost's default
+    ap.add_argument("--lambda", dest="lam", type=float, default=1.0)  # XGBoost's default
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--pred-out")
     a = ap.parse_args()

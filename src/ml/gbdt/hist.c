@@ -37,6 +37,7 @@ struct mr__hist_ctx {
  * below it the wake-up and merge cost more than they save. */
 #define HIST_PAR_MIN_ROWS 16384
 #define HIST_MIN_BLOCK 4096
+#define HIST_PREFETCH 16 /* rows ahead: covers memory latency at a few ns per row */
 
 mr_status mr__hist_ctx_new(size_t total_bins, int n_threads, mr__hist_ctx **out, mr_error *err)
 {
@@ -69,6 +70,10 @@ static void hist_rows_all(const uint8_t *restrict bins, size_t F, const uint32_t
 {
     for (size_t i = begin; i < end; i++) {
         size_t r = idx ? idx[i] : i;
+        if (idx && i + HIST_PREFETCH < end) { /* leaf rows are sparse: fetch ahead */
+            __builtin_prefetch(bins + (size_t)idx[i + HIST_PREFETCH] * F);
+            __builtin_prefetch(gh + idx[i + HIST_PREFETCH]);
+        }
         const uint8_t *restrict row = bins + r * F;
         const int64_t g = gh[r].g, h = gh[r].h;
         for (size_t f = 0; f < F; f++) {

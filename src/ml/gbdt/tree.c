@@ -304,6 +304,8 @@ struct mr__grower {
     mr__hbin *pool;      /* max_leaves * total_bins */
     int *free_slots;
     int n_free;
+    uint8_t *colbins;    /* (n_features, n_rows) column-major copy of the bins: the
+                            partition reads one feature of many rows */
     uint32_t *rows;      /* n_rows: the partition; leaves own contiguous ranges */
     uint32_t *tmp;       /* n_rows scratch */
     size_t *blk_left;    /* per partition block: rows going left */
@@ -327,14 +329,21 @@ mr_status mr__grower_new(const mr_gbdt_data *d, int num_leaves, int max_threads,
     g->pool = mr_malloc((size_t)num_leaves * g->total_bins * sizeof(mr__hbin));
     g->free_slots = mr_malloc((size_t)num_leaves * sizeof(int));
     g->rows = mr_malloc(n * sizeof(uint32_t));
+    g->colbins = mr_malloc(n * d->n_features);
     g->tmp = mr_malloc(n * sizeof(uint32_t));
     g->blk_left = mr_malloc(g->max_blocks * sizeof(size_t));
     g->leaves = mr_calloc((size_t)num_leaves, sizeof(leaf_state));
     mr_status st = MR_OK;
-    if (!g->pool || !g->free_slots || !g->rows || !g->tmp || !g->blk_left || !g->leaves)
+    if (!g->pool || !g->free_slots || !g->rows || !g->colbins || !g->tmp || !g->blk_left || !g->leaves)
         st = MR_ERR(err, MR_E_NOMEM, "out of memory for tree growth (%d leaves x %zu bins)", num_leaves,
                     g->total_bins);
     if (st == MR_OK) st = mr__hist_ctx_new(g->total_bins, mr__gbdt_threads(max_threads), &g->hc, err);
+    if (st == MR_OK) {
+        const size_t F = d->n_features;
+        for (size_t i0 = 0; i0 < d->n_rows; i0 += 64) /* transpose in 64-row tiles */
+            for (size_t f = 0; f < F; f++)
+                for (size_t i = i0; i < i0 + 64 && i < d->n_rows; i++) g->colbins[f * d->n_rows + i] = d->bins[i * F + f];
+    }
     if (st != MR_OK) {
         mr__grower_free(g);
         return st;
@@ -350,6 +359,7 @@ void mr__grower_free(mr__grower *g)
     mr_free(g->pool);
     mr_free(g->free_slots);
     mr_free(g->rows);
+    mr_free(g->colbins);
     mr_free(g->tmp);
     mr_free(g->blk_left);
     mr_free(g->leaves);
@@ -386,14 +396,14 @@ static void part_scatter(void *vctx, size_t begin, size_t end, int tid)
     (void)tid;
     part_ctx *c = vctx;
     const mr_gbdt_data *d = c->g->d;
-    const size_t F = d->n_features;
-    const uint8_t *col = d->bins + c->s->feature;
+    const uint8_t *col = c->g->colbins + (size_t)c->s->feature * d->n_rows;
     const uint32_t *rows = c->g->rows + c->begin;
     uint32_t *tmp = c->g->tmp + c->begin;
     size_t nl = 0, nr = 0;
     for (size_t i = begin; i < end; i++) {
         uint32_t r = rows[i];
-        if (split_goes_left(c->s, col[(size_t)r * F]))
+        if (i + 32 < end) __builtin_prefetch(col + rows[i + 32]);
+        if (split_goes_left(c->s, col[r]))
             tmp[begin + nl++] = r;
         else
             tmp[end - 1 - nr++] = r;
