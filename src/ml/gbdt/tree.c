@@ -387,26 +387,31 @@ typedef struct part_ctx {
     mr__grower *g;
     const mr__split *s;
     size_t begin, count, block;
+    uint8_t lut[MR__GBDT_MAX_BINS]; /* bin -> goes left */
 } part_ctx;
 
 /* Phase 1: each block writes its left rows forward and its right rows
- * backward into its own stretch of tmp. */
+ * backward into its own stretch of tmp. Branch-free: every row is written
+ * to both candidate slots and only the matching cursor advances (the split
+ * is a coin flip per row, so a branch would mispredict half the time). */
 static void part_scatter(void *vctx, size_t begin, size_t end, int tid)
 {
     (void)tid;
     part_ctx *c = vctx;
     const mr_gbdt_data *d = c->g->d;
     const uint8_t *col = c->g->colbins + (size_t)c->s->feature * d->n_rows;
+    const uint8_t *lut = c->lut;
     const uint32_t *rows = c->g->rows + c->begin;
     uint32_t *tmp = c->g->tmp + c->begin;
     size_t nl = 0, nr = 0;
     for (size_t i = begin; i < end; i++) {
         uint32_t r = rows[i];
         if (i + 32 < end) __builtin_prefetch(col + rows[i + 32]);
-        if (split_goes_left(c->s, col[r]))
-            tmp[begin + nl++] = r;
-        else
-            tmp[end - 1 - nr++] = r;
+        size_t left = lut[col[r]];
+        tmp[begin + nl] = r;
+        tmp[end - 1 - nr] = r;
+        nl += left;
+        nr += left ^ 1;
     }
     c->g->blk_left[begin / c->block] = nl;
 }
@@ -433,6 +438,7 @@ static void part_gather(void *vctx, size_t begin, size_t end, int tid)
 static void partition(mr__grower *g, const leaf_state *L, const mr__split *s)
 {
     part_ctx c = {.g = g, .s = s, .begin = L->begin, .count = L->count, .block = PART_BLOCK};
+    for (int b = 0; b < MR__GBDT_MAX_BINS; b++) c.lut[b] = (uint8_t)split_goes_left(s, b);
     int T = mr__gbdt_threads(g->max_threads);
     if (T <= 1 || L->count < 2 * PART_BLOCK) {
         c.block = L->count ? L->count : 1;
