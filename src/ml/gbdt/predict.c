@@ -99,21 +99,42 @@ mr_status mr_gbdt_predictor_new(const mr_gbdt_model *m, int num_iteration, mr_gb
         return MR_ERR(err, MR_E_LIMIT, "model too large for the predictor");
     }
     memcpy(p->init, m->init_score, K * sizeof(double));
+    /* Nodes are renumbered in depth-first preorder, so a left child sits
+     * right after its parent (often in the same cache line). */
+    int max_ni = 1;
+    for (size_t t = 0; t < nt; t++) max_ni = m->trees[t].n_leaves - 1 > max_ni ? m->trees[t].n_leaves - 1 : max_ni;
+    int32_t *pos = mr_malloc((size_t)max_ni * sizeof(int32_t)), *stack = mr_malloc((size_t)max_ni * sizeof(int32_t));
+    if (!pos || !stack) {
+        mr_free(pos);
+        mr_free(stack);
+        mr_gbdt_predictor_free(p);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory building predictor");
+    }
     size_t nb = 0, lb = 0, cb = 0, wb = 0;
     for (size_t t = 0; t < nt; t++) {
         const mr__tree *tr = &m->trees[t];
         int ni = tr->n_leaves - 1;
         p->root[t] = ni > 0 ? (int32_t)nb : ~(int32_t)lb;
+        int sp = 0, next = 0;
+        if (ni > 0) stack[sp++] = 0;
+        while (sp > 0) {
+            int32_t i = stack[--sp];
+            pos[i] = next++;
+            if (tr->right[i] >= 0) stack[sp++] = tr->right[i];
+            if (tr->left[i] >= 0) stack[sp++] = tr->left[i]; /* popped first: preorder */
+        }
         for (int i = 0; i < ni; i++) {
-            pnode *pn = &p->nodes[nb + (size_t)i];
-            p->thr64[nb + (size_t)i] = tr->threshold[i];
+            size_t at = nb + (size_t)pos[i];
+            pnode *pn = &p->nodes[at];
+            p->thr64[at] = tr->threshold[i];
             pn->thr = float_floor(tr->threshold[i]);
-            pn->child[0] = tr->left[i] >= 0 ? (int32_t)nb + tr->left[i] : ~((int32_t)lb + ~tr->left[i]);
-            pn->child[1] = tr->right[i] >= 0 ? (int32_t)nb + tr->right[i] : ~((int32_t)lb + ~tr->right[i]);
+            pn->child[0] = tr->left[i] >= 0 ? (int32_t)nb + pos[tr->left[i]] : ~((int32_t)lb + ~tr->left[i]);
+            pn->child[1] = tr->right[i] >= 0 ? (int32_t)nb + pos[tr->right[i]] : ~((int32_t)lb + ~tr->right[i]);
             pn->meta = ((uint32_t)tr->split_feature[i] << 2) | ((tr->decision[i] & MR__DT_DEFAULT_LEFT) ? PN_DEFLEFT : 0);
+            p->cat_idx[at] = 0;
             if (tr->decision[i] & MR__DT_CATEGORICAL) {
                 pn->meta |= PN_CAT;
-                p->cat_idx[nb + (size_t)i] = (uint32_t)(cb + tr->threshold_bin[i]);
+                p->cat_idx[at] = (uint32_t)(cb + tr->threshold_bin[i]);
             }
         }
         for (int c = 0; c < tr->n_cat; c++) {
@@ -129,6 +150,8 @@ mr_status mr_gbdt_predictor_new(const mr_gbdt_model *m, int num_iteration, mr_gb
         lb += (size_t)tr->n_leaves;
         cb += (size_t)tr->n_cat;
     }
+    mr_free(pos);
+    mr_free(stack);
     *out = p;
     return MR_OK;
 }
@@ -197,6 +220,7 @@ void mr_gbdt_predictor_row_f64(const mr_gbdt_predictor *p, const double *x, int 
 }
 
 #define PRED_BLOCK 64 /* rows walked through one tree together */
+#define PRED_LANES 8  /* rows stepped in lockstep */
 
 typedef struct batch_ctx {
     const mr_gbdt_predictor *p;
@@ -232,24 +256,20 @@ static void batch_task(void *vctx, size_t begin, size_t end, int tid)
             continue;
         }
         size_t i = 0;
-        /* four rows at a time: their independent walks overlap in the core */
-        for (; i + 4 <= n; i += 4) {
-            const float *x0 = rows + i * F, *x1 = x0 + F, *x2 = x1 + F, *x3 = x2 + F;
-            int32_t a = root, b = root, c2 = root, d = root;
-            while ((a | b | c2 | d) >= 0) { /* all four still inside the tree */
-                a = step_f32(p, a, x0);
-                b = step_f32(p, b, x1);
-                c2 = step_f32(p, c2, x2);
-                d = step_f32(p, d, x3);
+        /* PRED_LANES rows at a time: their independent walks overlap in the core */
+        for (; i + PRED_LANES <= n; i += PRED_LANES) {
+            const float *x = rows + i * F;
+            int32_t cur[PRED_LANES];
+            for (int l = 0; l < PRED_LANES; l++) cur[l] = root;
+            for (;;) {
+                int32_t any = -1; /* stays negative only when every lane is at a leaf */
+                for (int l = 0; l < PRED_LANES; l++) {
+                    if (cur[l] >= 0) cur[l] = step_f32(p, cur[l], x + (size_t)l * F);
+                    any &= cur[l];
+                }
+                if (any < 0) break;
             }
-            while (a >= 0) a = step_f32(p, a, x0);
-            while (b >= 0) b = step_f32(p, b, x1);
-            while (c2 >= 0) c2 = step_f32(p, c2, x2);
-            while (d >= 0) d = step_f32(p, d, x3);
-            out[i * K + k] += p->leaf[~a];
-            out[(i + 1) * K + k] += p->leaf[~b];
-            out[(i + 2) * K + k] += p->leaf[~c2];
-            out[(i + 3) * K + k] += p->leaf[~d];
+            for (int l = 0; l < PRED_LANES; l++) out[(i + (size_t)l) * K + k] += p->leaf[~cur[l]];
         }
         for (; i < n; i++) out[i * K + k] += tree_value_f32(p, root, rows + i * F);
     }
