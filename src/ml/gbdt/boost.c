@@ -125,13 +125,20 @@ static void quant_task(void *vctx, size_t begin, size_t end, int tid)
     }
 }
 
-/* Largest power of two s with m * s <= 2^30 (so |q| < 2^31 after rounding). */
+/* Quantisation: |q| <= 2^MR__GBDT_QUANT_BITS. 30 keeps |q| < 2^31 after
+ * rounding; smaller values exist only to measure the accuracy cost of
+ * coarser gradients (docs/gbdt.md), by rebuilding with -DMR__GBDT_QUANT_BITS=n. */
+#ifndef MR__GBDT_QUANT_BITS
+#define MR__GBDT_QUANT_BITS 30
+#endif
+
+/* Largest power of two s with m * s <= 2^QUANT_BITS. */
 static double pow2_scale(double m)
 {
     if (!(m > 0)) return 1.0;
     int e;
     frexp(m, &e); /* m in [2^(e-1), 2^e) */
-    return ldexp(1.0, 30 - e);
+    return ldexp(1.0, MR__GBDT_QUANT_BITS - e);
 }
 
 typedef struct upd_ctx {
