@@ -1,0 +1,688 @@
+/* Binning: per-feature bin edges from a seeded row sample (quantiles for
+ * numeric features, the most frequent codes for categorical ones), the
+ * row-major uint8 binned matrix, and its serialised form.
+ *
+ * Bin 0 of every feature is the missing bin. Numeric value bins 1..n-1 hold
+ * the sorted value ranges (upper[b] inclusive, last = +inf); a value v goes
+ * to the first bin with v <= upper[b], which is exactly the comparison that
+ * model thresholds use at prediction time, so a split learnt on bins means
+ * the same on raw values. Edges are midpoints between neighbouring distinct
+ * sample values. */
+#include "gbdt_int.h"
+#include "millrace/value.h"
+
+#include <float.h>
+#include <stdlib.h>
+
+/* ---- data object ---------------------------------------------------------- */
+
+mr_status mr__gbdt_data_alloc(size_t n_rows, size_t n_features, mr_gbdt_data **out, mr_error *err)
+{
+    *out = NULL;
+    if (n_features == 0) return MR_ERR(err, MR_E_INVALID_ARG, "gbdt data needs at least one feature");
+    if (n_rows > (size_t)UINT32_MAX - 1) return MR_ERR(err, MR_E_LIMIT, "gbdt data: too many rows (%zu)", n_rows);
+    if (n_features > 65535) return MR_ERR(err, MR_E_LIMIT, "gbdt data: too many features (%zu)", n_features);
+    mr_gbdt_data *d = mr_calloc(1, sizeof(*d));
+    if (!d) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    d->n_rows = n_rows;
+    d->n_features = n_features;
+    d->names = mr_calloc(n_features, sizeof(char *));
+    d->feat = mr_calloc(n_features, sizeof(mr__bin_feature));
+    d->bin_offset = mr_calloc(n_features + 1, sizeof(uint32_t));
+    d->bins = mr_malloc(n_rows ? n_rows * n_features : 1);
+    if (!d->names || !d->feat || !d->bin_offset || !d->bins) {
+        mr_gbdt_data_free(d);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory for %zu x %zu binned matrix", n_rows, n_features);
+    }
+    *out = d;
+    return MR_OK;
+}
+
+void mr_gbdt_data_free(mr_gbdt_data *d)
+{
+    if (!d) return;
+    for (size_t j = 0; d->names && j < d->n_features; j++) mr_free(d->names[j]);
+    for (size_t j = 0; d->feat && j < d->n_features; j++) {
+        mr_free(d->feat[j].upper);
+        mr_free(d->feat[j].cats);
+    }
+    mr_free(d->names);
+    mr_free(d->feat);
+    mr_free(d->bin_offset);
+    mr_free(d->bins);
+    mr_free(d->label);
+    mr_free(d);
+}
+
+mr_status mr__gbdt_data_finish_offsets(mr_gbdt_data *d, mr_error *err)
+{
+    uint32_t off = 0;
+    for (size_t j = 0; j < d->n_features; j++) {
+        d->bin_offset[j] = off;
+        if (d->feat[j].n_bins < 1 || d->feat[j].n_bins > MR__GBDT_MAX_BINS)
+            return MR_ERR(err, MR_E_CORRUPT, "feature %zu has %u bins", j, (unsigned)d->feat[j].n_bins);
+        off += d->feat[j].n_bins;
+    }
+    d->bin_offset[d->n_features] = off;
+    return MR_OK;
+}
+
+size_t mr_gbdt_data_rows(const mr_gbdt_data *d) { return d->n_rows; }
+size_t mr_gbdt_data_features(const mr_gbdt_data *d) { return d->n_features; }
+const char *mr_gbdt_data_feature_name(const mr_gbdt_data *d, size_t j)
+{
+    return j < d->n_features ? d->names[j] : NULL;
+}
+int mr_gbdt_data_is_categorical(const mr_gbdt_data *d, size_t j)
+{
+    return j < d->n_features && d->feat[j].kind == MR__FEAT_CATEGORICAL;
+}
+int mr_gbdt_data_feature_bins(const mr_gbdt_data *d, size_t j) { return j < d->n_features ? d->feat[j].n_bins : 0; }
+const uint8_t *mr_gbdt_data_bins(const mr_gbdt_data *d) { return d->bins; }
+const float *mr_gbdt_data_label(const mr_gbdt_data *d) { return d->label; }
+
+mr_status mr_gbdt_data_set_label(mr_gbdt_data *d, const float *label, mr_error *err)
+{
+    float *l = mr_malloc(d->n_rows * sizeof(float));
+    if (!l) return MR_ERR(err, MR_E_NOMEM, "out of memory for labels");
+    if (d->n_rows) memcpy(l, label, d->n_rows * sizeof(float));
+    mr_free(d->label);
+    d->label = l;
+    return MR_OK;
+}
+
+/* ---- categorical_feature parameter ------------------------------------------ */
+
+mr_status mr__gbdt_parse_categorical(const char *spec, const char *const *names, size_t n_features,
+                                     uint8_t *is_cat, mr_error *err)
+{
+    if (!spec) return MR_OK;
+    const char *s = spec;
+    while (*s) {
+        while (*s == ' ' || *s == ',') s++;
+        if (!*s) break;
+        const char *e = s;
+        while (*e && *e != ',') e++;
+        size_t len = (size_t)(e - s);
+        while (len && s[len - 1] == ' ') len--;
+        char tok[256];
+        if (len >= sizeof(tok)) return MR_ERR(err, MR_E_INVALID_ARG, "categorical_feature: name too long");
+        memcpy(tok, s, len);
+        tok[len] = 0;
+        const char *t = tok;
+        if (!strncmp(t, "name:", 5)) t += 5;
+        size_t found = SIZE_MAX;
+        for (size_t j = 0; names && j < n_features && found == SIZE_MAX; j++)
+            if (names[j] && !strcmp(names[j], t)) found = j;
+        if (found == SIZE_MAX) {
+            char *end;
+            long v = strtol(t, &end, 10);
+            if (*t && !*end && v >= 0 && (size_t)v < n_features) found = (size_t)v;
+        }
+        if (found == SIZE_MAX) {
+            MR_ERR(err, MR_E_NOT_FOUND, "categorical_feature: no feature '%s' (%zu features)", t, n_features);
+            mr_error_key(err, "categorical_feature");
+            if (names) {
+                const char *best = mr_closest(t, names, n_features);
+                if (best) mr_error_hint(err, "did you mean %s?", best);
+            }
+            return MR_E_NOT_FOUND;
+        }
+        is_cat[found] = 1;
+        s = e;
+    }
+    return MR_OK;
+}
+
+/* ---- feature sources ----------------------------------------------------------
+ * One feature column of the input, whatever its type and layout. */
+enum { SRC_F32, SRC_F64, SRC_I64, SRC_BOOL };
+typedef struct colsrc {
+    int type;
+    const void *data;
+    size_t stride;        /* in elements */
+    const uint8_t *valid; /* validity bitmap or NULL */
+} colsrc;
+
+static inline double colsrc_get(const colsrc *c, size_t i)
+{
+    if (c->valid && !((c->valid[i >> 3] >> (i & 7)) & 1)) return NAN;
+    switch (c->type) {
+    case SRC_F32: return ((const float *)c->data)[i * c->stride];
+    case SRC_F64: return ((const double *)c->data)[i * c->stride];
+    case SRC_I64: return (double)((const int64_t *)c->data)[i * c->stride];
+    default: return (double)((const uint8_t *)c->data)[i * c->stride];
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Numeric edges from m sorted non-NaN sample values. */
+static mr_status numeric_edges(const double *v, size_t m, int max_bin, mr__bin_feature *f)
+{
+    f->kind = MR__FEAT_NUMERIC;
+    /* distinct values and counts, in place over two scratch passes */
+    size_t n_distinct = 0;
+    for (size_t i = 0; i < m; i++)
+        if (i == 0 || v[i] != v[i - 1]) n_distinct++;
+    if (n_distinct == 0) {
+        f->n_bins = 1;
+        f->upper = mr_calloc(1, sizeof(double));
+        return f->upper ? MR_OK : MR_E_NOMEM;
+    }
+    double *up = mr_calloc((size_t)max_bin + 1, sizeof(double));
+    if (!up) return MR_E_NOMEM;
+    int nb = 0; /* value bins closed so far */
+    if ((int)n_distinct <= max_bin) {
+        size_t i = 0;
+        while (i < m) {
+            size_t k = i;
+            while (k < m && v[k] == v[i]) k++;
+            double next = k < m ? v[k] : INFINITY;
+            double mid = v[i] + (next - v[i]) / 2;
+            if (!isfinite(mid) || mid >= next) mid = v[i];
+            up[++nb] = k < m ? mid : INFINITY;
+            i = k;
+        }
+    } else {
+        /* Greedy quantiles: a value heavier than the current mean bin size
+         * gets a bin of its own; lighter ones are merged until a bin reaches
+         * the mean of what is left. */
+        size_t rest = m;
+        size_t i = 0;
+        size_t cur = 0;
+        while (i < m) {
+            size_t k = i;
+            while (k < m && v[k] == v[i]) k++;
+            size_t cnt = k - i;
+            int bins_left = max_bin - nb;
+            double mean = (double)rest / bins_left;
+            if (bins_left <= 1) {
+                up[++nb] = INFINITY;
+                break;
+            }
+            if (cur > 0 && (double)cnt >= mean) {
+                /* close the current bin before this heavy value */
+                double mid = v[i - 1] + (v[i] - v[i - 1]) / 2;
+                if (!isfinite(mid) || mid >= v[i]) mid = v[i - 1];
+                up[++nb] = mid;
+                rest -= cur;
+                cur = 0;
+                continue; /* re-evaluate this value with the new mean */
+            }
+            cur += cnt;
+            i = k;
+            if (i >= m) {
+                up[++nb] = INFINITY;
+                break;
+            }
+            if ((double)cur >= mean) {
+                double mid = v[i - 1] + (v[i] - v[i - 1]) / 2;
+                if (!isfinite(mid) || mid >= v[i]) mid = v[i - 1];
+                up[++nb] = mid;
+                rest -= cur;
+                cur = 0;
+            }
+        }
+    }
+    up[nb] = INFINITY;
+    f->n_bins = (uint16_t)(nb + 1);
+    f->upper = up;
+    return MR_OK;
+}
+
+typedef struct catcnt {
+    int32_t code;
+    size_t cnt;
+} catcnt;
+static int cmp_catcnt(const void *a, const void *b)
+{
+    const catcnt *x = a, *y = b;
+    if (x->cnt != y->cnt) return x->cnt > y->cnt ? -1 : 1;
+    return (x->code > y->code) - (x->code < y->code);
+}
+static int cmp_i32(const void *a, const void *b)
+{
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Categorical bins from m sorted valid codes: the max_bin most frequent. */
+static mr_status categorical_edges(const double *v, size_t m, int max_bin, mr__bin_feature *f)
+{
+    f->kind = MR__FEAT_CATEGORICAL;
+    size_t n_distinct = 0;
+    for (size_t i = 0; i < m; i++)
+        if (i == 0 || v[i] != v[i - 1]) n_distinct++;
+    catcnt *cc = mr_calloc(n_distinct ? n_distinct : 1, sizeof(catcnt));
+    if (!cc) return MR_E_NOMEM;
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (i == 0 || v[i] != v[i - 1]) cc[k++] = (catcnt){(int32_t)v[i], 0};
+        cc[k - 1].cnt++;
+    }
+    qsort(cc, n_distinct, sizeof(catcnt), cmp_catcnt);
+    size_t keep = n_distinct < (size_t)max_bin ? n_distinct : (size_t)max_bin;
+    f->cats = mr_calloc(keep + 1, sizeof(int32_t));
+    if (!f->cats) {
+        mr_free(cc);
+        return MR_E_NOMEM;
+    }
+    for (size_t i = 0; i < keep; i++) f->cats[i + 1] = cc[i].code;
+    qsort(f->cats + 1, keep, sizeof(int32_t), cmp_i32);
+    f->n_bins = (uint16_t)(keep + 1);
+    mr_free(cc);
+    return MR_OK;
+}
+
+/* ---- building --------------------------------------------------------------- */
+
+typedef struct build_ctx {
+    const colsrc *src;
+    mr_gbdt_data *d;
+    const uint32_t *sample;  /* sorted sample rows */
+    size_t n_sample;
+    const uint8_t *is_cat;
+    double *scratch;         /* n_threads * n_sample */
+    int max_bin;
+    int failed;              /* set by a task on OOM; read after the join */
+} build_ctx;
+
+static void edges_task(void *vctx, size_t begin, size_t end, int tid)
+{
+    build_ctx *c = vctx;
+    double *buf = c->scratch + (size_t)tid * c->n_sample;
+    for (size_t j = begin; j < end; j++) {
+        size_t m = 0;
+        for (size_t s = 0; s < c->n_sample; s++) {
+            double v = colsrc_get(&c->src[j], c->sample[s]);
+            if (c->is_cat[j]) {
+                int32_t code;
+                if (mr__cat_code(v, &code)) buf[m++] = code;
+            } else if (v == v) {
+                buf[m++] = v;
+            }
+        }
+        qsort(buf, m, sizeof(double), cmp_double);
+        mr_status st = c->is_cat[j] ? categorical_edges(buf, m, c->max_bin, &c->d->feat[j])
+                                    : numeric_edges(buf, m, c->max_bin, &c->d->feat[j]);
+        if (st != MR_OK) c->failed = 1;
+    }
+}
+
+#define BIN_BLOCK 4096 /* rows per binning task: a few hundred KB of output */
+
+static void bin_task(void *vctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    build_ctx *c = vctx;
+    mr_gbdt_data *d = c->d;
+    size_t F = d->n_features;
+    for (size_t j = 0; j < F; j++) {
+        const mr__bin_feature *f = &d->feat[j];
+        const colsrc *s = &c->src[j];
+        uint8_t *out = d->bins + j;
+        if (f->kind == MR__FEAT_CATEGORICAL) {
+            for (size_t i = begin; i < end; i++) out[i * F] = (uint8_t)mr__bin_categorical(f, colsrc_get(s, i));
+        } else if (s->type == SRC_F32 && !s->valid) {
+            const float *x = s->data;
+            for (size_t i = begin; i < end; i++) out[i * F] = (uint8_t)mr__bin_numeric(f, x[i * s->stride]);
+        } else {
+            for (size_t i = begin; i < end; i++) out[i * F] = (uint8_t)mr__bin_numeric(f, colsrc_get(s, i));
+        }
+    }
+}
+
+/* Deterministic sample of k of n rows, ascending (selection sampling). */
+static uint32_t *sample_rows(size_t n, size_t k, uint64_t seed, size_t *k_out)
+{
+    if (k > n) k = n;
+    uint32_t *s = mr_malloc((k ? k : 1) * sizeof(uint32_t));
+    if (!s) return NULL;
+    if (k == n) {
+        for (size_t i = 0; i < n; i++) s[i] = (uint32_t)i;
+    } else {
+        uint64_t st = seed ^ 0x5bd1e995u;
+        size_t got = 0;
+        for (size_t i = 0; i < n && got < k; i++) {
+            double u = mr__u01(mr__splitmix64(&st));
+            if ((double)(n - i) * u < (double)(k - got)) s[got++] = (uint32_t)i;
+        }
+        k = got;
+    }
+    *k_out = k;
+    return s;
+}
+
+static mr_status build(const colsrc *src, size_t n_rows, size_t n_features, const char *const *names,
+                       const uint8_t *is_cat_in, const float *label, const mr_gbdt_data *ref,
+                       const mr_gbdt_params *p, mr_gbdt_data **out, mr_error *err)
+{
+    mr_gbdt_data *d = NULL;
+    uint8_t *is_cat = NULL;
+    uint32_t *sample = NULL;
+    double *scratch = NULL;
+    mr_status st = mr__gbdt_data_alloc(n_rows, n_features, &d, err);
+    if (st != MR_OK) return st;
+    int max_bin = p ? p->max_bin : 255;
+    int threads = p ? p->num_threads : 0;
+    if (ref && ref->n_features != n_features) {
+        st = MR_ERR(err, MR_E_SCHEMA, "data has %zu features, the reference (training) data has %zu", n_features,
+                    ref->n_features);
+        goto fail;
+    }
+    for (size_t j = 0; j < n_features; j++) {
+        char tmp[32];
+        const char *nm = names && names[j] ? names[j] : ref ? ref->names[j] : NULL;
+        if (!nm) {
+            snprintf(tmp, sizeof(tmp), "f%zu", j);
+            nm = tmp;
+        }
+        if (!(d->names[j] = mr_strdup(nm))) goto nomem;
+    }
+    if (ref) {
+        d->max_bin = ref->max_bin;
+        for (size_t j = 0; j < n_features; j++) {
+            const mr__bin_feature *rf = &ref->feat[j];
+            mr__bin_feature *f = &d->feat[j];
+            *f = (mr__bin_feature){.kind = rf->kind, .n_bins = rf->n_bins};
+            if (rf->upper) {
+                if (!(f->upper = mr_malloc(rf->n_bins * sizeof(double)))) goto nomem;
+                memcpy(f->upper, rf->upper, rf->n_bins * sizeof(double));
+            }
+            if (rf->cats) {
+                if (!(f->cats = mr_malloc(rf->n_bins * sizeof(int32_t)))) goto nomem;
+                memcpy(f->cats, rf->cats, rf->n_bins * sizeof(int32_t));
+            }
+        }
+    } else {
+        d->max_bin = max_bin;
+        if (!(is_cat = mr_calloc(n_features, 1))) goto nomem;
+        if (is_cat_in) memcpy(is_cat, is_cat_in, n_features);
+        if (p && (st = mr__gbdt_parse_categorical(p->categorical_feature, (const char *const *)d->names, n_features,
+                                                  is_cat, err)) != MR_OK)
+            goto fail;
+        size_t n_sample = 0;
+        size_t want = p ? (size_t)p->bin_construct_sample_cnt : 200000;
+        if (!(sample = sample_rows(n_rows, want, p ? p->seed : 0, &n_sample))) goto nomem;
+        int nt = mr__gbdt_threads(threads);
+        if (!(scratch = mr_malloc((size_t)nt * (n_sample ? n_sample : 1) * sizeof(double)))) goto nomem;
+        build_ctx c = {.src = src, .d = d, .sample = sample, .n_sample = n_sample, .is_cat = is_cat,
+                       .scratch = scratch, .max_bin = max_bin};
+        mr__gbdt_parallel(n_features, 1, threads, edges_task, &c);
+        if (c.failed) goto nomem;
+    }
+    if ((st = mr__gbdt_data_finish_offsets(d, err)) != MR_OK) goto fail;
+    {
+        build_ctx c = {.src = src, .d = d};
+        mr__gbdt_parallel(n_rows, BIN_BLOCK, threads, bin_task, &c);
+    }
+    if (label && (st = mr_gbdt_data_set_label(d, label, err)) != MR_OK) goto fail;
+    mr_free(is_cat);
+    mr_free(sample);
+    mr_free(scratch);
+    *out = d;
+    return MR_OK;
+nomem:
+    st = MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
+fail:
+    mr_free(is_cat);
+    mr_free(sample);
+    mr_free(scratch);
+    mr_gbdt_data_free(d);
+    return st;
+}
+
+mr_status mr_gbdt_data_from_matrix(const float *x, size_t n_rows, size_t n_features, mr_gbdt_layout layout,
+                                   const float *label, const char *const *names, const mr_gbdt_data *reference,
+                                   const mr_gbdt_params *p, mr_gbdt_data **out, mr_error *err)
+{
+    *out = NULL;
+    if (!x && n_rows) return MR_ERR(err, MR_E_INVALID_ARG, "gbdt data: NULL matrix");
+    if (n_features == 0 || n_features > 65535)
+        return MR_ERR(err, MR_E_INVALID_ARG, "gbdt data: n_features must be in [1, 65535] (got %zu)", n_features);
+    colsrc *src = mr_calloc(n_features, sizeof(colsrc));
+    if (!src) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t j = 0; j < n_features; j++) {
+        src[j].type = SRC_F32;
+        src[j].data = layout == MR_GBDT_ROW_MAJOR ? (const void *)(x + j) : (const void *)(x + j * n_rows);
+        src[j].stride = layout == MR_GBDT_ROW_MAJOR ? n_features : 1;
+    }
+    mr_status st = build(src, n_rows, n_features, names, NULL, label, reference, p, out, err);
+    mr_free(src);
+    return st;
+}
+
+mr_status mr_gbdt_data_from_table(const mr_table *t, const mr_gbdt_table_spec *spec,
+                                  const mr_gbdt_data *reference, const mr_gbdt_params *p, mr_gbdt_data **out,
+                                  mr_error *err)
+{
+    *out = NULL;
+    const mr_column *lab = NULL;
+    if (spec && spec->label) {
+        lab = mr_table_column(t, spec->label);
+        if (!lab) {
+            MR_ERR(err, MR_E_NOT_FOUND, "label column '%s' not found", spec->label);
+            mr_error_key(err, spec->label);
+            const char *cands[1024];
+            size_t nc = t->n_cols < 1024 ? t->n_cols : 1024;
+            for (size_t i = 0; i < nc; i++) cands[i] = t->cols[i]->name;
+            const char *best = mr_closest(spec->label, cands, nc);
+            if (best) mr_error_hint(err, "did you mean %s?", best);
+            return MR_E_NOT_FOUND;
+        }
+    }
+    size_t nf = 0;
+    const mr_column **cols = mr_calloc(t->n_cols + (spec ? spec->n_features : 0) + 1, sizeof(*cols));
+    const char **names = mr_calloc(t->n_cols + (spec ? spec->n_features : 0) + 1, sizeof(char *));
+    uint8_t *is_cat = mr_calloc(t->n_cols + (spec ? spec->n_features : 0) + 1, 1);
+    colsrc *src = NULL;
+    float *label = NULL;
+    mr_status st = MR_OK;
+    if (!cols || !names || !is_cat) goto nomem;
+    if (spec && spec->features) {
+        for (size_t i = 0; i < spec->n_features; i++) {
+            const mr_column *c = mr_table_column(t, spec->features[i]);
+            if (!c) {
+                st = MR_ERR(err, MR_E_NOT_FOUND, "feature column '%s' not found", spec->features[i]);
+                mr_error_key(err, spec->features[i]);
+                goto fail;
+            }
+            cols[nf++] = c;
+        }
+    } else {
+        for (size_t i = 0; i < t->n_cols; i++)
+            if (t->cols[i] != lab) cols[nf++] = t->cols[i];
+    }
+    if (nf == 0) {
+        st = MR_ERR(err, MR_E_INVALID_ARG, "no feature columns");
+        goto fail;
+    }
+    if (!(src = mr_calloc(nf, sizeof(colsrc)))) goto nomem;
+    for (size_t j = 0; j < nf; j++) {
+        const mr_column *c = cols[j];
+        names[j] = c->name;
+        src[j].data = c->data;
+        src[j].stride = 1;
+        src[j].valid = c->valid;
+        switch (c->type) {
+        case MR_T_FLOAT32: src[j].type = SRC_F32; break;
+        case MR_T_FLOAT64: src[j].type = SRC_F64; break;
+        case MR_T_INT64: src[j].type = SRC_I64; break;
+        case MR_T_BOOL: src[j].type = SRC_BOOL; break;
+        default:
+            st = MR_ERR(err, MR_E_SCHEMA, "feature column '%s' has type %s; gbdt takes bool, int64, float32, float64 "
+                        "(encode strings as integer codes first)", c->name, mr_dtype_name(c->type));
+            mr_error_key(err, c->name);
+            goto fail;
+        }
+        for (size_t k = 0; spec && k < spec->n_categorical; k++)
+            if (!strcmp(spec->categorical[k], c->name)) is_cat[j] = 1;
+    }
+    for (size_t k = 0; spec && k < spec->n_categorical; k++) {
+        int found = 0;
+        for (size_t j = 0; j < nf; j++) found |= !strcmp(spec->categorical[k], names[j]);
+        if (!found) {
+            st = MR_ERR(err, MR_E_NOT_FOUND, "categorical column '%s' is not a feature", spec->categorical[k]);
+            mr_error_key(err, spec->categorical[k]);
+            goto fail;
+        }
+    }
+    if (lab) {
+        if (!(label = mr_malloc((t->n_rows ? t->n_rows : 1) * sizeof(float)))) goto nomem;
+        colsrc ls = {.data = lab->data, .stride = 1, .valid = lab->valid};
+        switch (lab->type) {
+        case MR_T_FLOAT32: ls.type = SRC_F32; break;
+        case MR_T_FLOAT64: ls.type = SRC_F64; break;
+        case MR_T_INT64: ls.type = SRC_I64; break;
+        case MR_T_BOOL: ls.type = SRC_BOOL; break;
+        default:
+            st = MR_ERR(err, MR_E_SCHEMA, "label column '%s' has type %s; expected a number or bool", lab->name,
+                        mr_dtype_name(lab->type));
+            mr_error_key(err, lab->name);
+            goto fail;
+        }
+        for (size_t i = 0; i < t->n_rows; i++) label[i] = (float)colsrc_get(&ls, i);
+    }
+    st = build(src, t->n_rows, nf, names, is_cat, label, reference, p, out, err);
+    goto done;
+nomem:
+    st = MR_ERR(err, MR_E_NOMEM, "out of memory");
+fail:
+done:
+    mr_free(cols);
+    mr_free(names);
+    mr_free(is_cat);
+    mr_free(src);
+    mr_free(label);
+    return st;
+}
+
+/* ---- serialised form (docs/gbdt.md "Binned matrix file") ---------------------- */
+
+static const char BIN_MAGIC[8] = {'M', 'R', 'G', 'B', 'B', 'I', 'N', 0};
+#define BIN_VERSION 1u
+
+mr_status mr_gbdt_data_to_bytes(const mr_gbdt_data *d, mr_buf *out, mr_error *err)
+{
+    mr_status st = mr_buf_append(out, BIN_MAGIC, 8);
+    size_t start = out->len - 8;
+    if (st == MR_OK) st = mr__put_u32(out, BIN_VERSION);
+    if (st == MR_OK) st = mr__put_u32(out, d->label ? 1u : 0u);
+    if (st == MR_OK) st = mr__put_u64(out, d->n_rows);
+    if (st == MR_OK) st = mr__put_u32(out, (uint32_t)d->n_features);
+    if (st == MR_OK) st = mr__put_u32(out, (uint32_t)d->max_bin);
+    for (size_t j = 0; j < d->n_features && st == MR_OK; j++) {
+        const mr__bin_feature *f = &d->feat[j];
+        st = mr__put_str(out, d->names[j]);
+        if (st == MR_OK) st = mr__put_u8(out, f->kind);
+        if (st == MR_OK) st = mr__put_u16(out, f->n_bins);
+        for (int b = 1; b < f->n_bins && st == MR_OK; b++)
+            st = f->kind == MR__FEAT_CATEGORICAL ? mr__put_u32(out, (uint32_t)f->cats[b]) : mr__put_f64(out, f->upper[b]);
+    }
+    if (st == MR_OK) st = mr_buf_append(out, d->bins, d->n_rows * d->n_features);
+    for (size_t i = 0; d->label && i < d->n_rows && st == MR_OK; i++) {
+        uint32_t u;
+        memcpy(&u, &d->label[i], 4);
+        st = mr__put_u32(out, u);
+    }
+    if (st == MR_OK) {
+        mr_hash128 h = mr_hash_bytes(out->data + start, out->len - start);
+        st = mr__put_u64(out, h.hi);
+        if (st == MR_OK) st = mr__put_u64(out, h.lo);
+    }
+    if (st != MR_OK) return MR_ERR(err, st, "cannot serialise binned data: %s", mr_status_str(st));
+    return MR_OK;
+}
+
+mr_status mr_gbdt_data_from_bytes(const void *data, size_t len, mr_gbdt_data **out, mr_error *err)
+{
+    *out = NULL;
+    mr__reader r = {.p = data, .len = len};
+    mr_gbdt_data *d = NULL;
+    mr_status st;
+    if (len < 8 + 16 || memcmp(data, BIN_MAGIC, 8))
+        return MR_ERR(err, MR_E_CORRUPT, "not a millrace binned matrix (bad magic)");
+    mr_hash128 h = mr_hash_bytes(data, len - 16);
+    r.pos = len - 16;
+    if (mr__get_u64(&r) != h.hi || mr__get_u64(&r) != h.lo)
+        return MR_ERR(err, MR_E_CORRUPT, "binned matrix checksum mismatch (truncated or modified file)");
+    r.pos = 8;
+    r.len = len - 16;
+    uint32_t version = mr__get_u32(&r);
+    if (version != BIN_VERSION)
+        return MR_ERR(err, MR_E_CORRUPT, "binned matrix version %u is not supported (this build reads %u)", version,
+                      BIN_VERSION);
+    uint32_t flags = mr__get_u32(&r);
+    uint64_t n_rows = mr__get_u64(&r);
+    uint32_t nf = mr__get_u32(&r);
+    uint32_t max_bin = mr__get_u32(&r);
+    if (r.bad || nf == 0 || nf > 65535 || n_rows > UINT32_MAX || max_bin < 2 || max_bin > 255 ||
+        n_rows * nf > len)
+        return MR_ERR(err, MR_E_CORRUPT, "binned matrix header is invalid");
+    if ((st = mr__gbdt_data_alloc((size_t)n_rows, nf, &d, err)) != MR_OK) return st;
+    d->max_bin = (int)max_bin;
+    for (size_t j = 0; j < nf; j++) {
+        mr__bin_feature *f = &d->feat[j];
+        d->names[j] = mr__get_str(&r);
+        f->kind = mr__get_u8(&r);
+        f->n_bins = mr__get_u16(&r);
+        if (r.bad || !d->names[j] || f->kind > 1 || f->n_bins < 1 || f->n_bins > max_bin + 1) goto corrupt;
+        if (f->kind == MR__FEAT_CATEGORICAL) {
+            if (!(f->cats = mr_calloc(f->n_bins, sizeof(int32_t)))) goto nomem;
+            for (int b = 1; b < f->n_bins; b++) f->cats[b] = (int32_t)mr__get_u32(&r);
+        } else {
+            if (!(f->upper = mr_calloc(f->n_bins, sizeof(double)))) goto nomem;
+            for (int b = 1; b < f->n_bins; b++) f->upper[b] = mr__get_f64(&r);
+        }
+    }
+    if (r.bad || (st = mr__gbdt_data_finish_offsets(d, err)) != MR_OK) goto corrupt;
+    const uint8_t *bins = mr__get_bytes(&r, (size_t)n_rows * nf);
+    if (!bins) goto corrupt;
+    memcpy(d->bins, bins, (size_t)n_rows * nf);
+    for (size_t i = 0; i < (size_t)n_rows * nf; i++)
+        if (bins[i] >= d->feat[i % nf].n_bins) goto corrupt;
+    if (flags & 1u) {
+        if (!(d->label = mr_malloc((n_rows ? n_rows : 1) * sizeof(float)))) goto nomem;
+        for (size_t i = 0; i < n_rows; i++) {
+            uint32_t u = mr__get_u32(&r);
+            memcpy(&d->label[i], &u, 4);
+        }
+    }
+    if (r.bad || r.pos != r.len) goto corrupt;
+    *out = d;
+    return MR_OK;
+nomem:
+    mr_gbdt_data_free(d);
+    return MR_ERR(err, MR_E_NOMEM, "out of memory loading binned matrix");
+corrupt:
+    mr_gbdt_data_free(d);
+    return MR_ERR(err, MR_E_CORRUPT, "binned matrix is corrupt near byte %zu", r.pos);
+}
+
+mr_status mr_gbdt_data_save(const mr_gbdt_data *d, const char *path, mr_error *err)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    b.limit = (size_t)1 << 46;
+    mr_status st = mr_gbdt_data_to_bytes(d, &b, err);
+    if (st == MR_OK) st = mr_fs_write_atomic(path, b.data, b.len, err);
+    mr_buf_free(&b);
+    return st;
+}
+
+mr_status mr_gbdt_data_load(const char *path, mr_gbdt_data **out, mr_error *err)
+{
+    char *data = NULL;
+    size_t len = 0;
+    mr_status st = mr_fs_read_file(path, (size_t)1 << 46, &data, &len, err);
+    if (st != MR_OK) return st;
+    st = mr_gbdt_data_from_bytes(data, len, out, err);
+    if (st != MR_OK) mr_error_at(err, path, 0, 0);
+    mr_free(data);
+    return st;
+}

@@ -1,0 +1,476 @@
+/* The boosting loop: gradients, per-tree quantisation, bagging and feature
+ * sampling, tree growth, score updates, metrics, the round callback, early
+ * stopping and divergence checks. Also the capped parallel helper.
+ *
+ * Reproducibility: every random choice is a pure function of (seed,
+ * iteration, class, row); gradients and score updates are per-row; the only
+ * reductions are integer histogram sums (exact), maxima (order-free) and
+ * metric sums over fixed blocks added in block order. Nothing depends on
+ * the number of threads, so the model bytes do not either. */
+#include "gbdt_int.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+/* ---- parallel helper ---------------------------------------------------------
+ * core's pool runs every job on all its threads. To honour num_threads we
+ * hand the pool exactly T "lanes"; each lane pulls blocks from a shared
+ * counter, and its lane number is the thread id callers index scratch with.
+ * Lanes block on the pool's condition variables, never spin. */
+typedef struct lanes {
+    mr_range_fn fn;
+    void *ctx;
+    size_t n, block, n_blocks;
+    atomic_size_t next;
+} lanes;
+
+static void lane_run(void *vctx, size_t begin, size_t end, int tid)
+{
+    (void)end;
+    (void)tid;
+    lanes *L = vctx;
+    for (;;) {
+        size_t b = atomic_fetch_add(&L->next, 1);
+        if (b >= L->n_blocks) break;
+        size_t lo = b * L->block, hi = lo + L->block < L->n ? lo + L->block : L->n;
+        L->fn(L->ctx, lo, hi, (int)begin);
+    }
+}
+
+int mr__gbdt_threads(int max_threads)
+{
+    int t = mr_pool_threads();
+    if (max_threads > 0 && max_threads < t) t = max_threads;
+    return t < 1 ? 1 : t;
+}
+
+void mr__gbdt_parallel(size_t n, size_t block, int max_threads, mr_range_fn fn, void *ctx)
+{
+    if (n == 0) return;
+    if (block == 0) block = 1;
+    size_t nb = (n + block - 1) / block;
+    int T = mr__gbdt_threads(max_threads);
+    if (T <= 1 || nb == 1) {
+        for (size_t b = 0; b < nb; b++) fn(ctx, b * block, b * block + block < n ? b * block + block : n, 0);
+        return;
+    }
+    if ((size_t)T > nb) T = (int)nb;
+    lanes L = {.fn = fn, .ctx = ctx, .n = n, .block = block, .n_blocks = nb};
+    atomic_init(&L.next, 0);
+    mr_parallel_for((size_t)T, 1, lane_run, &L);
+}
+
+/* ---- training state ------------------------------------------------------------ */
+
+#define GRAD_BLOCK 16384
+
+typedef struct trainer {
+    const mr_gbdt_params *p;
+    const mr_gbdt_data *train, *valid;
+    int K;                 /* trees per iteration */
+    size_t n, nv;
+    double *score, *vscore;
+    float *grad, *hess;
+    mr__ghq *gh;
+    uint32_t *bag;         /* rows in the current bag, ascending */
+    size_t n_bag;
+    int bagging;
+    size_t *bad_row;       /* per gradient block: first non-finite row + 1, or 0 */
+    float *blk_gmax, *blk_hmax;
+    uint32_t *feats;       /* features of the current tree */
+    uint8_t *feat_mask;
+    uint32_t *perm;        /* feature sampling scratch */
+    mr__grower *grower;
+    mr__tree tree;
+    int cls;               /* class of the tree being built */
+    double gscale, hscale;
+} trainer;
+
+static void grad_task(void *vctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    trainer *t = vctx;
+    size_t K = (size_t)t->K;
+    mr__objective_grad(t->p->objective, t->K, t->p->alpha, t->train->label, t->score, begin, end, t->grad, t->hess);
+    size_t bad = 0;
+    for (size_t i = begin * K; i < end * K && !bad; i++)
+        if (!isfinite(t->grad[i]) || !isfinite(t->hess[i])) bad = i / K + 1;
+    t->bad_row[begin / GRAD_BLOCK] = bad;
+}
+
+static void max_task(void *vctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    trainer *t = vctx;
+    size_t K = (size_t)t->K, c = (size_t)t->cls;
+    float gm = 0, hm = 0;
+    for (size_t i = begin; i < end; i++) {
+        float g = fabsf(t->grad[i * K + c]), h = fabsf(t->hess[i * K + c]);
+        gm = g > gm ? g : gm;
+        hm = h > hm ? h : hm;
+    }
+    t->blk_gmax[begin / GRAD_BLOCK] = gm;
+    t->blk_hmax[begin / GRAD_BLOCK] = hm;
+}
+
+static void quant_task(void *vctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    trainer *t = vctx;
+    size_t K = (size_t)t->K, c = (size_t)t->cls;
+    const double gs = t->gscale, hs = t->hscale;
+    for (size_t i = begin; i < end; i++) {
+        t->gh[i].g = (int32_t)lrint((double)t->grad[i * K + c] * gs);
+        t->gh[i].h = (int32_t)lrint((double)t->hess[i * K + c] * hs);
+    }
+}
+
+/* Quantisation: |q| <= 2^MR__GBDT_QUANT_BITS. 30 keeps |q| < 2^31 after
+ * rounding; smaller values exist only to measure the accuracy cost of
+ * coarser gradients (docs/gbdt.md), by rebuilding with -DMR__GBDT_QUANT_BITS=n. */
+#ifndef MR__GBDT_QUANT_BITS
+#define MR__GBDT_QUANT_BITS 30
+#endif
+
+/* Largest power of two s with m * s <= 2^QUANT_BITS. */
+static double pow2_scale(double m)
+{
+    if (!(m > 0)) return 1.0;
+    int e;
+    frexp(m, &e); /* m in [2^(e-1), 2^e) */
+    return ldexp(1.0, MR__GBDT_QUANT_BITS - e);
+}
+
+typedef struct upd_ctx {
+    trainer *t;
+    const mr__tree *tree;
+    const mr_gbdt_data *d;
+    double *score;
+} upd_ctx;
+
+static void upd_leaves(void *vctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    upd_ctx *u = vctx;
+    size_t K = (size_t)u->t->K, c = (size_t)u->t->cls;
+    for (size_t l = begin; l < end; l++) {
+        const uint32_t *rows;
+        size_t n;
+        mr__grower_leaf_rows(u->t->grower, (int)l, &rows, &n);
+        double v = u->tree->leaf_value[l];
+        for (size_t i = 0; i < n; i++) u->score[(size_t)rows[i] * K + c] += v;
+    }
+}
+
+static void upd_traverse(void *vctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    upd_ctx *u = vctx;
+    size_t K = (size_t)u->t->K, c = (size_t)u->t->cls, F = u->d->n_features;
+    for (size_t r = begin; r < end; r++) {
+        int leaf = mr__tree_leaf_binned(u->tree, u->d->bins + r * F);
+        u->score[r * K + c] += u->tree->leaf_value[leaf];
+    }
+}
+
+static void sample_features(trainer *t, int iter, int cls)
+{
+    const mr_gbdt_data *d = t->train;
+    size_t F = d->n_features;
+    memset(t->feat_mask, 0, F);
+    size_t take = F;
+    if (t->p->feature_fraction < 1.0) {
+        take = (size_t)floor((double)F * t->p->feature_fraction + 0.5);
+        if (take < 1) take = 1;
+        for (size_t j = 0; j < F; j++) t->perm[j] = (uint32_t)j;
+        uint64_t s = mr__hash3(t->p->seed, (uint64_t)iter, 0xFEA7u + (uint64_t)cls);
+        for (size_t j = 0; j < take; j++) {
+            size_t k = j + (size_t)(mr__splitmix64(&s) % (F - j));
+            uint32_t tmp = t->perm[j];
+            t->perm[j] = t->perm[k];
+            t->perm[k] = tmp;
+        }
+        for (size_t j = 0; j < take; j++) t->feat_mask[t->perm[j]] = 1;
+    } else {
+        memset(t->feat_mask, 1, F);
+    }
+    size_t n = 0;
+    for (size_t j = 0; j < F; j++) {
+        if (d->feat[j].n_bins < 2) t->feat_mask[j] = 0; /* constant / all-missing: never split */
+        if (t->feat_mask[j]) t->feats[n++] = (uint32_t)j;
+    }
+    t->feats[F] = (uint32_t)n; /* count kept after the list */
+}
+
+static void make_bag(trainer *t, int iter)
+{
+    size_t m = 0;
+    if (!t->bagging) {
+        for (size_t i = 0; i < t->n; i++) t->bag[i] = (uint32_t)i;
+        t->n_bag = t->n;
+        return;
+    }
+    double frac = t->p->bagging_fraction;
+    for (size_t i = 0; i < t->n; i++)
+        if (mr__u01(mr__hash3(t->p->seed ^ 0xBA66u, (uint64_t)iter, (uint64_t)i)) < frac) t->bag[m++] = (uint32_t)i;
+    if (m == 0) t->bag[m++] = 0;
+    t->n_bag = m;
+}
+
+int mr__es_update(mr__es *es, int iter, double v)
+{
+    int better = es->best_iter < 0 || (es->higher_better ? v > es->best : v < es->best);
+    if (better) {
+        es->best_iter = iter;
+        es->best = v;
+        return 0;
+    }
+    return iter - es->best_iter >= es->patience;
+}
+
+static void trainer_free(trainer *t)
+{
+    mr_free(t->score);
+    mr_free(t->vscore);
+    mr_free(t->grad);
+    mr_free(t->hess);
+    mr_free(t->gh);
+    mr_free(t->bag);
+    mr_free(t->bad_row);
+    mr_free(t->blk_gmax);
+    mr_free(t->blk_hmax);
+    mr_free(t->feats);
+    mr_free(t->feat_mask);
+    mr_free(t->perm);
+    mr__grower_free(t->grower);
+    mr__tree_deinit(&t->tree);
+}
+
+static mr_status check_valid_data(const mr_gbdt_data *tr, const mr_gbdt_data *va, mr_error *err)
+{
+    if (va->n_features != tr->n_features)
+        return MR_ERR(err, MR_E_SCHEMA, "validation data has %zu features, training data %zu", va->n_features,
+                      tr->n_features);
+    for (size_t j = 0; j < tr->n_features; j++) {
+        const mr__bin_feature *a = &tr->feat[j], *b = &va->feat[j];
+        int same = a->kind == b->kind && a->n_bins == b->n_bins;
+        for (int k = 1; same && k < a->n_bins; k++)
+            same = a->kind == MR__FEAT_CATEGORICAL ? a->cats[k] == b->cats[k] : a->upper[k] == b->upper[k];
+        if (!same) {
+            MR_ERR(err, MR_E_SCHEMA, "validation data feature '%s' was binned with other edges than the training data",
+                   tr->names[j]);
+            mr_error_hint(err, "bin validation data with the training data as reference");
+            return MR_E_SCHEMA;
+        }
+    }
+    if (!va->label) return MR_ERR(err, MR_E_INVALID_ARG, "validation data has no label");
+    return MR_OK;
+}
+
+mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, const mr_gbdt_data *valid,
+                        mr_gbdt_round_fn cb, void *cb_ctx, mr_gbdt_model **out, mr_error *err)
+{
+    *out = NULL;
+    mr_status st = mr_gbdt_params_validate(p, err);
+    if (st != MR_OK) return st;
+    if (!train || !train->label) return MR_ERR(err, MR_E_INVALID_ARG, "training data has no label");
+    if (train->n_rows == 0) return MR_ERR(err, MR_E_INVALID_ARG, "training data has no rows");
+    if (valid && (st = check_valid_data(train, valid, err)) != MR_OK) return st;
+    const int K = p->objective == MR_GBDT_MULTICLASS ? p->num_class : 1;
+    if ((st = mr__objective_check_labels(p->objective, K, train->label, train->n_rows, err)) != MR_OK) {
+        mr_error_key(err, "train");
+        return st;
+    }
+    if (valid && (st = mr__objective_check_labels(p->objective, K, valid->label, valid->n_rows, err)) != MR_OK) {
+        mr_error_key(err, "valid");
+        return st;
+    }
+    /* metrics */
+    mr_gbdt_metric metrics[MR_GBDT_MAX_METRICS];
+    int n_metrics = p->n_metrics;
+    if (n_metrics == 0) {
+        metrics[0] = mr__objective_default_metric(p->objective);
+        n_metrics = 1;
+    } else if (n_metrics < 0) {
+        n_metrics = 0;
+    } else {
+        memcpy(metrics, p->metric, sizeof(metrics[0]) * (size_t)n_metrics);
+    }
+
+    trainer t;
+    memset(&t, 0, sizeof(t));
+    t.p = p;
+    t.train = train;
+    t.valid = valid;
+    t.K = K;
+    t.n = train->n_rows;
+    t.nv = valid ? valid->n_rows : 0;
+    t.bagging = p->bagging_freq > 0 && p->bagging_fraction < 1.0;
+    const size_t F = train->n_features, n = t.n, nblk = n / GRAD_BLOCK + 1;
+    mr_gbdt_model *m = NULL;
+    double t0 = mr_now();
+    t.score = mr_malloc(n * (size_t)K * sizeof(double));
+    t.vscore = mr_malloc((t.nv ? t.nv : 1) * (size_t)K * sizeof(double));
+    t.grad = mr_malloc(n * (size_t)K * sizeof(float));
+    t.hess = mr_malloc(n * (size_t)K * sizeof(float));
+    t.gh = mr_malloc(n * sizeof(mr__ghq));
+    t.bag = mr_malloc(n * sizeof(uint32_t));
+    t.bad_row = mr_calloc(nblk, sizeof(size_t));
+    t.blk_gmax = mr_calloc(nblk, sizeof(float));
+    t.blk_hmax = mr_calloc(nblk, sizeof(float));
+    t.feats = mr_malloc((F + 1) * sizeof(uint32_t));
+    t.feat_mask = mr_malloc(F);
+    t.perm = mr_malloc(F * sizeof(uint32_t));
+    if (!t.score || !t.vscore || !t.grad || !t.hess || !t.gh || !t.bag || !t.bad_row || !t.blk_gmax ||
+        !t.blk_hmax || !t.feats || !t.feat_mask || !t.perm || mr__tree_alloc(&t.tree, p->num_leaves) != MR_OK) {
+        st = MR_ERR(err, MR_E_NOMEM, "out of memory for training state (%zu rows)", n);
+        goto fail;
+    }
+    if ((st = mr__grower_new(train, p->num_leaves, p->num_threads, &t.grower, err)) != MR_OK) goto fail;
+    if ((st = mr__model_new(F, &m, err)) != MR_OK) goto fail;
+    m->objective = p->objective;
+    m->num_class = K;
+    m->num_tree_per_iteration = K;
+    m->alpha = p->alpha;
+    m->best_iteration = -1;
+    if (!(m->init_score = mr_calloc((size_t)K, sizeof(double)))) goto nomem;
+    for (size_t j = 0; j < F; j++) {
+        if (!(m->names[j] = mr_strdup(train->names[j]))) goto nomem;
+        m->kind[j] = train->feat[j].kind;
+    }
+    {
+        mr_buf pt;
+        mr_buf_init(&pt);
+        if (mr_gbdt_params_to_text(p, &pt) != MR_OK) {
+            mr_buf_free(&pt);
+            goto nomem;
+        }
+        m->params_text = pt.data ? pt.data : mr_strdup("");
+        if (!m->params_text) goto nomem;
+    }
+    if (p->boost_from_average) mr__objective_init_score(p->objective, K, train->label, n, m->init_score);
+    for (size_t i = 0; i < n; i++)
+        for (int c = 0; c < K; c++) t.score[i * (size_t)K + (size_t)c] = m->init_score[c];
+    for (size_t i = 0; i < t.nv; i++)
+        for (int c = 0; c < K; c++) t.vscore[i * (size_t)K + (size_t)c] = m->init_score[c];
+
+    const mr__grow_cfg gcfg = {.num_leaves = p->num_leaves, .max_depth = p->max_depth,
+                               .learning_rate = p->learning_rate, .max_threads = p->num_threads};
+    mr__split_cfg scfg = {.lambda_l1 = p->lambda_l1, .lambda_l2 = p->lambda_l2,
+                          .min_gain_to_split = p->min_gain_to_split,
+                          .min_sum_hessian = p->min_sum_hessian_in_leaf,
+                          .min_data_in_leaf = p->min_data_in_leaf,
+                          .max_cat_to_onehot = p->max_cat_to_onehot, .max_cat_threshold = p->max_cat_threshold,
+                          .min_data_per_group = p->min_data_per_group, .cat_smooth = p->cat_smooth,
+                          .cat_l2 = p->cat_l2};
+    int es_on = p->early_stopping_round > 0 && valid && n_metrics > 0;
+    mr__es es = {.patience = p->early_stopping_round, .higher_better = n_metrics ? mr__metric_higher_better(metrics[0]) : 0,
+                 .best_iter = -1};
+    make_bag(&t, 0);
+    for (int iter = 0; iter < p->num_iterations; iter++) {
+        if (t.bagging && iter % p->bagging_freq == 0) make_bag(&t, iter);
+        mr__gbdt_parallel(n, GRAD_BLOCK, p->num_threads, grad_task, &t);
+        for (size_t b = 0; b < nblk; b++) {
+            if (t.bad_row[b]) {
+                size_t r = t.bad_row[b] - 1;
+                st = MR_ERR(err, MR_E_FAILED,
+                            "training diverged at iteration %d: non-finite gradient at row %zu (raw score %g)",
+                            iter, r + 1, t.score[r * (size_t)K]);
+                mr_error_hint(err, "lower learning_rate, or check the label scale");
+                goto fail;
+            }
+        }
+        int all_stumps = 1;
+        for (int c = 0; c < K; c++) {
+            t.cls = c;
+            sample_features(&t, iter, c);
+            size_t n_feats = t.feats[F];
+            mr__gbdt_parallel(n, GRAD_BLOCK, p->num_threads, max_task, &t);
+            float gm = 0, hm = 0;
+            for (size_t b = 0; b < nblk; b++) {
+                gm = t.blk_gmax[b] > gm ? t.blk_gmax[b] : gm;
+                hm = t.blk_hmax[b] > hm ? t.blk_hmax[b] : hm;
+            }
+            t.gscale = pow2_scale(gm);
+            t.hscale = pow2_scale(hm);
+            mr__gbdt_parallel(n, GRAD_BLOCK, p->num_threads, quant_task, &t);
+            scfg.inv_gscale = 1.0 / t.gscale;
+            scfg.inv_hscale = 1.0 / t.hscale;
+            memcpy(mr__grower_rows(t.grower), t.bag, t.n_bag * sizeof(uint32_t));
+            mr__grower_grow(t.grower, t.n_bag, t.gh, t.feats, n_feats, t.feat_mask, &scfg, &gcfg, &t.tree);
+            for (int l = 0; l < t.tree.n_leaves; l++) {
+                if (!isfinite(t.tree.leaf_value[l])) {
+                    st = MR_ERR(err, MR_E_FAILED, "training diverged at iteration %d: leaf value is %g", iter,
+                                t.tree.leaf_value[l]);
+                    mr_error_hint(err, "lower learning_rate, or raise lambda_l2 / min_sum_hessian_in_leaf");
+                    goto fail;
+                }
+            }
+            if (t.tree.n_leaves > 1) all_stumps = 0;
+            if ((st = mr__tree_finish_categorical(&t.tree, train, err)) != MR_OK) goto fail;
+            upd_ctx u = {.t = &t, .tree = &t.tree, .d = train, .score = t.score};
+            if (t.bagging)
+                mr__gbdt_parallel(n, GRAD_BLOCK, p->num_threads, upd_traverse, &u);
+            else
+                mr__gbdt_parallel((size_t)t.tree.n_leaves, 1, p->num_threads, upd_leaves, &u);
+            if (valid) {
+                upd_ctx uv = {.t = &t, .tree = &t.tree, .d = valid, .score = t.vscore};
+                mr__gbdt_parallel(t.nv, GRAD_BLOCK, p->num_threads, upd_traverse, &uv);
+            }
+            if ((st = mr__model_push_tree(m, &t.tree, err)) != MR_OK) goto fail;
+        }
+        if (all_stumps) {
+            /* No leaf can be split any more (LightGBM stops here too): drop
+             * this round's single-leaf trees and finish. */
+            for (int c = 0; c < K; c++) mr__tree_deinit(&m->trees[--m->n_trees]);
+            mr_log(MR_LOG_INFO, "gbdt: stopped at iteration %d: no split meets the requirements", iter);
+            break;
+        }
+        mr_gbdt_round_info info;
+        memset(&info, 0, sizeof(info));
+        info.iteration = iter;
+        info.n_metrics = n_metrics;
+        for (int k = 0; k < n_metrics; k++) {
+            info.metric[k] = metrics[k];
+            info.train_metric[k] = NAN;
+            info.valid_metric[k] = NAN;
+            if (p->is_provide_training_metric)
+                info.train_metric[k] =
+                    mr__metric_eval(metrics[k], p->objective, K, p->alpha, train->label, t.score, n, p->num_threads);
+            if (valid)
+                info.valid_metric[k] =
+                    mr__metric_eval(metrics[k], p->objective, K, p->alpha, valid->label, t.vscore, t.nv, p->num_threads);
+            double v[2] = {info.train_metric[k], info.valid_metric[k]};
+            int have[2] = {p->is_provide_training_metric, valid != NULL};
+            for (int s = 0; s < 2; s++) {
+                if (have[s] && !isfinite(v[s])) {
+                    st = MR_ERR(err, MR_E_FAILED, "training diverged at iteration %d: %s %s is %g", iter,
+                                s ? "valid" : "train", mr_gbdt_metric_name(metrics[k]), v[s]);
+                    mr_error_hint(err, "lower learning_rate, or check the label scale");
+                    goto fail;
+                }
+            }
+        }
+        int stop = 0;
+        if (es_on) stop = mr__es_update(&es, iter, info.valid_metric[0]);
+        info.best_iteration = es_on ? es.best_iter : -1;
+        info.elapsed_s = mr_now() - t0;
+        if (cb && cb(cb_ctx, &info)) break;
+        if (stop) {
+            size_t keep = (size_t)(es.best_iter + 1) * (size_t)K;
+            while (m->n_trees > keep) mr__tree_deinit(&m->trees[--m->n_trees]);
+            m->best_iteration = es.best_iter;
+            break;
+        }
+    }
+    if (es_on && m->best_iteration < 0) m->best_iteration = es.best_iter;
+    trainer_free(&t);
+    *out = m;
+    return MR_OK;
+nomem:
+    st = MR_ERR(err, MR_E_NOMEM, "out of memory");
+fail:
+    trainer_free(&t);
+    mr_gbdt_model_free(m);
+    return st;
+}

@@ -1,0 +1,302 @@
+/* Internals shared by the files of src/ml/gbdt: binned data, histograms,
+ * trees, objectives, metrics, the model object and parallel helpers. */
+#ifndef MILLRACE_GBDT_INT_H
+#define MILLRACE_GBDT_INT_H
+
+#include "millrace/gbdt.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define MR__GBDT_MAX_BINS 256        /* value bins (<= 255) + the missing bin 0 */
+#define MR__GBDT_CAT_WORDS (MR__GBDT_MAX_BINS / 32)
+#define MR__GBDT_MAX_CAT_CODE (1 << 24) /* categorical codes must be below this */
+
+enum { MR__FEAT_NUMERIC = 0, MR__FEAT_CATEGORICAL = 1 };
+
+/* One feature's bin mapper. Bin 0 is "missing" (NaN; for categoricals also
+ * negative, non-integer, rare or unseen codes); value bins are 1..n_bins-1. */
+typedef struct mr__bin_feature {
+    uint8_t kind;      /* MR__FEAT_* */
+    uint16_t n_bins;   /* including bin 0; 1 = constant or all-missing */
+    double *upper;     /* numeric: upper[b] inclusive edge of bin b (b >= 1), upper[n_bins-1] = +inf; upper[0] unused */
+    int32_t *cats;     /* categorical: cats[b] = code of bin b (b >= 1), ascending; cats[0] unused */
+} mr__bin_feature;
+
+struct mr_gbdt_data {
+    size_t n_rows, n_features;
+    char **names;            /* n_features */
+    mr__bin_feature *feat;   /* n_features */
+    uint32_t *bin_offset;    /* n_features + 1: start of each feature in a flat histogram */
+    uint8_t *bins;           /* (n_rows, n_features) row-major */
+    float *label;            /* n_rows or NULL */
+    int max_bin;             /* as used to build the edges */
+};
+
+/* Map one value to its bin (the single definition used by binning, and the
+ * definition prediction thresholds agree with). */
+static inline int mr__bin_numeric(const mr__bin_feature *f, double v)
+{
+    if (v != v) return 0;
+    int lo = 1, hi = f->n_bins - 1; /* first b in [1, n_bins-1] with v <= upper[b] */
+    if (hi < 1) return 0;
+    while (lo < hi) {
+        int mid = (lo + hi) >> 1;
+        if (v <= f->upper[mid])
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+static inline int mr__cat_code(double v, int32_t *code_out)
+{
+    if (!(v >= 0.0) || v >= (double)MR__GBDT_MAX_CAT_CODE) return 0;
+    int32_t c = (int32_t)v;
+    if ((double)c != v) return 0;
+    *code_out = c;
+    return 1;
+}
+static inline int mr__bin_categorical(const mr__bin_feature *f, double v)
+{
+    int32_t c;
+    if (!mr__cat_code(v, &c)) return 0;
+    int lo = 1, hi = f->n_bins - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) >> 1;
+        if (f->cats[mid] == c) return mid;
+        if (f->cats[mid] < c)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return 0;
+}
+
+mr_status mr__gbdt_data_alloc(size_t n_rows, size_t n_features, mr_gbdt_data **out, mr_error *err);
+mr_status mr__gbdt_data_finish_offsets(mr_gbdt_data *d, mr_error *err);
+/* Parses params->categorical_feature against names into is_cat[n_features]. */
+mr_status mr__gbdt_parse_categorical(const char *spec, const char *const *names, size_t n_features,
+                                     uint8_t *is_cat, mr_error *err);
+
+/* ---- parallel helper ------------------------------------------------------
+ * Runs fn over [0, n) in blocks of `block` on at most max_threads pool
+ * threads (0 = all); thread_id is in [0, mr__gbdt_threads(max_threads)). */
+int mr__gbdt_threads(int max_threads);
+void mr__gbdt_parallel(size_t n, size_t block, int max_threads, mr_range_fn fn, void *ctx);
+
+/* ---- deterministic RNG (splitmix64) -------------------------------------- */
+static inline uint64_t mr__splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline uint64_t mr__hash3(uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t s = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xD1B54A32D192ED03ull ^ c;
+    return mr__splitmix64(&s);
+}
+static inline double mr__u01(uint64_t x) { return (double)(x >> 11) * (1.0 / 9007199254740992.0); }
+
+/* ---- histograms -------------------------------------------------------------
+ * One entry per (feature, bin): integer sums of quantised gradients and
+ * hessians plus the row count. Integer sums are exact and associative, so a
+ * histogram is the same whatever the order of rows or threads, and parent -
+ * child equals the other child built directly (see hist.c). */
+typedef struct mr__hbin {
+    int64_t g, h, c;
+} mr__hbin;
+
+/* Quantised per-row gradient pair of the tree being grown. */
+typedef struct mr__ghq {
+    int32_t g, h;
+} mr__ghq;
+
+typedef struct mr__hist_ctx mr__hist_ctx;
+/* Scratch for building histograms with up to n_threads threads. */
+mr_status mr__hist_ctx_new(size_t total_bins, int n_threads, mr__hist_ctx **out, mr_error *err);
+void mr__hist_ctx_free(mr__hist_ctx *hc);
+/* hist[total_bins] = histogram of rows idx[0..n) (idx NULL = rows 0..n)
+ * over the features feats[0..n_feats) (feats NULL = all; the bins of the
+ * others are left zero). Allocates nothing. */
+void mr__hist_build(mr__hist_ctx *hc, const mr_gbdt_data *d, const uint32_t *idx, size_t n, const mr__ghq *gh,
+                    const uint32_t *feats, size_t n_feats, int max_threads, mr__hbin *hist);
+/* Scalar reference: single thread, straightforward loop (tests compare). */
+void mr__hist_build_ref(const mr_gbdt_data *d, const uint32_t *idx, size_t n, const mr__ghq *gh, mr__hbin *hist);
+/* a -= b over n entries. */
+void mr__hist_sub(mr__hbin *a, const mr__hbin *b, size_t n);
+
+/* ---- split finding -----------------------------------------------------------*/
+typedef struct mr__split {
+    double gain;          /* > 0 when valid; -INFINITY = none */
+    int32_t feature;      /* -1 = none */
+    uint8_t kind;         /* MR__FEAT_* */
+    uint8_t default_left; /* missing (bin 0) goes left */
+    uint16_t threshold;   /* numeric: bins 1..threshold go left */
+    uint32_t cat_bits[MR__GBDT_CAT_WORDS]; /* categorical: bins going left (bit b) */
+    int64_t lg, lh, lc;   /* left sums (quantised) */
+} mr__split;
+
+typedef struct mr__split_cfg {
+    double lambda_l1, lambda_l2, min_gain_to_split, min_sum_hessian;
+    int64_t min_data_in_leaf;
+    double inv_gscale, inv_hscale; /* dequantisation factors of this tree */
+    int max_cat_to_onehot, max_cat_threshold, min_data_per_group;
+    double cat_smooth, cat_l2;
+} mr__split_cfg;
+
+/* Best split of one leaf with sums (G, H, C) over the features with
+ * feat_mask[f] != 0 (NULL = all). Deterministic: ties go to the lower
+ * feature, then the lower threshold, then missing-left. */
+void mr__find_best_split(const mr_gbdt_data *d, const mr__hbin *hist, int64_t G, int64_t H, int64_t C,
+                         const mr__split_cfg *cfg, const uint8_t *feat_mask, mr__split *best);
+/* Reference: evaluates every candidate of one numeric feature by direct
+ * summation of the histogram (tests). */
+double mr__leaf_gain(double G, double H, double l1, double l2);
+double mr__leaf_output(double G, double H, double l1, double l2);
+
+/* ---- trees --------------------------------------------------------------------
+ * Internal node i: split_feature[i], children left[i]/right[i] (>= 0: node,
+ * < 0: leaf ~child). Leaves carry leaf_value (learning rate applied). */
+enum { MR__DT_CATEGORICAL = 1, MR__DT_DEFAULT_LEFT = 2 };
+
+typedef struct mr__tree {
+    int32_t n_leaves;
+    int32_t *split_feature;   /* n_leaves - 1 */
+    uint16_t *threshold_bin;  /* numeric: bins <= go left; categorical: index into cat ranges */
+    double *threshold;        /* numeric: raw value, v <= threshold goes left */
+    uint8_t *decision;        /* MR__DT_* flags */
+    int32_t *left, *right;
+    double *split_gain;
+    double *internal_value;   /* output the node would have as a leaf */
+    int64_t *internal_count;
+    double *leaf_value;       /* n_leaves */
+    int64_t *leaf_count;
+    int32_t n_cat;            /* categorical splits */
+    uint32_t *cat_bin_bits;   /* n_cat * MR__GBDT_CAT_WORDS: left bins (training bins) */
+    uint32_t *cat_begin;      /* n_cat + 1: offsets into cat_raw_bits (words) */
+    uint32_t *cat_raw_bits;   /* bitsets over raw category codes */
+    size_t cat_raw_cap;
+} mr__tree;
+
+mr_status mr__tree_alloc(mr__tree *t, int max_leaves);
+void mr__tree_deinit(mr__tree *t);
+
+/* Grows trees leaf-wise over one binned training set; owns the row index
+ * partition, the histogram pool and all scratch (allocated once). */
+typedef struct mr__grower mr__grower;
+typedef struct mr__grow_cfg {
+    int num_leaves, max_depth;
+    double learning_rate;
+    int max_threads;
+} mr__grow_cfg;
+mr_status mr__grower_new(const mr_gbdt_data *d, int num_leaves, int max_threads, mr__grower **out, mr_error *err);
+void mr__grower_free(mr__grower *g);
+/* The row list to fill (ascending) before mr__grower_grow: n_rows slots. */
+uint32_t *mr__grower_rows(mr__grower *g);
+/* Grows one tree over rows[0..n) with quantised gradients gh. feats/n_feats:
+ * the features this tree may use (NULL = all); feat_mask the same as flags.
+ * Leaf values include the learning rate. */
+void mr__grower_grow(mr__grower *g, size_t n, const mr__ghq *gh, const uint32_t *feats, size_t n_feats,
+                     const uint8_t *feat_mask, const mr__split_cfg *scfg, const mr__grow_cfg *gcfg, mr__tree *tree);
+/* Rows of leaf `leaf` of the tree just grown. */
+void mr__grower_leaf_rows(const mr__grower *g, int leaf, const uint32_t **rows, size_t *n);
+/* Fills the raw-code bitsets of the categorical splits of t (after growth). */
+mr_status mr__tree_finish_categorical(mr__tree *t, const mr_gbdt_data *d, mr_error *err);
+
+struct mr_gbdt_model {
+    mr_gbdt_objective objective;
+    int num_class;            /* 1 unless multiclass */
+    int num_tree_per_iteration;
+    double *init_score;       /* num_tree_per_iteration */
+    double alpha;             /* huber delta (informational) */
+    int best_iteration;       /* -1 if no early stopping */
+    size_t n_features;
+    char **names;
+    uint8_t *kind;            /* MR__FEAT_* per feature */
+    size_t n_trees, cap_trees;
+    mr__tree *trees;
+    char *params_text;        /* canonical params */
+};
+
+mr_status mr__model_new(size_t n_features, mr_gbdt_model **out, mr_error *err);
+mr_status mr__model_push_tree(mr_gbdt_model *m, mr__tree *t, mr_error *err); /* takes t's arrays */
+
+/* Leaf index of binned row `row` (n_features bins) in tree t. */
+static inline int mr__tree_leaf_binned(const mr__tree *t, const uint8_t *row)
+{
+    if (t->n_leaves <= 1) return 0;
+    int node = 0;
+    for (;;) {
+        int f = t->split_feature[node];
+        int b = row[f];
+        int go_left;
+        if (t->decision[node] & MR__DT_CATEGORICAL) {
+            const uint32_t *bits = t->cat_bin_bits + (size_t)t->threshold_bin[node] * MR__GBDT_CAT_WORDS;
+            go_left = (bits[b >> 5] >> (b & 31)) & 1;
+        } else if (b == 0) {
+            go_left = (t->decision[node] & MR__DT_DEFAULT_LEFT) != 0;
+        } else {
+            go_left = b <= t->threshold_bin[node];
+        }
+        int next = go_left ? t->left[node] : t->right[node];
+        if (next < 0) return ~next;
+        node = next;
+    }
+}
+
+/* ---- objectives ----------------------------------------------------------- */
+/* Gradients of rows [begin, end): score/grad/hess are (n_rows, k) row-major. */
+void mr__objective_grad(mr_gbdt_objective obj, int k, double alpha, const float *label, const double *score,
+                        size_t begin, size_t end, float *grad, float *hess);
+/* Initial raw score per output (boost_from_average). */
+void mr__objective_init_score(mr_gbdt_objective obj, int k, const float *label, size_t n, double *init);
+/* Label check: MR_E_INVALID_ARG naming the first bad row. */
+mr_status mr__objective_check_labels(mr_gbdt_objective obj, int k, const float *label, size_t n, mr_error *err);
+/* Raw -> output transform in place for one row. */
+void mr__objective_transform(mr_gbdt_objective obj, int k, double *v);
+mr_gbdt_metric mr__objective_default_metric(mr_gbdt_objective obj);
+
+/* ---- early stopping ----------------------------------------------------------
+ * Feed one validation value per round; returns 1 once `patience` rounds have
+ * passed without a strict improvement on the best one. */
+typedef struct mr__es {
+    int patience;
+    int higher_better;
+    int best_iter;  /* -1 before the first value */
+    double best;
+} mr__es;
+int mr__es_update(mr__es *es, int iter, double v);
+
+/* ---- metrics -------------------------------------------------------------- */
+/* Evaluates a metric on raw scores (n, k). Deterministic for any thread count. */
+double mr__metric_eval(mr_gbdt_metric m, mr_gbdt_objective obj, int k, double alpha, const float *label,
+                       const double *score, size_t n, int max_threads);
+int mr__metric_higher_better(mr_gbdt_metric m);
+double mr__auc(const float *label, const double *score, size_t n);
+
+/* ---- little-endian serialisation helpers ----------------------------------- */
+mr_status mr__put_u8(mr_buf *b, uint8_t v);
+mr_status mr__put_u16(mr_buf *b, uint16_t v);
+mr_status mr__put_u32(mr_buf *b, uint32_t v);
+mr_status mr__put_u64(mr_buf *b, uint64_t v);
+mr_status mr__put_f64(mr_buf *b, double v);
+mr_status mr__put_str(mr_buf *b, const char *s); /* u32 length + bytes */
+
+typedef struct mr__reader {
+    const uint8_t *p;
+    size_t len, pos;
+    int bad;  /* sticky: a read ran past the end */
+} mr__reader;
+uint8_t mr__get_u8(mr__reader *r);
+uint16_t mr__get_u16(mr__reader *r);
+uint32_t mr__get_u32(mr__reader *r);
+uint64_t mr__get_u64(mr__reader *r);
+double mr__get_f64(mr__reader *r);
+char *mr__get_str(mr__reader *r); /* NULL on error (r->bad) or OOM */
+const void *mr__get_bytes(mr__reader *r, size_t n);
+
+#endif

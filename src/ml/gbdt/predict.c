@@ -1,0 +1,339 @@
+/* Prediction. A predictor flattens the model's trees once into one node
+ * array (24-byte nodes, children as absolute indices, leaves as ~index into
+ * one value array), so scoring a row allocates and prepares nothing. Batch
+ * scoring walks blocks of rows tree by tree, keeping a tree's nodes hot in
+ * cache while the block's rows pass through it; each block of output is
+ * written by exactly one thread. */
+#include "gbdt_int.h"
+
+#include <stdlib.h>
+
+/* 16 bytes, four to a cache line. thr is the largest float <= the model's
+ * double threshold, so for a float input v, v <= thr exactly when v <= the
+ * double threshold (the f64 entry points use thr64 instead). */
+typedef struct pnode {
+    float thr;       /* numeric: v <= thr goes left */
+    uint32_t meta;   /* bit 0 default left, bit 1 categorical, bits 2..: feature */
+    int32_t child[2]; /* [0] left, [1] right: >= 0 node index; < 0: ~leaf index */
+} pnode;
+
+#define PN_DEFLEFT 1u
+#define PN_CAT 2u
+#define PN_FEAT(m) ((m) >> 2)
+
+struct mr_gbdt_predictor {
+    mr_gbdt_objective objective;
+    int K;
+    size_t F;
+    size_t n_trees;
+    int32_t *root;      /* per tree: node index, or ~leaf when the tree is one leaf */
+    pnode *nodes;
+    double *leaf;
+    double *thr64;      /* per node: the exact double threshold */
+    uint32_t *cat_idx;  /* per node: its categorical split (categorical nodes only) */
+    uint32_t *cat_off;  /* per categorical split: offset into cat_bits */
+    uint32_t *cat_nbits;
+    uint32_t *cat_bits;
+    double *init;       /* K */
+};
+
+void mr_gbdt_predictor_free(mr_gbdt_predictor *p)
+{
+    if (!p) return;
+    mr_free(p->root);
+    mr_free(p->nodes);
+    mr_free(p->thr64);
+    mr_free(p->cat_idx);
+    mr_free(p->leaf);
+    mr_free(p->cat_off);
+    mr_free(p->cat_nbits);
+    mr_free(p->cat_bits);
+    mr_free(p->init);
+    mr_free(p);
+}
+
+/* Largest float <= d (d itself when representable; +-inf kept). */
+static float float_floor(double d)
+{
+    float f = (float)d;
+    if (d != d) return f;
+    if ((double)f > d) f = nextafterf(f, -INFINITY);
+    return f;
+}
+
+mr_status mr_gbdt_predictor_new(const mr_gbdt_model *m, int num_iteration, mr_gbdt_predictor **out, mr_error *err)
+{
+    *out = NULL;
+    size_t K = (size_t)m->num_tree_per_iteration;
+    size_t nt = m->n_trees;
+    if (num_iteration > 0 && (size_t)num_iteration * K < nt) nt = (size_t)num_iteration * K;
+    size_t n_nodes = 0, n_leaves = 0, n_cat = 0, n_words = 0;
+    for (size_t t = 0; t < nt; t++) {
+        const mr__tree *tr = &m->trees[t];
+        n_nodes += (size_t)tr->n_leaves - 1;
+        n_leaves += (size_t)tr->n_leaves;
+        n_cat += (size_t)tr->n_cat;
+        if (tr->n_cat) n_words += tr->cat_begin[tr->n_cat];
+    }
+    mr_gbdt_predictor *p = mr_calloc(1, sizeof(*p));
+    if (!p) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    p->objective = m->objective;
+    p->K = (int)K;
+    p->F = m->n_features;
+    p->n_trees = nt;
+    p->root = mr_malloc((nt ? nt : 1) * sizeof(int32_t));
+    p->nodes = mr_malloc((n_nodes ? n_nodes : 1) * sizeof(pnode));
+    p->thr64 = mr_malloc((n_nodes ? n_nodes : 1) * sizeof(double));
+    p->cat_idx = mr_calloc(n_nodes ? n_nodes : 1, sizeof(uint32_t));
+    p->leaf = mr_malloc((n_leaves ? n_leaves : 1) * sizeof(double));
+    p->cat_off = mr_malloc((n_cat ? n_cat : 1) * sizeof(uint32_t));
+    p->cat_nbits = mr_malloc((n_cat ? n_cat : 1) * sizeof(uint32_t));
+    p->cat_bits = mr_malloc((n_words ? n_words : 1) * sizeof(uint32_t));
+    p->init = mr_malloc(K * sizeof(double));
+    if (!p->root || !p->nodes || !p->thr64 || !p->cat_idx || !p->leaf || !p->cat_off || !p->cat_nbits || !p->cat_bits || !p->init) {
+        mr_gbdt_predictor_free(p);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory building predictor");
+    }
+    if (n_nodes > INT32_MAX || n_leaves > INT32_MAX) {
+        mr_gbdt_predictor_free(p);
+        return MR_ERR(err, MR_E_LIMIT, "model too large for the predictor");
+    }
+    memcpy(p->init, m->init_score, K * sizeof(double));
+    /* Nodes are renumbered in depth-first preorder, so a left child sits
+     * right after its parent (often in the same cache line). */
+    int max_ni = 1;
+    for (size_t t = 0; t < nt; t++) max_ni = m->trees[t].n_leaves - 1 > max_ni ? m->trees[t].n_leaves - 1 : max_ni;
+    int32_t *pos = mr_malloc((size_t)max_ni * sizeof(int32_t)), *stack = mr_malloc((size_t)max_ni * sizeof(int32_t));
+    if (!pos || !stack) {
+        mr_free(pos);
+        mr_free(stack);
+        mr_gbdt_predictor_free(p);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory building predictor");
+    }
+    size_t nb = 0, lb = 0, cb = 0, wb = 0;
+    for (size_t t = 0; t < nt; t++) {
+        const mr__tree *tr = &m->trees[t];
+        int ni = tr->n_leaves - 1;
+        p->root[t] = ni > 0 ? (int32_t)nb : ~(int32_t)lb;
+        int sp = 0, next = 0;
+        if (ni > 0) stack[sp++] = 0;
+        while (sp > 0) {
+            int32_t i = stack[--sp];
+            pos[i] = next++;
+            if (tr->right[i] >= 0) stack[sp++] = tr->right[i];
+            if (tr->left[i] >= 0) stack[sp++] = tr->left[i]; /* popped first: preorder */
+        }
+        for (int i = 0; i < ni; i++) {
+            size_t at = nb + (size_t)pos[i];
+            pnode *pn = &p->nodes[at];
+            p->thr64[at] = tr->threshold[i];
+            pn->thr = float_floor(tr->threshold[i]);
+            pn->child[0] = tr->left[i] >= 0 ? (int32_t)nb + pos[tr->left[i]] : ~((int32_t)lb + ~tr->left[i]);
+            pn->child[1] = tr->right[i] >= 0 ? (int32_t)nb + pos[tr->right[i]] : ~((int32_t)lb + ~tr->right[i]);
+            pn->meta = ((uint32_t)tr->split_feature[i] << 2) | ((tr->decision[i] & MR__DT_DEFAULT_LEFT) ? PN_DEFLEFT : 0);
+            p->cat_idx[at] = 0;
+            if (tr->decision[i] & MR__DT_CATEGORICAL) {
+                pn->meta |= PN_CAT;
+                p->cat_idx[at] = (uint32_t)(cb + tr->threshold_bin[i]);
+            }
+        }
+        for (int c = 0; c < tr->n_cat; c++) {
+            p->cat_off[cb + (size_t)c] = (uint32_t)(wb + tr->cat_begin[c]);
+            p->cat_nbits[cb + (size_t)c] = (tr->cat_begin[c + 1] - tr->cat_begin[c]) * 32u;
+        }
+        if (tr->n_cat) {
+            memcpy(p->cat_bits + wb, tr->cat_raw_bits, tr->cat_begin[tr->n_cat] * sizeof(uint32_t));
+            wb += tr->cat_begin[tr->n_cat];
+        }
+        memcpy(p->leaf + lb, tr->leaf_value, (size_t)tr->n_leaves * sizeof(double));
+        nb += (size_t)ni;
+        lb += (size_t)tr->n_leaves;
+        cb += (size_t)tr->n_cat;
+    }
+    mr_free(pos);
+    mr_free(stack);
+    *out = p;
+    return MR_OK;
+}
+
+int mr_gbdt_predictor_num_class(const mr_gbdt_predictor *p) { return p->K; }
+size_t mr_gbdt_predictor_num_features(const mr_gbdt_predictor *p) { return p->F; }
+
+static int cat_left(const mr_gbdt_predictor *p, int32_t node, double v)
+{
+    int32_t code;
+    uint32_t c = p->cat_idx[node];
+    if (!mr__cat_code(v, &code) || (uint32_t)code >= p->cat_nbits[c]) return (p->nodes[node].meta & PN_DEFLEFT) != 0;
+    return (p->cat_bits[p->cat_off[c] + ((uint32_t)code >> 5)] >> (code & 31)) & 1;
+}
+
+/* One step: numeric nodes without branches on the data. NaN compares false
+ * both ways, so "left" = (v <= thr) | (default_left & !(v > thr)). */
+static inline int32_t step_f32(const mr_gbdt_predictor *p, int32_t i, const float *x)
+{
+    const pnode *n = &p->nodes[i];
+    const uint32_t meta = n->meta;
+    const float v = x[PN_FEAT(meta)];
+    int left;
+    if (__builtin_expect((meta & PN_CAT) != 0, 0))
+        left = cat_left(p, i, v);
+    else
+        left = (v <= n->thr) | ((int)(meta & PN_DEFLEFT) & !(v > n->thr));
+    return n->child[left ^ 1];
+}
+
+static inline double tree_value_f32(const mr_gbdt_predictor *p, int32_t i, const float *x)
+{
+    while (i >= 0) i = step_f32(p, i, x);
+    return p->leaf[~i];
+}
+
+static inline double tree_value_f64(const mr_gbdt_predictor *p, int32_t i, const double *x)
+{
+    while (i >= 0) {
+        const pnode *n = &p->nodes[i];
+        const double v = x[PN_FEAT(n->meta)], t = p->thr64[i];
+        int left;
+        if (n->meta & PN_CAT)
+            left = cat_left(p, i, v);
+        else
+            left = (v <= t) | ((int)(n->meta & PN_DEFLEFT) & !(v > t));
+        i = n->child[left ^ 1];
+    }
+    return p->leaf[~i];
+}
+
+void mr_gbdt_predictor_row(const mr_gbdt_predictor *p, const float *x, int raw, double *out)
+{
+    const size_t K = (size_t)p->K;
+    for (size_t c = 0; c < K; c++) out[c] = p->init[c];
+    for (size_t t = 0; t < p->n_trees; t++) out[t % K] += tree_value_f32(p, p->root[t], x);
+    if (!raw) mr__objective_transform(p->objective, p->K, out);
+}
+
+void mr_gbdt_predictor_row_f64(const mr_gbdt_predictor *p, const double *x, int raw, double *out)
+{
+    const size_t K = (size_t)p->K;
+    for (size_t c = 0; c < K; c++) out[c] = p->init[c];
+    for (size_t t = 0; t < p->n_trees; t++) out[t % K] += tree_value_f64(p, p->root[t], x);
+    if (!raw) mr__objective_transform(p->objective, p->K, out);
+}
+
+#define PRED_BLOCK 64 /* rows walked through one tree together */
+#define PRED_LANES 8  /* rows stepped in lockstep */
+
+typedef struct batch_ctx {
+    const mr_gbdt_predictor *p;
+    const float *x;
+    size_t n_rows;
+    mr_gbdt_layout layout;
+    int raw;
+    double *out;
+    float *scratch; /* per thread: PRED_BLOCK * F (column-major input) */
+} batch_ctx;
+
+static void batch_task(void *vctx, size_t begin, size_t end, int tid)
+{
+    batch_ctx *c = vctx;
+    const mr_gbdt_predictor *p = c->p;
+    const size_t K = (size_t)p->K, F = p->F;
+    const float *rows = c->x + begin * F;
+    if (c->layout == MR_GBDT_COL_MAJOR) {
+        float *s = c->scratch + (size_t)tid * PRED_BLOCK * F;
+        for (size_t j = 0; j < F; j++)
+            for (size_t i = begin; i < end; i++) s[(i - begin) * F + j] = c->x[j * c->n_rows + i];
+        rows = s;
+    }
+    double *out = c->out + begin * K;
+    size_t n = end - begin;
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < K; k++) out[i * K + k] = p->init[k];
+    for (size_t t = 0; t < p->n_trees; t++) {
+        const int32_t root = p->root[t];
+        const size_t k = t % K;
+        if (root < 0) {
+            for (size_t i = 0; i < n; i++) out[i * K + k] += p->leaf[~root];
+            continue;
+        }
+        size_t i = 0;
+        /* PRED_LANES rows at a time: their independent walks overlap in the core */
+        for (; i + PRED_LANES <= n; i += PRED_LANES) {
+            const float *x = rows + i * F;
+            int32_t cur[PRED_LANES];
+            for (int l = 0; l < PRED_LANES; l++) cur[l] = root;
+            for (;;) {
+                int32_t any = -1; /* stays negative only when every lane is at a leaf */
+                for (int l = 0; l < PRED_LANES; l++) {
+                    if (cur[l] >= 0) cur[l] = step_f32(p, cur[l], x + (size_t)l * F);
+                    any &= cur[l];
+                }
+                if (any < 0) break;
+            }
+            for (int l = 0; l < PRED_LANES; l++) out[(i + (size_t)l) * K + k] += p->leaf[~cur[l]];
+        }
+        for (; i < n; i++) out[i * K + k] += tree_value_f32(p, root, rows + i * F);
+    }
+    if (!c->raw)
+        for (size_t i = 0; i < n; i++) mr__objective_transform(p->objective, p->K, out + i * K);
+}
+
+mr_status mr_gbdt_predictor_batch(const mr_gbdt_predictor *p, const float *x, size_t n_rows, mr_gbdt_layout layout,
+                                  int raw, int num_threads, double *out, mr_error *err)
+{
+    batch_ctx c = {.p = p, .x = x, .n_rows = n_rows, .layout = layout, .raw = raw, .out = out};
+    if (layout == MR_GBDT_COL_MAJOR) {
+        int T = mr__gbdt_threads(num_threads);
+        c.scratch = mr_malloc((size_t)T * PRED_BLOCK * (p->F ? p->F : 1) * sizeof(float));
+        if (!c.scratch) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    mr__gbdt_parallel(n_rows, PRED_BLOCK, num_threads, batch_task, &c);
+    mr_free(c.scratch);
+    return MR_OK;
+}
+
+mr_status mr_gbdt_predict(const mr_gbdt_model *m, const float *x, size_t n_rows, mr_gbdt_layout layout, int raw,
+                          int num_iteration, double *out, mr_error *err)
+{
+    mr_gbdt_predictor *p = NULL;
+    mr_status st = mr_gbdt_predictor_new(m, num_iteration, &p, err);
+    if (st != MR_OK) return st;
+    st = mr_gbdt_predictor_batch(p, x, n_rows, layout, raw, 0, out, err);
+    mr_gbdt_predictor_free(p);
+    return st;
+}
+
+typedef struct binned_ctx {
+    const mr_gbdt_model *m;
+    const mr_gbdt_data *d;
+    size_t nt;
+    int raw;
+    double *out;
+} binned_ctx;
+
+static void binned_task(void *vctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    binned_ctx *c = vctx;
+    const size_t K = (size_t)c->m->num_tree_per_iteration, F = c->d->n_features;
+    for (size_t r = begin; r < end; r++) {
+        double *o = c->out + r * K;
+        for (size_t k = 0; k < K; k++) o[k] = c->m->init_score[k];
+        for (size_t t = 0; t < c->nt; t++) {
+            const mr__tree *tr = &c->m->trees[t];
+            o[t % K] += tr->leaf_value[mr__tree_leaf_binned(tr, c->d->bins + r * F)];
+        }
+        if (!c->raw) mr__objective_transform(c->m->objective, (int)K, o);
+    }
+}
+
+mr_status mr_gbdt_predict_binned(const mr_gbdt_model *m, const mr_gbdt_data *d, int raw, int num_iteration,
+                                 double *out, mr_error *err)
+{
+    if (d->n_features != m->n_features)
+        return MR_ERR(err, MR_E_SCHEMA, "binned data has %zu features, the model %zu", d->n_features, m->n_features);
+    size_t K = (size_t)m->num_tree_per_iteration, nt = m->n_trees;
+    if (num_iteration > 0 && (size_t)num_iteration * K < nt) nt = (size_t)num_iteration * K;
+    binned_ctx c = {.m = m, .d = d, .nt = nt, .raw = raw, .out = out};
+    mr__gbdt_parallel(d->n_rows, 1024, 0, binned_task, &c);
+    return MR_OK;
+}

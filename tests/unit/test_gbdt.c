@@ -1,0 +1,876 @@
+/* Unit tests for src/ml/gbdt: objectives vs finite differences, histograms
+ * (parallel = scalar reference, subtraction = direct), split finding vs a
+ * brute-force reference, byte-identical models across thread counts and
+ * runs, early stopping, label errors, degenerate features, model and binned
+ * matrix round trips, categorical splits, params parsing, accuracy sanity.
+ * Every RNG is seeded with a fixed value printed on failure. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "millrace/gbdt.h"
+#include "ml/gbdt/gbdt_int.h"
+
+#define SEED 20240601u
+
+static uint64_t rng_state;
+static double urand(void) { return mr__u01(mr__splitmix64(&rng_state)); }
+static double nrand(void)
+{
+    double u = urand() + 1e-12, v = urand();
+    return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* Synthetic nonlinear binary problem (F >= 2): y ~ Bernoulli(sigmoid(f(x))) with an
+ * interaction, a threshold and a ring; 1% NaN in feature 2. */
+static void make_binary(size_t n, size_t F, uint64_t seed, float **x_out, float **y_out)
+{
+    rng_state = seed;
+    float *x = malloc(n * F * sizeof(float)), *y = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < F; j++) x[i * F + j] = (float)nrand();
+        double a = x[i * F], b = x[i * F + 1], c = F > 2 ? x[i * F + 2] : 0.0;
+        double f = 2.0 * (a * b > 0 ? 1 : -1) + 1.5 * (c > 0.5) - 1.0 * (a * a + b * b > 2.0) + 0.5 * sin(3 * c);
+        if (F > 2 && urand() < 0.01) x[i * F + 2] = NAN;
+        y[i] = urand() < 1.0 / (1.0 + exp(-f)) ? 1.0f : 0.0f;
+    }
+    *x_out = x;
+    *y_out = y;
+}
+
+static mr_gbdt_data *bin_or_fail(const float *x, size_t n, size_t F, const float *y, const mr_gbdt_data *ref,
+                                 const mr_gbdt_params *p)
+{
+    mr_error err;
+    mr_error_init(&err);
+    mr_gbdt_data *d = NULL;
+    if (mr_gbdt_data_from_matrix(x, n, F, MR_GBDT_ROW_MAJOR, y, NULL, ref, p, &d, &err) != MR_OK)
+        fail_msg("binning failed: %s", err.msg);
+    return d;
+}
+
+static mr_gbdt_model *train_or_fail(const mr_gbdt_params *p, const mr_gbdt_data *tr, const mr_gbdt_data *va)
+{
+    mr_error err;
+    mr_error_init(&err);
+    mr_gbdt_model *m = NULL;
+    if (mr_gbdt_train(p, tr, va, NULL, NULL, &m, &err) != MR_OK) fail_msg("train failed: %s", err.msg);
+    return m;
+}
+
+static void set(mr_gbdt_params *p, const char *k, const char *v)
+{
+    mr_error err;
+    mr_error_init(&err);
+    if (mr_gbdt_params_set(p, k, v, &err) != MR_OK) fail_msg("param %s=%s: %s", k, v, err.msg);
+}
+
+/* ---- objectives vs finite differences ------------------------------------------ */
+
+static double loss(mr_gbdt_objective o, int k, double alpha, double y, const double *s)
+{
+    switch (o) {
+    case MR_GBDT_REGRESSION: return 0.5 * (s[0] - y) * (s[0] - y);
+    case MR_GBDT_REGRESSION_L1: return fabs(s[0] - y);
+    case MR_GBDT_HUBER: {
+        double d = fabs(s[0] - y);
+        return d <= alpha ? 0.5 * d * d : alpha * (d - 0.5 * alpha);
+    }
+    case MR_GBDT_BINARY: return log(1 + exp(-s[0])) + (1 - y) * s[0];
+    case MR_GBDT_MULTICLASS: {
+        double z = 0;
+        for (int c = 0; c < k; c++) z += exp(s[c]);
+        return -(s[(int)y] - log(z));
+    }
+    }
+    return 0;
+}
+
+static void test_objective_gradients(void **state)
+{
+    (void)state;
+    const double h = 1e-4;
+    struct {
+        mr_gbdt_objective o;
+        int k;
+    } cases[] = {{MR_GBDT_REGRESSION, 1}, {MR_GBDT_REGRESSION_L1, 1}, {MR_GBDT_HUBER, 1}, {MR_GBDT_BINARY, 1},
+                 {MR_GBDT_MULTICLASS, 4}};
+    rng_state = SEED;
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        int k = cases[ci].k;
+        for (int trial = 0; trial < 50; trial++) {
+            float label = cases[ci].o == MR_GBDT_BINARY ? (urand() < 0.5f)
+                          : cases[ci].o == MR_GBDT_MULTICLASS ? (float)(trial % k)
+                                                              : (float)(3 * nrand());
+            double s[4], g_num[4];
+            float g[4], hs[4];
+            for (int c = 0; c < k; c++) s[c] = 2 * nrand();
+            if (cases[ci].o == MR_GBDT_REGRESSION_L1 && fabs(s[0] - label) < 1e-2) s[0] += 0.1;
+            if (cases[ci].o == MR_GBDT_HUBER && fabs(fabs(s[0] - label) - 0.9) < 1e-2) s[0] += 0.1;
+            mr__objective_grad(cases[ci].o, k, 0.9, &label, s, 0, 1, g, hs);
+            for (int c = 0; c < k; c++) {
+                double sp[4], sm[4];
+                memcpy(sp, s, sizeof(s));
+                memcpy(sm, s, sizeof(s));
+                sp[c] += h;
+                sm[c] -= h;
+                double lp = loss(cases[ci].o, k, 0.9, label, sp), lm = loss(cases[ci].o, k, 0.9, label, sm);
+                double l0 = loss(cases[ci].o, k, 0.9, label, s);
+                g_num[c] = (lp - lm) / (2 * h);
+                if (fabs(g[c] - g_num[c]) > 1e-4)
+                    fail_msg("%s: grad[%d] %g vs finite difference %g (seed %u)",
+                             mr_gbdt_objective_name(cases[ci].o), c, g[c], g_num[c], SEED);
+                double h_num = (lp - 2 * l0 + lm) / (h * h);
+                double h_want = h_num;
+                if (cases[ci].o == MR_GBDT_MULTICLASS) h_want *= (double)k / (k - 1); /* LightGBM's factor */
+                if (cases[ci].o == MR_GBDT_REGRESSION_L1 || (cases[ci].o == MR_GBDT_HUBER && fabs(s[0] - label) > 0.9))
+                    h_want = 1.0; /* piecewise-linear losses use a unit hessian */
+                if (fabs(hs[c] - h_want) > 2e-3 * (1 + fabs(h_want)))
+                    fail_msg("%s: hess[%d] %g vs finite difference %g (seed %u)",
+                             mr_gbdt_objective_name(cases[ci].o), c, hs[c], h_want, SEED);
+            }
+        }
+    }
+}
+
+/* ---- histograms ------------------------------------------------------------------ */
+
+static void test_hist_parallel_and_subtraction(void **state)
+{
+    (void)state;
+    const size_t n = 50000, F = 6;
+    float *x, *y;
+    make_binary(n, F, SEED, &x, &y);
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
+    size_t nb = d->bin_offset[F];
+    mr__ghq *gh = malloc(n * sizeof(mr__ghq));
+    rng_state = SEED + 1;
+    for (size_t i = 0; i < n; i++) {
+        gh[i].g = (int32_t)((urand() - 0.5) * 2e9);
+        gh[i].h = (int32_t)(urand() * 2e9);
+    }
+    uint32_t *all = malloc(n * sizeof(uint32_t)), *a = malloc(n * sizeof(uint32_t)), *b = malloc(n * sizeof(uint32_t));
+    size_t na = 0, nbb = 0;
+    for (size_t i = 0; i < n; i++) {
+        all[i] = (uint32_t)i;
+        if (urand() < 0.3)
+            a[na++] = (uint32_t)i;
+        else
+            b[nbb++] = (uint32_t)i;
+    }
+    mr__hbin *ref = malloc(nb * sizeof(mr__hbin)), *par = malloc(nb * sizeof(mr__hbin)),
+             *ha = malloc(nb * sizeof(mr__hbin)), *hb = malloc(nb * sizeof(mr__hbin));
+    mr__hist_ctx *hc = NULL;
+    assert_int_equal(mr__hist_ctx_new(nb, mr__gbdt_threads(0), &hc, NULL), MR_OK);
+    mr__hist_build_ref(d, all, n, gh, ref);
+    int threads[] = {1, 2, 3, 7};
+    for (int t = 0; t < 4; t++) {
+        mr__hist_build(hc, d, all, n, gh, NULL, 0, threads[t], par);
+        assert_memory_equal(ref, par, nb * sizeof(mr__hbin));
+    }
+    /* subtraction: parent - A == B built directly, exactly */
+    mr__hist_build(hc, d, a, na, gh, NULL, 0, 2, ha);
+    mr__hist_build(hc, d, b, nbb, gh, NULL, 0, 2, hb);
+    mr__hist_sub(par, ha, nb);
+    assert_memory_equal(par, hb, nb * sizeof(mr__hbin));
+    /* quantised sums stay within n/2 quanta of the exact double sums */
+    double exact = 0;
+    int64_t q = 0;
+    for (size_t i = 0; i < n; i++) {
+        float g = (float)nrand();
+        exact += g;
+        q += (int32_t)lrint((double)g * 0x1p26);
+    }
+    assert_true(fabs((double)q / 0x1p26 - exact) <= (double)n * 0.5 / 0x1p26 + 1e-9);
+    mr__hist_ctx_free(hc);
+    free(ref);
+    free(par);
+    free(ha);
+    free(hb);
+    free(all);
+    free(a);
+    free(b);
+    free(gh);
+    free(x);
+    free(y);
+    mr_gbdt_data_free(d);
+}
+
+/* ---- split finding vs brute force --------------------------------------------------- */
+
+static void test_split_bruteforce(void **state)
+{
+    (void)state;
+    for (int trial = 0; trial < 20; trial++) {
+        const size_t n = 300, F = 3;
+        rng_state = SEED + 100 + (uint64_t)trial;
+        float *x = malloc(n * F * sizeof(float)), *y = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) {
+            for (size_t j = 0; j < F; j++) x[i * F + j] = (float)floor(nrand() * 4) / 4;
+            if (urand() < 0.1) x[i * F + 1] = NAN;
+            y[i] = (float)(x[i * F] > 0.3 ? 1 : 0) + (float)(0.2 * nrand());
+        }
+        mr_gbdt_params p;
+        mr_gbdt_params_init(&p);
+        p.max_bin = 8;
+        mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
+        mr__ghq *gh = malloc(n * sizeof(mr__ghq));
+        for (size_t i = 0; i < n; i++) {
+            gh[i].g = (int32_t)lrint((double)(-y[i] + urand() * 0.1) * 1e6);
+            gh[i].h = (int32_t)lrint((0.5 + urand()) * 1e6);
+        }
+        mr__hbin *hist = malloc(d->bin_offset[F] * sizeof(mr__hbin));
+        mr__hist_build_ref(d, NULL, n, gh, hist);
+        int64_t G = 0, H = 0;
+        for (size_t i = 0; i < n; i++) G += gh[i].g, H += gh[i].h;
+        mr__split_cfg cfg = {.lambda_l1 = trial % 2 ? 0.5 : 0, .lambda_l2 = 1.0, .min_sum_hessian = 1e-3,
+                             .min_data_in_leaf = 5, .inv_gscale = 1e-6, .inv_hscale = 1e-6,
+                             .max_cat_to_onehot = 4, .max_cat_threshold = 32, .min_data_per_group = 100,
+                             .cat_smooth = 10, .cat_l2 = 10};
+        mr__split s;
+        mr__find_best_split(d, hist, G, H, (int64_t)n, &cfg, NULL, &s);
+        /* brute force: every feature, threshold bin, missing side, by direct row sums */
+        double best = -INFINITY;
+        double pg = mr__leaf_gain(G * 1e-6, H * 1e-6, cfg.lambda_l1, cfg.lambda_l2);
+        for (size_t f = 0; f < F; f++)
+            for (int t = 1; t < d->feat[f].n_bins; t++)
+                for (int ml = 0; ml < 2; ml++) {
+                    double lg = 0, lh = 0;
+                    long lc = 0;
+                    for (size_t i = 0; i < n; i++) {
+                        int b = d->bins[i * F + f];
+                        if (b == 0 ? ml : b <= t) {
+                            lg += gh[i].g;
+                            lh += gh[i].h;
+                            lc++;
+                        }
+                    }
+                    if (lc < 5 || (long)n - lc < 5) continue;
+                    double gain = mr__leaf_gain(lg * 1e-6, lh * 1e-6, cfg.lambda_l1, cfg.lambda_l2) +
+                                  mr__leaf_gain((G - lg) * 1e-6, (H - lh) * 1e-6, cfg.lambda_l1, cfg.lambda_l2) - pg;
+                    if (gain > best) best = gain;
+                }
+        if (!(best > 0)) {
+            assert_int_equal(s.feature, -1);
+        } else {
+            if (fabs(s.gain - best) > 1e-9 * (1 + fabs(best)))
+                fail_msg("trial %d: split gain %.12g, brute force %.12g (seed %u)", trial, s.gain, best, SEED);
+            /* the split's left sums agree with its description */
+            int64_t lc = 0;
+            for (size_t i = 0; i < n; i++) {
+                int b = d->bins[i * F + (size_t)s.feature];
+                lc += b == 0 ? s.default_left : b <= s.threshold;
+            }
+            assert_int_equal(lc, s.lc);
+        }
+        free(hist);
+        free(gh);
+        free(x);
+        free(y);
+        mr_gbdt_data_free(d);
+    }
+}
+
+/* ---- reproducibility ------------------------------------------------------------------- */
+
+static char *model_bytes(const mr_gbdt_model *m, size_t *len)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    assert_int_equal(mr_gbdt_model_to_bytes(m, &b, NULL), MR_OK);
+    *len = b.len;
+    return b.data;
+}
+
+static void test_reproducible_across_threads(void **state)
+{
+    (void)state;
+    const size_t n = 60000, F = 8;
+    float *x, *y;
+    make_binary(n, F, SEED, &x, &y);
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    set(&p, "objective", "binary");
+    set(&p, "num_iterations", "12");
+    set(&p, "num_leaves", "31");
+    set(&p, "bagging_fraction", "0.8");
+    set(&p, "bagging_freq", "1");
+    set(&p, "feature_fraction", "0.75");
+    set(&p, "seed", "7");
+    char *ref = NULL;
+    size_t ref_len = 0;
+    int runs[][2] = {{8, 1}, {8, 2}, {8, 7}, {8, 7}, {3, 0}, {1, 0}}; /* {pool size, num_threads} */
+    for (size_t r = 0; r < sizeof(runs) / sizeof(runs[0]); r++) {
+        mr_pool_shutdown();
+        assert_int_equal(mr_pool_init(runs[r][0], NULL), MR_OK);
+        p.num_threads = runs[r][1];
+        mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
+        mr_gbdt_model *m = train_or_fail(&p, d, NULL);
+        size_t len;
+        char *bytes = model_bytes(m, &len);
+        if (!ref) {
+            ref = bytes;
+            ref_len = len;
+        } else {
+            if (len != ref_len || memcmp(bytes, ref, len))
+                fail_msg("model bytes differ with pool=%d num_threads=%d (seed %u)", runs[r][0], runs[r][1], SEED);
+            free(bytes);
+        }
+        mr_gbdt_model_free(m);
+        mr_gbdt_data_free(d);
+    }
+    mr_pool_shutdown();
+    assert_int_equal(mr_pool_init(4, NULL), MR_OK);
+    free(ref);
+    free(x);
+    free(y);
+    mr_gbdt_params_deinit(&p);
+}
+
+/* ---- early stopping -------------------------------------------------------------------- */
+
+static void test_early_stopping_curve(void **state)
+{
+    (void)state;
+    /* lower is better: best at round 3 (0.5); patience 4 -> stop at round 7 */
+    const double curve[] = {0.9, 0.7, 0.6, 0.5, 0.55, 0.5, 0.52, 0.51, 0.4};
+    mr__es es = {.patience = 4, .higher_better = 0, .best_iter = -1};
+    int stopped = -1;
+    for (int i = 0; i < 9 && stopped < 0; i++)
+        if (mr__es_update(&es, i, curve[i])) stopped = i;
+    assert_int_equal(stopped, 7);
+    assert_int_equal(es.best_iter, 3); /* a tie (0.5 at round 5) is not an improvement */
+    /* higher is better (auc) */
+    const double auc[] = {0.6, 0.7, 0.69, 0.71, 0.70, 0.70};
+    mr__es e2 = {.patience = 2, .higher_better = 1, .best_iter = -1};
+    stopped = -1;
+    for (int i = 0; i < 6 && stopped < 0; i++)
+        if (mr__es_update(&e2, i, auc[i])) stopped = i;
+    assert_int_equal(stopped, 5);
+    assert_int_equal(e2.best_iter, 3);
+}
+
+typedef struct cb_log {
+    int rounds;
+    int last_best;
+    double first_valid;
+} cb_log;
+static int log_cb(void *ctx, const mr_gbdt_round_info *info)
+{
+    cb_log *l = ctx;
+    if (l->rounds == 0) l->first_valid = info->valid_metric[0];
+    l->rounds++;
+    l->last_best = info->best_iteration;
+    return 0;
+}
+
+static void test_early_stopping_training(void **state)
+{
+    (void)state;
+    /* Train on signal, validate on pure noise labels: the validation loss
+     * is best early and then worsens; training stops patience rounds later
+     * and keeps best+1 rounds. */
+    const size_t n = 4000, F = 4;
+    float *x, *y, *vx, *vy;
+    make_binary(n, F, SEED, &x, &y);
+    make_binary(n, F, SEED + 9, &vx, &vy);
+    rng_state = SEED + 10;
+    for (size_t i = 0; i < n; i++) vy[i] = urand() < 0.5;
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    set(&p, "objective", "binary");
+    set(&p, "num_iterations", "200");
+    set(&p, "early_stopping_rounds", "5");
+    set(&p, "metric", "binary_logloss");
+    mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p), *v = bin_or_fail(vx, n, F, vy, d, &p);
+    cb_log log = {0};
+    mr_gbdt_model *m = NULL;
+    assert_int_equal(mr_gbdt_train(&p, d, v, log_cb, &log, &m, NULL), MR_OK);
+    int best = mr_gbdt_model_best_iteration(m);
+    assert_true(best >= 0);
+    assert_int_equal(log.rounds, best + 5 + 1);
+    assert_int_equal(mr_gbdt_model_num_iterations(m), best + 1);
+    assert_true(log.rounds < 200);
+    /* AUC as the metric: stops too, and the callback saw the best round */
+    assert_int_equal(log.last_best, best);
+    mr_gbdt_model_free(m);
+    mr_gbdt_data_free(d);
+    mr_gbdt_data_free(v);
+    free(x);
+    free(y);
+    free(vx);
+    free(vy);
+}
+
+/* ---- errors and degenerate data ---------------------------------------------------------- */
+
+static void test_nan_label_names_row(void **state)
+{
+    (void)state;
+    const size_t n = 100, F = 2;
+    float *x, *y;
+    make_binary(n, F, SEED, &x, &y);
+    y[41] = NAN;
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    set(&p, "objective", "binary");
+    mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
+    mr_error err;
+    mr_error_init(&err);
+    mr_gbdt_model *m = NULL;
+    assert_int_equal(mr_gbdt_train(&p, d, NULL, NULL, NULL, &m, &err), MR_E_INVALID_ARG);
+    assert_null(m);
+    assert_int_equal(err.row, 42);
+    assert_non_null(strstr(err.msg, "row 42"));
+    assert_non_null(strstr(err.msg, "NaN"));
+    /* binary label 2 */
+    y[41] = 2;
+    mr_error_clear(&err);
+    mr_gbdt_data_set_label(d, y, NULL);
+    assert_int_equal(mr_gbdt_train(&p, d, NULL, NULL, NULL, &m, &err), MR_E_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "not 0 or 1"));
+    mr_gbdt_data_free(d);
+    free(x);
+    free(y);
+}
+
+static void test_divergence_is_an_error(void **state)
+{
+    (void)state;
+    const size_t n = 2000, F = 2;
+    float *x, *y;
+    make_binary(n, F, SEED, &x, &y);
+    for (size_t i = 0; i < n; i++) y[i] = y[i] * 1e30f;
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    set(&p, "learning_rate", "1e5");
+    set(&p, "num_iterations", "50");
+    set(&p, "lambda_l2", "0");
+    mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
+    mr_error err;
+    mr_error_init(&err);
+    mr_gbdt_model *m = NULL;
+    assert_int_equal(mr_gbdt_train(&p, d, NULL, NULL, NULL, &m, &err), MR_E_FAILED);
+    assert_non_null(strstr(err.msg, "diverged"));
+    assert_null(m);
+    mr_gbdt_data_free(d);
+    free(x);
+    free(y);
+}
+
+static void test_degenerate_features_and_labels(void **state)
+{
+    (void)state;
+    const size_t n = 3000, F = 4;
+    float *x, *y;
+    make_binary(n, F, SEED, &x, &y);
+    for (size_t i = 0; i < n; i++) {
+        x[i * F + 2] = 5.0f;  /* constant */
+        x[i * F + 3] = NAN;   /* all missing */
+    }
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    set(&p, "objective", "binary");
+    set(&p, "num_iterations", "10");
+    mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
+    assert_int_equal(mr_gbdt_data_feature_bins(d, 2), 2); /* missing bin + one value */
+    assert_int_equal(mr_gbdt_data_feature_bins(d, 3), 1); /* missing bin only */
+    mr_gbdt_model *m = train_or_fail(&p, d, NULL);
+    double imp[4];
+    mr_gbdt_model_importance(m, MR_GBDT_IMPORTANCE_SPLIT, imp);
+    assert_true(imp[0] > 0);
+    assert_true(imp[2] == 0 && imp[3] == 0); /* never split on constant / all-missing */
+    mr_gbdt_model_free(m);
+    /* single-class label: no split helps; training stops with no trees and
+     * predicts the (clamped) base rate */
+    for (size_t i = 0; i < n; i++) y[i] = 0;
+    mr_gbdt_data_set_label(d, y, NULL);
+    m = train_or_fail(&p, d, NULL);
+    assert_int_equal(mr_gbdt_model_num_trees(m), 0);
+    double prob;
+    assert_int_equal(mr_gbdt_predict(m, x, 1, MR_GBDT_ROW_MAJOR, 0, 0, &prob, NULL), MR_OK);
+    assert_true(prob < 1e-9);
+    mr_gbdt_model_free(m);
+    mr_gbdt_data_free(d);
+    free(x);
+    free(y);
+}
+
+/* ---- round trips and prediction consistency ---------------------------------------------- */
+
+static void test_model_roundtrip_and_predict(void **state)
+{
+    (void)state;
+    const size_t n = 5000, F = 5;
+    float *x, *y;
+    make_binary(n, F, SEED, &x, &y);
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    set(&p, "objective", "binary");
+    set(&p, "num_iterations", "20");
+    set(&p, "max_depth", "6");
+    mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
+    mr_gbdt_model *m = train_or_fail(&p, d, NULL);
+    char path[] = "/tmp/mr_gbdt_test_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(mr_gbdt_model_save(m, path, NULL), MR_OK);
+    mr_gbdt_model *m2 = NULL;
+    mr_error err;
+    mr_error_init(&err);
+    if (mr_gbdt_model_load(path, &m2, &err) != MR_OK) fail_msg("load: %s", err.msg);
+    size_t l1, l2;
+    char *b1 = model_bytes(m, &l1), *b2 = model_bytes(m2, &l2);
+    assert_int_equal(l1, l2);
+    assert_memory_equal(b1, b2, l1);
+    double *p1 = malloc(n * sizeof(double)), *p2 = malloc(n * sizeof(double)), *p3 = malloc(n * sizeof(double));
+    assert_int_equal(mr_gbdt_predict(m, x, n, MR_GBDT_ROW_MAJOR, 1, 0, p1, NULL), MR_OK);
+    assert_int_equal(mr_gbdt_predict(m2, x, n, MR_GBDT_ROW_MAJOR, 1, 0, p2, NULL), MR_OK);
+    assert_memory_equal(p1, p2, n * sizeof(double));
+    /* raw-value thresholds agree with the bins the model was trained on */
+    assert_int_equal(mr_gbdt_predict_binned(m, d, 1, 0, p3, NULL), MR_OK);
+    assert_memory_equal(p1, p3, n * sizeof(double));
+    /* single-row predictor and column-major batch agree too */
+    mr_gbdt_predictor *pr = NULL;
+    assert_int_equal(mr_gbdt_predictor_new(m2, 0, &pr, NULL), MR_OK);
+    float *xc = malloc(n * F * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < F; j++) xc[j * n + i] = x[i * F + j];
+    assert_int_equal(mr_gbdt_predictor_batch(pr, xc, n, MR_GBDT_COL_MAJOR, 1, 0, p3, NULL), MR_OK);
+    assert_memory_equal(p1, p3, n * sizeof(double));
+    for (size_t i = 0; i < n; i += 97) {
+        double v;
+        mr_gbdt_predictor_row(pr, x + i * F, 1, &v);
+        assert_true(v == p1[i]);
+        mr_gbdt_predictor_row(pr, x + i * F, 0, &v);
+        assert_true(fabs(v - 1 / (1 + exp(-p1[i]))) < 1e-15);
+    }
+    /* corruption is detected */
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(mr_fs_read_file(path, 1 << 30, &data, &len, NULL), MR_OK);
+    data[len / 2] ^= 0x5a;
+    mr_gbdt_model *m3 = NULL;
+    mr_error_clear(&err);
+    assert_int_equal(mr_gbdt_model_from_bytes(data, len, &m3, &err), MR_E_CORRUPT);
+    assert_int_equal(mr_gbdt_model_from_bytes(data, 10, &m3, NULL), MR_E_CORRUPT);
+    /* JSON dump mentions features and trees */
+    mr_buf js;
+    mr_buf_init(&js);
+    assert_int_equal(mr_gbdt_model_dump_json(m, &js, NULL), MR_OK);
+    assert_non_null(strstr(js.data, "\"trees\":["));
+    assert_non_null(strstr(js.data, "\"split_gain\""));
+    mr_buf_free(&js);
+    mr_free(data);
+    unlink(path);
+    mr_gbdt_predictor_free(pr);
+    free(b1);
+    free(b2);
+    free(p1);
+    free(p2);
+    free(p3);
+    free(xc);
+    mr_gbdt_model_free(m);
+    mr_gbdt_model_free(m2);
+    mr_gbdt_data_free(d);
+    free(x);
+    free(y);
+}
+
+static void test_binned_roundtrip(void **state)
+{
+    (void)state;
+    const size_t n = 2000, F = 3;
+    float *x, *y;
+    make_binary(n, F, SEED, &x, &y);
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    set(&p, "categorical_feature", "1");
+    for (size_t i = 0; i < n; i++) x[i * F + 1] = (float)(i % 7);
+    mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
+    assert_true(mr_gbdt_data_is_categorical(d, 1));
+    mr_buf b;
+    mr_buf_init(&b);
+    assert_int_equal(mr_gbdt_data_to_bytes(d, &b, NULL), MR_OK);
+    mr_gbdt_data *d2 = NULL;
+    assert_int_equal(mr_gbdt_data_from_bytes(b.data, b.len, &d2, NULL), MR_OK);
+    mr_buf b2;
+    mr_buf_init(&b2);
+    assert_int_equal(mr_gbdt_data_to_bytes(d2, &b2, NULL), MR_OK);
+    assert_int_equal(b.len, b2.len);
+    assert_memory_equal(b.data, b2.data, b.len);
+    b.data[b.len - 20] ^= 1;
+    mr_gbdt_data *d3 = NULL;
+    assert_int_equal(mr_gbdt_data_from_bytes(b.data, b.len, &d3, NULL), MR_E_CORRUPT);
+    mr_buf_free(&b);
+    mr_buf_free(&b2);
+    mr_gbdt_data_free(d);
+    mr_gbdt_data_free(d2);
+    mr_gbdt_params_deinit(&p);
+    free(x);
+    free(y);
+}
+
+/* ---- categorical splits ---------------------------------------------------------------- */
+
+static void test_categorical(void **state)
+{
+    (void)state;
+    /* y depends on whether a 30-level category is in a scattered set: one
+     * category-set split finds it; numeric splits on the codes would need many. */
+    const size_t n = 20000, F = 2;
+    rng_state = SEED;
+    float *x = malloc(n * F * sizeof(float)), *y = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        int c = (int)(urand() * 30);
+        x[i * F] = (float)(c * 3 + 1000); /* sparse, large codes */
+        x[i * F + 1] = (float)nrand();
+        int in = (c * 7) % 5 == 0 || c == 13;
+        y[i] = urand() < (in ? 0.9 : 0.1);
+    }
+    x[5 * F] = NAN; /* a missing category */
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    set(&p, "objective", "binary");
+    set(&p, "num_iterations", "5");
+    set(&p, "num_leaves", "3");
+    set(&p, "categorical_feature", "0");
+    mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
+    mr_gbdt_model *m = train_or_fail(&p, d, NULL);
+    assert_true(mr_gbdt_model_feature_is_categorical(m, 0));
+    double *pr = malloc(n * sizeof(double)), *pb = malloc(n * sizeof(double));
+    assert_int_equal(mr_gbdt_predict(m, x, n, MR_GBDT_ROW_MAJOR, 0, 0, pr, NULL), MR_OK);
+    assert_int_equal(mr_gbdt_predict_binned(m, d, 0, 0, pb, NULL), MR_OK);
+    assert_memory_equal(pr, pb, n * sizeof(double));
+    double errs = 0;
+    for (size_t i = 0; i < n; i++) errs += (pr[i] > 0.5) != (y[i] > 0.5);
+    assert_true(errs / n < 0.12); /* Bayes error is 0.1 */
+    /* unseen and negative codes go the default way without crashing */
+    float row[2] = {123456.0f, 0.0f}, row2[2] = {-3.0f, 0.0f};
+    double a, b;
+    mr_gbdt_predict(m, row, 1, MR_GBDT_ROW_MAJOR, 0, 0, &a, NULL);
+    mr_gbdt_predict(m, row2, 1, MR_GBDT_ROW_MAJOR, 0, 0, &b, NULL);
+    assert_true(a == b);
+    free(pr);
+    free(pb);
+    mr_gbdt_model_free(m);
+    mr_gbdt_data_free(d);
+    mr_gbdt_params_deinit(&p);
+    free(x);
+    free(y);
+}
+
+/* ---- params ------------------------------------------------------------------------------ */
+
+static void test_params(void **state)
+{
+    (void)state;
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    set(&p, "n_estimators", "250");
+    assert_int_equal(p.num_iterations, 250);
+    set(&p, "eta", "0.05");
+    assert_true(p.learning_rate == 0.05);
+    set(&p, "max_leaves", "127");
+    assert_int_equal(p.num_leaves, 127);
+    set(&p, "min_child_samples", "7");
+    assert_int_equal(p.min_data_in_leaf, 7);
+    set(&p, "reg_lambda", "2.5");
+    assert_true(p.lambda_l2 == 2.5);
+    set(&p, "reg_alpha", "0.5");
+    assert_true(p.lambda_l1 == 0.5);
+    set(&p, "subsample", "0.8");
+    set(&p, "colsample_bytree", "0.6");
+    assert_true(p.bagging_fraction == 0.8 && p.feature_fraction == 0.6);
+    set(&p, "objective", "multiclass");
+    set(&p, "num_class", "3");
+    set(&p, "metric", "multi_logloss,multi_error");
+    assert_int_equal(p.n_metrics, 2);
+    assert_int_equal(mr_gbdt_params_validate(&p, NULL), MR_OK);
+    set(&p, "NUM_BOOST_ROUND", "9");
+    assert_int_equal(p.num_iterations, 9);
+    mr_error err;
+    mr_error_init(&err);
+    assert_int_equal(mr_gbdt_params_set(&p, "learning_rat", "0.1", &err), MR_E_INVALID_ARG);
+    assert_non_null(strstr(err.hint, "learning_rate"));
+    mr_error_clear(&err);
+    assert_int_equal(mr_gbdt_params_set(&p, "num_leaves", "many", &err), MR_E_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "integer"));
+    mr_error_clear(&err);
+    assert_int_equal(mr_gbdt_params_set(&p, "bagging_fraction", "1.5", &err), MR_E_INVALID_ARG);
+    mr_error_clear(&err);
+    assert_int_equal(mr_gbdt_params_set(&p, "objective", "binay", &err), MR_E_INVALID_ARG);
+    assert_non_null(strstr(err.hint, "binary"));
+    mr_error_clear(&err);
+    assert_int_equal(mr_gbdt_params_set(&p, "max_bin", "1000", &err), MR_E_INVALID_ARG);
+    set(&p, "objective", "binary");
+    assert_int_equal(mr_gbdt_params_validate(&p, NULL), MR_E_INVALID_ARG); /* num_class 3 */
+    mr_buf b;
+    mr_buf_init(&b);
+    assert_int_equal(mr_gbdt_params_to_text(&p, &b), MR_OK);
+    assert_non_null(strstr(b.data, "learning_rate=0.050000000000000003"));
+    assert_null(strstr(b.data, "num_threads"));
+    mr_buf_free(&b);
+    mr_gbdt_params_deinit(&p);
+}
+
+/* ---- accuracy sanity: multiclass, regression ---------------------------------------------- */
+
+static void test_multiclass_and_regression(void **state)
+{
+    (void)state;
+    const size_t n = 6000, F = 3;
+    rng_state = SEED;
+    float *x = malloc(n * F * sizeof(float)), *y = malloc(n * sizeof(float)), *yr = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < F; j++) x[i * F + j] = (float)nrand();
+        y[i] = (float)((x[i * F] > 0) + 2 * (x[i * F + 1] > 0.5)); /* 4 classes */
+        yr[i] = (float)(sin(2 * x[i * F]) + x[i * F + 1] * x[i * F + 2] + 0.1 * nrand());
+    }
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    set(&p, "objective", "multiclass");
+    set(&p, "num_class", "4");
+    set(&p, "num_iterations", "30");
+    mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
+    mr_gbdt_model *m = train_or_fail(&p, d, NULL);
+    assert_int_equal(mr_gbdt_model_num_trees(m), 120);
+    double *pr = malloc(n * 4 * sizeof(double));
+    assert_int_equal(mr_gbdt_predict(m, x, n, MR_GBDT_ROW_MAJOR, 0, 0, pr, NULL), MR_OK);
+    double errs = 0;
+    for (size_t i = 0; i < n; i++) {
+        int best = 0;
+        double s = 0;
+        for (int c = 0; c < 4; c++) {
+            s += pr[i * 4 + c];
+            if (pr[i * 4 + c] > pr[i * 4 + best]) best = c;
+        }
+        assert_true(fabs(s - 1) < 1e-9);
+        errs += best != (int)y[i];
+    }
+    assert_true(errs / n < 0.02);
+    mr_gbdt_model_free(m);
+    mr_gbdt_data_free(d);
+    /* regression: L2 and huber both fit well below the label's spread */
+    const char *objs[] = {"regression", "huber", "regression_l1"};
+    for (int o = 0; o < 3; o++) {
+        mr_gbdt_params_init(&p);
+        set(&p, "objective", objs[o]);
+        set(&p, "num_iterations", "100");
+        if (o == 1) set(&p, "alpha", "1.0");
+        d = bin_or_fail(x, n, F, yr, NULL, &p);
+        m = train_or_fail(&p, d, NULL);
+        assert_int_equal(mr_gbdt_predict(m, x, n, MR_GBDT_ROW_MAJOR, 0, 0, pr, NULL), MR_OK);
+        double se = 0, var = 0, mean = 0;
+        for (size_t i = 0; i < n; i++) mean += yr[i];
+        mean /= n;
+        for (size_t i = 0; i < n; i++) {
+            se += (pr[i] - yr[i]) * (pr[i] - yr[i]);
+            var += (yr[i] - mean) * (yr[i] - mean);
+        }
+        if (!(se / var < 0.2)) fail_msg("%s: R^2 too low (mse/var %g)", objs[o], se / var);
+        mr_gbdt_model_free(m);
+        mr_gbdt_data_free(d);
+    }
+    free(pr);
+    free(x);
+    free(y);
+    free(yr);
+}
+
+/* ---- table input -------------------------------------------------------------------------- */
+
+static void test_from_table(void **state)
+{
+    (void)state;
+    const size_t n = 3000;
+    mr_table *t = NULL;
+    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+    mr_column *a, *b, *c, *lab;
+    mr_column_new("a", MR_T_FLOAT64, n, &a, NULL);
+    mr_column_new("b", MR_T_INT64, n, &b, NULL);
+    mr_column_new("c", MR_T_BOOL, n, &c, NULL);
+    mr_column_new("y", MR_T_INT64, n, &lab, NULL);
+    rng_state = SEED;
+    for (size_t i = 0; i < n; i++) {
+        double av = nrand();
+        int64_t bv = (int64_t)(urand() * 6);
+        int cv = urand() < 0.5;
+        if (i % 50 == 0)
+            mr_column_append_null(a);
+        else
+            mr_column_append_float64(a, av);
+        mr_column_append_int64(b, bv);
+        mr_column_append_bool(c, cv);
+        mr_column_append_int64(lab, (av > 0) ^ (bv == 2 || bv == 4));
+    }
+    mr_table_add_column(t, a, NULL);
+    mr_table_add_column(t, b, NULL);
+    mr_table_add_column(t, c, NULL);
+    mr_table_add_column(t, lab, NULL);
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    set(&p, "objective", "binary");
+    set(&p, "num_iterations", "20");
+    const char *cats[] = {"b"};
+    mr_gbdt_table_spec spec = {.label = "y", .categorical = cats, .n_categorical = 1};
+    mr_gbdt_data *d = NULL;
+    mr_error err;
+    mr_error_init(&err);
+    if (mr_gbdt_data_from_table(t, &spec, NULL, &p, &d, &err) != MR_OK) fail_msg("%s", err.msg);
+    assert_int_equal(mr_gbdt_data_features(d), 3);
+    assert_string_equal(mr_gbdt_data_feature_name(d, 1), "b");
+    assert_true(mr_gbdt_data_is_categorical(d, 1));
+    mr_gbdt_model *m = train_or_fail(&p, d, NULL);
+    double *pr = malloc(n * sizeof(double));
+    assert_int_equal(mr_gbdt_predict_binned(m, d, 0, 0, pr, NULL), MR_OK);
+    double errs = 0;
+    for (size_t i = 0; i < n; i++) errs += (pr[i] > 0.5) != (mr_gbdt_data_label(d)[i] > 0.5);
+    assert_true(errs / n < 0.05);
+    /* a misspelt label column gets a hint */
+    spec.label = "yy";
+    mr_gbdt_data *d2 = NULL;
+    mr_error_clear(&err);
+    assert_int_equal(mr_gbdt_data_from_table(t, &spec, NULL, &p, &d2, &err), MR_E_NOT_FOUND);
+    assert_non_null(strstr(err.hint, "y"));
+    free(pr);
+    mr_gbdt_model_free(m);
+    mr_gbdt_data_free(d);
+    mr_table_free(t);
+}
+
+int main(void)
+{
+    mr_pool_init(4, NULL);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_objective_gradients),
+        cmocka_unit_test(test_hist_parallel_and_subtraction),
+        cmocka_unit_test(test_split_bruteforce),
+        cmocka_unit_test(test_reproducible_across_threads),
+        cmocka_unit_test(test_early_stopping_curve),
+        cmocka_unit_test(test_early_stopping_training),
+        cmocka_unit_test(test_nan_label_names_row),
+        cmocka_unit_test(test_divergence_is_an_error),
+        cmocka_unit_test(test_degenerate_features_and_labels),
+        cmocka_unit_test(test_model_roundtrip_and_predict),
+        cmocka_unit_test(test_binned_roundtrip),
+        cmocka_unit_test(test_categorical),
+        cmocka_unit_test(test_params),
+        cmocka_unit_test(test_multiclass_and_regression),
+        cmocka_unit_test(test_from_table),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    mr_pool_shutdown();
+    return rc;
+}
