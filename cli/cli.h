@@ -43,5 +43,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_model(int argc, char **argv);
 
 #endif

@@ -26,6 +26,8 @@ static const verb verbs[] = {
     {"verify", cmd_verify, "re-hash every artifact; report corrupt or missing ones"},
     {"gc", cmd_gc, "delete artifacts that no kept run or millrace.lock references"},
     {"ops", cmd_ops, "list the available ops and their params"},
+    {"train", cmd_train, "train a model on a data file (outside a pipeline)"},
+    {"model", cmd_model, "inspect, dump or predict with a model file"},
     {"stage", cmd_stage, "run one stage from a job file (used by `millrace run`)"},
 };
 

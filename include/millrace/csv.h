@@ -117,6 +117,10 @@ mr_status mr_csv_reader_next(mr_csv_reader *r, size_t max_rows, mr_table **out, 
 /* Closes the file (and quarantine file); fills stats if not NULL. NULL is a no-op. */
 void mr_csv_reader_close(mr_csv_reader *r, mr_csv_stats *stats);
 
+/* Writes t as CSV with a header (RFC 4180 quoting, nulls as empty fields,
+ * values as mr_column_format prints them), atomically (temp file + rename). */
+mr_status mr_csv_write_table(const char *path, const mr_table *t, char delim, mr_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -69,6 +69,7 @@ mr_status mr_linear_predict(const mr_linear_model *m, const float *x, size_t n_r
 
 mr_linear_kind mr_linear_model_objective(const mr_linear_model *m);
 size_t mr_linear_model_num_features(const mr_linear_model *m);
+const char *mr_linear_model_feature_name(const mr_linear_model *m, size_t j);
 int mr_linear_model_iterations(const mr_linear_model *m);  /* Newton steps taken */
 /* Weight of feature j on the original (unstandardised) scale, and the
  * matching intercept. */

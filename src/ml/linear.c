@@ -485,3 +485,8 @@ mr_status mr_linear_model_dump_json(const mr_linear_model *m, mr_buf *b, mr_erro
     if (st != MR_OK) return MR_ERR(err, st, "cannot write linear model JSON");
     return MR_OK;
 }
+
+const char *mr_linear_model_feature_name(const mr_linear_model *m, size_t j)
+{
+    return j < m->n_features ? m->names[j] : NULL;
+}

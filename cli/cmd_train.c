@@ -1,0 +1,350 @@
+/* millrace train and millrace model {inspect, dump, predict}: the trainer
+ * outside a pipeline, for quick work and scripts. */
+#include "cli.h"
+#include "millrace/io.h"
+#include "millrace/model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+static const char train_help[] =
+    "usage: millrace train DATA --label COL -o MODEL [options]\n"
+    "\n"
+    "Trains a model on DATA (.csv, .tsv, .jsonl or .parquet) and writes the model file.\n"
+    "\n"
+    "options:\n"
+    "  --label COL          the column to predict (required)\n"
+    "  --valid DATA         validation data: metrics per round, early stopping\n"
+    "  --model KIND         gbdt (default) or linear\n"
+    "  -p, --param K=V      a training parameter, LightGBM names and aliases\n"
+    "                       (objective, num_iterations, learning_rate, num_leaves, max_depth,\n"
+    "                       max_bin, min_data_in_leaf, lambda_l1/l2, bagging_fraction,\n"
+    "                       feature_fraction, early_stopping_round, metric, seed, ...)\n"
+    "  --features A,B,...   use only these columns as features\n"
+    "  --exclude A,B,...    never use these columns (ids, timestamps)\n"
+    "  --categorical A,B    integer columns to split as categories (gbdt)\n"
+    "  -j, --threads N      threads (default: all cores)\n"
+    "  --smoke              a handful of rounds on at most 10,000 rows\n"
+    "  -o, --output MODEL   where to write the model (required)\n"
+    "  --json               print the summary as JSON\n";
+
+/* Splits "a,b,c" into a NULL-terminated array of pointers into a copy. */
+static char **split_list(const char *s, size_t *n_out)
+{
+    size_t n = 1;
+    for (const char *p = s; *p; p++) n += *p == ',';
+    char **arr = mr_calloc(n + 1, sizeof(char *));
+    char *copy = mr_strdup(s);
+    if (!arr || !copy) {
+        mr_free(arr);
+        mr_free(copy);
+        return NULL;
+    }
+    size_t k = 0;
+    arr[k++] = copy;
+    for (char *p = copy; *p; p++)
+        if (*p == ',') {
+            *p = '\0';
+            arr[k++] = p + 1;
+        }
+    *n_out = k;
+    return arr;
+}
+
+static void free_list(char **arr)
+{
+    if (arr) mr_free(arr[0]);
+    mr_free(arr);
+}
+
+typedef struct progress_ctx {
+    mr_progress *bar;
+    int total;
+    json_t *curve;
+    char last[160];
+} progress_ctx;
+
+static int on_round(void *vctx, int it, int n, const char *const *names, const double *train, const double *valid,
+                    double elapsed)
+{
+    progress_ctx *p = vctx;
+    (void)train;
+    (void)elapsed;
+    char detail[160] = "";
+    size_t off = 0;
+    int k;
+    for (k = 0; k < n && off < sizeof(detail); k++) {
+        if (isnan(valid[k])) continue;
+        int w = snprintf(detail + off, sizeof(detail) - off, "%svalid %s %.6g", off ? ", " : "", names[k], valid[k]);
+        if (w > 0) off += (size_t)w;
+        json_array_append_new(p->curve, json_pack("{s:i,s:s,s:f}", "iteration", it, "metric", names[k], "valid", valid[k]));
+    }
+    snprintf(p->last, sizeof(p->last), "%s", detail);
+    char lbl[200];
+    snprintf(lbl, sizeof(lbl), "round %d/%d%s%s", it + 1, p->total, detail[0] ? "  " : "", detail);
+    mr_progress_update(p->bar, (uint64_t)(it + 1), lbl);
+    return 0;
+}
+
+static int load_data(const char *path, mr_table **t)
+{
+    mr_error err;
+    mr_error_init(&err);
+    if (mr_read_table(path, t, &err) != MR_OK) {
+        mr_log_error(&err);
+        return err.code == MR_E_INVALID_ARG ? EXIT_USAGE : EXIT_FAILED;
+    }
+    return EXIT_OK;
+}
+
+int cmd_train(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        fputs(train_help, stdout);
+        return EXIT_OK;
+    }
+    mr_train_opts o;
+    mr_train_opts_init(&o);
+    const char *data = NULL, *valid_path = NULL, *output = NULL;
+    const char **params = NULL;
+    size_t n_params = 0;
+    char **features = NULL, **exclude = NULL, **categorical = NULL;
+    int json = 0, rc = EXIT_OK;
+    mr_table *train = NULL, *valid = NULL;
+    mr_model *model = NULL;
+    progress_ctx pc = {0};
+    for (int i = 1; i < argc && rc == EXIT_OK; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = 1;
+        if (!strcmp(a, "--label")) o.label = v;
+        else if (!strcmp(a, "--valid")) valid_path = v;
+        else if (!strcmp(a, "--model")) o.kind = v;
+        else if (!strcmp(a, "-o") || !strcmp(a, "--output")) output = v;
+        else if (!strcmp(a, "-p") || !strcmp(a, "--param")) {
+            const char **np = v ? mr_realloc(params, (n_params + 1) * sizeof(*np)) : NULL;
+            if (np) {
+                params = np;
+                params[n_params++] = v;
+            }
+        } else if (!strcmp(a, "--features")) features = v ? split_list(v, &o.n_features) : NULL;
+        else if (!strcmp(a, "--exclude")) exclude = v ? split_list(v, &o.n_exclude) : NULL;
+        else if (!strcmp(a, "--categorical")) categorical = v ? split_list(v, &o.n_categorical) : NULL;
+        else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) o.num_threads = v ? (int)strtol(v, NULL, 10) : 0;
+        else {
+            takes = 0;
+            if (!strcmp(a, "--json")) json = 1;
+            else if (!strcmp(a, "--smoke")) o.smoke = 1;
+            else if (a[0] == '-') rc = cli_usage_error("train", "unknown option '%s'", a);
+            else if (!data) data = a;
+            else rc = cli_usage_error("train", "unexpected argument '%s'", a);
+        }
+        if (takes) {
+            if (!v) rc = cli_usage_error("train", "option '%s' needs a value", a);
+            i++;
+        }
+    }
+    if (rc == EXIT_OK && (!data || !o.label || !output))
+        rc = cli_usage_error("train", "expected DATA, --label COL and -o MODEL");
+    o.params = params;
+    o.n_params = n_params;
+    o.features = (const char *const *)features;
+    o.exclude = (const char *const *)exclude;
+    o.categorical = (const char *const *)categorical;
+    if (rc == EXIT_OK) rc = load_data(data, &train);
+    if (rc == EXIT_OK && valid_path) rc = load_data(valid_path, &valid);
+    if (rc == EXIT_OK) {
+        mr_error err;
+        mr_error_init(&err);
+        mr_pool_init(o.num_threads, NULL);
+        pc.curve = json_array();
+        int total = 100;
+        for (size_t k = 0; k < n_params; k++) {
+            const char *eq = strchr(params[k], '=');
+            if (eq && (!strncmp(params[k], "num_iterations=", 15) || !strncmp(params[k], "n_estimators=", 13) ||
+                       !strncmp(params[k], "num_boost_round=", 16) || !strncmp(params[k], "num_rounds=", 11)))
+                total = (int)strtol(eq + 1, NULL, 10);
+        }
+        pc.total = o.smoke && total > 5 ? 5 : total;
+        pc.bar = json ? NULL : mr_progress_begin("train", (uint64_t)pc.total, "rounds");
+        o.on_round = on_round;
+        o.on_round_ctx = &pc;
+        double t0 = mr_now();
+        mr_status st = mr_model_train(train, valid, &o, &model, &err);
+        double secs = mr_now() - t0;
+        mr_progress_end(pc.bar, NULL);
+        pc.bar = NULL;
+        if (st == MR_OK) st = mr_model_save(model, output, &err);
+        if (st != MR_OK) {
+            mr_log_error(&err);
+            rc = st == MR_E_NOMEM || st == MR_E_IO || st == MR_E_FAILED ? EXIT_FAILED : EXIT_USAGE;
+        } else if (json) {
+            json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:I,s:f,s:O}", "model", output, "kind", mr_model_kind_name(model),
+                                  "objective", mr_model_objective_name(model), "rows", (json_int_t)train->n_rows, "features",
+                                  (json_int_t)mr_model_num_features(model), "seconds", secs, "curve", pc.curve);
+            char *t = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+            if (t) printf("%s\n", t);
+            free(t);
+            json_decref(j);
+        } else {
+            printf("trained %s (%s) on %zu rows x %zu features in %.2fs%s%s -> %s\n", mr_model_kind_name(model),
+                   mr_model_objective_name(model), train->n_rows, mr_model_num_features(model), secs,
+                   pc.last[0] ? "; " : "", pc.last, output);
+        }
+    }
+    json_decref(pc.curve);
+    mr_model_free(model);
+    mr_table_free(train);
+    mr_table_free(valid);
+    mr_free(params);
+    free_list(features);
+    free_list(exclude);
+    free_list(categorical);
+    return rc;
+}
+
+static const char model_help[] =
+    "usage: millrace model inspect MODEL [--json]\n"
+    "       millrace model dump MODEL                     (everything, trees included, as JSON)\n"
+    "       millrace model predict MODEL DATA -o OUT [--raw] [--id COL,...] [--json]\n"
+    "\n"
+    "predict scores DATA (.csv, .tsv, .jsonl, .parquet) and writes OUT (.csv, .tsv or\n"
+    ".parquet) with one `prediction` column per model output (prediction_0.. for\n"
+    "multiclass), in input row order, after the --id columns copied from DATA.\n"
+    "--raw writes margins instead of probabilities.\n";
+
+static int model_predict(int argc, char **argv, mr_model *m)
+{
+    const char *data = NULL, *out_path = NULL;
+    char **ids = NULL;
+    size_t n_ids = 0;
+    int raw = 0, json = 0, rc = EXIT_OK;
+    for (int i = 3; i < argc && rc == EXIT_OK; i++) {
+        if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc) out_path = argv[++i];
+        else if (!strcmp(argv[i], "--id") && i + 1 < argc) ids = split_list(argv[++i], &n_ids);
+        else if (!strcmp(argv[i], "--raw")) raw = 1;
+        else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (argv[i][0] != '-' && !data) data = argv[i];
+        else rc = cli_usage_error("model predict", "unexpected argument '%s'", argv[i]);
+    }
+    if (rc == EXIT_OK && (!data || !out_path)) rc = cli_usage_error("model predict", "expected MODEL DATA -o OUT");
+    mr_table *t = NULL, *res = NULL;
+    double *pred = NULL;
+    size_t k = 0;
+    mr_error err;
+    mr_error_init(&err);
+    if (rc == EXIT_OK) rc = load_data(data, &t);
+    double t0 = mr_now();
+    if (rc == EXIT_OK) {
+        mr_pool_init(0, NULL);
+        mr_status st = mr_model_predict_table(m, t, raw, &pred, &k, &err);
+        if (st == MR_OK) st = mr_table_new(&res, &err);
+        for (size_t q = 0; st == MR_OK && q < n_ids; q++) {
+            const mr_column *c = mr_table_column(t, ids[q]);
+            mr_column *copy = NULL;
+            if (!c) {
+                st = MR_ERR(&err, MR_E_NOT_FOUND, "--id column '%s' is not in %s", ids[q], data);
+                break;
+            }
+            st = mr_column_slice(c, 0, c->n, &copy, &err);
+            if (st == MR_OK) st = mr_table_add_column(res, copy, &err);
+        }
+        for (size_t q = 0; st == MR_OK && q < k; q++) {
+            char name[32];
+            if (k == 1) snprintf(name, sizeof(name), "prediction");
+            else snprintf(name, sizeof(name), "prediction_%zu", q);
+            mr_column *c = NULL;
+            st = mr_column_new(name, MR_T_FLOAT64, t->n_rows, &c, &err);
+            for (size_t r = 0; st == MR_OK && r < t->n_rows; r++) st = mr_column_append_float64(c, pred[r * k + q]);
+            if (st == MR_OK) st = mr_table_add_column(res, c, &err);
+            else mr_column_free(c);
+        }
+        if (st == MR_OK) st = mr_write_table(out_path, res, &err);
+        if (st != MR_OK) {
+            mr_log_error(&err);
+            rc = st == MR_E_IO || st == MR_E_NOMEM ? EXIT_FAILED : EXIT_USAGE;
+        } else if (json) {
+            printf("{\"rows\": %zu, \"outputs\": %zu, \"output\": \"%s\", \"seconds\": %.6f}\n", t->n_rows, k, out_path,
+                   mr_now() - t0);
+        } else {
+            printf("scored %zu rows with %s (%zu output%s) in %.3fs -> %s\n", t->n_rows, mr_model_kind_name(m), k,
+                   k == 1 ? "" : "s", mr_now() - t0, out_path);
+        }
+    }
+    mr_free(pred);
+    mr_table_free(t);
+    mr_table_free(res);
+    free_list(ids);
+    return rc;
+}
+
+int cmd_model(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv) || argc < 3) {
+        fputs(model_help, argc < 3 && !cli_wants_help(argc, argv) ? stderr : stdout);
+        return argc < 3 && !cli_wants_help(argc, argv) ? EXIT_USAGE : EXIT_OK;
+    }
+    const char *sub = argv[1];
+    if (strcmp(sub, "inspect") && strcmp(sub, "dump") && strcmp(sub, "predict"))
+        return cli_usage_error("model", "unknown subcommand '%s' (inspect, dump, predict)", sub);
+    mr_error err;
+    mr_error_init(&err);
+    mr_model *m = NULL;
+    if (mr_model_load(argv[2], &m, &err) != MR_OK) {
+        mr_log_error(&err);
+        return EXIT_FAILED;
+    }
+    int rc = EXIT_OK;
+    mr_buf out;
+    mr_buf_init(&out);
+    if (!strcmp(sub, "predict")) {
+        rc = model_predict(argc, argv, m);
+    } else {
+        int json = 0;
+        for (int i = 3; i < argc; i++) {
+            if (!strcmp(argv[i], "--json")) json = 1;
+            else rc = cli_usage_error("model", "unexpected argument '%s'", argv[i]);
+        }
+        mr_status st = MR_OK;
+        if (rc == EXIT_OK && !strcmp(sub, "dump")) st = mr_model_dump_json(m, &out, &err);
+        else if (rc == EXIT_OK && json) st = mr_model_info_json(m, &out, &err);
+        else if (rc == EXIT_OK) {
+            mr_buf_printf(&out, "%s model, objective %s, %zu output%s, %zu features\n", mr_model_kind_name(m),
+                          mr_model_objective_name(m), mr_model_num_outputs(m), mr_model_num_outputs(m) == 1 ? "" : "s",
+                          mr_model_num_features(m));
+            mr_buf info;
+            mr_buf_init(&info);
+            if (mr_model_info_json(m, &info, &err) == MR_OK) {
+                json_t *j = json_loads(info.data, 0, NULL);
+                json_t *it = json_object_get(j, "iterations");
+                if (json_is_integer(it)) mr_buf_printf(&out, "iterations: %lld\n", (long long)json_integer_value(it));
+                size_t q;
+                json_t *f;
+                mr_buf_printf(&out, "%-30s %12s %14s\n", "FEATURE", mr_model_kind_of(m) == MR_MODEL_GBDT ? "SPLITS" : "",
+                              mr_model_kind_of(m) == MR_MODEL_GBDT ? "GAIN" : "WEIGHT");
+                json_array_foreach(json_object_get(j, "features"), q, f)
+                {
+                    json_t *g = json_object_get(f, mr_model_kind_of(m) == MR_MODEL_GBDT ? "gain" : "weight");
+                    json_t *s = json_object_get(f, "split_count");
+                    char sc[32] = "";
+                    if (s) snprintf(sc, sizeof(sc), "%lld", (long long)json_integer_value(s));
+                    mr_buf_printf(&out, "%-30s %12s %14.6g\n", json_string_value(json_object_get(f, "name")), sc,
+                                  json_number_value(g));
+                }
+                json_decref(j);
+            }
+            mr_buf_free(&info);
+        }
+        if (st != MR_OK) {
+            mr_log_error(&err);
+            rc = EXIT_FAILED;
+        }
+        cli_print(&out);
+    }
+    mr_buf_free(&out);
+    mr_model_free(m);
+    return rc;
+}

@@ -1,0 +1,27 @@
+/* Whole-table reading and writing by file type, for the CLI verbs and ops
+ * that take "a data file": CSV (.csv, .tsv), JSON lines (.jsonl, .ndjson),
+ * Parquet (.parquet).
+ *
+ *   mr_table *t;
+ *   mr_read_table("train.parquet", &t, &err);
+ *   mr_write_table("scores.csv", t, &err);
+ */
+#ifndef MILLRACE_IO_H
+#define MILLRACE_IO_H
+
+#include "millrace/core.h"
+#include "millrace/table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Reads the whole file into a table (type by extension). */
+mr_status mr_read_table(const char *path, mr_table **out, mr_error *err);
+/* Writes a table, atomically: .csv/.tsv or .parquet (zstd). */
+mr_status mr_write_table(const char *path, const mr_table *t, mr_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,92 @@
+/* One handle over millrace's model kinds (gradient-boosted trees, linear):
+ * training from tables, loading any model file by its magic, predicting on
+ * tables. This is what `millrace train`, `millrace model` and the `train` op
+ * call, so they cannot disagree.
+ *
+ *   mr_train_opts o;
+ *   mr_train_opts_init(&o);
+ *   o.label = "churned";
+ *   const char *kv[] = {"num_iterations=200", "learning_rate=0.05"};
+ *   o.params = kv; o.n_params = 2;
+ *   mr_model *m;
+ *   mr_model_train(train, valid, &o, &m, &err);
+ *   double *pred; size_t n_out;
+ *   mr_model_predict_table(m, test, 0, &pred, &n_out, &err);  // n_rows * n_out
+ *   mr_free(pred);
+ *   mr_model_free(m);
+ */
+#ifndef MILLRACE_MODEL_H
+#define MILLRACE_MODEL_H
+
+#include "millrace/core.h"
+#include "millrace/table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum mr_model_kind { MR_MODEL_GBDT = 1, MR_MODEL_LINEAR = 2 } mr_model_kind;
+
+/* Called after every boosting round (gbdt) or once at the end (linear).
+ * names: the n metric names ("auc", "binary_logloss", ...); train/valid:
+ * their values (NaN when not computed). Non-zero return stops training. */
+typedef int (*mr_train_round_fn)(void *ctx, int iteration, int n, const char *const *names, const double *train,
+                                 const double *valid, double elapsed_s);
+
+typedef struct mr_train_opts {
+    const char *kind;                 /* "gbdt" (default) or "linear" */
+    const char *label;                /* label column (required) */
+    const char *const *params;        /* "key=value", LightGBM names and aliases */
+    size_t n_params;
+    const char *const *features;      /* feature columns; NULL = every column but label and exclude */
+    size_t n_features;
+    const char *const *exclude;       /* columns never used as features (ids, timestamps) */
+    size_t n_exclude;
+    const char *const *categorical;   /* int64 columns to split as categories (gbdt) */
+    size_t n_categorical;
+    int smoke;                        /* a handful of rounds on at most 10,000 rows */
+    int num_threads;                  /* 0 = all pool threads (a param num_threads overrides) */
+    mr_train_round_fn on_round;
+    void *on_round_ctx;
+} mr_train_opts;
+void mr_train_opts_init(mr_train_opts *o);
+
+typedef struct mr_model mr_model;
+
+/* Trains on train (valid may be NULL: no early stopping). Errors name the
+ * column, param or row at fault. */
+mr_status mr_model_train(const mr_table *train, const mr_table *valid, const mr_train_opts *o, mr_model **out,
+                         mr_error *err);
+void mr_model_free(mr_model *m);
+/* Any millrace model file (the kind is read from its magic number). */
+mr_status mr_model_load(const char *path, mr_model **out, mr_error *err);
+mr_status mr_model_from_bytes(const void *data, size_t len, mr_model **out, mr_error *err);
+mr_status mr_model_to_bytes(const mr_model *m, mr_buf *out, mr_error *err);
+mr_status mr_model_save(const mr_model *m, const char *path, mr_error *err); /* atomic */
+
+mr_model_kind mr_model_kind_of(const mr_model *m);
+const char *mr_model_kind_name(const mr_model *m); /* "gbdt", "linear" */
+size_t mr_model_num_outputs(const mr_model *m);    /* 1, or num_class */
+size_t mr_model_num_features(const mr_model *m);
+const char *mr_model_feature_name(const mr_model *m, size_t j);
+const char *mr_model_objective_name(const mr_model *m); /* "binary", "regression", ... */
+
+/* Predictions for every row of t, n_rows * n_outputs doubles row-major
+ * (caller frees with mr_free). The model's features are looked up in t by
+ * name (extra columns are ignored; a missing one is an error naming it).
+ * raw: margins instead of probabilities. */
+mr_status mr_model_predict_table(const mr_model *m, const mr_table *t, int raw, double **out, size_t *n_outputs,
+                                 mr_error *err);
+/* Summary (kind, objective, features, rounds, importance) as JSON. */
+mr_status mr_model_info_json(const mr_model *m, mr_buf *out, mr_error *err);
+/* Everything, trees included, as JSON. */
+mr_status mr_model_dump_json(const mr_model *m, mr_buf *out, mr_error *err);
+
+/* The model's features as a float matrix from t: column-major
+ * (n_features, n_rows), NaN for nulls. Caller frees. */
+mr_status mr_model_matrix(const mr_model *m, const mr_table *t, float **x_out, mr_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
