@@ -31,6 +31,10 @@ enum {
     MR_PT_MAP = 1u << 5,
     MR_PT_STRSEQ = 1u << 6, /* list of strings; a single string is accepted too */
     MR_PT_ANY = 0xffu,
+    /* Flag, not a type: the value is a workspace path (or ${stages.X}) the
+     * op reads. The engine hashes it as an input of the stage, and an exec
+     * stage that writes it becomes an upstream. */
+    MR_PT_PATH = 1u << 8,
 };
 
 typedef struct mr_param_def {

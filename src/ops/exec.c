@@ -23,4 +23,8 @@ const mr_op mr_op_exec = {
     .run = mr__exec_run,
 };
 
-void mr_ops_register_builtin(void) { mr_op_register(&mr_op_exec); }
+void mr_ops_register_builtin(void)
+{
+    mr_op_register(&mr_op_exec);
+    mr_op_register(&mr_op_train);
+}

@@ -4,6 +4,7 @@
 #include "millrace/op.h"
 
 extern const mr_op mr_op_exec;
+extern const mr_op mr_op_train;
 mr_status mr__exec_run(mr_op_ctx *ctx, mr_error *err);
 
 #endif

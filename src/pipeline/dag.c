@@ -142,7 +142,18 @@ static mr_status collect_paths(const mr_spec *spec, mr__stage_paths *paths, mr_e
 {
     for (size_t i = 0; i < spec->n_stages; i++) {
         const mr_stage_spec *s = &spec->stages[i];
-        if (strcmp(s->op->name, "exec") != 0) continue;
+        if (strcmp(s->op->name, "exec") != 0) {
+            /* Built-in ops: params flagged MR_PT_PATH are workspace inputs. */
+            for (const mr_param_def *pd = s->op->params; pd && pd->name; pd++) {
+                if (!(pd->types & MR_PT_PATH)) continue;
+                mr_status rc = norm_list(s, pd->name, &paths[i].deps, &paths[i].n_deps, 0, err);
+                if (rc != MR_OK) {
+                    mr_error_at(err, spec->path, 0, 0);
+                    return rc;
+                }
+            }
+            continue;
+        }
         mr__stage_paths *p = &paths[i];
         mr_status rc = norm_list(s, "deps", &p->deps, &p->n_deps, 0, err);
         if (rc == MR_OK) rc = norm_list(s, "outs", &p->outs, &p->n_outs, 0, err);

@@ -1,0 +1,163 @@
+/* The train op: fits a gbdt or linear model on a training dataset (file or
+ * stage output), optionally early-stopping on a validation set, and
+ * publishes the model file. Per-round validation metrics are recorded as a
+ * curve (valid.<metric> by round). */
+#include "millrace/io.h"
+#include "millrace/model.h"
+#include "millrace/op.h"
+#include "ops_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static const mr_param_def train_params[] = {
+    {"train", MR_PT_STR | MR_PT_PATH, 1, "training data: ${stages.X[.OUT]} or a .csv/.parquet/.jsonl file"},
+    {"valid", MR_PT_STR | MR_PT_PATH, 0, "validation data: metrics per round and early stopping"},
+    {"label", MR_PT_STR, 1, "the column to predict"},
+    {"model", MR_PT_STR, 0, "gbdt (default) or linear"},
+    {"params", MR_PT_MAP, 0, "training parameters, LightGBM names and aliases (num_iterations, learning_rate, ...)"},
+    {"features", MR_PT_STRSEQ, 0, "feature columns (default: all but label and exclude)"},
+    {"exclude", MR_PT_STRSEQ, 0, "columns never used as features (ids, timestamps)"},
+    {"categorical", MR_PT_STRSEQ, 0, "integer columns split as categories (gbdt)"},
+    {NULL, 0, 0, NULL},
+};
+
+typedef struct train_run {
+    mr_op_ctx *ctx;
+    int total;
+} train_run;
+
+static int on_round(void *vctx, int it, int n, const char *const *names, const double *train, const double *valid,
+                    double elapsed)
+{
+    train_run *r = vctx;
+    char line[512];
+    size_t off = 0;
+    for (int k = 0; k < n; k++) {
+        char name[128];
+        if (!isnan(valid[k])) {
+            snprintf(name, sizeof(name), "valid.%s", names[k]);
+            mr_op_metric(r->ctx, name, it, valid[k]);
+            int w = snprintf(line + off, sizeof(line) - off, " %s=%.6g", name, valid[k]);
+            if (w > 0 && (size_t)w < sizeof(line) - off) off += (size_t)w;
+        }
+        if (!isnan(train[k])) {
+            snprintf(name, sizeof(name), "train.%s", names[k]);
+            mr_op_metric(r->ctx, name, it, train[k]);
+        }
+    }
+    line[off] = '\0';
+    if (it == 0 || (it + 1) % 10 == 0 || it + 1 == r->total)
+        dprintf(r->ctx->log_fd, "round %d/%d%s (%.1fs, %.1f rounds/s)\n", it + 1, r->total, line, elapsed,
+                elapsed > 0 ? (it + 1) / elapsed : 0.0);
+    return 0;
+}
+
+/* Values of a string-list key, borrowed from the def. */
+static const char **strings_of(const mr_value *def, const char *key, size_t *n)
+{
+    const mr_value *v = mr_value_get(def, key);
+    *n = 0;
+    if (!v) return NULL;
+    size_t cap = v->kind == MR_V_SEQ ? v->n : 1;
+    const char **arr = mr_calloc(cap ? cap : 1, sizeof(*arr));
+    if (!arr) return NULL;
+    if (v->kind == MR_V_STR) arr[(*n)++] = v->str;
+    for (size_t k = 0; v->kind == MR_V_SEQ && k < v->n; k++)
+        if (v->items[k]->kind == MR_V_STR) arr[(*n)++] = v->items[k]->str;
+    return arr;
+}
+
+static mr_status run_train(mr_op_ctx *ctx, mr_error *err)
+{
+    const mr_value *def = ctx->def;
+    const mr_value *vtrain = mr_value_get(def, "train"), *vvalid = mr_value_get(def, "valid");
+    const mr_value *vlabel = mr_value_get(def, "label"), *vmodel = mr_value_get(def, "model");
+    const mr_value *vparams = mr_value_get(def, "params");
+    mr_table *train = NULL, *valid = NULL;
+    mr_model *model = NULL;
+    char **kv = NULL;
+    size_t n_kv = 0;
+    mr_train_opts o;
+    mr_train_opts_init(&o);
+    mr_status rc = mr_read_table(vtrain->str, &train, err);
+    if (rc == MR_OK && vvalid && vvalid->kind == MR_V_STR) rc = mr_read_table(vvalid->str, &valid, err);
+    if (rc != MR_OK) goto done;
+    if (vparams && vparams->kind == MR_V_MAP) {
+        kv = mr_calloc(vparams->n ? vparams->n : 1, sizeof(*kv));
+        if (!kv) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            goto done;
+        }
+        for (size_t k = 0; k < vparams->n; k++) {
+            mr_buf b;
+            mr_buf_init(&b);
+            mr_buf_printf(&b, "%s=", vparams->keys[k]);
+            mr_value_scalar_text(vparams->items[k], &b);
+            kv[n_kv++] = b.data;
+            if (!b.data) {
+                rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+                goto done;
+            }
+        }
+    }
+    o.kind = vmodel && vmodel->kind == MR_V_STR ? vmodel->str : "gbdt";
+    o.label = vlabel->str;
+    o.params = (const char *const *)kv;
+    o.n_params = n_kv;
+    o.features = strings_of(def, "features", &o.n_features);
+    o.exclude = strings_of(def, "exclude", &o.n_exclude);
+    o.categorical = strings_of(def, "categorical", &o.n_categorical);
+    o.smoke = ctx->smoke;
+    o.num_threads = ctx->threads;
+    train_run tr = {ctx, 100};
+    for (size_t k = 0; k < n_kv; k++)
+        if (!strncmp(kv[k], "num_iterations=", 15)) tr.total = (int)strtol(kv[k] + 15, NULL, 10);
+    o.on_round = on_round;
+    o.on_round_ctx = &tr;
+    dprintf(ctx->log_fd, "training %s on %zu rows (%s)%s\n", o.kind, train->n_rows, vtrain->str,
+            ctx->smoke ? " [smoke]" : "");
+    double t0 = mr_now();
+    rc = mr_model_train(train, valid, &o, &model, err);
+    if (rc != MR_OK) {
+        if (vlabel) mr_error_key(err, "label");
+        goto done;
+    }
+    double secs = mr_now() - t0;
+    mr_op_metric(ctx, "train_rows", 0, (double)train->n_rows);
+    mr_op_metric(ctx, "train_seconds", 0, secs);
+    {
+        char *path = mr_path_join(ctx->outputs[0].path, "model.bin");
+        char *info_path = mr_path_join(ctx->outputs[0].path, "model.json");
+        mr_buf info;
+        mr_buf_init(&info);
+        rc = path && info_path ? mr_model_save(model, path, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (rc == MR_OK) rc = mr_model_info_json(model, &info, err);
+        if (rc == MR_OK) rc = mr_fs_write_atomic(info_path, info.data, info.len, err);
+        mr_buf_free(&info);
+        mr_free(path);
+        mr_free(info_path);
+    }
+    dprintf(ctx->log_fd, "trained in %.2fs\n", secs);
+done:
+    for (size_t k = 0; k < n_kv; k++) mr_free(kv[k]);
+    mr_free(kv);
+    mr_free((void *)o.features);
+    mr_free((void *)o.exclude);
+    mr_free((void *)o.categorical);
+    mr_model_free(model);
+    mr_table_free(train);
+    mr_table_free(valid);
+    return rc;
+}
+
+const mr_op mr_op_train = {
+    .name = "train",
+    .version = 1,
+    .params = train_params,
+    .outputs = NULL,
+    .run = run_train,
+};
