@@ -5,6 +5,7 @@ set -eu
 
 PKGS="build-essential cmake pkg-config git \
 libyaml-dev libxxhash-dev libsqlite3-dev libjansson-dev libcmocka-dev \
+libsnappy-dev libzstd-dev zlib1g-dev \
 sqlite3 python3 procps coreutils"
 
 missing=""
