@@ -119,6 +119,11 @@ int64_t mr_parquet_num_rows(const mr_parquet_file *f);
 size_t mr_parquet_num_row_groups(const mr_parquet_file *f);
 int64_t mr_parquet_row_group_rows(const mr_parquet_file *f, size_t rg);
 int64_t mr_parquet_row_group_bytes(const mr_parquet_file *f, size_t rg); /* total_byte_size (uncompressed) */
+/* Bytes a read of column chunk (rg, col) fetches from the file (total_compressed_size); -1 for bad indices. */
+int64_t mr_parquet_chunk_bytes(const mr_parquet_file *f, size_t rg, size_t col);
+/* Bytes read from the file descriptor so far (footer included; 0 for memory
+ * images). Safe to call while other threads read. */
+uint64_t mr_parquet_bytes_read(const mr_parquet_file *f);
 size_t mr_parquet_num_columns(const mr_parquet_file *f);
 /* Borrowed, valid until close. NULL if i is out of range. */
 const mr_parquet_column_info *mr_parquet_column(const mr_parquet_file *f, size_t i);

@@ -150,6 +150,7 @@ struct mr_parquet_file {
     pq_rowgroup *rgs;
     size_t n_kv;
     char **kv_keys, **kv_values;
+    uint64_t bytes_read;    /* bytes pread from fd so far (atomic adds; mr_parquet_bytes_read) */
 };
 
 /* ---- errors ---------------------------------------------------------------- */
@@ -191,6 +192,8 @@ static mr_status read_at(const mr_parquet_file *f, uint64_t off, size_t len, uin
         if (k == 0) return ferr(f, err, MR_E_IO, "unexpected end of file (file shrank while reading?)");
         done += (size_t)k;
     }
+    /* the counter is the only field a read mutates; readers may run concurrently */
+    __atomic_fetch_add(&((mr_parquet_file *)f)->bytes_read, (uint64_t)len, __ATOMIC_RELAXED);
     return MR_OK;
 }
 
@@ -850,6 +853,15 @@ int64_t mr_parquet_row_group_rows(const mr_parquet_file *f, size_t rg)
 int64_t mr_parquet_row_group_bytes(const mr_parquet_file *f, size_t rg)
 {
     return rg < f->n_rg ? f->rgs[rg].total_byte_size : -1;
+}
+int64_t mr_parquet_chunk_bytes(const mr_parquet_file *f, size_t rg, size_t col)
+{
+    if (rg >= f->n_rg || col >= f->rgs[rg].n_chunks) return -1;
+    return f->rgs[rg].chunks[col].total_compressed;
+}
+uint64_t mr_parquet_bytes_read(const mr_parquet_file *f)
+{
+    return __atomic_load_n(&f->bytes_read, __ATOMIC_RELAXED);
 }
 size_t mr_parquet_num_columns(const mr_parquet_file *f)
 {

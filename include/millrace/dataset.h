@@ -1,0 +1,238 @@
+/* Datasets: a directory of Parquet shards (optionally hive-partitioned
+ * `key=value/` directories) plus manifest.json, written as rows stream in and
+ * scanned with filter push-down (partition pruning, then shard and row-group
+ * skipping by min/max statistics, then row filtering). Also a helper that
+ * opens any supported source (CSV, TSV, JSON lines, Parquet, a dataset or a
+ * directory/glob of such files) as a stream of batches, for ingest.
+ *
+ *   mr_dataset_write_opts o;
+ *   mr_dataset_write_opts_init(&o);          // zstd, 1M rows/shard, 128Ki-row row groups
+ *   const char *parts[] = {"day"};
+ *   o.partition_by = parts; o.n_partition_by = 1;
+ *   mr_dataset_writer *w;
+ *   mr_dataset_writer_open("out", &o, &w, &err);
+ *   mr_dataset_writer_write(w, batch, &err);   // as many batches as you like
+ *   mr_dataset_summary sum;
+ *   mr_dataset_writer_close(w, &sum, &err);    // writes out/manifest.json last
+ *
+ *   mr_table *t;
+ *   const char *cols[] = {"user", "amount"};
+ *   mr_dataset_read_all("out", "day >= DATE '2024-03-01'", cols, 2, &t, &err);
+ *
+ * The on-disk format is specified in docs/data.md ("Datasets").
+ * Thread safety: an mr_dataset is read-only after open and may be shared by
+ * scans and loaders in several threads; a writer or a scan belongs to one
+ * thread at a time. */
+#ifndef MILLRACE_DATASET_H
+#define MILLRACE_DATASET_H
+
+#include "millrace/core.h"
+#include "millrace/csv.h"
+#include "millrace/parquet.h"
+#include "millrace/table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MR_DATASET_FORMAT "millrace-dataset/1" /* "format" member of manifest.json */
+#define MR_DATASET_MANIFEST "manifest.json"
+#define MR_DATASET_MAX_PARTITION_COLS 16
+#define MR_DATASET_MAX_OPEN_SHARDS 64 /* partitioned writes: open shard files at once (LRU beyond) */
+
+/* ---- writer ---------------------------------------------------------------- */
+
+typedef struct mr_dataset_write_opts {
+    size_t rows_per_shard;            /* 0 = 1,000,000 */
+    size_t row_group_rows;            /* 0 = 131,072 */
+    mr_parquet_codec codec;           /* init: MR_PQ_ZSTD (a zeroed struct means uncompressed) */
+    int level;                        /* codec level, 0 = codec default */
+    const char *const *partition_by;  /* column names (borrowed during open), at most 16 */
+    size_t n_partition_by;
+} mr_dataset_write_opts;
+
+void mr_dataset_write_opts_init(mr_dataset_write_opts *o);
+
+typedef struct mr_dataset_summary {
+    uint64_t rows;       /* rows written */
+    uint64_t shards;     /* shard files */
+    uint64_t partitions; /* distinct partitions (1 when not partitioned and rows > 0) */
+    uint64_t bytes;      /* bytes of all shard files */
+} mr_dataset_summary;
+
+typedef struct mr_dataset_writer mr_dataset_writer;
+
+/* Starts a dataset in dir (created if missing; it should be empty: files
+ * named part-NNNNN.parquet and manifest.json are overwritten). opts NULL =
+ * defaults. Errors: MR_E_INVALID_ARG (bad options), MR_E_IO, MR_E_NOMEM. */
+mr_status mr_dataset_writer_open(const char *dir, const mr_dataset_write_opts *opts, mr_dataset_writer **out,
+                                 mr_error *err);
+/* Appends batch's rows (the batch is not modified and stays the caller's).
+ * The first batch fixes the schema (names, types, order); later batches must
+ * match (MR_E_SCHEMA). Shards are written as rows arrive: memory holds at
+ * most one row group per open partition. With partition_by, rows are routed
+ * to key=value/ directories by the partition columns' values, and those
+ * columns are left out of the shard files (they come back from the manifest
+ * on read). After an error the writer is sticky-failed (MR_E_STATE). */
+mr_status mr_dataset_writer_write(mr_dataset_writer *w, const mr_table *batch, mr_error *err);
+/* Flushes and closes every shard, hashes them, and writes manifest.json
+ * atomically, last. The writer is freed either way; summary may be NULL.
+ * On failure no manifest is written (partial shards stay for the caller to
+ * remove with the directory). */
+mr_status mr_dataset_writer_close(mr_dataset_writer *w, mr_dataset_summary *summary, mr_error *err);
+/* Abandons a writer without a manifest. NULL is a no-op. */
+void mr_dataset_writer_free(mr_dataset_writer *w);
+
+/* Writes t as a whole dataset (open + write + close). */
+mr_status mr_dataset_write_table(const char *dir, const mr_table *t, const mr_dataset_write_opts *opts,
+                                 mr_dataset_summary *summary, mr_error *err);
+
+/* ---- reader ---------------------------------------------------------------- */
+
+typedef struct mr_dataset mr_dataset;
+
+/* Per-shard, per-column statistics from the manifest. min/max are typed as
+ * the column (BOOL: b, INT64/DATE/TIMESTAMP: i, floats: f, STRING: s with
+ * bytes owned by the dataset); has_min_max is 0 for all-null columns. */
+typedef struct mr_dataset_col_stats {
+    int has_min_max;
+    union {
+        int b;
+        int64_t i;
+        double f;
+        struct {
+            const char *ptr;
+            size_t len;
+        } s;
+    } min, max;
+    uint64_t null_count;
+    uint64_t nan_count; /* floats: NaN values (not covered by min/max) */
+} mr_dataset_col_stats;
+
+typedef struct mr_dataset_shard_info {
+    const char *path;          /* relative to the dataset directory */
+    uint64_t rows;
+    uint64_t bytes;
+    uint64_t row_groups;
+    const char *hash;          /* 32 hex digits (xxh3-128 of the file) */
+    size_t partition;          /* index of its partition (0..mr_dataset_n_partitions-1) */
+} mr_dataset_shard_info;
+
+/* Opens dir/manifest.json and validates it: format, schema types, partition
+ * columns, shard paths (relative, inside dir), and that every shard exists
+ * with the recorded size. Content hashes are checked by mr_dataset_verify.
+ * Errors: MR_E_NOT_FOUND (no manifest), MR_E_CORRUPT (malformed manifest; a
+ * missing or wrong-sized shard, naming it), MR_E_IO, MR_E_NOMEM. */
+mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err);
+void mr_dataset_close(mr_dataset *ds); /* NULL is a no-op */
+/* Hashes every shard and compares with the manifest (MR_E_CORRUPT names the
+ * first mismatch). */
+mr_status mr_dataset_verify(const mr_dataset *ds, mr_error *err);
+
+/* Accessors: borrowed pointers valid until close. */
+const char *mr_dataset_dir(const mr_dataset *ds);
+size_t mr_dataset_n_cols(const mr_dataset *ds);
+const char *mr_dataset_col_name(const mr_dataset *ds, size_t j);
+mr_dtype mr_dataset_col_type(const mr_dataset *ds, size_t j);
+int mr_dataset_col_nullable(const mr_dataset *ds, size_t j); /* the dataset holds a null in column j */
+ssize_t mr_dataset_col_index(const mr_dataset *ds, const char *name); /* -1 if absent */
+size_t mr_dataset_n_partition_cols(const mr_dataset *ds);
+size_t mr_dataset_partition_col(const mr_dataset *ds, size_t k); /* schema index of partition column k */
+uint64_t mr_dataset_n_rows(const mr_dataset *ds);
+size_t mr_dataset_n_shards(const mr_dataset *ds);
+size_t mr_dataset_n_partitions(const mr_dataset *ds);
+void mr_dataset_shard(const mr_dataset *ds, size_t i, mr_dataset_shard_info *out);
+/* Statistics of schema column j in shard i (partition columns: min = max =
+ * the partition value). */
+const mr_dataset_col_stats *mr_dataset_shard_stats(const mr_dataset *ds, size_t i, size_t j);
+
+/* ---- scan ------------------------------------------------------------------ */
+
+/* What a scan skipped and read. Counts fill in as the scan proceeds: the
+ * partition and shard steps are decided at open, row groups as they are
+ * reached, so after the last batch every field is final. */
+typedef struct mr_dataset_explain {
+    uint64_t partitions_total, partitions_pruned; /* step 1: partition values */
+    uint64_t shards_total;
+    uint64_t shards_pruned_partition;             /* shards of pruned partitions */
+    uint64_t shards_pruned_stats;                 /* step 2: manifest min/max/null counts */
+    uint64_t row_groups_total;                    /* in all shards */
+    uint64_t row_groups_pruned_shards;            /* in shards pruned by steps 1-2 */
+    uint64_t row_groups_pruned_stats;             /* step 3: Parquet row-group statistics */
+    uint64_t row_groups_read;
+    uint64_t rows_total;                          /* in the dataset */
+    uint64_t rows_scanned;                        /* in row groups read */
+    uint64_t rows_selected;                       /* after row filtering */
+    uint64_t bytes_total;                         /* all shard files */
+    uint64_t bytes_pruned_partition;              /* shard files never opened, step 1 */
+    uint64_t bytes_pruned_stats;                  /* step 2 */
+    uint64_t bytes_pruned_row_groups;             /* column chunks of row groups skipped in step 3 */
+    uint64_t bytes_read;                          /* bytes actually pread from shard files (footers included) */
+} mr_dataset_explain;
+
+typedef struct mr_dataset_scan mr_dataset_scan;
+
+/* Starts a scan of ds (borrowed: it must outlive the scan).
+ * filter: expression text (docs/expressions.md) or NULL/"" for all rows.
+ * columns/n_columns: the output columns in order; NULL = every column.
+ * Only the filter's and the output's columns are read from the shards.
+ * Errors: MR_E_PARSE / MR_E_SCHEMA / MR_E_NOT_FOUND from the filter (the
+ * message names the column; err->hint may say "did you mean"), MR_E_NOT_FOUND
+ * for an unknown output column, MR_E_NOMEM. */
+mr_status mr_dataset_scan_open(const mr_dataset *ds, const char *filter, const char *const *columns, size_t n_columns,
+                               mr_dataset_scan **out, mr_error *err);
+/* Next non-empty batch of selected rows (one row group at a time), or *out =
+ * NULL at the end. The caller frees each batch. String columns may be
+ * dictionary-encoded. Errors: MR_E_IO, MR_E_CORRUPT (a shard, naming it),
+ * MR_E_NOMEM; the scan is sticky-failed afterwards. */
+mr_status mr_dataset_scan_next(mr_dataset_scan *s, mr_table **out, mr_error *err);
+void mr_dataset_scan_explain(const mr_dataset_scan *s, mr_dataset_explain *out);
+void mr_dataset_scan_close(mr_dataset_scan *s); /* NULL is a no-op */
+
+/* Appends a human-readable multi-line report of ex to out. */
+mr_status mr_dataset_explain_format(const mr_dataset_explain *ex, mr_buf *out);
+/* Appends ex as one JSON object. */
+mr_status mr_dataset_explain_json(const mr_dataset_explain *ex, mr_buf *out);
+
+/* Opens dir, scans it and concatenates the batches into one table (which has
+ * the output columns even when no row matches). explain may be NULL. */
+mr_status mr_dataset_read_all(const char *dir, const char *filter, const char *const *columns, size_t n_columns,
+                              mr_table **out, mr_dataset_explain *explain, mr_error *err);
+
+/* ---- any source as batches (for ingest) ------------------------------------ */
+
+typedef enum mr_source_format {
+    MR_SRC_AUTO = 0,    /* by extension; directories: a dataset manifest, else the supported files in it */
+    MR_SRC_CSV = 1,
+    MR_SRC_TSV = 2,     /* CSV with a tab delimiter */
+    MR_SRC_JSONL = 3,
+    MR_SRC_PARQUET = 4,
+    MR_SRC_DATASET = 5, /* a directory with manifest.json */
+} mr_source_format;
+
+/* "csv", "tsv", "jsonl" (also "ndjson"), "parquet", "dataset", "auto". */
+mr_status mr_source_format_parse(const char *name, mr_source_format *out);
+
+typedef struct mr_source mr_source;
+
+/* Opens path: a file, a directory (a dataset when it holds manifest.json,
+ * else every .csv/.tsv/.jsonl/.ndjson/.parquet file in it, sorted by name),
+ * or a glob pattern (glob(3), sorted). csv (NULL = defaults) applies to CSV
+ * and TSV files, and its schema/on_error/quarantine/threads fields to JSON
+ * lines too. All files must produce the same column names and types
+ * (MR_E_SCHEMA names the file that differs). Errors: MR_E_NOT_FOUND (nothing
+ * matches), MR_E_INVALID_ARG (unknown extension), reader errors. */
+mr_status mr_source_open(const char *path, mr_source_format format, const mr_csv_options *csv, mr_source **out,
+                         mr_error *err);
+/* Next batch of 1..max_rows rows (0 = reader's choice), or *out = NULL at the
+ * end. The caller frees each batch. Sticky after an error. */
+mr_status mr_source_next(mr_source *src, size_t max_rows, mr_table **out, mr_error *err);
+size_t mr_source_n_files(const mr_source *src);
+const char *mr_source_file(const mr_source *src, size_t i);
+/* Closes the source; stats (may be NULL) sums the readers' counters. */
+void mr_source_close(mr_source *src, mr_csv_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

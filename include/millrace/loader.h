@@ -1,0 +1,88 @@
+/* Training-data loader over a dataset: batches of N rows of a column subset,
+ * optionally filtered, optionally shuffled, decoded ahead of the consumer by
+ * worker threads. The order is a pure function of (dataset, options, seed,
+ * epoch): it does not depend on the thread count or on timing, so an
+ * interrupted epoch can be reopened at (epoch, batch) and continues exactly.
+ *
+ *   mr_loader_opts o;
+ *   mr_loader_opts_init(&o);
+ *   o.batch_size = 4096;
+ *   o.shuffle = 1; o.seed = 42; o.epoch = 3;
+ *   o.start_batch = 120;                 // resume: batches 120, 121, ... of epoch 3
+ *   mr_loader *ld;
+ *   if (mr_loader_open("data/train", &o, &ld, &err) != MR_OK) { mr_log_error(&err); return; }
+ *   mr_table *b;
+ *   while (mr_loader_next(ld, &b, &err) == MR_OK && b) {
+ *       ... train on b ...
+ *       mr_table_free(b);
+ *   }
+ *   mr_loader_stats st;
+ *   mr_loader_stats_get(ld, &st);        // st.input_bound_fraction
+ *   mr_loader_close(ld);
+ *
+ * The sequence (the essay is in src/data/loader.c):
+ *   1. blocks = the (shard, row group) pairs left after filter pruning, in
+ *      manifest order; with shuffle they are permuted (Fisher-Yates) by a
+ *      xoshiro256** stream seeded from splitmix64(seed, epoch);
+ *   2. the row stream = each block's selected rows, in block order;
+ *   3. with shuffle, rows pass through a buffer of shuffle_buffer_rows: once
+ *      it is full, each output row is buffer[j] for j drawn from the same
+ *      stream, and its slot takes the next incoming row (at the end the
+ *      buffer drains the same way);
+ *   4. batches are consecutive batch_size rows of the output (the last one
+ *      may be short unless drop_last).
+ * Thread safety: one consumer thread per loader. */
+#ifndef MILLRACE_LOADER_H
+#define MILLRACE_LOADER_H
+
+#include "millrace/core.h"
+#include "millrace/dataset.h"
+#include "millrace/table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mr_loader_opts {
+    size_t batch_size;             /* rows per batch; 0 = 1024 */
+    const char *const *columns;    /* output columns (borrowed during open); NULL = all */
+    size_t n_columns;
+    const char *filter;            /* expression text, NULL = all rows */
+    int shuffle;                   /* 0: dataset order */
+    uint64_t seed;
+    uint64_t epoch;
+    uint64_t start_batch;          /* first batch to return (resume) */
+    size_t shuffle_buffer_rows;    /* 0 = 65536; 1 = block shuffle only */
+    size_t prefetch_batches;       /* assembled batches queued ahead; 0 = 4 */
+    int threads;                   /* decoding threads; 0 = min(4, CPUs) */
+    int drop_last;                 /* 1: no short last batch */
+} mr_loader_opts;
+
+void mr_loader_opts_init(mr_loader_opts *o);
+
+typedef struct mr_loader_stats {
+    double wait_seconds;           /* time mr_loader_next spent waiting for data */
+    double total_seconds;          /* from open to the last mr_loader_next return */
+    double input_bound_fraction;   /* wait / total, in [0, 1] */
+    uint64_t batches, rows;        /* returned so far */
+    uint64_t blocks, blocks_decoded; /* row groups in the epoch; decoded by this loader (resume skips some) */
+} mr_loader_stats;
+
+typedef struct mr_loader mr_loader;
+
+/* Opens the dataset at dir, plans the epoch and starts the threads.
+ * Errors: as mr_dataset_open and mr_dataset_scan_open (bad filter or
+ * column), MR_E_INVALID_ARG, MR_E_NOMEM. */
+mr_status mr_loader_open(const char *dir, const mr_loader_opts *opts, mr_loader **out, mr_error *err);
+/* Next batch (the caller frees it), or *out = NULL at the end of the epoch.
+ * String columns come out plain. Errors from decoding (MR_E_IO,
+ * MR_E_CORRUPT naming the shard) are sticky. */
+mr_status mr_loader_next(mr_loader *ld, mr_table **out, mr_error *err);
+void mr_loader_stats_get(const mr_loader *ld, mr_loader_stats *out);
+/* Stops the threads and frees everything. NULL is a no-op. */
+void mr_loader_close(mr_loader *ld);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,1264 @@
+/* Datasets on disk: the streaming writer (row routing to hive partitions,
+ * row groups and shards, per-shard column statistics, content hashes,
+ * manifest.json written atomically and last) and the reader side's manifest
+ * parsing and validation. Scanning lives in dataset_scan.c, the any-source
+ * helper in dataset_source.c. The format is specified in docs/data.md. */
+#include "data/dataset_int.h"
+#include "millrace/millrace.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DEFAULT_ROWS_PER_SHARD 1000000u
+#define DEFAULT_ROW_GROUP_ROWS 131072u
+#define MAX_STAT_STR 256            /* longer string bounds are left out of the manifest */
+#define MAX_MANIFEST ((size_t)1 << 30)
+#define NULL_PARTITION "__HIVE_DEFAULT_PARTITION__" /* Hive's (and DuckDB's) name for a null value */
+
+/* ---- typed values <-> JSON ------------------------------------------------------
+ * Numbers as JSON numbers (non-finite floats as "nan"/"inf"/"-inf"), bools as
+ * true/false, strings as strings, dates as "YYYY-MM-DD" and timestamps as
+ * "YYYY-MM-DD HH:MM:SS[.ffffff]" (UTC) while the year is 0000..9999, else as
+ * the raw integer (days / microseconds since the epoch). */
+
+typedef struct tval {
+    int is_null;
+    int64_t i; /* BOOL, INT64, DATE, TIMESTAMP */
+    double f;  /* floats */
+    char *s;   /* STRING (owned) */
+    size_t len;
+} tval;
+
+static void tval_free(tval *v)
+{
+    mr_free(v->s);
+    v->s = NULL;
+}
+
+static int format_date(int32_t days, char *buf, size_t n)
+{
+    int64_t y;
+    unsigned m, d;
+    mr_civil_from_days(days, &y, &m, &d);
+    if (y < 0 || y > 9999) return -1;
+    snprintf(buf, n, "%04lld-%02u-%02u", (long long)y, m, d);
+    return 0;
+}
+
+static int format_ts(int64_t us, char *buf, size_t n)
+{
+    int64_t day_us = 86400LL * 1000000LL;
+    int64_t days = us / day_us, rem = us % day_us;
+    if (rem < 0) {
+        rem += day_us;
+        days--;
+    }
+    if (days < INT32_MIN || days > INT32_MAX) return -1;
+    char d[16];
+    if (format_date((int32_t)days, d, sizeof d)) return -1;
+    int64_t secs = rem / 1000000, frac = rem % 1000000;
+    if (frac)
+        snprintf(buf, n, "%s %02lld:%02lld:%02lld.%06lld", d, (long long)(secs / 3600), (long long)(secs / 60 % 60),
+                 (long long)(secs % 60), (long long)frac);
+    else
+        snprintf(buf, n, "%s %02lld:%02lld:%02lld", d, (long long)(secs / 3600), (long long)(secs / 60 % 60),
+                 (long long)(secs % 60));
+    return 0;
+}
+
+/* NULL when a string is not valid UTF-8 (or on OOM). */
+static json_t *value_json(mr_dtype t, int64_t i, double f, const char *s, size_t len)
+{
+    char buf[64];
+    switch (t) {
+    case MR_T_BOOL: return json_boolean(i);
+    case MR_T_INT64: return json_integer((json_int_t)i);
+    case MR_T_FLOAT64:
+    case MR_T_FLOAT32:
+        if (isnan(f)) return json_string("nan");
+        if (isinf(f)) return json_string(f > 0 ? "inf" : "-inf");
+        return json_real(f);
+    case MR_T_DATE:
+        if (i < INT32_MIN || i > INT32_MAX || format_date((int32_t)i, buf, sizeof buf)) return json_integer(i);
+        return json_string(buf);
+    case MR_T_TIMESTAMP:
+        if (format_ts(i, buf, sizeof buf)) return json_integer(i);
+        return json_string(buf);
+    case MR_T_STRING: return json_stringn(s, len);
+    default: return NULL;
+    }
+}
+
+/* Parses a JSON value of type t into v (strings copied). 0 on success. */
+static int json_value(const json_t *j, mr_dtype t, tval *v)
+{
+    memset(v, 0, sizeof *v);
+    if (json_is_null(j)) {
+        v->is_null = 1;
+        return 0;
+    }
+    switch (t) {
+    case MR_T_BOOL:
+        if (!json_is_boolean(j)) return -1;
+        v->i = json_is_true(j);
+        return 0;
+    case MR_T_INT64:
+        if (!json_is_integer(j)) return -1;
+        v->i = json_integer_value(j);
+        return 0;
+    case MR_T_FLOAT64:
+    case MR_T_FLOAT32:
+        if (json_is_number(j)) {
+            v->f = json_number_value(j);
+            return 0;
+        }
+        if (!json_is_string(j)) return -1;
+        if (!strcmp(json_string_value(j), "nan")) v->f = NAN;
+        else if (!strcmp(json_string_value(j), "inf")) v->f = INFINITY;
+        else if (!strcmp(json_string_value(j), "-inf")) v->f = -INFINITY;
+        else return -1;
+        return 0;
+    case MR_T_DATE: {
+        if (json_is_integer(j)) {
+            json_int_t d = json_integer_value(j);
+            if (d < INT32_MIN || d > INT32_MAX) return -1;
+            v->i = d;
+            return 0;
+        }
+        int32_t d;
+        if (!json_is_string(j) || mr_parse_date(json_string_value(j), json_string_length(j), &d)) return -1;
+        v->i = d;
+        return 0;
+    }
+    case MR_T_TIMESTAMP:
+        if (json_is_integer(j)) {
+            v->i = json_integer_value(j);
+            return 0;
+        }
+        if (!json_is_string(j) || mr_parse_timestamp(json_string_value(j), json_string_length(j), &v->i)) return -1;
+        return 0;
+    case MR_T_STRING:
+        if (!json_is_string(j)) return -1;
+        v->len = json_string_length(j);
+        v->s = mr_strndup(json_string_value(j), v->len);
+        return v->s ? 0 : -1;
+    default: return -1;
+    }
+}
+
+/* ---- per-column statistics accumulated while writing ---------------------------- */
+
+typedef struct cstat {
+    int has;                 /* a non-null, non-NaN value was seen */
+    int str_too_long;        /* a string bound exceeded MAX_STAT_STR: min/max left out */
+    int64_t mn_i, mx_i;
+    double mn_f, mx_f;
+    char *mn_s, *mx_s;       /* owned */
+    size_t mn_len, mx_len;
+    uint64_t nulls, nans;
+} cstat;
+
+static int str_cmp(const char *a, size_t al, const char *b, size_t bl)
+{
+    int c = memcmp(a, b, al < bl ? al : bl);
+    return c ? c : (al < bl ? -1 : al > bl);
+}
+
+static int set_str(char **dst, size_t *dst_len, const char *s, size_t len)
+{
+    char *c = mr_malloc(len + 1);
+    if (!c) return -1;
+    memcpy(c, s, len);
+    c[len] = 0;
+    mr_free(*dst);
+    *dst = c;
+    *dst_len = len;
+    return 0;
+}
+
+static mr_status cstat_update(cstat *st, const mr_column *c)
+{
+    st->nulls += c->null_count;
+    switch (c->type) {
+    case MR_T_BOOL:
+    case MR_T_INT64:
+    case MR_T_DATE:
+    case MR_T_TIMESTAMP:
+        for (size_t i = 0; i < c->n; i++) {
+            if (mr_column_is_null(c, i)) continue;
+            int64_t v = c->type == MR_T_BOOL ? ((const uint8_t *)c->data)[i]
+                        : c->type == MR_T_DATE ? ((const int32_t *)c->data)[i]
+                                               : ((const int64_t *)c->data)[i];
+            if (!st->has || v < st->mn_i) st->mn_i = v;
+            if (!st->has || v > st->mx_i) st->mx_i = v;
+            st->has = 1;
+        }
+        break;
+    case MR_T_FLOAT64:
+    case MR_T_FLOAT32:
+        for (size_t i = 0; i < c->n; i++) {
+            if (mr_column_is_null(c, i)) continue;
+            double v = c->type == MR_T_FLOAT64 ? ((const double *)c->data)[i] : ((const float *)c->data)[i];
+            if (isnan(v)) {
+                st->nans++;
+                continue;
+            }
+            if (!st->has || v < st->mn_f) st->mn_f = v;
+            if (!st->has || v > st->mx_f) st->mx_f = v;
+            st->has = 1;
+        }
+        break;
+    case MR_T_STRING: {
+        const char *mn = NULL, *mx = NULL;
+        size_t mnl = 0, mxl = 0;
+        int have = 0;
+        for (size_t i = 0; i < c->n; i++) {
+            if (mr_column_is_null(c, i)) continue;
+            size_t l;
+            const char *s = mr_column_str(c, i, &l);
+            if (!have || str_cmp(s, l, mn, mnl) < 0) mn = s, mnl = l;
+            if (!have || str_cmp(s, l, mx, mxl) > 0) mx = s, mxl = l;
+            have = 1;
+        }
+        if (!have) break;
+        if (!st->has || str_cmp(mn, mnl, st->mn_s, st->mn_len) < 0)
+            if (set_str(&st->mn_s, &st->mn_len, mn, mnl)) return MR_E_NOMEM;
+        if (!st->has || str_cmp(mx, mxl, st->mx_s, st->mx_len) > 0)
+            if (set_str(&st->mx_s, &st->mx_len, mx, mxl)) return MR_E_NOMEM;
+        st->has = 1;
+        if (st->mn_len > MAX_STAT_STR || st->mx_len > MAX_STAT_STR) st->str_too_long = 1;
+        break;
+    }
+    default: break;
+    }
+    return MR_OK;
+}
+
+static void cstat_free(cstat *st)
+{
+    mr_free(st->mn_s);
+    mr_free(st->mx_s);
+}
+
+/* ---- writer ------------------------------------------------------------------------ */
+
+typedef struct wshard {
+    char *path;          /* relative */
+    size_t part;
+    uint64_t rows, row_groups, bytes;
+    char hash[MR_HASH_HEX_LEN + 1];
+    cstat *st;           /* n_cols (partition columns unused) */
+} wshard;
+
+typedef struct wpart {
+    char *dir;           /* "k=v/k2=v2" or "" */
+    tval vals[MR_DATASET_MAX_PARTITION_COLS];
+    mr_table *acc;       /* rows not yet written (< one row group) */
+    mr_parquet_writer *pw;
+    size_t shard;        /* index in w->shards while pw is open */
+    uint64_t lru;
+} wpart;
+
+struct mr_dataset_writer {
+    char *dir;
+    size_t rows_per_shard, rg_rows;
+    mr_parquet_codec codec;
+    int level;
+    size_t n_pcols;
+    char *pnames[MR_DATASET_MAX_PARTITION_COLS];
+    size_t pidx[MR_DATASET_MAX_PARTITION_COLS]; /* schema indices */
+    int have_schema;
+    size_t n_cols;
+    char **names;
+    mr_dtype *types;
+    int *is_part;
+    size_t n_fcols;
+    size_t *fcols;       /* schema indices of the columns stored in the files */
+    wpart *parts;
+    size_t n_parts, cap_parts;
+    size_t *slots;       /* open-addressing index over parts by dir: part + 1, 0 = empty */
+    size_t n_slots;
+    wshard *shards;
+    size_t n_shards, cap_shards;
+    size_t n_open;
+    uint64_t tick;
+    uint64_t rows;
+    int failed;
+};
+
+void mr_dataset_write_opts_init(mr_dataset_write_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->rows_per_shard = DEFAULT_ROWS_PER_SHARD;
+    o->row_group_rows = DEFAULT_ROW_GROUP_ROWS;
+    o->codec = MR_PQ_ZSTD;
+}
+
+mr_status mr_dataset_writer_open(const char *dir, const mr_dataset_write_opts *opts, mr_dataset_writer **out,
+                                 mr_error *err)
+{
+    mr_dataset_write_opts def;
+    if (!opts) {
+        mr_dataset_write_opts_init(&def);
+        opts = &def;
+    }
+    *out = NULL;
+    if (opts->n_partition_by > MR_DATASET_MAX_PARTITION_COLS)
+        return MR_ERR(err, MR_E_INVALID_ARG, "dataset: at most %d partition columns, got %zu",
+                      MR_DATASET_MAX_PARTITION_COLS, opts->n_partition_by);
+    mr_status rc = mr_fs_mkdirs(dir, err);
+    if (rc != MR_OK) return rc;
+    mr_dataset_writer *w = mr_calloc(1, sizeof *w);
+    if (!w) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    w->dir = mr_strdup(dir);
+    w->rows_per_shard = opts->rows_per_shard ? opts->rows_per_shard : DEFAULT_ROWS_PER_SHARD;
+    w->rg_rows = opts->row_group_rows ? opts->row_group_rows : DEFAULT_ROW_GROUP_ROWS;
+    w->codec = opts->codec;
+    w->level = opts->level;
+    w->n_pcols = opts->n_partition_by;
+    if (!w->dir) goto nomem;
+    for (size_t k = 0; k < w->n_pcols; k++) {
+        for (size_t q = 0; q < k; q++)
+            if (!strcmp(opts->partition_by[q], opts->partition_by[k])) {
+                mr_dataset_writer_free(w);
+                return MR_ERR(err, MR_E_INVALID_ARG, "dataset: partition column '%s' listed twice",
+                              opts->partition_by[k]);
+            }
+        w->pnames[k] = mr_strdup(opts->partition_by[k]);
+        if (!w->pnames[k]) goto nomem;
+    }
+    *out = w;
+    return MR_OK;
+nomem:
+    mr_dataset_writer_free(w);
+    return MR_ERR(err, MR_E_NOMEM, "out of memory");
+}
+
+void mr_dataset_writer_free(mr_dataset_writer *w)
+{
+    if (!w) return;
+    for (size_t i = 0; i < w->n_parts; i++) {
+        wpart *p = &w->parts[i];
+        mr_free(p->dir);
+        for (size_t k = 0; k < w->n_pcols; k++) tval_free(&p->vals[k]);
+        mr_table_free(p->acc);
+        mr_parquet_writer_free(p->pw);
+    }
+    for (size_t i = 0; i < w->n_shards; i++) {
+        mr_free(w->shards[i].path);
+        if (w->shards[i].st)
+            for (size_t j = 0; j < w->n_cols; j++) cstat_free(&w->shards[i].st[j]);
+        mr_free(w->shards[i].st);
+    }
+    for (size_t j = 0; j < w->n_cols; j++) mr_free(w->names[j]);
+    for (size_t k = 0; k < w->n_pcols; k++) mr_free(w->pnames[k]);
+    mr_free(w->names);
+    mr_free(w->types);
+    mr_free(w->is_part);
+    mr_free(w->fcols);
+    mr_free(w->parts);
+    mr_free(w->slots);
+    mr_free(w->shards);
+    mr_free(w->dir);
+    mr_free(w);
+}
+
+static mr_status fix_schema(mr_dataset_writer *w, const mr_table *t, mr_error *err)
+{
+    w->n_cols = t->n_cols;
+    w->names = mr_calloc(t->n_cols ? t->n_cols : 1, sizeof *w->names);
+    w->types = mr_calloc(t->n_cols ? t->n_cols : 1, sizeof *w->types);
+    w->is_part = mr_calloc(t->n_cols ? t->n_cols : 1, sizeof *w->is_part);
+    w->fcols = mr_calloc(t->n_cols ? t->n_cols : 1, sizeof *w->fcols);
+    if (!w->names || !w->types || !w->is_part || !w->fcols) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t j = 0; j < t->n_cols; j++) {
+        w->names[j] = mr_strdup(t->cols[j]->name);
+        if (!w->names[j]) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        w->types[j] = t->cols[j]->type;
+        if (w->types[j] == MR_T_NULL)
+            return MR_ERR(err, MR_E_SCHEMA, "dataset: column '%s' has no type (all null?); declare one",
+                          w->names[j]);
+    }
+    for (size_t k = 0; k < w->n_pcols; k++) {
+        ssize_t j = mr_table_column_index(t, w->pnames[k]);
+        if (j < 0) {
+            MR_ERR(err, MR_E_NOT_FOUND, "dataset: partition column '%s' is not in the data", w->pnames[k]);
+            mr_error_key(err, w->pnames[k]);
+            return MR_E_NOT_FOUND;
+        }
+        w->pidx[k] = (size_t)j;
+        w->is_part[j] = 1;
+    }
+    for (size_t j = 0; j < t->n_cols; j++)
+        if (!w->is_part[j]) w->fcols[w->n_fcols++] = j;
+    if (w->n_fcols == 0)
+        return MR_ERR(err, MR_E_INVALID_ARG, "dataset: every column is a partition column; shards need at least one other");
+    w->have_schema = 1;
+    return MR_OK;
+}
+
+static mr_status check_schema(const mr_dataset_writer *w, const mr_table *t, mr_error *err)
+{
+    if (t->n_cols != w->n_cols)
+        return MR_ERR(err, MR_E_SCHEMA, "dataset: batch has %zu columns, the dataset %zu", t->n_cols, w->n_cols);
+    for (size_t j = 0; j < t->n_cols; j++)
+        if (strcmp(t->cols[j]->name, w->names[j]) || t->cols[j]->type != w->types[j])
+            return MR_ERR(err, MR_E_SCHEMA, "dataset: batch column %zu is '%s' (%s), expected '%s' (%s)", j + 1,
+                          t->cols[j]->name, mr_dtype_name(t->cols[j]->type), w->names[j],
+                          mr_dtype_name(w->types[j]));
+    return MR_OK;
+}
+
+/* Hive-style escaping of a partition value for a path segment: bytes that
+ * are special in paths, URLs or Hive (and control bytes) become %XX, and a
+ * leading '.' too, so "." and ".." cannot name directories. */
+static mr_status escape_segment(mr_buf *b, const char *s, size_t len)
+{
+    static const char special[] = "\"#%'*/:=?\\{[]^";
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        int esc = ch < 0x20 || ch == 0x7f || (ch && strchr(special, ch)) || (i == 0 && ch == '.');
+        mr_status rc = esc ? mr_buf_printf(b, "%%%02X", ch) : mr_buf_append(b, s + i, 1);
+        if (rc != MR_OK) return rc;
+    }
+    return MR_OK;
+}
+
+/* The directory of row i ("k=v/k2=v2"), into b. */
+static mr_status row_dir(const mr_dataset_writer *w, const mr_table *t, size_t i, mr_buf *b, mr_buf *tmp)
+{
+    b->len = 0;
+    for (size_t k = 0; k < w->n_pcols; k++) {
+        const mr_column *c = t->cols[w->pidx[k]];
+        mr_status rc = k ? mr_buf_puts(b, "/") : MR_OK;
+        if (rc == MR_OK) rc = escape_segment(b, w->pnames[k], strlen(w->pnames[k]));
+        if (rc == MR_OK) rc = mr_buf_puts(b, "=");
+        if (rc != MR_OK) return rc;
+        if (mr_column_is_null(c, i)) {
+            rc = mr_buf_puts(b, NULL_PARTITION);
+        } else if (c->type == MR_T_STRING) {
+            size_t l;
+            const char *s = mr_column_str(c, i, &l);
+            rc = escape_segment(b, s, l);
+        } else {
+            tmp->len = 0;
+            rc = mr_column_format(c, i, tmp);
+            if (rc == MR_OK) rc = escape_segment(b, tmp->data, tmp->len);
+        }
+        if (rc != MR_OK) return rc;
+    }
+    return MR_OK;
+}
+
+static void get_value(const mr_column *c, size_t i, tval *v)
+{
+    memset(v, 0, sizeof *v);
+    if (mr_column_is_null(c, i)) {
+        v->is_null = 1;
+        return;
+    }
+    switch (c->type) {
+    case MR_T_BOOL: v->i = ((const uint8_t *)c->data)[i]; break;
+    case MR_T_INT64:
+    case MR_T_TIMESTAMP: v->i = ((const int64_t *)c->data)[i]; break;
+    case MR_T_DATE: v->i = ((const int32_t *)c->data)[i]; break;
+    case MR_T_FLOAT64: v->f = ((const double *)c->data)[i]; break;
+    case MR_T_FLOAT32: v->f = ((const float *)c->data)[i]; break;
+    default: break;
+    }
+}
+
+static uint64_t dir_hash(const char *s, size_t len)
+{
+    mr_hash128 h = mr_hash_bytes(s, len);
+    return h.lo;
+}
+
+static mr_status grow_slots(mr_dataset_writer *w)
+{
+    size_t n = w->n_slots ? w->n_slots * 2 : 64;
+    size_t *s = mr_calloc(n, sizeof *s);
+    if (!s) return MR_E_NOMEM;
+    for (size_t p = 0; p < w->n_parts; p++) {
+        size_t h = (size_t)dir_hash(w->parts[p].dir, strlen(w->parts[p].dir)) & (n - 1);
+        while (s[h]) h = (h + 1) & (n - 1);
+        s[h] = p + 1;
+    }
+    mr_free(w->slots);
+    w->slots = s;
+    w->n_slots = n;
+    return MR_OK;
+}
+
+/* Finds or creates the partition of row i whose directory is dir. */
+static mr_status find_part(mr_dataset_writer *w, const mr_table *t, size_t i, const mr_buf *dir, size_t *out,
+                           mr_error *err)
+{
+    if (w->n_slots == 0 || (w->n_parts + 1) * 2 > w->n_slots)
+        if (grow_slots(w) != MR_OK) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    const char *d = dir->len ? dir->data : "";
+    size_t h = (size_t)dir_hash(d, dir->len) & (w->n_slots - 1);
+    while (w->slots[h]) {
+        size_t p = w->slots[h] - 1;
+        if (!strcmp(w->parts[p].dir, d)) {
+            *out = p;
+            return MR_OK;
+        }
+        h = (h + 1) & (w->n_slots - 1);
+    }
+    if (w->n_parts == w->cap_parts) {
+        size_t nc = w->cap_parts ? w->cap_parts * 2 : 8;
+        wpart *np = mr_realloc(w->parts, nc * sizeof *np);
+        if (!np) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        w->parts = np;
+        w->cap_parts = nc;
+    }
+    wpart *p = &w->parts[w->n_parts];
+    memset(p, 0, sizeof *p);
+    p->dir = mr_strndup(d, dir->len);
+    if (!p->dir) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    w->n_parts++; /* from here the part is owned by w (freed with it) */
+    for (size_t k = 0; k < w->n_pcols; k++) {
+        const mr_column *c = t->cols[w->pidx[k]];
+        get_value(c, i, &p->vals[k]);
+        if (c->type == MR_T_STRING && !p->vals[k].is_null) {
+            size_t l;
+            const char *s = mr_column_str(c, i, &l);
+            p->vals[k].s = mr_strndup(s, l);
+            p->vals[k].len = l;
+            if (!p->vals[k].s) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        }
+    }
+    w->slots[h] = w->n_parts;
+    *out = w->n_parts - 1;
+    return MR_OK;
+}
+
+static mr_status close_shard(mr_dataset_writer *w, wpart *p, mr_error *err)
+{
+    if (!p->pw) return MR_OK;
+    mr_parquet_writer *pw = p->pw;
+    p->pw = NULL;
+    w->n_open--;
+    wshard *sh = &w->shards[p->shard];
+    mr_status rc = mr_parquet_writer_close(pw, err);
+    if (rc != MR_OK) return rc;
+    char *abs = mr_path_join(w->dir, sh->path);
+    if (!abs) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_hash128 h;
+    rc = mr_hash_file(abs, &h, &sh->bytes, err);
+    mr_free(abs);
+    if (rc != MR_OK) return rc;
+    mr_hash_hex(h, sh->hash);
+    return MR_OK;
+}
+
+static mr_status open_shard(mr_dataset_writer *w, size_t part, mr_error *err)
+{
+    if (w->n_open >= MR_DATASET_MAX_OPEN_SHARDS) { /* finish the least recently written shard */
+        size_t victim = SIZE_MAX;
+        for (size_t q = 0; q < w->n_parts; q++)
+            if (w->parts[q].pw && (victim == SIZE_MAX || w->parts[q].lru < w->parts[victim].lru)) victim = q;
+        if (victim != SIZE_MAX) {
+            mr_status rc = close_shard(w, &w->parts[victim], err);
+            if (rc != MR_OK) return rc;
+        }
+    }
+    wpart *p = &w->parts[part];
+    if (w->n_shards == w->cap_shards) {
+        size_t nc = w->cap_shards ? w->cap_shards * 2 : 16;
+        wshard *ns = mr_realloc(w->shards, nc * sizeof *ns);
+        if (!ns) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        w->shards = ns;
+        w->cap_shards = nc;
+    }
+    wshard *sh = &w->shards[w->n_shards];
+    memset(sh, 0, sizeof *sh);
+    sh->part = part;
+    sh->st = mr_calloc(w->n_cols, sizeof *sh->st);
+    sh->path = p->dir[0] ? mr_asprintf("%s/part-%05zu.parquet", p->dir, w->n_shards)
+                         : mr_asprintf("part-%05zu.parquet", w->n_shards);
+    w->n_shards++;
+    if (!sh->st || !sh->path) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    char *abs = mr_path_join(w->dir, sh->path);
+    if (!abs) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = MR_OK;
+    if (p->dir[0]) {
+        char *d = mr_path_join(w->dir, p->dir);
+        rc = d ? mr_fs_mkdirs(d, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        mr_free(d);
+    }
+    mr_parquet_write_opts o;
+    mr_parquet_write_opts_init(&o);
+    o.codec = w->codec;
+    o.level = w->level;
+    o.row_group_rows = w->rg_rows;
+    static const char *const kv_k[] = {"millrace.dataset"};
+    static const char *const kv_v[] = {MR_DATASET_FORMAT};
+    o.kv_keys = kv_k;
+    o.kv_values = kv_v;
+    o.n_kv = 1;
+    if (rc == MR_OK) rc = mr_parquet_writer_open(abs, &o, &p->pw, err);
+    mr_free(abs);
+    if (rc != MR_OK) return rc;
+    p->shard = w->n_shards - 1;
+    w->n_open++;
+    return MR_OK;
+}
+
+/* Writes the partition's accumulated rows in row groups of rg_rows (and
+ * shards of rows_per_shard); keeps a partial row group unless final. */
+static mr_status flush_part(mr_dataset_writer *w, size_t part, int final, mr_error *err)
+{
+    wpart *p = &w->parts[part];
+    mr_status rc = MR_OK;
+    size_t off = 0, n = p->acc ? p->acc->n_rows : 0;
+    p->lru = ++w->tick;
+    while (off < n) {
+        size_t left = w->rows_per_shard - (p->pw ? (size_t)w->shards[p->shard].rows : 0);
+        size_t take = left < w->rg_rows ? left : w->rg_rows;
+        if (n - off < take) {
+            if (!final) break;
+            take = n - off;
+        }
+        if (!p->pw) {
+            rc = open_shard(w, part, err);
+            if (rc != MR_OK) return rc;
+            p = &w->parts[part];
+        }
+        mr_table *slice = NULL;
+        rc = mr_table_slice(p->acc, off, off + take, &slice, err);
+        wshard *sh = &w->shards[p->shard];
+        for (size_t f = 0; rc == MR_OK && f < slice->n_cols; f++)
+            if (cstat_update(&sh->st[w->fcols[f]], slice->cols[f]) != MR_OK)
+                rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (rc == MR_OK) rc = mr_parquet_writer_write(p->pw, slice, err);
+        mr_table_free(slice);
+        if (rc != MR_OK) return rc;
+        sh->rows += take;
+        sh->row_groups++;
+        off += take;
+        if (sh->rows >= w->rows_per_shard) {
+            rc = close_shard(w, p, err);
+            if (rc != MR_OK) return rc;
+        }
+    }
+    if (off == n) {
+        mr_table_free(p->acc);
+        p->acc = NULL;
+    } else if (off > 0) {
+        mr_table *rest = NULL;
+        rc = mr_table_slice(p->acc, off, n, &rest, err);
+        if (rc != MR_OK) return rc;
+        mr_table_free(p->acc);
+        p->acc = rest;
+    }
+    if (final) rc = close_shard(w, p, err);
+    return rc;
+}
+
+/* Appends rows idx[0..n) of the file columns of t to partition part. */
+static mr_status route(mr_dataset_writer *w, const mr_table *t, size_t part, const uint32_t *idx, size_t n,
+                       mr_error *err)
+{
+    mr_column *view_cols[256];
+    mr_column **vc = w->n_fcols <= 256 ? view_cols : mr_calloc(w->n_fcols, sizeof *vc);
+    if (!vc) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t f = 0; f < w->n_fcols; f++) vc[f] = t->cols[w->fcols[f]];
+    mr_table view = {t->n_rows, w->n_fcols, vc};
+    mr_table *rows = NULL;
+    mr_status rc = idx ? mr_table_take(&view, idx, n, &rows, err) : mr_table_slice(&view, 0, t->n_rows, &rows, err);
+    if (vc != view_cols) mr_free(vc);
+    if (rc != MR_OK) return rc;
+    wpart *p = &w->parts[part];
+    if (!p->acc) {
+        p->acc = rows;
+    } else {
+        rc = mr_table_append(p->acc, rows, err);
+        mr_table_free(rows);
+        if (rc != MR_OK) return rc;
+    }
+    if (p->acc->n_rows >= w->rg_rows) return flush_part(w, part, 0, err);
+    return MR_OK;
+}
+
+mr_status mr_dataset_writer_write(mr_dataset_writer *w, const mr_table *t, mr_error *err)
+{
+    if (w->failed) return MR_ERR(err, MR_E_STATE, "dataset writer: an earlier write failed");
+    mr_status rc = w->have_schema ? check_schema(w, t, err) : fix_schema(w, t, err);
+    uint32_t *part_of = NULL, *idx = NULL;
+    size_t *count = NULL;
+    mr_buf dir, tmp;
+    mr_buf_init(&dir);
+    mr_buf_init(&tmp);
+    if (rc != MR_OK || t->n_rows == 0) goto done;
+    if (t->n_rows > UINT32_MAX) {
+        rc = MR_ERR(err, MR_E_LIMIT, "dataset: batch of %zu rows is too large (max %u)", t->n_rows, UINT32_MAX);
+        goto done;
+    }
+    w->rows += t->n_rows;
+    if (w->n_pcols == 0) {
+        if (w->n_parts == 0) {
+            size_t p0;
+            rc = find_part(w, t, 0, &dir, &p0, err);
+            if (rc != MR_OK) goto done;
+        }
+        rc = route(w, t, 0, NULL, t->n_rows, err);
+        goto done;
+    }
+    /* Route rows: partition of each row, then a stable counting sort. */
+    part_of = mr_malloc(t->n_rows * sizeof *part_of);
+    idx = mr_malloc(t->n_rows * sizeof *idx);
+    if (!part_of || !idx) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < t->n_rows; i++) {
+        size_t p;
+        if (row_dir(w, t, i, &dir, &tmp) != MR_OK) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            goto done;
+        }
+        rc = find_part(w, t, i, &dir, &p, err);
+        if (rc != MR_OK) goto done;
+        part_of[i] = (uint32_t)p;
+    }
+    count = mr_calloc(w->n_parts + 1, sizeof *count);
+    if (!count) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < t->n_rows; i++) count[part_of[i] + 1]++;
+    for (size_t p = 0; p < w->n_parts; p++) count[p + 1] += count[p];
+    size_t *pos = count; /* pos[p]: next slot of partition p; after the fill, pos[p] = end of p */
+    for (size_t i = 0; i < t->n_rows; i++) idx[pos[part_of[i]]++] = (uint32_t)i;
+    size_t begin = 0;
+    for (size_t p = 0; p < w->n_parts && rc == MR_OK; p++) {
+        size_t end = pos[p];
+        if (end > begin) rc = route(w, t, p, idx + begin, end - begin, err);
+        begin = end;
+    }
+done:
+    mr_free(part_of);
+    mr_free(idx);
+    mr_free(count);
+    mr_buf_free(&dir);
+    mr_buf_free(&tmp);
+    if (rc != MR_OK) w->failed = 1;
+    return rc;
+}
+
+/* ---- manifest ------------------------------------------------------------------------ */
+
+static json_t *stats_json(const mr_dataset_writer *w, const wshard *sh)
+{
+    json_t *cols = json_object();
+    if (!cols) return NULL;
+    for (size_t f = 0; f < w->n_fcols; f++) {
+        size_t j = w->fcols[f];
+        const cstat *st = &sh->st[j];
+        json_t *o = json_object(), *mn = NULL, *mx = NULL;
+        if (!o || json_object_set_new(cols, w->names[j], o)) goto fail;
+        if (st->has && !st->str_too_long) {
+            int fl = w->types[j] == MR_T_FLOAT64 || w->types[j] == MR_T_FLOAT32;
+            mn = value_json(w->types[j], st->mn_i, fl ? st->mn_f : 0, st->mn_s, st->mn_len);
+            mx = value_json(w->types[j], st->mx_i, fl ? st->mx_f : 0, st->mx_s, st->mx_len);
+        }
+        if (!mn || !mx) { /* unknown (all null, too long, not UTF-8) */
+            json_decref(mn);
+            json_decref(mx);
+            mn = json_null();
+            mx = json_null();
+        }
+        if (json_object_set_new(o, "min", mn) || json_object_set_new(o, "max", mx) ||
+            json_object_set_new(o, "null_count", json_integer((json_int_t)st->nulls)))
+            goto fail;
+        if ((w->types[j] == MR_T_FLOAT64 || w->types[j] == MR_T_FLOAT32) &&
+            json_object_set_new(o, "nan_count", json_integer((json_int_t)st->nans)))
+            goto fail;
+    }
+    return cols;
+fail:
+    json_decref(cols);
+    return NULL;
+}
+
+static mr_status write_manifest(mr_dataset_writer *w, mr_dataset_summary *sum, mr_error *err)
+{
+    mr_status rc = MR_OK;
+    char *text = NULL, *path = NULL;
+    json_t *root = json_object(), *schema = json_array(), *pby = json_array(), *shards = json_array();
+    if (!root || !schema || !pby || !shards) goto nomem;
+    json_object_set_new(root, "format", json_string(MR_DATASET_FORMAT));
+    json_object_set_new(root, "created_by", json_string("millrace " MILLRACE_VERSION));
+    json_object_set_new(root, "schema", schema);
+    json_object_set_new(root, "partition_by", pby);
+    json_object_set_new(root, "total_rows", json_integer((json_int_t)w->rows));
+    json_object_set_new(root, "shards", shards);
+    uint64_t bytes = 0;
+    for (size_t j = 0; j < w->n_cols; j++) {
+        uint64_t nulls = 0;
+        for (size_t s = 0; s < w->n_shards; s++) nulls += w->shards[s].st[j].nulls;
+        if (w->is_part[j])
+            for (size_t s = 0; s < w->n_shards; s++) {
+                size_t k = 0;
+                while (w->pidx[k] != j) k++;
+                if (w->parts[w->shards[s].part].vals[k].is_null) nulls += w->shards[s].rows;
+            }
+        json_t *c = json_pack("{s:s, s:s, s:b}", "name", w->names[j], "type", mr_dtype_name(w->types[j]), "nullable",
+                              nulls > 0);
+        if (!c || json_array_append_new(schema, c)) goto nomem;
+    }
+    for (size_t k = 0; k < w->n_pcols; k++) {
+        json_t *c = json_pack("{s:s, s:s}", "name", w->pnames[k], "type", mr_dtype_name(w->types[w->pidx[k]]));
+        if (!c || json_array_append_new(pby, c)) goto nomem;
+    }
+    for (size_t s = 0; s < w->n_shards; s++) {
+        const wshard *sh = &w->shards[s];
+        const wpart *p = &w->parts[sh->part];
+        json_t *part = json_object();
+        if (!part) goto nomem;
+        for (size_t k = 0; k < w->n_pcols; k++) {
+            const tval *v = &p->vals[k];
+            json_t *jv = v->is_null ? json_null()
+                                    : value_json(w->types[w->pidx[k]], v->i, v->f, v->s, v->len);
+            if (!jv) {
+                json_decref(part);
+                rc = MR_ERR(err, MR_E_INVALID_ARG, "dataset: partition value of '%s' in '%s' is not valid UTF-8",
+                            w->pnames[k], p->dir);
+                goto done;
+            }
+            json_object_set_new(part, w->pnames[k], jv);
+        }
+        json_t *cols = stats_json(w, sh);
+        json_t *o = cols ? json_pack("{s:s, s:o, s:I, s:I, s:s, s:I, s:o}", "path", sh->path, "partition", part, "rows",
+                                     (json_int_t)sh->rows, "bytes", (json_int_t)sh->bytes, "hash", sh->hash,
+                                     "row_groups", (json_int_t)sh->row_groups, "columns", cols)
+                         : NULL;
+        if (!cols) json_decref(part);
+        if (!o || json_array_append_new(shards, o)) goto nomem;
+        bytes += sh->bytes;
+    }
+    text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+    path = mr_path_join(w->dir, MR_DATASET_MANIFEST);
+    if (!text || !path) goto nomem;
+    size_t len = strlen(text);
+    rc = mr_fs_write_atomic(path, text, len, err);
+    if (rc == MR_OK && sum) {
+        sum->rows = w->rows;
+        sum->shards = w->n_shards;
+        sum->partitions = w->n_parts;
+        sum->bytes = bytes;
+    }
+    goto done;
+nomem:
+    rc = MR_ERR(err, MR_E_NOMEM, "out of memory writing the manifest");
+done:
+    if (!root) {
+        json_decref(schema);
+        json_decref(pby);
+        json_decref(shards);
+    }
+    json_decref(root);
+    free(text); /* allocated by jansson */
+    mr_free(path);
+    return rc;
+}
+
+mr_status mr_dataset_writer_close(mr_dataset_writer *w, mr_dataset_summary *summary, mr_error *err)
+{
+    if (!w) return MR_ERR(err, MR_E_INVALID_ARG, "dataset writer is NULL");
+    mr_status rc = MR_OK;
+    if (summary) memset(summary, 0, sizeof *summary);
+    if (w->failed) {
+        rc = MR_ERR(err, MR_E_STATE, "dataset writer: an earlier write failed; no manifest written");
+        goto done;
+    }
+    for (size_t p = 0; p < w->n_parts && rc == MR_OK; p++) rc = flush_part(w, p, 1, err);
+    if (rc == MR_OK) rc = write_manifest(w, summary, err);
+done:
+    mr_dataset_writer_free(w);
+    return rc;
+}
+
+mr_status mr_dataset_write_table(const char *dir, const mr_table *t, const mr_dataset_write_opts *opts,
+                                 mr_dataset_summary *summary, mr_error *err)
+{
+    mr_dataset_writer *w;
+    mr_status rc = mr_dataset_writer_open(dir, opts, &w, err);
+    if (rc != MR_OK) return rc;
+    rc = mr_dataset_writer_write(w, t, err);
+    if (rc != MR_OK) {
+        mr_dataset_writer_free(w);
+        return rc;
+    }
+    return mr_dataset_writer_close(w, summary, err);
+}
+
+/* ---- reader: manifest parsing and validation ------------------------------------------ */
+
+static void shard_free(mr__ds_shard *s, const mr_dataset *ds)
+{
+    mr_free(s->path);
+    mr_free(s->abs_path);
+    if (s->stats)
+        for (size_t j = 0; j < ds->n_cols; j++)
+            if (ds->types[j] == MR_T_STRING && s->stats[j].has_min_max) {
+                mr_free((void *)s->stats[j].min.s.ptr);
+                mr_free((void *)s->stats[j].max.s.ptr);
+            }
+    mr_free(s->stats);
+}
+
+void mr_dataset_close(mr_dataset *ds)
+{
+    if (!ds) return;
+    for (size_t i = 0; i < ds->n_shards; i++) shard_free(&ds->shards[i], ds);
+    for (size_t j = 0; j < ds->n_cols; j++) mr_free(ds->names[j]);
+    mr_free(ds->shards);
+    mr_free(ds->names);
+    mr_free(ds->types);
+    mr_free(ds->nullable);
+    mr_free(ds->is_part);
+    mr_free(ds->dir);
+    mr_free(ds);
+}
+
+/* Stores the typed value v into a stats bound of type t (strings: ownership moves). */
+static void to_bound(mr_dtype t, tval *v, mr_dataset_col_stats *st, int is_max)
+{
+    switch (t) {
+    case MR_T_BOOL:
+        if (is_max) st->max.b = (int)v->i;
+        else st->min.b = (int)v->i;
+        break;
+    case MR_T_FLOAT64:
+    case MR_T_FLOAT32:
+        if (is_max) st->max.f = v->f;
+        else st->min.f = v->f;
+        break;
+    case MR_T_STRING:
+        if (is_max) st->max.s.ptr = v->s, st->max.s.len = v->len;
+        else st->min.s.ptr = v->s, st->min.s.len = v->len;
+        v->s = NULL;
+        break;
+    default:
+        if (is_max) st->max.i = v->i;
+        else st->min.i = v->i;
+        break;
+    }
+}
+
+static mr_status corrupt(mr_error *err, const char *mpath, const char *what, const char *detail)
+{
+    MR_ERR(err, MR_E_CORRUPT, "dataset manifest: %s%s%s", what, detail ? ": " : "", detail ? detail : "");
+    mr_error_at(err, mpath, 0, 0);
+    return MR_E_CORRUPT;
+}
+
+static json_int_t get_uint(const json_t *o, const char *key, int *bad)
+{
+    const json_t *v = json_object_get(o, key);
+    if (!json_is_integer(v) || json_integer_value(v) < 0) {
+        *bad = 1;
+        return 0;
+    }
+    return json_integer_value(v);
+}
+
+static mr_status parse_shard(mr_dataset *ds, const json_t *js, size_t i, const char *mpath, mr_error *err)
+{
+    mr__ds_shard *sh = &ds->shards[i];
+    char what[96];
+    snprintf(what, sizeof what, "shard %zu", i);
+    const char *path = json_string_value(json_object_get(js, "path"));
+    if (!json_is_object(js) || !path) return corrupt(err, mpath, what, "missing \"path\"");
+    sh->path = mr_path_normalize(path, 0);
+    if (!sh->path || strcmp(sh->path, path))
+        return corrupt(err, mpath, what, "\"path\" must be a normalised relative path inside the dataset");
+    sh->abs_path = mr_path_join(ds->dir, sh->path);
+    sh->stats = mr_calloc(ds->n_cols ? ds->n_cols : 1, sizeof *sh->stats);
+    if (!sh->abs_path || !sh->stats) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    int bad = 0;
+    sh->rows = (uint64_t)get_uint(js, "rows", &bad);
+    sh->bytes = (uint64_t)get_uint(js, "bytes", &bad);
+    sh->row_groups = (uint64_t)get_uint(js, "row_groups", &bad);
+    const char *hash = json_string_value(json_object_get(js, "hash"));
+    mr_hash128 h;
+    if (bad || !hash || strlen(hash) != MR_HASH_HEX_LEN || mr_hash_parse(hash, &h) != MR_OK)
+        return corrupt(err, mpath, what, "\"rows\", \"bytes\", \"row_groups\" and \"hash\" are required");
+    memcpy(sh->hash, hash, MR_HASH_HEX_LEN + 1);
+    const json_t *part = json_object_get(js, "partition");
+    const json_t *cols = json_object_get(js, "columns");
+    if ((ds->n_part && !json_is_object(part)) || !json_is_object(cols))
+        return corrupt(err, mpath, what, "\"partition\" and \"columns\" must be objects");
+    for (size_t j = 0; j < ds->n_cols; j++) {
+        mr_dataset_col_stats *st = &sh->stats[j];
+        const json_t *jc = json_object_get(ds->is_part[j] ? part : cols, ds->names[j]);
+        if (!jc) {
+            snprintf(what, sizeof what, "shard '%s'", sh->path);
+            return corrupt(err, mpath, what, ds->is_part[j] ? "a partition value is missing" : "column statistics are missing");
+        }
+        tval mn, mx;
+        if (ds->is_part[j]) {
+            if (json_value(jc, ds->types[j], &mn)) goto bad_value;
+            if (mn.is_null) {
+                st->null_count = sh->rows;
+            } else {
+                mx = mn;
+                if (ds->types[j] == MR_T_STRING) {
+                    mx.s = mr_strndup(mn.s, mn.len);
+                    if (!mx.s) {
+                        tval_free(&mn);
+                        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+                    }
+                }
+                st->has_min_max = 1;
+                if (isnan(mn.f)) st->has_min_max = 0, st->nan_count = sh->rows;
+                to_bound(ds->types[j], &mn, st, 0);
+                to_bound(ds->types[j], &mx, st, 1);
+                tval_free(&mx);
+            }
+            tval_free(&mn);
+            continue;
+        }
+        if (!json_is_object(jc)) goto bad_value;
+        st->null_count = (uint64_t)get_uint(jc, "null_count", &bad);
+        if (json_object_get(jc, "nan_count")) st->nan_count = (uint64_t)get_uint(jc, "nan_count", &bad);
+        if (bad || st->null_count > sh->rows) goto bad_value;
+        if (json_value(json_object_get(jc, "min"), ds->types[j], &mn)) goto bad_value;
+        if (json_value(json_object_get(jc, "max"), ds->types[j], &mx)) {
+            tval_free(&mn);
+            goto bad_value;
+        }
+        if (!mn.is_null && !mx.is_null) {
+            st->has_min_max = 1;
+            to_bound(ds->types[j], &mn, st, 0);
+            to_bound(ds->types[j], &mx, st, 1);
+        }
+        tval_free(&mn);
+        tval_free(&mx);
+        continue;
+    bad_value:
+        snprintf(what, sizeof what, "shard '%s', column '%s'", sh->path, ds->names[j]);
+        return corrupt(err, mpath, what, "malformed value or statistics");
+    }
+    return MR_OK;
+}
+
+/* Distinct partitions: shards with the same directory share one. */
+static mr_status index_partitions(mr_dataset *ds, mr_error *err)
+{
+    size_t *first = mr_calloc(ds->n_shards ? ds->n_shards : 1, sizeof *first); /* shard that opened partition p */
+    if (!first) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    ds->n_partitions = 0;
+    for (size_t i = 0; i < ds->n_shards; i++) {
+        const char *pi = ds->shards[i].path, *si = strrchr(pi, '/');
+        size_t li = si ? (size_t)(si - pi) : 0;
+        size_t p = 0;
+        for (; p < ds->n_partitions; p++) {
+            const char *pj = ds->shards[first[p]].path, *sj = strrchr(pj, '/');
+            size_t lj = sj ? (size_t)(sj - pj) : 0;
+            if (li == lj && !memcmp(pi, pj, li)) break;
+        }
+        if (p == ds->n_partitions) first[ds->n_partitions++] = i;
+        ds->shards[i].partition = p;
+    }
+    mr_free(first);
+    return MR_OK;
+}
+
+mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
+{
+    *out = NULL;
+    mr_status rc = MR_OK;
+    char *text = NULL;
+    size_t len = 0;
+    json_t *root = NULL;
+    mr_dataset *ds = mr_calloc(1, sizeof *ds);
+    char *mpath = mr_path_join(dir, MR_DATASET_MANIFEST);
+    if (!ds || !mpath) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    ds->dir = mr_strdup(dir);
+    if (!ds->dir) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if (!mr_fs_exists(mpath)) {
+        rc = MR_ERR(err, MR_E_NOT_FOUND, "not a millrace dataset: %s has no %s", dir, MR_DATASET_MANIFEST);
+        goto done;
+    }
+    rc = mr_fs_read_file(mpath, MAX_MANIFEST, &text, &len, err);
+    if (rc != MR_OK) goto done;
+    json_error_t je;
+    root = json_loadb(text, len, JSON_ALLOW_NUL, &je);
+    if (!root || !json_is_object(root)) {
+        MR_ERR(err, MR_E_CORRUPT, "dataset manifest: %s", root ? "not a JSON object" : je.text);
+        mr_error_at(err, mpath, root ? 0 : je.line, root ? 0 : je.column);
+        rc = MR_E_CORRUPT;
+        goto done;
+    }
+    const char *fmt = json_string_value(json_object_get(root, "format"));
+    if (!fmt || strcmp(fmt, MR_DATASET_FORMAT)) {
+        rc = corrupt(err, mpath, "unsupported \"format\"", fmt ? fmt : "missing");
+        if (fmt) mr_error_hint(err, "this millrace reads %s", MR_DATASET_FORMAT);
+        goto done;
+    }
+    const json_t *schema = json_object_get(root, "schema"), *pby = json_object_get(root, "partition_by");
+    const json_t *shards = json_object_get(root, "shards");
+    if (!json_is_array(schema) || !json_is_array(pby) || !json_is_array(shards)) {
+        rc = corrupt(err, mpath, "\"schema\", \"partition_by\" and \"shards\" must be arrays", NULL);
+        goto done;
+    }
+    size_t n = json_array_size(schema);
+    ds->names = mr_calloc(n ? n : 1, sizeof *ds->names);
+    ds->types = mr_calloc(n ? n : 1, sizeof *ds->types);
+    ds->nullable = mr_calloc(n ? n : 1, sizeof *ds->nullable);
+    ds->is_part = mr_calloc(n ? n : 1, sizeof *ds->is_part);
+    if (!ds->names || !ds->types || !ds->nullable || !ds->is_part) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t j = 0; j < n; j++) {
+        const json_t *c = json_array_get(schema, j);
+        const char *name = json_string_value(json_object_get(c, "name"));
+        const char *type = json_string_value(json_object_get(c, "type"));
+        if (!name || !type || mr_dtype_parse(type, &ds->types[j]) != MR_OK || ds->types[j] == MR_T_NULL) {
+            rc = corrupt(err, mpath, "schema entry needs \"name\" and a valid \"type\"", name);
+            goto done;
+        }
+        for (size_t q = 0; q < j; q++)
+            if (!strcmp(ds->names[q], name)) {
+                rc = corrupt(err, mpath, "duplicate column in schema", name);
+                goto done;
+            }
+        ds->names[j] = mr_strdup(name);
+        if (!ds->names[j]) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            goto done;
+        }
+        ds->n_cols++;
+        ds->nullable[j] = json_is_true(json_object_get(c, "nullable"));
+    }
+    if (json_array_size(pby) > MR_DATASET_MAX_PARTITION_COLS) {
+        rc = corrupt(err, mpath, "too many partition columns", NULL);
+        goto done;
+    }
+    for (size_t k = 0; k < json_array_size(pby); k++) {
+        const char *name = json_string_value(json_object_get(json_array_get(pby, k), "name"));
+        ssize_t j = -1;
+        for (size_t q = 0; name && q < ds->n_cols; q++)
+            if (!strcmp(ds->names[q], name)) j = (ssize_t)q;
+        if (j < 0 || ds->is_part[j]) {
+            rc = corrupt(err, mpath, "partition column is not in the schema (or listed twice)", name);
+            goto done;
+        }
+        ds->part_cols[ds->n_part++] = (size_t)j;
+        ds->is_part[j] = 1;
+    }
+    size_t ns = json_array_size(shards);
+    ds->shards = mr_calloc(ns ? ns : 1, sizeof *ds->shards);
+    if (!ds->shards) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    uint64_t total = 0;
+    for (size_t i = 0; i < ns; i++) {
+        ds->n_shards++;
+        rc = parse_shard(ds, json_array_get(shards, i), i, mpath, err);
+        if (rc != MR_OK) goto done;
+        total += ds->shards[i].rows;
+        struct stat sb;
+        if (stat(ds->shards[i].abs_path, &sb) != 0) {
+            MR_ERR(err, MR_E_CORRUPT, "dataset shard '%s' listed in the manifest is missing", ds->shards[i].path);
+            mr_error_at(err, ds->shards[i].abs_path, 0, 0);
+            rc = MR_E_CORRUPT;
+            goto done;
+        }
+        if ((uint64_t)sb.st_size != ds->shards[i].bytes) {
+            MR_ERR(err, MR_E_CORRUPT, "dataset shard '%s' has %lld bytes, the manifest says %llu", ds->shards[i].path,
+                   (long long)sb.st_size, (unsigned long long)ds->shards[i].bytes);
+            mr_error_at(err, ds->shards[i].abs_path, 0, 0);
+            rc = MR_E_CORRUPT;
+            goto done;
+        }
+    }
+    int bad = 0;
+    ds->n_rows = (uint64_t)get_uint(root, "total_rows", &bad);
+    if (bad || ds->n_rows != total) {
+        rc = corrupt(err, mpath, "\"total_rows\" does not equal the sum of the shards' rows", NULL);
+        goto done;
+    }
+    rc = index_partitions(ds, err);
+done:
+    json_decref(root);
+    mr_free(text);
+    mr_free(mpath);
+    if (rc != MR_OK) {
+        mr_dataset_close(ds);
+        return rc;
+    }
+    *out = ds;
+    return MR_OK;
+}
+
+mr_status mr_dataset_verify(const mr_dataset *ds, mr_error *err)
+{
+    for (size_t i = 0; i < ds->n_shards; i++) {
+        mr_hash128 h;
+        uint64_t size = 0;
+        mr_status rc = mr_hash_file(ds->shards[i].abs_path, &h, &size, err);
+        if (rc != MR_OK) return rc;
+        char hex[MR_HASH_HEX_LEN + 1];
+        mr_hash_hex(h, hex);
+        if (size != ds->shards[i].bytes || strcmp(hex, ds->shards[i].hash)) {
+            MR_ERR(err, MR_E_CORRUPT, "dataset shard '%s' does not match its manifest hash (%s, file has %s)",
+                   ds->shards[i].path, ds->shards[i].hash, hex);
+            mr_error_at(err, ds->shards[i].abs_path, 0, 0);
+            return MR_E_CORRUPT;
+        }
+    }
+    return MR_OK;
+}
+
+/* ---- accessors ------------------------------------------------------------------------- */
+
+const char *mr_dataset_dir(const mr_dataset *ds) { return ds->dir; }
+size_t mr_dataset_n_cols(const mr_dataset *ds) { return ds->n_cols; }
+const char *mr_dataset_col_name(const mr_dataset *ds, size_t j) { return j < ds->n_cols ? ds->names[j] : NULL; }
+mr_dtype mr_dataset_col_type(const mr_dataset *ds, size_t j) { return j < ds->n_cols ? ds->types[j] : MR_T_NULL; }
+int mr_dataset_col_nullable(const mr_dataset *ds, size_t j) { return j < ds->n_cols && ds->nullable[j]; }
+ssize_t mr_dataset_col_index(const mr_dataset *ds, const char *name)
+{
+    for (size_t j = 0; j < ds->n_cols; j++)
+        if (!strcmp(ds->names[j], name)) return (ssize_t)j;
+    return -1;
+}
+size_t mr_dataset_n_partition_cols(const mr_dataset *ds) { return ds->n_part; }
+size_t mr_dataset_partition_col(const mr_dataset *ds, size_t k) { return k < ds->n_part ? ds->part_cols[k] : SIZE_MAX; }
+uint64_t mr_dataset_n_rows(const mr_dataset *ds) { return ds->n_rows; }
+size_t mr_dataset_n_shards(const mr_dataset *ds) { return ds->n_shards; }
+size_t mr_dataset_n_partitions(const mr_dataset *ds) { return ds->n_partitions; }
+
+void mr_dataset_shard(const mr_dataset *ds, size_t i, mr_dataset_shard_info *out)
+{
+    memset(out, 0, sizeof *out);
+    if (i >= ds->n_shards) return;
+    const mr__ds_shard *s = &ds->shards[i];
+    out->path = s->path;
+    out->rows = s->rows;
+    out->bytes = s->bytes;
+    out->row_groups = s->row_groups;
+    out->hash = s->hash;
+    out->partition = s->partition;
+}
+
+const mr_dataset_col_stats *mr_dataset_shard_stats(const mr_dataset *ds, size_t i, size_t j)
+{
+    if (i >= ds->n_shards || j >= ds->n_cols) return NULL;
+    return &ds->shards[i].stats[j];
+}

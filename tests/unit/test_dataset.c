@@ -1,0 +1,665 @@
+/* Unit tests for datasets (src/data/dataset*.c): writer/reader round trips
+ * over several shards and row groups, hive partitioning and partition
+ * pruning, manifest statistics, filtered scans against an in-memory oracle
+ * (random filters over a generated table), explain counts and bytes read,
+ * corrupt/missing shards, and the any-source helper. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data/dataset_int.h"
+#include "millrace/dataset.h"
+#include "millrace/expr.h"
+
+static char tmpdir[256];
+static mr_error err;
+
+static int setup_tmp(void **state)
+{
+    (void)state;
+    snprintf(tmpdir, sizeof tmpdir, "%s/mr-ds-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    mr_error_init(&err);
+    return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown_tmp(void **state)
+{
+    (void)state;
+    mr_fs_rmtree(tmpdir, NULL);
+    return 0;
+}
+
+#define CHECK_OK(expr)                                                                     \
+    do {                                                                                   \
+        mr_error_clear(&err);                                                              \
+        mr_status st_ = (expr);                                                            \
+        if (st_ != MR_OK) {                                                                \
+            char b_[1200];                                                                 \
+            mr_error_format(&err, b_, sizeof b_);                                          \
+            fail_msg("%s failed: %s: %s", #expr, mr_status_name(st_), b_);                 \
+        }                                                                                  \
+    } while (0)
+
+/* xorshift, seeded per test; the seed is printed on failure through messages */
+static uint64_t rng_state = 88172645463325252ULL;
+static uint64_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* id int64 (unique, 0..n-1), day date (n_days distinct), cat string (8
+ * values, some null), x float64 (nulls, NaN), flag bool, ts timestamp,
+ * name string (high cardinality) */
+static mr_table *gen_table(size_t n, int n_days)
+{
+    mr_table *t;
+    mr_column *c[7];
+    CHECK_OK(mr_table_new(&t, &err));
+    CHECK_OK(mr_column_new("id", MR_T_INT64, n, &c[0], &err));
+    CHECK_OK(mr_column_new("day", MR_T_DATE, n, &c[1], &err));
+    CHECK_OK(mr_column_new("cat", MR_T_STRING, n, &c[2], &err));
+    CHECK_OK(mr_column_new("x", MR_T_FLOAT64, n, &c[3], &err));
+    CHECK_OK(mr_column_new("flag", MR_T_BOOL, n, &c[4], &err));
+    CHECK_OK(mr_column_new("ts", MR_T_TIMESTAMP, n, &c[5], &err));
+    CHECK_OK(mr_column_new("name", MR_T_STRING, n, &c[6], &err));
+    for (size_t i = 0; i < n; i++) {
+        mr_column_append_int64(c[0], (int64_t)i);
+        mr_column_append_int32(c[1], 19723 + (int32_t)(i * (size_t)n_days / n)); /* 2024-01-01 + */
+        char s[32];
+        int k = (int)(rnd() % 9);
+        if (k == 8) mr_column_append_null(c[2]);
+        else {
+            snprintf(s, sizeof s, "c%d", k);
+            mr_column_append_str(c[2], s, strlen(s));
+        }
+        uint64_t r = rnd() % 100;
+        if (r < 5) mr_column_append_null(c[3]);
+        else if (r < 7) mr_column_append_float64(c[3], NAN);
+        else mr_column_append_float64(c[3], (double)(int64_t)(rnd() % 20000) / 100.0 - 50.0);
+        mr_column_append_bool(c[4], (int)(rnd() & 1));
+        mr_column_append_int64(c[5], 1704067200000000LL + (int64_t)i * 1000000LL * 37);
+        snprintf(s, sizeof s, "n%llu", (unsigned long long)(rnd() % 100000));
+        mr_column_append_str(c[6], s, strlen(s));
+    }
+    for (int j = 0; j < 7; j++) CHECK_OK(mr_table_add_column(t, c[j], &err));
+    return t;
+}
+
+/* Row i of t as text, columns in the given order (all columns when names NULL). */
+static char *row_text(const mr_table *t, size_t i, const char *const *names, size_t n)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    size_t nc = names ? n : t->n_cols;
+    for (size_t k = 0; k < nc; k++) {
+        const mr_column *c = names ? mr_table_column(t, names[k]) : t->cols[k];
+        assert_non_null(c);
+        if (k) mr_buf_puts(&b, "|");
+        mr_column_format(c, i, &b);
+    }
+    return b.data ? b.data : mr_strdup("");
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sorted texts of the rows of t selected by mask (NULL = all). */
+static char **sorted_rows(const mr_table *t, const uint8_t *mask, const char *const *names, size_t n, size_t *n_out)
+{
+    char **v = mr_calloc(t->n_rows + 1, sizeof *v);
+    size_t m = 0;
+    for (size_t i = 0; i < t->n_rows; i++)
+        if (!mask || mask[i]) v[m++] = row_text(t, i, names, n);
+    qsort(v, m, sizeof *v, cmp_str);
+    *n_out = m;
+    return v;
+}
+
+static void free_rows(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++) mr_free(v[i]);
+    mr_free(v);
+}
+
+static void assert_same_rows(const mr_table *want, const uint8_t *mask, const mr_table *got, const char *label)
+{
+    const char *names[16];
+    for (size_t k = 0; k < got->n_cols; k++) names[k] = got->cols[k]->name;
+    size_t nw, ng;
+    char **w = sorted_rows(want, mask, names, got->n_cols, &nw);
+    char **g = sorted_rows(got, NULL, NULL, 0, &ng);
+    if (nw != ng) fail_msg("%s: %zu rows expected, got %zu", label, nw, ng);
+    for (size_t i = 0; i < nw; i++)
+        if (strcmp(w[i], g[i])) fail_msg("%s: row %zu: expected %s, got %s", label, i, w[i], g[i]);
+    free_rows(w, nw);
+    free_rows(g, ng);
+}
+
+static char *sub(const char *name)
+{
+    return mr_path_join(tmpdir, name);
+}
+
+/* ---- round trip ------------------------------------------------------------------ */
+
+static void test_roundtrip_shards(void **state)
+{
+    (void)state;
+    mr_table *t = gen_table(5000, 20);
+    char *dir = sub("rt");
+    mr_dataset_write_opts o;
+    mr_dataset_write_opts_init(&o);
+    o.rows_per_shard = 1200;
+    o.row_group_rows = 300;
+    mr_dataset_writer *w;
+    CHECK_OK(mr_dataset_writer_open(dir, &o, &w, &err));
+    for (size_t off = 0; off < t->n_rows; off += 777) { /* odd batch sizes */
+        mr_table *b;
+        size_t end = off + 777 < t->n_rows ? off + 777 : t->n_rows;
+        CHECK_OK(mr_table_slice(t, off, end, &b, &err));
+        CHECK_OK(mr_dataset_writer_write(w, b, &err));
+        mr_table_free(b);
+    }
+    mr_dataset_summary sum;
+    CHECK_OK(mr_dataset_writer_close(w, &sum, &err));
+    assert_int_equal(sum.rows, 5000);
+    assert_int_equal(sum.shards, 5);
+
+    mr_dataset *ds;
+    CHECK_OK(mr_dataset_open(dir, &ds, &err));
+    assert_int_equal(mr_dataset_n_cols(ds), 7);
+    assert_int_equal(mr_dataset_n_shards(ds), 5);
+    assert_int_equal(mr_dataset_n_rows(ds), 5000);
+    assert_int_equal(mr_dataset_col_type(ds, 1), MR_T_DATE);
+    assert_true(mr_dataset_col_nullable(ds, 3));
+    assert_false(mr_dataset_col_nullable(ds, 0));
+    CHECK_OK(mr_dataset_verify(ds, &err));
+    for (size_t i = 0; i < 5; i++) {
+        mr_dataset_shard_info si;
+        mr_dataset_shard(ds, i, &si);
+        assert_int_equal(si.rows, i < 4 ? 1200 : 200);
+        assert_int_equal(si.row_groups, i < 4 ? 4 : 1);
+        /* manifest stats: id is 0..n-1 in order */
+        const mr_dataset_col_stats *st = mr_dataset_shard_stats(ds, i, 0);
+        assert_true(st->has_min_max);
+        assert_int_equal(st->min.i, (int64_t)(i * 1200));
+        assert_int_equal(st->max.i, (int64_t)(i * 1200 + si.rows - 1));
+        assert_int_equal(st->null_count, 0);
+        /* x: nulls and NaNs counted, bounds exclude NaN */
+        const mr_dataset_col_stats *sx = mr_dataset_shard_stats(ds, i, 3);
+        const mr_column *x = t->cols[3];
+        uint64_t nulls = 0, nans = 0;
+        double mn = INFINITY, mx = -INFINITY;
+        for (size_t r = i * 1200; r < i * 1200 + si.rows; r++) {
+            if (mr_column_is_null(x, r)) nulls++;
+            else if (isnan(((double *)x->data)[r])) nans++;
+            else {
+                double v = ((double *)x->data)[r];
+                mn = v < mn ? v : mn;
+                mx = v > mx ? v : mx;
+            }
+        }
+        assert_int_equal(sx->null_count, nulls);
+        assert_int_equal(sx->nan_count, nans);
+        assert_true(sx->min.f == mn && sx->max.f == mx);
+    }
+    mr_dataset_close(ds);
+
+    mr_table *back;
+    mr_dataset_explain ex;
+    CHECK_OK(mr_dataset_read_all(dir, NULL, NULL, 0, &back, &ex, &err));
+    assert_int_equal(back->n_rows, 5000);
+    for (size_t i = 0; i < 5000; i += 1) { /* same order, unpartitioned */
+        char *a = row_text(t, i, NULL, 0), *b = row_text(back, i, NULL, 0);
+        assert_string_equal(a, b);
+        mr_free(a);
+        mr_free(b);
+    }
+    assert_int_equal(ex.rows_selected, 5000);
+    assert_int_equal(ex.row_groups_read, 17);
+    assert_true(ex.bytes_read > 0 && ex.bytes_read <= ex.bytes_total);
+    mr_table_free(back);
+
+    /* projection: only two columns, in the asked order */
+    const char *cols[] = {"name", "id"};
+    CHECK_OK(mr_dataset_read_all(dir, "id >= 4990", cols, 2, &back, &ex, &err));
+    assert_int_equal(back->n_cols, 2);
+    assert_string_equal(back->cols[0]->name, "name");
+    assert_int_equal(back->n_rows, 10);
+    assert_int_equal(ex.shards_pruned_stats, 4);
+    mr_table_free(back);
+    mr_table_free(t);
+    mr_free(dir);
+}
+
+/* ---- partitions ---------------------------------------------------------------------- */
+
+static void test_partitioned(void **state)
+{
+    (void)state;
+    mr_table *t = gen_table(20000, 100);
+    char *dir = sub("part");
+    mr_dataset_write_opts o;
+    mr_dataset_write_opts_init(&o);
+    o.row_group_rows = 64;
+    const char *pb[] = {"day"};
+    o.partition_by = pb;
+    o.n_partition_by = 1;
+    mr_dataset_summary sum;
+    CHECK_OK(mr_dataset_write_table(dir, t, &o, &sum, &err));
+    assert_int_equal(sum.partitions, 100);
+    assert_int_equal(sum.rows, 20000);
+    char *p0 = sub("part/day=2024-01-01");
+    assert_true(mr_fs_is_dir(p0));
+    mr_free(p0);
+
+    mr_table *back;
+    mr_dataset_explain ex;
+    CHECK_OK(mr_dataset_read_all(dir, NULL, NULL, 0, &back, &ex, &err));
+    assert_same_rows(t, NULL, back, "partitioned, no filter");
+    /* partition column comes back typed, in schema order */
+    assert_string_equal(back->cols[1]->name, "day");
+    assert_int_equal(back->cols[1]->type, MR_T_DATE);
+    mr_table_free(back);
+
+    /* one partition of 100: reads < 2% of the bytes */
+    CHECK_OK(mr_dataset_read_all(dir, "day = DATE '2024-02-15'", NULL, 0, &back, &ex, &err));
+    assert_int_equal(ex.partitions_total, 100);
+    assert_int_equal(ex.partitions_pruned, 99);
+    /* more than 64 partitions open at once: the least recently written shard is
+     * finished early, so a partition may have two shards */
+    assert_true(ex.shards_total - ex.shards_pruned_partition <= 2);
+    assert_int_equal(ex.shards_pruned_stats, 0);
+    assert_int_equal(back->n_rows, 200);
+    if (!(ex.bytes_read * 50 < ex.bytes_total))
+        fail_msg("read %llu of %llu bytes", (unsigned long long)ex.bytes_read, (unsigned long long)ex.bytes_total);
+    mr_table_free(back);
+
+    /* range filter mixing partition and data columns */
+    CHECK_OK(mr_dataset_read_all(dir, "day >= DATE '2024-04-01' AND id % 3 = 0", NULL, 0, &back, &ex, &err));
+    mr_expr *e;
+    const char *ft = "day >= DATE '2024-04-01' AND id % 3 = 0";
+    CHECK_OK(mr_expr_parse(ft, strlen(ft), NULL, &e, &err));
+    CHECK_OK(mr_expr_bind_table(e, t, MR_EXPR_FILTER, &err));
+    uint8_t *mask = mr_malloc(t->n_rows);
+    CHECK_OK(mr_expr_eval_filter(e, t, mask, &err));
+    assert_same_rows(t, mask, back, ft);
+    assert_true(ex.partitions_pruned > 80);
+    mr_free(mask);
+    mr_expr_free(e);
+    mr_table_free(back);
+    mr_table_free(t);
+    mr_free(dir);
+}
+
+static void test_partition_escaping_and_nulls(void **state)
+{
+    (void)state;
+    mr_table *t;
+    mr_column *k, *v;
+    CHECK_OK(mr_table_new(&t, &err));
+    CHECK_OK(mr_column_new("k", MR_T_STRING, 8, &k, &err));
+    CHECK_OK(mr_column_new("v", MR_T_INT64, 8, &v, &err));
+    const char *vals[] = {"a/b", "x=y", "..", "50%", "plain", NULL, "a/b", "sp ace"};
+    for (int i = 0; i < 8; i++) {
+        if (vals[i]) mr_column_append_str(k, vals[i], strlen(vals[i]));
+        else mr_column_append_null(k);
+        mr_column_append_int64(v, i);
+    }
+    CHECK_OK(mr_table_add_column(t, k, &err));
+    CHECK_OK(mr_table_add_column(t, v, &err));
+    char *dir = sub("esc");
+    mr_dataset_write_opts o;
+    mr_dataset_write_opts_init(&o);
+    const char *pb[] = {"k"};
+    o.partition_by = pb;
+    o.n_partition_by = 1;
+    CHECK_OK(mr_dataset_write_table(dir, t, &o, NULL, &err));
+    mr_dataset *ds;
+    CHECK_OK(mr_dataset_open(dir, &ds, &err));
+    assert_int_equal(mr_dataset_n_partitions(ds), 7);
+    for (size_t i = 0; i < mr_dataset_n_shards(ds); i++) {
+        mr_dataset_shard_info si;
+        mr_dataset_shard(ds, i, &si);
+        assert_null(strstr(si.path, "/../"));
+        assert_int_equal(strchr(si.path, '/') - si.path, strrchr(si.path, '/') - si.path); /* one level */
+    }
+    mr_dataset_close(ds);
+    char *p = sub("esc/k=a%2Fb");
+    assert_true(mr_fs_is_dir(p));
+    mr_free(p);
+    p = sub("esc/k=__HIVE_DEFAULT_PARTITION__");
+    assert_true(mr_fs_is_dir(p));
+    mr_free(p);
+    mr_table *back;
+    CHECK_OK(mr_dataset_read_all(dir, NULL, NULL, 0, &back, NULL, &err));
+    assert_same_rows(t, NULL, back, "escaped partitions");
+    mr_table_free(back);
+    CHECK_OK(mr_dataset_read_all(dir, "k IS NULL", NULL, 0, &back, NULL, &err));
+    assert_int_equal(back->n_rows, 1);
+    mr_table_free(back);
+    CHECK_OK(mr_dataset_read_all(dir, "k = 'a/b'", NULL, 0, &back, NULL, &err));
+    assert_int_equal(back->n_rows, 2);
+    mr_table_free(back);
+    mr_table_free(t);
+    mr_free(dir);
+}
+
+/* ---- filters against the in-memory oracle ------------------------------------------- */
+
+static void test_random_filters(void **state)
+{
+    (void)state;
+    rng_state = 0x5eed1234ULL;
+    mr_table *t = gen_table(12000, 30);
+    char *dir = sub("rf");
+    mr_dataset_write_opts o;
+    mr_dataset_write_opts_init(&o);
+    o.rows_per_shard = 2500;
+    o.row_group_rows = 500;
+    const char *pb[] = {"cat"};
+    o.partition_by = pb;
+    o.n_partition_by = 1;
+    CHECK_OK(mr_dataset_write_table(dir, t, &o, NULL, &err));
+    static const char *const tmpl[] = {
+        "id < %d",
+        "id BETWEEN %d AND %d",
+        "x > %d",
+        "x <= %d OR x IS NULL",
+        "cat = 'c%d'",
+        "cat IN ('c%d', 'c%d') AND flag",
+        "day >= DATE '2024-01-01' + 0 AND id > %d",
+        "day < DATE '2024-01-%02d'",
+        "cat IS NULL OR id %% %d = 0",
+        "NOT (id >= %d) AND x != %d",
+        "name < 'n%d'",
+        "ts >= TIMESTAMP '2024-01-01 00:00:00' AND id < %d",
+        "x = x AND id > %d",
+        "length(name) = %d",
+    };
+    size_t n_t = sizeof tmpl / sizeof tmpl[0];
+    uint64_t seed = 0xfeedULL;
+    rng_state = seed;
+    for (int round = 0; round < 60; round++) {
+        char f[200];
+        int a = (int)(rnd() % 12000), b = a + (int)(rnd() % 3000);
+        const char *tp = tmpl[(size_t)round % n_t];
+        if (strstr(tp, "'c%d'")) a %= 9, b %= 9;
+        if (strstr(tp, "x ")) a = (int)(rnd() % 200) - 50, b = a;
+        if (strstr(tp, "2024-01-%02d")) a = 1 + a % 28;
+        if (strstr(tp, "%%")) a = 2 + a % 10;
+        if (strstr(tp, "length")) a = 2 + a % 5;
+        if (strstr(tp, "DATE '2024-01-01' + 0")) tp = "day >= DATE '2024-01-15' AND id > %d";
+        snprintf(f, sizeof f, tp, a, b);
+        mr_table *back;
+        mr_dataset_explain ex;
+        CHECK_OK(mr_dataset_read_all(dir, f, NULL, 0, &back, &ex, &err));
+        mr_expr *e;
+        CHECK_OK(mr_expr_parse(f, strlen(f), NULL, &e, &err));
+        CHECK_OK(mr_expr_bind_table(e, t, MR_EXPR_FILTER, &err));
+        uint8_t *mask = mr_malloc(t->n_rows);
+        CHECK_OK(mr_expr_eval_filter(e, t, mask, &err));
+        char label[300];
+        snprintf(label, sizeof label, "filter '%s' (seed %llu, round %d)", f, (unsigned long long)seed, round);
+        assert_same_rows(t, mask, back, label);
+        assert_int_equal(ex.rows_selected, back->n_rows);
+        assert_true(ex.rows_scanned <= ex.rows_total);
+        mr_free(mask);
+        mr_expr_free(e);
+        mr_table_free(back);
+    }
+    mr_table_free(t);
+    mr_free(dir);
+}
+
+/* ---- explain --------------------------------------------------------------------------- */
+
+static void test_explain_row_groups(void **state)
+{
+    (void)state;
+    mr_table *t = gen_table(10000, 10);
+    char *dir = sub("ex");
+    mr_dataset_write_opts o;
+    mr_dataset_write_opts_init(&o);
+    o.rows_per_shard = 5000;
+    o.row_group_rows = 1000;
+    CHECK_OK(mr_dataset_write_table(dir, t, &o, NULL, &err));
+    mr_dataset *ds;
+    mr_dataset_scan *s;
+    CHECK_OK(mr_dataset_open(dir, &ds, &err));
+    CHECK_OK(mr_dataset_scan_open(ds, "id >= 2100 AND id < 2900", NULL, 0, &s, &err));
+    mr_table *b;
+    size_t rows = 0;
+    for (;;) {
+        CHECK_OK(mr_dataset_scan_next(s, &b, &err));
+        if (!b) break;
+        rows += b->n_rows;
+        mr_table_free(b);
+    }
+    assert_int_equal(rows, 800);
+    mr_dataset_explain ex;
+    mr_dataset_scan_explain(s, &ex);
+    assert_int_equal(ex.shards_total, 2);
+    assert_int_equal(ex.shards_pruned_stats, 1);
+    assert_int_equal(ex.row_groups_total, 10);
+    assert_int_equal(ex.row_groups_pruned_shards, 5);
+    assert_int_equal(ex.row_groups_pruned_stats, 4);
+    assert_int_equal(ex.row_groups_read, 1);
+    assert_int_equal(ex.rows_scanned, 1000);
+    assert_int_equal(ex.rows_selected, 800);
+    assert_true(ex.bytes_pruned_row_groups > 0);
+    assert_true(ex.bytes_read < ex.bytes_total / 4);
+    mr_buf txt;
+    mr_buf_init(&txt);
+    CHECK_OK(mr_dataset_explain_format(&ex, &txt));
+    assert_non_null(strstr(txt.data, "row groups: 1 of 10 read"));
+    txt.len = 0;
+    CHECK_OK(mr_dataset_explain_json(&ex, &txt));
+    assert_non_null(strstr(txt.data, "\"rows_selected\":800"));
+    mr_buf_free(&txt);
+    mr_dataset_scan_close(s);
+
+    /* filter errors name the column */
+    assert_int_equal(mr_dataset_scan_open(ds, "idd > 3", NULL, 0, &s, &err), MR_E_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "idd"));
+    mr_error_clear(&err);
+    assert_int_equal(mr_dataset_scan_open(ds, "cat > 3", NULL, 0, &s, &err), MR_E_SCHEMA);
+    mr_error_clear(&err);
+    const char *bad[] = {"nope"};
+    assert_int_equal(mr_dataset_scan_open(ds, NULL, bad, 1, &s, &err), MR_E_NOT_FOUND);
+    mr_error_clear(&err);
+    mr_dataset_close(ds);
+    mr_table_free(t);
+    mr_free(dir);
+}
+
+/* ---- corrupt datasets --------------------------------------------------------------------- */
+
+static void test_corrupt(void **state)
+{
+    (void)state;
+    mr_table *t = gen_table(3000, 3);
+    char *dir = sub("bad");
+    mr_dataset_write_opts o;
+    mr_dataset_write_opts_init(&o);
+    o.rows_per_shard = 1000;
+    CHECK_OK(mr_dataset_write_table(dir, t, &o, NULL, &err));
+    mr_dataset *ds;
+    char *shard = sub("bad/part-00001.parquet"), *moved = sub("bad/moved");
+    /* missing shard */
+    assert_int_equal(rename(shard, moved), 0);
+    assert_int_equal(mr_dataset_open(dir, &ds, &err), MR_E_CORRUPT);
+    assert_non_null(strstr(err.msg, "part-00001.parquet"));
+    mr_error_clear(&err);
+    assert_int_equal(rename(moved, shard), 0);
+    /* wrong size */
+    FILE *f = fopen(shard, "ab");
+    fputs("x", f);
+    fclose(f);
+    assert_int_equal(mr_dataset_open(dir, &ds, &err), MR_E_CORRUPT);
+    assert_non_null(strstr(err.msg, "part-00001.parquet"));
+    mr_error_clear(&err);
+    assert_int_equal(truncate(shard, 0), 0);
+    /* same size, other content: verify catches it; reading fails with the shard named */
+    CHECK_OK(mr_dataset_write_table(dir, t, &o, NULL, &err));
+    f = fopen(shard, "r+b");
+    fseek(f, 100, SEEK_SET);
+    fputc(0x5a, f);
+    fclose(f);
+    CHECK_OK(mr_dataset_open(dir, &ds, &err));
+    assert_int_equal(mr_dataset_verify(ds, &err), MR_E_CORRUPT);
+    assert_non_null(strstr(err.msg, "part-00001.parquet"));
+    mr_error_clear(&err);
+    mr_dataset_close(ds);
+    /* not a dataset; malformed manifest */
+    char *nd = sub("nothing");
+    mr_fs_mkdirs(nd, NULL);
+    assert_int_equal(mr_dataset_open(nd, &ds, &err), MR_E_NOT_FOUND);
+    mr_error_clear(&err);
+    char *mf = sub("nothing/manifest.json");
+    mr_fs_write_atomic(mf, "{\"format\": \"other/9\"}", 21, NULL);
+    assert_int_equal(mr_dataset_open(nd, &ds, &err), MR_E_CORRUPT);
+    mr_error_clear(&err);
+    mr_fs_write_atomic(mf, "{\"format\": \"millrace-dataset/1\", \"schema\": [], \"partition_by\": [], \"shards\": "
+                           "[{\"path\": \"../x.parquet\"}]}", 98, NULL);
+    assert_int_equal(mr_dataset_open(nd, &ds, &err), MR_E_CORRUPT);
+    mr_error_clear(&err);
+    /* schema mismatch on write; sticky writer */
+    mr_dataset_writer *w;
+    char *d2 = sub("mismatch");
+    CHECK_OK(mr_dataset_writer_open(d2, NULL, &w, &err));
+    CHECK_OK(mr_dataset_writer_write(w, t, &err));
+    mr_table *p;
+    CHECK_OK(mr_table_slice(t, 0, 10, &p, &err));
+    const char *two[] = {"id", "x"};
+    CHECK_OK(mr_table_project(p, two, 2, &err));
+    assert_int_equal(mr_dataset_writer_write(w, p, &err), MR_E_SCHEMA);
+    mr_error_clear(&err);
+    assert_int_equal(mr_dataset_writer_write(w, t, &err), MR_E_STATE);
+    mr_error_clear(&err);
+    assert_int_equal(mr_dataset_writer_close(w, NULL, &err), MR_E_STATE);
+    mr_error_clear(&err);
+    char *m2 = sub("mismatch/manifest.json");
+    assert_false(mr_fs_exists(m2));
+    mr_table_free(p);
+    mr_free(m2);
+    mr_free(d2);
+    mr_free(mf);
+    mr_free(nd);
+    mr_free(shard);
+    mr_free(moved);
+    mr_free(dir);
+    mr_table_free(t);
+}
+
+/* ---- any source --------------------------------------------------------------------------- */
+
+static void test_source(void **state)
+{
+    (void)state;
+    char *d = sub("src");
+    mr_fs_mkdirs(d, NULL);
+    char *a = sub("src/a.csv"), *b = sub("src/b.csv"), *j = sub("src/c.jsonl");
+    const char *ca = "id,name\n1,x\n2,y\n", *cb = "id,name\n3,z\n";
+    const char *cj = "{\"id\": 4, \"name\": \"w\"}\n";
+    mr_fs_write_atomic(a, ca, strlen(ca), NULL);
+    mr_fs_write_atomic(b, cb, strlen(cb), NULL);
+    mr_fs_write_atomic(j, cj, strlen(cj), NULL);
+    mr_source *src;
+    CHECK_OK(mr_source_open(d, MR_SRC_AUTO, NULL, &src, &err));
+    assert_int_equal(mr_source_n_files(src), 3);
+    size_t rows = 0;
+    mr_table *t;
+    for (;;) {
+        CHECK_OK(mr_source_next(src, 0, &t, &err));
+        if (!t) break;
+        assert_int_equal(t->cols[0]->type, MR_T_INT64);
+        rows += t->n_rows;
+        mr_table_free(t);
+    }
+    mr_csv_stats st;
+    mr_source_close(src, &st);
+    assert_int_equal(rows, 4);
+    assert_int_equal(st.rows_read, 4);
+    /* glob */
+    char *g = sub("src/*.csv");
+    CHECK_OK(mr_source_open(g, MR_SRC_AUTO, NULL, &src, &err));
+    assert_int_equal(mr_source_n_files(src), 2);
+    assert_non_null(strstr(mr_source_file(src, 0), "a.csv"));
+    mr_source_close(src, NULL);
+    /* a dataset and a parquet file as sources */
+    mr_table *gt = gen_table(1000, 5);
+    char *ds = sub("srcds");
+    CHECK_OK(mr_dataset_write_table(ds, gt, NULL, NULL, &err));
+    CHECK_OK(mr_source_open(ds, MR_SRC_AUTO, NULL, &src, &err));
+    rows = 0;
+    for (;;) {
+        CHECK_OK(mr_source_next(src, 300, &t, &err));
+        if (!t) break;
+        assert_true(t->n_rows <= 300);
+        rows += t->n_rows;
+        mr_table_free(t);
+    }
+    mr_source_close(src, NULL);
+    assert_int_equal(rows, 1000);
+    char *pq = sub("srcds/part-00000.parquet");
+    CHECK_OK(mr_source_open(pq, MR_SRC_AUTO, NULL, &src, &err));
+    CHECK_OK(mr_source_next(src, 0, &t, &err));
+    assert_int_equal(t->n_rows, 1000);
+    mr_table_free(t);
+    mr_source_close(src, NULL);
+    /* schema differs between files */
+    const char *cc = "id,other\n1,2\n";
+    char *c2 = sub("src/d.csv");
+    mr_fs_write_atomic(c2, cc, strlen(cc), NULL);
+    CHECK_OK(mr_source_open(g, MR_SRC_AUTO, NULL, &src, &err));
+    mr_status rc = MR_OK;
+    while (rc == MR_OK) {
+        rc = mr_source_next(src, 0, &t, &err);
+        if (rc != MR_OK || !t) break;
+        mr_table_free(t);
+    }
+    assert_int_equal(rc, MR_E_SCHEMA);
+    assert_non_null(strstr(err.file[0] ? err.file : err.msg, "d.csv"));
+    mr_error_clear(&err);
+    mr_source_close(src, NULL);
+    char *none = sub("src/*.nope");
+    assert_int_equal(mr_source_open(none, MR_SRC_AUTO, NULL, &src, &err), MR_E_NOT_FOUND);
+    mr_error_clear(&err);
+    mr_table_free(gt);
+    mr_free(none);
+    mr_free(c2);
+    mr_free(pq);
+    mr_free(ds);
+    mr_free(g);
+    mr_free(a);
+    mr_free(b);
+    mr_free(j);
+    mr_free(d);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_roundtrip_shards, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_partitioned, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_partition_escaping_and_nulls, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_random_filters, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_explain_row_groups, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_corrupt, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_source, setup_tmp, teardown_tmp),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

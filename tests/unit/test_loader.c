@@ -1,0 +1,322 @@
+/* Unit tests for the dataset loader (src/data/loader.c): determinism in
+ * (seed, epoch), exactly-once per epoch with and without shuffle and with a
+ * filter, identical sequences for 1/2/4 threads, exact resume at (epoch,
+ * batch), early close, and the input-bound statistics. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "millrace/dataset.h"
+#include "millrace/expr.h"
+#include "millrace/loader.h"
+
+static char tmpdir[256];
+static char *ds_dir, *pds_dir;
+static mr_error err;
+#define N_ROWS 10000
+
+#define CHECK_OK(expr)                                                                     \
+    do {                                                                                   \
+        mr_error_clear(&err);                                                              \
+        mr_status st_ = (expr);                                                            \
+        if (st_ != MR_OK) {                                                                \
+            char b_[1200];                                                                 \
+            mr_error_format(&err, b_, sizeof b_);                                          \
+            fail_msg("%s failed: %s: %s", #expr, mr_status_name(st_), b_);                 \
+        }                                                                                  \
+    } while (0)
+
+/* id 0..N-1, grp = id % 5 (partition column in pds), v = (id * 7919) % 1000, s string */
+static int setup(void **state)
+{
+    (void)state;
+    mr_error_init(&err);
+    snprintf(tmpdir, sizeof tmpdir, "%s/mr-ld-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmpdir)) return -1;
+    mr_table *t;
+    mr_column *id, *grp, *v, *s;
+    mr_table_new(&t, &err);
+    mr_column_new("id", MR_T_INT64, N_ROWS, &id, &err);
+    mr_column_new("grp", MR_T_INT64, N_ROWS, &grp, &err);
+    mr_column_new("v", MR_T_FLOAT64, N_ROWS, &v, &err);
+    mr_column_new("s", MR_T_STRING, N_ROWS, &s, &err);
+    for (int64_t i = 0; i < N_ROWS; i++) {
+        mr_column_append_int64(id, i);
+        mr_column_append_int64(grp, i % 5);
+        if (i % 13 == 0) mr_column_append_null(v);
+        else mr_column_append_float64(v, (double)((i * 7919) % 1000));
+        char b[32];
+        snprintf(b, sizeof b, "s%lld", (long long)(i % 37));
+        mr_column_append_str(s, b, strlen(b));
+    }
+    mr_table_add_column(t, id, &err);
+    mr_table_add_column(t, grp, &err);
+    mr_table_add_column(t, v, &err);
+    mr_table_add_column(t, s, &err);
+    ds_dir = mr_path_join(tmpdir, "flat");
+    pds_dir = mr_path_join(tmpdir, "parts");
+    mr_dataset_write_opts o;
+    mr_dataset_write_opts_init(&o);
+    o.rows_per_shard = 2500;
+    o.row_group_rows = 300;
+    if (mr_dataset_write_table(ds_dir, t, &o, NULL, &err) != MR_OK) return -1;
+    const char *pb[] = {"grp"};
+    o.partition_by = pb;
+    o.n_partition_by = 1;
+    o.rows_per_shard = 1000;
+    if (mr_dataset_write_table(pds_dir, t, &o, NULL, &err) != MR_OK) return -1;
+    mr_table_free(t);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    mr_fs_rmtree(tmpdir, NULL);
+    mr_free(ds_dir);
+    mr_free(pds_dir);
+    return 0;
+}
+
+typedef struct seq {
+    int64_t *ids;
+    size_t n;
+    size_t batches;
+    mr_loader_stats st;
+} seq;
+
+static seq run(const char *dir, const mr_loader_opts *o)
+{
+    seq s;
+    memset(&s, 0, sizeof s);
+    s.ids = mr_calloc(N_ROWS + 1, sizeof(int64_t));
+    mr_loader *ld;
+    CHECK_OK(mr_loader_open(dir, o, &ld, &err));
+    for (;;) {
+        mr_table *b;
+        CHECK_OK(mr_loader_next(ld, &b, &err));
+        if (!b) break;
+        const mr_column *id = mr_table_column(b, "id");
+        assert_non_null(id);
+        assert_true(b->n_rows <= (o->batch_size ? o->batch_size : 1024));
+        assert_true(s.n + b->n_rows <= N_ROWS);
+        for (size_t i = 0; i < b->n_rows; i++) s.ids[s.n++] = ((const int64_t *)id->data)[i];
+        s.batches++;
+        mr_table_free(b);
+    }
+    mr_loader_stats_get(ld, &s.st);
+    mr_loader_close(ld);
+    return s;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* every id with keep(id) exactly once */
+static void assert_exactly_once(const seq *s, int (*keep)(int64_t), const char *label)
+{
+    int64_t *c = mr_malloc((s->n + 1) * sizeof *c);
+    memcpy(c, s->ids, s->n * sizeof *c);
+    qsort(c, s->n, sizeof *c, cmp_i64);
+    size_t k = 0;
+    for (int64_t i = 0; i < N_ROWS; i++) {
+        if (keep && !keep(i)) continue;
+        if (k >= s->n || c[k] != i) fail_msg("%s: id %lld missing or duplicated", label, (long long)i);
+        k++;
+    }
+    if (k != s->n) fail_msg("%s: %zu rows, expected %zu", label, s->n, k);
+    mr_free(c);
+}
+
+static int same(const seq *a, const seq *b)
+{
+    return a->n == b->n && !memcmp(a->ids, b->ids, a->n * sizeof *a->ids);
+}
+
+static int keep_filter(int64_t i)
+{
+    return i % 13 != 0 && (i * 7919) % 1000 < 250 && i % 5 != 3;
+}
+#define FILTER "v < 250 AND grp != 3"
+
+static void test_no_shuffle_in_order(void **state)
+{
+    (void)state;
+    mr_loader_opts o;
+    mr_loader_opts_init(&o);
+    o.batch_size = 256;
+    seq s = run(ds_dir, &o);
+    assert_int_equal(s.n, N_ROWS);
+    for (size_t i = 0; i < s.n; i++) assert_int_equal(s.ids[i], (int64_t)i);
+    assert_int_equal(s.batches, (N_ROWS + 255) / 256);
+    assert_true(s.st.input_bound_fraction >= 0 && s.st.input_bound_fraction <= 1);
+    assert_true(s.st.total_seconds >= s.st.wait_seconds);
+    assert_int_equal(s.st.rows, N_ROWS);
+    mr_free(s.ids);
+    o.drop_last = 1;
+    s = run(ds_dir, &o);
+    assert_int_equal(s.n, (N_ROWS / 256) * 256);
+    mr_free(s.ids);
+}
+
+static void test_shuffle_determinism(void **state)
+{
+    (void)state;
+    mr_loader_opts o;
+    mr_loader_opts_init(&o);
+    o.batch_size = 100;
+    o.shuffle = 1;
+    o.seed = 7;
+    o.epoch = 1;
+    o.shuffle_buffer_rows = 1000;
+    seq a = run(ds_dir, &o), b = run(ds_dir, &o);
+    assert_true(same(&a, &b));
+    assert_exactly_once(&a, NULL, "shuffle epoch 1");
+    int in_order = 1;
+    for (size_t i = 0; i < a.n && in_order; i++) in_order = a.ids[i] == (int64_t)i;
+    assert_false(in_order);
+    o.epoch = 2;
+    seq c = run(ds_dir, &o);
+    assert_false(same(&a, &c));
+    assert_exactly_once(&c, NULL, "shuffle epoch 2");
+    o.epoch = 1;
+    o.seed = 8;
+    seq d = run(ds_dir, &o);
+    assert_false(same(&a, &d));
+    /* block shuffle only: rows of a row group stay together, in order */
+    o.shuffle_buffer_rows = 1;
+    seq e = run(ds_dir, &o);
+    assert_exactly_once(&e, NULL, "block shuffle");
+    for (size_t i = 1; i < e.n; i++)
+        if ((e.ids[i] % 2500) % 300 != 0) assert_int_equal(e.ids[i], e.ids[i - 1] + 1);
+    mr_free(a.ids);
+    mr_free(b.ids);
+    mr_free(c.ids);
+    mr_free(d.ids);
+    mr_free(e.ids);
+}
+
+static void test_threads_identical(void **state)
+{
+    (void)state;
+    const char *dirs[] = {ds_dir, pds_dir};
+    for (int di = 0; di < 2; di++)
+        for (int f = 0; f < 2; f++) {
+            mr_loader_opts o;
+            mr_loader_opts_init(&o);
+            o.batch_size = 333;
+            o.shuffle = 1;
+            o.seed = 1234;
+            o.epoch = 5;
+            o.shuffle_buffer_rows = 2048;
+            o.filter = f ? FILTER : NULL;
+            o.threads = 1;
+            seq ref = run(dirs[di], &o);
+            assert_exactly_once(&ref, f ? keep_filter : NULL, "threads=1");
+            int ts[] = {2, 4, 3};
+            for (int k = 0; k < 3; k++) {
+                o.threads = ts[k];
+                o.prefetch_batches = (size_t)k + 1;
+                seq s = run(dirs[di], &o);
+                if (!same(&ref, &s)) fail_msg("dataset %d filter %d: threads=%d differs from threads=1", di, f, ts[k]);
+                mr_free(s.ids);
+            }
+            mr_free(ref.ids);
+        }
+}
+
+static void test_filter_exactly_once(void **state)
+{
+    (void)state;
+    mr_loader_opts o;
+    mr_loader_opts_init(&o);
+    o.filter = FILTER;
+    o.batch_size = 64;
+    const char *cols[] = {"s", "id"};
+    o.columns = cols;
+    o.n_columns = 2;
+    seq s = run(pds_dir, &o);
+    assert_exactly_once(&s, keep_filter, "filter, no shuffle");
+    mr_free(s.ids);
+    o.shuffle = 1;
+    s = run(pds_dir, &o);
+    assert_exactly_once(&s, keep_filter, "filter, shuffle");
+    mr_free(s.ids);
+    /* bad filter and column are reported at open */
+    mr_loader *ld;
+    o.filter = "nope > 1";
+    assert_int_equal(mr_loader_open(pds_dir, &o, &ld, &err), MR_E_NOT_FOUND);
+    mr_error_clear(&err);
+}
+
+static void test_resume(void **state)
+{
+    (void)state;
+    for (int variant = 0; variant < 4; variant++) {
+        mr_loader_opts o;
+        mr_loader_opts_init(&o);
+        o.batch_size = 128;
+        o.shuffle = variant != 0;
+        o.seed = 99;
+        o.epoch = 3;
+        o.shuffle_buffer_rows = variant == 3 ? 1 : 1500;
+        o.filter = variant == 2 ? FILTER : NULL;
+        o.threads = 2;
+        const char *dir = variant == 2 ? pds_dir : ds_dir;
+        seq full = run(dir, &o);
+        uint64_t ks[] = {1, 7, full.batches / 2, full.batches - 1, full.batches, full.batches + 3};
+        for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++) {
+            o.start_batch = ks[q];
+            seq r = run(dir, &o);
+            size_t off = ks[q] * 128 < full.n ? ks[q] * 128 : full.n;
+            if (r.n != full.n - off || memcmp(r.ids, full.ids + off, r.n * sizeof *r.ids))
+                fail_msg("variant %d: resume at batch %llu does not continue the sequence (%zu rows, expected %zu)",
+                         variant, (unsigned long long)ks[q], r.n, full.n - off);
+            if (variant == 3 && ks[q] == full.batches - 1)
+                assert_true(r.st.blocks_decoded < r.st.blocks / 2); /* skipped blocks are not decoded */
+            mr_free(r.ids);
+        }
+        mr_free(full.ids);
+    }
+}
+
+static void test_early_close(void **state)
+{
+    (void)state;
+    mr_loader_opts o;
+    mr_loader_opts_init(&o);
+    o.batch_size = 10;
+    o.shuffle = 1;
+    o.threads = 4;
+    for (int i = 0; i < 5; i++) {
+        mr_loader *ld;
+        CHECK_OK(mr_loader_open(ds_dir, &o, &ld, &err));
+        mr_table *b;
+        CHECK_OK(mr_loader_next(ld, &b, &err));
+        assert_non_null(b);
+        mr_table_free(b);
+        mr_loader_close(ld); /* threads still busy: must stop cleanly */
+    }
+    mr_loader *ld;
+    CHECK_OK(mr_loader_open(ds_dir, &o, &ld, &err));
+    mr_loader_close(ld); /* never read */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_shuffle_in_order), cmocka_unit_test(test_shuffle_determinism),
+        cmocka_unit_test(test_threads_identical),   cmocka_unit_test(test_filter_exactly_once),
+        cmocka_unit_test(test_resume),              cmocka_unit_test(test_early_close),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
