@@ -1,6 +1,6 @@
 /* Whole-table reading and writing by file type, for the CLI verbs and ops
  * that take "a data file": CSV (.csv, .tsv), JSON lines (.jsonl, .ndjson),
- * Parquet (.parquet).
+ * Parquet (.parquet), and datasets (directories with manifest.json).
  *
  *   mr_table *t;
  *   mr_read_table("train.parquet", &t, &err);
@@ -16,7 +16,8 @@
 extern "C" {
 #endif
 
-/* Reads the whole file into a table (type by extension). */
+/* Reads the whole file into a table (type by extension); a directory (a
+ * millrace dataset, or a folder of data files) or a glob reads them all. */
 mr_status mr_read_table(const char *path, mr_table **out, mr_error *err);
 /* Writes a table, atomically: .csv/.tsv or .parquet (zstd). */
 mr_status mr_write_table(const char *path, const mr_table *t, mr_error *err);

@@ -1,6 +1,7 @@
 /* mr_read_table / mr_write_table: dispatch on the file name. */
 #include "millrace/io.h"
 #include "millrace/csv.h"
+#include "millrace/dataset.h"
 #include "millrace/jsonl.h"
 #include "millrace/parquet.h"
 
@@ -19,9 +20,26 @@ static int ends_with(const char *s, const char *suffix)
 mr_status mr_read_table(const char *path, mr_table **out, mr_error *err)
 {
     *out = NULL;
-    if (mr_fs_is_dir(path)) {
-        mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "%s: is a directory; expected a .csv, .tsv, .jsonl or .parquet file", path);
-        return rc;
+    if (mr_fs_is_dir(path) || strpbrk(path, "*?[")) {
+        /* A dataset (manifest.json), a directory of data files, or a glob. */
+        mr_source *src = NULL;
+        mr_table *all = NULL, *batch = NULL;
+        mr_status rc = mr_source_open(path, MR_SRC_AUTO, NULL, &src, err);
+        if (rc == MR_OK) rc = mr_table_new(&all, err);
+        while (rc == MR_OK) {
+            rc = mr_source_next(src, 0, &batch, err);
+            if (rc != MR_OK || !batch) break;
+            rc = mr_table_append(all, batch, err);
+            mr_table_free(batch);
+            batch = NULL;
+        }
+        mr_source_close(src, NULL);
+        if (rc != MR_OK) {
+            mr_table_free(all);
+            return rc;
+        }
+        *out = all;
+        return MR_OK;
     }
     if (ends_with(path, ".parquet") || ends_with(path, ".pq")) {
         mr_parquet_file *f = NULL;
