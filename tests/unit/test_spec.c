@@ -22,7 +22,7 @@ static const mr_param_def train_params[] = {
     {"extra", MR_PT_ANY, 0, "anything"},
     {NULL, 0, 0, NULL},
 };
-static const mr_op train_op = {"train", 1, train_params, NULL, NULL};
+static const mr_op train_op = {"toytrain", 1, train_params, NULL, NULL};
 
 static int setup(void **state)
 {
@@ -82,7 +82,7 @@ static const char *BASIC =
     "    deps: [prep.py, \"${params.data}\"]\n"
     "    outs: [clean.csv]\n"
     "  fit:\n"
-    "    op: train\n"
+    "    op: toytrain\n"
     "    source: ${stages.prepare}\n"
     "    rounds: ${params.train.rounds}\n"
     "    learning_rate: ${params.train.lr}\n"
@@ -123,7 +123,7 @@ static void test_basic(void **state)
     const mr_stage_spec *f = mr_spec_stage(spec, "fit");
     assert_ptr_equal(f, &spec->stages[1]);
     assert_null(mr_spec_stage(spec, "nope"));
-    assert_string_equal(f->op->name, "train");
+    assert_string_equal(f->op->name, "toytrain");
     /* whole-string references take the param's type, at the string's position */
     const mr_value *rounds = mr_value_get(f->def, "rounds");
     assert_int_equal(rounds->kind, MR_V_INT);
@@ -348,10 +348,10 @@ static void test_stage_errors(void **state)
     assert_int_equal(parse_err("stages:\n  a:\n    op: [exec]\n", &err), MR_E_SCHEMA);
     assert_at(&err, 3, 9);
 
-    assert_int_equal(parse_err("stages:\n  train:\n    op: train\n    source: x\n    learning_rat: 0.1\n", &err),
+    assert_int_equal(parse_err("stages:\n  train:\n    op: toytrain\n    source: x\n    learning_rat: 0.1\n", &err),
                      MR_E_SCHEMA);
     assert_at(&err, 5, 5);
-    assert_string_equal(err.msg, "stage 'train': unknown key 'learning_rat' for op 'train'");
+    assert_string_equal(err.msg, "stage 'train': unknown key 'learning_rat' for op 'toytrain'");
     assert_string_equal(err.hint, "did you mean 'learning_rate'?");
     assert_int_equal(parse_err("stages:\n  a:\n    op: exec\n    cmd: x\n    despc: d\n", &err), MR_E_SCHEMA);
     assert_string_equal(err.hint, "did you mean 'desc'?");
@@ -380,21 +380,21 @@ static void test_type_errors(void **state)
                      MR_E_SCHEMA);
     assert_contains(err.msg, "expected a bool, got string");
     assert_int_equal(parse_err("stages:\n  a:\n    op: exec\n    cmd: x\n    env: [a]\n", &err), MR_E_SCHEMA);
-    assert_int_equal(parse_err("stages:\n  a:\n    op: train\n    source: x\n    rounds: 1.5\n", &err), MR_E_SCHEMA);
+    assert_int_equal(parse_err("stages:\n  a:\n    op: toytrain\n    source: x\n    rounds: 1.5\n", &err), MR_E_SCHEMA);
     assert_at(&err, 5, 13);
     assert_contains(err.msg, "key 'rounds' expected an int, got float");
-    assert_int_equal(parse_err("stages:\n  a:\n    op: train\n    source: x\n    learning_rate: fast\n", &err),
+    assert_int_equal(parse_err("stages:\n  a:\n    op: toytrain\n    source: x\n    learning_rate: fast\n", &err),
                      MR_E_SCHEMA);
     assert_contains(err.msg, "expected a number, got string");
     /* typed after interpolation */
-    assert_int_equal(parse_err("params: {r: 1.5}\nstages:\n  a:\n    op: train\n    source: x\n    rounds: ${params.r}\n",
+    assert_int_equal(parse_err("params: {r: 1.5}\nstages:\n  a:\n    op: toytrain\n    source: x\n    rounds: ${params.r}\n",
                                &err),
                      MR_E_SCHEMA);
     assert_at(&err, 6, 13);
     /* accepted forms */
     mr_spec *spec = parse_ok("stages:\n"
-                             "  a: {op: train, source: x, learning_rate: 1, features: f1, extra: [1, {a: b}]}\n"
-                             "  b: {op: train, source: x, features: [f1, f2], rounds: 7}\n"
+                             "  a: {op: toytrain, source: x, learning_rate: 1, features: f1, extra: [1, {a: b}]}\n"
+                             "  b: {op: toytrain, source: x, features: [f1, f2], rounds: 7}\n"
                              "  c: {op: exec, cmd: [a, b], deps: one, always_changed: true, env: {}}\n");
     assert_int_equal(mr_value_get(spec->stages[0].def, "learning_rate")->kind, MR_V_INT);
     mr_spec_free(spec);
