@@ -203,7 +203,8 @@ static uint32_t find_or_add(xf_aggstate *a, const uint8_t *p, size_t len, uint64
         uint32_t s = a->slots[pos];
         if (!s) break;
         uint32_t g = s - 1;
-        if (a->ghash[g] == h && a->goff[g + 1] - a->goff[g] == len && !memcmp(a->arena + a->goff[g], p, len)) return g;
+        if (a->ghash[g] == h && a->goff[g + 1] - a->goff[g] == len && (len == 0 || !memcmp(a->arena + a->goff[g], p, len)))
+            return g;
         pos = (pos + 1) & (a->scap - 1);
     }
     if (a->n_groups >= XF_NONE - 1) return XF_NONE;
