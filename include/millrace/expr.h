@@ -21,8 +21,9 @@
  * (42, 1.5, 'it''s', true, NULL, DATE '2024-01-31', TIMESTAMP '2024-01-31
  * 12:00:00'), columns (age, "odd name"), + - * / % and unary minus,
  * = != <> < <= > >=, NOT AND OR, IN / NOT IN, IS [NOT] NULL, [NOT] BETWEEN,
- * and the functions abs log exp sqrt lower upper length contains coalesce
- * year month day.
+ * CASE WHEN ... THEN ... [ELSE ...] END, and the functions abs log exp sqrt
+ * lower upper length contains coalesce if clip hash year month day dayofweek
+ * hour minute second days_between.
  *
  * Semantics worth knowing (all documented in docs/expressions.md):
  *   - SQL three-valued logic: comparisons with NULL are NULL; NOT NULL is

@@ -16,6 +16,7 @@
 #include "millrace/spec.h"
 #include "millrace/store.h"
 #include "millrace/table.h"
+#include "millrace/transform.h"
 #include "millrace/value.h"
 #define MILLRACE_VERSION "0.1.0"
 #endif

@@ -70,6 +70,33 @@ static mr_status want(binder *b, const enode *at, const enode *arg, int ok, cons
     return type_err(b, at, "%s needs %s, got %s", who, what, d);
 }
 
+/* CASE and if(): kids are (condition, value) pairs plus an optional last
+ * ELSE value (odd count); conditions are boolean, values share a type. */
+static mr_status bind_case(binder *b, enode *n, const char *who)
+{
+    mr_dtype t = MR_T_NULL;
+    size_t n_pairs = n->n_kids / 2;
+    for (size_t i = 0; i < n_pairs; i++) {
+        const enode *c = n->kids[2 * i];
+        mr_status rc = want(b, n, c, c->type == MR_T_BOOL || c->type == MR_T_NULL, who, "a boolean condition");
+        if (rc != MR_OK) return rc;
+    }
+    const enode *first = NULL;
+    for (size_t i = 0; i < n->n_kids; i++) {
+        int is_value = (i % 2 == 1) || (n->n_kids % 2 == 1 && i == n->n_kids - 1);
+        if (!is_value) continue;
+        const enode *v = n->kids[i];
+        if (!first && v->type != MR_T_NULL) first = v;
+        if (common_type(t, v->type, &t)) continue;
+        char d0[160], d1[160];
+        mr__expr_describe(first ? first : v, d0, sizeof(d0));
+        mr__expr_describe(v, d1, sizeof(d1));
+        return type_err(b, v, "%s results must share a type: %s and %s", who, d0, d1);
+    }
+    n->type = n->op_type = t == MR_T_NULL ? MR_T_INT64 : t;
+    return MR_OK;
+}
+
 static mr_status bind_node(binder *b, enode *n)
 {
     mr_status rc;
@@ -162,6 +189,7 @@ static mr_status bind_node(binder *b, enode *n)
         return MR_OK;
     }
     case E_ISNULL: n->type = MR_T_BOOL; return MR_OK;
+    case E_CASE: return bind_case(b, n, "CASE");
     case E_CALL: {
         char who[32];
         snprintf(who, sizeof(who), "%s()", mr__expr_fn_name(n->op));
@@ -209,9 +237,40 @@ static mr_status bind_node(binder *b, enode *n)
             n->type = n->op_type = t == MR_T_NULL ? MR_T_INT64 : t;
             return MR_OK;
         }
+        case FN_IF: return bind_case(b, n, "if()");
+        case FN_CLIP: {
+            mr_dtype t = MR_T_NULL;
+            for (size_t i = 0; i < n->n_kids; i++) {
+                mr_dtype ti = n->kids[i]->type;
+                rc = want(b, n, n->kids[i], is_num(ti) || ti == MR_T_NULL, who, "numbers");
+                if (rc != MR_OK) return rc;
+                if (ti == MR_T_FLOAT64 || t == MR_T_FLOAT64) t = MR_T_FLOAT64;
+                else if (ti == MR_T_INT64) t = MR_T_INT64;
+            }
+            n->type = n->op_type = t == MR_T_NULL ? MR_T_INT64 : t;
+            return MR_OK;
+        }
+        case FN_DAYS_BETWEEN:
+            for (size_t i = 0; i < 2; i++) {
+                mr_dtype ti = n->kids[i]->type;
+                rc = want(b, n, n->kids[i], ti == MR_T_DATE || ti == MR_T_TIMESTAMP || ti == MR_T_NULL, who,
+                          "dates or timestamps");
+                if (rc != MR_OK) return rc;
+            }
+            n->op_type = MR_T_DATE;
+            n->type = MR_T_INT64;
+            return MR_OK;
+        case FN_HASH:
+            n->op_type = null0 ? MR_T_INT64 : t0;
+            n->type = MR_T_INT64;
+            return MR_OK;
         case FN_YEAR:
         case FN_MONTH:
         case FN_DAY:
+        case FN_DAYOFWEEK:
+        case FN_HOUR:
+        case FN_MINUTE:
+        case FN_SECOND:
             rc = want(b, n, k0, t0 == MR_T_DATE || t0 == MR_T_TIMESTAMP || null0, who, "a date or timestamp");
             if (rc != MR_OK) return rc;
             n->op_type = null0 ? MR_T_DATE : t0;

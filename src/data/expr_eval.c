@@ -27,6 +27,7 @@
 
 #include <math.h>
 #include <string.h>
+#include <xxhash.h>
 
 typedef struct vec vec;
 struct vec {
@@ -527,11 +528,171 @@ static mr_status k_date_part(const ectx *c, int fn, vec *a, vec *o)
     for (size_t i = 0; i < o->n; i++) {
         int64_t days = a->type == MR_T_DATE ? ((const int32_t *)a->data)[i]
                                             : floor_div(((const int64_t *)a->data)[i], INT64_C(86400000000));
+        int64_t sod = a->type == MR_T_DATE ? 0 : floor_div(((const int64_t *)a->data)[i], 1000000) - days * 86400;
         int64_t y;
         unsigned m, d;
-        mr_civil_from_days((int32_t)days, &y, &m, &d);
-        od[i] = fn == FN_YEAR ? y : fn == FN_MONTH ? (int64_t)m : (int64_t)d;
+        switch (fn) {
+        case FN_DAYOFWEEK: od[i] = ((days % 7) + 11) % 7; break; /* 1970-01-01 was a Thursday (4) */
+        case FN_HOUR: od[i] = sod / 3600; break;
+        case FN_MINUTE: od[i] = sod / 60 % 60; break;
+        case FN_SECOND: od[i] = sod % 60; break;
+        default:
+            mr_civil_from_days((int32_t)days, &y, &m, &d);
+            od[i] = fn == FN_YEAR ? y : fn == FN_MONTH ? (int64_t)m : (int64_t)d;
+            break;
+        }
     }
+    return MR_OK;
+}
+
+static inline int64_t day_at(const vec *v, size_t i)
+{
+    return v->type == MR_T_DATE ? ((const int32_t *)v->data)[i]
+                                : floor_div(((const int64_t *)v->data)[i], INT64_C(86400000000));
+}
+
+/* days_between(a, b) = calendar day of b minus calendar day of a. */
+static mr_status k_days_between(const ectx *c, const vec *a, const vec *b, vec *o)
+{
+    mr_status rc = out_init(o, MR_T_INT64, a->is_const && b->is_const, c->n);
+    if (rc != MR_OK) return rc;
+    valid_and(c, a, b, o);
+    int64_t *od = OUT_DATA(o, int64_t);
+    LOOP2(a->is_const, b->is_const, o->n, od[i] = day_at(b, ib) - day_at(a, ia));
+    return MR_OK;
+}
+
+static inline void put_le64(uint8_t *p, uint64_t v)
+{
+    for (int k = 0; k < 8; k++) p[k] = (uint8_t)(v >> (8 * k));
+}
+
+/* hash(x): xxh3-64 (seed 0) of the value's canonical bytes, as int64. The
+ * bytes are fixed by docs/expressions.md: little-endian int64 / timestamp,
+ * int32 date, IEEE float64 with -0.0 -> 0.0 and every NaN -> 0x7ff8..., one
+ * byte 0/1 for bool, the raw UTF-8 for strings. */
+static mr_status k_hash(const ectx *c, const vec *a, vec *o)
+{
+    mr_status rc = out_init(o, MR_T_INT64, a->is_const, c->n);
+    if (rc != MR_OK) return rc;
+    memcpy(OUT_VALID(o), V(c, a), o->n);
+    int64_t *od = OUT_DATA(o, int64_t);
+    uint8_t b[8];
+    for (size_t i = 0; i < o->n; i++) {
+        uint64_t h;
+        switch (a->type) {
+        case MR_T_BOOL:
+            b[0] = ((const uint8_t *)a->data)[i] ? 1 : 0;
+            h = XXH3_64bits(b, 1);
+            break;
+        case MR_T_DATE: {
+            uint32_t d = (uint32_t)((const int32_t *)a->data)[i];
+            for (int k = 0; k < 4; k++) b[k] = (uint8_t)(d >> (8 * k));
+            h = XXH3_64bits(b, 4);
+            break;
+        }
+        case MR_T_FLOAT64: {
+            double f = ((const double *)a->data)[i];
+            uint64_t u;
+            if (f == 0) f = 0.0;
+            memcpy(&u, &f, 8);
+            if (isnan(f)) u = UINT64_C(0x7ff8000000000000);
+            put_le64(b, u);
+            h = XXH3_64bits(b, 8);
+            break;
+        }
+        case MR_T_STRING: {
+            size_t len;
+            const char *sp = str_at(a, i, &len);
+            h = XXH3_64bits(sp, len);
+            break;
+        }
+        default: /* INT64, TIMESTAMP */
+            put_le64(b, (uint64_t)((const int64_t *)a->data)[i]);
+            h = XXH3_64bits(b, 8);
+            break;
+        }
+        int64_t sv;
+        memcpy(&sv, &h, 8);
+        od[i] = sv;
+    }
+    return MR_OK;
+}
+
+/* o = is_max ? (x < y ? y : x) : (x > y ? y : x); a NaN x stays NaN. */
+static mr_status k_minmax(const ectx *c, int is_max, const vec *a, const vec *b, vec *o)
+{
+    mr_status rc = out_init(o, a->type, a->is_const && b->is_const, c->n);
+    if (rc != MR_OK) return rc;
+    valid_and(c, a, b, o);
+    if (a->type == MR_T_INT64) {
+        const int64_t *x = a->data, *y = b->data;
+        int64_t *od = OUT_DATA(o, int64_t);
+        if (is_max) LOOP2(a->is_const, b->is_const, o->n, od[i] = x[ia] < y[ib] ? y[ib] : x[ia]);
+        else LOOP2(a->is_const, b->is_const, o->n, od[i] = x[ia] > y[ib] ? y[ib] : x[ia]);
+    } else {
+        const double *x = a->data, *y = b->data;
+        double *od = OUT_DATA(o, double);
+        if (is_max) LOOP2(a->is_const, b->is_const, o->n, od[i] = x[ia] < y[ib] ? y[ib] : x[ia]);
+        else LOOP2(a->is_const, b->is_const, o->n, od[i] = x[ia] > y[ib] ? y[ib] : x[ia]);
+    }
+    return MR_OK;
+}
+
+/* r = cond ? a : b row by row (a NULL condition picks b); a and b have type
+ * t. Moves a or b into r when the condition is constant. */
+static mr_status k_select(const ectx *c, mr_dtype t, vec *cond, vec *a, vec *b, vec *r)
+{
+    memset(r, 0, sizeof(*r));
+    if (cond->is_const) {
+        int take = cond->type != MR_T_NULL && V(c, cond)[0] && ((const uint8_t *)cond->data)[0];
+        vec *src = take ? a : b;
+        *r = *src;
+        memset(src, 0, sizeof(*src));
+        return MR_OK;
+    }
+    mr_status rc = out_init(r, t, 0, c->n);
+    if (rc != MR_OK) return rc;
+    const uint8_t *cd = cond->data, *cv = V(c, cond), *va = V(c, a), *vb = V(c, b);
+    uint8_t *ov = OUT_VALID(r);
+    LOOP2(a->is_const, b->is_const, r->n, ov[i] = (cd[i] & cv[i]) ? va[ia] : vb[ib]);
+    if (t == MR_T_STRING) {
+        size_t total = 0, len;
+        LOOP2(a->is_const, b->is_const, r->n, {
+            if (cd[i] & cv[i]) str_at(a, ia, &len);
+            else str_at(b, ib, &len);
+            total += ov[i] ? len : 0;
+        });
+        int64_t *off = vec_alloc(r, (r->n + 1) * sizeof(int64_t));
+        char *bytes = vec_alloc(r, total);
+        if (!off || !bytes) return MR_E_NOMEM;
+        size_t p = 0;
+        off[0] = 0;
+        LOOP2(a->is_const, b->is_const, r->n, {
+            const char *sp = (cd[i] & cv[i]) ? str_at(a, ia, &len) : str_at(b, ib, &len);
+            if (ov[i]) {
+                memcpy(bytes + p, sp, len);
+                p += len;
+            }
+            off[i + 1] = (int64_t)p;
+        });
+        r->off = off;
+        r->bytes = bytes;
+        return MR_OK;
+    }
+#define PICK(T)                                                                              \
+    do {                                                                                     \
+        const T *x = a->data, *y = b->data;                                                  \
+        T *od = OUT_DATA(r, T);                                                              \
+        LOOP2(a->is_const, b->is_const, r->n, od[i] = (cd[i] & cv[i]) ? x[ia] : y[ib]);      \
+    } while (0)
+    switch (t) {
+    case MR_T_BOOL: PICK(uint8_t); break;
+    case MR_T_DATE: PICK(int32_t); break;
+    case MR_T_FLOAT64: PICK(double); break;
+    default: PICK(int64_t); break;
+    }
+#undef PICK
     return MR_OK;
 }
 
@@ -707,6 +868,39 @@ static mr_status eval_cast(ectx *c, const enode *n, mr_dtype t, vec *out)
 {
     mr_status rc = eval_node(c, n, out);
     if (rc == MR_OK) rc = cast(out, t);
+    return rc;
+}
+
+/* CASE / if(): folds from the last branch to the first, so the first TRUE
+ * condition wins: acc = else (or NULL); acc = cond_k ? val_k : acc. */
+static mr_status eval_case(ectx *c, const enode *n, vec *o)
+{
+    mr_status rc = MR_OK;
+    mr_dtype t = n->type;
+    size_t n_pairs = n->n_kids / 2;
+    vec acc, cond, val, r;
+    memset(&acc, 0, sizeof(acc));
+    memset(&cond, 0, sizeof(cond));
+    memset(&val, 0, sizeof(val));
+    memset(&r, 0, sizeof(r));
+    if (n->n_kids % 2) rc = eval_cast(c, n->kids[n->n_kids - 1], t, &acc);
+    else make_null(&acc, t);
+    for (size_t k = n_pairs; rc == MR_OK && k-- > 0;) {
+        rc = eval_cast(c, n->kids[2 * k], MR_T_BOOL, &cond);
+        if (rc == MR_OK) rc = eval_cast(c, n->kids[2 * k + 1], t, &val);
+        if (rc == MR_OK) rc = k_select(c, t, &cond, &val, &acc, &r);
+        vec_free(&cond);
+        vec_free(&val);
+        vec_free(&acc);
+        acc = r;
+        memset(&r, 0, sizeof(r));
+    }
+    if (rc == MR_OK) {
+        *o = acc;
+        memset(&acc, 0, sizeof(acc));
+    }
+    vec_free(&acc);
+    vec_free(&r);
     return rc;
 }
 
@@ -985,9 +1179,31 @@ static mr_status eval_node(ectx *c, const enode *n, vec *out)
         }
         break;
     }
+    case E_CASE: rc = eval_case(c, n, out); break;
     case E_CALL:
         switch (n->op) {
         case FN_COALESCE: rc = eval_coalesce(c, n, out); goto done;
+        case FN_IF: rc = eval_case(c, n, out); goto done;
+        case FN_CLIP: {
+            vec hi, t1;
+            memset(&hi, 0, sizeof(hi));
+            memset(&t1, 0, sizeof(t1));
+            rc = eval_cast(c, n->kids[0], n->op_type, &a);
+            if (rc == MR_OK) rc = eval_cast(c, n->kids[1], n->op_type, &b);
+            if (rc == MR_OK) rc = eval_cast(c, n->kids[2], n->op_type, &hi);
+            if (rc == MR_OK) rc = k_minmax(c, 1, &a, &b, &t1);
+            if (rc == MR_OK) rc = k_minmax(c, 0, &t1, &hi, out);
+            vec_free(&hi);
+            vec_free(&t1);
+            goto done;
+        }
+        case FN_DAYS_BETWEEN:
+            rc = eval_node(c, n->kids[0], &a);
+            if (rc == MR_OK && a.type == MR_T_NULL) rc = cast(&a, MR_T_DATE);
+            if (rc == MR_OK) rc = eval_node(c, n->kids[1], &b);
+            if (rc == MR_OK && b.type == MR_T_NULL) rc = cast(&b, MR_T_DATE);
+            if (rc == MR_OK) rc = k_days_between(c, &a, &b, out);
+            goto done;
         case FN_CONTAINS:
             rc = eval_cast(c, n->kids[0], MR_T_STRING, &a);
             if (rc != MR_OK) goto done;
@@ -1007,6 +1223,7 @@ static mr_status eval_node(ectx *c, const enode *n, vec *out)
         case FN_LOWER:
         case FN_UPPER: rc = k_case(c, n->op == FN_UPPER, &a, out); break;
         case FN_LENGTH: rc = k_length(c, &a, out); break;
+        case FN_HASH: rc = k_hash(c, &a, out); break;
         default: rc = k_date_part(c, n->op, &a, out); break;
         }
         break;

@@ -19,13 +19,15 @@ typedef enum enode_kind {
     E_ISNULL,   /* kids[0] IS [NOT] NULL */
     E_BETWEEN,  /* kids[0] [NOT] BETWEEN kids[1] AND kids[2] */
     E_CALL,     /* function op = FN_*, kids = arguments */
+    E_CASE,     /* CASE: kids = cond0, val0, cond1, val1, ... [, else] (odd n_kids: has ELSE) */
 } enode_kind;
 
 enum { OP_ADD = 0, OP_SUB, OP_MUL, OP_DIV, OP_MOD };
 enum { CMP_EQ = 0, CMP_NE, CMP_LT, CMP_LE, CMP_GT, CMP_GE };
 enum {
     FN_ABS = 0, FN_LOG, FN_EXP, FN_SQRT, FN_LOWER, FN_UPPER, FN_LENGTH, FN_CONTAINS, FN_COALESCE,
-    FN_YEAR, FN_MONTH, FN_DAY, FN__COUNT
+    FN_YEAR, FN_MONTH, FN_DAY, FN_IF, FN_CLIP, FN_DAYS_BETWEEN, FN_HASH, FN_DAYOFWEEK, FN_HOUR, FN_MINUTE,
+    FN_SECOND, FN__COUNT
 };
 
 /* dict_col values besides a column index */

@@ -13,7 +13,11 @@
  *   unary   := '-' unary | '+' unary | primary
  *   primary := number | string | TRUE | FALSE | NULL | DATE string
  *            | TIMESTAMP string | ident '(' [or (',' or)*] ')' | ident
- *            | "quoted ident" | '(' or ')' */
+ *            | "quoted ident" | '(' or ')'
+ *            | CASE (WHEN or THEN or)+ [ELSE or] END
+ * CASE WHEN THEN ELSE END are contextual: CASE only when WHEN follows it, the
+ * others only where the CASE grammar expects them, so columns may keep those
+ * names (the printer quotes them, which keeps the canonical text unambiguous). */
 #include "expr_int.h"
 #include "millrace/value.h"
 
@@ -32,7 +36,10 @@ static const struct {
     [FN_SQRT] = {"sqrt", 1, 1},         [FN_LOWER] = {"lower", 1, 1},   [FN_UPPER] = {"upper", 1, 1},
     [FN_LENGTH] = {"length", 1, 1},     [FN_CONTAINS] = {"contains", 2, 2},
     [FN_COALESCE] = {"coalesce", 1, -1}, [FN_YEAR] = {"year", 1, 1},    [FN_MONTH] = {"month", 1, 1},
-    [FN_DAY] = {"day", 1, 1},
+    [FN_DAY] = {"day", 1, 1},           [FN_IF] = {"if", 3, 3},         [FN_CLIP] = {"clip", 3, 3},
+    [FN_DAYS_BETWEEN] = {"days_between", 2, 2}, [FN_HASH] = {"hash", 1, 1},
+    [FN_DAYOFWEEK] = {"dayofweek", 1, 1}, [FN_HOUR] = {"hour", 1, 1},   [FN_MINUTE] = {"minute", 1, 1},
+    [FN_SECOND] = {"second", 1, 1},
 };
 
 const char *mr__expr_fn_name(int fn) { return fn >= 0 && fn < FN__COUNT ? fn_table[fn].name : "?"; }
@@ -386,6 +393,60 @@ static mr_status parse_list(parser *p, enode *n, const char *ctx, int allow_empt
     }
 }
 
+static int tok_is_word(const parser *p, const tok *t, const char *w)
+{
+    return t->kind == T_IDENT && ieq_n(p->text + t->start, t->end - t->start, w);
+}
+
+/* CASE WHEN c THEN v [WHEN c THEN v]... [ELSE e] END; p->tok is the first
+ * WHEN, at is the byte offset of CASE. Consumes the END. */
+static mr_status parse_case(parser *p, size_t at, enode **out)
+{
+    enode *n = NULL, *kid = NULL;
+    mr_status rc = enter(p);
+    if (rc != MR_OK) return rc;
+    n = node_new(p, E_CASE, at);
+    if (!n) return MR_E_NOMEM;
+    while (tok_is_word(p, &p->tok, "when")) {
+        rc = advance(p);
+        if (rc == MR_OK) rc = parse_or(p, &kid);
+        if (rc != MR_OK) goto fail;
+        rc = add_kid(p, n, kid);
+        if (rc != MR_OK) goto fail;
+        if (!tok_is_word(p, &p->tok, "then")) {
+            rc = expected(p, "THEN after the WHEN condition");
+            goto fail;
+        }
+        rc = advance(p);
+        if (rc == MR_OK) rc = parse_or(p, &kid);
+        if (rc != MR_OK) goto fail;
+        rc = add_kid(p, n, kid);
+        if (rc != MR_OK) goto fail;
+    }
+    if (tok_is_word(p, &p->tok, "else")) {
+        rc = advance(p);
+        if (rc == MR_OK) rc = parse_or(p, &kid);
+        if (rc != MR_OK) goto fail;
+        rc = add_kid(p, n, kid);
+        if (rc != MR_OK) goto fail;
+        if (!tok_is_word(p, &p->tok, "end")) {
+            rc = expected(p, "END after the ELSE value");
+            goto fail;
+        }
+    } else if (!tok_is_word(p, &p->tok, "end")) {
+        rc = expected(p, "WHEN, ELSE or END in CASE");
+        goto fail;
+    }
+    rc = advance(p);
+    if (rc != MR_OK) goto fail;
+    p->rec--;
+    *out = n;
+    return MR_OK;
+fail:
+    node_free(n);
+    return rc;
+}
+
 static mr_status parse_primary(parser *p, enode **out)
 {
     mr_status rc = MR_OK;
@@ -454,6 +515,10 @@ static mr_status parse_primary(parser *p, enode **out)
         if (rc != MR_OK) return rc;
         size_t len = t.end - t.start;
         const char *s = p->text + t.start;
+        if (ieq_n(s, len, "case") && tok_is_word(p, &next, "when")) {
+            p->tok = next;
+            return parse_case(p, t.start, out);
+        }
         int is_date = ieq_n(s, len, "date"), is_ts = ieq_n(s, len, "timestamp");
         if ((is_date || is_ts) && next.kind == T_STR) {
             n = node_new(p, E_LIT, t.start);
@@ -978,10 +1043,20 @@ static mr_status print_quoted(mr_buf *out, const char *s, size_t len, char q)
     return rc;
 }
 
+/* Contextual CASE words: a column so named prints quoted, so that
+ * "CASE WHEN a THEN "case" WHEN ..." cannot re-parse as a nested CASE. */
+static int is_case_word(const char *s, size_t len)
+{
+    static const char *const words[] = {"case", "when", "then", "else", "end"};
+    for (size_t k = 0; k < sizeof(words) / sizeof(words[0]); k++)
+        if (ieq_n(s, len, words[k])) return 1;
+    return 0;
+}
+
 static mr_status print_ident(mr_buf *out, const char *s)
 {
     size_t len = strlen(s);
-    int bare = len > 0 && is_ident_start(s[0]) && !is_reserved(s, len);
+    int bare = len > 0 && is_ident_start(s[0]) && !is_reserved(s, len) && !is_case_word(s, len);
     for (size_t i = 1; i < len && bare; i++) bare = is_ident_char(s[i]);
     return bare ? mr_buf_append(out, s, len) : print_quoted(out, s, len, '"');
 }
@@ -1114,6 +1189,20 @@ static mr_status print_at(const enode *n, int min_prec, mr_buf *out)
     case E_CALL:
         rc = mr_buf_puts(out, fn_table[n->op].name);
         if (rc == MR_OK) rc = print_list(n, 0, out);
+        break;
+    case E_CASE:
+        rc = mr_buf_puts(out, "CASE");
+        for (size_t i = 0; i + 1 < n->n_kids && rc == MR_OK; i += 2) {
+            rc = mr_buf_puts(out, " WHEN ");
+            if (rc == MR_OK) rc = print_at(n->kids[i], P_OR, out);
+            if (rc == MR_OK) rc = mr_buf_puts(out, " THEN ");
+            if (rc == MR_OK) rc = print_at(n->kids[i + 1], P_OR, out);
+        }
+        if (rc == MR_OK && n->n_kids % 2) {
+            rc = mr_buf_puts(out, " ELSE ");
+            if (rc == MR_OK) rc = print_at(n->kids[n->n_kids - 1], P_OR, out);
+        }
+        if (rc == MR_OK) rc = mr_buf_puts(out, " END");
         break;
     }
     if (rc == MR_OK && paren) rc = mr_buf_puts(out, ")");

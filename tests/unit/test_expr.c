@@ -17,6 +17,8 @@
 #include "millrace/expr.h"
 #include "millrace/table.h"
 
+#include <xxhash.h>
+
 /* ---- helpers ------------------------------------------------------------- */
 
 static mr_expr *parse_ok(const char *text)
@@ -315,6 +317,16 @@ static void test_parse_print(void **state)
         {"NOT x IS NULL", "NOT x IS NULL"},
         {"x = 'tab\there'", "x = 'tab\there'"},
         {"((((x))))", "x"},
+        {"case when x > 1 then 'a' when x is null then 'n' else 'b' end",
+         "CASE WHEN x > 1 THEN 'a' WHEN x IS NULL THEN 'n' ELSE 'b' END"},
+        {"CASE WHEN a OR b THEN 1 END + 2", "CASE WHEN a OR b THEN 1 END + 2"},
+        {"CASE WHEN a THEN CASE WHEN b THEN 1 END END", "CASE WHEN a THEN CASE WHEN b THEN 1 END END"},
+        {"CASE WHEN a THEN \"case\" WHEN b THEN 2 END", "CASE WHEN a THEN \"case\" WHEN b THEN 2 END"},
+        {"case + end", "\"case\" + \"end\""},
+        {"CASE WHEN when THEN then ELSE else END", "CASE WHEN \"when\" THEN \"then\" ELSE \"else\" END"},
+        {"IF(x > 0, 1, 2)", "if(x > 0, 1, 2)"},
+        {"clip(x, 0, 1) + days_between(d, e) + hash(s) + dayofweek(d) + hour(t)",
+         "clip(x, 0, 1) + days_between(d, e) + hash(s) + dayofweek(d) + hour(t)"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) check_print(cases[i][0], cases[i][1]);
 }
@@ -323,6 +335,10 @@ static void test_parse_errors(void **state)
 {
     (void)state;
     check_parse_error("x IN (1, 2", MR_E_PARSE, 11, "filter: column 11: expected ')' after IN list, got end of input");
+    check_parse_error("CASE WHEN x THEN 1", MR_E_PARSE, 19, "expected WHEN, ELSE or END in CASE, got end of input");
+    check_parse_error("CASE WHEN x 1 END", MR_E_PARSE, 13, "expected THEN after the WHEN condition, got number 1");
+    check_parse_error("CASE WHEN x THEN 1 ELSE 2", MR_E_PARSE, 26, "expected END after the ELSE value");
+    check_parse_error("if(x, 1)", MR_E_PARSE, 1, "if() takes 3 arguments, got 2");
     check_parse_error("country = 'FR' AND x IN (1, 2", MR_E_PARSE, 30, "column 30: expected ')' after IN list");
     check_parse_error("x IN (1 2)", MR_E_PARSE, 9, "expected ',' or ')' after IN list, got number 2");
     check_parse_error("x IN ()", MR_E_PARSE, 7, "expected an expression, got ')'");
@@ -674,6 +690,92 @@ static void test_eval_values(void **state)
     mr_table_free(t);
 }
 
+/* CASE, if(), clip(), days_between(), date parts, hash(). */
+static void test_eval_new_functions(void **state)
+{
+    (void)state;
+    for (int dict = 0; dict <= 1; dict++) {
+        mr_table *t = sample_table(dict);
+        check_eval(t, "CASE WHEN x > 5 THEN 'big' WHEN x > 0 THEN 'small' ELSE 'other' END", MR_T_STRING,
+                   "small,other,other,big,big,other");
+        check_eval(t, "CASE WHEN b THEN x END", MR_T_INT64, "1,NULL,NULL,10,NULL,NULL");
+        check_eval(t, "CASE WHEN x > 5 THEN f ELSE x END", MR_T_FLOAT64, "1,-2,NULL,-3.25,2,0");
+        check_eval(t, "CASE WHEN NULL THEN 1 WHEN TRUE THEN 2 END", MR_T_INT64, "2,2,2,2,2,2");
+        check_eval(t, "CASE WHEN country = 'FR' THEN d ELSE ts END", MR_T_TIMESTAMP,
+                   "2024-01-31 00:00:00,NULL,2023-12-31 23:59:59,2023-06-15 00:00:00,2024-01-01 00:00:00.500000,"
+                   "2025-03-01 00:00:00");
+        check_eval(t, "if(country = 'FR', 'fr', coalesce(country, '?'))", MR_T_STRING, "fr,DE,?,fr,US,DE");
+        check_eval(t, "if(TRUE, x, 0)", MR_T_INT64, "1,-2,NULL,10,7,0");
+        check_eval(t, "if(b, b, NOT b)", MR_T_BOOL, "true,true,NULL,true,true,NULL");
+        check_eval(t, "clip(x, 0, 5)", MR_T_INT64, "1,0,NULL,5,5,0");
+        check_eval(t, "clip(f, 0, 10)", MR_T_FLOAT64, "1.5,NULL,0,0,2,10");
+        check_eval(t, "clip(x, 0.5, 5)", MR_T_FLOAT64, "1,0.5,NULL,5,5,0.5");
+        check_eval(t, "clip(x, 5, 0)", MR_T_INT64, "0,0,NULL,0,0,0");
+        check_eval(t, "clip(x, NULL, 5)", MR_T_INT64, "NULL,NULL,NULL,NULL,NULL,NULL");
+        check_eval(t, "days_between(d, DATE '2024-03-01')", MR_T_INT64, "30,1,NULL,260,60,-365");
+        check_eval(t, "days_between(ts, d)", MR_T_INT64, "0,NULL,NULL,-366,0,0");
+        check_eval(t, "days_between(TIMESTAMP '2024-01-01 23:00:00', TIMESTAMP '2024-01-02 01:00:00')", MR_T_INT64,
+                   "1,1,1,1,1,1");
+        check_eval(t, "days_between(NULL, d)", MR_T_INT64, "NULL,NULL,NULL,NULL,NULL,NULL");
+        check_eval(t, "dayofweek(d)", MR_T_INT64, "3,4,NULL,4,1,6");
+        check_eval(t, "dayofweek(DATE '1969-12-28')", MR_T_INT64, "0,0,0,0,0,0");
+        check_eval(t, "hour(ts)", MR_T_INT64, "12,NULL,23,0,0,0");
+        check_eval(t, "minute(ts)", MR_T_INT64, "0,NULL,59,0,0,0");
+        check_eval(t, "second(ts)", MR_T_INT64, "0,NULL,59,0,0,0");
+        check_eval(t, "hour(d)", MR_T_INT64, "0,0,NULL,0,0,0");
+        check_eval(t, "hour(TIMESTAMP '1969-12-31 23:59:59') * 100 + minute(TIMESTAMP '1969-12-31 23:59:59')",
+                   MR_T_INT64, "2359,2359,2359,2359,2359,2359");
+        check_eval(t, "hash(NULL)", MR_T_INT64, "NULL,NULL,NULL,NULL,NULL,NULL");
+        check_eval(t, "hash(0.0) = hash(-0.0)", MR_T_BOOL, "true,true,true,true,true,true");
+        check_eval(t, "hash(x) = hash(x * 1)", MR_T_BOOL, "true,true,NULL,true,true,true");
+        check_eval(t, "hash(1) = hash(1.0)", MR_T_BOOL, "false,false,false,false,false,false");
+
+        /* hash() is xxh3-64 of the documented canonical bytes */
+        mr_expr *e = bound("hash(x)", t, 0);
+        mr_column *c = NULL;
+        assert_int_equal(mr_expr_eval(e, t, &c, NULL), MR_OK);
+        const uint8_t le1[8] = {1, 0, 0, 0, 0, 0, 0, 0};
+        assert_int_equal((uint64_t)((const int64_t *)c->data)[0], XXH3_64bits(le1, 8));
+        mr_column_free(c);
+        mr_expr_free(e);
+        e = bound("hash(country)", t, 0);
+        assert_int_equal(mr_expr_eval(e, t, &c, NULL), MR_OK);
+        assert_int_equal((uint64_t)((const int64_t *)c->data)[0], XXH3_64bits("FR", 2));
+        assert_int_equal((uint64_t)((const int64_t *)c->data)[4], XXH3_64bits("US", 2));
+        assert_true(mr_column_is_null(c, 2));
+        mr_column_free(c);
+        mr_expr_free(e);
+        e = bound("hash(d)", t, 0);
+        assert_int_equal(mr_expr_eval(e, t, &c, NULL), MR_OK);
+        int32_t days = mr_days_from_civil(2024, 1, 31);
+        const uint8_t le_d[4] = {(uint8_t)days, (uint8_t)(days >> 8), (uint8_t)(days >> 16), (uint8_t)(days >> 24)};
+        assert_int_equal((uint64_t)((const int64_t *)c->data)[0], XXH3_64bits(le_d, 4));
+        mr_column_free(c);
+        mr_expr_free(e);
+        mr_table_free(t);
+    }
+
+    mr_table *t = sample_table(0);
+    check_type(t, "CASE WHEN b THEN 1 ELSE 2.5 END", MR_T_FLOAT64);
+    check_type(t, "CASE WHEN b THEN NULL END", MR_T_INT64);
+    check_type(t, "if(b, d, ts)", MR_T_TIMESTAMP);
+    check_type(t, "clip(x, 0, 1)", MR_T_INT64);
+    check_type(t, "clip(x, 0, f32)", MR_T_FLOAT64);
+    check_type(t, "hash(s)", MR_T_INT64);
+    check_bind_error(t, "CASE WHEN x THEN 1 END", 0, MR_E_SCHEMA,
+                     "filter: CASE needs a boolean condition, got int64 column 'x'");
+    check_bind_error(t, "CASE WHEN b THEN 1 ELSE 'a' END", 0, MR_E_SCHEMA,
+                     "filter: CASE results must share a type: int64 literal 1 and string literal 'a'");
+    check_bind_error(t, "if(b, 1, 'a')", 0, MR_E_SCHEMA,
+                     "filter: if() results must share a type: int64 literal 1 and string literal 'a'");
+    check_bind_error(t, "if(s, 1, 2)", 0, MR_E_SCHEMA, "filter: if() needs a boolean condition, got string column 's'");
+    check_bind_error(t, "clip(s, 0, 1)", 0, MR_E_SCHEMA, "filter: clip() needs numbers, got string column 's'");
+    check_bind_error(t, "days_between(x, d)", 0, MR_E_SCHEMA,
+                     "filter: days_between() needs dates or timestamps, got int64 column 'x'");
+    check_bind_error(t, "hour(x)", 0, MR_E_SCHEMA, "filter: hour() needs a date or timestamp, got int64 column 'x'");
+    mr_table_free(t);
+}
+
 static void test_eval_errors(void **state)
 {
     (void)state;
@@ -770,6 +872,8 @@ static void test_dict_matches_plain(void **state)
         "length(c) BETWEEN 1 AND 2", "coalesce(c, 'none') = 'none'", "NOT c = 'DE' OR c IS NULL",
         "c = 'FR' AND k > 0", "lower(c) = 'fr' OR k = 3", "c > lower(c)", "c BETWEEN 'DE' AND 'FR'",
         "contains(upper(coalesce(c, 'x')), 'X')", "(c = 'FR') = (k > 0)",
+        "CASE WHEN c = 'FR' THEN TRUE WHEN c IS NULL THEN NULL ELSE c < 'e' END", "if(c IN ('DE', 'us'), TRUE, FALSE)",
+        "hash(c) = hash('FR')",
     };
     for (size_t i = 0; i < sizeof(filters) / sizeof(filters[0]); i++) {
         char *a = filter_rows(filters[i], td), *b = filter_rows(filters[i], tp);
@@ -779,6 +883,8 @@ static void test_dict_matches_plain(void **state)
     }
     static const char *const values[] = {
         "lower(c)", "upper(coalesce(c, 'n/a'))", "length(c)", "coalesce(c, 'none')", "c = 'FR'", "c",
+        "CASE WHEN c = 'FR' THEN 'france' WHEN c IS NULL THEN 'none' ELSE lower(c) END", "hash(c)",
+        "if(c > 'E', upper(c), c)", "CASE WHEN k > 0 THEN c END",
     };
     for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
         char *a = eval_values(values[i], td, NULL), *b = eval_values(values[i], tp, NULL);
@@ -1222,6 +1328,7 @@ int main(void)
         cmocka_unit_test(test_types),
         cmocka_unit_test(test_eval_filter),
         cmocka_unit_test(test_eval_values),
+        cmocka_unit_test(test_eval_new_functions),
         cmocka_unit_test(test_eval_errors),
         cmocka_unit_test(test_three_valued_logic),
         cmocka_unit_test(test_dict_matches_plain),
