@@ -74,7 +74,7 @@ static mr_status check_static(const mr_split_spec *s, mr_error *err)
             sum += f;
         }
         if (fabs(sum - 1.0) > MR_SPLIT_FRACTION_TOL)
-            return MR_ERR(err, MR_E_INVALID_ARG, "split: fractions sum to %.17g, not 1", sum);
+            return MR_ERR(err, MR_E_INVALID_ARG, "split: fractions sum to %.12g, not 1", sum);
     }
     const char *need = NULL, *col = NULL;
     switch (s->method) {
