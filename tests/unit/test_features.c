@@ -677,6 +677,52 @@ static void test_errors(void **state)
     mr_table_free(t);
 }
 
+/* ---- allocation failures: every one gives MR_E_NOMEM and leaks nothing ------- */
+
+static void test_oom(void **state)
+{
+    (void)state;
+    mr_table *t = random_table(300, 3);
+    mr_features_spec *s = spec_of(FULL_SPEC);
+    mr_buf b;
+    mr_buf_init(&b);
+    mr_features *ref = fit(FULL_SPEC, t, "y");
+    assert_int_equal(mr_features_save(ref, &b), MR_OK);
+    int done = 0;
+    long k = 1;
+    for (; !done && k < 100000; k++) {
+        mr_features *f = NULL, *g = NULL;
+        mr_table *tr = NULL, *o = NULL;
+        mr_buf b2;
+        mr_buf_init(&b2);
+        mr_error err;
+        mr_error_init(&err);
+        mr_alloc_fail_after(k);
+        mr_status rc = mr_features_fit_apply_train(s, t, "y", &f, &tr, &err);
+        if (rc != MR_OK) assert_true(f == NULL && tr == NULL);
+        if (rc == MR_OK && (rc = mr_features_apply(f, t, &o, &err)) != MR_OK) assert_null(o);
+        if (rc == MR_OK) rc = mr_features_save(f, &b2);
+        if (rc == MR_OK && (rc = mr_features_load(b.data, b.len, &g, &err)) != MR_OK) assert_null(g);
+        if (rc == MR_OK) done = 1;
+        else if (rc != MR_E_NOMEM) {
+            fprintf(stderr, "allocation %ld: %s (%s)\n", k, mr_status_name(rc), err.msg);
+            fail();
+        }
+        mr_alloc_fail_after(0);
+        mr_buf_free(&b2);
+        mr_table_free(tr);
+        mr_table_free(o);
+        mr_features_free(f);
+        mr_features_free(g);
+    }
+    assert_true(done);
+    fprintf(stderr, "oom: %ld failing allocations each returned MR_E_NOMEM\n", k - 2);
+    mr_buf_free(&b);
+    mr_features_free(ref);
+    mr_features_spec_free(s);
+    mr_table_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -688,6 +734,7 @@ int main(void)
         cmocka_unit_test(test_batch_equals_row),
         cmocka_unit_test(test_save_load),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -444,6 +444,37 @@ static void test_from_yaml(void **state)
     mr_error_clear(&err);
 }
 
+static void test_oom(void **state)
+{
+    (void)state;
+    mr_table *t = make_table(500, 8);
+    for (int m = 0; m < 4; m++) {
+        mr_split_spec s;
+        mr_split_spec_init(&s);
+        s.method = (mr_split_method)m;
+        s.label = "cls";
+        s.group = "user";
+        s.time = "ts";
+        three_parts(&s, 0.6, 0.2, 0.2);
+        int done = 0;
+        for (long k = 1; !done && k < 10000; k++) {
+            mr_table *parts[MR_SPLIT_MAX_PARTS];
+            mr_alloc_fail_after(k);
+            mr_status rc = mr_split_table(&s, t, parts, NULL);
+            mr_alloc_fail_after(0);
+            if (rc == MR_OK) {
+                done = 1;
+                for (size_t p = 0; p < 3; p++) mr_table_free(parts[p]);
+            } else {
+                assert_int_equal(rc, MR_E_NOMEM);
+                for (size_t p = 0; p < 3; p++) assert_null(parts[p]);
+            }
+        }
+        assert_true(done);
+    }
+    mr_table_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -456,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_split_table),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_from_yaml),
+        cmocka_unit_test(test_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
