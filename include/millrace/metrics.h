@@ -188,7 +188,8 @@ mr_status mr_curve_residuals(const mr_metric_data *d, size_t max_points, mr_curv
 
 /* ---- bootstrap ---------------------------------------------------------
  * Percentile bootstrap: resample r (0 <= r < n_resamples) draws n rows with
- * replacement from a splitmix64 stream seeded with splitmix64(seed + r), so
+ * replacement from a splitmix64 stream seeded with splitmix64(base + r),
+ * base = splitmix64(seed), so
  * each resample is a pure function of (seed, r); resamples run in parallel
  * and their values are stored by r, then sorted: the interval is identical
  * for any thread count. lo/hi are the alpha/2 and 1 - alpha/2 quantiles

@@ -4,7 +4,8 @@
  * residuals).
  *
  * Bootstrap essay. Resample r is a pure function of (seed, r): its row
- * stream is splitmix64 started from splitmix64(seed + r), and row j of the
+ * stream is splitmix64 started from splitmix64(base + r) with base =
+ * splitmix64(seed) (so seeds s and s+1 share no resample), and row j of the
  * resample is rand_below(n) drawn j-th from that stream. Resamples are
  * independent jobs on the core pool (one block each); each worker gathers
  * its resample into per-thread scratch and evaluates the metric serially
@@ -28,7 +29,7 @@ typedef struct boot_job {
     mr_metric_fn fn;
     void *ctx;
     const mr_metric_data *d;
-    uint64_t seed;
+    uint64_t base;         /* splitmix64(seed): adjacent seeds share no resample */
     double *values;        /* (n_resamples) */
     unsigned char *ok;     /* (n_resamples) */
     scratch *scr;          /* (n_threads) */
@@ -37,7 +38,7 @@ typedef struct boot_job {
 static void boot_one(boot_job *j, size_t r, scratch *s)
 {
     const mr_metric_data *d = j->d;
-    uint64_t st = j->seed + (uint64_t)r;
+    uint64_t st = j->base + (uint64_t)r;
     st = mr__splitmix64(&st);
     size_t n = d->n, K = d->n_classes;
     for (size_t i = 0; i < n; i++) {
@@ -107,7 +108,9 @@ mr_status mr_bootstrap(mr_metric_fn fn, void *ctx, const mr_metric_data *d, size
         scr[t].w = base + 2 * n;
         scr[t].proba = base + 3 * n;
     }
-    boot_job j = {.fn = fn, .ctx = ctx, .d = d, .seed = seed, .values = values, .ok = ok, .scr = scr};
+    uint64_t base = seed;
+    base = mr__splitmix64(&base);
+    boot_job j = {.fn = fn, .ctx = ctx, .d = d, .base = base, .values = values, .ok = ok, .scr = scr};
     if (use_pool) mr_parallel_for(n_resamples, 1, boot_range, &j);
     else boot_range(&j, 0, n_resamples, 0);
     size_t nv = 0;
