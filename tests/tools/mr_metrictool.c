@@ -56,6 +56,7 @@ static int read_csv(const char *path, size_t want_cols, double **cols, size_t *n
     size_t len = 0;
     mr_error err;
     mr_error_init(&err);
+    for (size_t c = 0; c <= want_cols; c++) cols[c] = NULL;
     if (mr_fs_read_file(path, (size_t)1 << 31, &data, &len, &err) != MR_OK) return die(&err);
     size_t cap = 1024, n = 0, nc = 0;
     for (size_t c = 0; c <= want_cols; c++) cols[c] = mr_malloc(cap * sizeof(double));
@@ -77,14 +78,14 @@ static int read_csv(const char *path, size_t want_cols, double **cols, size_t *n
         for (;;) {
             if (c > want_cols) {
                 fprintf(stderr, "mr_metrictool: %s:%zu: too many columns\n", path, n + 1);
-                return 1;
+                goto bad;
             }
             char *e2;
             errno = 0;
             cols[c][n] = strtod(q, &e2);
             if (e2 == q) {
                 fprintf(stderr, "mr_metrictool: %s:%zu: column %zu: not a number\n", path, n + 1, c + 1);
-                return 1;
+                goto bad;
             }
             c++;
             if (*e2 == ',') q = e2 + 1;
@@ -94,7 +95,7 @@ static int read_csv(const char *path, size_t want_cols, double **cols, size_t *n
         if (c != nc || (c != want_cols && c != want_cols + 1)) {
             fprintf(stderr, "mr_metrictool: %s:%zu: expected %zu or %zu columns, got %zu\n", path, n + 1, want_cols,
                     want_cols + 1, c);
-            return 1;
+            goto bad;
         }
         n++;
         p = eol + 1;
@@ -103,6 +104,10 @@ static int read_csv(const char *path, size_t want_cols, double **cols, size_t *n
     *n_rows = n;
     *weighted = nc == want_cols + 1;
     return 0;
+bad:
+    mr_free(data);
+    for (size_t c = 0; c <= want_cols; c++) mr_free(cols[c]);
+    return 1;
 }
 
 static int run_binary(const char *path, double thr)
@@ -122,11 +127,17 @@ static int run_binary(const char *path, double thr)
         mr_metric_logloss(&d, &ll, &err) != MR_OK || mr_metric_brier(&d, &br, &err) != MR_OK ||
         mr_metric_binary_at(&d, thr, &at, &err) != MR_OK || mr_metric_f1_optimal(&d, &opt, &err) != MR_OK ||
         mr_curve_roc(&d, 0, &roc, &err) != MR_OK || mr_curve_pr(&d, 0, &pr, &err) != MR_OK ||
-        mr_curve_gain(&d, 10, &gain, &err) != MR_OK)
+        mr_curve_gain(&d, 10, &gain, &err) != MR_OK ||
+        (!weighted && (mr_curve_calibration(&d, 10, MR_CALIB_UNIFORM, &cu, &err) != MR_OK ||
+                       mr_curve_calibration(&d, 7, MR_CALIB_QUANTILE, &cq, &err) != MR_OK))) {
+        mr_curve_free(&roc);
+        mr_curve_free(&pr);
+        mr_curve_free(&cu);
+        mr_curve_free(&cq);
+        mr_curve_free(&gain);
+        for (int c = 0; c < 3; c++) mr_free(cols[c]);
         return die(&err);
-    if (!weighted && (mr_curve_calibration(&d, 10, MR_CALIB_UNIFORM, &cu, &err) != MR_OK ||
-                      mr_curve_calibration(&d, 7, MR_CALIB_QUANTILE, &cq, &err) != MR_OK))
-        return die(&err);
+    }
     printf("{\"n\":%zu,\"roc_auc\":", n);
     jnum(auc);
     printf(",\"average_precision\":");
@@ -182,7 +193,12 @@ static int run_multiclass(const char *path, size_t K)
     mr_error_init(&err);
     mr_multiclass_scores s;
     double *cm = mr_calloc(K * K, sizeof(double));
-    if (mr_metric_multiclass(&d, &s, cm, &err) != MR_OK) return die(&err);
+    if (mr_metric_multiclass(&d, &s, cm, &err) != MR_OK) {
+        mr_free(cm);
+        mr_free(proba);
+        for (size_t c = 0; c < K + 2; c++) mr_free(cols[c]);
+        return die(&err);
+    }
     printf("{\"n\":%zu,\"accuracy\":%.17g,\"macro_f1\":%.17g,\"micro_f1\":%.17g,\"logloss\":%.17g,", n, s.accuracy,
            s.macro_f1, s.micro_f1, s.logloss);
     jarr("confusion", cm, K * K, 1);
@@ -206,8 +222,10 @@ static int run_regression(const char *path)
     mr_regression_scores s;
     static const double qs[7] = {0, 0.05, 0.25, 0.5, 0.75, 0.95, 1};
     double q[7];
-    if (mr_metric_regression(&d, &s, &err) != MR_OK || mr_metric_residual_quantiles(&d, qs, 7, q, &err) != MR_OK)
+    if (mr_metric_regression(&d, &s, &err) != MR_OK || mr_metric_residual_quantiles(&d, qs, 7, q, &err) != MR_OK) {
+        for (int c = 0; c < 3; c++) mr_free(cols[c]);
         return die(&err);
+    }
     printf("{\"n\":%zu,\"rmse\":%.17g,\"mae\":%.17g,\"r2\":%.17g,\"mape\":%.17g,", n, s.rmse, s.mae, s.r2, s.mape);
     jarr("resid_q", q, 7, 1);
     printf("}\n");
