@@ -1,7 +1,8 @@
 #!/bin/sh
 # Installs the Debian 12 packages millrace needs to build, test and run its demo.
 # The python3-* packages are test oracles and benchmark peers (XGBoost,
-# scikit-learn, pandas), never runtime dependencies of millrace.
+# scikit-learn, pandas); chromium renders the HTML report in its test. None
+# of them is a runtime dependency of millrace.
 # Idempotent: only calls apt-get for packages that are missing.
 set -eu
 
@@ -9,7 +10,8 @@ PKGS="build-essential cmake pkg-config git \
 libyaml-dev libxxhash-dev libsqlite3-dev libjansson-dev libcmocka-dev \
 libsnappy-dev libzstd-dev zlib1g-dev \
 sqlite3 python3 procps coreutils \
-python3-numpy python3-pandas python3-sklearn python3-xgboost"
+python3-numpy python3-pandas python3-sklearn python3-xgboost \
+chromium"
 
 missing=""
 for p in $PKGS; do
