@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make demo: runs examples/churn end to end in a scratch copy, then shows the
-# iteration loop: a learning-rate change re-runs train + evaluate only.
+# iteration loop: a learning-rate change re-runs the model stage only.
 set -euo pipefail
 MILLRACE=${1:?usage: run-demo.sh /path/to/millrace}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -10,6 +10,7 @@ mkdir -p "$WORK"
 cp -r "$HERE/millrace.yaml" "$HERE/scripts" "$WORK/"
 cd "$WORK"
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+n_stages=$("$MILLRACE" dag --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["stages"]))')
 
 step "millrace dag"
 "$MILLRACE" dag
@@ -17,16 +18,18 @@ step "millrace run   (first run: every stage executes)"
 "$MILLRACE" run
 step "millrace run   (nothing changed: every stage comes from the cache)"
 "$MILLRACE" run
-step "millrace status -S train.learning_rate=0.3   (what a learning-rate change invalidates)"
-"$MILLRACE" status -S train.learning_rate=0.3
-step "millrace run -S train.learning_rate=0.3   (only train and evaluate execute)"
-"$MILLRACE" run -S train.learning_rate=0.3
+step "millrace status -S train.learning_rate=0.05   (what a learning-rate change invalidates)"
+"$MILLRACE" status -S train.learning_rate=0.05
+step "millrace run -S train.learning_rate=0.05   (only the model stage executes)"
+"$MILLRACE" run -S train.learning_rate=0.05
 step "millrace compare 1 3"
 "$MILLRACE" compare 1 3
 step "millrace show"
 "$MILLRACE" show
+step "millrace model inspect out/model/model.bin"
+"$MILLRACE" model inspect out/model/model.bin
 step "millrace verify"
 "$MILLRACE" verify
-json=$("$MILLRACE" run --json -S train.learning_rate=0.3)
-echo "$json" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["executed"]==0 and d["cached"]==5, d'
-printf '\ndemo finished in %s: the pipeline ran, re-ran from cache, and a param change re-ran 2 of 5 stages.\n' "$WORK"
+json=$("$MILLRACE" run --json -S train.learning_rate=0.05)
+echo "$json" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['executed']==0 and d['cached']==$n_stages, d"
+printf '\ndemo finished in %s: %d stages ran, re-ran from the cache, and a param change re-ran only the model.\n' "$WORK" "$n_stages"

@@ -87,6 +87,10 @@ typedef struct mr_op {
     /* Runs the op. Built-in ops read ctx inputs and write into ctx staging
      * dirs; the engine publishes what they wrote. */
     mr_status (*run)(mr_op_ctx *ctx, mr_error *err);
+    /* Optional: outputs that depend on the stage definition (a split's part
+     * names). Writes up to max names (borrowed from def) and returns how
+     * many there are; when set, it replaces `outputs`. */
+    size_t (*outputs_of)(const mr_value *def, const char **names, size_t max);
 } mr_op;
 
 mr_status mr_op_register(const mr_op *op);

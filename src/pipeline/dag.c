@@ -29,11 +29,11 @@ mr_status mr__def_strings(const mr_value *def, const char *key, const char ***ou
     *out = NULL;
     *n_out = 0;
     if (!v || v->kind == MR_V_NULL) return MR_OK;
-    size_t n = v->kind == MR_V_SEQ ? v->n : 1;
+    size_t n = v->kind == MR_V_SEQ || v->kind == MR_V_MAP ? v->n : 1;
     const char **arr = mr_calloc(n ? n : 1, sizeof(*arr));
     if (!arr) return MR_E_NOMEM;
     size_t k = 0;
-    if (v->kind == MR_V_SEQ) {
+    if (v->kind == MR_V_SEQ || v->kind == MR_V_MAP) { /* a map: its values (features `apply`) */
         for (size_t i = 0; i < v->n; i++)
             if (v->items[i]->kind == MR_V_STR) arr[k++] = v->items[i]->str;
     } else if (v->kind == MR_V_STR) {
@@ -126,7 +126,7 @@ static mr_status norm_list(const mr_stage_spec *s, const char *key, char ***out,
         }
         if (!p) {
             const mr_value *v = mr_value_get(s->def, key);
-            const mr_value *item = v->kind == MR_V_SEQ ? v->items[i] : v;
+            const mr_value *item = (v->kind == MR_V_SEQ || v->kind == MR_V_MAP) && i < v->n ? v->items[i] : v;
             rc = MR_ERR(err, MR_E_SCHEMA, "stage '%s': %s path '%s' must be relative and stay inside the workspace",
                         s->name, key, raw[i]);
             mr_error_at(err, NULL, item->line, item->col);

@@ -68,6 +68,18 @@ mr_status mr__plan_outputs(const mr_dag *dag, size_t i, mr__plan *p, mr_error *e
         p->n_metrics = sp->n_metrics;
         return MR_OK;
     }
+    if (s->op->outputs_of) {
+        const char *names[64];
+        size_t n = s->op->outputs_of(s->def, names, 64);
+        if (n > 64) return MR_ERR(err, MR_E_LIMIT, "stage '%s' declares more than 64 outputs", s->name);
+        for (size_t k = 0; k < n; k++) {
+            char *path = mr_asprintf("out/%s/%s", s->name, names[k]);
+            mr_status rc = path ? push_io(&p->outs, &p->n_outs, names[k], path, -1, NULL) : MR_E_NOMEM;
+            mr_free(path);
+            if (rc != MR_OK) return MR_ERR(err, rc, "out of memory");
+        }
+        return MR_OK;
+    }
     if (!s->op->outputs) {
         char *path = mr_asprintf("out/%s", s->name);
         mr_status rc = path ? push_io(&p->outs, &p->n_outs, "out", path, -1, NULL) : MR_E_NOMEM;
