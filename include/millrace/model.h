@@ -48,6 +48,11 @@ typedef struct mr_train_opts {
     int num_threads;                  /* 0 = all pool threads (a param num_threads overrides) */
     mr_train_round_fn on_round;
     void *on_round_ctx;
+    /* gbdt: a directory where binned matrices are kept by a key over the
+     * data's content and the binning params, so a second training on the
+     * same data and binning skips binning. NULL = no cache. */
+    const char *bin_cache_dir;
+    int binned_from_cache;            /* [out] 1 when the training matrix came from the cache */
 } mr_train_opts;
 void mr_train_opts_init(mr_train_opts *o);
 
@@ -55,8 +60,11 @@ typedef struct mr_model mr_model;
 
 /* Trains on train (valid may be NULL: no early stopping). Errors name the
  * column, param or row at fault. */
-mr_status mr_model_train(const mr_table *train, const mr_table *valid, const mr_train_opts *o, mr_model **out,
+mr_status mr_model_train(const mr_table *train, const mr_table *valid, mr_train_opts *o, mr_model **out,
                          mr_error *err);
+/* Content hash of a table (names, types, values, nulls): equal tables hash
+ * equal whatever their batch layout or dictionary encoding. */
+mr_hash128 mr_table_content_hash(const mr_table *t);
 void mr_model_free(mr_model *m);
 /* Any millrace model file (the kind is read from its magic number). */
 mr_status mr_model_load(const char *path, mr_model **out, mr_error *err);

@@ -253,7 +253,90 @@ static int gbdt_round(void *ctx, const mr_gbdt_round_info *info)
                           info->valid_metric, info->elapsed_s);
 }
 
-static mr_status train_gbdt(const mr_table *train, const mr_table *valid, const mr_train_opts *o, const char **feats,
+mr_hash128 mr_table_content_hash(const mr_table *t)
+{
+    mr_hasher *h = NULL;
+    mr_hash128 zero = {0, 0};
+    if (mr_hasher_new(&h, NULL) != MR_OK) return zero;
+    uint64_t n = t->n_rows;
+    mr_hasher_update(h, &n, sizeof(n));
+    for (size_t j = 0; j < t->n_cols; j++) {
+        const mr_column *c = t->cols[j];
+        uint32_t type = (uint32_t)c->type;
+        mr_hasher_update(h, c->name, strlen(c->name) + 1);
+        mr_hasher_update(h, &type, sizeof(type));
+        size_t w = mr_dtype_width(c->type);
+        for (size_t i = 0; i < c->n; i++) {
+            uint8_t null = mr_column_is_null(c, i);
+            mr_hasher_update(h, &null, 1);
+            if (null) continue;
+            if (w) {
+                mr_hasher_update(h, (const char *)c->data + i * w, w);
+            } else {
+                size_t len;
+                const char *v = mr_column_str(c, i, &len);
+                uint64_t l64 = len;
+                mr_hasher_update(h, &l64, sizeof(l64));
+                mr_hasher_update(h, v, len);
+            }
+        }
+    }
+    mr_hash128 r = mr_hasher_digest(h);
+    mr_hasher_free(h);
+    return r;
+}
+
+/* Key of a binned matrix: the data's content (the columns used), the
+ * binning params, and for validation data the training key it is binned
+ * against. */
+static void bin_key(const mr_table *t, const char *const *cols, size_t n_cols, const char *label,
+                    const mr_gbdt_params *p, const mr_train_opts *o, const char *ref_key, char *hex)
+{
+    mr_table view = {.n_rows = t->n_rows, .n_cols = 0, .cols = NULL};
+    mr_column *picked[1024];
+    for (size_t k = 0; k < n_cols && view.n_cols < 1023; k++) {
+        mr_column *c = mr_table_column(t, cols[k]);
+        if (c) picked[view.n_cols++] = c;
+    }
+    mr_column *lab = label ? mr_table_column(t, label) : NULL;
+    if (lab) picked[view.n_cols++] = lab;
+    view.cols = picked;
+    mr_hash128 data = mr_table_content_hash(&view);
+    mr_buf b;
+    mr_buf_init(&b);
+    char dh[MR_HASH_HEX_LEN + 1];
+    mr_hash_hex(data, dh);
+    mr_buf_printf(&b, "millrace-binned/1 data=%s max_bin=%d sample=%d seed=%llu cat=%s ref=%s", dh, p->max_bin,
+                  p->bin_construct_sample_cnt, (unsigned long long)p->seed,
+                  p->categorical_feature ? p->categorical_feature : "", ref_key ? ref_key : "");
+    for (size_t k = 0; k < o->n_categorical; k++) mr_buf_printf(&b, ",%s", o->categorical[k]);
+    mr_hash_hex(mr_hash_bytes(b.data ? b.data : "", b.len), hex);
+    mr_buf_free(&b);
+}
+
+/* Bins t (or loads the cached matrix). *hit tells which. */
+static mr_status binned(const mr_table *t, const mr_gbdt_table_spec *spec, const mr_gbdt_data *ref, const char *ref_key,
+                        const mr_gbdt_params *p, const mr_train_opts *o, char *key_out, mr_gbdt_data **out, int *hit,
+                        mr_error *err)
+{
+    *hit = 0;
+    if (!o->bin_cache_dir) return mr_gbdt_data_from_table(t, spec, ref, p, out, err);
+    bin_key(t, spec->features, spec->n_features, spec->label, p, o, ref_key, key_out);
+    char *path = mr_asprintf("%s/%s.mrbin", o->bin_cache_dir, key_out);
+    if (!path) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = MR_OK;
+    if (mr_fs_exists(path) && mr_gbdt_data_load(path, out, NULL) == MR_OK) {
+        *hit = 1;
+    } else {
+        rc = mr_gbdt_data_from_table(t, spec, ref, p, out, err);
+        /* A failed cache write only costs the next run its binning. */
+        if (rc == MR_OK && mr_fs_mkdirs(o->bin_cache_dir, NULL) == MR_OK) mr_gbdt_data_save(*out, path, NULL);
+    }
+    mr_free(path);
+    return rc;
+}
+
+static mr_status train_gbdt(const mr_table *train, const mr_table *valid, mr_train_opts *o, const char **feats,
                             size_t nf, mr_model **out, mr_error *err)
 {
     mr_gbdt_params p;
@@ -276,11 +359,14 @@ static mr_status train_gbdt(const mr_table *train, const mr_table *valid, const 
     if (rc == MR_OK) rc = mr_gbdt_params_validate(&p, err);
     mr_gbdt_table_spec spec = {.label = o->label, .features = feats, .n_features = nf, .categorical = o->categorical,
                                .n_categorical = o->n_categorical};
-    if (rc == MR_OK) rc = mr_gbdt_data_from_table(train, &spec, NULL, &p, &dt, err);
+    char tkey[MR_HASH_HEX_LEN + 1] = "", vkey[MR_HASH_HEX_LEN + 1] = "";
+    int hit_t = 0, hit_v = 0;
+    if (rc == MR_OK) rc = binned(train, &spec, NULL, NULL, &p, o, tkey, &dt, &hit_t, err);
     if (rc == MR_OK && valid) {
-        rc = mr_gbdt_data_from_table(valid, &spec, dt, &p, &dv, err);
+        rc = binned(valid, &spec, dt, tkey, &p, o, vkey, &dv, &hit_v, err);
         if (rc != MR_OK) mr_error_key(err, "valid");
     }
+    o->binned_from_cache = hit_t;
     round_bridge b = {o};
     if (rc == MR_OK) rc = mr_gbdt_train(&p, dt, dv, gbdt_round, &b, &gb, err);
     if (rc == MR_OK) rc = wrap_gbdt(gb, out, err);
@@ -330,7 +416,7 @@ static mr_status train_linear(const mr_table *train, const mr_train_opts *o, con
     return rc;
 }
 
-mr_status mr_model_train(const mr_table *train, const mr_table *valid, const mr_train_opts *o, mr_model **out,
+mr_status mr_model_train(const mr_table *train, const mr_table *valid, mr_train_opts *o, mr_model **out,
                          mr_error *err)
 {
     *out = NULL;

@@ -83,6 +83,7 @@ static mr_status run_train(mr_op_ctx *ctx, mr_error *err)
     size_t n_kv = 0;
     mr_train_opts o;
     mr_train_opts_init(&o);
+    char *bin_cache = NULL;
     mr_status rc = mr_read_table(vtrain->str, &train, err);
     if (rc == MR_OK && vvalid && vvalid->kind == MR_V_STR) rc = mr_read_table(vvalid->str, &valid, err);
     if (rc != MR_OK) goto done;
@@ -113,6 +114,10 @@ static mr_status run_train(mr_op_ctx *ctx, mr_error *err)
     o.categorical = strings_of(def, "categorical", &o.n_categorical);
     o.smoke = ctx->smoke;
     o.num_threads = ctx->threads;
+    /* Binned matrices are kept by content + binning params: re-training on
+     * the same data (say, after a learning-rate change) skips binning. */
+    bin_cache = mr_asprintf("%s/.millrace/cache/binned", ctx->workspace);
+    o.bin_cache_dir = bin_cache;
     train_run tr = {ctx, 100};
     for (size_t k = 0; k < n_kv; k++)
         if (!strncmp(kv[k], "num_iterations=", 15)) tr.total = (int)strtol(kv[k] + 15, NULL, 10);
@@ -128,6 +133,8 @@ static mr_status run_train(mr_op_ctx *ctx, mr_error *err)
     }
     double secs = mr_now() - t0;
     mr_op_metric(ctx, "train_rows", 0, (double)train->n_rows);
+    mr_op_metric(ctx, "binned_from_cache", 0, o.binned_from_cache);
+    if (o.binned_from_cache) dprintf(ctx->log_fd, "binned matrix reused from the cache\n");
     mr_op_metric(ctx, "train_seconds", 0, secs);
     {
         char *path = mr_path_join(ctx->outputs[0].path, "model.bin");
@@ -143,6 +150,7 @@ static mr_status run_train(mr_op_ctx *ctx, mr_error *err)
     }
     dprintf(ctx->log_fd, "trained in %.2fs\n", secs);
 done:
+    mr_free(bin_cache);
     for (size_t k = 0; k < n_kv; k++) mr_free(kv[k]);
     mr_free(kv);
     mr_free((void *)o.features);

@@ -329,6 +329,12 @@ mr_status mr_pipeline_gc(mr_workspace *ws, int keep_runs, int dry_run, int json,
     for (size_t k = 0; k < n_run_ids; k++)
         if (mr_artifact_parse(run_ids[k], &keep[n_keep]) == MR_OK) n_keep++;
     rc = mr_store_gc(ws->store, keep, n_keep, dry_run, &stats, err);
+    {
+        /* Derived caches (binned matrices) are rebuilt on demand: gc empties them. */
+        char *bins = mr_path_join(ws->dot, "cache/binned");
+        if (bins && !dry_run && rc == MR_OK) mr_fs_rmtree(bins, NULL);
+        mr_free(bins);
+    }
     if (rc == MR_OK && !dry_run) rc = mr_runstore_cache_prune(ws->rs, ws->store, &n_pruned, err);
     if (rc != MR_OK) goto done;
     if (json) {

@@ -83,6 +83,10 @@ expect_exit 0 mr show --json
 assert_eq "$(json 'len([m for m in d["metrics"] if m["name"]=="valid.auc"])')" 30 "the validation AUC is recorded for every round"
 expect_exit 0 mr run --json -S train.lr=0.2
 assert_eq "$(json '[s["status"] for s in d["stages"]]' | tr '\n' ' ')" "cached executed " "a learning-rate change re-trains only the model"
+expect_exit 0 mr show --json
+assert_eq "$(json '[m["value"] for m in d["metrics"] if m["name"]=="binned_from_cache"][0]')" 1.0 "the re-training reuses the cached binned matrix"
+expect_exit 0 mr show 1 --json
+assert_eq "$(json '[m["value"] for m in d["metrics"] if m["name"]=="binned_from_cache"][0]')" 0.0 "the first training binned the data itself"
 expect_exit 0 mr run --smoke --json
 expect_exit 0 mr show --json
 assert_eq "$(json 'len([m for m in d["metrics"] if m["name"]=="valid.auc"])')" 5 "smoke mode trains a handful of rounds"
