@@ -1,6 +1,7 @@
 /* millrace: entry point and verb dispatch. */
 #include "cli.h"
 
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,6 +29,7 @@ static const verb verbs[] = {
     {"ops", cmd_ops, "list the available ops and their params"},
     {"train", cmd_train, "train a model on a data file (outside a pipeline)"},
     {"model", cmd_model, "inspect, dump or predict with a model file"},
+    {"data", cmd_data, "ingest, inspect, head, stats and export datasets"},
     {"stage", cmd_stage, "run one stage from a job file (used by `millrace run`)"},
 };
 
@@ -42,6 +44,14 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* Column buffers of a row group are a few MiB and are freed and
+     * allocated again for every row group. With glibc's defaults each one
+     * is a fresh mmap (or heap growth after a trim), so a scan spent more
+     * time zeroing new pages than decoding; keep freed memory for reuse
+     * instead (a process-wide policy, hence here and not in the library). */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* glibc's maximum on 64-bit */
+    mallopt(M_TRIM_THRESHOLD, 512 << 20);
+    mallopt(M_TOP_PAD, 64 << 20);
     int color = isatty(2) && !getenv("NO_COLOR");
     mr_log_set_color(color);
     mr_progress_set_tty(isatty(2));

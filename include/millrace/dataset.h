@@ -232,6 +232,59 @@ const char *mr_source_file(const mr_source *src, size_t i);
 /* Closes the source; stats (may be NULL) sums the readers' counters. */
 void mr_source_close(mr_source *src, mr_csv_stats *stats);
 
+
+/* ---- ingest: any source -> dataset ------------------------------------------
+ * Streams a source (mr_source_open) through an optional row filter and column
+ * projection into a dataset writer, batch by batch, in bounded memory.
+ *
+ *   mr_ingest_opts o;
+ *   mr_ingest_opts_init(&o);
+ *   o.filter = "country = 'DE'";
+ *   mr_ingest_stats st;
+ *   mr_dataset_ingest("events.csv", "out/events", &o, &st, &err);
+ *
+ * Bad source rows follow o.csv.on_error (docs/data.md): FAIL stops with the
+ * reader's error (file:line:field, column name and value); SKIP and
+ * QUARANTINE count them (QUARANTINE also appends their original bytes to
+ * o.csv.quarantine_path, for every input file in turn). Nothing is dropped
+ * silently: rows_read = rows_written + rows_filtered + rows_skipped. */
+typedef struct mr_ingest_stats {
+    uint64_t files;            /* input files */
+    uint64_t rows_read;        /* source records consumed: good and bad */
+    uint64_t rows_written;     /* rows in the dataset */
+    uint64_t rows_filtered;    /* good rows the filter removed */
+    uint64_t rows_skipped;     /* bad rows (SKIP or QUARANTINE) */
+    uint64_t rows_quarantined; /* bad rows written to the quarantine file */
+    uint64_t bytes_read;       /* input bytes consumed (whole files for Parquet and dataset sources) */
+    mr_dataset_summary dataset;
+} mr_ingest_stats;
+
+typedef struct mr_ingest_opts {
+    mr_source_format format;         /* MR_SRC_AUTO: by extension */
+    mr_csv_options csv;              /* reader options (schema, delimiter, nulls, on_error, quarantine, threads) */
+    const char *filter;              /* expression (docs/expressions.md); NULL or "" = every row */
+    const char *const *columns;      /* columns to keep, in this order; NULL = all (the filter may use others) */
+    size_t n_columns;
+    mr_dataset_write_opts write;     /* shards, row groups, codec, partition_by */
+    uint64_t max_rows;               /* 0 = all; else stop after this many good source rows (smoke mode) */
+    size_t batch_rows;               /* rows per source batch; 0 = 131,072 */
+    /* Called after every batch (may be NULL), with the counts so far. */
+    void (*progress)(void *ctx, const mr_ingest_stats *so_far);
+    void *progress_ctx;
+} mr_ingest_opts;
+
+void mr_ingest_opts_init(mr_ingest_opts *o); /* defaults: mr_csv_options_init + mr_dataset_write_opts_init */
+
+/* Ingests source (a file, a directory, a dataset or a glob) into the dataset
+ * directory dir (created; it should be empty). stats may be NULL and is
+ * filled as far as the ingest got, also on failure. On failure no manifest
+ * is written: the caller removes dir. Errors: those of mr_source_open/next
+ * (MR_E_PARSE naming file:line:field and the column), of the filter
+ * (MR_E_PARSE, MR_E_NOT_FOUND with a hint, MR_E_SCHEMA), MR_E_NOT_FOUND for
+ * an unknown column in columns or partition_by, writer errors. */
+mr_status mr_dataset_ingest(const char *source, const char *dir, const mr_ingest_opts *o, mr_ingest_stats *stats,
+                            mr_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -443,8 +443,12 @@ static void count_task(void *ctx, size_t k)
     for (; pe - p >= 8; p += 8) {
         uint64_t v;
         memcpy(&v, p, 8);
-        q += (size_t)__builtin_popcountll(eq_mask(v, qp));
-        nl += (size_t)__builtin_popcountll(eq_mask(v, np));
+        /* eq_mask sets only each byte's high bit: shifting them down to 0/1 per
+         * byte and multiplying by 0x0101... sums the bytes into the top byte,
+         * a portable popcount (without -mpopcnt, __builtin_popcountll is a
+         * libgcc call that showed up at 3% of an ingest profile). */
+        q += (size_t)(((eq_mask(v, qp) >> 7) * 0x0101010101010101ULL) >> 56);
+        nl += (size_t)(((eq_mask(v, np) >> 7) * 0x0101010101010101ULL) >> 56);
     }
     for (; p < pe; p++) {
         q += *p == (unsigned char)w->r->c.quote;

@@ -21,6 +21,7 @@ struct mr_source {
     mr_dtype *schema_types;
     char **null_tokens;
     char *quarantine_path;
+    char *quarantine_part;      /* quarantine file of files after the first, appended to quarantine_path */
     /* the reader of the current file: exactly one is set while open */
     int open;
     mr_csv_reader *csv_r;
@@ -54,6 +55,8 @@ mr_status mr_source_format_parse(const char *name, mr_source_format *out)
         }
     return MR_E_NOT_FOUND;
 }
+
+static mr_status merge_quarantine(mr_source *s, mr_error *err);
 
 static mr_source_format by_extension(const char *path)
 {
@@ -187,6 +190,7 @@ void mr_source_close(mr_source *s, mr_csv_stats *stats)
         s->stats.rows_skipped += st.rows_skipped;
         s->stats.rows_quarantined += st.rows_quarantined;
         s->stats.bytes += st.bytes;
+        if (s->cur > 0) merge_quarantine(s, NULL);
     }
     if (stats) *stats = s->stats;
     mr_parquet_close(s->pf);
@@ -200,6 +204,7 @@ void mr_source_close(mr_source *s, mr_csv_stats *stats)
     mr_free(s->schema_types);
     mr_free(s->types);
     mr_free(s->quarantine_path);
+    mr_free(s->quarantine_part);
     mr_free(s);
 }
 
@@ -217,8 +222,9 @@ mr_status mr_source_open(const char *path, mr_source_format format, const mr_csv
     s->schema_types = mr_calloc(s->csv.n_schema ? s->csv.n_schema : 1, sizeof *s->schema_types);
     s->null_tokens = s->csv.null_tokens ? copy_strs(s->csv.null_tokens, s->csv.n_null_tokens) : NULL;
     s->quarantine_path = s->csv.quarantine_path ? mr_strdup(s->csv.quarantine_path) : NULL;
+    s->quarantine_part = s->csv.quarantine_path ? mr_asprintf("%s.part", s->csv.quarantine_path) : NULL;
     if (!s->schema_names || !s->schema_types || (s->csv.null_tokens && !s->null_tokens) ||
-        (s->csv.quarantine_path && !s->quarantine_path)) {
+        (s->csv.quarantine_path && (!s->quarantine_path || !s->quarantine_part))) {
         if (!s->null_tokens) s->csv.n_null_tokens = 0;
         if (!s->schema_names) s->csv.n_schema = 0;
         mr_source_close(s, NULL);
@@ -241,6 +247,32 @@ mr_status mr_source_open(const char *path, mr_source_format format, const mr_csv
 size_t mr_source_n_files(const mr_source *s) { return s->n_files; }
 const char *mr_source_file(const mr_source *s, size_t i) { return i < s->n_files ? s->files[i] : NULL; }
 
+/* Appends the side quarantine file of a later input to the main one. */
+static mr_status merge_quarantine(mr_source *s, mr_error *err)
+{
+    if (s->csv.on_error != MR_ON_ERROR_QUARANTINE || !s->quarantine_part || !mr_fs_exists(s->quarantine_part))
+        return MR_OK;
+    mr_status rc = MR_OK;
+    FILE *in = fopen(s->quarantine_part, "rb");
+    FILE *out = in ? fopen(s->quarantine_path, "ab") : NULL;
+    if (!in || !out) {
+        rc = MR_ERR_SYS(err, MR_E_IO, errno, "cannot append to quarantine file %s", s->quarantine_path);
+    } else {
+        char buf[65536];
+        size_t n;
+        while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+            if (fwrite(buf, 1, n, out) != n) {
+                rc = MR_ERR_SYS(err, MR_E_IO, errno, "cannot append to quarantine file %s", s->quarantine_path);
+                break;
+            }
+    }
+    if (in) fclose(in);
+    if (out && fclose(out) != 0 && rc == MR_OK)
+        rc = MR_ERR_SYS(err, MR_E_IO, errno, "cannot append to quarantine file %s", s->quarantine_path);
+    remove(s->quarantine_part);
+    return rc;
+}
+
 static mr_status open_file(mr_source *s, mr_error *err)
 {
     const char *f = s->files[s->cur];
@@ -249,10 +281,14 @@ static mr_status open_file(mr_source *s, mr_error *err)
     s->open = 1;
     s->rg = 0;
     s->jsonl_done = 0;
+    /* The readers truncate their quarantine file at open: every file after
+     * the first writes a side file that close_file appends to the real one. */
+    const char *qpath = s->cur > 0 ? s->quarantine_part : s->quarantine_path;
     switch (fmt) {
     case MR_SRC_CSV:
     case MR_SRC_TSV: {
         mr_csv_options o = s->csv;
+        o.quarantine_path = qpath;
         if (fmt == MR_SRC_TSV && !o.delimiter) o.delimiter = '\t';
         rc = mr_csv_reader_open(f, &o, &s->csv_r, err);
         break;
@@ -264,7 +300,7 @@ static mr_status open_file(mr_source *s, mr_error *err)
         o.schema_types = s->csv.schema_types;
         o.n_schema = s->csv.n_schema;
         o.on_error = s->csv.on_error;
-        o.quarantine_path = s->csv.quarantine_path;
+        o.quarantine_path = qpath;
         o.threads = s->csv.threads;
         mr_csv_stats st;
         memset(&st, 0, sizeof st);
@@ -274,6 +310,7 @@ static mr_status open_file(mr_source *s, mr_error *err)
         s->stats.rows_quarantined += st.rows_quarantined;
         s->stats.bytes += st.bytes;
         s->jsonl_done = 1;
+        if (rc == MR_OK && s->cur > 0) rc = merge_quarantine(s, err);
         break;
     }
     case MR_SRC_PARQUET: rc = mr_parquet_open(f, &s->pf, err); break;
@@ -287,8 +324,9 @@ static mr_status open_file(mr_source *s, mr_error *err)
     return rc;
 }
 
-static void close_file(mr_source *s)
+static mr_status close_file(mr_source *s, mr_error *err)
 {
+    mr_status rc = MR_OK;
     if (s->csv_r) {
         mr_csv_stats st;
         mr_csv_reader_close(s->csv_r, &st);
@@ -296,6 +334,7 @@ static void close_file(mr_source *s)
         s->stats.rows_skipped += st.rows_skipped;
         s->stats.rows_quarantined += st.rows_quarantined;
         s->stats.bytes += st.bytes;
+        if (s->cur > 0) rc = merge_quarantine(s, err);
     }
     mr_parquet_close(s->pf);
     s->pf = NULL;
@@ -307,6 +346,7 @@ static void close_file(mr_source *s)
     s->pending = NULL;
     s->open = 0;
     s->cur++;
+    return rc;
 }
 
 static mr_status check_schema(mr_source *s, const mr_table *t, mr_error *err)
@@ -390,7 +430,8 @@ mr_status mr_source_next(mr_source *s, size_t max_rows, mr_table **out, mr_error
             break;
         }
         if (!t) {
-            close_file(s);
+            rc = close_file(s, err);
+            if (rc != MR_OK) break;
             continue;
         }
         if (t->n_rows == 0 && s->have_schema) {

@@ -30,4 +30,5 @@ void mr_ops_register_builtin(void)
     mr_op_register(&mr_op_transform);
     mr_op_register(&mr_op_split);
     mr_op_register(&mr_op_features);
+    mr_op_register(&mr_op_ingest);
 }

@@ -15,6 +15,7 @@
  * the cache entry, which is how `millrace status` explains what changed. */
 #include "pipeline_int.h"
 
+#include <glob.h>
 #include <string.h>
 #include <sys/types.h>
 
@@ -153,6 +154,44 @@ mr_status mr__plan_inputs(const mr_dag *dag, size_t i, mr__plan *plans, mr_error
     return MR_OK;
 }
 
+/* A workspace input that is a glob pattern (an op's MR_PT_PATH param such as
+ * a pattern with * ? or [): its id is xxh3-128 over "glob\n" then "path\tid\n" for
+ * every match in glob(3) order (sorted), so adding, removing, renaming or
+ * changing a matching file changes the id, as a directory's would. */
+static mr_status hash_glob(mr_workspace *ws, mr__io *io, uint64_t *bytes_hashed, mr_error *err)
+{
+    glob_t g;
+    int r = glob(io->path, 0, NULL, &g);
+    if (r != 0) {
+        if (r != GLOB_NOMATCH) globfree(&g);
+        mr_status rc = MR_ERR(err, MR_E_NOT_FOUND, "no file matches the dependency pattern '%s'", io->path);
+        mr_error_hint(err, "create a matching file, or fix the pattern");
+        return rc;
+    }
+    mr_artifact *arts = mr_calloc(g.gl_pathc, sizeof(*arts));
+    mr_buf b;
+    mr_buf_init(&b);
+    uint64_t n_bytes = 0;
+    mr_status rc = arts ? mr_store_hash_paths(ws->store, ws->sc, (const char *const *)g.gl_pathv, g.gl_pathc, arts,
+                                              &n_bytes, err)
+                        : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) rc = mr_buf_puts(&b, "glob\n");
+    for (size_t k = 0; rc == MR_OK && k < g.gl_pathc; k++) {
+        char id[MR_ARTIFACT_ID_LEN];
+        mr_artifact_id(&arts[k], id);
+        rc = mr_buf_printf(&b, "%s\t%s\n", g.gl_pathv[k], id);
+        if (rc != MR_OK) rc = MR_ERR(err, rc, "out of memory");
+    }
+    if (rc == MR_OK) {
+        mr_hash_hex(mr_hash_bytes(b.data, b.len), io->id);
+        if (bytes_hashed) *bytes_hashed += n_bytes;
+    }
+    mr_buf_free(&b);
+    mr_free(arts);
+    globfree(&g);
+    return rc;
+}
+
 mr_status mr__plan_hash_inputs(mr_workspace *ws, mr__plan *plans, const size_t *stages, size_t n,
                                uint64_t *bytes_hashed, mr_error *err)
 {
@@ -175,6 +214,11 @@ mr_status mr__plan_hash_inputs(mr_workspace *ws, mr__plan *plans, const size_t *
         for (size_t d = 0; d < plans[stages[k]].n_ins; d++) {
             mr__io *io = &plans[stages[k]].ins[d];
             if (io->from_stage >= 0 || io->id[0]) continue; /* known already */
+            if (!mr_fs_exists(io->path) && strpbrk(io->path, "*?[")) {
+                rc = hash_glob(ws, io, bytes_hashed, err);
+                if (rc != MR_OK) goto done;
+                continue;
+            }
             if (!mr_fs_exists(io->path)) {
                 rc = MR_ERR(err, MR_E_NOT_FOUND, "dependency '%s' does not exist", io->path);
                 mr_error_hint(err, "create it, or add the stage that produces it as an out");
@@ -183,8 +227,10 @@ mr_status mr__plan_hash_inputs(mr_workspace *ws, mr__plan *plans, const size_t *
             ios[m] = io;
             paths[m++] = io->path;
         }
-    rc = mr_store_hash_paths(ws->store, ws->sc, paths, m, arts, bytes_hashed, err);
+    uint64_t batch_bytes = 0;
+    rc = m ? mr_store_hash_paths(ws->store, ws->sc, paths, m, arts, &batch_bytes, err) : MR_OK;
     if (rc != MR_OK) goto done;
+    if (bytes_hashed) *bytes_hashed += batch_bytes;
     for (size_t k = 0; k < m; k++) mr_artifact_id(&arts[k], ios[k]->id);
 done:
     mr_free(paths);

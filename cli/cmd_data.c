@@ -1,0 +1,1332 @@
+/* millrace data {ingest, inspect, head, stats, export}: datasets outside a
+ * pipeline. ingest publishes atomically (DIR.tmp.PID, then rename); the
+ * others read a dataset (or any source mr_source_open accepts, for head,
+ * stats and export) in one streaming pass. Exit codes: 0 ok, 1 data or I/O
+ * error, 2 usage error. */
+#include "cli.h"
+#include "millrace/dataset.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+static const char data_help[] =
+    "usage: millrace data <ingest|inspect|head|stats|export> ... [--help]\n"
+    "\n"
+    "  ingest SRC DIR      read a file, glob or directory of CSV/TSV/JSONL/Parquet into a dataset\n"
+    "  inspect DIR         schema, shards, rows and per-column statistics from the manifest\n"
+    "  head DIR            the first rows (optionally filtered)\n"
+    "  stats DIR           per column: type, nulls, min/max/mean, distinct estimate (one full pass)\n"
+    "  export DIR OUT      write the dataset (or a filtered part) as one .parquet or .csv/.tsv file\n"
+    "\n"
+    "Exit codes: 0 ok, 1 a data or I/O error, 2 a usage error.\n";
+
+static const char ingest_help[] =
+    "usage: millrace data ingest SRC DIR [options]\n"
+    "\n"
+    "Reads SRC (a .csv/.tsv/.jsonl/.parquet file, a glob such as 'logs/*.csv', a directory of such\n"
+    "files, or a dataset) and writes the dataset DIR (Parquet shards + manifest.json). DIR is built\n"
+    "as DIR.tmp.PID and renamed into place when complete; an existing non-empty DIR is refused\n"
+    "unless --force.\n"
+    "\n"
+    "options:\n"
+    "  --schema FILE          YAML mapping column -> type (int64, float64, float32, bool, string,\n"
+    "                         date, timestamp); a declared type never changes\n"
+    "  --format F             csv, tsv, jsonl, parquet, dataset (default: by extension)\n"
+    "  --delimiter C          CSV field separator (default ','; 'tab' or '\\t' for tabs)\n"
+    "  --no-header            the first CSV record is data (columns c0, c1, ...)\n"
+    "  --null-values A,B      unquoted fields read as null (default NA,NULL,null; empty is always null)\n"
+    "  --on-error MODE        fail (default), skip, or quarantine: bad rows are counted and written\n"
+    "                         unchanged to DIR/quarantine.csv (or --quarantine FILE)\n"
+    "  --quarantine FILE      where quarantined rows go (implies --on-error quarantine)\n"
+    "  --filter EXPR          keep rows where EXPR is true, e.g. \"country = 'DE'\"\n"
+    "  --columns A,B          keep only these columns, in this order\n"
+    "  --partition-by A,B     hive partitions (A=value/B=value/ directories)\n"
+    "  --rows-per-shard N     default 1000000\n"
+    "  --row-group-rows N     default 131072\n"
+    "  --codec C              zstd (default), snappy, gzip, none\n"
+    "  --limit N              ingest only the first N good rows\n"
+    "  -j, --threads N        parser threads (default: all cores)\n"
+    "  --force                replace an existing DIR\n"
+    "  --json                 print the summary as JSON\n";
+
+static const char inspect_help[] =
+    "usage: millrace data inspect DIR [--json] [--explain FILTER [--columns A,B]]\n"
+    "\n"
+    "Prints the dataset's schema, partitions, shards and per-column statistics, from the manifest\n"
+    "(no shard is read). --explain FILTER runs a scan with FILTER (reading --columns, default all)\n"
+    "and reports what each push-down step skipped: partitions, shards, row groups, rows and bytes.\n";
+
+static const char head_help[] =
+    "usage: millrace data head SRC [-n N] [--filter EXPR] [--columns A,B] [--json]\n"
+    "\n"
+    "Prints the first N (default 10) rows of a dataset (or any source) as a table, or with --json\n"
+    "as one JSON object per line.\n";
+
+static const char stats_help[] =
+    "usage: millrace data stats SRC [--filter EXPR] [--columns A,B] [--json]\n"
+    "\n"
+    "Reads every row once and prints per column: type, rows, nulls, min, max, mean (numbers and\n"
+    "bools) and the number of distinct non-null values: exact (a set of 64-bit value hashes) up\n"
+    "to 65536 distinct values, beyond that a HyperLogLog estimate with 2^14 registers (about 0.8%\n"
+    "standard error), marked '~' (JSON: distinct_exact false). NaN is counted apart and left out\n"
+    "of min/max/mean/distinct.\n";
+
+static const char export_help[] =
+    "usage: millrace data export SRC OUT [--filter EXPR] [--columns A,B] [--json]\n"
+    "\n"
+    "Writes SRC (a dataset or any source) to OUT by its extension: .parquet (zstd) or .csv/.tsv\n"
+    "(header, RFC 4180 quoting, nulls as empty fields, empty strings as \"\"). Partition columns\n"
+    "are written as ordinary columns. OUT is written to a temporary name and renamed.\n";
+
+/* ---- shared helpers ------------------------------------------------------------------ */
+
+/* Splits "a,b,c" into a NULL-terminated array of pointers into one copy. */
+static char **split_list(const char *s, size_t *n_out)
+{
+    size_t n = 1;
+    for (const char *p = s; *p; p++) n += *p == ',';
+    char **arr = mr_calloc(n + 1, sizeof(char *));
+    char *copy = mr_strdup(s);
+    if (!arr || !copy) {
+        mr_free(arr);
+        mr_free(copy);
+        return NULL;
+    }
+    size_t k = 0;
+    arr[k++] = copy;
+    for (char *p = copy; *p; p++)
+        if (*p == ',') {
+            *p = '\0';
+            arr[k++] = p + 1;
+        }
+    *n_out = k;
+    return arr;
+}
+
+static void free_list(char **arr)
+{
+    if (arr) mr_free(arr[0]);
+    mr_free(arr);
+}
+
+static int data_error(const mr_error *err)
+{
+    mr_log_error(err);
+    switch (err->code) {
+    case MR_E_INVALID_ARG: return EXIT_USAGE;
+    default: return EXIT_FAILED;
+    }
+}
+
+static int parse_count(const char *verb, const char *opt, const char *v, long long *out)
+{
+    char *end = NULL;
+    long long n = v ? strtoll(v, &end, 10) : -1;
+    if (!v || !*v || *end || n < 0) return cli_usage_error(verb, "%s needs a non-negative integer, got '%s'", opt, v ? v : "");
+    *out = n;
+    return EXIT_OK;
+}
+
+/* A streaming reader over a dataset directory (with push-down) or any
+ * other source (filter applied batch by batch). */
+typedef struct reader {
+    mr_dataset *ds;
+    mr_dataset_scan *scan;
+    mr_source *src;
+    mr_expr *filter; /* sources only */
+    int bound;
+    char **cols;
+    size_t n_cols;
+} reader;
+
+static mr_status reader_open(reader *r, const char *path, const char *filter, char **cols, size_t n_cols, mr_error *err)
+{
+    memset(r, 0, sizeof *r);
+    r->cols = cols;
+    r->n_cols = n_cols;
+    char *m = mr_path_join(path, MR_DATASET_MANIFEST);
+    int is_ds = m && mr_fs_exists(m);
+    mr_free(m);
+    if (is_ds) {
+        mr_status rc = mr_dataset_open(path, &r->ds, err);
+        if (rc == MR_OK)
+            rc = mr_dataset_scan_open(r->ds, filter, (const char *const *)cols, cols ? n_cols : 0, &r->scan, err);
+        return rc;
+    }
+    mr_status rc = mr_source_open(path, MR_SRC_AUTO, NULL, &r->src, err);
+    if (rc == MR_OK && filter && *filter) rc = mr_expr_parse(filter, strlen(filter), "filter", &r->filter, err);
+    return rc;
+}
+
+static mr_status reader_next(reader *r, mr_table **out, mr_error *err)
+{
+    if (r->scan) return mr_dataset_scan_next(r->scan, out, err);
+    for (;;) {
+        mr_table *t = NULL;
+        mr_status rc = mr_source_next(r->src, 0, &t, err);
+        if (rc != MR_OK || !t) {
+            *out = NULL;
+            return rc;
+        }
+        if (r->filter) {
+            if (!r->bound) rc = mr_expr_bind_table(r->filter, t, MR_EXPR_FILTER, err);
+            r->bound = 1;
+            uint8_t *mask = rc == MR_OK ? mr_malloc(t->n_rows ? t->n_rows : 1) : NULL;
+            uint32_t *idx = mask ? mr_malloc((t->n_rows ? t->n_rows : 1) * sizeof *idx) : NULL;
+            if (rc == MR_OK && !idx) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            if (rc == MR_OK) rc = mr_expr_eval_filter(r->filter, t, mask, err);
+            mr_table *f = NULL;
+            if (rc == MR_OK) {
+                size_t m = 0;
+                for (size_t i = 0; i < t->n_rows; i++)
+                    if (mask[i]) idx[m++] = (uint32_t)i;
+                rc = mr_table_take(t, idx, m, &f, err);
+            }
+            mr_free(mask);
+            mr_free(idx);
+            mr_table_free(t);
+            if (rc != MR_OK) return rc;
+            t = f;
+        }
+        if (r->cols) {
+            rc = mr_table_project(t, (const char *const *)r->cols, r->n_cols, err);
+            if (rc != MR_OK) {
+                mr_table_free(t);
+                return rc;
+            }
+        }
+        if (t->n_rows == 0) {
+            mr_table_free(t);
+            continue;
+        }
+        *out = t;
+        return MR_OK;
+    }
+}
+
+static void reader_close(reader *r)
+{
+    mr_dataset_scan_close(r->scan);
+    mr_dataset_close(r->ds);
+    mr_source_close(r->src, NULL);
+    mr_expr_free(r->filter);
+}
+
+/* ---- ingest ---------------------------------------------------------------------------- */
+
+static mr_status load_schema(const char *path, mr_value **doc, const char ***names, mr_dtype **types, size_t *n,
+                             mr_error *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    mr_status rc = mr_fs_read_file(path, (size_t)16 << 20, &text, &len, err);
+    if (rc == MR_OK) rc = mr_yaml_parse(text, len, path, doc, err);
+    mr_free(text);
+    if (rc != MR_OK) return rc;
+    const mr_value *m = *doc;
+    if (m->kind == MR_V_MAP && mr_value_get(m, "schema") && mr_value_get(m, "schema")->kind == MR_V_MAP)
+        m = mr_value_get(m, "schema"); /* also accept {schema: {...}} */
+    if (m->kind != MR_V_MAP) {
+        rc = MR_ERR(err, MR_E_INVALID_ARG, "%s: expected a mapping of column name -> type", path);
+        return rc;
+    }
+    *names = mr_calloc(m->n ? m->n : 1, sizeof **names);
+    *types = mr_calloc(m->n ? m->n : 1, sizeof **types);
+    if (!*names || !*types) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < m->n; k++) {
+        (*names)[k] = m->keys[k];
+        if (m->items[k]->kind != MR_V_STR || mr_dtype_parse(m->items[k]->str, &(*types)[k]) != MR_OK) {
+            rc = MR_ERR(err, MR_E_INVALID_ARG, "column '%s': unknown type", m->keys[k]);
+            mr_error_at(err, path, m->items[k]->line, m->items[k]->col);
+            mr_error_hint(err, "types: bool, int64, float64, float32, string, date, timestamp");
+            return rc;
+        }
+    }
+    *n = m->n;
+    return MR_OK;
+}
+
+static int dir_nonempty(const char *dir)
+{
+    if (!mr_fs_exists(dir)) return 0;
+    if (!mr_fs_is_dir(dir)) return 1;
+    DIR *d = opendir(dir);
+    if (!d) return 1;
+    struct dirent *e;
+    int r = 0;
+    while (!r && (e = readdir(d)) != NULL) r = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return r;
+}
+
+typedef struct ingest_progress {
+    mr_progress *bar;
+} ingest_progress;
+
+static void on_ingest_progress(void *ctx, const mr_ingest_stats *st)
+{
+    ingest_progress *p = ctx;
+    char detail[96];
+    snprintf(detail, sizeof detail, "%llu rows written", (unsigned long long)st->rows_written);
+    mr_progress_update(p->bar, st->rows_read, detail);
+}
+
+static int data_ingest(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        fputs(ingest_help, stdout);
+        return EXIT_OK;
+    }
+    const char *src = NULL, *dir = NULL, *schema_path = NULL, *quarantine = NULL;
+    char **nulls = NULL, **parts = NULL, **cols = NULL;
+    size_t n_nulls = 0, n_parts = 0, n_cols = 0;
+    int json = 0, force = 0, rc = EXIT_OK;
+    long long n;
+    mr_ingest_opts o;
+    mr_ingest_opts_init(&o);
+    mr_value *schema_doc = NULL;
+    const char **schema_names = NULL;
+    mr_dtype *schema_types = NULL;
+    char *tmp = NULL, *old = NULL, *qpath = NULL;
+    mr_error err;
+    mr_error_init(&err);
+    for (int i = 2; i < argc && rc == EXIT_OK; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = 1;
+        if (!strcmp(a, "--schema")) schema_path = v;
+        else if (!strcmp(a, "--format")) {
+            if (v && mr_source_format_parse(v, &o.format) != MR_OK)
+                rc = cli_usage_error("data ingest", "unknown format '%s' (csv, tsv, jsonl, parquet, dataset)", v);
+        } else if (!strcmp(a, "--delimiter")) {
+            if (v && (!strcmp(v, "\\t") || !strcasecmp(v, "tab") || !strcmp(v, "\t"))) o.csv.delimiter = '\t';
+            else if (v && strlen(v) == 1) o.csv.delimiter = v[0];
+            else if (v) rc = cli_usage_error("data ingest", "--delimiter must be one character, got '%s'", v);
+        } else if (!strcmp(a, "--null-values")) nulls = v ? split_list(v, &n_nulls) : NULL;
+        else if (!strcmp(a, "--on-error")) {
+            if (v && !strcmp(v, "fail")) o.csv.on_error = MR_ON_ERROR_FAIL;
+            else if (v && !strcmp(v, "skip")) o.csv.on_error = MR_ON_ERROR_SKIP;
+            else if (v && !strcmp(v, "quarantine")) o.csv.on_error = MR_ON_ERROR_QUARANTINE;
+            else if (v) rc = cli_usage_error("data ingest", "--on-error must be fail, skip or quarantine, got '%s'", v);
+        } else if (!strcmp(a, "--quarantine")) {
+            quarantine = v;
+            o.csv.on_error = MR_ON_ERROR_QUARANTINE;
+        } else if (!strcmp(a, "--filter")) o.filter = v;
+        else if (!strcmp(a, "--columns")) cols = v ? split_list(v, &n_cols) : NULL;
+        else if (!strcmp(a, "--partition-by")) parts = v ? split_list(v, &n_parts) : NULL;
+        else if (!strcmp(a, "--rows-per-shard")) {
+            rc = parse_count("data ingest", a, v, &n);
+            if (rc == EXIT_OK) o.write.rows_per_shard = (size_t)n;
+        } else if (!strcmp(a, "--row-group-rows")) {
+            rc = parse_count("data ingest", a, v, &n);
+            if (rc == EXIT_OK) o.write.row_group_rows = (size_t)n;
+        } else if (!strcmp(a, "--limit")) {
+            rc = parse_count("data ingest", a, v, &n);
+            if (rc == EXIT_OK) o.max_rows = (uint64_t)n;
+        } else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) {
+            rc = parse_count("data ingest", a, v, &n);
+            if (rc == EXIT_OK) o.csv.threads = (int)n;
+        } else if (!strcmp(a, "--codec")) {
+            if (v && !strcasecmp(v, "none")) o.write.codec = MR_PQ_UNCOMPRESSED;
+            else if (v && mr_parquet_codec_parse(v, &o.write.codec) != MR_OK)
+                rc = cli_usage_error("data ingest", "unknown codec '%s' (zstd, snappy, gzip, none)", v);
+        } else {
+            takes = 0;
+            if (!strcmp(a, "--json")) json = 1;
+            else if (!strcmp(a, "--force")) force = 1;
+            else if (!strcmp(a, "--no-header")) o.csv.no_header = 1;
+            else if (a[0] == '-' && a[1]) rc = cli_usage_error("data ingest", "unknown option '%s'", a);
+            else if (!src) src = a;
+            else if (!dir) dir = a;
+            else rc = cli_usage_error("data ingest", "unexpected argument '%s'", a);
+        }
+        if (takes && rc == EXIT_OK) {
+            if (!v) rc = cli_usage_error("data ingest", "option '%s' needs a value", a);
+            i++;
+        }
+    }
+    if (rc == EXIT_OK && (!src || !dir)) rc = cli_usage_error("data ingest", "expected SRC and DIR");
+    if (rc != EXIT_OK) goto done;
+    if (!force && dir_nonempty(dir)) {
+        fprintf(stderr, "millrace: error: %s exists and is not empty\nhint: pass --force to replace it\n", dir);
+        rc = EXIT_USAGE;
+        goto done;
+    }
+    if (schema_path && load_schema(schema_path, &schema_doc, &schema_names, &schema_types, &o.csv.n_schema, &err) != MR_OK) {
+        rc = data_error(&err);
+        if (err.code != MR_E_NOMEM && err.code != MR_E_IO) rc = EXIT_USAGE;
+        goto done;
+    }
+    o.csv.schema_names = schema_names;
+    o.csv.schema_types = schema_types;
+    if (nulls) {
+        o.csv.null_tokens = (const char *const *)nulls;
+        o.csv.n_null_tokens = n_nulls;
+    }
+    if (parts) {
+        o.write.partition_by = (const char *const *)parts;
+        o.write.n_partition_by = n_parts;
+    }
+    if (cols) {
+        o.columns = (const char *const *)cols;
+        o.n_columns = n_cols;
+    }
+    {
+        size_t dl = strlen(dir);
+        while (dl > 1 && dir[dl - 1] == '/') dl--;
+        tmp = mr_asprintf("%.*s.tmp.%ld", (int)dl, dir, (long)getpid());
+        old = mr_asprintf("%.*s.old.%ld", (int)dl, dir, (long)getpid());
+    }
+    if (!tmp || !old) {
+        MR_ERR(&err, MR_E_NOMEM, "out of memory");
+        rc = data_error(&err);
+        goto done;
+    }
+    if (o.csv.on_error == MR_ON_ERROR_QUARANTINE) {
+        qpath = quarantine ? mr_strdup(quarantine) : mr_path_join(tmp, "quarantine.csv");
+        o.csv.quarantine_path = qpath;
+        if (!quarantine && mr_fs_mkdirs(tmp, &err) != MR_OK) {
+            rc = data_error(&err);
+            goto done;
+        }
+    }
+    mr_pool_init(o.csv.threads, NULL);
+    ingest_progress pg = {json ? NULL : mr_progress_begin("ingest", 0, "rows")};
+    o.progress = on_ingest_progress;
+    o.progress_ctx = &pg;
+    mr_ingest_stats st;
+    double t0 = mr_now();
+    mr_status s = mr_dataset_ingest(src, tmp, &o, &st, &err);
+    double secs = mr_now() - t0;
+    mr_progress_end(pg.bar, NULL);
+    if (s == MR_OK && mr_fs_exists(dir)) {
+        if (rename(dir, old) != 0) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot move the old dataset aside", dir);
+    }
+    if (s == MR_OK && rename(tmp, dir) != 0) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot rename into place", dir);
+    if (s == MR_OK) {
+        mr_fs_fsync_dir_of(dir, NULL);
+        mr_fs_rmtree(old, NULL);
+    }
+    if (s != MR_OK) {
+        mr_fs_rmtree(tmp, NULL);
+        if (st.rows_skipped)
+            fprintf(stderr, "millrace: %llu bad rows were skipped before the error\n", (unsigned long long)st.rows_skipped);
+        rc = data_error(&err);
+        goto done;
+    }
+    if (json) {
+        json_t *j = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "source", src, "dataset", dir,
+                              "files", (json_int_t)st.files, "rows_read", (json_int_t)st.rows_read, "rows_written",
+                              (json_int_t)st.rows_written, "rows_filtered", (json_int_t)st.rows_filtered, "rows_skipped",
+                              (json_int_t)st.rows_skipped, "rows_quarantined", (json_int_t)st.rows_quarantined,
+                              "bytes_read", (json_int_t)st.bytes_read, "shards", (json_int_t)st.dataset.shards,
+                              "partitions", (json_int_t)st.dataset.partitions, "bytes_written",
+                              (json_int_t)st.dataset.bytes, "seconds", secs);
+        if (j && o.csv.on_error == MR_ON_ERROR_QUARANTINE)
+            json_object_set_new(j, "quarantine", json_string(quarantine ? quarantine : "quarantine.csv"));
+        char *t = j ? json_dumps(j, JSON_INDENT(1)) : NULL;
+        if (t) printf("%s\n", t);
+        free(t);
+        json_decref(j);
+    } else {
+        printf("ingested %llu rows into %s (%llu shards, %llu partitions, %.1f MB) in %.2fs, %.0f MB/s\n",
+               (unsigned long long)st.rows_written, dir, (unsigned long long)st.dataset.shards,
+               (unsigned long long)st.dataset.partitions, st.dataset.bytes / 1e6, secs,
+               secs > 0 ? st.bytes_read / 1e6 / secs : 0.0);
+        if (st.rows_filtered) printf("  %llu rows filtered out\n", (unsigned long long)st.rows_filtered);
+        if (st.rows_skipped)
+            printf("  %llu bad rows skipped%s%s\n", (unsigned long long)st.rows_skipped,
+                   o.csv.on_error == MR_ON_ERROR_QUARANTINE ? ", quarantined in " : "",
+                   o.csv.on_error == MR_ON_ERROR_QUARANTINE ? (quarantine ? quarantine : "quarantine.csv") : "");
+    }
+done:
+    mr_value_free(schema_doc);
+    mr_free(schema_names);
+    mr_free(schema_types);
+    free_list(nulls);
+    free_list(parts);
+    free_list(cols);
+    mr_free(tmp);
+    mr_free(old);
+    mr_free(qpath);
+    return rc;
+}
+
+/* ---- inspect --------------------------------------------------------------------------- */
+
+/* Formats a manifest bound of column type t into out (as JSON when json). */
+static void put_bound(mr_buf *out, mr_dtype t, const mr_dataset_col_stats *s, int is_max, int json)
+{
+    mr_column *c = NULL;
+    if (mr_column_new("v", t == MR_T_FLOAT32 ? MR_T_FLOAT64 : t, 1, &c, NULL) != MR_OK) return;
+    const mr_dataset_col_stats *x = s;
+    switch (t) {
+    case MR_T_BOOL: mr_column_append_bool(c, is_max ? x->max.b : x->min.b); break;
+    case MR_T_INT64:
+    case MR_T_TIMESTAMP: mr_column_append_int64(c, is_max ? x->max.i : x->min.i); break;
+    case MR_T_DATE: mr_column_append_int32(c, (int32_t)(is_max ? x->max.i : x->min.i)); break;
+    case MR_T_FLOAT64:
+    case MR_T_FLOAT32: mr_column_append_float64(c, is_max ? x->max.f : x->min.f); break;
+    case MR_T_STRING:
+        if (is_max) mr_column_append_str(c, x->max.s.ptr, x->max.s.len);
+        else mr_column_append_str(c, x->min.s.ptr, x->min.s.len);
+        break;
+    default: mr_column_append_null(c); break;
+    }
+    mr_buf v;
+    mr_buf_init(&v);
+    mr_column_format(c, 0, &v);
+    int numeric = t == MR_T_INT64 || ((t == MR_T_FLOAT64 || t == MR_T_FLOAT32) && isfinite(is_max ? x->max.f : x->min.f));
+    if (json && t == MR_T_BOOL) mr_buf_puts(out, (is_max ? x->max.b : x->min.b) ? "true" : "false");
+    else if (json && !numeric) mr_buf_json_str(out, v.data ? v.data : "");
+    else mr_buf_puts(out, v.data ? v.data : "");
+    mr_buf_free(&v);
+    mr_column_free(c);
+}
+
+static int bound_less(mr_dtype t, const mr_dataset_col_stats *a, const mr_dataset_col_stats *b, int is_max)
+{
+    /* 1 when a's bound is "better" (smaller min / larger max) than b's. */
+    int cmp = 0;
+    switch (t) {
+    case MR_T_BOOL: cmp = (is_max ? a->max.b : a->min.b) - (is_max ? b->max.b : b->min.b); break;
+    case MR_T_INT64:
+    case MR_T_DATE:
+    case MR_T_TIMESTAMP: {
+        int64_t x = is_max ? a->max.i : a->min.i, y = is_max ? b->max.i : b->min.i;
+        cmp = x < y ? -1 : x > y;
+        break;
+    }
+    case MR_T_FLOAT64:
+    case MR_T_FLOAT32: {
+        double x = is_max ? a->max.f : a->min.f, y = is_max ? b->max.f : b->min.f;
+        cmp = x < y ? -1 : x > y;
+        break;
+    }
+    case MR_T_STRING: {
+        const char *p = is_max ? a->max.s.ptr : a->min.s.ptr, *q = is_max ? b->max.s.ptr : b->min.s.ptr;
+        size_t pl = is_max ? a->max.s.len : a->min.s.len, ql = is_max ? b->max.s.len : b->min.s.len;
+        int c = memcmp(p, q, pl < ql ? pl : ql);
+        cmp = c ? c : (pl < ql ? -1 : pl > ql);
+        break;
+    }
+    default: break;
+    }
+    return is_max ? cmp > 0 : cmp < 0;
+}
+
+static int inspect_explain(const char *dir, const char *filter, char **cols, size_t n_cols, int json)
+{
+    mr_error err;
+    mr_error_init(&err);
+    mr_dataset *ds = NULL;
+    mr_dataset_scan *scan = NULL;
+    mr_buf out;
+    mr_buf_init(&out);
+    mr_status s = mr_dataset_open(dir, &ds, &err);
+    if (s == MR_OK) s = mr_dataset_scan_open(ds, filter, (const char *const *)cols, cols ? n_cols : 0, &scan, &err);
+    mr_table *t = NULL;
+    while (s == MR_OK && (s = mr_dataset_scan_next(scan, &t, &err)) == MR_OK && t) {
+        mr_table_free(t);
+        t = NULL;
+    }
+    int rc = EXIT_OK;
+    if (s != MR_OK) {
+        rc = err.code == MR_E_PARSE || err.code == MR_E_NOT_FOUND || err.code == MR_E_SCHEMA ? EXIT_USAGE : EXIT_FAILED;
+        if (mr_dataset_n_cols(ds ? ds : NULL) == 0 && !ds) rc = EXIT_FAILED;
+        mr_log_error(&err);
+    } else {
+        mr_dataset_explain ex;
+        mr_dataset_scan_explain(scan, &ex);
+        if (json) {
+            mr_buf_puts(&out, "{\"filter\":");
+            mr_buf_json_str(&out, filter);
+            mr_buf_puts(&out, ",\"explain\":");
+            mr_dataset_explain_json(&ex, &out);
+            mr_buf_puts(&out, "}\n");
+        } else {
+            mr_buf_printf(&out, "filter: %s\n", filter);
+            mr_dataset_explain_format(&ex, &out);
+        }
+        cli_print(&out);
+    }
+    mr_buf_free(&out);
+    mr_dataset_scan_close(scan);
+    mr_dataset_close(ds);
+    return rc;
+}
+
+static int data_inspect(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        fputs(inspect_help, stdout);
+        return EXIT_OK;
+    }
+    const char *dir = NULL, *explain = NULL;
+    char **cols = NULL;
+    size_t n_cols = 0;
+    int json = 0, rc = EXIT_OK;
+    for (int i = 2; i < argc && rc == EXIT_OK; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--explain") && i + 1 < argc) explain = argv[++i];
+        else if (!strcmp(argv[i], "--columns") && i + 1 < argc) cols = split_list(argv[++i], &n_cols);
+        else if (argv[i][0] != '-' && !dir) dir = argv[i];
+        else rc = cli_usage_error("data inspect", "unexpected argument '%s'", argv[i]);
+    }
+    if (rc == EXIT_OK && !dir) rc = cli_usage_error("data inspect", "expected DIR");
+    if (rc == EXIT_OK && explain) {
+        rc = inspect_explain(dir, explain, cols, n_cols, json);
+        free_list(cols);
+        return rc;
+    }
+    free_list(cols);
+    if (rc != EXIT_OK) return rc;
+    mr_error err;
+    mr_error_init(&err);
+    mr_dataset *ds = NULL;
+    if (mr_dataset_open(dir, &ds, &err) != MR_OK) return data_error(&err);
+    size_t nc = mr_dataset_n_cols(ds), ns = mr_dataset_n_shards(ds), np = mr_dataset_n_partition_cols(ds);
+    uint64_t bytes = 0, rgs = 0;
+    for (size_t i = 0; i < ns; i++) {
+        mr_dataset_shard_info si;
+        mr_dataset_shard(ds, i, &si);
+        bytes += si.bytes;
+        rgs += si.row_groups;
+    }
+    mr_buf out;
+    mr_buf_init(&out);
+    if (json) {
+        mr_buf_puts(&out, "{\"path\":");
+        mr_buf_json_str(&out, dir);
+        mr_buf_printf(&out, ",\"rows\":%llu,\"bytes\":%llu,\"n_shards\":%zu,\"row_groups\":%llu,\"partitions\":%zu,\"partition_by\":[",
+                      (unsigned long long)mr_dataset_n_rows(ds), (unsigned long long)bytes, ns, (unsigned long long)rgs,
+                      mr_dataset_n_partitions(ds));
+        for (size_t k = 0; k < np; k++) {
+            if (k) mr_buf_puts(&out, ",");
+            mr_buf_json_str(&out, mr_dataset_col_name(ds, mr_dataset_partition_col(ds, k)));
+        }
+        mr_buf_puts(&out, "],\"columns\":[");
+    } else {
+        mr_buf_printf(&out, "dataset %s: %llu rows, %zu columns, %zu shards, %llu row groups, %zu partitions, %llu bytes\n", dir,
+                      (unsigned long long)mr_dataset_n_rows(ds), nc, ns, (unsigned long long)rgs, mr_dataset_n_partitions(ds),
+                      (unsigned long long)bytes);
+        if (np) {
+            mr_buf_puts(&out, "partitioned by:");
+            for (size_t k = 0; k < np; k++) mr_buf_printf(&out, " %s", mr_dataset_col_name(ds, mr_dataset_partition_col(ds, k)));
+            mr_buf_puts(&out, "\n");
+        }
+        mr_buf_printf(&out, "\n%-24s %-10s %-9s %12s  %-24s %-24s\n", "COLUMN", "TYPE", "NULLABLE", "NULLS", "MIN", "MAX");
+    }
+    for (size_t j = 0; j < nc; j++) {
+        mr_dtype t = mr_dataset_col_type(ds, j);
+        uint64_t nulls = 0, nans = 0;
+        const mr_dataset_col_stats *lo = NULL, *hi = NULL;
+        for (size_t i = 0; i < ns; i++) {
+            const mr_dataset_col_stats *s = mr_dataset_shard_stats(ds, i, j);
+            if (!s) continue;
+            nulls += s->null_count;
+            nans += s->nan_count;
+            if (!s->has_min_max) continue;
+            if (!lo || bound_less(t, s, lo, 0)) lo = s;
+            if (!hi || bound_less(t, s, hi, 1)) hi = s;
+        }
+        int is_part = 0;
+        for (size_t k = 0; k < np; k++) is_part |= mr_dataset_partition_col(ds, k) == j;
+        if (json) {
+            if (j) mr_buf_puts(&out, ",");
+            mr_buf_puts(&out, "{\"name\":");
+            mr_buf_json_str(&out, mr_dataset_col_name(ds, j));
+            mr_buf_printf(&out, ",\"type\":\"%s\",\"nullable\":%s,\"partition\":%s,\"null_count\":%llu", mr_dtype_name(t),
+                          mr_dataset_col_nullable(ds, j) ? "true" : "false", is_part ? "true" : "false",
+                          (unsigned long long)nulls);
+            if (t == MR_T_FLOAT64 || t == MR_T_FLOAT32) mr_buf_printf(&out, ",\"nan_count\":%llu", (unsigned long long)nans);
+            mr_buf_puts(&out, ",\"min\":");
+            if (lo) put_bound(&out, t, lo, 0, 1);
+            else mr_buf_puts(&out, "null");
+            mr_buf_puts(&out, ",\"max\":");
+            if (hi) put_bound(&out, t, hi, 1, 1);
+            else mr_buf_puts(&out, "null");
+            mr_buf_puts(&out, "}");
+        } else {
+            mr_buf a, b;
+            mr_buf_init(&a);
+            mr_buf_init(&b);
+            if (lo) put_bound(&a, t, lo, 0, 0);
+            if (hi) put_bound(&b, t, hi, 1, 0);
+            mr_buf_printf(&out, "%-24s %-10s %-9s %12llu  %-24.24s %-24.24s%s\n", mr_dataset_col_name(ds, j), mr_dtype_name(t),
+                          mr_dataset_col_nullable(ds, j) ? "yes" : "no", (unsigned long long)nulls, a.data ? a.data : "-",
+                          b.data ? b.data : "-", is_part ? "  (partition)" : "");
+            mr_buf_free(&a);
+            mr_buf_free(&b);
+        }
+    }
+    if (json) mr_buf_puts(&out, "],\"shards\":[");
+    else mr_buf_printf(&out, "\n%-48s %10s %10s %12s\n", "SHARD", "ROWS", "ROW GROUPS", "BYTES");
+    for (size_t i = 0; i < ns; i++) {
+        mr_dataset_shard_info si;
+        mr_dataset_shard(ds, i, &si);
+        if (json) {
+            if (i) mr_buf_puts(&out, ",");
+            mr_buf_puts(&out, "{\"path\":");
+            mr_buf_json_str(&out, si.path);
+            mr_buf_printf(&out, ",\"rows\":%llu,\"row_groups\":%llu,\"bytes\":%llu,\"hash\":\"%s\"}", (unsigned long long)si.rows,
+                          (unsigned long long)si.row_groups, (unsigned long long)si.bytes, si.hash);
+        } else {
+            mr_buf_printf(&out, "%-48s %10llu %10llu %12llu\n", si.path, (unsigned long long)si.rows,
+                          (unsigned long long)si.row_groups, (unsigned long long)si.bytes);
+        }
+    }
+    if (json) mr_buf_puts(&out, "]}\n");
+    cli_print(&out);
+    mr_buf_free(&out);
+    mr_dataset_close(ds);
+    return rc;
+}
+
+/* ---- head ------------------------------------------------------------------------------ */
+
+/* Appends value i of c as JSON. */
+static void put_json_value(mr_buf *out, const mr_column *c, size_t i, mr_buf *tmp)
+{
+    if (mr_column_is_null(c, i)) {
+        mr_buf_puts(out, "null");
+        return;
+    }
+    tmp->len = 0;
+    mr_column_format(c, i, tmp);
+    const char *s = tmp->data ? tmp->data : "";
+    switch (c->type) {
+    case MR_T_BOOL:
+    case MR_T_INT64: mr_buf_puts(out, s); break;
+    case MR_T_FLOAT64:
+    case MR_T_FLOAT32: {
+        double v = c->type == MR_T_FLOAT64 ? ((const double *)c->data)[i] : ((const float *)c->data)[i];
+        if (isfinite(v)) mr_buf_puts(out, s);
+        else mr_buf_json_str(out, s);
+        break;
+    }
+    case MR_T_STRING: {
+        size_t len = 0;
+        const char *p = mr_column_str(c, i, &len);
+        char *z = mr_strndup(p, len);
+        mr_buf_json_str(out, z ? z : "");
+        mr_free(z);
+        break;
+    }
+    default: mr_buf_json_str(out, s); break;
+    }
+}
+
+static int parse_read_opts(const char *verb, int argc, char **argv, int first, const char **src, const char **out_path,
+                           const char **filter, char ***cols, size_t *n_cols, long long *n, int *json)
+{
+    int rc = EXIT_OK;
+    for (int i = first; i < argc && rc == EXIT_OK; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--json")) *json = 1;
+        else if (!strcmp(a, "--filter") && i + 1 < argc) *filter = argv[++i];
+        else if (!strcmp(a, "--columns") && i + 1 < argc) {
+            free_list(*cols);
+            *cols = split_list(argv[++i], n_cols);
+        } else if (n && (!strcmp(a, "-n") || !strcmp(a, "--rows"))) rc = parse_count(verb, a, i + 1 < argc ? argv[++i] : NULL, n);
+        else if (a[0] == '-' && a[1]) rc = cli_usage_error(verb, "unknown option or missing value: '%s'", a);
+        else if (!*src) *src = a;
+        else if (out_path && !*out_path) *out_path = a;
+        else rc = cli_usage_error(verb, "unexpected argument '%s'", a);
+    }
+    if (rc == EXIT_OK && !*src) rc = cli_usage_error(verb, "expected SRC");
+    if (rc == EXIT_OK && out_path && !*out_path) rc = cli_usage_error(verb, "expected SRC and OUT");
+    return rc;
+}
+
+static int open_error(const mr_error *err)
+{
+    mr_log_error(err);
+    return err->code == MR_E_PARSE || err->code == MR_E_SCHEMA || (err->code == MR_E_NOT_FOUND && !err->file[0]) ||
+                   err->code == MR_E_INVALID_ARG
+               ? EXIT_USAGE
+               : EXIT_FAILED;
+}
+
+static int data_head(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        fputs(head_help, stdout);
+        return EXIT_OK;
+    }
+    const char *src = NULL, *filter = NULL;
+    char **cols = NULL;
+    size_t n_cols = 0;
+    long long n = 10;
+    int json = 0;
+    int rc = parse_read_opts("data head", argc, argv, 2, &src, NULL, &filter, &cols, &n_cols, &n, &json);
+    if (rc != EXIT_OK) {
+        free_list(cols);
+        return rc;
+    }
+    mr_error err;
+    mr_error_init(&err);
+    reader r;
+    mr_table *acc = NULL, *t = NULL;
+    mr_status s = reader_open(&r, src, filter, cols, n_cols, &err);
+    if (s != MR_OK) rc = open_error(&err);
+    while (rc == EXIT_OK && (!acc || acc->n_rows < (size_t)n)) {
+        s = reader_next(&r, &t, &err);
+        if (s != MR_OK) {
+            rc = open_error(&err);
+            break;
+        }
+        if (!t) break;
+        if (!acc) {
+            acc = t;
+        } else {
+            for (size_t j = 0; j < t->n_cols; j++) mr_column_materialize(t->cols[j], NULL);
+            for (size_t j = 0; j < acc->n_cols; j++) mr_column_materialize(acc->cols[j], NULL);
+            s = mr_table_append(acc, t, &err);
+            mr_table_free(t);
+            if (s != MR_OK) rc = open_error(&err);
+        }
+        t = NULL;
+    }
+    if (rc == EXIT_OK) {
+        size_t rows = acc ? (acc->n_rows < (size_t)n ? acc->n_rows : (size_t)n) : 0;
+        size_t nc = acc ? acc->n_cols : 0;
+        mr_buf out, v;
+        mr_buf_init(&out);
+        mr_buf_init(&v);
+        if (json) {
+            for (size_t i = 0; i < rows; i++) {
+                mr_buf_puts(&out, "{");
+                for (size_t j = 0; j < nc; j++) {
+                    if (j) mr_buf_puts(&out, ",");
+                    mr_buf_json_str(&out, acc->cols[j]->name);
+                    mr_buf_puts(&out, ":");
+                    put_json_value(&out, acc->cols[j], i, &v);
+                }
+                mr_buf_puts(&out, "}\n");
+            }
+        } else if (acc) {
+            size_t *w = mr_calloc(nc ? nc : 1, sizeof *w);
+            for (size_t j = 0; w && j < nc; j++) {
+                w[j] = strlen(acc->cols[j]->name);
+                for (size_t i = 0; i < rows; i++) {
+                    v.len = 0;
+                    mr_column_format(acc->cols[j], i, &v);
+                    if (v.len > w[j]) w[j] = v.len;
+                }
+                if (w[j] > 40) w[j] = 40;
+            }
+            for (size_t j = 0; w && j < nc; j++) mr_buf_printf(&out, "%s%-*.*s", j ? "  " : "", (int)w[j], (int)w[j], acc->cols[j]->name);
+            mr_buf_puts(&out, "\n");
+            for (size_t i = 0; w && i < rows; i++) {
+                for (size_t j = 0; j < nc; j++) {
+                    v.len = 0;
+                    mr_column_format(acc->cols[j], i, &v);
+                    mr_buf_printf(&out, "%s%-*.*s", j ? "  " : "", (int)w[j], (int)w[j], v.data ? v.data : "");
+                }
+                mr_buf_puts(&out, "\n");
+            }
+            mr_free(w);
+        }
+        cli_print(&out);
+        mr_buf_free(&out);
+        mr_buf_free(&v);
+    }
+    mr_table_free(acc);
+    reader_close(&r);
+    free_list(cols);
+    return rc;
+}
+
+/* ---- stats ----------------------------------------------------------------------------- */
+
+#define HLL_P 14
+#define HLL_M (1u << HLL_P) /* 16384 one-byte registers per column: ~0.8% standard error */
+
+typedef struct col_acc {
+    char *name;
+    mr_dtype type;
+    uint64_t rows, nulls, nans;
+    int have;            /* min/max set */
+    double fmin, fmax;   /* floats, bools */
+    int64_t imin, imax;  /* int64, date, timestamp */
+    char *smin, *smax;   /* strings (owned) */
+    size_t smin_len, smax_len;
+    double sum;          /* numbers and bools */
+    uint64_t n_sum;
+    uint8_t *hll;
+    uint64_t *set;       /* exact distinct hashes while few: open addressing, 0 = empty */
+    size_t set_n, set_cap; /* set dropped (NULL) beyond EXACT_MAX values */
+    int set_zero;        /* the hash 0 was seen */
+} col_acc;
+
+#define EXACT_MAX 65536u /* distinct values counted exactly (by 64-bit hash) up to this many */
+
+static void set_add(col_acc *a, uint64_t h)
+{
+    if (!a->set) return;
+    if (h == 0) {
+        a->set_zero = 1;
+        return;
+    }
+    if ((a->set_n + 1) * 2 > a->set_cap) {
+        if (a->set_cap >= 2 * EXACT_MAX) {
+            mr_free(a->set);
+            a->set = NULL;
+            return;
+        }
+        size_t nc = a->set_cap * 2;
+        uint64_t *ns = mr_calloc(nc, sizeof *ns);
+        if (!ns) {
+            mr_free(a->set);
+            a->set = NULL;
+            return;
+        }
+        for (size_t k = 0; k < a->set_cap; k++) {
+            uint64_t v = a->set[k];
+            if (!v) continue;
+            size_t q = (size_t)(v & (nc - 1));
+            while (ns[q]) q = (q + 1) & (nc - 1);
+            ns[q] = v;
+        }
+        mr_free(a->set);
+        a->set = ns;
+        a->set_cap = nc;
+    }
+    size_t q = (size_t)(h & (a->set_cap - 1));
+    while (a->set[q] && a->set[q] != h) q = (q + 1) & (a->set_cap - 1);
+    if (!a->set[q]) {
+        a->set[q] = h;
+        a->set_n++;
+    }
+}
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return x;
+}
+
+static inline void hll_add(uint8_t *reg, uint64_t h)
+{
+    h = mix64(h); /* string hashes come from xxh3 already; mixing again is harmless */
+    uint32_t idx = (uint32_t)(h >> (64 - HLL_P));
+    uint64_t w = (h << HLL_P) | ((uint64_t)1 << (HLL_P - 1));
+    uint8_t rho = (uint8_t)(__builtin_clzll(w) + 1);
+    if (rho > reg[idx]) reg[idx] = rho;
+}
+
+/* HyperLogLog estimate with the small-range (linear counting) correction. */
+static double hll_estimate(const uint8_t *reg)
+{
+    double m = HLL_M, sum = 0;
+    unsigned zeros = 0;
+    for (unsigned i = 0; i < HLL_M; i++) {
+        sum += ldexp(1.0, -reg[i]);
+        zeros += reg[i] == 0;
+    }
+    double e = 0.7213 / (1 + 1.079 / m) * m * m / sum;
+    if (e <= 2.5 * m && zeros) e = m * log(m / zeros);
+    return e;
+}
+
+static inline void acc_add(col_acc *a, uint64_t h)
+{
+    hll_add(a->hll, h);
+    if (a->set) set_add(a, mix64(h));
+}
+
+static int set_str_bound(char **dst, size_t *dst_len, const char *p, size_t len)
+{
+    char *c = mr_strndup(p, len);
+    if (!c) return -1;
+    mr_free(*dst);
+    *dst = c;
+    *dst_len = len;
+    return 0;
+}
+
+static int str_less(const char *a, size_t al, const char *b, size_t bl)
+{
+    int c = memcmp(a, b, al < bl ? al : bl);
+    return c ? c < 0 : al < bl;
+}
+
+static void acc_column(col_acc *a, const mr_column *c)
+{
+    size_t n = c->n;
+    a->rows += n;
+    a->nulls += c->valid ? c->null_count : 0;
+    if (c->type == MR_T_STRING) {
+        const mr_column *d = c->codes ? c->dict : NULL;
+        uint64_t *dh = d ? mr_malloc((d->n ? d->n : 1) * sizeof *dh) : NULL;
+        for (size_t k = 0; dh && k < d->n; k++) {
+            size_t len;
+            const char *p = mr_column_str(d, k, &len);
+            dh[k] = mr_hash_bytes(p, len).lo;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (mr_column_is_null(c, i)) continue;
+            size_t len;
+            const char *p = mr_column_str(c, i, &len);
+            acc_add(a, dh ? dh[c->codes[i]] : mr_hash_bytes(p, len).lo);
+            if (!a->have || str_less(p, len, a->smin, a->smin_len)) set_str_bound(&a->smin, &a->smin_len, p, len);
+            if (!a->have || str_less(a->smax, a->smax_len, p, len)) set_str_bound(&a->smax, &a->smax_len, p, len);
+            a->have = 1;
+        }
+        mr_free(dh);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (mr_column_is_null(c, i)) continue;
+        if (c->type == MR_T_FLOAT64 || c->type == MR_T_FLOAT32 || c->type == MR_T_BOOL) {
+            double v = c->type == MR_T_FLOAT64 ? ((const double *)c->data)[i]
+                       : c->type == MR_T_FLOAT32 ? ((const float *)c->data)[i]
+                                                 : ((const uint8_t *)c->data)[i];
+            if (isnan(v)) {
+                a->nans++;
+                continue;
+            }
+            if (v == 0) v = 0; /* -0.0 and 0.0 are one value */
+            uint64_t bits;
+            memcpy(&bits, &v, sizeof bits);
+            acc_add(a, bits);
+            if (!a->have || v < a->fmin) a->fmin = v;
+            if (!a->have || v > a->fmax) a->fmax = v;
+            a->have = 1;
+            a->sum += v;
+            a->n_sum++;
+        } else {
+            int64_t v = c->type == MR_T_DATE ? ((const int32_t *)c->data)[i] : ((const int64_t *)c->data)[i];
+            acc_add(a, (uint64_t)v);
+            if (!a->have || v < a->imin) a->imin = v;
+            if (!a->have || v > a->imax) a->imax = v;
+            a->have = 1;
+            if (c->type == MR_T_INT64) {
+                a->sum += (double)v;
+                a->n_sum++;
+            }
+        }
+    }
+}
+
+/* Min or max of a as text (through a one-row column, so formats match head/export). */
+static void acc_bound(const col_acc *a, int is_max, mr_buf *out)
+{
+    mr_column *c = NULL;
+    mr_dtype t = a->type == MR_T_FLOAT32 ? MR_T_FLOAT64 : a->type;
+    if (!a->have || mr_column_new("v", t, 1, &c, NULL) != MR_OK) return;
+    switch (t) {
+    case MR_T_BOOL: mr_column_append_bool(c, (is_max ? a->fmax : a->fmin) != 0); break;
+    case MR_T_FLOAT64: mr_column_append_float64(c, is_max ? a->fmax : a->fmin); break;
+    case MR_T_INT64:
+    case MR_T_TIMESTAMP: mr_column_append_int64(c, is_max ? a->imax : a->imin); break;
+    case MR_T_DATE: mr_column_append_int32(c, (int32_t)(is_max ? a->imax : a->imin)); break;
+    case MR_T_STRING:
+        mr_column_append_str(c, is_max ? a->smax : a->smin, is_max ? a->smax_len : a->smin_len);
+        break;
+    default: mr_column_append_null(c); break;
+    }
+    mr_column_format(c, 0, out);
+    mr_column_free(c);
+}
+
+static int data_stats(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        fputs(stats_help, stdout);
+        return EXIT_OK;
+    }
+    const char *src = NULL, *filter = NULL;
+    char **cols = NULL;
+    size_t n_cols = 0, na = 0;
+    int json = 0;
+    int rc = parse_read_opts("data stats", argc, argv, 2, &src, NULL, &filter, &cols, &n_cols, NULL, &json);
+    if (rc != EXIT_OK) {
+        free_list(cols);
+        return rc;
+    }
+    mr_error err;
+    mr_error_init(&err);
+    reader r;
+    col_acc *acc = NULL;
+    mr_table *t = NULL;
+    uint64_t rows = 0;
+    double t0 = mr_now();
+    mr_pool_init(0, NULL);
+    if (reader_open(&r, src, filter, cols, n_cols, &err) != MR_OK) rc = open_error(&err);
+    while (rc == EXIT_OK) {
+        if (reader_next(&r, &t, &err) != MR_OK) {
+            rc = open_error(&err);
+            break;
+        }
+        if (!t) break;
+        if (!acc) {
+            na = t->n_cols;
+            acc = mr_calloc(na ? na : 1, sizeof *acc);
+            for (size_t j = 0; acc && j < na; j++) {
+                acc[j].name = mr_strdup(t->cols[j]->name);
+                acc[j].type = t->cols[j]->type;
+                acc[j].hll = mr_calloc(HLL_M, 1);
+                acc[j].set_cap = 1024;
+                acc[j].set = mr_calloc(acc[j].set_cap, sizeof *acc[j].set);
+                if (!acc[j].name || !acc[j].hll) {
+                    rc = EXIT_FAILED;
+                    fprintf(stderr, "millrace: error: out of memory\n");
+                }
+            }
+            if (!acc) {
+                rc = EXIT_FAILED;
+                fprintf(stderr, "millrace: error: out of memory\n");
+            }
+        }
+        for (size_t j = 0; rc == EXIT_OK && j < na && j < t->n_cols; j++) acc_column(&acc[j], t->cols[j]);
+        rows += t->n_rows;
+        mr_table_free(t);
+        t = NULL;
+    }
+    if (rc == EXIT_OK) {
+        mr_buf out, lo, hi;
+        mr_buf_init(&out);
+        mr_buf_init(&lo);
+        mr_buf_init(&hi);
+        if (json) mr_buf_printf(&out, "{\"rows\":%llu,\"seconds\":%.6f,\"distinct\":\"exact up to 65536, else hyperloglog-p14\",\"columns\":[",
+                                (unsigned long long)rows, mr_now() - t0);
+        else mr_buf_printf(&out, "%llu rows\n%-24s %-10s %12s %10s  %-22s %-22s %-14s %12s\n", (unsigned long long)rows,
+                           "COLUMN", "TYPE", "NULLS", "NAN", "MIN", "MAX", "MEAN", "DISTINCT");
+        for (size_t j = 0; j < na; j++) {
+            col_acc *a = &acc[j];
+            lo.len = hi.len = 0;
+            acc_bound(a, 0, &lo);
+            acc_bound(a, 1, &hi);
+            int exact = a->set != NULL;
+            double distinct = !a->have ? 0 : exact ? (double)(a->set_n + (size_t)a->set_zero) : hll_estimate(a->hll);
+            int has_mean = a->n_sum > 0;
+            double mean = has_mean ? a->sum / (double)a->n_sum : 0;
+            if (json) {
+                if (j) mr_buf_puts(&out, ",");
+                mr_buf_puts(&out, "{\"name\":");
+                mr_buf_json_str(&out, a->name);
+                mr_buf_printf(&out, ",\"type\":\"%s\",\"rows\":%llu,\"nulls\":%llu,\"nans\":%llu,\"min\":", mr_dtype_name(a->type),
+                              (unsigned long long)a->rows, (unsigned long long)a->nulls, (unsigned long long)a->nans);
+                int num = a->type == MR_T_INT64 || a->type == MR_T_FLOAT64 || a->type == MR_T_FLOAT32;
+                if (!a->have) mr_buf_puts(&out, "null,\"max\":null");
+                else if (num) mr_buf_printf(&out, "%s,\"max\":%s", lo.data, hi.data);
+                else {
+                    mr_buf_json_str(&out, lo.data ? lo.data : "");
+                    mr_buf_puts(&out, ",\"max\":");
+                    mr_buf_json_str(&out, hi.data ? hi.data : "");
+                }
+                if (has_mean) mr_buf_printf(&out, ",\"mean\":%.17g", mean);
+                else mr_buf_puts(&out, ",\"mean\":null");
+                mr_buf_printf(&out, ",\"distinct_estimate\":%.0f,\"distinct_exact\":%s}", distinct, exact ? "true" : "false");
+            } else {
+                char m[32] = "-";
+                if (has_mean) snprintf(m, sizeof m, "%.6g", mean);
+                mr_buf_printf(&out, "%-24s %-10s %12llu %10llu  %-22.22s %-22.22s %-14s %12.0f%s\n", a->name, mr_dtype_name(a->type),
+                              (unsigned long long)a->nulls, (unsigned long long)a->nans, lo.data ? lo.data : "-",
+                              hi.data ? hi.data : "-", m, distinct, exact ? "" : "~");
+            }
+        }
+        if (json) mr_buf_puts(&out, "]}\n");
+        else mr_buf_puts(&out, "(DISTINCT: exact up to 65536 values; beyond, marked ~, a HyperLogLog estimate, 2^14 registers, ~0.8% error)\n");
+        cli_print(&out);
+        mr_buf_free(&out);
+        mr_buf_free(&lo);
+        mr_buf_free(&hi);
+    }
+    for (size_t j = 0; acc && j < na; j++) {
+        mr_free(acc[j].name);
+        mr_free(acc[j].smin);
+        mr_free(acc[j].smax);
+        mr_free(acc[j].hll);
+        mr_free(acc[j].set);
+    }
+    mr_free(acc);
+    reader_close(&r);
+    free_list(cols);
+    return rc;
+}
+
+/* ---- export ---------------------------------------------------------------------------- */
+
+static mr_status put_csv_field(mr_buf *b, const char *s, size_t len, char delim)
+{
+    /* "" keeps an empty string apart from a null; the default null tokens are
+     * quoted so that they read back as strings */
+    int quote = len == 0 || (len == 2 && !memcmp(s, "NA", 2)) || (len == 4 && (!memcmp(s, "NULL", 4) || !memcmp(s, "null", 4)));
+    for (size_t i = 0; i < len && !quote; i++) quote = s[i] == delim || s[i] == '"' || s[i] == '\n' || s[i] == '\r';
+    if (!quote) return mr_buf_append(b, s, len);
+    mr_status rc = mr_buf_append(b, "\"", 1);
+    for (size_t i = 0; rc == MR_OK && i < len; i++) rc = s[i] == '"' ? mr_buf_append(b, "\"\"", 2) : mr_buf_append(b, s + i, 1);
+    return rc == MR_OK ? mr_buf_append(b, "\"", 1) : rc;
+}
+
+static mr_status csv_batch(FILE *f, const mr_table *t, char delim, int header, mr_buf *line, mr_buf *val, mr_error *err)
+{
+    mr_status rc = MR_OK;
+    line->len = 0;
+    for (size_t j = 0; header && rc == MR_OK && j < t->n_cols; j++) {
+        if (j) rc = mr_buf_append(line, &delim, 1);
+        if (rc == MR_OK) rc = put_csv_field(line, t->cols[j]->name, strlen(t->cols[j]->name), delim);
+    }
+    if (header && rc == MR_OK) rc = mr_buf_append(line, "\n", 1);
+    for (size_t i = 0; rc == MR_OK && i < t->n_rows; i++) {
+        for (size_t j = 0; rc == MR_OK && j < t->n_cols; j++) {
+            const mr_column *c = t->cols[j];
+            if (j) rc = mr_buf_append(line, &delim, 1);
+            if (rc != MR_OK || mr_column_is_null(c, i)) continue;
+            if (c->type == MR_T_STRING) {
+                size_t len;
+                const char *p = mr_column_str(c, i, &len);
+                rc = put_csv_field(line, p, len, delim);
+                continue;
+            }
+            val->len = 0;
+            rc = mr_column_format(c, i, val);
+            if (rc == MR_OK) rc = put_csv_field(line, val->data ? val->data : "", val->len, delim);
+        }
+        if (rc == MR_OK) rc = mr_buf_append(line, "\n", 1);
+        if (rc == MR_OK && line->len >= ((size_t)1 << 20)) {
+            if (fwrite(line->data, 1, line->len, f) != line->len) return MR_ERR_SYS(err, MR_E_IO, errno, "write failed");
+            line->len = 0;
+        }
+    }
+    if (rc != MR_OK) return MR_ERR(err, rc, "out of memory");
+    if (line->len && fwrite(line->data, 1, line->len, f) != line->len) return MR_ERR_SYS(err, MR_E_IO, errno, "write failed");
+    return MR_OK;
+}
+
+static int data_export(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        fputs(export_help, stdout);
+        return EXIT_OK;
+    }
+    const char *src = NULL, *out_path = NULL, *filter = NULL;
+    char **cols = NULL;
+    size_t n_cols = 0;
+    int json = 0;
+    int rc = parse_read_opts("data export", argc, argv, 2, &src, &out_path, &filter, &cols, &n_cols, NULL, &json);
+    const char *dot = out_path ? strrchr(out_path, '.') : NULL;
+    int parquet = dot && (!strcasecmp(dot, ".parquet") || !strcasecmp(dot, ".pq"));
+    char delim = dot && (!strcasecmp(dot, ".tsv") || !strcasecmp(dot, ".tab")) ? '\t' : ',';
+    if (rc == EXIT_OK && !parquet && !(dot && (!strcasecmp(dot, ".csv") || delim == '\t')))
+        rc = cli_usage_error("data export", "OUT must end in .parquet, .csv or .tsv, got '%s'", out_path);
+    if (rc != EXIT_OK) {
+        free_list(cols);
+        return rc;
+    }
+    mr_error err;
+    mr_error_init(&err);
+    reader r;
+    mr_table *t = NULL;
+    FILE *f = NULL;
+    mr_parquet_writer *pw = NULL;
+    mr_buf line, val;
+    mr_buf_init(&line);
+    mr_buf_init(&val);
+    uint64_t rows = 0;
+    int started = 0;
+    double t0 = mr_now();
+    char *tmp = mr_asprintf("%s.tmp.%ld", out_path, (long)getpid());
+    mr_status s = tmp ? reader_open(&r, src, filter, cols, n_cols, &err) : MR_ERR(&err, MR_E_NOMEM, "out of memory");
+    if (s != MR_OK) {
+        rc = open_error(&err);
+        if (!tmp) memset(&r, 0, sizeof r);
+        goto done;
+    }
+    if (parquet) {
+        mr_parquet_write_opts po;
+        mr_parquet_write_opts_init(&po);
+        s = mr_parquet_writer_open(tmp, &po, &pw, &err);
+    } else {
+        f = fopen(tmp, "w");
+        if (!f) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot create", tmp);
+    }
+    while (s == MR_OK) {
+        s = reader_next(&r, &t, &err);
+        if (s != MR_OK) break;
+        if (!t) {
+            if (started || !r.ds) break;
+            /* no row at all: write the (projected) schema with zero rows */
+            s = mr_table_new(&t, &err);
+            for (size_t j = 0; s == MR_OK && j < mr_dataset_n_cols(r.ds); j++) {
+                const char *name = mr_dataset_col_name(r.ds, j);
+                int keep = !cols;
+                for (size_t k = 0; cols && k < n_cols; k++) keep |= !strcmp(cols[k], name);
+                mr_column *c = NULL;
+                if (keep) s = mr_column_new(name, mr_dataset_col_type(r.ds, j), 0, &c, &err);
+                if (s == MR_OK && c) s = mr_table_add_column(t, c, &err);
+            }
+            if (s == MR_OK && cols) s = mr_table_project(t, (const char *const *)cols, n_cols, &err);
+            if (s != MR_OK) break;
+        }
+        int last = t->n_rows == 0;
+        s = parquet ? mr_parquet_writer_write(pw, t, &err) : csv_batch(f, t, delim, !started, &line, &val, &err);
+        rows += t->n_rows;
+        started = 1;
+        mr_table_free(t);
+        t = NULL;
+        if (last) break;
+    }
+    if (parquet) {
+        if (s == MR_OK) s = mr_parquet_writer_close(pw, &err);
+        else mr_parquet_writer_free(pw);
+        pw = NULL;
+    } else if (f) {
+        if (fflush(f) != 0 && s == MR_OK) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: write failed", tmp);
+        if (fclose(f) != 0 && s == MR_OK) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: write failed", tmp);
+        f = NULL;
+    }
+    if (s == MR_OK && mr_fs_fsync_path(tmp, &err) == MR_OK && rename(tmp, out_path) != 0)
+        s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot rename into place", out_path);
+    if (s == MR_OK && mr_error_is_set(&err)) s = err.code;
+    if (s != MR_OK) {
+        unlink(tmp);
+        rc = open_error(&err);
+    } else if (json) {
+        printf("{\"output\": \"%s\", \"rows\": %llu, \"seconds\": %.6f}\n", out_path, (unsigned long long)rows, mr_now() - t0);
+    } else {
+        printf("exported %llu rows to %s in %.2fs\n", (unsigned long long)rows, out_path, mr_now() - t0);
+    }
+done:
+    mr_buf_free(&line);
+    mr_buf_free(&val);
+    mr_free(tmp);
+    reader_close(&r);
+    free_list(cols);
+    return rc;
+}
+
+/* ---- dispatch -------------------------------------------------------------------------- */
+
+int cmd_data(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        fputs(data_help, argc < 2 ? stderr : stdout);
+        return argc < 2 ? EXIT_USAGE : EXIT_OK;
+    }
+    const char *sub = argv[1];
+    if (!strcmp(sub, "ingest")) return data_ingest(argc, argv);
+    if (!strcmp(sub, "inspect")) return data_inspect(argc, argv);
+    if (!strcmp(sub, "head")) return data_head(argc, argv);
+    if (!strcmp(sub, "stats")) return data_stats(argc, argv);
+    if (!strcmp(sub, "export")) return data_export(argc, argv);
+    static const char *const subs[] = {"ingest", "inspect", "head", "stats", "export"};
+    fprintf(stderr, "millrace data: error: unknown subcommand '%s'\n", sub);
+    const char *best = mr_closest(sub, subs, 5);
+    if (best) fprintf(stderr, "hint: did you mean 'millrace data %s'?\n", best);
+    return EXIT_USAGE;
+}
