@@ -69,6 +69,12 @@ mr_status mr_value_seq_push(mr_value *seq, mr_value *val);
 /* Sets a dotted path, creating intermediate maps (takes ownership of val). */
 mr_status mr_value_set_path(mr_value *root, const char *path, mr_value *val);
 
+/* The strings of map[key] when it is a string or a list (strings only; a
+ * map: its string values), borrowed from the tree, in a new array (caller
+ * frees it with mr_free; NULL with *n_out = 0 when the key is absent).
+ * MR_E_NOMEM on allocation failure. */
+mr_status mr_value_strings(const mr_value *map, const char *key, const char ***out, size_t *n_out);
+
 /* Writes JSON. canonical != 0: map keys sorted bytewise, no whitespace,
  * ints as decimal, floats as the shortest text that round-trips ("%.17g"
  * trimmed), so equal values always print equal bytes. */

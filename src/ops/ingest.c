@@ -35,15 +35,8 @@ static const mr_param_def ingest_params[] = {
 /* Values of a string-list key, borrowed from the def (caller frees the array). */
 static const char **strings_of(const mr_value *def, const char *key, size_t *n)
 {
-    const mr_value *v = mr_value_get(def, key);
-    *n = 0;
-    if (!v) return NULL;
-    size_t cap = v->kind == MR_V_SEQ ? v->n : 1;
-    const char **arr = mr_calloc(cap ? cap : 1, sizeof(*arr));
-    if (!arr) return NULL;
-    if (v->kind == MR_V_STR) arr[(*n)++] = v->str;
-    for (size_t k = 0; v->kind == MR_V_SEQ && k < v->n; k++)
-        if (v->items[k]->kind == MR_V_STR) arr[(*n)++] = v->items[k]->str;
+    const char **arr = NULL;
+    if (mr_value_strings(def, key, &arr, n) != MR_OK) *n = 0;
     return arr;
 }
 

@@ -25,23 +25,7 @@ int mr__path_within(const char *a, const char *b)
 
 mr_status mr__def_strings(const mr_value *def, const char *key, const char ***out, size_t *n_out)
 {
-    const mr_value *v = mr_value_get(def, key);
-    *out = NULL;
-    *n_out = 0;
-    if (!v || v->kind == MR_V_NULL) return MR_OK;
-    size_t n = v->kind == MR_V_SEQ || v->kind == MR_V_MAP ? v->n : 1;
-    const char **arr = mr_calloc(n ? n : 1, sizeof(*arr));
-    if (!arr) return MR_E_NOMEM;
-    size_t k = 0;
-    if (v->kind == MR_V_SEQ || v->kind == MR_V_MAP) { /* a map: its values (features `apply`) */
-        for (size_t i = 0; i < v->n; i++)
-            if (v->items[i]->kind == MR_V_STR) arr[k++] = v->items[i]->str;
-    } else if (v->kind == MR_V_STR) {
-        arr[k++] = v->str;
-    }
-    *out = arr;
-    *n_out = k;
-    return MR_OK;
+    return mr_value_strings(def, key, out, n_out);
 }
 
 static void paths_free(mr__stage_paths *p)
