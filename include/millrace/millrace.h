@@ -2,6 +2,7 @@
 #ifndef MILLRACE_H
 #define MILLRACE_H
 #include "millrace/core.h"
+#include "millrace/check.h"
 #include "millrace/csv.h"
 #include "millrace/expr.h"
 #include "millrace/gbdt.h"
