@@ -17,6 +17,7 @@
 #include "millrace/pipeline.h"
 #include "millrace/report.h"
 #include "millrace/runstore.h"
+#include "millrace/runreport.h"
 #include "millrace/spec.h"
 #include "millrace/split.h"
 #include "millrace/store.h"
