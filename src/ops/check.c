@@ -405,7 +405,15 @@ static mr_status run_gate(check_run *cr, const char *text, mr_error *err)
     size_t lead = strspn(text, " \t");
     snprintf(name, sizeof(name), "%.*s", (int)(len > lead ? len - lead : 0), text + lead);
     double v = NAN;
-    if (!gate_value(cr, name, &v)) {
+    const char *tier = json_string_value(json_object_get(cr->metrics, "tier"));
+    if (!gate_value(cr, name, &v) && tier && !strcmp(tier, "fast") && (!strncmp(name, "slice", 5))) {
+        /* A slice gate over a fast-tier evaluation has nothing to read: it
+         * fails (a gate is never passed silently), saying why. */
+        char detail[256];
+        snprintf(detail, sizeof(detail), "%s: not computed (the evaluate stage ran with tier: fast, which has no slices)", name);
+        return add_row(cr, "gate", text, 0, NAN, bound, detail, err);
+    }
+    if (isnan(v) && !gate_value(cr, name, &v)) {
         mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "gate '%s': no value named '%s'%s", text, name,
                               cr->metrics ? "" : " (give `metrics: ${stages.EVAL}` for metric gates)");
         mr_error_key(err, "gates");
@@ -568,6 +576,11 @@ static mr_status run_check(mr_op_ctx *ctx, mr_error *err)
         dprintf(ctx->log_fd, "%-6s %-9s %-36s %s\n", cr.rows[k].passed ? "pass" : "FAIL", cr.rows[k].kind, cr.rows[k].name,
                 cr.rows[k].detail);
     if (n_fail) {
+        /* The failures again, last, so the log tail the runner prints shows them. */
+        dprintf(ctx->log_fd, "\n%zu failed:\n", n_fail);
+        for (size_t k = 0; k < cr.n; k++)
+            if (!cr.rows[k].passed)
+                dprintf(ctx->log_fd, "%-6s %-9s %-36s %s\n", "FAIL", cr.rows[k].kind, cr.rows[k].name, cr.rows[k].detail);
         mr_buf b;
         mr_buf_init(&b);
         mr_buf_printf(&b, "%zu of %zu checks failed:", n_fail, cr.n);
