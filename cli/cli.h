@@ -40,6 +40,7 @@ int cmd_params(int argc, char **argv);
 int cmd_runs(int argc, char **argv);
 int cmd_show(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_ops(int argc, char **argv);

@@ -192,9 +192,11 @@ int cmd_show(int argc, char **argv)
 int cmd_compare(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
-        fputs("usage: millrace compare RUN_A RUN_B [--json] [-C DIR]\n\n"
+        fputs("usage: millrace compare RUN_A RUN_B [--json | --html [-o FILE]] [-C DIR]\n\n"
               "Params and final metrics of two runs side by side; changed params and metric\n"
-              "deltas are marked, and stages whose key differs are listed.\n",
+              "deltas are marked, and stages whose key differs are listed. --html writes a\n"
+              "self-contained HTML page instead (default compare-A-B.html): params diff, metric\n"
+              "deltas chart, and the evaluation curves of both runs overlaid.\n",
               stdout);
         return EXIT_OK;
     }
@@ -202,9 +204,39 @@ int cmd_compare(int argc, char **argv)
     const char *pos[2];
     int n_pos;
     mr_workspace *ws = NULL;
-    int rc = open_ws(&c, "compare", argc, argv, pos, 2, &n_pos, &ws, NULL, NULL);
+    /* --html and -o FILE are taken out before the common parsing. */
+    int html = 0, nargc = 0;
+    const char *html_out = NULL;
+    char **nargv = mr_calloc((size_t)argc + 1, sizeof(char *));
+    if (!nargv) return EXIT_FAILED;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--html")) html = 1;
+        else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc) html_out = argv[++i];
+        else nargv[nargc++] = argv[i];
+    }
+    int rc = open_ws(&c, "compare", nargc, nargv, pos, 2, &n_pos, &ws, NULL, NULL);
     if (rc == EXIT_OK && n_pos != 2) rc = cli_usage_error("compare", "expected two runs, e.g. `millrace compare 3 4`");
-    if (rc == EXIT_OK) {
+    if (rc == EXIT_OK && html_out && !html) rc = cli_usage_error("compare", "-o needs --html");
+    if (rc == EXIT_OK && html) {
+        mr_error err;
+        mr_error_init(&err);
+        int64_t a, b;
+        char def_out[96];
+        if (mr_runstore_resolve_run(ws->rs, pos[0], &a, &err) != MR_OK || mr_runstore_resolve_run(ws->rs, pos[1], &b, &err) != MR_OK) {
+            mr_log_error(&err);
+            rc = EXIT_USAGE;
+        } else {
+            snprintf(def_out, sizeof(def_out), "compare-%lld-%lld.html", (long long)a, (long long)b);
+            if (!html_out) html_out = def_out;
+            mr_pool_init(0, NULL);
+            if (mr_run_compare_html(ws, a, b, html_out, &err) != MR_OK) {
+                mr_log_error(&err);
+                rc = cli_status_exit(err.code);
+            } else {
+                printf("wrote %s\n", html_out);
+            }
+        }
+    } else if (rc == EXIT_OK) {
         mr_error err;
         mr_error_init(&err);
         int64_t a, b;
@@ -250,6 +282,7 @@ int cmd_compare(int argc, char **argv)
     }
     mr_workspace_close(ws);
     cli_common_free(&c);
+    mr_free(nargv);
     return rc;
 }
 

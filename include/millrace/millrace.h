@@ -2,6 +2,7 @@
 #ifndef MILLRACE_H
 #define MILLRACE_H
 #include "millrace/core.h"
+#include "millrace/check.h"
 #include "millrace/csv.h"
 #include "millrace/expr.h"
 #include "millrace/gbdt.h"
@@ -16,6 +17,7 @@
 #include "millrace/pipeline.h"
 #include "millrace/report.h"
 #include "millrace/runstore.h"
+#include "millrace/runreport.h"
 #include "millrace/spec.h"
 #include "millrace/split.h"
 #include "millrace/store.h"

@@ -85,6 +85,17 @@ const char *mr_model_objective_name(const mr_model *m); /* "binary", "regression
  * raw: margins instead of probabilities. */
 mr_status mr_model_predict_table(const mr_model *m, const mr_table *t, int raw, double **out, size_t *n_outputs,
                                  mr_error *err);
+/* The single-row path (what a server calls per request): x holds one row
+ * of mr_model_num_features floats (NaN = missing) in the model's feature
+ * order; out gets mr_model_num_outputs doubles. Allocates nothing, never
+ * uses the pool; reentrant. Gives the same values as the batch paths. */
+void mr_model_predict_row(const mr_model *m, const float *x, int raw, double *out);
+/* Batch prediction over a row-major (n_rows, n_features) float matrix on
+ * num_threads pool threads (0 = all; the result never depends on it). out:
+ * n_rows * n_outputs doubles, caller-allocated. */
+mr_status mr_model_predict_rows(const mr_model *m, const float *x, size_t n_rows, int raw, int num_threads,
+                                double *out, mr_error *err);
+
 /* Summary (kind, objective, features, rounds, importance) as JSON. */
 mr_status mr_model_info_json(const mr_model *m, mr_buf *out, mr_error *err);
 /* Everything, trees included, as JSON. */

@@ -470,6 +470,21 @@ mr_status mr_model_predict_table(const mr_model *m, const mr_table *t, int raw, 
     return MR_OK;
 }
 
+void mr_model_predict_row(const mr_model *m, const float *x, int raw, double *out)
+{
+    if (m->kind == MR_MODEL_GBDT) mr_gbdt_predictor_row(m->pred, x, raw, out);
+    else out[0] = mr_linear_predict_row(m->lin, x, raw);
+}
+
+mr_status mr_model_predict_rows(const mr_model *m, const float *x, size_t n_rows, int raw, int num_threads,
+                                double *out, mr_error *err)
+{
+    if (!n_rows) return MR_OK;
+    if (m->kind == MR_MODEL_GBDT)
+        return mr_gbdt_predictor_batch(m->pred, x, n_rows, MR_GBDT_ROW_MAJOR, raw, num_threads, out, err);
+    return mr_linear_predict(m->lin, x, n_rows, MR_GBDT_ROW_MAJOR, raw, out, err);
+}
+
 /* ---- description ----------------------------------------------------------*/
 
 mr_status mr_model_info_json(const mr_model *m, mr_buf *out, mr_error *err)

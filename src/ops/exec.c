@@ -31,4 +31,7 @@ void mr_ops_register_builtin(void)
     mr_op_register(&mr_op_split);
     mr_op_register(&mr_op_features);
     mr_op_register(&mr_op_ingest);
+    mr_op_register(&mr_op_evaluate);
+    mr_op_register(&mr_op_check);
+    mr_op_register(&mr_op_report);
 }

@@ -2,6 +2,7 @@
 #ifndef MILLRACE_OPS_INT_H
 #define MILLRACE_OPS_INT_H
 #include "millrace/op.h"
+#include "millrace/value.h"
 
 extern const mr_op mr_op_exec;
 extern const mr_op mr_op_train;
@@ -10,5 +11,25 @@ extern const mr_op mr_op_split;
 extern const mr_op mr_op_features;
 extern const mr_op mr_op_ingest;
 mr_status mr__exec_run(mr_op_ctx *ctx, mr_error *err);
+
+
+/* ---- helpers (ops_common.c) --------------------------------------------- */
+/* map[key] if it is a string, else dflt (borrowed). */
+const char *mr__opt_str(const mr_value *map, const char *key, const char *dflt);
+/* map[key] as a finite number (int or float), dflt when absent. what names
+ * the stage/setting in the error. */
+mr_status mr__opt_num(const mr_value *map, const char *what, const char *key, double dflt, double *out, mr_error *err);
+/* MR_E_INVALID_ARG naming the first key of map not in allowed (did-you-mean). */
+mr_status mr__check_keys(const mr_value *map, const char *what, const char *const *allowed, size_t n_allowed,
+                         mr_error *err);
+/* def[key] as a list of borrowed strings (a single string counts); the
+ * array is caller-freed (NULL only on OOM). */
+const char **mr__strings_of(const mr_value *def, const char *key, size_t *n);
+/* path/name when path is a directory (a stage output), else a copy of path. */
+char *mr__file_in(const char *path, const char *name);
+
+extern const mr_op mr_op_evaluate;
+extern const mr_op mr_op_check;
+extern const mr_op mr_op_report;
 
 #endif

@@ -32,6 +32,7 @@ typedef struct stage_rt {
     int state;
     int cached;         /* DONE from the cache */
     int forced;
+    int published;      /* FAILED, but its outputs were published (a failed check's results) */
     int cost;           /* cores it occupies while running */
     pid_t pid;
     double started;
@@ -174,7 +175,7 @@ static void record_stage(run_ctx *c, size_t i, const struct rusage *ru, int64_t 
     const mr_stage_spec *s = &c->spec->stages[i];
     mr_buf outs;
     mr_buf_init(&outs);
-    if (r->state == ST_DONE) mr__plan_outputs_json(&c->plans[i], &outs);
+    if (r->state == ST_DONE || r->published) mr__plan_outputs_json(&c->plans[i], &outs);
     mr_stage_record rec = {
         .stage = s->name,
         .op = s->op->name,
@@ -193,7 +194,7 @@ static void record_stage(run_ctx *c, size_t i, const struct rusage *ru, int64_t 
     mr_error e;
     mr_error_init(&e);
     if (mr_runstore_stage_record(c->ws->rs, c->run_id, &rec, &e) != MR_OK) mr_log(MR_LOG_WARN, "run store: %s", e.msg);
-    if (r->state == ST_DONE) {
+    if (r->state == ST_DONE || r->published) {
         const mr__plan *p = &c->plans[i];
         for (size_t k = 0; k < p->n_ins; k++)
             mr_runstore_lineage_add(c->ws->rs, c->run_id, s->name, "in", p->ins[k].name, p->ins[k].id, NULL);
@@ -402,12 +403,20 @@ static void finish_stage(run_ctx *c, size_t i, int wstatus, const struct rusage 
             emsg = buf;
         }
         fail_stage(c, i, emsg);
+        /* A stage that failed but published its outputs (see worker.c): the
+         * run records them, so a report can find them; nothing is cached. */
+        json_t *fouts = res ? json_object_get(res, "outputs") : NULL;
+        int all = json_is_object(fouts) && p->n_outs > 0;
+        for (size_t k = 0; all && k < p->n_outs; k++) all = json_is_string(json_object_get(fouts, p->outs[k].name));
+        for (size_t k = 0; all && k < p->n_outs; k++)
+            snprintf(p->outs[k].id, sizeof(p->outs[k].id), "%s", json_string_value(json_object_get(fouts, p->outs[k].name)));
+        r->published = all;
         if (g_interrupted) mr_free(r->error), r->error = mr_strdup("interrupted");
         say(c, "%s  failed %s %s: %s", mr_c_red(), mr_c_reset(), s->name, r->error);
     }
     if (c->o->verbose || (r->state == ST_FAILED && !g_interrupted && !c->o->json)) print_log_tail(r->log_path, c->o->verbose ? 1000 : 10);
     mr_runstore_batch_begin(c->ws->rs, NULL);
-    if (r->state == ST_DONE) record_metrics(c, i, json_object_get(res, "metrics"));
+    if (r->state == ST_DONE || r->published) record_metrics(c, i, json_object_get(res, "metrics"));
     record_stage(c, i, ru, br, bw);
     mr_runstore_batch_end(c->ws->rs, NULL);
     json_decref(res);

@@ -396,6 +396,7 @@ static json_t *run_obj(sqlite3_stmt *s, int full)
     if (!o) goto done;
     bad |= jset(o, "id", json_integer(sqlite3_column_int64(s, 0)));
     bad |= jset(o, "started", jcol_time(s, 1));
+    bad |= jset(o, "started_s", jcol_real(s, 1));
     bad |= jset(o, "ended", jcol_time(s, 2));
     if (sqlite3_column_type(s, 2) == SQLITE_NULL)
         bad |= jset(o, "duration_s", json_null());
@@ -1023,6 +1024,7 @@ static json_t *stage_obj(sqlite3_stmt *s)
     bad |= jset(o, "key", jcol_str(s, 2));
     bad |= jset(o, "status", jcol_str(s, 3));
     bad |= jset(o, "started", jcol_time(s, 4));
+    bad |= jset(o, "started_s", jcol_real(s, 4));
     bad |= jset(o, "wall_s", jcol_real(s, 5));
     bad |= jset(o, "user_s", jcol_real(s, 6));
     bad |= jset(o, "sys_s", jcol_real(s, 7));

@@ -159,6 +159,36 @@ static int cached_outputs_sound(mr_workspace *ws, const char *outs_json, const c
     return ok;
 }
 
+/* Publishes each output into the store (staged built-in outputs are then
+ * checked out at their workspace path) and fills ids {name: artifact id}. */
+static mr_status publish_outputs(mr_workspace *ws, mr_op_io *outs, json_t *outs_decl, size_t n_outs, int staged,
+                                 json_t *metrics, json_t *ids, mr_error *err)
+{
+    mr_status rc = MR_OK;
+    for (size_t k = 0; k < n_outs && rc == MR_OK; k++) {
+        if (!mr_fs_exists(outs[k].path)) {
+            rc = MR_ERR(err, MR_E_NOT_FOUND, "declared output '%s' was not created", outs[k].path);
+            mr_error_hint(err, "the command must write every path listed in outs and metrics");
+            break;
+        }
+        json_t *od = json_array_get(outs_decl, k);
+        if (json_is_true(json_object_get(od, "metrics"))) rc = parse_metrics(outs[k].path, metrics, err);
+        mr_artifact a;
+        if (rc == MR_OK) rc = mr_store_publish(ws->store, ws->sc, outs[k].path, &a, err);
+        if (rc == MR_OK && staged) {
+            const char *dest = json_string_value(json_object_get(od, "path"));
+            rc = mr_fs_rmtree(dest, err);
+            if (rc == MR_OK) rc = mr_store_checkout(ws->store, ws->sc, &a, dest, err);
+        }
+        if (rc == MR_OK) {
+            char id[MR_ARTIFACT_ID_LEN];
+            mr_artifact_id(&a, id);
+            json_object_set_new(ids, outs[k].name, json_string(id));
+        }
+    }
+    return rc;
+}
+
 mr_status mr_op_metric(mr_op_ctx *ctx, const char *name, int64_t step, double value)
 {
     json_t *metrics = ctx ? ctx->engine : NULL;
@@ -321,29 +351,26 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
     };
     if (ctx.threads < 1) ctx.threads = 1;
     rc = op->run(&ctx, err);
-    if (rc != MR_OK) goto out;
-    /* Publish. */
-    for (size_t k = 0; k < n_outs && rc == MR_OK; k++) {
-        if (!mr_fs_exists(outs[k].path)) {
-            rc = MR_ERR(err, MR_E_NOT_FOUND, "declared output '%s' was not created", outs[k].path);
-            mr_error_hint(err, "the command must write every path listed in outs and metrics");
-            break;
+    if (rc == MR_E_FAILED && staged) {
+        /* The op ran to completion and judged its result a failure (a check
+         * that did not pass): publish what it wrote, so the run records it
+         * and a report can show it, but write no stage-cache entry, so the
+         * failure is never served as a success. The op's error stands. */
+        mr_error pe;
+        mr_error_init(&pe);
+        json_t *fids = json_object();
+        if (fids && publish_outputs(ws, outs, outs_decl, n_outs, staged, metrics, fids, &pe) == MR_OK) {
+            json_object_set(res, "outputs", fids);
+            json_object_set(res, "metrics", metrics);
+        } else {
+            fprintf(stderr, "millrace: warning: stage '%s': the results of the failed stage were not published: %s\n", stage,
+                    pe.msg);
         }
-        json_t *od = json_array_get(outs_decl, k);
-        if (json_is_true(json_object_get(od, "metrics"))) rc = parse_metrics(outs[k].path, metrics, err);
-        mr_artifact a;
-        if (rc == MR_OK) rc = mr_store_publish(ws->store, ws->sc, outs[k].path, &a, err);
-        if (rc == MR_OK && staged) {
-            const char *dest = json_string_value(json_object_get(od, "path"));
-            rc = mr_fs_rmtree(dest, err);
-            if (rc == MR_OK) rc = mr_store_checkout(ws->store, ws->sc, &a, dest, err);
-        }
-        if (rc == MR_OK) {
-            char id[MR_ARTIFACT_ID_LEN];
-            mr_artifact_id(&a, id);
-            json_object_set_new(ids, outs[k].name, json_string(id));
-        }
+        json_decref(fids);
+        goto out;
     }
+    if (rc != MR_OK) goto out;
+    rc = publish_outputs(ws, outs, outs_decl, n_outs, staged, metrics, ids, err);
     if (rc != MR_OK) goto out;
     {
         char *oj = json_dumps(ids, JSON_SORT_KEYS | JSON_COMPACT), *mj = json_dumps(metrics, JSON_COMPACT);

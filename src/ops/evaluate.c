@@ -1,0 +1,776 @@
+/* The evaluate op: one prediction pass over the evaluation data writes
+ * predictions.parquet (row, id, label, score or class probabilities, and
+ * passthrough/slice columns); every metric, interval, curve, slice and error
+ * list is then computed from those arrays, never by predicting again.
+ * tier fast: a stratified subsample and point metrics only; tier full adds
+ * bootstrap intervals, curves, slices and error analysis. Same code path. */
+#include "millrace/features.h"
+#include "millrace/io.h"
+#include "millrace/metrics.h"
+#include "millrace/model.h"
+#include "millrace/op.h"
+#include "ops_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+static const mr_param_def evaluate_params[] = {
+    {"model", MR_PT_STR | MR_PT_PATH, 1, "the model: ${stages.TRAIN} (a directory holding model.bin) or a model file"},
+    {"data", MR_PT_STR | MR_PT_PATH, 1, "evaluation data: ${stages.X[.OUT]}, a data file or a dataset directory"},
+    {"label", MR_PT_STR, 1, "the label column"},
+    {"id", MR_PT_STR, 0, "id column copied into the predictions and error lists"},
+    {"passthrough", MR_PT_STRSEQ, 0, "columns copied into the predictions artifact"},
+    {"features", MR_PT_STR | MR_PT_PATH, 0, "fitted features artifact (MRFT file, or a directory holding features.bin) applied before predicting"},
+    {"tier", MR_PT_STR, 0, "fast (stratified subsample, point metrics) or full (default: + intervals, curves, slices, errors)"},
+    {"sample_size", MR_PT_INT, 0, "fast tier: rows in the stratified subsample (default 10000)"},
+    {"seed", MR_PT_INT, 0, "fast tier: subsample seed (default 0)"},
+    {"bootstrap", MR_PT_MAP, 0, "{n: 200, alpha: 0.05, seed: 0}: percentile bootstrap intervals (full tier; n: 0 = none)"},
+    {"slices", MR_PT_MAP, 0, "{categorical: [cols], numeric: [cols], buckets: 4, metric: NAME, min_rows: 10}"},
+    {"top_k_wrong", MR_PT_INT, 0, "most confident wrong predictions (regression: worst and best residuals) listed (default 10)"},
+    {"threshold", MR_PT_FLOAT, 0, "binary decision threshold (default 0.5)"},
+    {"prefix", MR_PT_STR, 0, "prefix of the metrics recorded in the run store (default \"test\": test.auc, ...)"},
+    {NULL, 0, 0, NULL},
+};
+
+/* Short metric names used in metrics.json, the run store and check gates. */
+typedef struct metric_name {
+    const char *name;
+    mr_metric_id id;
+} metric_name;
+static const metric_name binary_metrics[] = {
+    {"auc", MR_METRIC_ROC_AUC},     {"ap", MR_METRIC_AVG_PRECISION}, {"logloss", MR_METRIC_LOGLOSS},
+    {"brier", MR_METRIC_BRIER},     {"accuracy", MR_METRIC_ACCURACY}, {"precision", MR_METRIC_PRECISION},
+    {"recall", MR_METRIC_RECALL},   {"f1", MR_METRIC_F1},
+};
+static const metric_name multi_metrics[] = {
+    {"accuracy", MR_METRIC_ACCURACY},
+    {"macro_f1", MR_METRIC_MACRO_F1},
+    {"micro_f1", MR_METRIC_MICRO_F1},
+    {"logloss", MR_METRIC_LOGLOSS},
+};
+static const metric_name reg_metrics[] = {
+    {"rmse", MR_METRIC_RMSE}, {"mae", MR_METRIC_MAE}, {"r2", MR_METRIC_R2}, {"mape", MR_METRIC_MAPE}};
+
+typedef struct eval_cfg {
+    const char *label, *id, *tier, *prefix;
+    int full;
+    size_t sample_size, top_k, n_boot, buckets, min_rows;
+    uint64_t seed, boot_seed;
+    double alpha, threshold;
+    const char **pass, **cats, **nums;
+    size_t n_pass, n_cats, n_nums;
+    const char *slice_metric;
+} eval_cfg;
+
+/* JSON number, or null when not finite (JSON has no inf/NaN). */
+static json_t *jnum(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+static json_t *jarr(const double *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) json_array_append_new(a, jnum(v[i]));
+    return a;
+}
+
+static mr_status write_json(const char *dir, const char *name, json_t *j, mr_error *err)
+{
+    char *path = mr_path_join(dir, name);
+    char *t = j ? json_dumps(j, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12)) : NULL;
+    mr_status rc = path && t ? mr_fs_write_atomic(path, t, strlen(t), err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    free(t);
+    mr_free(path);
+    return rc;
+}
+
+static mr_status parse_cfg(const mr_value *def, eval_cfg *c, mr_error *err)
+{
+    double v;
+    mr_status rc;
+    memset(c, 0, sizeof(*c));
+    c->label = mr__opt_str(def, "label", NULL);
+    c->id = mr__opt_str(def, "id", NULL);
+    c->tier = mr__opt_str(def, "tier", "full");
+    c->prefix = mr__opt_str(def, "prefix", "test");
+    if (strcmp(c->tier, "fast") && strcmp(c->tier, "full")) {
+        rc = MR_ERR(err, MR_E_INVALID_ARG, "tier must be 'fast' or 'full', got '%s'", c->tier);
+        mr_error_key(err, "tier");
+        return rc;
+    }
+    c->full = !strcmp(c->tier, "full");
+    if ((rc = mr__opt_num(def, "evaluate", "sample_size", 10000, &v, err)) != MR_OK) return rc;
+    if (v < 1) return MR_ERR(err, MR_E_INVALID_ARG, "sample_size must be >= 1");
+    c->sample_size = (size_t)v;
+    if ((rc = mr__opt_num(def, "evaluate", "seed", 0, &v, err)) != MR_OK) return rc;
+    c->seed = (uint64_t)(int64_t)v;
+    if ((rc = mr__opt_num(def, "evaluate", "top_k_wrong", 10, &v, err)) != MR_OK) return rc;
+    if (v < 0 || v > 10000) return MR_ERR(err, MR_E_INVALID_ARG, "top_k_wrong must be in [0, 10000]");
+    c->top_k = (size_t)v;
+    if ((rc = mr__opt_num(def, "evaluate", "threshold", 0.5, &c->threshold, err)) != MR_OK) return rc;
+    const mr_value *b = mr_value_get(def, "bootstrap");
+    static const char *const bkeys[] = {"n", "alpha", "seed"};
+    if ((rc = mr__check_keys(b, "bootstrap", bkeys, 3, err)) != MR_OK) return rc;
+    if ((rc = mr__opt_num(b, "bootstrap", "n", 200, &v, err)) != MR_OK) return rc;
+    if (v < 0 || v > 100000) return MR_ERR(err, MR_E_INVALID_ARG, "bootstrap.n must be in [0, 100000]");
+    c->n_boot = (size_t)v;
+    if ((rc = mr__opt_num(b, "bootstrap", "alpha", 0.05, &c->alpha, err)) != MR_OK) return rc;
+    if (!(c->alpha > 0 && c->alpha < 1)) return MR_ERR(err, MR_E_INVALID_ARG, "bootstrap.alpha must be in (0, 1)");
+    if ((rc = mr__opt_num(b, "bootstrap", "seed", 0, &v, err)) != MR_OK) return rc;
+    c->boot_seed = (uint64_t)(int64_t)v;
+    const mr_value *s = mr_value_get(def, "slices");
+    static const char *const skeys[] = {"categorical", "numeric", "buckets", "metric", "min_rows"};
+    if ((rc = mr__check_keys(s, "slices", skeys, 5, err)) != MR_OK) return rc;
+    if ((rc = mr__opt_num(s, "slices", "buckets", 4, &v, err)) != MR_OK) return rc;
+    if (v < 1 || v > 100) return MR_ERR(err, MR_E_INVALID_ARG, "slices.buckets must be in [1, 100]");
+    c->buckets = (size_t)v;
+    if ((rc = mr__opt_num(s, "slices", "min_rows", 10, &v, err)) != MR_OK) return rc;
+    c->min_rows = v < 1 ? 1 : (size_t)v;
+    c->slice_metric = mr__opt_str(s, "metric", NULL);
+    c->pass = mr__strings_of(def, "passthrough", &c->n_pass);
+    c->cats = mr__strings_of(s, "categorical", &c->n_cats);
+    c->nums = mr__strings_of(s, "numeric", &c->n_nums);
+    if (!c->pass || !c->cats || !c->nums) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    return MR_OK;
+}
+
+/* A numeric column as doubles (NaN for nulls). */
+static mr_status column_doubles(const mr_column *c, double *out, mr_error *err)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        if (mr_column_is_null(c, i)) {
+            out[i] = NAN;
+            continue;
+        }
+        switch (c->type) {
+        case MR_T_BOOL: out[i] = ((const uint8_t *)c->data)[i]; break;
+        case MR_T_INT64: out[i] = (double)((const int64_t *)c->data)[i]; break;
+        case MR_T_FLOAT64: out[i] = ((const double *)c->data)[i]; break;
+        case MR_T_FLOAT32: out[i] = ((const float *)c->data)[i]; break;
+        default: {
+            mr_status rc = MR_ERR(err, MR_E_SCHEMA, "column '%s' must be numeric, got %s", c->name, mr_dtype_name(c->type));
+            mr_error_key(err, c->name);
+            return rc;
+        }
+        }
+    }
+    return MR_OK;
+}
+
+static const mr_column *need_column(const mr_table *t, const char *name, const char *role, mr_error *err)
+{
+    const mr_column *c = mr_table_column(t, name);
+    if (c) return c;
+    MR_ERR(err, MR_E_NOT_FOUND, "%s column '%s' is not in the evaluation data", role, name);
+    mr_error_key(err, name);
+    const char **names = mr_calloc(t->n_cols ? t->n_cols : 1, sizeof(*names));
+    if (names) {
+        for (size_t k = 0; k < t->n_cols; k++) names[k] = t->cols[k]->name;
+        const char *best = mr_closest(name, names, t->n_cols);
+        if (best) mr_error_hint(err, "did you mean '%s'?", best);
+        mr_free(names);
+    }
+    return NULL;
+}
+
+/* Category codes of a column for slicing: distinct values by frequency
+ * (most frequent first, ties by text), at most 50; the rest share "(other)". */
+typedef struct cat_entry {
+    char *text;
+    size_t count;
+} cat_entry;
+static int cmp_text(const void *a, const void *b)
+{
+    return strcmp(((const cat_entry *)a)->text, ((const cat_entry *)b)->text);
+}
+static int cmp_count(const void *a, const void *b)
+{
+    const cat_entry *x = a, *y = b;
+    if (x->count != y->count) return x->count < y->count ? 1 : -1;
+    return strcmp(x->text, y->text);
+}
+static mr_status category_codes(const mr_column *c, int32_t *codes, char ***names_out, size_t *n_out, mr_error *err)
+{
+    size_t n = c->n, nd = 0;
+    char **txt = mr_calloc(n ? n : 1, sizeof(char *));
+    cat_entry *ent = mr_calloc(n ? n : 1, sizeof(cat_entry));
+    mr_buf b;
+    mr_buf_init(&b);
+    mr_status rc = txt && ent ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t i = 0; rc == MR_OK && i < n; i++) {
+        if (mr_column_is_null(c, i)) continue;
+        b.len = 0;
+        if ((rc = mr_column_format(c, i, &b)) != MR_OK || !(txt[i] = mr_strdup(b.data ? b.data : ""))) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            break;
+        }
+        ent[nd++] = (cat_entry){txt[i], 1};
+    }
+    if (rc == MR_OK) {
+        qsort(ent, nd, sizeof(*ent), cmp_text);
+        size_t u = 0;
+        for (size_t i = 0; i < nd; i++) {
+            if (u && !strcmp(ent[u - 1].text, ent[i].text)) ent[u - 1].count++;
+            else ent[u++] = ent[i];
+        }
+        qsort(ent, u, sizeof(*ent), cmp_count);
+        size_t keep = u > 50 ? 49 : u, n_names = keep + (u > keep);
+        char **names = mr_calloc(n_names ? n_names : 1, sizeof(char *));
+        if (!names) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        for (size_t k = 0; rc == MR_OK && k < n_names; k++)
+            if (!(names[k] = mr_strdup(k < keep ? ent[k].text : "(other)"))) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        for (size_t i = 0; rc == MR_OK && i < n; i++) {
+            codes[i] = -1;
+            if (!txt[i]) continue;
+            codes[i] = (int32_t)keep;
+            for (size_t k = 0; k < keep; k++)
+                if (!strcmp(names[k], txt[i])) {
+                    codes[i] = (int32_t)k;
+                    break;
+                }
+        }
+        if (rc == MR_OK) {
+            *names_out = names;
+            *n_out = n_names;
+        } else if (names) {
+            for (size_t k = 0; k < n_names; k++) mr_free(names[k]);
+            mr_free(names);
+        }
+    }
+    for (size_t i = 0; txt && i < n; i++) mr_free(txt[i]);
+    mr_free(txt);
+    mr_free(ent);
+    mr_buf_free(&b);
+    return rc;
+}
+
+static json_t *slice_json(const char *column, const mr_slice *s, int regression)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "column", json_string(column));
+    json_object_set_new(o, "label", json_string(s->label));
+    json_object_set_new(o, "rows", json_integer((json_int_t)s->n_rows));
+    json_object_set_new(o, "defined", json_boolean(s->status == MR_OK));
+    json_object_set_new(o, "value", s->status == MR_OK ? jnum(s->ci.point) : json_null());
+    json_object_set_new(o, "lo", s->status == MR_OK ? jnum(s->ci.lo) : json_null());
+    json_object_set_new(o, "hi", s->status == MR_OK ? jnum(s->ci.hi) : json_null());
+    json_object_set_new(o, "flagged", json_boolean(s->flagged));
+    if (s->status != MR_OK) json_object_set_new(o, "message", json_string(s->message));
+    if (regression) json_object_set_new(o, "residual_quantiles", jarr(s->resid_q, 5));
+    return o;
+}
+
+/* {name: text} of the model's features for one row of t. */
+static json_t *row_features(const mr_model *m, const mr_table *t, size_t row)
+{
+    json_t *o = json_object();
+    mr_buf b;
+    mr_buf_init(&b);
+    for (size_t j = 0; j < mr_model_num_features(m); j++) {
+        const mr_column *c = mr_table_column(t, mr_model_feature_name(m, j));
+        if (!c) continue;
+        b.len = 0;
+        if (mr_column_format(c, row, &b) == MR_OK)
+            json_object_set_new(o, mr_model_feature_name(m, j), json_string(b.data ? b.data : ""));
+    }
+    mr_buf_free(&b);
+    return o;
+}
+
+typedef struct eval_state {
+    mr_op_ctx *ctx;
+    const eval_cfg *c;
+    mr_metric_task task;
+    mr_metric_data d;
+    size_t K;
+    const mr_table *preds; /* the predictions artifact (metrics read from its columns) */
+    const mr_table *feat;  /* the table the model read (feature values for error lists) */
+    const mr_model *model;
+    json_t *metrics, *undefined;
+    mr_interval slice_overall;
+    mr_metric_id slice_id;
+} eval_state;
+
+static mr_status compute_metrics(eval_state *s, mr_error *err)
+{
+    const metric_name *ms = s->task == MR_TASK_BINARY ? binary_metrics : s->task == MR_TASK_MULTICLASS ? multi_metrics : reg_metrics;
+    size_t nm = s->task == MR_TASK_BINARY       ? sizeof(binary_metrics) / sizeof(*ms)
+                : s->task == MR_TASK_MULTICLASS ? sizeof(multi_metrics) / sizeof(*ms)
+                                                : sizeof(reg_metrics) / sizeof(*ms);
+    int threads = s->ctx->threads > 1 ? 0 : 1;
+    for (size_t k = 0; k < nm; k++) {
+        mr_error e;
+        mr_error_init(&e);
+        mr_interval ci = {NAN, NAN, NAN, 0, 0};
+        mr_status rc;
+        if (s->c->full && s->c->n_boot)
+            rc = mr_bootstrap_metric(ms[k].id, s->c->threshold, &s->d, s->c->n_boot, s->c->alpha, s->c->boot_seed, threads,
+                                     &ci, &e);
+        else
+            rc = mr_metric_eval(ms[k].id, &s->d, s->c->threshold, &ci.point, &e);
+        if (rc == MR_E_NOMEM) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (rc != MR_OK) {
+            /* Undefined for this data (one class for AUC): recorded, not fatal. */
+            json_object_set_new(s->undefined, ms[k].name, json_string(e.msg));
+            dprintf(s->ctx->log_fd, "%s: undefined: %s\n", ms[k].name, e.msg);
+            continue;
+        }
+        json_t *o = json_object();
+        json_object_set_new(o, "value", jnum(ci.point));
+        json_object_set_new(o, "lo", jnum(ci.lo));
+        json_object_set_new(o, "hi", jnum(ci.hi));
+        json_object_set_new(o, "higher_is_better", json_boolean(mr_metric_higher_is_better(ms[k].id)));
+        json_object_set_new(s->metrics, ms[k].name, o);
+        char name[160];
+        snprintf(name, sizeof(name), "%s.%s", s->c->prefix, ms[k].name);
+        mr_op_metric(s->ctx, name, 0, ci.point);
+        if (isnan(ci.lo))
+            dprintf(s->ctx->log_fd, "%-10s %.6g\n", ms[k].name, ci.point);
+        else
+            dprintf(s->ctx->log_fd, "%-10s %.6g  [%.6g, %.6g]\n", ms[k].name, ci.point, ci.lo, ci.hi);
+        if (ms[k].id == s->slice_id) s->slice_overall = ci;
+    }
+    return MR_OK;
+}
+
+static json_t *curve_json(const mr_curve *cv, const char *aux_name)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "x", jarr(cv->x, cv->n));
+    json_object_set_new(o, "y", jarr(cv->y, cv->n));
+    if (aux_name && cv->aux) json_object_set_new(o, aux_name, jarr(cv->aux, cv->n));
+    return o;
+}
+
+static mr_status compute_curves(eval_state *s, json_t *curves, mr_error *err)
+{
+    mr_curve cv = {0};
+    mr_status rc = MR_OK;
+    mr_error e;
+    mr_error_init(&e);
+#define CURVE(call, key, aux)                                                       \
+    do {                                                                            \
+        mr_error_clear(&e);                                                         \
+        if ((call) == MR_OK) json_object_set_new(curves, key, curve_json(&cv, aux)); \
+        else if (e.code == MR_E_NOMEM) rc = MR_ERR(err, MR_E_NOMEM, "out of memory"); \
+        else json_object_set_new(curves, key, json_pack("{s:s}", "undefined", e.msg)); \
+        mr_curve_free(&cv);                                                         \
+    } while (0)
+    if (s->task == MR_TASK_BINARY) {
+        CURVE(mr_curve_roc(&s->d, 400, &cv, &e), "roc", "threshold");
+        CURVE(mr_curve_pr(&s->d, 400, &cv, &e), "pr", "threshold");
+        CURVE(mr_curve_calibration(&s->d, 10, MR_CALIB_UNIFORM, &cv, &e), "calibration", "rows");
+        CURVE(mr_curve_gain(&s->d, 10, &cv, &e), "gain", "lift");
+    } else if (s->task == MR_TASK_REGRESSION) {
+        CURVE(mr_curve_residuals(&s->d, 2000, &cv, &e), "residuals", "row");
+    } else {
+        /* One-vs-rest ROC per class, from the same probability matrix. */
+        size_t n = s->d.n;
+        double *yk = mr_malloc(n * sizeof(double)), *pk = mr_malloc(n * sizeof(double));
+        json_t *per = json_array();
+        if (!yk || !pk || !per) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        for (size_t k = 0; rc == MR_OK && k < s->K; k++) {
+            for (size_t i = 0; i < n; i++) {
+                yk[i] = s->d.y[i] == (double)k;
+                pk[i] = s->d.proba[i * s->K + k];
+            }
+            mr_metric_data dk;
+            mr_metric_data_binary(&dk, yk, pk, s->d.w, n);
+            mr_error_clear(&e);
+            if (mr_curve_roc(&dk, 200, &cv, &e) == MR_OK) json_array_append_new(per, curve_json(&cv, NULL));
+            else json_array_append_new(per, json_pack("{s:s}", "undefined", e.msg));
+            mr_curve_free(&cv);
+        }
+        json_object_set_new(curves, "roc_ovr", per);
+        mr_free(yk);
+        mr_free(pk);
+    }
+#undef CURVE
+    return rc;
+}
+
+static mr_status compute_slices(eval_state *s, json_t *sj, mr_error *err)
+{
+    const eval_cfg *c = s->c;
+    size_t n = s->d.n;
+    mr_slice_opts o;
+    mr_slice_opts_init(&o);
+    o.metric = s->slice_id;
+    o.threshold = c->threshold;
+    o.n_resamples = c->n_boot;
+    o.alpha = c->alpha;
+    o.seed = c->boot_seed;
+    o.threads = s->ctx->threads > 1 ? 0 : 1;
+    o.min_rows = c->min_rows;
+    json_t *arr = json_array();
+    json_object_set_new(sj, "metric", json_string(mr_metric_name(s->slice_id)));
+    json_object_set_new(sj, "higher_is_better", json_boolean(mr_metric_higher_is_better(s->slice_id)));
+    json_object_set_new(sj, "overall", jnum(s->slice_overall.point));
+    json_object_set_new(sj, "slices", arr);
+    int32_t *codes = mr_malloc((n ? n : 1) * sizeof(int32_t));
+    double *x = mr_malloc((n ? n : 1) * sizeof(double));
+    mr_status rc = codes && x ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    size_t n_flag = 0;
+    for (size_t k = 0; rc == MR_OK && k < c->n_cats + c->n_nums; k++) {
+        int cat = k < c->n_cats;
+        const char *col = cat ? c->cats[k] : c->nums[k - c->n_cats];
+        const mr_column *cc = need_column(s->preds, col, "slice", err);
+        mr_slice *sl = NULL;
+        size_t n_sl = 0;
+        char **names = NULL;
+        size_t n_names = 0;
+        if (!cc) {
+            rc = MR_E_NOT_FOUND;
+            break;
+        }
+        if (cat) {
+            rc = category_codes(cc, codes, &names, &n_names, err);
+            if (rc == MR_OK)
+                rc = mr_slices_categorical(&s->d, col, codes, (const char *const *)names, n_names, &o, &s->slice_overall, &sl,
+                                           &n_sl, err);
+        } else {
+            rc = column_doubles(cc, x, err);
+            if (rc == MR_OK) rc = mr_slices_numeric(&s->d, col, x, c->buckets, &o, &s->slice_overall, &sl, &n_sl, err);
+        }
+        for (size_t i = 0; rc == MR_OK && i < n_sl; i++) {
+            json_array_append_new(arr, slice_json(col, &sl[i], s->task == MR_TASK_REGRESSION));
+            if (sl[i].flagged) {
+                n_flag++;
+                dprintf(s->ctx->log_fd, "slice %s: %s %.4g [%.4g, %.4g] is worse than overall %.4g\n", sl[i].label,
+                        mr_metric_name(s->slice_id), sl[i].ci.point, sl[i].ci.lo, sl[i].ci.hi, s->slice_overall.point);
+            }
+        }
+        for (size_t i = 0; i < n_names; i++) mr_free(names[i]);
+        mr_free(names);
+        mr_free(sl);
+    }
+    json_object_set_new(sj, "n_flagged", json_integer((json_int_t)n_flag));
+    mr_free(codes);
+    mr_free(x);
+    return rc;
+}
+
+static json_t *error_row(eval_state *s, size_t row, const char *key, double v)
+{
+    json_t *o = json_object();
+    const mr_column *rowc = mr_table_column(s->preds, "row");
+    json_object_set_new(o, "row", json_integer(((const int64_t *)rowc->data)[row]));
+    if (s->c->id) {
+        mr_buf b;
+        mr_buf_init(&b);
+        if (mr_column_format(mr_table_column(s->preds, s->c->id), row, &b) == MR_OK)
+            json_object_set_new(o, "id", json_string(b.data ? b.data : ""));
+        mr_buf_free(&b);
+    }
+    json_object_set_new(o, "label", jnum(s->d.y[row]));
+    if (s->task == MR_TASK_MULTICLASS) {
+        size_t best = 0;
+        for (size_t k = 1; k < s->K; k++)
+            if (s->d.proba[row * s->K + k] > s->d.proba[row * s->K + best]) best = k;
+        json_object_set_new(o, "prediction", json_integer((json_int_t)best));
+    } else {
+        json_object_set_new(o, "prediction", jnum(s->d.score[row]));
+    }
+    json_object_set_new(o, key, jnum(v));
+    json_object_set_new(o, "features", row_features(s->model, s->feat, row));
+    return o;
+}
+
+static mr_status compute_errors(eval_state *s, json_t *ej, mr_error *err)
+{
+    size_t k = s->c->top_k;
+    size_t *rows = mr_malloc((k ? k : 1) * sizeof(size_t));
+    double *val = mr_malloc((k ? k : 1) * sizeof(double));
+    mr_status rc = rows && val ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    size_t m = 0;
+    if (rc == MR_OK && s->task != MR_TASK_REGRESSION) {
+        rc = k ? mr_metric_top_wrong(&s->d, s->c->threshold, k, rows, val, &m, err) : MR_OK;
+        json_t *a = json_array();
+        for (size_t i = 0; rc == MR_OK && i < m; i++) json_array_append_new(a, error_row(s, rows[i], "confidence", val[i]));
+        json_object_set_new(ej, "most_confident_wrong", a);
+    } else if (rc == MR_OK) {
+        for (int worst = 1; rc == MR_OK && worst >= 0; worst--) {
+            rc = k ? mr_metric_extreme_residuals(&s->d, worst, k, rows, val, &m, err) : MR_OK;
+            json_t *a = json_array();
+            for (size_t i = 0; rc == MR_OK && i < m; i++) json_array_append_new(a, error_row(s, rows[i], "residual", val[i]));
+            json_object_set_new(ej, worst ? "worst_residuals" : "best_residuals", a);
+        }
+    }
+    mr_free(rows);
+    mr_free(val);
+    return rc;
+}
+
+/* Adds a FLOAT64 column made of v (n values) to t. */
+static mr_status add_f64(mr_table *t, const char *name, const double *v, size_t n, size_t stride, mr_error *err)
+{
+    mr_column *c = NULL;
+    mr_status rc = mr_column_new(name, MR_T_FLOAT64, n, &c, err);
+    for (size_t i = 0; rc == MR_OK && i < n; i++) rc = mr_column_append_float64(c, v[i * stride]);
+    if (rc != MR_OK) {
+        mr_column_free(c);
+        return rc == MR_E_NOMEM ? MR_ERR(err, rc, "out of memory") : rc;
+    }
+    return mr_table_add_column(t, c, err);
+}
+
+static mr_status run_evaluate(mr_op_ctx *ctx, mr_error *err)
+{
+    const mr_value *def = ctx->def;
+    eval_cfg c;
+    mr_model *model = NULL;
+    mr_table *data = NULL, *sub = NULL, *fx_out = NULL, *preds = NULL;
+    mr_features *fx = NULL;
+    double *y = NULL, *pred = NULL, *score = NULL;
+    size_t *idx = NULL;
+    uint32_t *idx32 = NULL;
+    char *model_file = NULL, *fx_file = NULL, *fx_bytes = NULL, *pred_path = NULL;
+    json_t *mj = json_object(), *cj = json_object(), *sj = json_object(), *ej = json_object();
+    eval_state s;
+    memset(&s, 0, sizeof(s));
+    mr_status rc = parse_cfg(def, &c, err);
+    if (rc != MR_OK) goto done;
+    if (!mj || !cj || !sj || !ej) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    model_file = mr__file_in(mr__opt_str(def, "model", ""), "model.bin");
+    if (!model_file) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = mr_model_load(model_file, &model, err)) != MR_OK) goto done;
+    if ((rc = mr_read_table(mr__opt_str(def, "data", ""), &data, err)) != MR_OK) goto done;
+    const char *obj = mr_model_objective_name(model);
+    s.task = !strcmp(obj, "binary") ? MR_TASK_BINARY : !strcmp(obj, "multiclass") ? MR_TASK_MULTICLASS : MR_TASK_REGRESSION;
+    s.K = mr_model_num_outputs(model);
+    size_t n_all = data->n_rows;
+    const mr_column *lc = need_column(data, c.label, "label", err);
+    if (!lc) {
+        rc = MR_E_NOT_FOUND;
+        goto done;
+    }
+    y = mr_malloc((n_all ? n_all : 1) * sizeof(double));
+    if (!y) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = column_doubles(lc, y, err)) != MR_OK) goto done;
+    for (size_t i = 0; i < n_all; i++)
+        if (isnan(y[i])) {
+            rc = MR_ERR(err, MR_E_INVALID_ARG, "row %zu: the label '%s' is missing", i + 1, c.label);
+            mr_error_key(err, c.label);
+            goto done;
+        }
+    /* Row selection: every row (full) or a stratified subsample (fast). */
+    size_t n = n_all;
+    idx = mr_malloc((n_all ? n_all : 1) * sizeof(size_t));
+    idx32 = mr_malloc((n_all ? n_all : 1) * sizeof(uint32_t));
+    if (!idx || !idx32) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if (!c.full && c.sample_size < n_all) {
+        if ((rc = mr_metric_subsample_stratified(y, n_all, c.sample_size, c.seed, idx, &n, err)) != MR_OK) goto done;
+    } else {
+        for (size_t i = 0; i < n_all; i++) idx[i] = i;
+    }
+    if (n_all > UINT32_MAX) {
+        rc = MR_ERR(err, MR_E_LIMIT, "evaluation data has more than 2^32 rows");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) idx32[i] = (uint32_t)idx[i];
+    if (n != n_all) {
+        if ((rc = mr_table_take(data, idx32, n, &sub, err)) != MR_OK) goto done;
+        for (size_t i = 0; i < n; i++) y[i] = y[idx[i]];
+    }
+    const mr_table *et = sub ? sub : data;
+    dprintf(ctx->log_fd, "evaluating %s %s model on %zu of %zu rows (tier %s)\n", mr_model_kind_name(model), obj, n, n_all,
+            c.tier);
+    /* Fitted features, when given, are applied exactly as at training time. */
+    const char *fxp = mr__opt_str(def, "features", NULL);
+    if (fxp) {
+        size_t len = 0;
+        fx_file = mr__file_in(fxp, "features.bin");
+        if (!fx_file) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            goto done;
+        }
+        if ((rc = mr_fs_read_file(fx_file, (size_t)1 << 30, &fx_bytes, &len, err)) != MR_OK) goto done;
+        if ((rc = mr_features_load(fx_bytes, len, &fx, err)) != MR_OK) goto done;
+        if ((rc = mr_features_apply(fx, et, &fx_out, err)) != MR_OK) goto done;
+    }
+    const mr_table *xt = fx_out ? fx_out : et;
+    size_t K = 0;
+    double t0 = mr_now();
+    if ((rc = mr_model_predict_table(model, xt, 0, &pred, &K, err)) != MR_OK) goto done;
+    double pred_s = mr_now() - t0;
+    dprintf(ctx->log_fd, "predicted %zu rows in %.3fs\n", n, pred_s);
+
+    /* The predictions artifact. */
+    if ((rc = mr_table_new(&preds, err)) != MR_OK) goto done;
+    {
+        mr_column *rowc = NULL;
+        rc = mr_column_new("row", MR_T_INT64, n, &rowc, err);
+        for (size_t i = 0; rc == MR_OK && i < n; i++) rc = mr_column_append_int64(rowc, (int64_t)idx[i]);
+        if (rc == MR_OK) rc = mr_table_add_column(preds, rowc, err);
+        else mr_column_free(rowc);
+    }
+    const char *id_name = c.id;
+    if (rc == MR_OK && id_name) {
+        const mr_column *ic = need_column(et, id_name, "id", err);
+        mr_column *copy = NULL;
+        rc = ic ? mr_column_slice(ic, 0, n, &copy, err) : MR_E_NOT_FOUND;
+        if (rc == MR_OK) rc = mr_table_add_column(preds, copy, err);
+    }
+    if (rc == MR_OK) rc = add_f64(preds, "label", y, n, 1, err);
+    if (rc == MR_OK && s.task != MR_TASK_MULTICLASS) rc = add_f64(preds, "score", pred, n, 1, err);
+    for (size_t k = 0; rc == MR_OK && s.task == MR_TASK_MULTICLASS && k < K; k++) {
+        char name[32];
+        snprintf(name, sizeof(name), "proba_%zu", k);
+        rc = add_f64(preds, name, pred + k, n, K, err);
+    }
+    /* Passthrough columns, then slice columns not already there. */
+    for (size_t k = 0; rc == MR_OK && k < c.n_pass + c.n_cats + c.n_nums; k++) {
+        const char *name = k < c.n_pass ? c.pass[k] : k < c.n_pass + c.n_cats ? c.cats[k - c.n_pass] : c.nums[k - c.n_pass - c.n_cats];
+        if (mr_table_column(preds, name)) continue;
+        const mr_column *pc = need_column(et, name, k < c.n_pass ? "passthrough" : "slice", err);
+        mr_column *copy = NULL;
+        rc = pc ? mr_column_slice(pc, 0, n, &copy, err) : MR_E_NOT_FOUND;
+        if (rc == MR_OK) rc = mr_table_add_column(preds, copy, err);
+    }
+    if (rc != MR_OK) goto done;
+    pred_path = mr_path_join(ctx->outputs[0].path, "predictions.parquet");
+    if (!pred_path) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = mr_write_table(pred_path, preds, err)) != MR_OK) goto done;
+
+    /* From here on every number reads the predictions table's columns. */
+    const double *py = mr_table_column(preds, "label")->data;
+    if (s.task == MR_TASK_BINARY) {
+        mr_metric_data_binary(&s.d, py, mr_table_column(preds, "score")->data, NULL, n);
+    } else if (s.task == MR_TASK_REGRESSION) {
+        mr_metric_data_regression(&s.d, py, mr_table_column(preds, "score")->data, NULL, n);
+    } else {
+        /* Metrics want a row-major (n, K) matrix: gathered from proba_k. */
+        score = mr_malloc(((n * K) > 0 ? n * K : 1) * sizeof(double));
+        if (!score) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            goto done;
+        }
+        for (size_t k = 0; k < K; k++) {
+            char name[32];
+            snprintf(name, sizeof(name), "proba_%zu", k);
+            const double *pk = mr_table_column(preds, name)->data;
+            for (size_t i = 0; i < n; i++) score[i * K + k] = pk[i];
+        }
+        mr_metric_data_multiclass(&s.d, py, score, K, NULL, n);
+    }
+    if ((rc = mr_metric_validate(&s.d, 0, err)) != MR_OK) {
+        mr_error_key(err, c.label);
+        goto done;
+    }
+    s.ctx = ctx;
+    s.c = &c;
+    s.preds = preds;
+    s.feat = xt;
+    s.model = model;
+    s.metrics = json_object();
+    s.undefined = json_object();
+    json_object_set_new(mj, "metrics", s.metrics);
+    json_object_set_new(mj, "undefined", s.undefined);
+    s.slice_overall = (mr_interval){NAN, NAN, NAN, 0, 0};
+    s.slice_id = s.task == MR_TASK_BINARY ? MR_METRIC_ROC_AUC : s.task == MR_TASK_MULTICLASS ? MR_METRIC_ACCURACY : MR_METRIC_RMSE;
+    if (c.slice_metric) {
+        const char *nm = !strcmp(c.slice_metric, "auc") ? "roc_auc" : !strcmp(c.slice_metric, "ap") ? "avg_precision" : c.slice_metric;
+        if ((rc = mr_metric_by_name(nm, &s.slice_id, err)) != MR_OK) {
+            mr_error_key(err, "slices.metric");
+            goto done;
+        }
+    }
+    if ((rc = compute_metrics(&s, err)) != MR_OK) goto done;
+    mr_op_metric(ctx, "eval_rows", 0, (double)n);
+    json_object_set_new(mj, "task", json_string(s.task == MR_TASK_BINARY ? "binary" : s.task == MR_TASK_MULTICLASS ? "multiclass" : "regression"));
+    json_object_set_new(mj, "tier", json_string(c.tier));
+    json_object_set_new(mj, "rows", json_integer((json_int_t)n));
+    json_object_set_new(mj, "rows_total", json_integer((json_int_t)n_all));
+    json_object_set_new(mj, "label", json_string(c.label));
+    json_object_set_new(mj, "model_kind", json_string(mr_model_kind_name(model)));
+    json_object_set_new(mj, "objective", json_string(obj));
+    json_object_set_new(mj, "predict_seconds", json_real(pred_s));
+    if (s.task == MR_TASK_BINARY) json_object_set_new(mj, "threshold", json_real(c.threshold));
+    json_object_set_new(mj, "bootstrap", c.full && c.n_boot ? json_pack("{s:I,s:f,s:I}", "n", (json_int_t)c.n_boot, "alpha", c.alpha, "seed", (json_int_t)c.boot_seed) : json_null());
+    /* Confusion matrix (classification). */
+    if (s.task == MR_TASK_BINARY) {
+        mr_binary_scores bs;
+        if (mr_metric_binary_at(&s.d, c.threshold, &bs, NULL) == MR_OK)
+            json_object_set_new(mj, "confusion", json_pack("{s:[ss],s:[[ff][ff]]}", "labels", "0", "1", "matrix", bs.cm.tn,
+                                                           bs.cm.fp, bs.cm.fn, bs.cm.tp));
+        mr_binary_scores opt;
+        if (mr_metric_f1_optimal(&s.d, &opt, NULL) == MR_OK)
+            json_object_set_new(mj, "f1_optimal", json_pack("{s:f,s:f}", "threshold", opt.threshold, "f1", opt.f1));
+    } else if (s.task == MR_TASK_MULTICLASS) {
+        double *cm = mr_calloc(K * K, sizeof(double));
+        mr_multiclass_scores ms;
+        if (cm && mr_metric_multiclass(&s.d, &ms, cm, NULL) == MR_OK) {
+            json_t *labels = json_array(), *mat = json_array();
+            for (size_t a = 0; a < K; a++) {
+                char t[24];
+                snprintf(t, sizeof(t), "%zu", a);
+                json_array_append_new(labels, json_string(t));
+                json_array_append_new(mat, jarr(cm + a * K, K));
+            }
+            json_object_set_new(mj, "confusion", json_pack("{s:o,s:o}", "labels", labels, "matrix", mat));
+        }
+        mr_free(cm);
+    }
+    json_object_set_new(cj, "tier", json_string(c.tier));
+    json_object_set_new(sj, "tier", json_string(c.tier));
+    json_object_set_new(ej, "tier", json_string(c.tier));
+    if (c.full) {
+        if ((rc = compute_curves(&s, cj, err)) != MR_OK) goto done;
+        if ((rc = compute_slices(&s, sj, err)) != MR_OK) goto done;
+        if ((rc = compute_errors(&s, ej, err)) != MR_OK) goto done;
+    }
+    if ((rc = write_json(ctx->outputs[0].path, "metrics.json", mj, err)) != MR_OK) goto done;
+    if ((rc = write_json(ctx->outputs[0].path, "curves.json", cj, err)) != MR_OK) goto done;
+    if ((rc = write_json(ctx->outputs[0].path, "slices.json", sj, err)) != MR_OK) goto done;
+    rc = write_json(ctx->outputs[0].path, "errors.json", ej, err);
+done:
+    mr_free((void *)c.pass);
+    mr_free((void *)c.cats);
+    mr_free((void *)c.nums);
+    mr_free(model_file);
+    mr_free(fx_file);
+    mr_free(fx_bytes);
+    mr_free(pred_path);
+    mr_free(y);
+    mr_free(pred);
+    mr_free(score);
+    mr_free(idx);
+    mr_free(idx32);
+    mr_features_free(fx);
+    mr_table_free(fx_out);
+    mr_table_free(preds);
+    mr_table_free(sub);
+    mr_table_free(data);
+    mr_model_free(model);
+    json_decref(mj);
+    json_decref(cj);
+    json_decref(sj);
+    json_decref(ej);
+    return rc;
+}
+
+const mr_op mr_op_evaluate = {
+    .name = "evaluate",
+    .version = 1,
+    .params = evaluate_params,
+    .outputs = NULL,
+    .run = run_evaluate,
+};

@@ -1,0 +1,72 @@
+/* Small helpers the built-in ops share: optional settings from a stage
+ * definition with type checks, string lists, and locating a model or a
+ * file inside a stage output directory. */
+#include "millrace/value.h"
+#include "ops_int.h"
+
+#include <math.h>
+#include <string.h>
+
+const char *mr__opt_str(const mr_value *map, const char *key, const char *dflt)
+{
+    const mr_value *v = mr_value_get(map, key);
+    return v && v->kind == MR_V_STR ? v->str : dflt;
+}
+
+mr_status mr__opt_num(const mr_value *map, const char *what, const char *key, double dflt, double *out, mr_error *err)
+{
+    const mr_value *v = mr_value_get(map, key);
+    *out = dflt;
+    if (!v || v->kind == MR_V_NULL) return MR_OK;
+    if (v->kind == MR_V_INT) *out = (double)v->u.i;
+    else if (v->kind == MR_V_FLOAT) *out = v->u.f;
+    else {
+        mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "%s: '%s' must be a number, got %s", what, key, mr_vkind_name(v->kind));
+        mr_error_at(err, NULL, v->line, v->col);
+        mr_error_key(err, key);
+        return rc;
+    }
+    if (!isfinite(*out)) {
+        mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "%s: '%s' must be finite", what, key);
+        mr_error_key(err, key);
+        return rc;
+    }
+    return MR_OK;
+}
+
+mr_status mr__check_keys(const mr_value *map, const char *what, const char *const *allowed, size_t n_allowed,
+                         mr_error *err)
+{
+    if (!map) return MR_OK;
+    if (map->kind != MR_V_MAP) return MR_ERR(err, MR_E_INVALID_ARG, "%s must be a mapping", what);
+    for (size_t k = 0; k < map->n; k++) {
+        int ok = 0;
+        for (size_t a = 0; a < n_allowed && !ok; a++) ok = !strcmp(map->keys[k], allowed[a]);
+        if (ok) continue;
+        mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "%s: unknown key '%s'", what, map->keys[k]);
+        mr_error_at(err, NULL, map->key_lines ? map->key_lines[k] : 0, map->key_cols ? map->key_cols[k] : 0);
+        const char *best = mr_closest(map->keys[k], allowed, n_allowed);
+        if (best) mr_error_hint(err, "did you mean '%s'?", best);
+        else mr_error_hint(err, "valid keys: see `millrace ops`");
+        return rc;
+    }
+    return MR_OK;
+}
+
+const char **mr__strings_of(const mr_value *def, const char *key, size_t *n)
+{
+    const mr_value *v = mr_value_get(def, key);
+    *n = 0;
+    size_t cap = v && v->kind == MR_V_SEQ ? v->n : 1;
+    const char **arr = mr_calloc(cap ? cap : 1, sizeof(*arr));
+    if (!arr || !v) return arr;
+    if (v->kind == MR_V_STR) arr[(*n)++] = v->str;
+    for (size_t k = 0; v->kind == MR_V_SEQ && k < v->n; k++)
+        if (v->items[k]->kind == MR_V_STR) arr[(*n)++] = v->items[k]->str;
+    return arr;
+}
+
+char *mr__file_in(const char *path, const char *name)
+{
+    return mr_fs_is_dir(path) ? mr_path_join(path, name) : mr_strdup(path);
+}
