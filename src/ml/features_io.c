@@ -424,7 +424,7 @@ static mr_status read_op(rd *r, ft_col *c, ft_op *op)
 static mr_status read_col(rd *r, ft_col *c)
 {
     mr_status rc;
-    size_t name_len;
+    size_t name_len = 0;
     if ((rc = get_str(r, "input name", &c->name, &name_len)) != MR_OK) return rc;
     if (name_len == 0 || strlen(c->name) != name_len) return corrupt(r, "input name is empty or holds a NUL byte");
     if ((rc = get_u8(r, "input kind", &c->categorical)) != MR_OK) return rc;
