@@ -288,7 +288,7 @@ static int data_ingest(int argc, char **argv)
     char **nulls = NULL, **parts = NULL, **cols = NULL;
     size_t n_nulls = 0, n_parts = 0, n_cols = 0;
     int json = 0, force = 0, rc = EXIT_OK;
-    long long n;
+    long long n = 0;
     mr_ingest_opts o;
     mr_ingest_opts_init(&o);
     mr_value *schema_doc = NULL;

@@ -165,7 +165,7 @@ mr_status mr_split_check(const mr_split_spec *s, const mr_table *t, mr_error *er
         }
         double prev = -INFINITY;
         for (size_t k = 0; k < s->n_cutoffs; k++) {
-            double v;
+            double v = 0;
             if (!s->cutoffs[k]) return MR_ERR(err, MR_E_INVALID_ARG, "split: cut-off %zu is missing", k + 1);
             if ((rc = parse_cutoff(c->type, s->cutoffs[k], &v, err)) != MR_OK) return rc;
             if (k && !(v > prev))
