@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make demo: runs examples/churn end to end in a scratch copy, then shows the
-# iteration loop: a learning-rate change re-runs the model stage only.
+# iteration loop: a learning-rate change re-runs training and evaluation,
+# never the data preparation.
 set -euo pipefail
 MILLRACE=${1:?usage: run-demo.sh /path/to/millrace}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -20,7 +21,7 @@ step "millrace run   (nothing changed: every stage comes from the cache)"
 "$MILLRACE" run
 step "millrace status -S train.learning_rate=0.05   (what a learning-rate change invalidates)"
 "$MILLRACE" status -S train.learning_rate=0.05
-step "millrace run -S train.learning_rate=0.05   (only the model stage executes)"
+step "millrace run -S train.learning_rate=0.05   (the model and its evaluation re-run; the data stages come from the cache)"
 "$MILLRACE" run -S train.learning_rate=0.05
 step "millrace compare 1 3"
 "$MILLRACE" compare 1 3
@@ -32,4 +33,5 @@ step "millrace verify"
 "$MILLRACE" verify
 json=$("$MILLRACE" run --json -S train.learning_rate=0.05)
 echo "$json" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['executed']==0 and d['cached']==$n_stages, d"
-printf '\ndemo finished in %s: %d stages ran, re-ran from the cache, and a param change re-ran only the model.\n' "$WORK" "$n_stages"
+printf '\ndemo finished in %s: %d stages ran, re-ran from the cache, and a param change re-ran the model and what reads it.\n' "$WORK" "$n_stages"
+printf 'report: %s/out/report/report.html\n' "$WORK"

@@ -293,10 +293,16 @@ static mr_status sec_training(mr_report *r, mr_buf *svg, json_t *show, mr_error 
             series = json_object();
             json_object_set_new(groups, strchr(name, '.') ? strchr(name, '.') + 1 : name, series);
         }
-        json_t *pts = json_object_get(series, name);
+        /* A curve is one stage's metric over steps: the same name recorded by
+         * two stages (rows_in of two transforms) is two one-point series. */
+        const char *stage = json_string_value(json_object_get(m, "stage"));
+        char skey[256];
+        if (stage) snprintf(skey, sizeof(skey), "%s (%s)", name, stage);
+        else snprintf(skey, sizeof(skey), "%s", name);
+        json_t *pts = json_object_get(series, skey);
         if (!pts) {
             pts = json_array();
-            json_object_set_new(series, name, pts);
+            json_object_set_new(series, skey, pts);
         }
         json_array_append_new(pts, json_pack("[ff]", jnumv(json_object_get(m, "step")) + 1, jnumv(json_object_get(m, "value"))));
     }
