@@ -87,8 +87,9 @@ static void test_space_errors(void **state)
     space_err("lr: {loguniform: [0, 0.3]}\n", "log scale needs low > 0", 1, 18);
     space_err("lr: {uniform: [1]}\n", "expected [low, high]", 1, 15);
     space_err("a: {uniform: [0, 1]}\nlr: {unifrom: [0, 1]}\n", "unknown key 'unifrom'", 2, 6);
-    space_err("a: {uniform: [0, 1]}\nb: {uniform: [0, 1], when: {c: x}}\nc: {choice: [x, y]}\n",
-              "not an earlier parameter", 2, 29);
+    space_err("a: {uniform: [0, 1]}\nb: {uniform: [0, 1], when: {d: x}}\nc: {choice: [x, y]}\n",
+              "not another parameter", 2, 29);
+    space_err("a: {choice: [x, y], when: {b: x}}\nb: {choice: [x, y], when: {a: y}}\n", "form a cycle", 1, 4);
     space_err("c: {choice: [x, y]}\nb: {uniform: [0, 1], when: {c: z}}\n", "'when' value 'z'", 2, 32);
     space_err("n: {int: [1.5, 4]}\n", "int bounds must be integers", 1, 10);
     space_err("n: {choice: []}\n", "non-empty list", 1, 13);

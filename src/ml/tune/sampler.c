@@ -246,7 +246,8 @@ static mr_status tpe_suggest(const mr_tune_space *s, const mr_tune_sampler_opts 
     if (n_good < 1) n_good = 1;
     for (size_t k = 0; k < n && k < n_good; k++) good[rk[k].idx] = 1;
     int n_cand = o->n_ei_candidates > 0 ? o->n_ei_candidates : 24;
-    for (size_t j = 0; j < s->n; j++) {
+    for (size_t q = 0; q < s->n; q++) {
+        size_t j = s->order[q];
         const mr__tune_param *p = &s->p[j];
         mr_rng r;
         stream_seed(&r, o->seed, trial, j);
@@ -339,7 +340,8 @@ mr_status mr_tune_suggest(const mr_tune_space *s, const mr_tune_sampler_opts *o,
     for (size_t i = 0; i < n_hist; i++) usable += hist[i].status != MR_TRIAL_FAILED;
     if (o->kind == MR_SAMPLER_TPE && usable >= (size_t)(o->n_startup_trials > 0 ? o->n_startup_trials : 1) && usable > 0)
         return tpe_suggest(s, o, hist, n_hist, trial, x, err);
-    for (size_t j = 0; j < s->n; j++) {
+    for (size_t q = 0; q < s->n; q++) {
+        size_t j = s->order[q];
         mr_rng r;
         stream_seed(&r, o->seed, trial, j);
         x[j] = mr_tune_space_active(s, j, x) ? sample_random(&s->p[j], &r) : NAN;

@@ -33,6 +33,7 @@ void mr_tune_space_free(mr_tune_space *s)
         mr_free(p->when_idx);
     }
     mr_free(s->p);
+    mr_free(s->order);
     mr_free(s);
 }
 
@@ -59,11 +60,15 @@ static mr_status parse_when(mr_tune_space *s, mr__tune_param *p, const mr_value 
     if (when->kind != MR_V_MAP || when->n != 1)
         return bad(err, file, when, "space.%s: 'when' must map one earlier choice parameter to its value(s)%s", p->name, "");
     ssize_t parent = param_index(s, when->keys[0]);
-    if (parent < 0 || parent >= (ssize_t)(p - s->p)) {
-        mr_status rc = MR_ERR(err, MR_E_SCHEMA, "space.%s: 'when' names '%s', which is not an earlier parameter", p->name,
+    if (parent < 0 || parent == (ssize_t)(p - s->p)) {
+        mr_status rc = MR_ERR(err, MR_E_SCHEMA, "space.%s: 'when' names '%s', which is not another parameter", p->name,
                               when->keys[0]);
         mr_error_at(err, file, when->key_lines[0], when->key_cols[0]);
-        mr_error_hint(err, "declare the choice parameter before the parameters that depend on it");
+        const char **names = mr_calloc(s->n, sizeof(*names));
+        for (size_t k = 0; names && k < s->n; k++) names[k] = s->p[k].name;
+        const char *best = names ? mr_closest(when->keys[0], names, s->n) : NULL;
+        if (best) mr_error_hint(err, "did you mean '%s'?", best);
+        mr_free(names);
         return rc;
     }
     mr__tune_param *pp = &s->p[parent];
@@ -94,6 +99,7 @@ static mr_status parse_when(mr_tune_space *s, mr__tune_param *p, const mr_value 
 static mr_status parse_param(mr_tune_space *s, mr__tune_param *p, const mr_value *spec, const char *file, mr_error *err)
 {
     static const char *const kinds[] = {"uniform", "loguniform", "int", "choice"};
+    (void)s;
     if (spec->kind != MR_V_MAP)
         return bad(err, file, spec, "space.%s: expected a mapping such as {uniform: [0, 1]}, got %s", p->name,
                    mr_vkind_name(spec->kind));
@@ -162,9 +168,7 @@ static mr_status parse_param(mr_tune_space *s, mr__tune_param *p, const mr_value
         if (p->log && p->lo <= 0)
             return bad(err, file, range, "space.%s: a log scale needs low > 0%s", p->name, "");
     }
-    const mr_value *when = mr_value_get(spec, "when");
     p->when_parent = -1;
-    if (when) return parse_when(s, p, when, file, err);
     return MR_OK;
 }
 
@@ -189,6 +193,36 @@ mr_status mr_tune_space_parse(const mr_value *v, const char *file, mr_tune_space
         s->p[j].name = mr_strdup(v->keys[j]);
         s->n++;
         rc = s->p[j].name ? parse_param(s, &s->p[j], v->items[j], file, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    /* Conditions, once every name is known (a mapping's order may be lost
+     * on the way, e.g. through a job file with sorted keys). */
+    for (size_t j = 0; j < v->n && rc == MR_OK; j++) {
+        const mr_value *when = mr_value_get(v->items[j], "when");
+        if (when) rc = parse_when(s, &s->p[j], when, file, err);
+    }
+    /* Sampling order: parents before children; a cycle is an error. */
+    if (rc == MR_OK && !(s->order = mr_calloc(s->n, sizeof(size_t)))) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) {
+        char *placed = mr_calloc(s->n, 1);
+        size_t k = 0;
+        int progress = 1;
+        while (placed && k < s->n && progress) {
+            progress = 0;
+            for (size_t j = 0; j < s->n; j++) {
+                int par = s->p[j].when_parent;
+                if (placed[j] || (par >= 0 && !placed[par])) continue;
+                placed[j] = 1;
+                s->order[k++] = j;
+                progress = 1;
+            }
+        }
+        if (!placed) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        else if (k < s->n) {
+            size_t j = 0;
+            while (placed[j]) j++;
+            rc = bad(err, file, v->items[j], "space.%s: its 'when' conditions form a cycle%s", s->p[j].name, "");
+        }
+        mr_free(placed);
     }
     if (rc != MR_OK) {
         mr_tune_space_free(s);

@@ -22,6 +22,7 @@ typedef struct mr__tune_param {
 struct mr_tune_space {
     mr__tune_param *p;
     size_t n;
+    size_t *order;       /* sampling order: every parent before its children */
 };
 
 #endif
