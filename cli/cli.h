@@ -45,5 +45,6 @@ int cmd_gc(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_model(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 #endif

@@ -572,6 +572,7 @@ static json_t *trial_json(const study *s, int n, const trial *tr)
     json_object_set_new(j, "status", json_string(status_name(tr->status)));
     json_object_set_new(j, "params", json_loads(pb.data ? pb.data : "{}", 0, NULL));
     json_object_set_new(j, "metric", json_string(s->metric));
+    json_object_set_new(j, "direction", json_string(s->maximize ? "maximize" : "minimize"));
     json_object_set_new(j, "value", isnan(tr->value) ? json_null() : json_real(tr->value));
     json_object_set_new(j, "round", json_integer((json_int_t)tr->n_curve));
     json_object_set_new(j, "metric_at_stop", tr->n_curve && !isnan(tr->curve[tr->n_curve - 1]) ? json_real(tr->curve[tr->n_curve - 1]) : json_null());
