@@ -76,6 +76,7 @@ typedef struct trial {
     size_t n_curve, cap_curve;
     int cached;
     double started, wall_s;
+    double done_s;          /* when it finished, seconds since the op started */
     char *error;
     pid_t pid;
     char *result_path;      /* train: the child's result file */
@@ -102,6 +103,7 @@ typedef struct study {
     mr_value *fixed;        /* fixed training params (a map; owned) */
     trial *t;
     mr_tune_trial *hist;    /* views of finished trials, in trial order */
+    double t0;              /* mr_now() when the op started */
 } study;
 
 /* Live exec trial process groups, for the SIGTERM handler (the worker kills
@@ -579,6 +581,7 @@ static json_t *trial_json(const study *s, int n, const trial *tr)
     json_object_set_new(j, "curve", curve);
     json_object_set_new(j, "cached", json_boolean(tr->cached));
     json_object_set_new(j, "wall_s", json_real(tr->wall_s));
+    json_object_set_new(j, "done_s", json_real(tr->done_s));
     if (tr->error) json_object_set_new(j, "error", json_string(tr->error));
     mr_buf_free(&pb);
     return j;
@@ -592,6 +595,7 @@ static void finish_trial(study *s, int n)
     tr->state = T_DONE;
     tr->pid = 0;
     if (!tr->cached) tr->wall_s = mr_now() - tr->started;
+    tr->done_s = mr_now() - s->t0;
     if (tr->status != MR_TRIAL_FAILED) tr->value = best_of(tr->curve, tr->n_curve, s->maximize);
     if (tr->status != MR_TRIAL_FAILED && isnan(tr->value)) {
         tr->status = MR_TRIAL_FAILED;
@@ -903,6 +907,7 @@ static mr_status run_tune(mr_op_ctx *ctx, mr_error *err)
     study s;
     memset(&s, 0, sizeof(s));
     s.ctx = ctx;
+    s.t0 = mr_now();
     int n_started = 0;
     struct sigaction sa, old;
     int handler = 0;
