@@ -47,5 +47,6 @@ int cmd_ops(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_model(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+int cmd_tune(int argc, char **argv);
 
 #endif

@@ -31,6 +31,7 @@ static const verb verbs[] = {
     {"train", cmd_train, "train a model on a data file (outside a pipeline)"},
     {"model", cmd_model, "inspect, dump or predict with a model file"},
     {"data", cmd_data, "ingest, inspect, head, stats and export datasets"},
+    {"tune", cmd_tune, "show a tune stage's leaderboard and parameter importances"},
     {"stage", cmd_stage, "run one stage from a job file (used by `millrace run`)"},
 };
 

@@ -10,6 +10,7 @@
 #include "millrace/linear.h"
 #include "millrace/metrics.h"
 #include "millrace/model.h"
+#include "millrace/tune.h"
 #include "millrace/features.h"
 #include "millrace/jsonl.h"
 #include "millrace/parquet.h"

@@ -51,6 +51,7 @@ extern const mr_param_def mr_stage_common_keys[];
 typedef struct mr_op_io {
     const char *name;  /* exec: the workspace path; built-ins: "stages.X.OUT" / output name */
     const char *path;  /* where to read (inputs) or write (outputs), relative to the workspace */
+    const char *id;    /* inputs: the artifact id the stage's key used (NULL if unknown) */
 } mr_op_io;
 
 /* What an op's run function gets. Built-in ops write their outputs into the
@@ -78,6 +79,20 @@ typedef struct mr_op_ctx {
  * to the run store with the stage's result, and is replayed from the cache
  * when the stage is a hit. Names are dotted paths ("valid.auc"). */
 mr_status mr_op_metric(mr_op_ctx *ctx, const char *name, int64_t step, double value);
+
+/* A cache for results inside a stage (the trials of a tune stage), kept in
+ * the run store's stage cache under the stage name "<stage>#<kind>". get
+ * returns MR_E_NOT_FOUND on a miss, else the stored JSON text (caller frees
+ * with mr_free). put stores key_doc (canonical JSON the key hashes) and the
+ * result JSON. The entry outlives the stage run: a stage killed half-way
+ * keeps what it put. */
+mr_status mr_op_cache_get(mr_op_ctx *ctx, const char *key, char **result_json, mr_error *err);
+mr_status mr_op_cache_put(mr_op_ctx *ctx, const char *kind, const char *key, const char *key_doc,
+                          const char *result_json, mr_error *err);
+/* Records one child run of the stage (a tune trial) in the run store:
+ * trial number, key, status and the whole record as JSON (docs/tune.md). */
+mr_status mr_op_trial_record(mr_op_ctx *ctx, int trial, const char *key, const char *status, double value,
+                             const char *record_json, mr_error *err);
 
 typedef struct mr_op {
     const char *name;

@@ -82,6 +82,17 @@ mr_status mr_runstore_cache_put(mr_runstore *rs, const char *key, const char *st
 mr_status mr_runstore_cache_last_for_stage(mr_runstore *rs, const char *stage, char **key_out, char **key_doc_out,
                                            mr_error *err);
 
+/* Tune trials (table tune_trials, created on first use; see docs/tune.md):
+ * one row per trial of a tune stage in a run. record_json holds params,
+ * curve, final metric, status, round and metric at which it stopped. */
+mr_status mr_runstore_trial_add(mr_runstore *rs, int64_t run_id, const char *stage, int trial, const char *key,
+                                const char *status, double value, const char *record_json, mr_error *err);
+/* The trials of the newest run that recorded trials for stage, as a JSON
+ * array of their records (in trial order) appended to out; *run_id_out gets
+ * that run (0 and "[]" when there is none). */
+mr_status mr_runstore_trials_json(mr_runstore *rs, const char *stage, int64_t *run_id_out, mr_buf *out,
+                                  mr_error *err);
+
 /* Stat cache persistence. */
 mr_status mr_runstore_statcache_load(mr_runstore *rs, mr_statcache *sc, mr_error *err);
 mr_status mr_runstore_statcache_save(mr_runstore *rs, const mr_statcache *sc, mr_error *err);

@@ -27,6 +27,7 @@ void mr_ops_register_builtin(void)
 {
     mr_op_register(&mr_op_exec);
     mr_op_register(&mr_op_train);
+    mr_op_register(&mr_op_tune);
     mr_op_register(&mr_op_transform);
     mr_op_register(&mr_op_split);
     mr_op_register(&mr_op_features);

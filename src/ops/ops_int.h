@@ -6,6 +6,7 @@
 
 extern const mr_op mr_op_exec;
 extern const mr_op mr_op_train;
+extern const mr_op mr_op_tune;
 extern const mr_op mr_op_transform;
 extern const mr_op mr_op_split;
 extern const mr_op mr_op_features;

@@ -124,9 +124,14 @@ mr_status mr__plan_inputs(const mr_dag *dag, size_t i, mr__plan *plans, mr_error
         if (j < 0) return MR_ERR(err, MR_E_NOT_FOUND, "unknown stage '%s'", s->refs[r].stage);
         const mr__plan *up_p = &plans[j];
         int matched = 0;
+        /* ${stages.X.FILE.PATH}: a value read from X's outputs (value_ref
+         * below); every output of X is then an input of this stage. */
+        int value_ref = s->refs[r].output && strchr(s->refs[r].output, '.') != NULL;
+        for (size_t o = 0; value_ref && o < up_p->n_outs; o++)
+            if (!strcmp(up_p->outs[o].name, s->refs[r].output)) value_ref = 0;
         for (size_t o = 0; o < up_p->n_outs; o++) {
             const mr__io *out = &up_p->outs[o];
-            if (s->refs[r].output && strcmp(out->name, s->refs[r].output) != 0) continue;
+            if (!value_ref && s->refs[r].output && strcmp(out->name, s->refs[r].output) != 0) continue;
             matched = 1;
             char *name = mr_asprintf("stages.%s.%s", s->refs[r].stage, out->name);
             int dup = 0;
@@ -385,7 +390,11 @@ int mr__plan_outputs_in_place(mr_workspace *ws, mr__plan *p)
     return ok;
 }
 
-/* Replaces every ${stages.X} / ${stages.X.O} in s by the output path(s). */
+static mr_status value_ref(const char *ref, size_t len, const mr_dag *dag, const mr__plan *plans, mr_value **out,
+                           mr_error *err);
+
+/* Replaces every ${stages.X} / ${stages.X.O} in s by the output path(s),
+ * and every ${stages.X.FILE.PATH} by the text of that value. */
 static mr_status resolve_str(const char *s, const mr_dag *dag, const mr__plan *plans, mr_buf *out, mr_error *err)
 {
     mr_status rc = MR_OK;
@@ -409,7 +418,19 @@ static mr_status resolve_str(const char *s, const mr_dag *dag, const mr__plan *p
         char *stage = mr_strndup(name, (size_t)((dot ? dot : end) - name));
         char *output = dot ? mr_strndup(dot + 1, (size_t)(end - dot - 1)) : NULL;
         ssize_t j = stage ? mr__dag_index(dag, stage) : -1;
-        if (j < 0) {
+        mr_value *val = NULL;
+        mr_status vr = j >= 0 ? value_ref(name, (size_t)(end - name), dag, plans, &val, err) : MR_OK;
+        if (vr == MR_OK && val) {
+            rc = val->kind == MR_V_MAP || val->kind == MR_V_SEQ ? mr_value_to_json(val, 1, out) : mr_value_scalar_text(val, out);
+            mr_value_free(val);
+            mr_free(stage);
+            mr_free(output);
+            p = end + 1;
+            continue;
+        }
+        if (vr != MR_OK) {
+            rc = vr;
+        } else if (j < 0) {
             rc = MR_ERR(err, MR_E_NOT_FOUND, "unknown stage in '%s'", s);
         } else {
             int first = 1;
@@ -428,9 +449,75 @@ static mr_status resolve_str(const char *s, const mr_dag *dag, const mr__plan *p
     return rc;
 }
 
+/* ${stages.X.FILE.PATH}: the value at PATH (dotted) of FILE.json in one of
+ * X's output directories, e.g. ${stages.tune.best.learning_rate} reads
+ * out/tune/best.json. *out gets a typed clone (caller frees), or NULL
+ * (and MR_OK) when ref is not of that form: a path reference. */
+static mr_status value_ref(const char *ref, size_t len, const mr_dag *dag, const mr__plan *plans, mr_value **out,
+                           mr_error *err)
+{
+    mr_status rc = MR_OK;
+    char *whole = mr_strndup(ref, len), *path = NULL;
+    mr_value *doc = NULL;
+    *out = NULL;
+    if (!whole) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    char *dot1 = strchr(whole, '.');
+    char *dot2 = dot1 ? strchr(dot1 + 1, '.') : NULL;
+    if (!dot2) goto done;
+    *dot1 = *dot2 = '\0';
+    ssize_t j = mr__dag_index(dag, whole);
+    if (j < 0) goto done;
+    for (size_t o = 0; o < plans[j].n_outs; o++)
+        if (!strcmp(plans[j].outs[o].name, dot1 + 1)) goto done; /* an output name: a path reference */
+    for (size_t o = 0; o < plans[j].n_outs && !path; o++) {
+        char *cand = mr_asprintf("%s/%s.json", plans[j].outs[o].path, dot1 + 1);
+        if (cand && mr_fs_exists(cand)) path = cand;
+        else mr_free(cand);
+    }
+    if (!path) {
+        rc = MR_ERR(err, MR_E_NOT_FOUND, "${stages.%.*s}: stage '%s' wrote no %s.json", (int)len, ref, whole, dot1 + 1);
+        goto done;
+    }
+    char *text = NULL;
+    size_t tlen = 0;
+    rc = mr_fs_read_file(path, (size_t)64 << 20, &text, &tlen, err);
+    if (rc == MR_OK) rc = mr_yaml_parse(text, tlen, path, &doc, err); /* JSON is YAML */
+    mr_free(text);
+    if (rc != MR_OK) goto done;
+    const mr_value *v = mr_value_get_path(doc, dot2 + 1);
+    if (!v) {
+        rc = MR_ERR(err, MR_E_NOT_FOUND, "${stages.%.*s}: %s has no '%s'", (int)len, ref, path, dot2 + 1);
+        goto done;
+    }
+    *out = mr_value_clone(v);
+    rc = *out ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+done:
+    mr_value_free(doc);
+    mr_free(path);
+    mr_free(whole);
+    return rc;
+}
+
 static mr_status resolve_tree(mr_value *v, const mr_dag *dag, const mr__plan *plans, mr_error *err)
 {
     if (v->kind == MR_V_STR && strstr(v->str, "${stages.")) {
+        /* Exactly one value reference: the node takes the value's type. */
+        size_t n = strlen(v->str);
+        if (!strncmp(v->str, "${stages.", 9) && v->str[n - 1] == '}' && !memchr(v->str + 9, '}', n - 10)) {
+            mr_value *val = NULL;
+            mr_status rc = value_ref(v->str + 9, n - 10, dag, plans, &val, err);
+            if (rc != MR_OK) return rc;
+            if (val) {
+                char *old_str = v->str;
+                mr_value tmp = *v;
+                *v = *val;
+                v->line = tmp.line;
+                v->col = tmp.col;
+                mr_free(val); /* the shell only: its contents moved into v */
+                mr_free(old_str);
+                return MR_OK;
+            }
+        }
         mr_buf b;
         mr_buf_init(&b);
         mr_status rc = resolve_str(v->str, dag, plans, &b, err);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <math.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1522,5 +1523,89 @@ done:
     }
     strvec_free(&doomed);
     if (n_pruned) *n_pruned = n;
+    return st;
+}
+
+/* ---- tune trials ---------------------------------------------------------
+ * An additive table, created on first use (schema version unchanged: older
+ * readers never look at it, and a store without it simply has no trials). */
+static const char TRIALS_SQL[] =
+    "CREATE TABLE IF NOT EXISTS tune_trials("
+    " run_id INTEGER NOT NULL, stage TEXT NOT NULL, trial INTEGER NOT NULL, key TEXT, status TEXT NOT NULL,"
+    " value REAL, record_json TEXT NOT NULL, created REAL NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS tune_trials_stage ON tune_trials(stage, run_id);";
+
+mr_status mr_runstore_trial_add(mr_runstore *rs, int64_t run_id, const char *stage, int trial, const char *key,
+                                const char *status, double value, const char *record_json, mr_error *err)
+{
+    sqlite3_stmt *s = NULL;
+    mr_status st = exec_retry(rs, TRIALS_SQL, err);
+    if (st != MR_OK) goto done;
+    st = prepare(rs,
+                 "INSERT INTO tune_trials(run_id, stage, trial, key, status, value, record_json, created)"
+                 " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                 &s, err);
+    if (st != MR_OK) goto done;
+    sqlite3_bind_int64(s, 1, run_id);
+    bind_str(s, 2, stage);
+    sqlite3_bind_int(s, 3, trial);
+    bind_str(s, 4, key);
+    bind_str(s, 5, status);
+    if (isfinite(value))
+        sqlite3_bind_double(s, 6, value);
+    else
+        sqlite3_bind_null(s, 6);
+    bind_str(s, 7, record_json);
+    sqlite3_bind_double(s, 8, mr_wall_time());
+    st = step_done(rs, s, "recording a tune trial", err);
+done:
+    sqlite3_finalize(s);
+    return st;
+}
+
+mr_status mr_runstore_trials_json(mr_runstore *rs, const char *stage, int64_t *run_id_out, mr_buf *out,
+                                  mr_error *err)
+{
+    sqlite3_stmt *s = NULL;
+    int64_t run = 0;
+    int rc, first = 1;
+    *run_id_out = 0;
+    mr_status st = prepare(rs, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'tune_trials'", &s, err);
+    if (st != MR_OK) goto done;
+    if (sqlite3_step(s) != SQLITE_ROW || sqlite3_column_int(s, 0) == 0) goto empty;
+    sqlite3_finalize(s);
+    s = NULL;
+    st = prepare(rs, "SELECT max(run_id) FROM tune_trials WHERE stage = ?1", &s, err);
+    if (st != MR_OK) goto done;
+    bind_str(s, 1, stage);
+    if (sqlite3_step(s) != SQLITE_ROW || sqlite3_column_type(s, 0) == SQLITE_NULL) goto empty;
+    run = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    s = NULL;
+    /* A trial recorded twice in one run (never, but be safe): the last wins. */
+    st = prepare(rs,
+                 "SELECT record_json FROM tune_trials WHERE stage = ?1 AND run_id = ?2 AND rowid IN"
+                 " (SELECT max(rowid) FROM tune_trials WHERE stage = ?1 AND run_id = ?2 GROUP BY trial) ORDER BY trial",
+                 &s, err);
+    if (st != MR_OK) goto done;
+    bind_str(s, 1, stage);
+    sqlite3_bind_int64(s, 2, run);
+    st = mr_buf_puts(out, "[");
+    for (;;) {
+        rc = sqlite3_step(s);
+        if (st != MR_OK || rc != SQLITE_ROW) break;
+        const char *t = (const char *)sqlite3_column_text(s, 0);
+        if (!first) st = mr_buf_puts(out, ",");
+        if (st == MR_OK) st = mr_buf_puts(out, t ? t : "null");
+        first = 0;
+    }
+    if (st == MR_OK) st = mr_buf_puts(out, "]");
+    if (st != MR_OK) st = nomem(err);
+    *run_id_out = run;
+    goto done;
+empty:
+    st = mr_buf_puts(out, "[]") == MR_OK ? MR_OK : nomem(err);
+done:
+    sqlite3_finalize(s);
     return st;
 }

@@ -188,15 +188,51 @@ static mr_status publish_outputs(mr_workspace *ws, mr_op_io *outs, json_t *outs_
     }
     return rc;
 }
+/* What ctx->engine points to in a worker: the metrics sink and the
+ * workspace (for the in-stage cache and trial records). */
+typedef struct worker_engine {
+    json_t *metrics;
+    mr_workspace *ws;
+} worker_engine;
 
 mr_status mr_op_metric(mr_op_ctx *ctx, const char *name, int64_t step, double value)
 {
-    json_t *metrics = ctx ? ctx->engine : NULL;
+    worker_engine *we = ctx ? ctx->engine : NULL;
+    json_t *metrics = we ? we->metrics : NULL;
     if (!metrics || !name || !name[0]) return MR_E_INVALID_ARG;
     if (!isfinite(value)) return MR_E_INVALID_ARG;
     json_t *m = json_pack("{s:s,s:I,s:f}", "name", name, "step", (json_int_t)step, "value", value);
     if (!m || json_array_append_new(metrics, m) != 0) return MR_E_NOMEM;
     return MR_OK;
+}
+
+mr_status mr_op_cache_get(mr_op_ctx *ctx, const char *key, char **result_json, mr_error *err)
+{
+    worker_engine *we = ctx ? ctx->engine : NULL;
+    *result_json = NULL;
+    if (!we || !we->ws) return MR_ERR(err, MR_E_STATE, "no run store in this context");
+    return mr_runstore_cache_get(we->ws->rs, key, NULL, result_json, NULL, err);
+}
+
+mr_status mr_op_cache_put(mr_op_ctx *ctx, const char *kind, const char *key, const char *key_doc,
+                          const char *result_json, mr_error *err)
+{
+    worker_engine *we = ctx ? ctx->engine : NULL;
+    if (!we || !we->ws) return MR_ERR(err, MR_E_STATE, "no run store in this context");
+    char *stage = mr_asprintf("%s#%s", ctx->stage, kind);
+    if (!stage) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    /* No outputs: gc never drops the entry for a missing object. */
+    mr_status rc = mr_runstore_cache_put(we->ws->rs, key, stage, kind, key_doc, "{}", result_json, ctx->run_id, err);
+    mr_free(stage);
+    return rc;
+}
+
+mr_status mr_op_trial_record(mr_op_ctx *ctx, int trial, const char *key, const char *status, double value,
+                             const char *record_json, mr_error *err)
+{
+    worker_engine *we = ctx ? ctx->engine : NULL;
+    if (!we || !we->ws) return MR_ERR(err, MR_E_STATE, "no run store in this context");
+    return mr_runstore_trial_add(we->ws->rs, ctx->run_id, ctx->stage, trial, key, status, value, record_json, err);
 }
 
 mr_status mr_stage_worker(const char *job_path, mr_error *err)
@@ -299,6 +335,7 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
     for (size_t k = 0; k < n_ins; k++) {
         ins[k].name = json_string_value(json_object_get(json_array_get(ins_decl, k), "name"));
         ins[k].path = json_string_value(json_object_get(json_array_get(ins_decl, k), "path"));
+        ins[k].id = json_string_value(json_object_get(json_array_get(ins_decl, k), "id"));
     }
     for (size_t k = 0; k < n_outs; k++) {
         outs[k].name = json_string_value(json_object_get(json_array_get(outs_decl, k), "name"));
@@ -332,6 +369,7 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
         }
         if (rc != MR_OK) goto out;
     }
+    worker_engine we = {metrics, ws};
     mr_op_ctx ctx = {
         .stage = stage,
         .workspace = ws->root,
@@ -347,7 +385,7 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
         .n_outputs = n_outs,
         .log_fd = 2,
         .tmp_dir = tmp_dir,
-        .engine = metrics,
+        .engine = &we,
     };
     if (ctx.threads < 1) ctx.threads = 1;
     rc = op->run(&ctx, err);

@@ -1,0 +1,968 @@
+/* The tune op: a hyperparameter search over a declared space. Trials run
+ * as child processes of the stage worker (a crash in one is recorded and
+ * the study continues), at most `parallel` at once, each with its share of
+ * the stage's cores. The objective is the built-in trainer (forked after
+ * the data is loaded once, pruned from its per-round validation curve) or
+ * a command (`exec:`) that appends per-step metrics to a JSON-lines file,
+ * stopped with SIGTERM, then SIGKILL after a grace period, when pruned.
+ *
+ * Reproducibility: trial t is suggested, and pruned, from the trials
+ * 0..t-parallel only, and starts once those have all finished; so the
+ * sequence of trials and every pruning decision are a function of the seed
+ * and the results, never of timing. Each trial's result is cached under its
+ * training key (stage cache "<stage>#trial"), so a re-run, a resumed or an
+ * extended study replays finished trials instead of running them. */
+#define _GNU_SOURCE
+#include "millrace/io.h"
+#include "millrace/model.h"
+#include "millrace/op.h"
+#include "millrace/tune.h"
+#include "ops_int.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#define TUNE_OP_VERSION 1
+#define MAX_TRIALS 100000
+
+static const mr_param_def tune_params[] = {
+    {"space", MR_PT_MAP, 1, "the search space: {name: {uniform|loguniform|int|choice: ..., when: {...}}}"},
+    {"train", MR_PT_STR | MR_PT_PATH, 0, "training data (built-in train objective)"},
+    {"valid", MR_PT_STR | MR_PT_PATH, 0, "validation data: the curve trials are scored and pruned on"},
+    {"label", MR_PT_STR, 0, "the column to predict"},
+    {"model", MR_PT_STR, 0, "gbdt (default) or linear"},
+    {"params", MR_PT_MAP, 0, "fixed training parameters; a trial's parameters override them"},
+    {"features", MR_PT_STRSEQ, 0, "feature columns (default: all but label and exclude)"},
+    {"exclude", MR_PT_STRSEQ, 0, "columns never used as features"},
+    {"categorical", MR_PT_STRSEQ, 0, "integer columns split as categories"},
+    {"metric", MR_PT_STR, 0, "the validation metric to optimise (default: the first of params.metric)"},
+    {"direction", MR_PT_STR, 0, "maximize or minimize (default: maximize for auc/average_precision, else minimize)"},
+    {"sampler", MR_PT_STR | MR_PT_MAP, 0, "tpe (default) or random, or {type: tpe, n_startup_trials, gamma, n_ei_candidates}"},
+    {"pruner", MR_PT_STR | MR_PT_MAP, 0, "asha, median or none (default), or {type: asha, min_resource, reduction_factor}"},
+    {"n_trials", MR_PT_INT, 0, "trials in the study (default 20; 2 in smoke mode)"},
+    {"parallel", MR_PT_INT, 0, "trials at once (default: the stage's cpus)"},
+    {"seed", MR_PT_INT, 0, "sampler seed (default 0)"},
+    {"timeout_s", MR_PT_FLOAT, 0, "stop starting trials after this many seconds; running ones are stopped"},
+    {"exec", MR_PT_MAP, 0, "objective command: {cmd, metrics, metric, env, grace_s}"},
+    {"deps", MR_PT_STRSEQ | MR_PT_PATH, 0, "files the exec objective reads (part of each trial's key)"},
+    {NULL, 0, 0, NULL},
+};
+
+/* ---- one trial ----------------------------------------------------------- */
+enum { T_PENDING, T_RUNNING, T_DONE };
+
+typedef struct trial {
+    int state;
+    double *x;              /* point in the space */
+    mr_value *params;       /* the sampled params {name: value} */
+    char key[MR_HASH_HEX_LEN + 1];
+    char *key_doc;
+    size_t n_info;          /* trials it was suggested and pruned from */
+    mr_trial_status status;
+    double value;
+    double *curve;
+    size_t n_curve, cap_curve;
+    int cached;
+    double started, wall_s;
+    double done_s;          /* when it finished, seconds since the op started */
+    char *error;
+    pid_t pid;
+    char *result_path;      /* train: the child's result file */
+    char *metrics_path;     /* exec: the per-step metrics file */
+    long metrics_off;       /* exec: bytes read so far */
+    int stopping;           /* exec: pruned or timed out, SIGTERM sent */
+    double term_at;
+    int timed_out;
+} trial;
+
+typedef struct study {
+    mr_op_ctx *ctx;
+    mr_tune_space *space;
+    mr_tune_sampler_opts so;
+    mr_tune_pruner_opts po;
+    const char *metric;
+    int maximize;
+    int n_trials, parallel, threads_per_trial;
+    double timeout_s, grace_s;
+    /* objective */
+    int is_exec;
+    const mr_value *exec;   /* the exec: mapping */
+    mr_table *train, *valid;
+    mr_value *fixed;        /* fixed training params (a map; owned) */
+    trial *t;
+    mr_tune_trial *hist;    /* views of finished trials, in trial order */
+    double t0;              /* mr_now() when the op started */
+} study;
+
+/* Live exec trial process groups, for the SIGTERM handler (the worker kills
+ * its own process group; exec trials lead their own groups). */
+#define MAX_GROUPS 256
+static volatile pid_t g_groups[MAX_GROUPS];
+static struct sigaction g_old_term;
+
+static void on_term(int sig)
+{
+    for (int k = 0; k < MAX_GROUPS; k++)
+        if (g_groups[k] > 0) kill(-g_groups[k], SIGKILL);
+    if (g_old_term.sa_handler != SIG_DFL && g_old_term.sa_handler != SIG_IGN && g_old_term.sa_handler)
+        g_old_term.sa_handler(sig);
+    _exit(143);
+}
+
+static void group_set(pid_t pid, int add)
+{
+    for (int k = 0; k < MAX_GROUPS; k++) {
+        if (add && g_groups[k] == 0) {
+            g_groups[k] = pid;
+            return;
+        }
+        if (!add && g_groups[k] == pid) {
+            g_groups[k] = 0;
+            return;
+        }
+    }
+}
+
+static int push_curve(trial *tr, double v)
+{
+    if (tr->n_curve == tr->cap_curve) {
+        size_t nc = tr->cap_curve ? tr->cap_curve * 2 : 64;
+        double *n = mr_realloc(tr->curve, nc * sizeof(double));
+        if (!n) return -1;
+        tr->curve = n;
+        tr->cap_curve = nc;
+    }
+    tr->curve[tr->n_curve++] = v;
+    return 0;
+}
+
+static double best_of(const double *c, size_t n, int maximize)
+{
+    double b = NAN;
+    for (size_t r = 0; r < n; r++)
+        if (!isnan(c[r]) && (isnan(b) || (maximize ? c[r] > b : c[r] < b))) b = c[r];
+    return b;
+}
+
+static const char *status_name(mr_trial_status s)
+{
+    return s == MR_TRIAL_COMPLETE ? "complete" : s == MR_TRIAL_PRUNED ? "pruned" : "failed";
+}
+
+/* ---- options ------------------------------------------------------------- */
+static int int_opt(const mr_value *m, const char *key, int dflt)
+{
+    const mr_value *v = mr_value_get(m, key);
+    return v && v->kind == MR_V_INT ? (int)v->u.i : dflt;
+}
+
+static double num_opt(const mr_value *m, const char *key, double dflt)
+{
+    const mr_value *v = mr_value_get(m, key);
+    if (v && v->kind == MR_V_INT) return (double)v->u.i;
+    if (v && v->kind == MR_V_FLOAT) return v->u.f;
+    return dflt;
+}
+
+static const char *type_of(const mr_value *v)
+{
+    if (!v) return NULL;
+    if (v->kind == MR_V_STR) return v->str;
+    const mr_value *t = mr_value_get(v, "type");
+    return t && t->kind == MR_V_STR ? t->str : NULL;
+}
+
+static mr_status parse_options(study *s, mr_error *err)
+{
+    mr_op_ctx *ctx = s->ctx;
+    const mr_value *def = ctx->def;
+    mr_tune_sampler_opts_init(&s->so);
+    mr_tune_pruner_opts_init(&s->po);
+    const mr_value *vs = mr_value_get(def, "sampler");
+    const char *st = type_of(vs);
+    if (st && !strcmp(st, "random")) s->so.kind = MR_SAMPLER_RANDOM;
+    else if (st && strcmp(st, "tpe") != 0) return MR_ERR(err, MR_E_SCHEMA, "sampler: unknown type '%s' (expected tpe or random)", st);
+    if (vs && vs->kind == MR_V_MAP) {
+        s->so.n_startup_trials = int_opt(vs, "n_startup_trials", s->so.n_startup_trials);
+        s->so.gamma = num_opt(vs, "gamma", s->so.gamma);
+        s->so.n_ei_candidates = int_opt(vs, "n_ei_candidates", s->so.n_ei_candidates);
+    }
+    const mr_value *vp = mr_value_get(def, "pruner");
+    const char *pt = type_of(vp);
+    if (!pt || !strcmp(pt, "none")) s->po.kind = MR_PRUNER_NONE;
+    else if (!strcmp(pt, "asha") || !strcmp(pt, "successive_halving")) s->po.kind = MR_PRUNER_ASHA;
+    else if (!strcmp(pt, "median")) s->po.kind = MR_PRUNER_MEDIAN;
+    else return MR_ERR(err, MR_E_SCHEMA, "pruner: unknown type '%s' (expected asha, median or none)", pt);
+    if (vp && vp->kind == MR_V_MAP) {
+        s->po.min_resource = int_opt(vp, "min_resource", s->po.min_resource);
+        s->po.reduction_factor = int_opt(vp, "reduction_factor", s->po.reduction_factor);
+        s->po.n_startup_trials = int_opt(vp, "n_startup_trials", s->po.n_startup_trials);
+        s->po.n_warmup_steps = int_opt(vp, "n_warmup_steps", s->po.n_warmup_steps);
+        s->po.interval_steps = int_opt(vp, "interval_steps", s->po.interval_steps);
+    }
+    if (s->po.min_resource < 1 || s->po.reduction_factor < 2)
+        return MR_ERR(err, MR_E_SCHEMA, "pruner: min_resource must be >= 1 and reduction_factor >= 2");
+    s->so.seed = (uint64_t)int_opt(def, "seed", 0);
+    s->n_trials = int_opt(def, "n_trials", 20);
+    s->parallel = int_opt(def, "parallel", ctx->threads);
+    s->timeout_s = num_opt(def, "timeout_s", 0);
+    if (s->n_trials < 1 || s->n_trials > MAX_TRIALS) return MR_ERR(err, MR_E_SCHEMA, "n_trials must be 1..%d", MAX_TRIALS);
+    if (ctx->smoke && s->n_trials > 2) s->n_trials = 2;
+    if (s->parallel < 1) s->parallel = 1;
+    if (s->parallel > MAX_GROUPS) s->parallel = MAX_GROUPS;
+    if (s->parallel > s->n_trials) s->parallel = s->n_trials;
+    s->threads_per_trial = ctx->threads / s->parallel;
+    if (s->threads_per_trial < 1) s->threads_per_trial = 1;
+    s->exec = mr_value_get(def, "exec");
+    s->is_exec = s->exec != NULL;
+    const mr_value *vm = mr_value_get(def, "metric");
+    const mr_value *fixed = mr_value_get(def, "params");
+    if (vm && vm->kind == MR_V_STR) s->metric = vm->str;
+    if (!s->metric && s->is_exec) {
+        const mr_value *em = mr_value_get(s->exec, "metric");
+        if (em && em->kind == MR_V_STR) s->metric = em->str;
+    }
+    if (!s->metric && fixed) {
+        const mr_value *pm = mr_value_get(fixed, "metric");
+        if (pm && pm->kind == MR_V_STR) s->metric = pm->str;
+        if (pm && pm->kind == MR_V_SEQ && pm->n && pm->items[0]->kind == MR_V_STR) s->metric = pm->items[0]->str;
+    }
+    if (!s->metric) {
+        mr_status rc = MR_ERR(err, MR_E_SCHEMA, "say which validation metric the study optimises");
+        mr_error_hint(err, "add `metric: auc` (or set params.metric)");
+        return rc;
+    }
+    const mr_value *vd = mr_value_get(def, "direction");
+    if (vd && vd->kind == MR_V_STR) {
+        if (!strcmp(vd->str, "maximize")) s->maximize = 1;
+        else if (!strcmp(vd->str, "minimize")) s->maximize = 0;
+        else return MR_ERR(err, MR_E_SCHEMA, "direction: expected maximize or minimize, got '%s'", vd->str);
+    } else {
+        s->maximize = !strcmp(s->metric, "auc") || !strcmp(s->metric, "average_precision") ||
+                      !strcmp(s->metric, "accuracy") || !strcmp(s->metric, "map") || !strcmp(s->metric, "ndcg");
+    }
+    s->so.maximize = s->po.maximize = s->maximize;
+    if (!s->is_exec) {
+        const mr_value *vt = mr_value_get(def, "train"), *vv = mr_value_get(def, "valid"), *vl = mr_value_get(def, "label");
+        if (!vt || vt->kind != MR_V_STR || !vl || vl->kind != MR_V_STR || !vv || vv->kind != MR_V_STR) {
+            mr_status rc = MR_ERR(err, MR_E_SCHEMA, "the train objective needs train, valid and label");
+            mr_error_hint(err, "or give an exec: {cmd, metrics} objective");
+            return rc;
+        }
+    } else {
+        const mr_value *cmd = mr_value_get(s->exec, "cmd");
+        if (!cmd || cmd->kind != MR_V_STR) return MR_ERR(err, MR_E_SCHEMA, "exec: needs cmd (a string)");
+        s->grace_s = num_opt(s->exec, "grace_s", 5.0);
+    }
+    s->fixed = fixed && fixed->kind == MR_V_MAP ? mr_value_clone(fixed) : mr_value_new(MR_V_MAP);
+    if (!s->fixed) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (!s->is_exec && !mr_value_get(s->fixed, "metric") &&
+        mr_value_map_set(s->fixed, "metric", mr_value_new_str(s->metric)) != MR_OK)
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    return MR_OK;
+}
+
+/* ---- keys ---------------------------------------------------------------- */
+/* The trial's full settings: fixed params with the trial's on top. */
+static mr_value *merged_params(const study *s, const mr_value *trial_params)
+{
+    mr_value *m = mr_value_clone(s->fixed);
+    for (size_t k = 0; m && k < trial_params->n; k++)
+        if (mr_value_map_set(m, trial_params->keys[k], mr_value_clone(trial_params->items[k])) != MR_OK) {
+            mr_value_free(m);
+            return NULL;
+        }
+    return m;
+}
+
+/* The trial key: xxh3-128 over the canonical JSON of what a train stage
+ * with these settings would hash (op name and version, the definition
+ * with the trial's full params, input artifact ids, smoke). */
+static mr_status trial_key(study *s, trial *tr, mr_error *err)
+{
+    mr_op_ctx *ctx = s->ctx;
+    mr_value *doc = mr_value_new(MR_V_MAP), *def = mr_value_new(MR_V_MAP), *ins = mr_value_new(MR_V_MAP);
+    mr_buf b;
+    mr_buf_init(&b);
+    mr_status rc = MR_OK;
+    if (!doc || !def || !ins) goto oom;
+    static const char *const train_keys[] = {"label", "model", "features", "exclude", "categorical", NULL};
+    if (s->is_exec) {
+        static const char *const exec_keys[] = {"cmd", "env", "metrics", "metric", NULL};
+        for (const char *const *k = exec_keys; *k; k++) {
+            const mr_value *v = mr_value_get(s->exec, *k);
+            if (v && mr_value_map_set(def, *k, mr_value_clone(v)) != MR_OK) goto oom;
+        }
+        if (mr_value_map_set(def, "params", mr_value_clone(tr->params)) != MR_OK) goto oom;
+    } else {
+        for (const char *const *k = train_keys; *k; k++) {
+            const mr_value *v = mr_value_get(ctx->def, *k);
+            if (v && mr_value_map_set(def, *k, mr_value_clone(v)) != MR_OK) goto oom;
+        }
+        if (mr_value_map_set(def, "params", merged_params(s, tr->params)) != MR_OK) goto oom;
+        if (mr_value_map_set(def, "metric", mr_value_new_str(s->metric)) != MR_OK) goto oom;
+    }
+    for (size_t k = 0; k < ctx->n_inputs; k++)
+        if (mr_value_map_set(ins, ctx->inputs[k].name, mr_value_new_str(ctx->inputs[k].id ? ctx->inputs[k].id : ctx->inputs[k].path)) != MR_OK)
+            goto oom;
+    mr_value *parts[5] = {mr_value_new_str(s->is_exec ? "exec" : "train"),
+                          mr_value_new_int(s->is_exec ? mr_op_exec.version : mr_op_train.version),
+                          mr_value_new_bool(ctx->smoke), def, ins};
+    static const char *const names[5] = {"op", "op_version", "smoke", "def", "inputs"};
+    def = ins = NULL;
+    for (int k = 0; k < 5; k++)
+        if (mr_value_map_set(doc, names[k], parts[k]) != MR_OK) {
+            for (int q = k + 1; q < 5; q++) mr_value_free(parts[q]);
+            goto oom;
+        }
+    if (mr_value_to_json(doc, 1, &b) != MR_OK) goto oom;
+    mr_hash_hex(mr_hash_bytes(b.data, b.len), tr->key);
+    tr->key_doc = b.data;
+    b.data = NULL;
+    goto done;
+oom:
+    rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+done:
+    mr_value_free(doc);
+    mr_value_free(def);
+    mr_value_free(ins);
+    mr_buf_free(&b);
+    return rc;
+}
+
+/* ---- the built-in train objective (in a child process) -------------------- */
+typedef struct child_ctx {
+    const study *s;
+    trial *tr;
+    int metric_idx;
+    int pruned;
+} child_ctx;
+
+static int child_round(void *vc, int it, int n, const char *const *names, const double *train, const double *valid,
+                       double elapsed)
+{
+    (void)train;
+    (void)elapsed;
+    child_ctx *c = vc;
+    if (c->metric_idx < 0)
+        for (int k = 0; k < n; k++)
+            if (!strcmp(names[k], c->s->metric)) c->metric_idx = k;
+    double v = c->metric_idx >= 0 ? valid[c->metric_idx] : NAN;
+    while ((int)c->tr->n_curve < it) push_curve(c->tr, NAN);
+    if (push_curve(c->tr, v) != 0) return 1;
+    if (mr_tune_should_prune(&c->s->po, c->s->hist, c->tr->n_info, c->tr->curve, c->tr->n_curve)) {
+        c->pruned = 1;
+        return 1;
+    }
+    return 0;
+}
+
+static void write_child_result(const char *path, const char *status, const trial *tr, const char *error)
+{
+    json_t *j = json_object(), *curve = json_array();
+    for (size_t r = 0; r < tr->n_curve; r++)
+        json_array_append_new(curve, isnan(tr->curve[r]) ? json_null() : json_real(tr->curve[r]));
+    json_object_set_new(j, "status", json_string(status));
+    json_object_set_new(j, "curve", curve);
+    if (error) json_object_set_new(j, "error", json_string(error));
+    char *t = json_dumps(j, JSON_COMPACT);
+    if (t) mr_fs_write_atomic(path, t, strlen(t), NULL);
+    free(t);
+    json_decref(j);
+}
+
+static void child_train(study *s, trial *tr)
+{
+    mr_op_ctx *ctx = s->ctx;
+    mr_error err;
+    mr_error_init(&err);
+    mr_pool_init(s->threads_per_trial, NULL);
+    mr_value *m = merged_params(s, tr->params);
+    size_t n_kv = m ? m->n : 0;
+    char **kv = mr_calloc(n_kv + 1, sizeof(*kv));
+    for (size_t k = 0; kv && k < n_kv; k++) {
+        mr_buf b;
+        mr_buf_init(&b);
+        mr_buf_printf(&b, "%s=", m->keys[k]);
+        mr_value_scalar_text(m->items[k], &b);
+        kv[k] = b.data;
+    }
+    mr_train_opts o;
+    mr_train_opts_init(&o);
+    const mr_value *vm = mr_value_get(ctx->def, "model");
+    o.kind = vm && vm->kind == MR_V_STR ? vm->str : "gbdt";
+    o.label = mr_value_get(ctx->def, "label")->str;
+    o.params = (const char *const *)kv;
+    o.n_params = n_kv;
+    o.smoke = ctx->smoke;
+    o.num_threads = s->threads_per_trial;
+    const char *lists[3] = {"features", "exclude", "categorical"};
+    const char **arrs[3] = {NULL, NULL, NULL};
+    size_t ns[3] = {0, 0, 0};
+    for (int q = 0; q < 3; q++) {
+        const mr_value *v = mr_value_get(ctx->def, lists[q]);
+        if (!v) continue;
+        size_t cnt = v->kind == MR_V_SEQ ? v->n : 1;
+        arrs[q] = mr_calloc(cnt ? cnt : 1, sizeof(char *));
+        for (size_t k = 0; arrs[q] && k < cnt; k++) {
+            const mr_value *it = v->kind == MR_V_SEQ ? v->items[k] : v;
+            if (it->kind == MR_V_STR) arrs[q][ns[q]++] = it->str;
+        }
+    }
+    o.features = arrs[0];
+    o.n_features = ns[0];
+    o.exclude = arrs[1];
+    o.n_exclude = ns[1];
+    o.categorical = arrs[2];
+    o.n_categorical = ns[2];
+    child_ctx cc = {s, tr, -1, 0};
+    o.on_round = child_round;
+    o.on_round_ctx = &cc;
+    mr_model *model = NULL;
+    mr_status rc = kv && m ? mr_model_train(s->train, s->valid, &o, &model, &err) : MR_E_NOMEM;
+    mr_model_free(model);
+    if (rc != MR_OK) {
+        char msg[1024];
+        mr_error_format(&err, msg, sizeof(msg));
+        write_child_result(tr->result_path, "failed", tr, msg[0] ? msg : mr_status_str(rc));
+        _exit(1);
+    }
+    if (cc.metric_idx < 0) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "training reported no validation metric '%s'", s->metric);
+        write_child_result(tr->result_path, "failed", tr, msg);
+        _exit(1);
+    }
+    write_child_result(tr->result_path, cc.pruned ? "pruned" : "complete", tr, NULL);
+    _exit(0);
+}
+
+/* ---- the exec objective -------------------------------------------------- */
+static void set_trial_env(const mr_value *params)
+{
+    for (size_t k = 0; k < params->n; k++) {
+        char *name = mr_asprintf("MILLRACE_PARAM_%s", params->keys[k]);
+        if (!name) continue;
+        for (char *p = name + 15; *p; p++) *p = isalnum((unsigned char)*p) ? (char)toupper((unsigned char)*p) : '_';
+        mr_buf b;
+        mr_buf_init(&b);
+        mr_value_scalar_text(params->items[k], &b);
+        setenv(name, b.data ? b.data : "", 1);
+        mr_buf_free(&b);
+        mr_free(name);
+    }
+}
+
+static mr_status start_exec(study *s, int n, trial *tr, mr_error *err)
+{
+    mr_op_ctx *ctx = s->ctx;
+    char *dir = mr_asprintf("%s/trial-%d", ctx->tmp_dir, n);
+    const mr_value *mv = mr_value_get(s->exec, "metrics");
+    const char *mname = mv && mv->kind == MR_V_STR ? mv->str : "metrics.jsonl";
+    mr_buf pj;
+    mr_buf_init(&pj);
+    char *params_file = dir ? mr_path_join(dir, "params.json") : NULL;
+    mr_status rc = dir && params_file ? mr_fs_mkdirs(dir, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) {
+        tr->metrics_path = mname[0] == '/' ? mr_strdup(mname) : mr_path_join(dir, mname);
+        if (mr_value_to_json(tr->params, 0, &pj) != MR_OK || !tr->metrics_path) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    if (rc == MR_OK) rc = mr_fs_write_atomic(params_file, pj.data, pj.len, err);
+    if (rc != MR_OK) goto done;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        rc = MR_ERR_SYS(err, MR_E_IO, errno, "cannot start trial %d", n);
+        goto done;
+    }
+    if (pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        signal(SIGTERM, SIG_DFL);
+        char buf[32];
+        setenv("MILLRACE_STAGE", ctx->stage, 1);
+        setenv("MILLRACE_SMOKE", ctx->smoke ? "1" : "0", 1);
+        snprintf(buf, sizeof(buf), "%d", n);
+        setenv("MILLRACE_TRIAL", buf, 1);
+        snprintf(buf, sizeof(buf), "%d", s->threads_per_trial);
+        setenv("MILLRACE_THREADS", buf, 1);
+        setenv("OMP_NUM_THREADS", buf, 0);
+        setenv("MILLRACE_PARAMS_FILE", params_file, 1);
+        setenv("MILLRACE_METRICS_FILE", tr->metrics_path, 1);
+        setenv("MILLRACE_TRIAL_DIR", dir, 1);
+        set_trial_env(tr->params);
+        const mr_value *env = mr_value_get(s->exec, "env");
+        for (size_t k = 0; env && env->kind == MR_V_MAP && k < env->n; k++) {
+            mr_buf b;
+            mr_buf_init(&b);
+            mr_value_scalar_text(env->items[k], &b);
+            setenv(env->keys[k], b.data ? b.data : "", 1);
+            mr_buf_free(&b);
+        }
+        execl("/bin/sh", "sh", "-c", mr_value_get(s->exec, "cmd")->str, (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    group_set(pid, 1);
+    tr->pid = pid;
+done:
+    mr_buf_free(&pj);
+    mr_free(params_file);
+    mr_free(dir);
+    return rc;
+}
+
+/* Reads the lines the command appended since the last poll; prunes. */
+static void poll_exec(study *s, trial *tr)
+{
+    if (tr->stopping) return;
+    FILE *f = fopen(tr->metrics_path, "r");
+    if (!f) return;
+    if (fseek(f, tr->metrics_off, SEEK_SET) != 0) {
+        fclose(f);
+        return;
+    }
+    char line[4096];
+    while (fgets(line, sizeof(line), f)) {
+        size_t len = strlen(line);
+        if (len == 0 || line[len - 1] != '\n') break; /* a line still being written */
+        tr->metrics_off += (long)len;
+        json_t *j = json_loads(line, 0, NULL);
+        json_t *v = j ? json_object_get(j, s->metric) : NULL;
+        if (json_is_number(v)) {
+            push_curve(tr, json_number_value(v));
+            if (mr_tune_should_prune(&s->po, s->hist, tr->n_info, tr->curve, tr->n_curve)) {
+                tr->status = MR_TRIAL_PRUNED;
+                tr->stopping = 1;
+                tr->term_at = mr_now();
+                kill(-tr->pid, SIGTERM);
+                dprintf(s->ctx->log_fd, "trial %d: pruned at step %zu (%s=%.6g): SIGTERM\n", (int)(tr - s->t), tr->n_curve,
+                        s->metric, tr->curve[tr->n_curve - 1]);
+                json_decref(j);
+                break;
+            }
+        }
+        json_decref(j);
+    }
+    fclose(f);
+}
+
+/* ---- trial bookkeeping --------------------------------------------------- */
+static json_t *trial_json(const study *s, int n, const trial *tr)
+{
+    mr_buf pb;
+    mr_buf_init(&pb);
+    mr_value_to_json(tr->params, 1, &pb);
+    json_t *curve = json_array();
+    for (size_t r = 0; r < tr->n_curve; r++)
+        json_array_append_new(curve, isnan(tr->curve[r]) ? json_null() : json_real(tr->curve[r]));
+    json_t *j = json_object();
+    json_object_set_new(j, "trial", json_integer(n));
+    json_object_set_new(j, "key", json_string(tr->key));
+    json_object_set_new(j, "status", json_string(status_name(tr->status)));
+    json_object_set_new(j, "params", json_loads(pb.data ? pb.data : "{}", 0, NULL));
+    json_object_set_new(j, "metric", json_string(s->metric));
+    json_object_set_new(j, "direction", json_string(s->maximize ? "maximize" : "minimize"));
+    json_object_set_new(j, "value", isnan(tr->value) ? json_null() : json_real(tr->value));
+    json_object_set_new(j, "round", json_integer((json_int_t)tr->n_curve));
+    json_object_set_new(j, "metric_at_stop", tr->n_curve && !isnan(tr->curve[tr->n_curve - 1]) ? json_real(tr->curve[tr->n_curve - 1]) : json_null());
+    json_object_set_new(j, "curve", curve);
+    json_object_set_new(j, "cached", json_boolean(tr->cached));
+    json_object_set_new(j, "wall_s", json_real(tr->wall_s));
+    json_object_set_new(j, "done_s", json_real(tr->done_s));
+    if (tr->error) json_object_set_new(j, "error", json_string(tr->error));
+    mr_buf_free(&pb);
+    return j;
+}
+
+/* A trial is finished: record it everywhere and expose it to later trials. */
+static void finish_trial(study *s, int n)
+{
+    trial *tr = &s->t[n];
+    mr_op_ctx *ctx = s->ctx;
+    tr->state = T_DONE;
+    tr->pid = 0;
+    if (!tr->cached) tr->wall_s = mr_now() - tr->started;
+    tr->done_s = mr_now() - s->t0;
+    if (tr->status != MR_TRIAL_FAILED) tr->value = best_of(tr->curve, tr->n_curve, s->maximize);
+    if (tr->status != MR_TRIAL_FAILED && isnan(tr->value)) {
+        tr->status = MR_TRIAL_FAILED;
+        if (!tr->error) tr->error = mr_strdup("no metric value was reported");
+    }
+    s->hist[n] = (mr_tune_trial){tr->x, tr->status, tr->value, tr->curve, tr->n_curve};
+    json_t *j = trial_json(s, n, tr);
+    char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    mr_error e;
+    mr_error_init(&e);
+    /* Cache what does not depend on other trials: complete runs, and pruned
+     * runs (replayed against the pruner on a hit). Failures are retried. */
+    if (!tr->cached && tr->status != MR_TRIAL_FAILED && !tr->timed_out && text) {
+        json_t *cj = json_pack("{s:s,s:O}", "status", status_name(tr->status), "curve", json_object_get(j, "curve"));
+        char *ct = cj ? json_dumps(cj, JSON_COMPACT) : NULL;
+        if (ct && mr_op_cache_put(ctx, "trial", tr->key, tr->key_doc, ct, &e) != MR_OK)
+            dprintf(ctx->log_fd, "warning: trial %d: cannot cache: %s\n", n, e.msg);
+        free(ct);
+        json_decref(cj);
+    }
+    mr_error_init(&e);
+    if (text && mr_op_trial_record(ctx, n, tr->key, status_name(tr->status), tr->value, text, &e) != MR_OK)
+        dprintf(ctx->log_fd, "warning: trial %d: cannot record: %s\n", n, e.msg);
+    char name[96];
+    for (size_t r = 0; r < tr->n_curve; r++) {
+        snprintf(name, sizeof(name), "trial.%d.%s", n, s->metric);
+        if (!isnan(tr->curve[r])) mr_op_metric(ctx, name, (int64_t)r + 1, tr->curve[r]);
+    }
+    if (!isnan(tr->value)) mr_op_metric(ctx, "trial_value", n, tr->value);
+    mr_buf pb;
+    mr_buf_init(&pb);
+    mr_value_to_json(tr->params, 1, &pb);
+    if (tr->status == MR_TRIAL_FAILED)
+        dprintf(ctx->log_fd, "trial %d: failed%s: %s %s\n", n, tr->cached ? " (cached)" : "", tr->error ? tr->error : "",
+                pb.data ? pb.data : "");
+    else
+        dprintf(ctx->log_fd, "trial %d: %s%s at round %zu, %s=%.6g (%.2fs) %s\n", n, status_name(tr->status),
+                tr->cached ? " (cached)" : "", tr->n_curve, s->metric, tr->value, tr->wall_s, pb.data ? pb.data : "");
+    mr_buf_free(&pb);
+    free(text);
+    json_decref(j);
+}
+
+/* A cache hit: replays the pruner over the cached curve. Returns 1 when
+ * the cached result is what running the trial now would give. */
+static int replay_cached(study *s, trial *tr, const char *text)
+{
+    json_t *j = json_loads(text, 0, NULL);
+    const char *st = json_string_value(json_object_get(j, "status"));
+    json_t *curve = json_object_get(j, "curve");
+    int ok = st && json_is_array(curve);
+    size_t k;
+    json_t *v;
+    json_array_foreach(curve, k, v) if (ok && push_curve(tr, json_is_number(v) ? json_number_value(v) : NAN) != 0) ok = 0;
+    if (ok) {
+        int was_pruned = !strcmp(st, "pruned");
+        tr->status = MR_TRIAL_COMPLETE;
+        for (size_t r = 1; r <= tr->n_curve; r++)
+            if (mr_tune_should_prune(&s->po, s->hist, tr->n_info, tr->curve, r)) {
+                tr->n_curve = r;
+                tr->status = MR_TRIAL_PRUNED;
+                break;
+            }
+        /* Pruned then, but this study would let it go on: run it. */
+        if (was_pruned && tr->status != MR_TRIAL_PRUNED) ok = 0;
+    }
+    if (!ok) tr->n_curve = 0;
+    json_decref(j);
+    return ok;
+}
+
+/* Suggests trial n and serves it from the cache or starts it. */
+static mr_status begin_trial(study *s, int n, mr_error *err)
+{
+    trial *tr = &s->t[n];
+    size_t m = mr_tune_space_size(s->space);
+    tr->n_info = n >= s->parallel ? (size_t)(n - s->parallel + 1) : 0;
+    tr->x = mr_calloc(m ? m : 1, sizeof(double));
+    if (!tr->x) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = mr_tune_suggest(s->space, &s->so, s->hist, tr->n_info, (uint64_t)n, tr->x, err);
+    if (rc == MR_OK) rc = mr_tune_point_value(s->space, tr->x, &tr->params) == MR_OK ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) rc = trial_key(s, tr, err);
+    if (rc != MR_OK) return rc;
+    tr->started = mr_now();
+    tr->value = NAN;
+    char *cached = NULL;
+    if (mr_op_cache_get(s->ctx, tr->key, &cached, NULL) == MR_OK && cached && replay_cached(s, tr, cached)) {
+        mr_free(cached);
+        tr->cached = 1;
+        finish_trial(s, n);
+        return MR_OK;
+    }
+    mr_free(cached);
+    tr->state = T_RUNNING;
+    tr->status = MR_TRIAL_COMPLETE;
+    if (s->is_exec) {
+        rc = start_exec(s, n, tr, err);
+        if (rc != MR_OK) {
+            char msg[512];
+            mr_error_format(err, msg, sizeof(msg));
+            mr_error_clear(err);
+            tr->status = MR_TRIAL_FAILED;
+            tr->error = mr_strdup(msg);
+            finish_trial(s, n);
+        }
+        return MR_OK;
+    }
+    tr->result_path = mr_asprintf("%s/trial-%d.result.json", s->ctx->tmp_dir, n);
+    if (!tr->result_path) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "cannot start trial %d", n);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        signal(SIGTERM, SIG_DFL);
+        child_train(s, tr);
+        _exit(1);
+    }
+    tr->pid = pid;
+    return MR_OK;
+}
+
+/* A child exited: read what it left. */
+static void reap_trial(study *s, int n, int wstatus)
+{
+    trial *tr = &s->t[n];
+    if (s->is_exec) {
+        group_set(tr->pid, 0);
+        kill(-tr->pid, SIGKILL); /* anything the command left behind */
+        int was_pruned = tr->status == MR_TRIAL_PRUNED;
+        if (!tr->stopping) poll_exec(s, tr); /* the last lines */
+        if (tr->timed_out) {
+            tr->status = MR_TRIAL_FAILED;
+            tr->error = mr_strdup("stopped: the study's timeout_s passed");
+        } else if (!was_pruned && tr->status != MR_TRIAL_PRUNED && !(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)) {
+            tr->status = MR_TRIAL_FAILED;
+            tr->error = WIFSIGNALED(wstatus) ? mr_asprintf("command killed by signal %d", WTERMSIG(wstatus))
+                                             : mr_asprintf("command exited with status %d", WEXITSTATUS(wstatus));
+        }
+        finish_trial(s, n);
+        return;
+    }
+    json_t *j = json_load_file(tr->result_path, 0, NULL);
+    const char *st = json_string_value(json_object_get(j, "status"));
+    json_t *curve = json_object_get(j, "curve");
+    size_t k;
+    json_t *v;
+    json_array_foreach(curve, k, v) push_curve(tr, json_is_number(v) ? json_number_value(v) : NAN);
+    if (tr->timed_out) {
+        tr->status = MR_TRIAL_FAILED;
+        tr->error = mr_strdup("stopped: the study's timeout_s passed");
+    } else if (st && !strcmp(st, "complete") && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
+        tr->status = MR_TRIAL_COMPLETE;
+    } else if (st && !strcmp(st, "pruned") && WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) {
+        tr->status = MR_TRIAL_PRUNED;
+    } else {
+        tr->status = MR_TRIAL_FAILED;
+        const char *e = json_string_value(json_object_get(j, "error"));
+        tr->error = e ? mr_strdup(e)
+                      : WIFSIGNALED(wstatus) ? mr_asprintf("trial process killed by signal %d", WTERMSIG(wstatus))
+                                             : mr_asprintf("trial process exited with status %d", WEXITSTATUS(wstatus));
+    }
+    json_decref(j);
+    finish_trial(s, n);
+}
+
+/* ---- outputs ------------------------------------------------------------- */
+static mr_status write_outputs(study *s, int n_started, mr_error *err)
+{
+    mr_op_ctx *ctx = s->ctx;
+    int best = -1, n_complete = 0, n_pruned = 0, n_failed = 0, n_cached = 0;
+    for (int n = 0; n < n_started; n++) {
+        trial *tr = &s->t[n];
+        n_complete += tr->status == MR_TRIAL_COMPLETE;
+        n_pruned += tr->status == MR_TRIAL_PRUNED;
+        n_failed += tr->status == MR_TRIAL_FAILED;
+        n_cached += tr->cached;
+        if (tr->status != MR_TRIAL_COMPLETE) continue;
+        if (best < 0 || (s->maximize ? tr->value > s->t[best].value : tr->value < s->t[best].value)) best = n;
+    }
+    dprintf(ctx->log_fd, "study: %d trials (%d complete, %d pruned, %d failed; %d from the cache)\n", n_started, n_complete,
+            n_pruned, n_failed, n_cached);
+    if (best < 0) return MR_ERR(err, MR_E_FAILED, "no trial of the study completed (%d pruned, %d failed)", n_pruned, n_failed);
+    json_t *trials = json_array();
+    for (int n = 0; n < n_started; n++) json_array_append_new(trials, trial_json(s, n, &s->t[n]));
+    /* importances over the complete and pruned trials (their best values) */
+    size_t m = mr_tune_space_size(s->space), k = 0;
+    double *xs = mr_calloc((size_t)n_started * (m ? m : 1), sizeof(double));
+    double *ys = mr_calloc((size_t)n_started, sizeof(double));
+    double *imp = mr_calloc(m ? m : 1, sizeof(double));
+    int *cat = mr_calloc(m ? m : 1, sizeof(int));
+    json_t *jimp = json_object();
+    if (xs && ys && imp && cat) {
+        for (int n = 0; n < n_started; n++)
+            if (s->t[n].status == MR_TRIAL_COMPLETE) {
+                memcpy(xs + k * m, s->t[n].x, m * sizeof(double));
+                ys[k++] = s->t[n].value;
+            }
+        for (size_t j = 0; j < m; j++) cat[j] = mr_tune_space_kind(s->space, j) == MR_TUNE_CHOICE;
+        if (mr_tune_importance(xs, ys, k, m, cat, imp, NULL) == MR_OK)
+            for (size_t j = 0; j < m; j++) json_object_set_new(jimp, mr_tune_space_name(s->space, j), json_real(imp[j]));
+    }
+    mr_free(xs);
+    mr_free(ys);
+    mr_free(imp);
+    mr_free(cat);
+    json_t *bestp = json_object_get(json_array_get(trials, (size_t)best), "params");
+    json_t *study_j = json_pack("{s:O,s:f,s:i,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:o}", "best", bestp, "value", s->t[best].value,
+                                "trial", best, "metric", s->metric, "direction", s->maximize ? "maximize" : "minimize",
+                                "n_trials", n_started, "n_complete", n_complete, "n_pruned", n_pruned, "n_failed",
+                                n_failed, "n_cached", n_cached, "importance", jimp);
+    const char *files[3] = {"best.json", "study.json", "trials.json"};
+    json_t *docs[3] = {bestp, study_j, trials};
+    mr_status rc = MR_OK;
+    for (int q = 0; q < 3 && rc == MR_OK; q++) {
+        char *path = mr_path_join(ctx->outputs[0].path, files[q]);
+        char *t = docs[q] ? json_dumps(docs[q], JSON_INDENT(1) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
+        rc = path && t ? mr_fs_write_atomic(path, t, strlen(t), err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        mr_free(path);
+        free(t);
+    }
+    mr_op_metric(ctx, "best_value", 0, s->t[best].value);
+    mr_op_metric(ctx, "best_trial", 0, best);
+    dprintf(ctx->log_fd, "best: trial %d, %s=%.6g\n", best, s->metric, s->t[best].value);
+    json_decref(study_j);
+    json_decref(trials);
+    return rc;
+}
+
+/* ---- the study loop ------------------------------------------------------ */
+static int find_pid(study *s, int n_started, pid_t pid)
+{
+    for (int n = 0; n < n_started; n++)
+        if (s->t[n].state == T_RUNNING && s->t[n].pid == pid) return n;
+    return -1;
+}
+
+static mr_status run_study(study *s, int *n_started_out, mr_error *err)
+{
+    mr_op_ctx *ctx = s->ctx;
+    int next = 0, running = 0, first_open = 0;
+    double t0 = mr_now();
+    int stop = 0;
+    mr_status rc = MR_OK;
+    for (;;) {
+        double now = mr_now();
+        if (s->timeout_s > 0 && now - t0 > s->timeout_s && !stop) {
+            stop = 1;
+            dprintf(ctx->log_fd, "study: timeout_s (%.0fs) passed after %d trials; stopping\n", s->timeout_s, next);
+            for (int n = 0; n < next; n++)
+                if (s->t[n].state == T_RUNNING) {
+                    s->t[n].timed_out = 1;
+                    kill(s->is_exec ? -s->t[n].pid : s->t[n].pid, SIGKILL);
+                }
+        }
+        while (first_open < next && s->t[first_open].state == T_DONE) first_open++;
+        /* Start trial `next` once trials 0..next-parallel are all done. */
+        while (!stop && rc == MR_OK && next < s->n_trials && running < s->parallel && first_open >= next - s->parallel + 1) {
+            rc = begin_trial(s, next, err);
+            if (rc != MR_OK) break;
+            if (s->t[next].state == T_RUNNING) running++;
+            next++;
+            while (first_open < next && s->t[first_open].state == T_DONE) first_open++;
+        }
+        if (rc != MR_OK) break;
+        if (running == 0) break;
+        int wstatus;
+        pid_t pid = waitpid(-1, &wstatus, WNOHANG);
+        if (pid > 0) {
+            int n = find_pid(s, next, pid);
+            if (n >= 0) {
+                reap_trial(s, n, wstatus);
+                running--;
+            }
+            continue;
+        }
+        if (pid < 0 && errno != EINTR && errno != ECHILD) {
+            rc = MR_ERR_SYS(err, MR_E_IO, errno, "waiting for trials");
+            break;
+        }
+        if (s->is_exec)
+            for (int n = 0; n < next; n++) {
+                trial *tr = &s->t[n];
+                if (tr->state != T_RUNNING) continue;
+                poll_exec(s, tr);
+                if (tr->stopping && mr_now() - tr->term_at > s->grace_s) {
+                    dprintf(ctx->log_fd, "trial %d: still running %.1fs after SIGTERM: SIGKILL\n", n, s->grace_s);
+                    kill(-tr->pid, SIGKILL);
+                    tr->term_at = INFINITY;
+                }
+            }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (rc != MR_OK) { /* stop what runs */
+        for (int n = 0; n < next; n++)
+            if (s->t[n].state == T_RUNNING) {
+                kill(s->is_exec ? -s->t[n].pid : s->t[n].pid, SIGKILL);
+                waitpid(s->t[n].pid, NULL, 0);
+                if (s->is_exec) group_set(s->t[n].pid, 0);
+            }
+    }
+    *n_started_out = next;
+    return rc;
+}
+
+static mr_status run_tune(mr_op_ctx *ctx, mr_error *err)
+{
+    study s;
+    memset(&s, 0, sizeof(s));
+    s.ctx = ctx;
+    s.t0 = mr_now();
+    int n_started = 0;
+    struct sigaction sa, old;
+    int handler = 0;
+    mr_status rc = parse_options(&s, err);
+    if (rc == MR_OK) rc = mr_tune_space_parse(mr_value_get(ctx->def, "space"), NULL, &s.space, err);
+    if (rc != MR_OK) goto done;
+    s.t = mr_calloc((size_t)s.n_trials, sizeof(*s.t));
+    s.hist = mr_calloc((size_t)s.n_trials, sizeof(*s.hist));
+    if (!s.t || !s.hist) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    if (!s.is_exec) {
+        rc = mr_read_table(mr_value_get(ctx->def, "train")->str, &s.train, err);
+        if (rc == MR_OK) rc = mr_read_table(mr_value_get(ctx->def, "valid")->str, &s.valid, err);
+        if (rc != MR_OK) goto done;
+    }
+    dprintf(ctx->log_fd, "tune: %d trials, %d at once x %d threads, %s sampler, %s pruner, %s %s%s\n", s.n_trials, s.parallel,
+            s.threads_per_trial, s.so.kind == MR_SAMPLER_TPE ? "tpe" : "random",
+            s.po.kind == MR_PRUNER_ASHA ? "asha" : s.po.kind == MR_PRUNER_MEDIAN ? "median" : "no", s.maximize ? "maximize" : "minimize",
+            s.metric, ctx->smoke ? " [smoke]" : "");
+    /* Trials are forked: a process-wide pool's threads would not exist in
+     * the children, and the parent only waits from here on. */
+    mr_pool_shutdown();
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, NULL, &g_old_term);
+    if (sigaction(SIGTERM, &sa, &old) == 0) handler = 1;
+    rc = run_study(&s, &n_started, err);
+    if (rc == MR_OK) rc = write_outputs(&s, n_started, err);
+done:
+    if (handler) sigaction(SIGTERM, &old, NULL);
+    for (int n = 0; s.t && n < s.n_trials; n++) {
+        mr_free(s.t[n].x);
+        mr_value_free(s.t[n].params);
+        mr_free(s.t[n].key_doc);
+        mr_free(s.t[n].curve);
+        mr_free(s.t[n].error);
+        mr_free(s.t[n].result_path);
+        mr_free(s.t[n].metrics_path);
+    }
+    mr_free(s.t);
+    mr_free(s.hist);
+    mr_value_free(s.fixed);
+    mr_table_free(s.train);
+    mr_table_free(s.valid);
+    mr_tune_space_free(s.space);
+    return rc;
+}
+
+const mr_op mr_op_tune = {
+    .name = "tune",
+    .version = TUNE_OP_VERSION,
+    .params = tune_params,
+    .outputs = NULL,
+    .run = run_tune,
+};
