@@ -63,6 +63,8 @@ uint32_t mr__pq_crc32(const uint8_t *p, size_t n);
 /* Feeds every byte the writer writes from now on to h (borrowed; must outlive
  * the writer), so a caller needing the file's hash need not read it back. */
 void mr__pq_writer_hash(mr_parquet_writer *w, mr_hasher *h);
+/* mr_parquet_writer_write of rows [b, e) of t, without copying them out. */
+mr_status mr__pq_writer_write_range(mr_parquet_writer *w, const mr_table *t, size_t b, size_t e, mr_error *err);
 /* Bytes written so far (the file's size once closed). */
 uint64_t mr__pq_writer_bytes(const mr_parquet_writer *w);
 

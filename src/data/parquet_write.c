@@ -712,6 +712,12 @@ static void rg_range(void *ctx, size_t begin, size_t end, int tid)
 
 mr_status mr_parquet_writer_write(mr_parquet_writer *w, const mr_table *t, mr_error *err)
 {
+    return mr__pq_writer_write_range(w, t, 0, t->n_rows, err);
+}
+
+mr_status mr__pq_writer_write_range(mr_parquet_writer *w, const mr_table *t, size_t b0, size_t e0, mr_error *err)
+{
+    MR_ASSERT(b0 <= e0 && e0 <= t->n_rows);
     if (w->failed) return MR_ERR(err, MR_E_STATE, "%s: writer failed earlier", w->path);
     mr_status rc = check_schema(w, t, err);
     if (rc != MR_OK) return rc;
@@ -731,8 +737,8 @@ mr_status mr_parquet_writer_write(mr_parquet_writer *w, const mr_table *t, mr_er
         return werr(w, err, MR_E_NOMEM, "out of memory");
     }
     size_t step = w->o.row_group_rows;
-    for (size_t b = 0; rc == MR_OK && (b < t->n_rows || (b == 0 && t->n_rows == 0 && w->n_rg == 0)); b += step) {
-        size_t e = t->n_rows - b < step ? t->n_rows : b + step;
+    for (size_t b = b0; rc == MR_OK && (b < e0 || (b == b0 && e0 == b0 && w->n_rg == 0)); b += step) {
+        size_t e = e0 - b < step ? e0 : b + step;
         if (w->n_rg == w->cap_rg) {
             size_t nc = w->cap_rg ? w->cap_rg * 2 : 8;
             rg_meta *nr = mr_realloc(w->rgs, nc * sizeof(*nr));
@@ -771,7 +777,7 @@ mr_status mr_parquet_writer_write(mr_parquet_writer *w, const mr_table *t, mr_er
             rc = emit_bytes(w, w->chunks[i].data, w->chunks[i].len, err);
             if (rc != MR_OK) break;
         }
-        if (t->n_rows == 0) break;
+        if (e0 == b0) break;
     }
     mr_free(rcs);
     mr_free(errs);
