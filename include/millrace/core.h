@@ -231,7 +231,9 @@ void mr_flock_release(mr_flock *lk);
  * One pool per process (core owns it). mr_parallel_for splits [0, n) into
  * fixed-size blocks; block boundaries never depend on the thread count, so a
  * caller that writes block-indexed partials and reduces them in block order
- * gets identical results for any number of threads. */
+ * gets identical results for any number of threads. Thread-safe: while one
+ * job holds the workers, a call from another thread (or a nested call from
+ * inside a job) runs all its blocks on the calling thread, as thread_id 0. */
 typedef void (*mr_range_fn)(void *ctx, size_t begin, size_t end, int thread_id);
 mr_status mr_pool_init(int n_threads, mr_error *err); /* 0 = number of CPUs */
 int mr_pool_threads(void);

@@ -46,7 +46,7 @@ typedef struct mr_dataset_write_opts {
     size_t rows_per_shard;            /* 0 = 1,000,000 */
     size_t row_group_rows;            /* 0 = 131,072 */
     mr_parquet_codec codec;           /* init: MR_PQ_ZSTD (a zeroed struct means uncompressed) */
-    int level;                        /* codec level, 0 = codec default */
+    int level;                        /* codec level, 0 = default (zstd 1, gzip 6) */
     const char *const *partition_by;  /* column names (borrowed during open), at most 16 */
     size_t n_partition_by;
 } mr_dataset_write_opts;
@@ -128,6 +128,14 @@ void mr_dataset_close(mr_dataset *ds); /* NULL is a no-op */
 /* Hashes every shard and compares with the manifest (MR_E_CORRUPT names the
  * first mismatch). */
 mr_status mr_dataset_verify(const mr_dataset *ds, mr_error *err);
+/* Scans and loads of this dataset check Parquet page CRCs only when on (the
+ * default is off). A shard's integrity is what the manifest's content hash
+ * (mr_dataset_verify) checks, for the whole file;
+ * open already checks each shard's size, row and row-group counts. Page
+ * CRCs cost a pass over every page read (~5% of a full scan of uncompressed
+ * floats), so they are opt-in here; plain Parquet files (mr_parquet_open)
+ * keep checking them. Not thread-safe against scans in progress. */
+void mr_dataset_set_verify_checksums(mr_dataset *ds, int on);
 
 /* Accessors: borrowed pointers valid until close. */
 const char *mr_dataset_dir(const mr_dataset *ds);

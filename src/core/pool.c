@@ -1,6 +1,8 @@
 /* The process-wide thread pool. mr_parallel_for hands out fixed-size blocks
  * through an atomic counter; workers and the caller all take blocks, so the
- * caller never idles. Block boundaries depend only on (n, block). */
+ * caller never idles. Block boundaries depend only on (n, block). Several
+ * threads may call mr_parallel_for at once: one job gets the workers, the
+ * others run on their callers' threads. */
 #include "millrace/core.h"
 
 #include <pthread.h>
@@ -25,6 +27,7 @@ static struct {
     unsigned long generation;
     int stop;
     int active; /* workers inside the current job */
+    atomic_int busy; /* a job is running: other callers run theirs inline */
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv_work = PTHREAD_COND_INITIALIZER, .cv_done = PTHREAD_COND_INITIALIZER};
 
 int mr_cpu_count(void)
@@ -110,7 +113,10 @@ void mr_parallel_for(size_t n, size_t block, mr_range_fn fn, void *ctx)
     job j = {.fn = fn, .ctx = ctx, .n = n, .block = block, .n_blocks = (n + block - 1) / block};
     atomic_init(&j.next, 0);
     atomic_init(&j.done, 0);
-    if (!pool.threads || j.n_blocks == 1) {
+    /* One job at a time. A caller that finds the pool busy (another thread's
+     * job, or a nested call from inside a job) runs its blocks itself, as
+     * thread 0 of its own job: results only depend on the blocks. */
+    if (!pool.threads || j.n_blocks == 1 || atomic_exchange(&pool.busy, 1)) {
         run_blocks(&j, 0);
         return;
     }
@@ -124,4 +130,5 @@ void mr_parallel_for(size_t n, size_t block, mr_range_fn fn, void *ctx)
     while (atomic_load(&j.done) < j.n_blocks || pool.active > 0) pthread_cond_wait(&pool.cv_done, &pool.mu);
     pool.cur = NULL;
     pthread_mutex_unlock(&pool.mu);
+    atomic_store(&pool.busy, 0);
 }

@@ -2,13 +2,25 @@
  * one batch at a time, so memory stays bounded by the reader's window and the
  * writer's open row groups. Shared by the `ingest` op and `millrace data
  * ingest`. It does not publish anything: callers write into a private
- * directory and rename it. */
+ * directory and rename it.
+ *
+ * Pipelining. With more than one pool thread, the dataset writer runs on a
+ * thread of its own, fed through a queue of at most QUEUE_BATCHES batches:
+ * while the reader parses the next window on the pool, the writer encodes and
+ * compresses the previous batches (its column chunks go to the pool whenever
+ * the reader leaves it idle, else run on the writer's thread). The writer
+ * takes batches in order and is the only thread touching the dataset writer,
+ * so the dataset is byte-identical to a serial run. The first error wins: a
+ * writer error stops the reader at its next hand-off, a reader error stops
+ * the writer after the batch it is on. */
 #include "data/dataset_int.h"
 
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #define DEFAULT_BATCH_ROWS 131072u
+#define QUEUE_BATCHES 1 /* batches waiting for the writer: enough to cover a window's parse, bounded memory */
 
 void mr_ingest_opts_init(mr_ingest_opts *o)
 {
@@ -73,6 +85,84 @@ done:
     return rc;
 }
 
+/* ---- the writer thread ---------------------------------------------------- */
+
+typedef struct wqueue {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    mr_table *q[QUEUE_BATCHES]; /* ring of batches, owned */
+    size_t head, n;
+    int closed;                 /* the reader has no more batches (or failed) */
+    int failed;                 /* the writer failed: rc, err */
+    mr_dataset_writer *w;
+    mr_status rc;
+    mr_error err;
+} wqueue;
+
+static void *writer_main(void *arg)
+{
+    wqueue *wq = arg;
+    for (;;) {
+        pthread_mutex_lock(&wq->mu);
+        while (wq->n == 0 && !wq->closed) pthread_cond_wait(&wq->cv, &wq->mu);
+        if (wq->n == 0) {
+            pthread_mutex_unlock(&wq->mu);
+            break;
+        }
+        mr_table *t = wq->q[wq->head];
+        wq->q[wq->head] = NULL;
+        wq->head = (wq->head + 1) % QUEUE_BATCHES;
+        wq->n--;
+        pthread_cond_broadcast(&wq->cv);
+        pthread_mutex_unlock(&wq->mu);
+        mr_status rc = mr_dataset_writer_write(wq->w, t, &wq->err);
+        mr_table_free(t);
+        if (rc != MR_OK) {
+            pthread_mutex_lock(&wq->mu);
+            wq->rc = rc;
+            wq->failed = 1;
+            pthread_cond_broadcast(&wq->cv);
+            pthread_mutex_unlock(&wq->mu);
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Hands t (owned) to the writer thread; waits while the queue is full.
+ * Returns the writer's status if it has failed (t is freed). */
+static mr_status wq_push(wqueue *wq, mr_table *t)
+{
+    pthread_mutex_lock(&wq->mu);
+    while (wq->n == QUEUE_BATCHES && !wq->failed) pthread_cond_wait(&wq->cv, &wq->mu);
+    mr_status rc = wq->failed ? wq->rc : MR_OK;
+    if (rc == MR_OK) {
+        wq->q[(wq->head + wq->n) % QUEUE_BATCHES] = t;
+        wq->n++;
+        pthread_cond_broadcast(&wq->cv);
+    }
+    pthread_mutex_unlock(&wq->mu);
+    if (rc != MR_OK) mr_table_free(t);
+    return rc;
+}
+
+/* Tells the writer there is nothing more and waits for it to finish the
+ * queued batches (all of them, unless stop: then they are dropped). */
+static mr_status wq_finish(wqueue *wq, pthread_t th, int stop)
+{
+    pthread_mutex_lock(&wq->mu);
+    wq->closed = 1;
+    if (stop)
+        for (; wq->n; wq->n--, wq->head = (wq->head + 1) % QUEUE_BATCHES) {
+            mr_table_free(wq->q[wq->head]);
+            wq->q[wq->head] = NULL;
+        }
+    pthread_cond_broadcast(&wq->cv);
+    pthread_mutex_unlock(&wq->mu);
+    pthread_join(th, NULL);
+    return wq->failed ? wq->rc : MR_OK;
+}
+
 mr_status mr_dataset_ingest(const char *source, const char *dir, const mr_ingest_opts *o, mr_ingest_stats *stats,
                             mr_error *err)
 {
@@ -99,6 +189,21 @@ mr_status mr_dataset_ingest(const char *source, const char *dir, const mr_ingest
     }
     rc = mr_dataset_writer_open(dir, &o->write, &w, err);
     if (rc != MR_OK) goto done;
+    wqueue wq;
+    pthread_t writer_th;
+    int threaded = 0;
+    if (mr_pool_threads() > 1) {
+        memset(&wq, 0, sizeof wq);
+        wq.w = w;
+        mr_error_init(&wq.err);
+        if (pthread_mutex_init(&wq.mu, NULL) == 0) {
+            if (pthread_cond_init(&wq.cv, NULL) == 0) {
+                threaded = pthread_create(&writer_th, NULL, writer_main, &wq) == 0;
+                if (!threaded) pthread_cond_destroy(&wq.cv);
+            }
+            if (!threaded) pthread_mutex_destroy(&wq.mu);
+        } /* else: write on this thread */
+    }
     for (;;) {
         size_t want = batch_rows;
         if (o->max_rows) {
@@ -131,13 +236,27 @@ mr_status mr_dataset_ingest(const char *source, const char *dir, const mr_ingest
                 break;
             }
         }
-        rc = mr_dataset_writer_write(w, t, err);
-        if (rc != MR_OK) break;
-        st.rows_written += t->n_rows;
-        mr_table_free(t);
-        t = NULL;
+        size_t n = t->n_rows;
+        if (threaded) {
+            rc = wq_push(&wq, t); /* t is the writer's now */
+            t = NULL;
+            if (rc != MR_OK) break;
+        } else {
+            rc = mr_dataset_writer_write(w, t, err);
+            if (rc != MR_OK) break;
+            mr_table_free(t);
+            t = NULL;
+        }
+        st.rows_written += n;
         st.rows_read = good;
         if (o->progress) o->progress(o->progress_ctx, &st);
+    }
+    if (threaded) {
+        mr_status wrc = wq_finish(&wq, writer_th, rc != MR_OK);
+        if (wrc != MR_OK && err && !mr_error_is_set(err)) *err = wq.err; /* the writer's error came first */
+        if (rc == MR_OK) rc = wrc;
+        pthread_cond_destroy(&wq.cv);
+        pthread_mutex_destroy(&wq.mu);
     }
     if (rc != MR_OK) goto done;
     rc = mr_dataset_writer_close(w, &st.dataset, err);

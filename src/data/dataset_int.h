@@ -31,6 +31,7 @@ struct mr_dataset {
     mr__ds_shard *shards;
     size_t n_partitions;
     uint64_t n_rows;
+    int verify_crc;               /* check page CRCs when reading shards (mr_dataset_set_verify_checksums) */
 };
 
 /* What the scan and the loader share: the bound filter, the output and

@@ -181,6 +181,7 @@ mr_status mr__ds_open_shard(const mr_dataset *ds, size_t i, mr_parquet_file **ou
     const mr__ds_shard *sh = &ds->shards[i];
     mr_status rc = mr_parquet_open(sh->abs_path, out, err);
     if (rc != MR_OK) return rc;
+    mr_parquet_set_verify_checksums(*out, ds->verify_crc);
     if ((uint64_t)mr_parquet_num_rows(*out) != sh->rows ||
         (uint64_t)mr_parquet_num_row_groups(*out) != sh->row_groups) {
         MR_ERR(err, MR_E_CORRUPT, "dataset shard '%s' has %lld rows in %zu row groups, the manifest says %llu in %llu",

@@ -60,6 +60,14 @@ mr_status mr__pq_decompress(mr_parquet_codec codec, const uint8_t *src, size_t s
 mr_status mr__pq_compress(mr_parquet_codec codec, int level, const uint8_t *src, size_t src_len, mr_buf *out);
 uint32_t mr__pq_crc32(const uint8_t *p, size_t n);
 
+/* Feeds every byte the writer writes from now on to h (borrowed; must outlive
+ * the writer), so a caller needing the file's hash need not read it back. */
+void mr__pq_writer_hash(mr_parquet_writer *w, mr_hasher *h);
+/* mr_parquet_writer_write of rows [b, e) of t, without copying them out. */
+mr_status mr__pq_writer_write_range(mr_parquet_writer *w, const mr_table *t, size_t b, size_t e, mr_error *err);
+/* Bytes written so far (the file's size once closed). */
+uint64_t mr__pq_writer_bytes(const mr_parquet_writer *w);
+
 /* RLE/bit-packed hybrid decoding of exactly n values of bit width bw (<= 32)
  * from [p, p+len) into out. Returns 0, or -1 when the data is malformed or
  * ends before n values. */

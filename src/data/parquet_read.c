@@ -1617,11 +1617,29 @@ static mr_status emit(chunk_ctx *c, size_t n_rows, const uint32_t *lev, size_t n
     return MR_OK;
 }
 
-/* Decodes definition levels (max_def 1 for flat columns). */
-static mr_status read_levels(chunk_ctx *c, int enc, const uint8_t *p, size_t len, size_t n, size_t *used)
+/* Decodes definition levels (max_def 1 for flat columns). *all_present is
+ * set, and c->lev left unfilled, when the levels are one RLE run of max_def
+ * covering the page (no nulls: what millrace's writer emits then). */
+static mr_status read_levels(chunk_ctx *c, int enc, const uint8_t *p, size_t len, size_t n, size_t *used,
+                             int *all_present)
 {
     unsigned bw = 0;
     for (int m = c->L->max_def; m; m >>= 1) bw++;
+    *all_present = 0;
+    if (enc == MR__PQ_ENC_RLE && len >= 4 && le32(p) <= len - 4 && bw <= 8) {
+        const uint8_t *q = p + 4, *e = p + 4 + le32(p);
+        uint64_t h = 0;
+        for (unsigned shift = 0; q < e && shift < 64; shift += 7) { /* ULEB128 run header */
+            uint8_t b = *q++;
+            h |= (uint64_t)(b & 0x7f) << shift;
+            if (!(b & 0x80)) break;
+        }
+        if (!(h & 1) && (h >> 1) >= n && q < e && q[-1] < 0x80 && *q == (uint8_t)c->L->max_def) {
+            *used = 4 + le32(p);
+            *all_present = 1;
+            return MR_OK;
+        }
+    }
     if (GROW(c, lev, lev_cap, n ? n : 1)) return cerr(c, MR_E_NOMEM, "out of memory");
     if (enc == MR__PQ_ENC_RLE) {
         if (len < 4 || le32(p) > len - 4) return cerr(c, MR_E_CORRUPT, "page %zu: definition levels run past the page", c->page_no);
@@ -1773,9 +1791,10 @@ static mr_status data_page(chunk_ctx *c, const page_hdr *h, const uint8_t *raw, 
         if (rc != MR_OK) return rc;
         size_t used = 0;
         if (L->max_def > 0) {
-            rc = read_levels(c, h->def_enc, pg, ulen, n, &used);
+            int all = 0;
+            rc = read_levels(c, h->def_enc, pg, ulen, n, &used, &all);
             if (rc != MR_OK) return rc;
-            lev = c->lev;
+            lev = all ? NULL : c->lev;
         }
         vals = pg + used;
         vlen = ulen - used;
@@ -1826,6 +1845,20 @@ static mr_status data_page(chunk_ctx *c, const page_hdr *h, const uint8_t *raw, 
         rc = mr_column_materialize(c->col, c->err);
         if (rc != MR_OK) return rc;
         c->dict_mode = 0;
+    }
+    if (!lev && enc == MR__PQ_ENC_PLAIN && !c->dict_mode &&
+        (L->cv == CV_F64 || L->cv == CV_I64 || L->cv == CV_F32 || L->cv == CV_DATE)) {
+        /* no nulls, PLAIN, same layout (little-endian host): one copy from
+         * the page straight into the column */
+        size_t es = (size_t)c->es;
+        if (n && es > SIZE_MAX / n) return cerr(c, MR_E_LIMIT, "page too large");
+        if (n * es > vlen) return cerr(c, MR_E_CORRUPT, "page %zu: PLAIN values: page too short", c->page_no);
+        if (mr_column_reserve(c->col, c->col->n + n) != MR_OK)
+            return cerr(c, MR_E_NOMEM, "out of memory (%zu rows)", c->col->n + n);
+        if (n) memcpy((char *)c->col->data + c->col->n * es, vals, n * es);
+        c->col->n += n;
+        c->rows_done += n;
+        return MR_OK;
     }
     rc = decode_values(c, enc, vals, vlen, n_nonnull, &codes);
     if (rc != MR_OK) return rc;
@@ -1979,6 +2012,25 @@ done:
     return rc;
 }
 
+typedef struct rg_read_job {
+    mr_parquet_file *f;
+    size_t rg;
+    const size_t *cols;
+    mr_column **got;
+    mr_status *rcs;
+    mr_error *errs;
+} rg_read_job;
+
+static void rg_read_range(void *ctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    rg_read_job *j = ctx;
+    for (size_t k = begin; k < end; k++) {
+        mr_error_init(&j->errs[k]);
+        j->rcs[k] = read_chunk(j->f, j->rg, j->cols ? j->cols[k] : k, &j->got[k], &j->errs[k]);
+    }
+}
+
 mr_status mr_parquet_read_row_group(mr_parquet_file *f, size_t rg, const size_t *cols, size_t n_cols,
                                     mr_table **out, mr_error *err)
 {
@@ -1990,14 +2042,28 @@ mr_status mr_parquet_read_row_group(mr_parquet_file *f, size_t rg, const size_t 
             return ferr(f, err, MR_E_INVALID_ARG, "column index %zu out of range (%zu columns)", cols[k], f->n_leaves);
     mr_table *t = NULL;
     mr_status rc = mr_table_new(&t, err);
-    for (size_t k = 0; rc == MR_OK && k < n; k++) {
-        mr_column *col = NULL;
-        rc = read_chunk(f, rg, cols ? cols[k] : k, &col, err);
-        if (rc == MR_OK) {
-            rc = mr_table_add_column(t, col, err);
-            if (rc != MR_OK && err) mr_error_at(err, f->path, 0, 0);
-        }
+    mr_column **got = rc == MR_OK ? mr_calloc(n ? n : 1, sizeof *got) : NULL;
+    mr_status *rcs = got ? mr_calloc(n ? n : 1, sizeof *rcs) : NULL;
+    mr_error *errs = rcs ? mr_calloc(n ? n : 1, sizeof *errs) : NULL;
+    if (rc == MR_OK && !errs) rc = ferr(f, err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) { /* column chunks are independent: decode them in parallel */
+        rg_read_job job = {f, rg, cols, got, rcs, errs};
+        mr_parallel_for(n, 1, rg_read_range, &job);
     }
+    for (size_t k = 0; rc == MR_OK && k < n; k++) {
+        if (rcs[k] != MR_OK) { /* the first failing column, in column order */
+            rc = rcs[k];
+            if (err && !mr_error_is_set(err)) *err = errs[k];
+            break;
+        }
+        rc = mr_table_add_column(t, got[k], err);
+        got[k] = NULL;
+        if (rc != MR_OK && err) mr_error_at(err, f->path, 0, 0);
+    }
+    for (size_t k = 0; got && k < n; k++) mr_column_free(got[k]);
+    mr_free(got);
+    mr_free(rcs);
+    mr_free(errs);
     if (rc == MR_OK && n == 0) t->n_rows = (size_t)f->rgs[rg].num_rows;
     if (rc != MR_OK) {
         mr_table_free(t);

@@ -44,6 +44,15 @@ typedef struct col_meta {
     size_t min_len, max_len;
 } col_meta;
 
+/* Per-thread encoding scratch: the page being built, its compressed form and
+ * header, and the dictionary indices / definition levels of one chunk. */
+typedef struct wscratch {
+    mr_buf page, comp, hdr;
+    uint32_t *codes;         /* dictionary indices of non-null rows */
+    uint8_t *lev;
+    size_t cap;              /* rows of codes and lev */
+} wscratch;
+
 typedef struct rg_meta {
     int64_t rows, total_bytes, file_offset, total_comp;
     col_meta *cols;
@@ -64,11 +73,10 @@ struct mr_parquet_writer {
     rg_meta *rgs;
     size_t n_rg, cap_rg;
     mr_buf out;              /* pending file bytes */
-    mr_buf page, comp, hdr;  /* scratch */
-    uint32_t *codes;         /* scratch: dictionary indices of non-null rows */
-    size_t codes_cap;
-    uint8_t *lev;
-    size_t lev_cap;
+    mr_hasher *hasher;       /* optional: fed every byte written (mr__pq_writer_hash) */
+    wscratch **scratch;      /* per pool thread, allocated on first use */
+    size_t n_scratch;
+    mr_buf *chunks;          /* n_cols: one row group's encoded column chunks */
 };
 
 static mr_status werr(mr_parquet_writer *w, mr_error *err, mr_status code, const char *fmt, ...)
@@ -86,11 +94,12 @@ static mr_status werr(mr_parquet_writer *w, mr_error *err, mr_status code, const
     return code;
 }
 
-static mr_status flush_out(mr_parquet_writer *w, mr_error *err)
+static mr_status write_all(mr_parquet_writer *w, const char *p, size_t n, mr_error *err)
 {
     size_t done = 0;
-    while (done < w->out.len) {
-        ssize_t k = write(w->fd, w->out.data + done, w->out.len - done);
+    if (w->hasher) mr_hasher_update(w->hasher, p, n);
+    while (done < n) {
+        ssize_t k = write(w->fd, p + done, n - done);
         if (k < 0 && errno == EINTR) continue;
         if (k < 0) {
             w->failed = 1;
@@ -100,17 +109,32 @@ static mr_status flush_out(mr_parquet_writer *w, mr_error *err)
         }
         done += (size_t)k;
     }
-    w->out.len = 0;
     return MR_OK;
+}
+
+static mr_status flush_out(mr_parquet_writer *w, mr_error *err)
+{
+    mr_status rc = write_all(w, w->out.data, w->out.len, err);
+    w->out.len = 0;
+    return rc;
 }
 
 static mr_status emit_bytes(mr_parquet_writer *w, const void *p, size_t n, mr_error *err)
 {
+    if (n >= FLUSH_BYTES) { /* large (a column chunk): straight to the file, no staging copy */
+        mr_status rc = flush_out(w, err);
+        if (rc == MR_OK) rc = write_all(w, p, n, err);
+        w->off += n;
+        return rc;
+    }
     if (mr_buf_append(&w->out, p, n) != MR_OK) return werr(w, err, MR_E_NOMEM, "out of memory");
     w->off += n;
     if (w->out.len >= FLUSH_BYTES) return flush_out(w, err);
     return MR_OK;
 }
+
+void mr__pq_writer_hash(mr_parquet_writer *w, mr_hasher *h) { w->hasher = h; }
+uint64_t mr__pq_writer_bytes(const mr_parquet_writer *w) { return w->off; }
 
 mr_status mr_parquet_writer_open(const char *path, const mr_parquet_write_opts *opts, mr_parquet_writer **out,
                                  mr_error *err)
@@ -123,10 +147,7 @@ mr_status mr_parquet_writer_open(const char *path, const mr_parquet_write_opts *
     }
     w->fd = -1;
     mr_buf_init(&w->out);
-    mr_buf_init(&w->page);
-    mr_buf_init(&w->comp);
-    mr_buf_init(&w->hdr);
-    w->out.limit = w->page.limit = w->comp.limit = w->hdr.limit = (size_t)4 << 30;
+    w->out.limit = (size_t)4 << 30;
     if (opts) w->o = *opts;
     else mr_parquet_write_opts_init(&w->o);
     mr_status rc = MR_OK;
@@ -193,11 +214,20 @@ void mr_parquet_writer_free(mr_parquet_writer *w)
     }
     mr_free(w->rgs);
     mr_buf_free(&w->out);
-    mr_buf_free(&w->page);
-    mr_buf_free(&w->comp);
-    mr_buf_free(&w->hdr);
-    mr_free(w->codes);
-    mr_free(w->lev);
+    for (size_t i = 0; i < w->n_scratch; i++) {
+        wscratch *x = w->scratch[i];
+        if (!x) continue;
+        mr_buf_free(&x->page);
+        mr_buf_free(&x->comp);
+        mr_buf_free(&x->hdr);
+        mr_free(x->codes);
+        mr_free(x->lev);
+        mr_free(x);
+    }
+    mr_free(w->scratch);
+    if (w->chunks)
+        for (size_t i = 0; i < w->n_cols; i++) mr_buf_free(&w->chunks[i]);
+    mr_free(w->chunks);
     mr_free(w->path);
     mr_free(w);
 }
@@ -325,23 +355,44 @@ static void put_le32(uint8_t *p, uint32_t v)
     p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
 }
 
-/* Compresses w->page and emits header + body; accounts sizes into m. */
-static mr_status emit_page(mr_parquet_writer *w, int page_type, int32_t n_values, int encoding, col_meta *m,
-                           mr_error *err)
+/* Errors of chunk encoding, which runs on pool threads: the message goes to
+ * the chunk's own err (w is only read); the caller marks w failed. */
+static mr_status cerr(const mr_parquet_writer *w, mr_error *err, mr_status code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5), cold, noinline));
+static mr_status cerr(const mr_parquet_writer *w, mr_error *err, mr_status code, const char *fmt, ...)
 {
-    if (w->page.len > MR__PQ_MAX_PAGE) return werr(w, err, MR_E_LIMIT, "page of %zu bytes is too large", w->page.len);
-    w->comp.len = 0;
-    mr_status rc = mr__pq_compress(w->o.codec, w->o.level, (const uint8_t *)w->page.data, w->page.len, &w->comp);
-    if (rc != MR_OK) return werr(w, err, rc, "cannot compress a page with %s", mr_parquet_codec_name(w->o.codec));
-    if (w->comp.len > MR__PQ_MAX_PAGE) return werr(w, err, MR_E_LIMIT, "compressed page too large");
-    w->hdr.len = 0;
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    MR_ERR(err, code, "%s", msg);
+    if (err) mr_error_at(err, w->path, 0, 0);
+    return code;
+}
+
+/* Compresses x->page and appends header + body to out; accounts sizes into m. */
+static mr_status emit_page(const mr_parquet_writer *w, wscratch *x, mr_buf *out, int page_type, int32_t n_values,
+                           int encoding, col_meta *m, mr_error *err)
+{
+    if (x->page.len > MR__PQ_MAX_PAGE) return cerr(w, err, MR_E_LIMIT, "page of %zu bytes is too large", x->page.len);
+    const mr_buf *body = &x->page; /* uncompressed: the page itself, no copy */
+    mr_status rc = MR_OK;
+    if (w->o.codec != MR_PQ_UNCOMPRESSED) {
+        x->comp.len = 0;
+        rc = mr__pq_compress(w->o.codec, w->o.level, (const uint8_t *)x->page.data, x->page.len, &x->comp);
+        if (rc != MR_OK) return cerr(w, err, rc, "cannot compress a page with %s", mr_parquet_codec_name(w->o.codec));
+        if (x->comp.len > MR__PQ_MAX_PAGE) return cerr(w, err, MR_E_LIMIT, "compressed page too large");
+        body = &x->comp;
+    }
+    x->hdr.len = 0;
     mr__tc_writer tw;
-    mr__tc_writer_init(&tw, &w->hdr);
+    mr__tc_writer_init(&tw, &x->hdr);
     mr__tc_write_struct_begin(&tw);
     mr__tc_write_i32_field(&tw, 1, page_type);
-    mr__tc_write_i32_field(&tw, 2, (int32_t)w->page.len);
-    mr__tc_write_i32_field(&tw, 3, (int32_t)w->comp.len);
-    mr__tc_write_i32_field(&tw, 4, (int32_t)mr__pq_crc32((const uint8_t *)w->comp.data, w->comp.len));
+    mr__tc_write_i32_field(&tw, 2, (int32_t)x->page.len);
+    mr__tc_write_i32_field(&tw, 3, (int32_t)body->len);
+    mr__tc_write_i32_field(&tw, 4, (int32_t)mr__pq_crc32((const uint8_t *)body->data, body->len));
     if (page_type == MR__PQ_DATA_PAGE) {
         mr__tc_write_field(&tw, 5, MR__TC_STRUCT);
         mr__tc_write_struct_begin(&tw);
@@ -358,12 +409,12 @@ static mr_status emit_page(mr_parquet_writer *w, int page_type, int32_t n_values
         mr__tc_write_struct_end(&tw);
     }
     mr__tc_write_struct_end(&tw);
-    if (tw.rc != MR_OK) return werr(w, err, tw.rc, "out of memory");
-    m->tot_uncomp += (int64_t)(w->hdr.len + w->page.len);
-    m->tot_comp += (int64_t)(w->hdr.len + w->comp.len);
-    rc = emit_bytes(w, w->hdr.data, w->hdr.len, err);
-    if (rc == MR_OK) rc = emit_bytes(w, w->comp.data, w->comp.len, err);
-    return rc;
+    if (tw.rc != MR_OK) return cerr(w, err, tw.rc, "out of memory");
+    m->tot_uncomp += (int64_t)(x->hdr.len + x->page.len);
+    m->tot_comp += (int64_t)(x->hdr.len + body->len);
+    if (mr_buf_append(out, x->hdr.data, x->hdr.len) || mr_buf_append(out, body->data, body->len))
+        return cerr(w, err, MR_E_NOMEM, "out of memory");
+    return MR_OK;
 }
 
 /* Dictionary for a plain string column over rows [b, e): open addressing on
@@ -432,8 +483,12 @@ static int build_dict(const mr_column *c, size_t b, size_t e, size_t max_distinc
     return 0;
 }
 
-/* Writes rows [b, e) of column ci as one column chunk. */
-static mr_status write_chunk(mr_parquet_writer *w, const mr_column *c, size_t b, size_t e, col_meta *m, mr_error *err)
+/* Encodes rows [b, e) of column c as one column chunk into out (emptied
+ * first), using scratch x. Offsets in m are relative to the chunk's start;
+ * the caller rebases them. Reads w, never writes it: chunks of one row group
+ * are encoded in parallel. */
+static mr_status encode_chunk(const mr_parquet_writer *w, wscratch *x, mr_buf *out, const mr_column *c, size_t b,
+                              size_t e, col_meta *m, mr_error *err)
 {
     size_t n = e - b;
     mr_status rc = MR_OK;
@@ -443,15 +498,16 @@ static mr_status write_chunk(mr_parquet_writer *w, const mr_column *c, size_t b,
     m->dict_off = -1;
     m->null_count = 0;
     for (size_t i = b; c->valid && i < e; i++) m->null_count += mr_column_is_null(c, i);
+    out->len = 0;
     rc = compute_stats(c, b, e, m);
-    if (rc != MR_OK) return werr(w, err, rc, "out of memory");
-    if (n > w->codes_cap) {
-        uint32_t *nc = mr_realloc(w->codes, n * sizeof(uint32_t));
-        uint8_t *nl = nc ? mr_realloc(w->lev, n) : NULL;
-        if (nc) w->codes = nc;
-        if (nl) w->lev = nl;
-        if (!nc || !nl) return werr(w, err, MR_E_NOMEM, "out of memory");
-        w->codes_cap = n;
+    if (rc != MR_OK) return cerr(w, err, rc, "out of memory");
+    if (n > x->cap) {
+        uint32_t *nc = mr_realloc(x->codes, n * sizeof(uint32_t));
+        uint8_t *nl = nc ? mr_realloc(x->lev, n) : NULL;
+        if (nc) x->codes = nc;
+        if (nl) x->lev = nl;
+        if (!nc || !nl) return cerr(w, err, MR_E_NOMEM, "out of memory");
+        x->cap = n;
     }
     /* choose the encoding */
     int dict = 0;
@@ -463,41 +519,41 @@ static mr_status write_chunk(mr_parquet_writer *w, const mr_column *c, size_t b,
         dict_n = c->dict->n;
         size_t k = 0;
         for (size_t i = b; i < e; i++)
-            if (!mr_column_is_null(c, i)) w->codes[k++] = (uint32_t)c->codes[i];
+            if (!mr_column_is_null(c, i)) x->codes[k++] = (uint32_t)c->codes[i];
     } else if (c->type == MR_T_STRING && w->o.dict_max_distinct) {
         mr_status brc = MR_OK;
-        if (!build_dict(c, b, e, w->o.dict_max_distinct, &d, w->codes, &brc)) {
+        if (!build_dict(c, b, e, w->o.dict_max_distinct, &d, x->codes, &brc)) {
             dict = 1;
             dict_n = d.n;
         }
         if (brc != MR_OK) {
-            rc = werr(w, err, brc, "out of memory");
+            rc = cerr(w, err, brc, "out of memory");
             goto done;
         }
     }
     if (dict && dict_n == 0) dict = 0;
     if (dict) {
-        m->dict_off = (int64_t)w->off;
-        w->page.len = 0;
+        m->dict_off = (int64_t)out->len;
+        x->page.len = 0;
         for (size_t j = 0; j < dict_n && rc == MR_OK; j++) {
             size_t l;
             const char *s = dvals ? mr_column_str(dvals, j, &l) : mr_column_str(c, d.rows[j], &l);
             uint8_t lb[4];
             if (l > UINT32_MAX) {
-                rc = werr(w, err, MR_E_LIMIT, "column '%s': string longer than 4 GiB", c->name);
+                rc = cerr(w, err, MR_E_LIMIT, "column '%s': string longer than 4 GiB", c->name);
                 break;
             }
             put_le32(lb, (uint32_t)l);
-            if (mr_buf_append(&w->page, lb, 4) || mr_buf_append(&w->page, s, l))
-                rc = werr(w, err, MR_E_NOMEM, "out of memory");
+            if (mr_buf_append(&x->page, lb, 4) || mr_buf_append(&x->page, s, l))
+                rc = cerr(w, err, MR_E_NOMEM, "out of memory");
         }
-        if (rc == MR_OK) rc = emit_page(w, MR__PQ_DICTIONARY_PAGE, (int32_t)dict_n, MR__PQ_ENC_PLAIN, m, err);
+        if (rc == MR_OK) rc = emit_page(w, x, out, MR__PQ_DICTIONARY_PAGE, (int32_t)dict_n, MR__PQ_ENC_PLAIN, m, err);
         if (rc != MR_OK) goto done;
     }
-    m->data_off = (int64_t)w->off;
+    m->data_off = (int64_t)out->len;
     unsigned bw = dict ? bit_width((uint32_t)(dict_n - 1)) : 0;
     size_t width = dict ? 1 : c->type == MR_T_STRING ? 0 : mr_dtype_width(c->type);
-    size_t code_pos = 0; /* index into w->codes of the page's first non-null */
+    size_t code_pos = 0; /* index into x->codes of the page's first non-null */
     size_t r = b;
     while (r < e || (n == 0 && r == b)) {
         /* page extent */
@@ -512,25 +568,25 @@ static mr_status write_chunk(mr_parquet_writer *w, const mr_column *c, size_t b,
             pe++;
         }
         size_t pn = pe - r;
-        w->page.len = 0;
+        x->page.len = 0;
         /* definition levels: 4-byte length + RLE/bit-packed hybrid (bit width 1) */
         size_t nn = 0;
         for (size_t i = 0; i < pn; i++) {
-            w->lev[i] = !mr_column_is_null(c, r + i);
-            nn += w->lev[i];
+            x->lev[i] = !mr_column_is_null(c, r + i);
+            nn += x->lev[i];
         }
         uint8_t zero4[4] = {0};
-        if (mr_buf_append(&w->page, zero4, 4) || mr__pq_rle_encode_u8(w->lev, pn, 1, &w->page)) {
-            rc = werr(w, err, MR_E_NOMEM, "out of memory");
+        if (mr_buf_append(&x->page, zero4, 4) || mr__pq_rle_encode_u8(x->lev, pn, 1, &x->page)) {
+            rc = cerr(w, err, MR_E_NOMEM, "out of memory");
             goto done;
         }
-        put_le32((uint8_t *)w->page.data, (uint32_t)(w->page.len - 4));
+        put_le32((uint8_t *)x->page.data, (uint32_t)(x->page.len - 4));
         int enc = MR__PQ_ENC_PLAIN;
         if (dict) {
             enc = MR__PQ_ENC_RLE_DICTIONARY;
             uint8_t bwb = (uint8_t)bw;
-            if (mr_buf_append(&w->page, &bwb, 1) || mr__pq_rle_encode(w->codes + code_pos, nn, bw, &w->page)) {
-                rc = werr(w, err, MR_E_NOMEM, "out of memory");
+            if (mr_buf_append(&x->page, &bwb, 1) || mr__pq_rle_encode(x->codes + code_pos, nn, bw, &x->page)) {
+                rc = cerr(w, err, MR_E_NOMEM, "out of memory");
                 goto done;
             }
             code_pos += nn;
@@ -541,11 +597,11 @@ static mr_status write_chunk(mr_parquet_writer *w, const mr_column *c, size_t b,
                 if (mr_column_is_null(c, i)) continue;
                 acc |= (uint8_t)((((const uint8_t *)c->data)[i] & 1) << (k & 7));
                 if ((++k & 7) == 0) {
-                    if (mr_buf_append(&w->page, &acc, 1)) rc = MR_E_NOMEM;
+                    if (mr_buf_append(&x->page, &acc, 1)) rc = MR_E_NOMEM;
                     acc = 0;
                 }
             }
-            if (rc == MR_OK && (k & 7) && mr_buf_append(&w->page, &acc, 1)) rc = MR_E_NOMEM;
+            if (rc == MR_OK && (k & 7) && mr_buf_append(&x->page, &acc, 1)) rc = MR_E_NOMEM;
         } else if (c->type == MR_T_STRING) {
             for (size_t i = r; i < pe && rc == MR_OK; i++) {
                 if (mr_column_is_null(c, i)) continue;
@@ -557,20 +613,20 @@ static mr_status write_chunk(mr_parquet_writer *w, const mr_column *c, size_t b,
                     break;
                 }
                 put_le32(lb, (uint32_t)l);
-                if (mr_buf_append(&w->page, lb, 4) || mr_buf_append(&w->page, s, l)) rc = MR_E_NOMEM;
+                if (mr_buf_append(&x->page, lb, 4) || mr_buf_append(&x->page, s, l)) rc = MR_E_NOMEM;
             }
         } else if (nn == pn) { /* no nulls: one copy */
-            if (mr_buf_append(&w->page, (const char *)c->data + r * width, pn * width)) rc = MR_E_NOMEM;
+            if (mr_buf_append(&x->page, (const char *)c->data + r * width, pn * width)) rc = MR_E_NOMEM;
         } else {
             for (size_t i = r; i < pe && rc == MR_OK; i++)
-                if (!mr_column_is_null(c, i) && mr_buf_append(&w->page, (const char *)c->data + i * width, width))
+                if (!mr_column_is_null(c, i) && mr_buf_append(&x->page, (const char *)c->data + i * width, width))
                     rc = MR_E_NOMEM;
         }
         if (rc != MR_OK) {
-            rc = werr(w, err, rc, "column '%s': %s", c->name, rc == MR_E_LIMIT ? "string too long" : "out of memory");
+            rc = cerr(w, err, rc, "column '%s': %s", c->name, rc == MR_E_LIMIT ? "string too long" : "out of memory");
             goto done;
         }
-        rc = emit_page(w, MR__PQ_DATA_PAGE, (int32_t)pn, enc, m, err);
+        rc = emit_page(w, x, out, MR__PQ_DATA_PAGE, (int32_t)pn, enc, m, err);
         if (rc != MR_OK) goto done;
         r = pe;
         if (n == 0) break;
@@ -597,6 +653,12 @@ static mr_status check_schema(mr_parquet_writer *w, const mr_table *t, mr_error 
             if (!w->names[i]) return werr(w, err, MR_E_NOMEM, "out of memory");
             w->types[i] = t->cols[i]->type;
         }
+        w->chunks = mr_calloc(w->n_cols, sizeof(mr_buf));
+        if (!w->chunks) return werr(w, err, MR_E_NOMEM, "out of memory");
+        for (size_t i = 0; i < w->n_cols; i++) {
+            mr_buf_init(&w->chunks[i]);
+            w->chunks[i].limit = (size_t)4 << 30;
+        }
         w->have_schema = 1;
         return MR_OK;
     }
@@ -609,40 +671,117 @@ static mr_status check_schema(mr_parquet_writer *w, const mr_table *t, mr_error 
     return MR_OK;
 }
 
+/* One row group's column chunks, encoded in parallel: chunk i is an
+ * independent unit (its own output buffer, statistics and error) written by
+ * exactly one thread, and the chunks are appended to the file in column
+ * order, so the bytes do not depend on the number of threads. */
+typedef struct rg_job {
+    mr_parquet_writer *w;
+    const mr_table *t;
+    size_t b, e;
+    rg_meta *g;
+    mr_status *rcs;
+    mr_error *errs;
+} rg_job;
+
+static wscratch *get_scratch(mr_parquet_writer *w, int tid)
+{
+    if ((size_t)tid >= w->n_scratch) return NULL;
+    if (!w->scratch[tid]) { /* each slot is only ever touched by thread tid */
+        wscratch *x = mr_calloc(1, sizeof *x);
+        if (!x) return NULL;
+        mr_buf_init(&x->page);
+        mr_buf_init(&x->comp);
+        mr_buf_init(&x->hdr);
+        x->page.limit = x->comp.limit = x->hdr.limit = (size_t)4 << 30;
+        w->scratch[tid] = x;
+    }
+    return w->scratch[tid];
+}
+
+static void rg_range(void *ctx, size_t begin, size_t end, int tid)
+{
+    rg_job *j = ctx;
+    for (size_t i = begin; i < end; i++) {
+        mr_error_init(&j->errs[i]);
+        wscratch *x = get_scratch(j->w, tid);
+        j->rcs[i] = x ? encode_chunk(j->w, x, &j->w->chunks[i], j->t->cols[i], j->b, j->e, &j->g->cols[i], &j->errs[i])
+                      : MR_ERR(&j->errs[i], MR_E_NOMEM, "out of memory");
+    }
+}
+
 mr_status mr_parquet_writer_write(mr_parquet_writer *w, const mr_table *t, mr_error *err)
 {
+    return mr__pq_writer_write_range(w, t, 0, t->n_rows, err);
+}
+
+mr_status mr__pq_writer_write_range(mr_parquet_writer *w, const mr_table *t, size_t b0, size_t e0, mr_error *err)
+{
+    MR_ASSERT(b0 <= e0 && e0 <= t->n_rows);
     if (w->failed) return MR_ERR(err, MR_E_STATE, "%s: writer failed earlier", w->path);
     mr_status rc = check_schema(w, t, err);
     if (rc != MR_OK) return rc;
+    size_t threads = (size_t)mr_pool_threads();
+    if (w->n_scratch < threads) {
+        wscratch **ns = mr_realloc(w->scratch, threads * sizeof *ns);
+        if (!ns) return werr(w, err, MR_E_NOMEM, "out of memory");
+        for (size_t i = w->n_scratch; i < threads; i++) ns[i] = NULL;
+        w->scratch = ns;
+        w->n_scratch = threads;
+    }
+    mr_status *rcs = mr_calloc(w->n_cols, sizeof *rcs);
+    mr_error *errs = mr_calloc(w->n_cols, sizeof *errs);
+    if (!rcs || !errs) {
+        mr_free(rcs);
+        mr_free(errs);
+        return werr(w, err, MR_E_NOMEM, "out of memory");
+    }
     size_t step = w->o.row_group_rows;
-    for (size_t b = 0; b < t->n_rows || (b == 0 && t->n_rows == 0 && w->n_rg == 0); b += step) {
-        size_t e = t->n_rows - b < step ? t->n_rows : b + step;
+    for (size_t b = b0; rc == MR_OK && (b < e0 || (b == b0 && e0 == b0 && w->n_rg == 0)); b += step) {
+        size_t e = e0 - b < step ? e0 : b + step;
         if (w->n_rg == w->cap_rg) {
             size_t nc = w->cap_rg ? w->cap_rg * 2 : 8;
             rg_meta *nr = mr_realloc(w->rgs, nc * sizeof(*nr));
-            if (!nr) return werr(w, err, MR_E_NOMEM, "out of memory");
+            if (!nr) {
+                rc = werr(w, err, MR_E_NOMEM, "out of memory");
+                break;
+            }
             w->rgs = nr;
             w->cap_rg = nc;
         }
         rg_meta *g = &w->rgs[w->n_rg];
         memset(g, 0, sizeof(*g));
         g->cols = mr_calloc(w->n_cols, sizeof(col_meta));
-        if (!g->cols) return werr(w, err, MR_E_NOMEM, "out of memory");
+        if (!g->cols) {
+            rc = werr(w, err, MR_E_NOMEM, "out of memory");
+            break;
+        }
         w->n_rg++;
         g->rows = (int64_t)(e - b);
         g->file_offset = (int64_t)w->off;
+        rg_job job = {w, t, b, e, g, rcs, errs};
+        mr_parallel_for(w->n_cols, 1, rg_range, &job);
         for (size_t i = 0; i < w->n_cols; i++) {
-            rc = write_chunk(w, t->cols[i], b, e, &g->cols[i], err);
-            if (rc != MR_OK) {
+            if (rcs[i] != MR_OK) { /* the first failing column, in column order */
+                rc = rcs[i];
+                w->failed = 1;
+                if (err && !mr_error_is_set(err)) *err = errs[i];
                 if (err) mr_error_key(err, t->cols[i]->name);
-                return rc;
+                break;
             }
-            g->total_bytes += g->cols[i].tot_uncomp;
-            g->total_comp += g->cols[i].tot_comp;
+            col_meta *m = &g->cols[i];
+            m->data_off += (int64_t)w->off;
+            if (m->dict_off >= 0) m->dict_off += (int64_t)w->off;
+            g->total_bytes += m->tot_uncomp;
+            g->total_comp += m->tot_comp;
+            rc = emit_bytes(w, w->chunks[i].data, w->chunks[i].len, err);
+            if (rc != MR_OK) break;
         }
-        if (t->n_rows == 0) break;
+        if (e0 == b0) break;
     }
-    return MR_OK;
+    mr_free(rcs);
+    mr_free(errs);
+    return rc;
 }
 
 /* ---- footer ----------------------------------------------------------------- */
