@@ -45,5 +45,9 @@ int cmd_gc(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_model(int argc, char **argv);
+int cmd_bundle(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_bench_serve(int argc, char **argv);
 
 #endif

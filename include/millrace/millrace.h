@@ -2,7 +2,9 @@
 #ifndef MILLRACE_H
 #define MILLRACE_H
 #include "millrace/core.h"
+#include "millrace/bundle.h"
 #include "millrace/csv.h"
+#include "millrace/dataset.h"
 #include "millrace/expr.h"
 #include "millrace/gbdt.h"
 #include "millrace/io.h"

@@ -51,6 +51,7 @@ extern const mr_param_def mr_stage_common_keys[];
 typedef struct mr_op_io {
     const char *name;  /* exec: the workspace path; built-ins: "stages.X.OUT" / output name */
     const char *path;  /* where to read (inputs) or write (outputs), relative to the workspace */
+    const char *id;    /* inputs: the artifact id the engine hashed (lineage); NULL if unknown */
 } mr_op_io;
 
 /* What an op's run function gets. Built-in ops write their outputs into the
@@ -72,6 +73,8 @@ typedef struct mr_op_ctx {
     int log_fd;               /* the stage log: write progress and diagnostics here */
     const char *tmp_dir;      /* private scratch directory, removed afterwards */
     void *engine;             /* the engine's private state (metrics sink) */
+    const char *stage_key;    /* the stage's cache key (lineage), or NULL */
+    const char *git_commit;   /* HEAD of the workspace's git repository, or NULL / "" */
 } mr_op_ctx;
 
 /* Records a metric of the running stage (a curve when step varies): it goes

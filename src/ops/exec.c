@@ -27,4 +27,5 @@ void mr_ops_register_builtin(void)
 {
     mr_op_register(&mr_op_exec);
     mr_op_register(&mr_op_train);
+    mr_op_register(&mr_op_package);
 }

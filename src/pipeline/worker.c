@@ -269,6 +269,7 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
     for (size_t k = 0; k < n_ins; k++) {
         ins[k].name = json_string_value(json_object_get(json_array_get(ins_decl, k), "name"));
         ins[k].path = json_string_value(json_object_get(json_array_get(ins_decl, k), "path"));
+        ins[k].id = json_string_value(json_object_get(json_array_get(ins_decl, k), "id"));
     }
     for (size_t k = 0; k < n_outs; k++) {
         outs[k].name = json_string_value(json_object_get(json_array_get(outs_decl, k), "name"));
@@ -302,6 +303,10 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
         }
         if (rc != MR_OK) goto out;
     }
+    /* Only the package op records the commit in its output; others skip the git call. */
+    char git_commit[64] = "";
+    int git_dirty = 0;
+    if (!strcmp(op->name, "package")) mr__git_info(ws->root, git_commit, sizeof(git_commit), &git_dirty);
     mr_op_ctx ctx = {
         .stage = stage,
         .workspace = ws->root,
@@ -318,6 +323,8 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
         .log_fd = 2,
         .tmp_dir = tmp_dir,
         .engine = metrics,
+        .stage_key = key,
+        .git_commit = git_commit,
     };
     if (ctx.threads < 1) ctx.threads = 1;
     rc = op->run(&ctx, err);
