@@ -387,6 +387,7 @@ int cmd_predict(int argc, char **argv)
     int sink_opened = 0;
     bad_rows br = {0};
     uint64_t rows_in = 0, rows_out = 0;
+    double predict_s = 0; /* time inside mr_bundle_predict_table */
     double t0 = mr_now();
     mr_status st = mr_bundle_load(bundle_path, &b, &err);
     if (st == MR_OK) st = mr_pool_init(threads, &err);
@@ -428,7 +429,9 @@ int cmd_predict(int argc, char **argv)
         if (st == MR_OK && n_keep < n) st = mr_table_take(batch, keep, n_keep, &good, &err);
         const mr_table *use = good ? good : batch;
         size_t k = 0;
+        double tp = mr_now();
         if (st == MR_OK) st = mr_bundle_predict_table(b, use, raw, threads, &pred, &k, &err);
+        predict_s += mr_now() - tp;
         if (st == MR_OK) st = mr_table_new(&res, &err);
         for (size_t q = 0; st == MR_OK && q < n_ids; q++) {
             const mr_column *c = mr_table_column(use, ids[q]);
@@ -482,8 +485,10 @@ int cmd_predict(int argc, char **argv)
     } else {
         double secs = mr_now() - t0;
         if (json)
-            printf("{\"rows\": %llu, \"scored\": %llu, \"quarantined\": %llu, \"output\": \"%s\", \"seconds\": %.6f}\n",
-                   (unsigned long long)rows_in, (unsigned long long)rows_out, (unsigned long long)br.n, output, secs);
+            printf("{\"rows\": %llu, \"scored\": %llu, \"quarantined\": %llu, \"output\": \"%s\", \"seconds\": %.6f, "
+                   "\"predict_seconds\": %.6f}\n",
+                   (unsigned long long)rows_in, (unsigned long long)rows_out, (unsigned long long)br.n, output, secs,
+                   predict_s);
         else
             printf("scored %llu of %llu rows in %.3fs -> %s\n", (unsigned long long)rows_out,
                    (unsigned long long)rows_in, secs, output);
