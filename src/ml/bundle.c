@@ -7,6 +7,7 @@
 #include "millrace/linear.h"
 #include "millrace/millrace.h" /* MILLRACE_VERSION */
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
@@ -72,6 +73,15 @@ static mr_hash128 get_hash(const uint8_t *p)
 {
     mr_hash128 h = {get_u64(p), get_u64(p + 8)};
     return h;
+}
+
+/* A malloc'd copy (freed with free(), like jansson's json_dumps output). */
+static char *libc_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
 }
 
 /* ---- schema ---------------------------------------------------------------- */
@@ -193,7 +203,7 @@ mr_status mr_bundle_write(const mr_bundle_build *b, mr_buf *out, mr_error *err)
     }
     man = manifest_json(b, in, n_in, metrics, pred);
     man_text = man ? json_dumps(man, JSON_INDENT(2)) : NULL;
-    met_text = json_dumps(metrics ? metrics : json_object(), JSON_INDENT(2));
+    met_text = metrics ? json_dumps(metrics, JSON_INDENT(2)) : libc_strdup("{}");
     if (!man_text || !met_text) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto done;
@@ -457,7 +467,7 @@ mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr
         b->metrics = json_dumps(mj, JSON_COMPACT);
         json_decref(mj);
     } else {
-        b->metrics = json_dumps(json_object(), 0);
+        b->metrics = libc_strdup("{}");
     }
     b->n_outputs = mr_model_num_outputs(b->model);
     b->output_names = mr_calloc(b->n_outputs, sizeof(char *));
