@@ -48,5 +48,9 @@ int cmd_train(int argc, char **argv);
 int cmd_model(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_bundle(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_bench_serve(int argc, char **argv);
 
 #endif

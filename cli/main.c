@@ -32,6 +32,10 @@ static const verb verbs[] = {
     {"model", cmd_model, "inspect, dump or predict with a model file"},
     {"data", cmd_data, "ingest, inspect, head, stats and export datasets"},
     {"tune", cmd_tune, "show a tune stage's leaderboard and parameter importances"},
+    {"bundle", cmd_bundle, "inspect, verify or export (ONNX) a packaged model bundle"},
+    {"predict", cmd_predict, "score CSV, Parquet or a dataset with a bundle (streaming)"},
+    {"serve", cmd_serve, "serve a bundle over HTTP with micro-batching"},
+    {"bench-serve", cmd_bench_serve, "load-test a bundle's HTTP server (latency percentiles, QPS)"},
     {"stage", cmd_stage, "run one stage from a job file (used by `millrace run`)"},
 };
 
@@ -39,7 +43,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: millrace [--version] [-q|-v] [-C DIR] <verb> [options]\n\n"
                "millrace runs a training pipeline (millrace.yaml) as a cached DAG of stages.\n\nverbs:\n");
-    for (size_t k = 0; k < sizeof(verbs) / sizeof(verbs[0]); k++) fprintf(f, "  %-9s %s\n", verbs[k].name, verbs[k].summary);
+    for (size_t k = 0; k < sizeof(verbs) / sizeof(verbs[0]); k++) fprintf(f, "  %-11s %s\n", verbs[k].name, verbs[k].summary);
     fprintf(f, "\nRun `millrace <verb> --help` for a verb's options. Exit codes: 0 ok, 1 a stage failed,\n"
                "2 usage or spec error.\n");
 }

@@ -237,6 +237,13 @@ size_t mr_gbdt_predictor_num_features(const mr_gbdt_predictor *p);
 void mr_gbdt_predictor_row(const mr_gbdt_predictor *p, const float *x, int raw, double *out);
 /* Same with double inputs. */
 void mr_gbdt_predictor_row_f64(const mr_gbdt_predictor *p, const double *x, int raw, double *out);
+/* The compiled layout as bytes ("MRGP", version 1, little-endian; docs/bundle.md
+ * "Compiled predictor"), and back. from_bytes checks every index (features,
+ * children pointing strictly forward, leaves, categorical bitsets), so a
+ * loaded predictor can never read out of bounds or loop. MR_E_CORRUPT names
+ * what failed. The same model always gives the same bytes. */
+mr_status mr_gbdt_predictor_to_bytes(const mr_gbdt_predictor *p, mr_buf *out);
+mr_status mr_gbdt_predictor_from_bytes(const void *data, size_t len, mr_gbdt_predictor **out, mr_error *err);
 /* Batch over the pool (rows in blocks; each block written by one thread). */
 mr_status mr_gbdt_predictor_batch(const mr_gbdt_predictor *p, const float *x, size_t n_rows, mr_gbdt_layout layout,
                                   int raw, int num_threads, double *out, mr_error *err);

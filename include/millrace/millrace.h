@@ -3,7 +3,9 @@
 #define MILLRACE_H
 #include "millrace/core.h"
 #include "millrace/check.h"
+#include "millrace/bundle.h"
 #include "millrace/csv.h"
+#include "millrace/dataset.h"
 #include "millrace/expr.h"
 #include "millrace/gbdt.h"
 #include "millrace/io.h"

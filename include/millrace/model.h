@@ -101,6 +101,13 @@ mr_status mr_model_info_json(const mr_model *m, mr_buf *out, mr_error *err);
 /* Everything, trees included, as JSON. */
 mr_status mr_model_dump_json(const mr_model *m, mr_buf *out, mr_error *err);
 
+/* The underlying model objects (borrowed; NULL when the kind differs), for
+ * bundles and exporters that need the trees or weights. */
+typedef struct mr_gbdt_model mr_gbdt_model;
+typedef struct mr_linear_model mr_linear_model;
+const mr_gbdt_model *mr_model_gbdt(const mr_model *m);
+const mr_linear_model *mr_model_linear(const mr_model *m);
+
 /* The model's features as a float matrix from t: column-major
  * (n_features, n_rows), NaN for nulls. Caller frees. */
 mr_status mr_model_matrix(const mr_model *m, const mr_table *t, float **x_out, mr_error *err);

@@ -73,6 +73,8 @@ typedef struct mr_op_ctx {
     int log_fd;               /* the stage log: write progress and diagnostics here */
     const char *tmp_dir;      /* private scratch directory, removed afterwards */
     void *engine;             /* the engine's private state (metrics sink) */
+    const char *stage_key;    /* the stage's cache key (lineage), or NULL */
+    const char *git_commit;   /* HEAD of the workspace's git repository, or NULL / "" */
 } mr_op_ctx;
 
 /* Records a metric of the running stage (a curve when step varies): it goes

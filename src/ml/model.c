@@ -66,6 +66,9 @@ static mr_status wrap_linear(mr_linear_model *lin, mr_model **out, mr_error *err
     return MR_OK;
 }
 
+const mr_gbdt_model *mr_model_gbdt(const mr_model *m) { return m->gb; }
+const mr_linear_model *mr_model_linear(const mr_model *m) { return m->lin; }
+
 mr_model_kind mr_model_kind_of(const mr_model *m) { return m->kind; }
 const char *mr_model_kind_name(const mr_model *m) { return m->kind == MR_MODEL_GBDT ? "gbdt" : "linear"; }
 

@@ -11,6 +11,7 @@ extern const mr_op mr_op_transform;
 extern const mr_op mr_op_split;
 extern const mr_op mr_op_features;
 extern const mr_op mr_op_ingest;
+extern const mr_op mr_op_package;
 mr_status mr__exec_run(mr_op_ctx *ctx, mr_error *err);
 
 

@@ -370,6 +370,10 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
         if (rc != MR_OK) goto out;
     }
     worker_engine we = {metrics, ws};
+    /* Only the package op records the commit in its output; others skip the git call. */
+    char git_commit[64] = "";
+    int git_dirty = 0;
+    if (!strcmp(op->name, "package")) mr__git_info(ws->root, git_commit, sizeof(git_commit), &git_dirty);
     mr_op_ctx ctx = {
         .stage = stage,
         .workspace = ws->root,
@@ -386,6 +390,8 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
         .log_fd = 2,
         .tmp_dir = tmp_dir,
         .engine = &we,
+        .stage_key = key,
+        .git_commit = git_commit,
     };
     if (ctx.threads < 1) ctx.threads = 1;
     rc = op->run(&ctx, err);

@@ -26,6 +26,7 @@ struct mr_gbdt_predictor {
     int K;
     size_t F;
     size_t n_trees;
+    size_t n_nodes, n_leaves, n_cat, n_words; /* array lengths (serialised form) */
     int32_t *root;      /* per tree: node index, or ~leaf when the tree is one leaf */
     pnode *nodes;
     double *leaf;
@@ -81,6 +82,10 @@ mr_status mr_gbdt_predictor_new(const mr_gbdt_model *m, int num_iteration, mr_gb
     p->K = (int)K;
     p->F = m->n_features;
     p->n_trees = nt;
+    p->n_nodes = n_nodes;
+    p->n_leaves = n_leaves;
+    p->n_cat = n_cat;
+    p->n_words = n_words;
     p->root = mr_malloc((nt ? nt : 1) * sizeof(int32_t));
     p->nodes = mr_malloc((n_nodes ? n_nodes : 1) * sizeof(pnode));
     p->thr64 = mr_malloc((n_nodes ? n_nodes : 1) * sizeof(double));
@@ -152,6 +157,133 @@ mr_status mr_gbdt_predictor_new(const mr_gbdt_model *m, int num_iteration, mr_gb
     }
     mr_free(pos);
     mr_free(stack);
+    *out = p;
+    return MR_OK;
+}
+
+/* ---- serialised form ("MRGP", docs/bundle.md "Compiled predictor") ---------- */
+
+#define MRGP_MAGIC "MRGP"
+#define MRGP_VERSION 1u
+
+mr_status mr_gbdt_predictor_to_bytes(const mr_gbdt_predictor *p, mr_buf *out)
+{
+    mr_status st = mr_buf_append(out, MRGP_MAGIC, 4);
+    if (st == MR_OK) st = mr__put_u32(out, MRGP_VERSION);
+    if (st == MR_OK) st = mr__put_u32(out, (uint32_t)p->objective);
+    if (st == MR_OK) st = mr__put_u32(out, (uint32_t)p->K);
+    if (st == MR_OK) st = mr__put_u64(out, p->F);
+    if (st == MR_OK) st = mr__put_u64(out, p->n_trees);
+    if (st == MR_OK) st = mr__put_u64(out, p->n_nodes);
+    if (st == MR_OK) st = mr__put_u64(out, p->n_leaves);
+    if (st == MR_OK) st = mr__put_u64(out, p->n_cat);
+    if (st == MR_OK) st = mr__put_u64(out, p->n_words);
+    for (int k = 0; st == MR_OK && k < p->K; k++) st = mr__put_f64(out, p->init[k]);
+    for (size_t t = 0; st == MR_OK && t < p->n_trees; t++) st = mr__put_u32(out, (uint32_t)p->root[t]);
+    for (size_t i = 0; st == MR_OK && i < p->n_nodes; i++) {
+        uint32_t thr;
+        memcpy(&thr, &p->nodes[i].thr, 4);
+        st = mr__put_u32(out, thr);
+        if (st == MR_OK) st = mr__put_u32(out, p->nodes[i].meta);
+        if (st == MR_OK) st = mr__put_u32(out, (uint32_t)p->nodes[i].child[0]);
+        if (st == MR_OK) st = mr__put_u32(out, (uint32_t)p->nodes[i].child[1]);
+    }
+    for (size_t i = 0; st == MR_OK && i < p->n_nodes; i++) st = mr__put_f64(out, p->thr64[i]);
+    for (size_t i = 0; st == MR_OK && i < p->n_nodes; i++) st = mr__put_u32(out, p->cat_idx[i]);
+    for (size_t i = 0; st == MR_OK && i < p->n_leaves; i++) st = mr__put_f64(out, p->leaf[i]);
+    for (size_t i = 0; st == MR_OK && i < p->n_cat; i++) st = mr__put_u32(out, p->cat_off[i]);
+    for (size_t i = 0; st == MR_OK && i < p->n_cat; i++) st = mr__put_u32(out, p->cat_nbits[i]);
+    for (size_t i = 0; st == MR_OK && i < p->n_words; i++) st = mr__put_u32(out, p->cat_bits[i]);
+    return st;
+}
+
+/* Every index is checked, and children must point forward (preorder), so a
+ * loaded predictor can neither read out of bounds nor loop. */
+mr_status mr_gbdt_predictor_from_bytes(const void *data, size_t len, mr_gbdt_predictor **out, mr_error *err)
+{
+    *out = NULL;
+    mr__reader r = {.p = data, .len = len};
+    const void *magic = mr__get_bytes(&r, 4);
+    if (!magic || memcmp(magic, MRGP_MAGIC, 4) != 0) return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: bad magic");
+    uint32_t ver = mr__get_u32(&r);
+    if (ver != MRGP_VERSION)
+        return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: unsupported version %u (this build reads %u)", ver,
+                      MRGP_VERSION);
+    uint32_t obj = mr__get_u32(&r), K = mr__get_u32(&r);
+    uint64_t F = mr__get_u64(&r), nt = mr__get_u64(&r), nn = mr__get_u64(&r), nl = mr__get_u64(&r);
+    uint64_t nc = mr__get_u64(&r), nw = mr__get_u64(&r);
+    if (r.bad) return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: truncated header");
+    if (obj > MR_GBDT_HUBER || K < 1 || K > 65536 || F > (1u << 24) || nn > INT32_MAX || nl > INT32_MAX ||
+        nt > INT32_MAX || nc > INT32_MAX || nw > INT32_MAX)
+        return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: header field out of range");
+    /* Exact size: every count is < 2^31, so this cannot overflow 64 bits. */
+    uint64_t need = (uint64_t)K * 8 + nt * 4 + nn * (16 + 8 + 4) + nl * 8 + nc * 8 + nw * 4;
+    if (need != len - r.pos)
+        return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: %zu bytes of arrays, expected %llu", len - r.pos,
+                      (unsigned long long)need);
+    mr_gbdt_predictor *p = mr_calloc(1, sizeof(*p));
+    if (!p) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    p->objective = (mr_gbdt_objective)obj;
+    p->K = (int)K;
+    p->F = (size_t)F;
+    p->n_trees = (size_t)nt;
+    p->n_nodes = (size_t)nn;
+    p->n_leaves = (size_t)nl;
+    p->n_cat = (size_t)nc;
+    p->n_words = (size_t)nw;
+    p->init = mr_malloc(K * sizeof(double));
+    p->root = mr_malloc((nt ? nt : 1) * sizeof(int32_t));
+    p->nodes = mr_malloc((nn ? nn : 1) * sizeof(pnode));
+    p->thr64 = mr_malloc((nn ? nn : 1) * sizeof(double));
+    p->cat_idx = mr_malloc((nn ? nn : 1) * sizeof(uint32_t));
+    p->leaf = mr_malloc((nl ? nl : 1) * sizeof(double));
+    p->cat_off = mr_malloc((nc ? nc : 1) * sizeof(uint32_t));
+    p->cat_nbits = mr_malloc((nc ? nc : 1) * sizeof(uint32_t));
+    p->cat_bits = mr_malloc((nw ? nw : 1) * sizeof(uint32_t));
+    if (!p->init || !p->root || !p->nodes || !p->thr64 || !p->cat_idx || !p->leaf || !p->cat_off || !p->cat_nbits ||
+        !p->cat_bits) {
+        mr_gbdt_predictor_free(p);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory loading the compiled predictor");
+    }
+    for (size_t k = 0; k < K; k++) p->init[k] = mr__get_f64(&r);
+    for (size_t t = 0; t < nt; t++) p->root[t] = (int32_t)mr__get_u32(&r);
+    for (size_t i = 0; i < nn; i++) {
+        uint32_t thr = mr__get_u32(&r);
+        memcpy(&p->nodes[i].thr, &thr, 4);
+        p->nodes[i].meta = mr__get_u32(&r);
+        p->nodes[i].child[0] = (int32_t)mr__get_u32(&r);
+        p->nodes[i].child[1] = (int32_t)mr__get_u32(&r);
+    }
+    for (size_t i = 0; i < nn; i++) p->thr64[i] = mr__get_f64(&r);
+    for (size_t i = 0; i < nn; i++) p->cat_idx[i] = mr__get_u32(&r);
+    for (size_t i = 0; i < nl; i++) p->leaf[i] = mr__get_f64(&r);
+    for (size_t i = 0; i < nc; i++) p->cat_off[i] = mr__get_u32(&r);
+    for (size_t i = 0; i < nc; i++) p->cat_nbits[i] = mr__get_u32(&r);
+    for (size_t i = 0; i < nw; i++) p->cat_bits[i] = mr__get_u32(&r);
+    const char *bad = NULL;
+    size_t at = 0;
+    for (size_t t = 0; !bad && t < nt; t++) {
+        int32_t rt = p->root[t];
+        if (rt >= 0 ? (uint64_t)rt >= nn : (uint64_t)~rt >= nl) bad = "tree root", at = t;
+    }
+    for (size_t i = 0; !bad && i < nn; i++) {
+        const pnode *n = &p->nodes[i];
+        at = i;
+        if (PN_FEAT(n->meta) >= F) bad = "node feature";
+        for (int c = 0; !bad && c < 2; c++) {
+            int32_t ch = n->child[c];
+            if (ch >= 0 ? ((size_t)ch <= i || (uint64_t)ch >= nn) : (uint64_t)~ch >= nl) bad = "node child";
+        }
+        if (!bad && (n->meta & PN_CAT)) {
+            uint32_t ci = p->cat_idx[i];
+            if (ci >= nc || p->cat_nbits[ci] % 32 != 0 || (uint64_t)p->cat_off[ci] + p->cat_nbits[ci] / 32 > nw)
+                bad = "categorical split";
+        }
+    }
+    if (bad) {
+        mr_gbdt_predictor_free(p);
+        return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: %s %zu out of range", bad, at);
+    }
     *out = p;
     return MR_OK;
 }

@@ -1,0 +1,303 @@
+/* millrace serve BUNDLE and millrace bench-serve BUNDLE: the HTTP model
+ * server (SIGHUP or --watch reloads the bundle; SIGINT/SIGTERM drain and
+ * stop) and its built-in load test against an in-process server. */
+#include "cli.h"
+#include "millrace/bundle.h"
+#include "millrace/serve.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <jansson.h>
+
+static const char serve_help[] =
+    "usage: millrace serve BUNDLE [options]\n"
+    "\n"
+    "Serves BUNDLE over HTTP/1.1: POST /v1/predict ({\"rows\": [{...}]} or {\"columns\": {...}}),\n"
+    "GET /v1/model, /healthz, /readyz, /metrics (Prometheus). SIGHUP reloads the bundle\n"
+    "without failing a request; SIGINT/SIGTERM answer what is queued, then stop.\n"
+    "\n"
+    "options:\n"
+    "  --host ADDR          IPv4 address to bind (default 127.0.0.1)\n"
+    "  --port N             port (default 8080; 0 = any free port)\n"
+    "  --port-file FILE     write the bound port to FILE once listening\n"
+    "  --max-batch N        rows per micro-batch (default 256; 1 = no batching)\n"
+    "  --max-delay-us U     how long a request may wait for a batch to fill (default 200)\n"
+    "  --max-body BYTES     request body limit, 413 beyond (default 1048576)\n"
+    "  --max-queue N        queued requests, 503 + Retry-After beyond (default 1024)\n"
+    "  --max-rows N         rows per request, 413 beyond (default 10000)\n"
+    "  --token-file FILE    require `Authorization: Bearer <first line of FILE>`\n"
+    "  --watch              reload when the bundle file changes\n"
+    "  -j, --threads N      prediction threads for large batches (default: all cores)\n";
+
+static volatile sig_atomic_t g_stop, g_reload;
+static void on_stop(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+static void on_hup(int sig)
+{
+    (void)sig;
+    g_reload = 1;
+}
+
+static int parse_size(const char *v, size_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long x = v ? strtoull(v, &end, 10) : 0;
+    if (!v || errno || !end || *end || v[0] == '-') return 0;
+    *out = (size_t)x;
+    return 1;
+}
+
+/* Shared options of serve and bench-serve. Returns 1 consumed (advancing *i), 0 not ours, -1 error. */
+static int server_opt(mr_server_opts *o, int argc, char **argv, int *i, const char *verb)
+{
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    size_t n = 0;
+    if (strcmp(a, "--max-batch") && strcmp(a, "--max-delay-us") && strcmp(a, "--max-body") && strcmp(a, "--max-queue") &&
+        strcmp(a, "--max-rows") && strcmp(a, "-j") && strcmp(a, "--threads"))
+        return 0;
+    if (!parse_size(v, &n) || n > (size_t)1 << 40) {
+        cli_usage_error(verb, "%s needs a non-negative number", a);
+        return -1;
+    }
+    if (!strcmp(a, "--max-batch")) o->max_batch = n;
+    else if (!strcmp(a, "--max-delay-us")) o->max_delay_us = (unsigned)(n > 10000000 ? 10000000 : n);
+    else if (!strcmp(a, "--max-body")) o->max_body = n;
+    else if (!strcmp(a, "--max-queue")) o->max_queue = n;
+    else if (!strcmp(a, "--max-rows")) o->max_rows = n;
+    else o->threads = (int)(n > 1024 ? 1024 : n);
+    (*i)++;
+    return 1;
+}
+
+static char *read_token(const char *path)
+{
+    char *data = NULL;
+    size_t len = 0;
+    mr_error err;
+    mr_error_init(&err);
+    if (mr_fs_read_file(path, 4096, &data, &len, &err) != MR_OK) {
+        mr_log_error(&err);
+        return NULL;
+    }
+    data[strcspn(data, "\r\n")] = '\0';
+    if (!data[0]) {
+        fprintf(stderr, "millrace: error: %s: the token file is empty\n", path);
+        mr_free(data);
+        return NULL;
+    }
+    return data;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        fputs(serve_help, stdout);
+        return EXIT_OK;
+    }
+    mr_server_opts o;
+    mr_server_opts_init(&o);
+    o.port = 8080;
+    const char *port_file = NULL, *token_file = NULL;
+    int watch = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = server_opt(&o, argc, argv, &i, "serve");
+        if (r < 0) return EXIT_USAGE;
+        if (r) continue;
+        if (!strcmp(a, "--host") && v) o.host = argv[++i];
+        else if (!strcmp(a, "--port") && v) {
+            size_t p = 0;
+            if (!parse_size(v, &p) || p > 65535) return cli_usage_error("serve", "--port takes 0..65535");
+            o.port = (int)p;
+            i++;
+        } else if (!strcmp(a, "--port-file") && v) port_file = argv[++i];
+        else if (!strcmp(a, "--token-file") && v) token_file = argv[++i];
+        else if (!strcmp(a, "--watch")) watch = 1;
+        else if (a[0] != '-' && !o.bundle_path) o.bundle_path = a;
+        else return cli_usage_error("serve", "unexpected argument '%s'", a);
+    }
+    if (!o.bundle_path) return cli_usage_error("serve", "expected BUNDLE");
+    char *token = token_file ? read_token(token_file) : NULL;
+    if (token_file && !token) return EXIT_USAGE;
+    o.token = token;
+    mr_error err;
+    mr_error_init(&err);
+    mr_pool_init(o.threads, NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_hup;
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    mr_server *s = NULL;
+    if (mr_server_start(&o, &s, &err) != MR_OK) {
+        mr_log_error(&err);
+        mr_free(token);
+        return EXIT_FAILED;
+    }
+    printf("serving %s (version %s) on http://%s:%d  [max batch %zu, max delay %u us%s]\n", o.bundle_path,
+           mr_server_model_version(s), o.host, mr_server_port(s), o.max_batch, o.max_delay_us, token ? ", token" : "");
+    fflush(stdout);
+    if (port_file) {
+        char pb[16];
+        int n = snprintf(pb, sizeof(pb), "%d\n", mr_server_port(s));
+        mr_fs_write_atomic(port_file, pb, (size_t)n, NULL);
+    }
+    struct stat st0;
+    int have0 = stat(o.bundle_path, &st0) == 0;
+    while (!g_stop) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL); /* signals interrupt it; the flags are checked every 100 ms at worst */
+        int reload = g_reload;
+        if (watch) {
+            struct stat st1;
+            if (stat(o.bundle_path, &st1) == 0 &&
+                (!have0 || st1.st_ino != st0.st_ino || st1.st_size != st0.st_size ||
+                 st1.st_mtim.tv_sec != st0.st_mtim.tv_sec || st1.st_mtim.tv_nsec != st0.st_mtim.tv_nsec)) {
+                st0 = st1;
+                have0 = 1;
+                reload = 1;
+            }
+        }
+        if (!reload) continue;
+        g_reload = 0;
+        mr_error_clear(&err);
+        if (mr_server_reload(s, &err) != MR_OK) {
+            mr_log(MR_LOG_WARN, "reload failed, still serving the previous bundle");
+            mr_log_error(&err);
+        } else {
+            printf("reloaded %s (version %s)\n", o.bundle_path, mr_server_model_version(s));
+            fflush(stdout);
+        }
+    }
+    printf("shutting down: answering queued requests\n");
+    fflush(stdout);
+    mr_server_stop(s);
+    mr_free(token);
+    return EXIT_OK;
+}
+
+static const char bench_help[] =
+    "usage: millrace bench-serve BUNDLE --qps N --duration S [options]\n"
+    "\n"
+    "Starts the server in-process on 127.0.0.1 and drives it with single-row requests\n"
+    "over keep-alive connections; prints p50/p90/p99/max latency and achieved QPS.\n"
+    "--qps 0 sends back to back (maximum sustained throughput).\n"
+    "\n"
+    "options:\n"
+    "  --qps N              target requests per second (0 = as fast as possible)\n"
+    "  --duration S         seconds of load (default 5)\n"
+    "  --connections C      keep-alive connections (default 8)\n"
+    "  --row JSON           the row to send (default: built from the input schema)\n"
+    "  --max-batch N, --max-delay-us U, --max-queue N, -j N   server settings as for serve\n"
+    "  --json               print the result as JSON\n";
+
+/* A plausible row from the schema: numbers 0.5, categories "a" / 1 / true. */
+static char *sample_row(const mr_bundle *b)
+{
+    json_t *row = json_object();
+    for (size_t i = 0; i < mr_bundle_n_inputs(b); i++) {
+        const mr_bundle_input *in = mr_bundle_input_at(b, i);
+        json_t *v = !in->categorical              ? json_real(0.5)
+                    : in->type == MR_T_INT64      ? json_integer(1)
+                    : in->type == MR_T_BOOL       ? json_true()
+                                                  : json_string("a");
+        json_object_set_new(row, in->name, v);
+    }
+    char *t = json_dumps(row, JSON_COMPACT);
+    json_decref(row);
+    return t;
+}
+
+int cmd_bench_serve(int argc, char **argv)
+{
+    if (cli_wants_help(argc, argv)) {
+        fputs(bench_help, stdout);
+        return EXIT_OK;
+    }
+    mr_server_opts o;
+    mr_server_opts_init(&o);
+    o.port = 0;
+    o.max_queue = 100000;
+    mr_loadgen_opts lo;
+    mr_loadgen_opts_init(&lo);
+    const char *row = NULL;
+    int json = 0, have_qps = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = server_opt(&o, argc, argv, &i, "bench-serve");
+        if (r < 0) return EXIT_USAGE;
+        if (r) continue;
+        char *end = NULL;
+        if ((!strcmp(a, "--qps") || !strcmp(a, "--duration") || !strcmp(a, "--connections")) && v) {
+            double d = strtod(v, &end);
+            if (!end || *end || d < 0) return cli_usage_error("bench-serve", "%s takes a non-negative number", a);
+            if (!strcmp(a, "--qps")) {
+                lo.qps = d;
+                have_qps = 1;
+            } else if (!strcmp(a, "--duration")) lo.duration_s = d;
+            else lo.connections = (int)d;
+            i++;
+        } else if (!strcmp(a, "--row") && v) row = argv[++i];
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (a[0] != '-' && !o.bundle_path) o.bundle_path = a;
+        else return cli_usage_error("bench-serve", "unexpected argument '%s'", a);
+    }
+    if (!o.bundle_path || !have_qps) return cli_usage_error("bench-serve", "expected BUNDLE --qps N --duration S");
+    signal(SIGPIPE, SIG_IGN);
+    mr_error err;
+    mr_error_init(&err);
+    mr_pool_init(o.threads, NULL);
+    mr_server *s = NULL;
+    if (mr_server_start(&o, &s, &err) != MR_OK) {
+        mr_log_error(&err);
+        return EXIT_FAILED;
+    }
+    char *auto_row = NULL, *body = NULL;
+    if (!row) {
+        mr_bundle *b = NULL;
+        if (mr_bundle_load(o.bundle_path, &b, &err) == MR_OK) auto_row = sample_row(b);
+        mr_bundle_free(b);
+        row = auto_row ? auto_row : "{}";
+    }
+    body = mr_asprintf("{\"rows\": [%s]}", row);
+    lo.port = mr_server_port(s);
+    lo.body = body;
+    mr_loadgen_result res;
+    mr_status st = body ? mr_loadgen_run(&lo, &res, &err) : MR_ERR(&err, MR_E_NOMEM, "out of memory");
+    mr_server_stop(s);
+    int rc = EXIT_OK;
+    if (st != MR_OK) {
+        mr_log_error(&err);
+        rc = EXIT_FAILED;
+    } else if (json) {
+        printf("{\"target_qps\": %.1f, \"achieved_qps\": %.1f, \"sent\": %llu, \"ok\": %llu, \"non_2xx\": %llu, "
+               "\"errors\": %llu, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, "
+               "\"max_batch\": %zu, \"max_delay_us\": %u, \"connections\": %d}\n",
+               lo.qps, res.achieved_qps, (unsigned long long)res.sent, (unsigned long long)res.ok,
+               (unsigned long long)res.non_2xx, (unsigned long long)res.errors, res.p50_ms, res.p90_ms, res.p99_ms,
+               res.max_ms, o.max_batch, o.max_delay_us, lo.connections);
+    } else {
+        printf("bench-serve: %d connections, target %s qps, %.1fs, max batch %zu, max delay %u us\n", lo.connections,
+               lo.qps > 0 ? "" : "max", res.elapsed_s, o.max_batch, o.max_delay_us);
+        if (lo.qps > 0) printf("  target qps     %.0f\n", lo.qps);
+        printf("  achieved qps   %.0f\n  requests       %llu ok, %llu non-2xx, %llu errors\n"
+               "  latency ms     p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n",
+               res.achieved_qps, (unsigned long long)res.ok, (unsigned long long)res.non_2xx,
+               (unsigned long long)res.errors, res.p50_ms, res.p90_ms, res.p99_ms, res.max_ms);
+    }
+    free(auto_row);
+    mr_free(body);
+    return rc;
+}

@@ -1,0 +1,135 @@
+/* Model bundles: one file holding everything needed to score raw rows — the
+ * input schema, the fitted features transform, the model, its compiled
+ * predictor, a metrics snapshot and the lineage (run, stage key, artifact
+ * ids, git commit). docs/bundle.md specifies the format byte by byte.
+ *
+ * A bundle is data: loading parses and checks it, never executes anything
+ * from it. Every section carries an xxh3-128 checksum that is verified on
+ * every load; corrupt, truncated or wrong-version files are refused with
+ * MR_E_CORRUPT naming the section that failed.
+ *
+ *   mr_bundle_build bb;
+ *   mr_bundle_build_init(&bb);
+ *   bb.model = model; bb.features = fx; bb.name = "churn";
+ *   mr_bundle_save(&bb, "model.mrb", &err);
+ *
+ *   mr_bundle *b;
+ *   mr_bundle_load("model.mrb", &b, &err);
+ *   double *pred; size_t k;
+ *   mr_bundle_predict_table(b, raw_rows, 0, 0, &pred, &k, &err);  // n_rows * k
+ *   mr_free(pred);
+ *   mr_bundle_free(b);
+ *
+ * Prediction has exactly one path, mr_bundle_predict_table: raw table ->
+ * mr_features_apply -> the model's float matrix -> the compiled predictor.
+ * `millrace predict`, `millrace serve` and the evaluate op all call it, so
+ * they agree bit for bit with mr_model_predict_table after
+ * mr_features_apply.
+ *
+ * Thread safety: a loaded bundle is immutable; any number of threads may
+ * read it. mr_bundle_predict_table uses the core pool, so call it from one
+ * thread at a time per process (the server's batcher does). */
+#ifndef MILLRACE_BUNDLE_H
+#define MILLRACE_BUNDLE_H
+
+#include "millrace/core.h"
+#include "millrace/features.h"
+#include "millrace/model.h"
+#include "millrace/table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MR_BUNDLE_MAGIC "MRBUNDLE"
+#define MR_BUNDLE_VERSION 1u
+#define MR_BUNDLE_MAX_SECTIONS 16
+#define MR_BUNDLE_MAX_BYTES ((size_t)1 << 32) /* 4 GiB: larger files are refused */
+
+/* Section ids: append-only, stored in files. */
+typedef enum mr_bundle_section_id {
+    MR_BSEC_MANIFEST = 1, /* JSON: schema, outputs, objective, metrics snapshot, lineage */
+    MR_BSEC_FEATURES = 2, /* MRFT bytes (mr_features_save); optional */
+    MR_BSEC_MODEL = 3,    /* mr_model_to_bytes */
+    MR_BSEC_COMPILED = 4, /* MRGP bytes (mr_gbdt_predictor_to_bytes); gbdt only */
+    MR_BSEC_METRICS = 5,  /* JSON object; optional */
+} mr_bundle_section_id;
+const char *mr_bundle_section_name(uint32_t id); /* "manifest", ..., "?" */
+
+/* What a bundle is built from (all borrowed during the call). */
+typedef struct mr_bundle_build {
+    const mr_model *model;          /* required */
+    const mr_features *features;    /* NULL: the model reads raw columns */
+    const char *metrics_json;       /* a JSON object, or NULL */
+    const char *name;               /* free text, or NULL */
+    int64_t run_id;                 /* lineage; 0 = none */
+    const char *stage;              /* producing stage, or NULL */
+    const char *stage_key;          /* its cache key, or NULL */
+    const char *git_commit;         /* or NULL */
+    const char *const *artifact_names; /* inputs: "stages.train.out", ... */
+    const char *const *artifact_ids;   /* their artifact ids (may hold NULLs) */
+    size_t n_artifacts;
+} mr_bundle_build;
+void mr_bundle_build_init(mr_bundle_build *b);
+
+/* Appends the bundle bytes to out. The same inputs always give the same
+ * bytes (no timestamps). Errors: MR_E_SCHEMA (a model feature that the
+ * features transform does not produce, naming it), MR_E_PARSE (metrics not
+ * a JSON object), MR_E_NOMEM. */
+mr_status mr_bundle_write(const mr_bundle_build *b, mr_buf *out, mr_error *err);
+mr_status mr_bundle_save(const mr_bundle_build *b, const char *path, mr_error *err); /* atomic */
+
+typedef struct mr_bundle mr_bundle;
+
+/* Loads and verifies: header and section table checksum, each section's
+ * bounds and checksum, then each section's contents (the compiled predictor
+ * is also rebuilt from the model section and must match byte for byte).
+ * Errors: MR_E_CORRUPT ("bundle.mrb: section 'model': checksum mismatch"),
+ * MR_E_IO, MR_E_NOMEM. */
+mr_status mr_bundle_load(const char *path, mr_bundle **out, mr_error *err);
+mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr_error *err);
+void mr_bundle_free(mr_bundle *b); /* NULL is a no-op */
+
+/* One raw input column the bundle expects. */
+typedef struct mr_bundle_input {
+    const char *name;
+    mr_dtype type;   /* the training type (FLOAT64 for bundles without a features transform) */
+    int categorical; /* read as a category key (strings, ints, bools) */
+    int required;    /* 0: no model feature depends on it; absent = all null */
+} mr_bundle_input;
+
+size_t mr_bundle_n_inputs(const mr_bundle *b);
+const mr_bundle_input *mr_bundle_input_at(const mr_bundle *b, size_t i); /* borrowed */
+ssize_t mr_bundle_input_index(const mr_bundle *b, const char *name);    /* -1 if absent */
+size_t mr_bundle_n_outputs(const mr_bundle *b);
+const char *mr_bundle_output_name(const mr_bundle *b, size_t k); /* "prediction" or "prediction_<k>" */
+const mr_model *mr_bundle_model(const mr_bundle *b);
+const mr_features *mr_bundle_features(const mr_bundle *b);   /* NULL if none */
+const char *mr_bundle_manifest_json(const mr_bundle *b);     /* NUL-terminated */
+const char *mr_bundle_metrics_json(const mr_bundle *b);      /* "{}" if none */
+const char *mr_bundle_version_id(const mr_bundle *b);        /* 32 hex: xxh3-128 of the whole file */
+
+typedef struct mr_bundle_section_info {
+    uint32_t id;
+    const char *name;
+    uint64_t offset, length;
+    char hash[MR_HASH_HEX_LEN + 1];
+} mr_bundle_section_info;
+size_t mr_bundle_n_sections(const mr_bundle *b);
+void mr_bundle_section(const mr_bundle *b, size_t i, mr_bundle_section_info *out);
+
+/* Checks t's columns against the input schema: every required input is
+ * present with a usable type (numeric inputs: BOOL/INT64/FLOAT64/FLOAT32;
+ * categorical: STRING/INT64/BOOL). MR_E_NOT_FOUND / MR_E_SCHEMA name it. */
+mr_status mr_bundle_check_table(const mr_bundle *b, const mr_table *t, mr_error *err);
+
+/* The prediction path: n_rows * n_outputs doubles, row-major (caller frees).
+ * Optional inputs missing from t read as null. raw: margins. num_threads:
+ * 0 = all pool threads; the result never depends on it. */
+mr_status mr_bundle_predict_table(const mr_bundle *b, const mr_table *t, int raw, int num_threads, double **out,
+                                  size_t *n_outputs, mr_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

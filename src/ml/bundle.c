@@ -1,0 +1,626 @@
+/* Model bundles (docs/bundle.md): writing, loading with per-section
+ * checksums, the derived input schema, and the one prediction path used by
+ * predict, serve and evaluate. Loading only parses data; it never runs
+ * anything a bundle contains. */
+#include "millrace/bundle.h"
+#include "millrace/gbdt.h"
+#include "millrace/linear.h"
+#include "millrace/millrace.h" /* MILLRACE_VERSION */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#define HEADER_FIXED 16u  /* magic 8 + version 4 + n_sections 4 */
+#define ENTRY_BYTES 40u   /* id 4 + flags 4 + offset 8 + length 8 + hash 16 */
+#define HASH_BYTES 16u
+
+typedef struct section {
+    uint32_t id;
+    uint64_t offset, length;
+    mr_hash128 hash;
+} section;
+
+struct mr_bundle {
+    mr_model *model;
+    mr_features *features;
+    mr_gbdt_predictor *pred; /* from the compiled section (gbdt) */
+    char *manifest;
+    char *metrics;
+    mr_bundle_input *inputs;
+    size_t n_inputs;
+    char **output_names;
+    size_t n_outputs;
+    section sec[MR_BUNDLE_MAX_SECTIONS];
+    size_t n_sec;
+    char version_id[MR_HASH_HEX_LEN + 1];
+};
+
+const char *mr_bundle_section_name(uint32_t id)
+{
+    switch (id) {
+    case MR_BSEC_MANIFEST: return "manifest";
+    case MR_BSEC_FEATURES: return "features";
+    case MR_BSEC_MODEL: return "model";
+    case MR_BSEC_COMPILED: return "compiled";
+    case MR_BSEC_METRICS: return "metrics";
+    default: return "?";
+    }
+}
+
+void mr_bundle_build_init(mr_bundle_build *b) { memset(b, 0, sizeof(*b)); }
+
+static void put_u32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t get_u32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
+static void put_hash(uint8_t *p, mr_hash128 h)
+{
+    put_u64(p, h.hi);
+    put_u64(p + 8, h.lo);
+}
+static mr_hash128 get_hash(const uint8_t *p)
+{
+    mr_hash128 h = {get_u64(p), get_u64(p + 8)};
+    return h;
+}
+
+/* A malloc'd copy (freed with free(), like jansson's json_dumps output). */
+static char *libc_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+/* ---- schema ---------------------------------------------------------------- */
+
+/* The raw inputs: the features transform's inputs (required when some model
+ * feature comes from them), or the model's own features as FLOAT64. */
+static mr_status derive_schema(const mr_model *m, const mr_features *fx, mr_bundle_input **out, size_t *n_out,
+                               mr_error *err)
+{
+    size_t nf = mr_model_num_features(m);
+    size_t n = fx ? mr_features_n_inputs(fx) : nf;
+    mr_bundle_input *in = mr_calloc(n ? n : 1, sizeof(*in));
+    if (!in) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (!fx) {
+        for (size_t j = 0; j < nf; j++) {
+            in[j].name = mr_model_feature_name(m, j);
+            in[j].type = MR_T_FLOAT64;
+            in[j].required = 1;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const mr_features_input *fi = mr_features_input_at(fx, i);
+            in[i].name = fi->name;
+            in[i].type = fi->train_type;
+            in[i].categorical = fi->categorical;
+        }
+        for (size_t j = 0; j < nf; j++) {
+            const char *name = mr_model_feature_name(m, j);
+            const mr_features_output *o = NULL;
+            for (size_t q = 0; q < mr_features_n_outputs(fx) && !o; q++)
+                if (!strcmp(mr_features_output_at(fx, q)->name, name)) o = mr_features_output_at(fx, q);
+            if (!o) {
+                mr_free(in);
+                MR_ERR(err, MR_E_SCHEMA, "model feature '%s' is not an output of the features transform", name);
+                mr_error_key(err, name);
+                return MR_E_SCHEMA;
+            }
+            in[o->input].required = 1;
+        }
+    }
+    *out = in;
+    *n_out = n;
+    return MR_OK;
+}
+
+/* ---- writing --------------------------------------------------------------- */
+
+static json_t *manifest_json(const mr_bundle_build *b, const mr_bundle_input *in, size_t n_in, json_t *metrics,
+                             const mr_gbdt_predictor *pred)
+{
+    const mr_model *m = b->model;
+    json_t *j = json_object(), *ins = json_array(), *outs = json_array(), *feats = json_array();
+    json_t *lin = json_object(), *arts = json_array(), *model = json_object();
+    for (size_t i = 0; i < n_in; i++)
+        json_array_append_new(ins, json_pack("{s:s,s:s,s:b,s:b}", "name", in[i].name, "type", mr_dtype_name(in[i].type),
+                                             "categorical", in[i].categorical, "required", in[i].required));
+    size_t k = mr_model_num_outputs(m);
+    for (size_t q = 0; q < k; q++) {
+        char name[32];
+        if (k == 1) snprintf(name, sizeof(name), "prediction");
+        else snprintf(name, sizeof(name), "prediction_%zu", q);
+        json_array_append_new(outs, json_string(name));
+    }
+    for (size_t f = 0; f < mr_model_num_features(m); f++) json_array_append_new(feats, json_string(mr_model_feature_name(m, f)));
+    json_object_set_new(model, "kind", json_string(mr_model_kind_name(m)));
+    json_object_set_new(model, "objective", json_string(mr_model_objective_name(m)));
+    json_object_set_new(model, "features", feats);
+    if (pred) json_object_set_new(model, "trees", json_integer((json_int_t)mr_gbdt_model_num_trees(mr_model_gbdt(m))));
+    json_object_set_new(lin, "run_id", b->run_id ? json_integer(b->run_id) : json_null());
+    json_object_set_new(lin, "stage", b->stage ? json_string(b->stage) : json_null());
+    json_object_set_new(lin, "stage_key", b->stage_key ? json_string(b->stage_key) : json_null());
+    json_object_set_new(lin, "git_commit", b->git_commit && b->git_commit[0] ? json_string(b->git_commit) : json_null());
+    for (size_t a = 0; a < b->n_artifacts; a++)
+        json_array_append_new(arts, json_pack("{s:s,s:o}", "name", b->artifact_names[a] ? b->artifact_names[a] : "",
+                                              "id", b->artifact_ids && b->artifact_ids[a] ? json_string(b->artifact_ids[a])
+                                                                                          : json_null()));
+    json_object_set_new(lin, "artifacts", arts);
+    json_object_set_new(j, "format", json_string("millrace-bundle/1"));
+    json_object_set_new(j, "created_by", json_string("millrace " MILLRACE_VERSION));
+    json_object_set_new(j, "name", b->name ? json_string(b->name) : json_null());
+    json_object_set_new(j, "inputs", ins);
+    json_object_set_new(j, "outputs", outs);
+    json_object_set_new(j, "objective", json_string(mr_model_objective_name(m)));
+    json_object_set_new(j, "model", model);
+    json_object_set_new(j, "features_transform", json_boolean(b->features != NULL));
+    json_object_set_new(j, "compiled", pred ? json_string("MRGP/1") : json_null());
+    json_object_set_new(j, "metrics", metrics ? json_incref(metrics) : json_object());
+    json_object_set_new(j, "lineage", lin);
+    return j;
+}
+
+mr_status mr_bundle_write(const mr_bundle_build *b, mr_buf *out, mr_error *err)
+{
+    mr_status rc = MR_OK;
+    mr_buf body[MR_BUNDLE_MAX_SECTIONS];
+    uint32_t ids[MR_BUNDLE_MAX_SECTIONS];
+    size_t n = 0;
+    mr_bundle_input *in = NULL;
+    size_t n_in = 0;
+    json_t *metrics = NULL, *man = NULL;
+    char *man_text = NULL, *met_text = NULL;
+    mr_gbdt_predictor *pred = NULL;
+    for (size_t i = 0; i < MR_BUNDLE_MAX_SECTIONS; i++) mr_buf_init(&body[i]);
+    if (!b->model) return MR_ERR(err, MR_E_INVALID_ARG, "a bundle needs a model");
+    if (b->metrics_json) {
+        json_error_t je;
+        metrics = json_loads(b->metrics_json, 0, &je);
+        if (!json_is_object(metrics)) {
+            rc = MR_ERR(err, MR_E_PARSE, "metrics: expected a JSON object (%s at line %d col %d)", je.text, je.line,
+                        je.column);
+            goto done;
+        }
+    }
+    rc = derive_schema(b->model, b->features, &in, &n_in, err);
+    if (rc != MR_OK) goto done;
+    if (mr_model_kind_of(b->model) == MR_MODEL_GBDT) {
+        rc = mr_gbdt_predictor_new(mr_model_gbdt(b->model), 0, &pred, err);
+        if (rc != MR_OK) goto done;
+    }
+    man = manifest_json(b, in, n_in, metrics, pred);
+    man_text = man ? json_dumps(man, JSON_INDENT(2)) : NULL;
+    met_text = metrics ? json_dumps(metrics, JSON_INDENT(2)) : libc_strdup("{}");
+    if (!man_text || !met_text) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    ids[n] = MR_BSEC_MANIFEST;
+    rc = mr_buf_puts(&body[n++], man_text);
+    if (rc == MR_OK && b->features) {
+        ids[n] = MR_BSEC_FEATURES;
+        rc = mr_features_save(b->features, &body[n++]);
+    }
+    if (rc == MR_OK) {
+        ids[n] = MR_BSEC_MODEL;
+        rc = mr_model_to_bytes(b->model, &body[n++], err);
+    }
+    if (rc == MR_OK && pred) {
+        ids[n] = MR_BSEC_COMPILED;
+        rc = mr_gbdt_predictor_to_bytes(pred, &body[n++]);
+    }
+    if (rc == MR_OK && metrics) {
+        ids[n] = MR_BSEC_METRICS;
+        rc = mr_buf_puts(&body[n++], met_text);
+    }
+    if (rc != MR_OK) {
+        rc = MR_ERR(err, rc, "cannot serialise the bundle");
+        goto done;
+    }
+    {
+        size_t hdr = HEADER_FIXED + n * ENTRY_BYTES + HASH_BYTES;
+        size_t off = (hdr + 7) & ~(size_t)7;
+        uint8_t head[HEADER_FIXED + MR_BUNDLE_MAX_SECTIONS * ENTRY_BYTES + HASH_BYTES];
+        memset(head, 0, sizeof(head));
+        memcpy(head, MR_BUNDLE_MAGIC, 8);
+        put_u32(head + 8, MR_BUNDLE_VERSION);
+        put_u32(head + 12, (uint32_t)n);
+        size_t offs[MR_BUNDLE_MAX_SECTIONS];
+        for (size_t i = 0; i < n; i++) {
+            uint8_t *e = head + HEADER_FIXED + i * ENTRY_BYTES;
+            offs[i] = off;
+            put_u32(e, ids[i]);
+            put_u32(e + 4, 0);
+            put_u64(e + 8, off);
+            put_u64(e + 16, body[i].len);
+            put_hash(e + 24, mr_hash_bytes(body[i].data ? body[i].data : "", body[i].len));
+            off = (off + body[i].len + 7) & ~(size_t)7;
+        }
+        put_hash(head + HEADER_FIXED + n * ENTRY_BYTES, mr_hash_bytes(head, HEADER_FIXED + n * ENTRY_BYTES));
+        size_t base = out->len;
+        rc = mr_buf_append(out, head, hdr);
+        static const char zeros[8] = {0};
+        for (size_t i = 0; rc == MR_OK && i < n; i++) {
+            size_t pad = offs[i] - (out->len - base);
+            if (pad) rc = mr_buf_append(out, zeros, pad);
+            if (rc == MR_OK && body[i].len) rc = mr_buf_append(out, body[i].data, body[i].len);
+        }
+        if (rc == MR_OK && (out->len - base) % 8) rc = mr_buf_append(out, zeros, 8 - (out->len - base) % 8);
+        if (rc != MR_OK) rc = MR_ERR(err, rc, "out of memory writing the bundle");
+    }
+done:
+    for (size_t i = 0; i < MR_BUNDLE_MAX_SECTIONS; i++) mr_buf_free(&body[i]);
+    mr_gbdt_predictor_free(pred);
+    free(man_text);
+    free(met_text);
+    json_decref(man);
+    json_decref(metrics);
+    mr_free(in);
+    return rc;
+}
+
+mr_status mr_bundle_save(const mr_bundle_build *b, const char *path, mr_error *err)
+{
+    mr_buf buf;
+    mr_buf_init(&buf);
+    buf.limit = MR_BUNDLE_MAX_BYTES;
+    mr_status rc = mr_bundle_write(b, &buf, err);
+    if (rc == MR_OK) rc = mr_fs_write_atomic(path, buf.data, buf.len, err);
+    mr_buf_free(&buf);
+    return rc;
+}
+
+/* ---- loading --------------------------------------------------------------- */
+
+void mr_bundle_free(mr_bundle *b)
+{
+    if (!b) return;
+    mr_model_free(b->model);
+    mr_features_free(b->features);
+    mr_gbdt_predictor_free(b->pred);
+    free(b->manifest); /* jansson-allocated */
+    free(b->metrics);
+    mr_free(b->inputs);
+    for (size_t k = 0; k < b->n_outputs; k++) mr_free(b->output_names[k]);
+    mr_free(b->output_names);
+    mr_free(b);
+}
+
+static mr_status sec_fail(mr_error *err, uint32_t id, mr_status code, const char *what)
+{
+    return MR_ERR(err, code, "section '%s': %s", mr_bundle_section_name(id), what);
+}
+
+/* The manifest's "inputs" must agree with the schema derived from the
+ * sections (names, order, types). */
+static mr_status check_manifest(mr_bundle *b, const char *text, size_t len, mr_error *err)
+{
+    json_error_t je;
+    json_t *j = json_loadb(text, len, 0, &je);
+    mr_status rc = MR_OK;
+    if (!json_is_object(j)) {
+        rc = MR_ERR(err, MR_E_CORRUPT, "section 'manifest': not a JSON object (%s at byte %d)", je.text, je.position);
+        goto done;
+    }
+    const char *fmt = json_string_value(json_object_get(j, "format"));
+    if (!fmt || strcmp(fmt, "millrace-bundle/1") != 0) {
+        rc = sec_fail(err, MR_BSEC_MANIFEST, MR_E_CORRUPT, "format is not millrace-bundle/1");
+        goto done;
+    }
+    json_t *ins = json_object_get(j, "inputs");
+    if (!json_is_array(ins) || json_array_size(ins) != b->n_inputs) {
+        rc = sec_fail(err, MR_BSEC_MANIFEST, MR_E_CORRUPT, "inputs disagree with the features and model sections");
+        goto done;
+    }
+    for (size_t i = 0; i < b->n_inputs; i++) {
+        json_t *e = json_array_get(ins, i);
+        const char *name = json_string_value(json_object_get(e, "name"));
+        const char *type = json_string_value(json_object_get(e, "type"));
+        if (!name || !type || strcmp(name, b->inputs[i].name) || strcmp(type, mr_dtype_name(b->inputs[i].type))) {
+            rc = sec_fail(err, MR_BSEC_MANIFEST, MR_E_CORRUPT, "inputs disagree with the features and model sections");
+            goto done;
+        }
+    }
+    b->manifest = json_dumps(j, JSON_INDENT(2));
+    if (!b->manifest) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+done:
+    json_decref(j);
+    return rc;
+}
+
+mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr_error *err)
+{
+    *out = NULL;
+    const uint8_t *p = data;
+    if (len < HEADER_FIXED) return MR_ERR(err, MR_E_CORRUPT, "header: truncated (%zu bytes)", len);
+    if (memcmp(p, MR_BUNDLE_MAGIC, 8) != 0) return MR_ERR(err, MR_E_CORRUPT, "header: bad magic (not a millrace bundle)");
+    uint32_t ver = get_u32(p + 8), n = get_u32(p + 12);
+    if (ver != MR_BUNDLE_VERSION) {
+        MR_ERR(err, MR_E_CORRUPT, "header: unsupported bundle format version %u (this millrace reads version %u)", ver,
+               MR_BUNDLE_VERSION);
+        mr_error_hint(err, "%s", ver < MR_BUNDLE_VERSION ? "re-package the model with this millrace (`millrace run` the package stage)"
+                                                         : "use the millrace that wrote it, or a newer one");
+        return MR_E_CORRUPT;
+    }
+    if (n < 1 || n > MR_BUNDLE_MAX_SECTIONS) return MR_ERR(err, MR_E_CORRUPT, "header: %u sections (1..16 allowed)", n);
+    size_t table_end = HEADER_FIXED + (size_t)n * ENTRY_BYTES;
+    if (len < table_end + HASH_BYTES) return MR_ERR(err, MR_E_CORRUPT, "section table: truncated");
+    if (!mr_hash_eq(get_hash(p + table_end), mr_hash_bytes(p, table_end)))
+        return MR_ERR(err, MR_E_CORRUPT, "section table: checksum mismatch");
+    mr_bundle *b = mr_calloc(1, sizeof(*b));
+    if (!b) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = MR_OK;
+    const uint8_t *body[MR_BUNDLE_MAX_SECTIONS + 1] = {0}; /* by section id */
+    size_t blen[MR_BUNDLE_MAX_SECTIONS + 1] = {0};
+    int seen[MR_BUNDLE_MAX_SECTIONS + 1] = {0};
+    b->n_sec = n;
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *e = p + HEADER_FIXED + i * ENTRY_BYTES;
+        section *s = &b->sec[i];
+        s->id = get_u32(e);
+        s->offset = get_u64(e + 8);
+        s->length = get_u64(e + 16);
+        s->hash = get_hash(e + 24);
+        if (s->id < MR_BSEC_MANIFEST || s->id > MR_BSEC_METRICS) {
+            rc = MR_ERR(err, MR_E_CORRUPT, "section table: unknown section id %u", s->id);
+            goto fail;
+        }
+        if (seen[s->id]++) {
+            rc = sec_fail(err, s->id, MR_E_CORRUPT, "appears twice");
+            goto fail;
+        }
+        if (s->offset < table_end + HASH_BYTES || s->offset > len || s->length > len - s->offset) {
+            MR_ERR(err, MR_E_CORRUPT, "section '%s': truncated (bytes %llu..%llu, file has %zu)",
+                   mr_bundle_section_name(s->id), (unsigned long long)s->offset,
+                   (unsigned long long)(s->offset + s->length), len);
+            rc = MR_E_CORRUPT;
+            goto fail;
+        }
+        if (!mr_hash_eq(s->hash, mr_hash_bytes(p + s->offset, (size_t)s->length))) {
+            rc = sec_fail(err, s->id, MR_E_CORRUPT, "checksum mismatch");
+            goto fail;
+        }
+        body[s->id] = p + s->offset;
+        blen[s->id] = (size_t)s->length;
+    }
+    if (!seen[MR_BSEC_MANIFEST] || !seen[MR_BSEC_MODEL]) {
+        rc = sec_fail(err, seen[MR_BSEC_MANIFEST] ? MR_BSEC_MODEL : MR_BSEC_MANIFEST, MR_E_CORRUPT, "missing");
+        goto fail;
+    }
+    if (seen[MR_BSEC_FEATURES]) {
+        rc = mr_features_load(body[MR_BSEC_FEATURES], blen[MR_BSEC_FEATURES], &b->features, err);
+        if (rc != MR_OK) goto sec_err_features;
+    }
+    rc = mr_model_from_bytes(body[MR_BSEC_MODEL], blen[MR_BSEC_MODEL], &b->model, err);
+    if (rc != MR_OK) {
+        char m[MR_ERR_MSG_MAX];
+        snprintf(m, sizeof(m), "%s", err ? err->msg : "invalid model");
+        if (err) mr_error_clear(err);
+        rc = MR_ERR(err, MR_E_CORRUPT, "section 'model': %s", m);
+        goto fail;
+    }
+    if (mr_model_kind_of(b->model) == MR_MODEL_GBDT) {
+        if (!seen[MR_BSEC_COMPILED]) {
+            rc = sec_fail(err, MR_BSEC_COMPILED, MR_E_CORRUPT, "missing (gbdt bundles carry a compiled predictor)");
+            goto fail;
+        }
+        rc = mr_gbdt_predictor_from_bytes(body[MR_BSEC_COMPILED], blen[MR_BSEC_COMPILED], &b->pred, err);
+        if (rc != MR_OK) {
+            char m[MR_ERR_MSG_MAX];
+            snprintf(m, sizeof(m), "%s", err ? err->msg : "invalid");
+            if (err) mr_error_clear(err);
+            rc = MR_ERR(err, MR_E_CORRUPT, "section 'compiled': %s", m);
+            goto fail;
+        }
+        /* The compiled layout must be exactly what this build derives from
+         * the model section: then it predicts bit-identically to it. */
+        mr_gbdt_predictor *fresh = NULL;
+        mr_buf again;
+        mr_buf_init(&again);
+        again.limit = MR_BUNDLE_MAX_BYTES;
+        rc = mr_gbdt_predictor_new(mr_model_gbdt(b->model), 0, &fresh, err);
+        if (rc == MR_OK) rc = mr_gbdt_predictor_to_bytes(fresh, &again);
+        int same = rc == MR_OK && again.len == blen[MR_BSEC_COMPILED] &&
+                   memcmp(again.data, body[MR_BSEC_COMPILED], again.len) == 0;
+        mr_gbdt_predictor_free(fresh);
+        mr_buf_free(&again);
+        if (rc != MR_OK) goto fail;
+        if (!same) {
+            rc = sec_fail(err, MR_BSEC_COMPILED, MR_E_CORRUPT, "does not match the model section");
+            goto fail;
+        }
+    } else if (seen[MR_BSEC_COMPILED]) {
+        rc = sec_fail(err, MR_BSEC_COMPILED, MR_E_CORRUPT, "present for a linear model");
+        goto fail;
+    }
+    rc = derive_schema(b->model, b->features, &b->inputs, &b->n_inputs, err);
+    if (rc != MR_OK) {
+        char m[MR_ERR_MSG_MAX];
+        snprintf(m, sizeof(m), "%s", err ? err->msg : "inconsistent");
+        if (err) mr_error_clear(err);
+        rc = MR_ERR(err, MR_E_CORRUPT, "section 'features': %s", m);
+        goto fail;
+    }
+    rc = check_manifest(b, (const char *)body[MR_BSEC_MANIFEST], blen[MR_BSEC_MANIFEST], err);
+    if (rc != MR_OK) goto fail;
+    if (seen[MR_BSEC_METRICS]) {
+        json_error_t je;
+        json_t *mj = json_loadb((const char *)body[MR_BSEC_METRICS], blen[MR_BSEC_METRICS], 0, &je);
+        if (!json_is_object(mj)) {
+            json_decref(mj);
+            rc = MR_ERR(err, MR_E_CORRUPT, "section 'metrics': not a JSON object (%s at byte %d)", je.text, je.position);
+            goto fail;
+        }
+        b->metrics = json_dumps(mj, JSON_COMPACT);
+        json_decref(mj);
+    } else {
+        b->metrics = libc_strdup("{}");
+    }
+    b->n_outputs = mr_model_num_outputs(b->model);
+    b->output_names = mr_calloc(b->n_outputs, sizeof(char *));
+    for (size_t k = 0; b->output_names && k < b->n_outputs; k++)
+        b->output_names[k] = b->n_outputs == 1 ? mr_strdup("prediction") : mr_asprintf("prediction_%zu", k);
+    if (!b->metrics || !b->output_names || !b->output_names[b->n_outputs - 1]) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    mr_hash_hex(mr_hash_bytes(data, len), b->version_id);
+    *out = b;
+    return MR_OK;
+sec_err_features: {
+    char m[MR_ERR_MSG_MAX];
+    snprintf(m, sizeof(m), "%s", err ? err->msg : "invalid");
+    if (err) mr_error_clear(err);
+    rc = MR_ERR(err, MR_E_CORRUPT, "section 'features': %s", m);
+}
+fail:
+    mr_bundle_free(b);
+    return rc;
+}
+
+mr_status mr_bundle_load(const char *path, mr_bundle **out, mr_error *err)
+{
+    char *data = NULL;
+    size_t len = 0;
+    *out = NULL;
+    mr_status rc = mr_fs_read_file(path, MR_BUNDLE_MAX_BYTES, &data, &len, err);
+    if (rc == MR_OK) rc = mr_bundle_from_bytes(data, len, out, err);
+    if (rc != MR_OK && err && !err->file[0]) mr_error_at(err, path, 0, 0);
+    mr_free(data);
+    return rc;
+}
+
+/* ---- accessors ------------------------------------------------------------- */
+
+size_t mr_bundle_n_inputs(const mr_bundle *b) { return b->n_inputs; }
+const mr_bundle_input *mr_bundle_input_at(const mr_bundle *b, size_t i)
+{
+    return i < b->n_inputs ? &b->inputs[i] : NULL;
+}
+ssize_t mr_bundle_input_index(const mr_bundle *b, const char *name)
+{
+    for (size_t i = 0; i < b->n_inputs; i++)
+        if (!strcmp(b->inputs[i].name, name)) return (ssize_t)i;
+    return -1;
+}
+size_t mr_bundle_n_outputs(const mr_bundle *b) { return b->n_outputs; }
+const char *mr_bundle_output_name(const mr_bundle *b, size_t k) { return k < b->n_outputs ? b->output_names[k] : NULL; }
+const mr_model *mr_bundle_model(const mr_bundle *b) { return b->model; }
+const mr_features *mr_bundle_features(const mr_bundle *b) { return b->features; }
+const char *mr_bundle_manifest_json(const mr_bundle *b) { return b->manifest; }
+const char *mr_bundle_metrics_json(const mr_bundle *b) { return b->metrics; }
+const char *mr_bundle_version_id(const mr_bundle *b) { return b->version_id; }
+size_t mr_bundle_n_sections(const mr_bundle *b) { return b->n_sec; }
+void mr_bundle_section(const mr_bundle *b, size_t i, mr_bundle_section_info *out)
+{
+    const section *s = &b->sec[i];
+    out->id = s->id;
+    out->name = mr_bundle_section_name(s->id);
+    out->offset = s->offset;
+    out->length = s->length;
+    mr_hash_hex(s->hash, out->hash);
+}
+
+/* ---- prediction ------------------------------------------------------------ */
+
+static int type_ok(const mr_bundle_input *in, mr_dtype t)
+{
+    if (in->categorical) return t == MR_T_STRING || t == MR_T_INT64 || t == MR_T_BOOL || t == MR_T_NULL;
+    return t == MR_T_BOOL || t == MR_T_INT64 || t == MR_T_FLOAT64 || t == MR_T_FLOAT32 || t == MR_T_NULL;
+}
+
+mr_status mr_bundle_check_table(const mr_bundle *b, const mr_table *t, mr_error *err)
+{
+    for (size_t i = 0; i < b->n_inputs; i++) {
+        const mr_bundle_input *in = &b->inputs[i];
+        const mr_column *c = mr_table_column(t, in->name);
+        if (!c) {
+            if (!in->required) continue;
+            MR_ERR(err, MR_E_NOT_FOUND, "input column '%s' is missing", in->name);
+            mr_error_key(err, in->name);
+            return MR_E_NOT_FOUND;
+        }
+        if (!type_ok(in, c->type)) {
+            MR_ERR(err, MR_E_SCHEMA, "input column '%s' has type %s; the bundle expects %s (%s)", in->name,
+                   mr_dtype_name(c->type), in->categorical ? "a category (string, int or bool)" : "a number",
+                   mr_dtype_name(in->type));
+            mr_error_key(err, in->name);
+            return MR_E_SCHEMA;
+        }
+    }
+    return MR_OK;
+}
+
+mr_status mr_bundle_predict_table(const mr_bundle *b, const mr_table *t, int raw, int num_threads, double **out,
+                                  size_t *n_outputs, mr_error *err)
+{
+    *out = NULL;
+    mr_status rc = mr_bundle_check_table(b, t, err);
+    if (rc != MR_OK) return rc;
+    size_t n = t->n_rows, k = b->n_outputs;
+    mr_table view = *t, *xt = NULL;
+    mr_column **extra = NULL;
+    size_t n_extra = 0;
+    float *x = NULL;
+    double *pred = mr_malloc((n * k > 0 ? n * k : 1) * sizeof(double));
+    if (!pred) return MR_ERR(err, MR_E_NOMEM, "out of memory for %zu predictions", n);
+    const mr_table *feat_in = t;
+    if (b->features) {
+        /* Optional inputs that t lacks read as all-null columns: a shallow
+         * view that borrows t's columns and owns only the added ones. */
+        for (size_t i = 0; i < b->n_inputs; i++) n_extra += mr_table_column(t, b->inputs[i].name) == NULL;
+        if (n_extra) {
+            view.cols = mr_calloc(t->n_cols + n_extra, sizeof(mr_column *));
+            extra = mr_calloc(n_extra, sizeof(mr_column *));
+            if (!view.cols || !extra) {
+                rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+                goto done;
+            }
+            memcpy(view.cols, t->cols, t->n_cols * sizeof(mr_column *));
+            size_t e = 0;
+            for (size_t i = 0; rc == MR_OK && i < b->n_inputs; i++) {
+                if (mr_table_column(t, b->inputs[i].name)) continue;
+                mr_dtype ty = b->inputs[i].categorical ? MR_T_STRING : MR_T_FLOAT64;
+                rc = mr_column_new(b->inputs[i].name, ty, n, &extra[e], err);
+                for (size_t r = 0; rc == MR_OK && r < n; r++) rc = mr_column_append_null(extra[e]);
+                if (rc == MR_OK) view.cols[view.n_cols++] = extra[e++];
+            }
+            if (rc != MR_OK) goto done;
+            feat_in = &view;
+        }
+        rc = mr_features_apply(b->features, feat_in, &xt, err);
+        if (rc != MR_OK) goto done;
+    }
+    rc = mr_model_matrix(b->model, xt ? xt : t, &x, err);
+    if (rc != MR_OK || !n) goto done;
+    if (b->pred)
+        rc = mr_gbdt_predictor_batch(b->pred, x, n, MR_GBDT_COL_MAJOR, raw, num_threads, pred, err);
+    else
+        rc = mr_linear_predict(mr_model_linear(b->model), x, n, MR_GBDT_COL_MAJOR, raw, pred, err);
+done:
+    mr_free(x);
+    mr_table_free(xt);
+    for (size_t e = 0; extra && e < n_extra; e++) mr_column_free(extra[e]);
+    mr_free(extra);
+    if (view.cols != t->cols) mr_free(view.cols);
+    if (rc != MR_OK) {
+        mr_free(pred);
+        return rc;
+    }
+    *out = pred;
+    *n_outputs = k;
+    return MR_OK;
+}

@@ -1,0 +1,158 @@
+/* The package op: bundles a trained model, the fitted features transform
+ * and a metrics snapshot, with lineage (run id, stage key, input artifact
+ * ids, git commit), into one verified file, out/<stage>/model.mrb
+ * (docs/bundle.md). It reads files only; nothing it packages is executed. */
+#include "millrace/bundle.h"
+#include "millrace/model.h"
+#include "millrace/op.h"
+#include "ops_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static const mr_param_def package_params[] = {
+    {"model", MR_PT_STR | MR_PT_PATH, 1, "the train stage (${stages.train}: its model.bin) or a model file"},
+    {"features", MR_PT_STR | MR_PT_PATH, 0, "the fitted features transform: an MRFT file or a directory holding one"},
+    {"metrics", MR_PT_STR | MR_PT_PATH, 0, "metrics snapshot: a JSON object file or a directory with metrics.json"},
+    {"name", MR_PT_STR, 0, "a name recorded in the bundle (default: the stage name)"},
+    {NULL, 0, 0, NULL},
+};
+
+/* path, or dir/file when path is a directory. Caller frees. */
+static char *in_dir(const char *path, const char *file)
+{
+    return mr_fs_is_dir(path) ? mr_path_join(path, file) : mr_strdup(path);
+}
+
+/* A directory's MRFT file: features.mrft if present, else the first file
+ * (by name) that starts with the MRFT magic. */
+static mr_status find_features(const char *dir, char **out, mr_error *err)
+{
+    *out = NULL;
+    char *pref = mr_path_join(dir, "features.mrft");
+    if (pref && mr_fs_exists(pref)) {
+        *out = pref;
+        return MR_OK;
+    }
+    mr_free(pref);
+    struct dirent **names = NULL;
+    int n = scandir(dir, &names, NULL, alphasort);
+    if (n < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot list directory", dir);
+    for (int i = 0; i < n; i++) {
+        if (!*out && names[i]->d_name[0] != '.') {
+            char *p = mr_path_join(dir, names[i]->d_name);
+            char magic[4] = {0};
+            FILE *f = p && !mr_fs_is_dir(p) ? fopen(p, "rb") : NULL;
+            int hit = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, MR_FEATURES_MAGIC, 4);
+            if (f) fclose(f);
+            if (hit) *out = p;
+            else mr_free(p);
+        }
+        free(names[i]);
+    }
+    free(names);
+    if (!*out) return MR_ERR(err, MR_E_NOT_FOUND, "%s: no fitted features transform (MRFT file) in this directory", dir);
+    return MR_OK;
+}
+
+static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
+{
+    const mr_value *def = ctx->def;
+    const mr_value *vmodel = mr_value_get(def, "model"), *vfeat = mr_value_get(def, "features");
+    const mr_value *vmet = mr_value_get(def, "metrics"), *vname = mr_value_get(def, "name");
+    mr_model *model = NULL;
+    mr_features *fx = NULL;
+    char *model_path = NULL, *feat_path = NULL, *met_path = NULL, *met = NULL, *fbytes = NULL, *out_path = NULL;
+    const char **art_names = NULL, **art_ids = NULL;
+    size_t flen = 0, mlen = 0;
+    mr_status rc = MR_OK;
+    model_path = in_dir(vmodel->str, "model.bin");
+    if (!model_path) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    rc = mr_model_load(model_path, &model, err);
+    if (rc != MR_OK) {
+        mr_error_key(err, "model");
+        goto done;
+    }
+    if (vfeat && vfeat->kind == MR_V_STR) {
+        if (mr_fs_is_dir(vfeat->str)) rc = find_features(vfeat->str, &feat_path, err);
+        else feat_path = mr_strdup(vfeat->str);
+        if (rc == MR_OK && !feat_path) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (rc == MR_OK) rc = mr_fs_read_file(feat_path, (size_t)1 << 31, &fbytes, &flen, err);
+        if (rc == MR_OK) rc = mr_features_load(fbytes, flen, &fx, err);
+        if (rc != MR_OK) {
+            mr_error_key(err, "features");
+            goto done;
+        }
+    }
+    if (vmet && vmet->kind == MR_V_STR) {
+        met_path = in_dir(vmet->str, "metrics.json");
+        rc = met_path ? mr_fs_read_file(met_path, (size_t)64 << 20, &met, &mlen, err)
+                      : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (rc != MR_OK) {
+            mr_error_key(err, "metrics");
+            goto done;
+        }
+    }
+    art_names = mr_calloc(ctx->n_inputs ? ctx->n_inputs : 1, sizeof(char *));
+    art_ids = mr_calloc(ctx->n_inputs ? ctx->n_inputs : 1, sizeof(char *));
+    out_path = mr_path_join(ctx->outputs[0].path, "model.mrb");
+    if (!art_names || !art_ids || !out_path) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t k = 0; k < ctx->n_inputs; k++) {
+        art_names[k] = ctx->inputs[k].name;
+        art_ids[k] = ctx->inputs[k].id;
+    }
+    mr_bundle_build bb;
+    mr_bundle_build_init(&bb);
+    bb.model = model;
+    bb.features = fx;
+    bb.metrics_json = met;
+    bb.name = vname && vname->kind == MR_V_STR ? vname->str : ctx->stage;
+    bb.run_id = ctx->run_id;
+    bb.stage = ctx->stage;
+    bb.stage_key = ctx->stage_key;
+    bb.git_commit = ctx->git_commit;
+    bb.artifact_names = art_names;
+    bb.artifact_ids = art_ids;
+    bb.n_artifacts = ctx->n_inputs;
+    rc = mr_bundle_save(&bb, out_path, err);
+    if (rc != MR_OK) goto done;
+    {
+        /* Load it back: what we publish must pass the checks every reader makes. */
+        mr_bundle *check = NULL;
+        rc = mr_bundle_load(out_path, &check, err);
+        if (rc == MR_OK)
+            dprintf(ctx->log_fd, "packaged %s model (%zu inputs%s) -> model.mrb, version %s\n", mr_model_kind_name(model),
+                    mr_bundle_n_inputs(check), fx ? ", features transform" : "", mr_bundle_version_id(check));
+        mr_bundle_free(check);
+    }
+done:
+    mr_free(art_names);
+    mr_free(art_ids);
+    mr_free(out_path);
+    mr_free(model_path);
+    mr_free(feat_path);
+    mr_free(met_path);
+    mr_free(met);
+    mr_free(fbytes);
+    mr_features_free(fx);
+    mr_model_free(model);
+    return rc;
+}
+
+const mr_op mr_op_package = {
+    .name = "package",
+    .version = 1,
+    .params = package_params,
+    .outputs = NULL,
+    .run = run_package,
+};

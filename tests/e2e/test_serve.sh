@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# millrace serve: serve == predict bit for bit (rows and columns bodies,
+# concurrent keep-alive clients); concurrent mixed valid/invalid requests get
+# the right codes and bodies (400 with the parse position, 404, 405, 413,
+# 422 naming the field); the queue limit answers 503 + Retry-After; SIGHUP
+# reloads under load with no failed request; /metrics parses as Prometheus
+# text; a corpus of malformed HTTP (tests/fuzz/corpus/serve) leaves it
+# healthy; bearer tokens; SIGTERM drains and exits 0. Loopback only.
+. "$(dirname "$0")/lib.sh" "$@"
+E2E_DIR=$(cd "$(dirname "$0")" && pwd)
+ws=$(new_ws serve)
+cd "$ws" || fail "cd"
+. "$E2E_DIR/bundle_fixture.sh"
+expect_exit 0 mr run
+cp out/pkg/model.mrb live.mrb
+chmod u+w live.mrb
+expect_exit 0 mr predict live.mrb test.csv -o pred.csv
+client() { run_cmd python3 "$E2E_DIR/serve_client.py" "$@"; [ "$T_RC" = 0 ] || fail "serve_client $*"; pass "$T_OUT"; }
+
+start_server() { # LOG ARGS...: starts serve on a free port; sets SPID and PORT
+    local log=$1
+    shift
+    rm -f port.txt
+    "$MR_BIN" serve "$@" --port 0 --port-file port.txt >"$log" 2>&1 &
+    SPID=$!
+    bg_track $SPID
+    wait_for "server listening" 20 test -s port.txt
+    PORT=$(cat port.txt)
+}
+start_server s1.log live.mrb --max-body 100000
+assert_contains "$(cat s1.log)" "http://127.0.0.1:" "binds 127.0.0.1 by default"
+client "$PORT" equal test.csv pred.csv
+client "$PORT" mixed
+client "$PORT" metrics
+client "$PORT" replay "$E2E_DIR/../fuzz/corpus/serve"
+
+# hot reload under load: a second model (more rounds) swapped in and out
+mr train train_x.csv --label label -p objective=binary -p num_iterations=60 -p num_leaves=15 -o gb2.bin >/dev/null || fail "train 2"
+sed -i 's/model: gb.bin/model: gb2.bin/' millrace.yaml
+expect_exit 0 mr run
+cp out/pkg/model.mrb new.mrb
+client "$PORT" reload live.mrb new.mrb out/pkg/model.mrb "$SPID"
+kill -TERM "$SPID"
+wait "$SPID"
+assert_eq "$?" 0 "SIGTERM drains and exits 0"
+assert_contains "$(cat s1.log)" "reloaded live.mrb" "SIGHUP reloads"
+t_sanitizer_lines "$(cat s1.log)" && fail "sanitizer report in the server log"
+
+# --watch reloads on its own
+start_server s2.log live.mrb --watch
+cp new.mrb live.tmp && mv live.tmp live.mrb
+wait_for "--watch picks up the new file" 10 grep -q reloaded s2.log
+# a corrupt replacement keeps the old model serving
+printf 'garbage' >live.tmp && mv live.tmp live.mrb
+wait_for "a bad bundle is reported" 10 grep -q "reload failed" s2.log
+run_cmd curl -s -o /dev/null -w '%{http_code}' -d '{"rows":[{"x1":1,"x2":1,"plan":"pro","n":1}]}' "http://127.0.0.1:$PORT/v1/predict"
+assert_eq "$T_OUT" 200 "the old model keeps serving after a failed reload"
+kill -TERM "$SPID"
+wait "$SPID"
+
+# queue limit
+cp new.mrb live.mrb
+start_server s3.log live.mrb --max-queue 1 --max-batch 1
+client "$PORT" queue
+kill -TERM "$SPID"
+wait "$SPID"
+
+# bearer token
+echo s3cret >tok.txt
+start_server s4.log live.mrb --token-file tok.txt
+run_cmd curl -s -o /dev/null -w '%{http_code}' -d '{"rows":[]}' "http://127.0.0.1:$PORT/v1/predict"
+assert_eq "$T_OUT" 401 "no token: 401"
+run_cmd curl -s -o /dev/null -w '%{http_code}' -H 'Authorization: Bearer wrong' -d '{"rows":[]}' "http://127.0.0.1:$PORT/v1/predict"
+assert_eq "$T_OUT" 401 "wrong token: 401"
+run_cmd curl -s -w ' %{http_code}' -H 'Authorization: Bearer s3cret' -d '{"rows":[]}' "http://127.0.0.1:$PORT/v1/predict"
+assert_contains "$T_OUT" "200" "right token: 200"
+run_cmd curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/healthz"
+assert_eq "$T_OUT" 200 "healthz needs no token"
+kill -TERM "$SPID"
+wait "$SPID"
+
+# bench-serve runs, bounded
+expect_exit 0 mr bench-serve live.mrb --qps 200 --duration 1 --connections 2 --json
+assert_eq "$(json 'd["non_2xx"] + d["errors"]')" 0 "bench-serve: every request answered 200"
+t_done

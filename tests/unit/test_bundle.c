@@ -1,0 +1,362 @@
+/* Unit tests for src/ml/bundle.c and the compiled predictor's serialised
+ * form: round trip (byte-identical re-write), bundle predictions bit-equal
+ * to mr_model_predict_table after mr_features_apply (gbdt with a features
+ * transform, linear without one), every section corrupted or truncated is
+ * refused naming the section, older/newer format versions are refused
+ * clearly, a hostile compiled section with consistent checksums is refused,
+ * and optional inputs may be absent. Data come from a fixed seed (SEED). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "millrace/bundle.h"
+#include "millrace/features.h"
+#include "millrace/gbdt.h"
+#include "millrace/model.h"
+#include "millrace/spec.h"
+
+#define SEED 777u
+
+static uint64_t rs;
+static double urand(void)
+{
+    rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(rs >> 11) / 9007199254740992.0;
+}
+
+/* x1 (float, 5% null), x2 (float), plan (string), n (int64), id (int64), y (0/1). */
+static mr_table *make_table(size_t n, uint64_t seed, int with_label)
+{
+    rs = seed;
+    mr_table *t = NULL;
+    mr_column *x1, *x2, *plan, *cnt, *id, *y = NULL;
+    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+    mr_column_new("id", MR_T_INT64, n, &id, NULL);
+    mr_column_new("x1", MR_T_FLOAT64, n, &x1, NULL);
+    mr_column_new("x2", MR_T_FLOAT64, n, &x2, NULL);
+    mr_column_new("plan", MR_T_STRING, n, &plan, NULL);
+    mr_column_new("n", MR_T_INT64, n, &cnt, NULL);
+    if (with_label) mr_column_new("y", MR_T_FLOAT64, n, &y, NULL);
+    static const char *plans[] = {"basic", "pro", "max", "free"};
+    for (size_t i = 0; i < n; i++) {
+        double a = urand() * 4 - 2, b = urand() * 4 - 2;
+        int p = (int)(urand() * 4);
+        int64_t c = (int64_t)(urand() * 20);
+        mr_column_append_int64(id, (int64_t)i);
+        if (urand() < 0.05) mr_column_append_null(x1);
+        else mr_column_append_float64(x1, a);
+        mr_column_append_float64(x2, b);
+        mr_column_append_str(plan, plans[p], strlen(plans[p]));
+        mr_column_append_int64(cnt, c);
+        double z = 2 * a * b - a + (p == 1) + 0.05 * (double)c;
+        if (y) mr_column_append_float64(y, urand() < 1 / (1 + exp(-z)) ? 1.0 : 0.0);
+    }
+    mr_table_add_column(t, id, NULL);
+    mr_table_add_column(t, x1, NULL);
+    mr_table_add_column(t, x2, NULL);
+    mr_table_add_column(t, plan, NULL);
+    mr_table_add_column(t, cnt, NULL);
+    if (y) mr_table_add_column(t, y, NULL);
+    return t;
+}
+
+typedef struct fixture {
+    mr_features *fx;
+    mr_model *gb;
+    mr_model *lin;
+    mr_table *test;
+    mr_buf bytes; /* gbdt bundle with features */
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof(*f));
+    mr_error err;
+    mr_error_init(&err);
+    mr_table *train = make_table(3000, SEED, 1);
+    f->test = make_table(700, SEED + 1, 0);
+    static const char yaml[] = "- impute: {columns: [x1], strategy: median, indicator: true}\n"
+                               "- onehot: {columns: [plan]}\n"
+                               "- drop: {columns: [id]}\n";
+    mr_value *v = NULL;
+    mr_features_spec *spec = NULL;
+    mr_table *xt = NULL;
+    if (mr_yaml_parse(yaml, strlen(yaml), "f.yaml", &v, &err) != MR_OK ||
+        mr_features_spec_parse(v, "f.yaml", &spec, &err) != MR_OK ||
+        mr_features_fit_apply_train(spec, train, "y", &f->fx, &xt, &err) != MR_OK)
+        fail_msg("features: %s", err.msg);
+    mr_column *ycopy = NULL;
+    mr_column_slice(mr_table_column(train, "y"), 0, train->n_rows, &ycopy, NULL);
+    mr_table_add_column(xt, ycopy, NULL);
+    mr_train_opts o;
+    mr_train_opts_init(&o);
+    o.label = "y";
+    const char *kv[] = {"objective=binary", "num_iterations=40", "num_leaves=15"};
+    o.params = kv;
+    o.n_params = 3;
+    if (mr_model_train(xt, NULL, &o, &f->gb, &err) != MR_OK) fail_msg("train: %s", err.msg);
+    /* linear on raw numeric columns, no features transform */
+    mr_train_opts_init(&o);
+    o.kind = "linear";
+    o.label = "y";
+    const char *feats[] = {"x2", "n"};
+    const char *kvl[] = {"objective=binary"};
+    o.features = feats;
+    o.n_features = 2;
+    o.params = kvl;
+    o.n_params = 1;
+    if (mr_model_train(train, NULL, &o, &f->lin, &err) != MR_OK) fail_msg("train linear: %s", err.msg);
+    mr_bundle_build bb;
+    mr_bundle_build_init(&bb);
+    bb.model = f->gb;
+    bb.features = f->fx;
+    bb.metrics_json = "{\"valid\": {\"auc\": 0.81}}";
+    bb.name = "t";
+    bb.run_id = 3;
+    bb.stage = "package";
+    bb.git_commit = "0123456789012345678901234567890123456789";
+    mr_buf_init(&f->bytes);
+    if (mr_bundle_write(&bb, &f->bytes, &err) != MR_OK) fail_msg("write: %s", err.msg);
+    mr_table_free(xt);
+    mr_table_free(train);
+    mr_features_spec_free(spec);
+    mr_value_free(v);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    mr_features_free(f->fx);
+    mr_model_free(f->gb);
+    mr_model_free(f->lin);
+    mr_table_free(f->test);
+    mr_buf_free(&f->bytes);
+    free(f);
+    return 0;
+}
+
+static void test_round_trip_and_bit_identical(void **state)
+{
+    fixture *f = *state;
+    mr_error err;
+    mr_error_init(&err);
+    mr_bundle *b = NULL;
+    if (mr_bundle_from_bytes(f->bytes.data, f->bytes.len, &b, &err) != MR_OK) fail_msg("load: %s", err.msg);
+    assert_int_equal(mr_bundle_n_sections(b), 5);
+    assert_int_equal(mr_bundle_n_inputs(b), 4); /* x1, x2, plan, n (id dropped) */
+    assert_string_equal(mr_bundle_output_name(b, 0), "prediction");
+    assert_non_null(strstr(mr_bundle_manifest_json(b), "\"git_commit\": \"0123456789"));
+    /* re-writing the loaded parts gives the same bytes */
+    mr_bundle_build bb;
+    mr_bundle_build_init(&bb);
+    bb.model = mr_bundle_model(b);
+    bb.features = mr_bundle_features(b);
+    bb.metrics_json = mr_bundle_metrics_json(b);
+    bb.name = "t";
+    bb.run_id = 3;
+    bb.stage = "package";
+    bb.git_commit = "0123456789012345678901234567890123456789";
+    mr_buf again;
+    mr_buf_init(&again);
+    assert_int_equal(mr_bundle_write(&bb, &again, &err), MR_OK);
+    assert_int_equal(again.len, f->bytes.len);
+    assert_memory_equal(again.data, f->bytes.data, again.len);
+    mr_buf_free(&again);
+    /* predictions: bundle path == features apply + model predict, bit for bit */
+    for (int raw = 0; raw < 2; raw++) {
+        double *p1 = NULL, *p2 = NULL;
+        size_t k1 = 0, k2 = 0;
+        mr_table *xt = NULL;
+        assert_int_equal(mr_bundle_predict_table(b, f->test, raw, 0, &p1, &k1, &err), MR_OK);
+        assert_int_equal(mr_features_apply(f->fx, f->test, &xt, &err), MR_OK);
+        assert_int_equal(mr_model_predict_table(f->gb, xt, raw, &p2, &k2, &err), MR_OK);
+        assert_int_equal(k1, k2);
+        assert_memory_equal(p1, p2, f->test->n_rows * k1 * sizeof(double));
+        /* thread count never changes the bytes */
+        double *p3 = NULL;
+        assert_int_equal(mr_bundle_predict_table(b, f->test, raw, 1, &p3, &k1, &err), MR_OK);
+        assert_memory_equal(p1, p3, f->test->n_rows * k1 * sizeof(double));
+        mr_free(p1);
+        mr_free(p2);
+        mr_free(p3);
+        mr_table_free(xt);
+    }
+    mr_bundle_free(b);
+}
+
+/* Section i's offset and length from the table. */
+static void sec_at(const mr_buf *bytes, size_t i, uint32_t *id, uint64_t *off, uint64_t *len)
+{
+    const uint8_t *e = (const uint8_t *)bytes->data + 16 + i * 40;
+    memcpy(id, e, 4);
+    memcpy(off, e + 8, 8);
+    memcpy(len, e + 16, 8);
+}
+
+static void expect_refused(const void *data, size_t len, const char *needle, const char *what)
+{
+    mr_error err;
+    mr_error_init(&err);
+    mr_bundle *b = NULL;
+    mr_status st = mr_bundle_from_bytes(data, len, &b, &err);
+    if (st != MR_E_CORRUPT) fail_msg("%s: expected MR_E_CORRUPT, got %d (%s)", what, st, err.msg);
+    if (!strstr(err.msg, needle)) fail_msg("%s: message '%s' does not name '%s'", what, err.msg, needle);
+    assert_null(b);
+}
+
+static void test_each_section_corrupt_or_truncated(void **state)
+{
+    fixture *f = *state;
+    char *copy = malloc(f->bytes.len);
+    for (size_t i = 0; i < 5; i++) {
+        uint32_t id;
+        uint64_t off, len;
+        sec_at(&f->bytes, i, &id, &off, &len);
+        char needle[64];
+        snprintf(needle, sizeof(needle), "section '%s'", mr_bundle_section_name(id));
+        /* one flipped bit at the start, middle and end */
+        uint64_t where[3] = {off, off + len / 2, off + len - 1};
+        for (int w = 0; w < 3; w++) {
+            memcpy(copy, f->bytes.data, f->bytes.len);
+            copy[where[w]] ^= 0x10;
+            expect_refused(copy, f->bytes.len, needle, needle);
+        }
+        /* truncated inside the section */
+        expect_refused(f->bytes.data, (size_t)(off + len / 2), needle, "truncated");
+    }
+    /* the section table itself */
+    memcpy(copy, f->bytes.data, f->bytes.len);
+    copy[16 + 40 + 9] ^= 1; /* section 1's offset */
+    expect_refused(copy, f->bytes.len, "section table", "table corruption");
+    expect_refused(f->bytes.data, 40, "section table", "truncated table");
+    expect_refused(f->bytes.data, 8, "header", "truncated header");
+    memcpy(copy, f->bytes.data, f->bytes.len);
+    copy[0] = 'X';
+    expect_refused(copy, f->bytes.len, "bad magic", "magic");
+    free(copy);
+}
+
+static void test_versions(void **state)
+{
+    fixture *f = *state;
+    char *copy = malloc(f->bytes.len);
+    memcpy(copy, f->bytes.data, f->bytes.len);
+    copy[8] = 0; /* an older version 0 */
+    expect_refused(copy, f->bytes.len, "unsupported bundle format version 0", "old version");
+    copy[8] = 2;
+    expect_refused(copy, f->bytes.len, "unsupported bundle format version 2", "newer version");
+    free(copy);
+}
+
+/* A compiled section rewritten with a forged child index and recomputed
+ * checksums must still be refused: checksums catch accidents, the content
+ * checks catch the rest. */
+static void test_hostile_compiled(void **state)
+{
+    fixture *f = *state;
+    char *copy = malloc(f->bytes.len);
+    memcpy(copy, f->bytes.data, f->bytes.len);
+    for (size_t i = 0; i < 5; i++) {
+        uint32_t id;
+        uint64_t off, len;
+        sec_at(&f->bytes, i, &id, &off, &len);
+        if (id != MR_BSEC_COMPILED) continue;
+        uint8_t *s = (uint8_t *)copy + off;
+        uint32_t K;
+        uint64_t nt;
+        memcpy(&K, s + 12, 4);
+        memcpy(&nt, s + 24, 8);
+        size_t node0 = 64 + (size_t)K * 8 + (size_t)nt * 4; /* first node: thr, meta, child0, child1 */
+        int32_t back = 0;                                    /* child pointing at itself: a loop */
+        memcpy(s + node0 + 8, &back, 4);
+        mr_hash128 h = mr_hash_bytes(s, (size_t)len);
+        uint8_t *e = (uint8_t *)copy + 16 + i * 40 + 24;
+        memcpy(e, &h.hi, 8);
+        memcpy(e + 8, &h.lo, 8);
+        uint32_t n;
+        memcpy(&n, copy + 12, 4);
+        mr_hash128 th = mr_hash_bytes(copy, 16 + (size_t)n * 40);
+        memcpy(copy + 16 + n * 40, &th.hi, 8);
+        memcpy(copy + 16 + n * 40 + 8, &th.lo, 8);
+    }
+    expect_refused(copy, f->bytes.len, "section 'compiled'", "forged child");
+    free(copy);
+}
+
+static void test_linear_without_features(void **state)
+{
+    fixture *f = *state;
+    mr_error err;
+    mr_error_init(&err);
+    mr_bundle_build bb;
+    mr_bundle_build_init(&bb);
+    bb.model = f->lin;
+    mr_buf buf;
+    mr_buf_init(&buf);
+    assert_int_equal(mr_bundle_write(&bb, &buf, &err), MR_OK);
+    mr_bundle *b = NULL;
+    if (mr_bundle_from_bytes(buf.data, buf.len, &b, &err) != MR_OK) fail_msg("load: %s", err.msg);
+    assert_int_equal(mr_bundle_n_sections(b), 2); /* manifest, model */
+    assert_int_equal(mr_bundle_n_inputs(b), 2);
+    double *p1 = NULL, *p2 = NULL;
+    size_t k = 0;
+    assert_int_equal(mr_bundle_predict_table(b, f->test, 0, 0, &p1, &k, &err), MR_OK);
+    assert_int_equal(mr_model_predict_table(f->lin, f->test, 0, &p2, &k, &err), MR_OK);
+    assert_memory_equal(p1, p2, f->test->n_rows * sizeof(double));
+    mr_free(p1);
+    mr_free(p2);
+    /* a missing required input is named */
+    mr_table *t = make_table(10, 5, 0);
+    mr_table_project(t, (const char *[]){"x2"}, 1, NULL);
+    mr_error_clear(&err);
+    assert_int_equal(mr_bundle_predict_table(b, t, 0, 0, &p1, &k, &err), MR_E_NOT_FOUND);
+    assert_string_equal(err.key, "n");
+    mr_table_free(t);
+    mr_bundle_free(b);
+    mr_buf_free(&buf);
+}
+
+static void test_bad_metrics_and_schema(void **state)
+{
+    fixture *f = *state;
+    mr_error err;
+    mr_error_init(&err);
+    mr_bundle_build bb;
+    mr_bundle_build_init(&bb);
+    bb.model = f->gb;
+    bb.features = f->fx;
+    bb.metrics_json = "[1,2]";
+    mr_buf buf;
+    mr_buf_init(&buf);
+    assert_int_equal(mr_bundle_write(&bb, &buf, &err), MR_E_PARSE);
+    /* a model whose features the transform does not produce */
+    mr_error_clear(&err);
+    bb.metrics_json = NULL;
+    bb.model = f->lin; /* reads x2 and n; the transform produces x2 and n too */
+    assert_int_equal(mr_bundle_write(&bb, &buf, &err), MR_OK);
+    mr_buf_free(&buf);
+}
+
+int main(void)
+{
+    mr_pool_init(2, NULL);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip_and_bit_identical),
+        cmocka_unit_test(test_each_section_corrupt_or_truncated),
+        cmocka_unit_test(test_versions),
+        cmocka_unit_test(test_hostile_compiled),
+        cmocka_unit_test(test_linear_without_features),
+        cmocka_unit_test(test_bad_metrics_and_schema),
+    };
+    int rc = cmocka_run_group_tests(tests, setup, teardown);
+    mr_pool_shutdown();
+    return rc;
+}
