@@ -30,6 +30,7 @@ typedef struct mr_run_report_inputs {
     const char *evaluate; /* an evaluate output directory (metrics/curves/slices/errors JSON) */
     const char *model;    /* a model file or a train output directory (model.bin) */
     const char *check;    /* a check output directory (results.json) */
+    const char *tune;     /* a tune output directory (trials.json, study.json); NULL = none */
 } mr_run_report_inputs;
 
 /* Writes the report of run_id (html_path; md_path may be NULL). The run

@@ -678,6 +678,139 @@ static mr_status sec_checks(mr_report *r, json_t *res, strs *pool, mr_error *err
     return rc;
 }
 
+
+/* Tuning: metric by trial with the running best, each numeric parameter
+ * against the metric, parameter importances, and the leaderboard. */
+static mr_status sec_tuning(mr_report *r, mr_buf *svg, const char *tune_dir, strs *pool, mr_error *err)
+{
+    json_t *trials = NULL, *study = NULL;
+    mr_status rc = mr_report_section(r, "tuning", "Tuning", err);
+    if (rc == MR_OK) rc = load_opt(tune_dir, "trials.json", &trials, err);
+    if (rc == MR_OK) rc = load_opt(tune_dir, "study.json", &study, err);
+    if (rc != MR_OK) goto done;
+    if (!json_is_array(trials) || !json_array_size(trials)) {
+        rc = mr_report_text(r, "No tune stage in this run.", err);
+        goto done;
+    }
+    size_t n = json_array_size(trials), m = 0;
+    double *tx = mr_calloc(n, sizeof(double)), *ty = mr_calloc(n, sizeof(double));
+    double *bx = mr_calloc(n, sizeof(double)), *by = mr_calloc(n, sizeof(double));
+    int maximize = !json_is_string(json_object_get(study, "direction")) ||
+                   strcmp(json_string_value(json_object_get(study, "direction")), "minimize") != 0;
+    const char *metric = json_string_value(json_object_get(study, "metric"));
+    if (!tx || !ty || !bx || !by) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    double best = NAN;
+    for (size_t k = 0; rc == MR_OK && k < n; k++) {
+        json_t *v = json_object_get(json_array_get(trials, k), "value");
+        if (!json_is_number(v)) continue;
+        double y = json_number_value(v);
+        tx[m] = (double)k;
+        ty[m] = y;
+        if (isnan(best) || (maximize ? y > best : y < best)) best = y;
+        bx[m] = (double)k;
+        by[m] = best;
+        m++;
+    }
+    if (rc == MR_OK && m) {
+        mr_chart c;
+        mr_chart_init(&c);
+        c.title = "Metric by trial";
+        c.x_label = "trial";
+        c.y_label = metric ? metric : "metric";
+        mr_series ser[2] = {{"trial", tx, ty, m, MR_SERIES_POINTS}, {"best so far", bx, by, m, MR_SERIES_STEP}};
+        rc = mr_report_chart_line(svg, &c, ser, 2, err);
+        if (rc == MR_OK) rc = chart_out(r, svg, "Each finished trial's final metric (pruned trials at the round they stopped)", err);
+    }
+    /* One scatter per numeric parameter (at most 4). */
+    json_t *p0 = json_object_get(json_array_get(trials, 0), "params");
+    const char *pname;
+    json_t *pv;
+    int drawn = 0;
+    json_object_foreach(p0, pname, pv)
+    {
+        if (rc != MR_OK || drawn >= 4 || !json_is_number(pv)) continue;
+        size_t q = 0;
+        for (size_t k = 0; k < n; k++) {
+            json_t *t = json_array_get(trials, k);
+            json_t *x = json_object_get(json_object_get(t, "params"), pname), *v = json_object_get(t, "value");
+            if (!json_is_number(x) || !json_is_number(v)) continue;
+            tx[q] = json_number_value(x);
+            ty[q] = json_number_value(v);
+            q++;
+        }
+        if (q < 2) continue;
+        mr_chart c;
+        mr_chart_init(&c);
+        c.title = pname;
+        c.x_label = pname;
+        c.y_label = metric ? metric : "metric";
+        rc = mr_report_chart_scatter(svg, &c, tx, ty, q, 0, err);
+        if (rc == MR_OK) rc = chart_out(r, svg, "metric against one parameter", err);
+        drawn++;
+    }
+    /* Importances. */
+    json_t *imp = json_object_get(study, "importance");
+    size_t ni = json_object_size(imp), k = 0;
+    if (rc == MR_OK && ni) {
+        const char **names = mr_calloc(ni, sizeof(*names));
+        double *vals = mr_calloc(ni, sizeof(double));
+        const char *key;
+        json_t *val;
+        json_object_foreach(imp, key, val)
+        {
+            if (!names || !vals) break;
+            names[k] = key;
+            vals[k++] = json_number_value(val);
+        }
+        if (names && vals) {
+            mr_chart c;
+            mr_chart_init(&c);
+            c.title = "Parameter importance";
+            rc = mr_report_chart_bars(svg, &c, names, vals, k, err);
+            if (rc == MR_OK) rc = chart_out(r, svg, "Share of the metric's variance explained by each parameter", err);
+        }
+        mr_free(names);
+        mr_free(vals);
+    }
+    /* Leaderboard: the ten best trials. */
+    if (rc == MR_OK) {
+        size_t *order = mr_calloc(n, sizeof(size_t));
+        const char *header[4] = {"trial", "status", "value", "params"};
+        const char **cells = mr_calloc(40, sizeof(*cells));
+        size_t rows = 0;
+        for (size_t a = 0; order && a < n; a++) order[a] = a;
+        for (size_t a = 1; order && a < n; a++) /* insertion sort by value, missing last */
+            for (size_t b = a; b > 0; b--) {
+                json_t *vb = json_object_get(json_array_get(trials, order[b]), "value");
+                json_t *va = json_object_get(json_array_get(trials, order[b - 1]), "value");
+                int better = json_is_number(vb) && (!json_is_number(va) || (maximize ? json_number_value(vb) > json_number_value(va)
+                                                                                     : json_number_value(vb) < json_number_value(va)));
+                if (!better) break;
+                size_t t = order[b];
+                order[b] = order[b - 1];
+                order[b - 1] = t;
+            }
+        for (size_t a = 0; order && cells && a < n && rows < 10; a++, rows++) {
+            json_t *t = json_array_get(trials, order[a]);
+            cells[rows * 4] = strs_add(pool, mr_asprintf("%zu", order[a]));
+            cells[rows * 4 + 1] = json_string_value(json_object_get(t, "status"));
+            cells[rows * 4 + 2] = strs_add(pool, json_text(json_object_get(t, "value")));
+            cells[rows * 4 + 3] = strs_add(pool, json_text(json_object_get(t, "params")));
+        }
+        if (order && cells) rc = mr_report_table(r, "Leaderboard (best first)", header, 4, cells, rows, NULL, err);
+        mr_free(order);
+        mr_free(cells);
+    }
+    mr_free(tx);
+    mr_free(ty);
+    mr_free(bx);
+    mr_free(by);
+done:
+    json_decref(trials);
+    json_decref(study);
+    return rc;
+}
+
 mr_status mr_run_report_write(mr_runstore *rs, int64_t run_id, const mr_run_report_inputs *in, const char *html_path,
                               const char *md_path, mr_error *err)
 {
@@ -717,6 +850,7 @@ mr_status mr_run_report_write(mr_runstore *rs, int64_t run_id, const mr_run_repo
     TRY(sec_errors(r, errs, &pool, err));
     TRY(sec_residuals(r, &svg, curves, sl, &pool, err));
     TRY(sec_checks(r, checks, &pool, err));
+    TRY(sec_tuning(r, &svg, in->tune, &pool, err));
     TRY(mr_report_write(r, html_path, md_path, err));
 done:
     mr_free(title);
@@ -766,7 +900,7 @@ static mr_status checkout_stage(mr_workspace *ws, json_t *show, const char *op, 
 
 typedef struct run_art {
     json_t *show;
-    char *eval, *model, *check;
+    char *eval, *model, *check, *tune;
 } run_art;
 
 static void run_art_free(run_art *a)
@@ -775,6 +909,7 @@ static void run_art_free(run_art *a)
     mr_free(a->eval);
     mr_free(a->model);
     mr_free(a->check);
+    mr_free(a->tune);
 }
 
 static mr_status run_artifacts(mr_workspace *ws, int64_t run, const char *tmp, run_art *a, mr_error *err)
@@ -784,6 +919,7 @@ static mr_status run_artifacts(mr_workspace *ws, int64_t run, const char *tmp, r
     if (rc == MR_OK) rc = checkout_stage(ws, a->show, "evaluate", tmp, &a->eval, err);
     if (rc == MR_OK) rc = checkout_stage(ws, a->show, "train", tmp, &a->model, err);
     if (rc == MR_OK) rc = checkout_stage(ws, a->show, "check", tmp, &a->check, err);
+    if (rc == MR_OK) rc = checkout_stage(ws, a->show, "tune", tmp, &a->tune, err);
     return rc;
 }
 
@@ -796,7 +932,7 @@ mr_status mr_run_report_regenerate(mr_workspace *ws, int64_t run_id, const char 
     mr_status rc = mr_fs_mkdtemp(mr_store_root(ws->store), "tmp/report", &tmp, err);
     if (rc == MR_OK) rc = run_artifacts(ws, run_id, tmp, &a, err);
     if (rc == MR_OK) {
-        mr_run_report_inputs in = {NULL, a.eval, a.model, a.check};
+        mr_run_report_inputs in = {NULL, a.eval, a.model, a.check, a.tune};
         rc = mr_run_report_write(ws->rs, run_id, &in, html_path, md_path, err);
     }
     run_art_free(&a);

@@ -49,11 +49,26 @@ stages:
     valid: valid.csv
     label: label
     params: {objective: binary, num_iterations: 30, metric: auc, learning_rate: "${stages.tune.best.learning_rate}"}
+  report:
+    op: report
+    model: ${stages.final}
+    tune: ${stages.tune}
 YAML
 study() { python3 -c "import json,sys; print(json.load(open('out/tune/study.json'))[sys.argv[1]])" "$1"; }
 
 expect_exit 0 mr run --json
-assert_eq "$(json 'd["executed"]')" 2 "tune and the downstream train run"
+assert_eq "$(json 'd["executed"]')" 3 "tune, the downstream train and the report run"
+tuning=$(python3 - <<'PY'
+import re
+h = open("out/report/report.html").read()
+sec = h[h.index('id="tuning"'):]
+sec = sec[:sec.find("<section", 10)] if "<section" in sec[10:] else sec
+svgs = re.findall(r"<svg.*?</svg>", sec, re.S)
+marks = sum(1 for s in svgs if re.search(r"<(circle|path|rect)", s))
+print(len(svgs) >= 3 and marks == len(svgs) and "Leaderboard" in sec)
+PY
+)
+assert_eq "$tuning" True "the report has a tuning section: metric by trial, per-parameter scatters, importances, leaderboard"
 assert_eq "$(study n_trials)" 6 "the study ran 6 trials"
 assert_eq "$(study n_cached)" 0 "none from the cache the first time"
 assert_file out/tune/best.json "best.json is published"
@@ -63,7 +78,7 @@ assert_eq "$job_lr" "$best_lr" "the downstream train gets \${stages.tune.best.le
 first6=$(python3 -c "import json; print(' '.join(t['key'] for t in json.load(open('out/tune/trials.json'))))")
 
 expect_exit 0 mr run --json
-assert_eq "$(json 'd["cached"]')" 2 "an unchanged study is one cache hit"
+assert_eq "$(json 'd["cached"]')" 3 "an unchanged study is one cache hit"
 
 expect_exit 0 mr run --json -S study.n_trials=10
 assert_eq "$(study n_trials)" 10 "raising n_trials to 10 extends the study"
