@@ -369,7 +369,14 @@ int main(int argc, char **argv)
         if (te.f != mr_gbdt_model_num_features(m)) die("data and model feature counts differ", NULL);
         int K = mr_gbdt_model_num_class(m);
         double *pred = malloc(te.n * (size_t)K * sizeof(double));
-        if (mr_gbdt_predict(m, te.x, te.n, MR_GBDT_ROW_MAJOR, raw, 0, pred, &err) != MR_OK) die("predict", &err);
+        mr_gbdt_predictor *pr = NULL;
+        if (mr_gbdt_predictor_new(m, 0, &pr, &err) != MR_OK) die("predictor", &err);
+        double t0 = mr_now();
+        if (mr_gbdt_predictor_batch(pr, te.x, te.n, MR_GBDT_ROW_MAJOR, raw, threads, pred, &err) != MR_OK)
+            die("predict", &err);
+        double t1 = mr_now();
+        mr_gbdt_predictor_free(pr);
+        printf("predict_s=%.4f\npredict_rows_per_s=%.0f\n", t1 - t0, (double)te.n / (t1 - t0 > 1e-9 ? t1 - t0 : 1e-9));
         if (out_p) write_preds(out_p, pred, te.n, K);
         if (!raw) print_metrics(m, &te, pred);
         free(pred);
