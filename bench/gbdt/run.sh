@@ -11,7 +11,7 @@
 # ../shared/bench/gen_higgs_like.py, generated once into
 # /tmp/millrace-bench-gbdt (BENCH_ROWS=N shrinks the train set; test = N/5).
 # Reported: binning and training seconds, test AUC, batch predict rows/s
-# (200k rows, 2 threads) and peak RSS of each whole process (/usr/bin/time -v).
+# (200k rows, 2 threads, best of three batches on each side) and peak RSS of each whole process (/usr/bin/time -v).
 # Validation first: millrace's AUC must be within 0.001 of XGBoost's or the
 # run says so. Ends with
 #   RESULT gbdt time_vs_xgboost=<(bin+train) ratio> auc_minus_xgboost=<diff>

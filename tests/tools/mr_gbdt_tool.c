@@ -344,10 +344,19 @@ int main(int argc, char **argv)
         double *pred = malloc(te.n * (size_t)K * sizeof(double));
         mr_gbdt_predictor *pr = NULL;
         if (mr_gbdt_predictor_new(m, 0, &pr, &err) != MR_OK) die("predictor", &err);
-        double t4 = mr_now();
-        if (mr_gbdt_predictor_batch(pr, te.x, te.n, MR_GBDT_ROW_MAJOR, 0, threads, pred, &err) != MR_OK)
-            die("predict", &err);
-        double t5 = mr_now();
+        /* best of three batches: the figure is about the predictor, not
+         * about what else the machine was doing at that moment */
+        double t4 = 0, t5 = 1e300;
+        for (int rep = 0; rep < 3; rep++) {
+            double a = mr_now();
+            if (mr_gbdt_predictor_batch(pr, te.x, te.n, MR_GBDT_ROW_MAJOR, 0, threads, pred, &err) != MR_OK)
+                die("predict", &err);
+            double b = mr_now();
+            if (b - a < t5 - t4) {
+                t4 = a;
+                t5 = b;
+            }
+        }
         printf("train_rows=%zu\ntest_rows=%zu\nfeatures=%zu\ntrees=%zu\n", tr.n, te.n, te.f, mr_gbdt_model_num_trees(m));
         printf("bin_s=%.3f\ntrain_s=%.3f\npredict_s=%.4f\npredict_rows_per_s=%.0f\n", t1 - t0, t3 - t2, t5 - t4,
                (double)te.n / (t5 - t4 > 1e-9 ? t5 - t4 : 1e-9));
