@@ -1,11 +1,13 @@
 #!/bin/sh
-# Installs the Debian 12 packages millrace needs to build, test and run its demo.
+# Installs the Debian 12 packages millrace needs to build, test and run its demo
+# (python3-xgboost, -pandas, -numpy and bc: the GBDT oracle test; time: bench/).
 # Idempotent: only calls apt-get for packages that are missing.
 set -eu
 
 PKGS="build-essential cmake pkg-config git \
 libyaml-dev libxxhash-dev libsqlite3-dev libjansson-dev libcmocka-dev \
-sqlite3 python3 procps coreutils"
+sqlite3 python3 procps coreutils \
+python3-numpy python3-pandas python3-xgboost bc time"
 
 missing=""
 for p in $PKGS; do

@@ -309,8 +309,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--model")) model_p = v;
         else if (!strcmp(a, "--data")) data_p = v;
         else if (!strcmp(a, "--out")) out_p = v;
-        else if (!strcmp(a, "--label-col")) label_col = atoi(v);
-        else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--label-col")) label_col = (int)strtol(v, NULL, 10);
+        else if (!strcmp(a, "--threads")) threads = (int)strtol(v, NULL, 10);
         else if (!strcmp(a, "-p")) {
             char *kv = strdup(v), *eq = strchr(kv, '=');
             if (!eq) usage();
