@@ -80,18 +80,27 @@ def main():
               "min_child_weight": a.min_child_weight, "lambda": a.lam, "verbosity": 0}
     if a.objective == "multiclass":
         params["num_class"] = a.num_class
-    t2 = time.time()
+    t2, c2 = time.time(), time.process_time()
     bst = xgb.train(params, dtr, num_boost_round=a.rounds)
-    t3 = time.time()
+    t3, c3 = time.time(), time.process_time()
     del dtr
     xt, yt = load(a.test, a.label_col)
-    dte = xgb.DMatrix(xt, nthread=a.threads)
-    t4 = time.time()
-    pred = bst.predict(dte)
-    t5 = time.time()
+    # best of three, each on a fresh DMatrix (a second predict on the same
+    # DMatrix would be served from XGBoost's prediction cache)
+    best = None
+    for _ in range(3):
+        dte = xgb.DMatrix(xt, nthread=a.threads)
+        s0 = time.time()
+        pred = bst.predict(dte)
+        s1 = time.time()
+        if best is None or s1 - s0 < best:
+            best = s1 - s0
+        del dte
+    t4, t5 = 0.0, best
     print(f"train_rows={len(y)}\ntest_rows={len(yt)}")
     print(f"bin_s={t1 - t0:.3f}\ntrain_s={t3 - t2:.3f}\npredict_s={t5 - t4:.4f}")
     print(f"predict_rows_per_s={len(yt) / max(t5 - t4, 1e-9):.0f}")
+    print(f"train_cpu_s={c3 - c2:.3f}")
     if a.objective == "binary":
         p = np.clip(pred.astype(np.float64), 1e-15, 1 - 1e-15)
         ll = -np.mean(np.where(yt > 0.5, np.log(p), np.log(1 - p)))

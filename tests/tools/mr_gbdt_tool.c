@@ -18,6 +18,15 @@
 
 #include "millrace/gbdt.h"
 
+#include <time.h>
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 typedef struct dataset {
     float *x;      /* (n, f) row-major */
     float *y;
@@ -300,8 +309,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--model")) model_p = v;
         else if (!strcmp(a, "--data")) data_p = v;
         else if (!strcmp(a, "--out")) out_p = v;
-        else if (!strcmp(a, "--label-col")) label_col = atoi(v);
-        else if (!strcmp(a, "--threads")) threads = atoi(v);
+        else if (!strcmp(a, "--label-col")) label_col = (int)strtol(v, NULL, 10);
+        else if (!strcmp(a, "--threads")) threads = (int)strtol(v, NULL, 10);
         else if (!strcmp(a, "-p")) {
             char *kv = strdup(v), *eq = strchr(kv, '=');
             if (!eq) usage();
@@ -333,10 +342,10 @@ int main(int argc, char **argv)
                 die("binning validation data", &err);
             free_data(&va);
         }
-        double t2 = mr_now();
+        double t2 = mr_now(), c2 = cpu_now();
         mr_gbdt_model *m = NULL;
         if (mr_gbdt_train(&p, dtr, dva, round_cb, &verbose, &m, &err) != MR_OK) die("training", &err);
-        double t3 = mr_now();
+        double t3 = mr_now(), c3 = cpu_now();
         mr_gbdt_data_free(dtr);
         mr_gbdt_data_free(dva);
         load(test_p, label_col, &te);
@@ -344,13 +353,23 @@ int main(int argc, char **argv)
         double *pred = malloc(te.n * (size_t)K * sizeof(double));
         mr_gbdt_predictor *pr = NULL;
         if (mr_gbdt_predictor_new(m, 0, &pr, &err) != MR_OK) die("predictor", &err);
-        double t4 = mr_now();
-        if (mr_gbdt_predictor_batch(pr, te.x, te.n, MR_GBDT_ROW_MAJOR, 0, threads, pred, &err) != MR_OK)
-            die("predict", &err);
-        double t5 = mr_now();
+        /* best of three batches: the figure is about the predictor, not
+         * about what else the machine was doing at that moment */
+        double t4 = 0, t5 = 1e300;
+        for (int rep = 0; rep < 3; rep++) {
+            double a = mr_now();
+            if (mr_gbdt_predictor_batch(pr, te.x, te.n, MR_GBDT_ROW_MAJOR, 0, threads, pred, &err) != MR_OK)
+                die("predict", &err);
+            double b = mr_now();
+            if (b - a < t5 - t4) {
+                t4 = a;
+                t5 = b;
+            }
+        }
         printf("train_rows=%zu\ntest_rows=%zu\nfeatures=%zu\ntrees=%zu\n", tr.n, te.n, te.f, mr_gbdt_model_num_trees(m));
         printf("bin_s=%.3f\ntrain_s=%.3f\npredict_s=%.4f\npredict_rows_per_s=%.0f\n", t1 - t0, t3 - t2, t5 - t4,
                (double)te.n / (t5 - t4 > 1e-9 ? t5 - t4 : 1e-9));
+        printf("train_cpu_s=%.3f\n", c3 - c2); /* all threads: less sensitive to a busy machine */
         printf("best_iteration=%d\n", mr_gbdt_model_best_iteration(m));
         print_metrics(m, &te, pred);
         if (model_out && mr_gbdt_model_save(m, model_out, &err) != MR_OK) die("saving model", &err);
@@ -369,7 +388,14 @@ int main(int argc, char **argv)
         if (te.f != mr_gbdt_model_num_features(m)) die("data and model feature counts differ", NULL);
         int K = mr_gbdt_model_num_class(m);
         double *pred = malloc(te.n * (size_t)K * sizeof(double));
-        if (mr_gbdt_predict(m, te.x, te.n, MR_GBDT_ROW_MAJOR, raw, 0, pred, &err) != MR_OK) die("predict", &err);
+        mr_gbdt_predictor *pr = NULL;
+        if (mr_gbdt_predictor_new(m, 0, &pr, &err) != MR_OK) die("predictor", &err);
+        double t0 = mr_now();
+        if (mr_gbdt_predictor_batch(pr, te.x, te.n, MR_GBDT_ROW_MAJOR, raw, threads, pred, &err) != MR_OK)
+            die("predict", &err);
+        double t1 = mr_now();
+        mr_gbdt_predictor_free(pr);
+        printf("predict_s=%.4f\npredict_rows_per_s=%.0f\n", t1 - t0, (double)te.n / (t1 - t0 > 1e-9 ? t1 - t0 : 1e-9));
         if (out_p) write_preds(out_p, pred, te.n, K);
         if (!raw) print_metrics(m, &te, pred);
         free(pred);

@@ -549,6 +549,11 @@ static void test_model_roundtrip_and_predict(void **state)
         for (size_t j = 0; j < F; j++) xc[j * n + i] = x[i * F + j];
     assert_int_equal(mr_gbdt_predictor_batch(pr, xc, n, MR_GBDT_COL_MAJOR, 1, 0, p3, NULL), MR_OK);
     assert_memory_equal(p1, p3, n * sizeof(double));
+    /* column-major input bins exactly like row-major input */
+    mr_gbdt_data *dc = NULL;
+    assert_int_equal(mr_gbdt_data_from_matrix(xc, n, F, MR_GBDT_COL_MAJOR, y, NULL, NULL, &p, &dc, NULL), MR_OK);
+    assert_memory_equal(mr_gbdt_data_bins(dc), mr_gbdt_data_bins(d), n * F);
+    mr_gbdt_data_free(dc);
     for (size_t i = 0; i < n; i += 97) {
         double v;
         mr_gbdt_predictor_row(pr, x + i * F, 1, &v);

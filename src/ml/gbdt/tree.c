@@ -473,7 +473,9 @@ void mr__grower_grow(mr__grower *g, size_t n, const mr__ghq *gh, const uint32_t 
      * feature. Without features to split, sum the rows directly. */
     root->slot = g->free_slots[--g->n_free];
     mr__hbin *rh = slot_hist(g, root->slot);
-    mr__hist_build(g->hc, d, g->rows, n, gh, feats, n_feats, g->max_threads, rh);
+    /* rows[] is ascending and unique, so with every row present it is the
+     * identity: the root pass then streams the matrix without the index */
+    mr__hist_build(g->hc, d, n == d->n_rows ? NULL : g->rows, n, gh, feats, n_feats, g->max_threads, rh);
     {
         size_t f0 = feats ? feats[0] : 0;
         int64_t G = 0, H = 0, C = 0;
