@@ -1,4 +1,4 @@
-/* millrace bundle {inspect, verify}: look inside a model bundle,
+/* millrace bundle {inspect, verify, export-onnx}: look inside a model bundle,
  * check every section's checksum and contents, or export it to ONNX. */
 #include "cli.h"
 #include "millrace/bundle.h"
@@ -11,10 +11,13 @@
 static const char bundle_help[] =
     "usage: millrace bundle inspect BUNDLE [--json]\n"
     "       millrace bundle verify BUNDLE\n"
+    "       millrace bundle export-onnx BUNDLE -o MODEL.onnx\n"
     "\n"
     "inspect prints the sections (offset, length, xxh3-128), the input schema, outputs,\n"
     "metrics and lineage. verify loads the bundle with every check a reader makes and\n"
-    "exits 1 naming the section that failed.\n";
+    "exits 1 naming the section that failed. export-onnx writes the model as ONNX\n"
+    "(input \"input\" float [N, features], output \"score\" float [N, 1]); bundles with a\n"
+    "features transform, categorical splits or multiclass models are refused.\n";
 
 
 static int inspect(const mr_bundle *b, const char *path, int json)
@@ -79,6 +82,25 @@ static int inspect(const mr_bundle *b, const char *path, int json)
     return EXIT_OK;
 }
 
+static int export_onnx(const mr_bundle *b, const char *out_path)
+{
+    mr_error err;
+    mr_error_init(&err);
+    mr_buf buf;
+    mr_buf_init(&buf);
+    int rc = EXIT_OK;
+    if (mr_bundle_export_onnx(b, &buf, &err) != MR_OK ||
+        mr_fs_write_atomic(out_path, buf.data, buf.len, &err) != MR_OK) {
+        mr_log_error(&err);
+        rc = EXIT_FAILED;
+        goto cleanup;
+    }
+    printf("wrote %s (%zu bytes, ONNX ir_version 8, opsets ai.onnx 17 + ai.onnx.ml 3)\n", out_path, buf.len);
+cleanup:
+    mr_buf_free(&buf);
+    return rc;
+}
+
 int cmd_bundle(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv) || argc < 3) {
@@ -86,14 +108,16 @@ int cmd_bundle(int argc, char **argv)
         fputs(bundle_help, help ? stdout : stderr);
         return help ? EXIT_OK : EXIT_USAGE;
     }
-    const char *sub = argv[1], *path = argv[2];
-    int json = 0;
-    if (strcmp(sub, "inspect") && strcmp(sub, "verify"))
-        return cli_usage_error("bundle", "unknown subcommand '%s' (inspect, verify)", sub);
+    const char *sub = argv[1], *path = argv[2], *onnx_out = NULL;
+    int json = 0, onnx = !strcmp(sub, "export-onnx");
+    if (strcmp(sub, "inspect") && strcmp(sub, "verify") && !onnx)
+        return cli_usage_error("bundle", "unknown subcommand '%s' (inspect, verify, export-onnx)", sub);
     for (int i = 3; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
+        if (!onnx && !strcmp(argv[i], "--json")) json = 1;
+        else if (onnx && (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc) onnx_out = argv[++i];
         else return cli_usage_error("bundle", "unexpected argument '%s'", argv[i]);
     }
+    if (onnx && !onnx_out) return cli_usage_error("bundle", "export-onnx needs -o MODEL.onnx");
     mr_error err;
     mr_error_init(&err);
     mr_bundle *b = NULL;
@@ -103,6 +127,7 @@ int cmd_bundle(int argc, char **argv)
     }
     int rc = EXIT_OK;
     if (!strcmp(sub, "inspect")) rc = inspect(b, path, json);
+    else if (onnx) rc = export_onnx(b, onnx_out);
     else
         printf("ok: %s: %zu sections verified (checksums, contents, compiled predictor), version %s\n", path,
                mr_bundle_n_sections(b), mr_bundle_version_id(b));

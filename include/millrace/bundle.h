@@ -129,6 +129,16 @@ mr_status mr_bundle_check_table(const mr_bundle *b, const mr_table *t, mr_error 
 mr_status mr_bundle_predict_table(const mr_bundle *b, const mr_table *t, int raw, int num_threads, double **out,
                                   size_t *n_outputs, mr_error *err);
 
+/* Writes the bundle as an ONNX model (ir_version 8; opsets "" 17 and
+ * ai.onnx.ml 3) to out: input "input" float [N, n_features] in the model's
+ * feature order, output "score" float [N, 1]. gbdt regression/binary become
+ * a TreeEnsembleRegressor (+ Sigmoid for binary) whose splits, float
+ * thresholds and missing-value directions match the compiled predictor;
+ * linear models become Imputer (training means) + LinearRegressor (+ Sigmoid).
+ * Refused with MR_E_SCHEMA errors naming the cause: a
+ * features transform, categorical splits (naming the feature), multiclass. */
+mr_status mr_bundle_export_onnx(const mr_bundle *b, mr_buf *out, mr_error *err);
+
 #ifdef __cplusplus
 }
 #endif

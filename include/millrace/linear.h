@@ -75,6 +75,8 @@ int mr_linear_model_iterations(const mr_linear_model *m);  /* Newton steps taken
  * matching intercept. */
 double mr_linear_model_weight(const mr_linear_model *m, size_t j);
 double mr_linear_model_intercept(const mr_linear_model *m);
+/* Training mean of feature j: a missing value scores as this value. */
+double mr_linear_model_mean(const mr_linear_model *m, size_t j);
 
 /* File: "MRLINMOD", version 1, LE, xxh3-128 trailer (docs/gbdt.md). */
 mr_status mr_linear_model_save(const mr_linear_model *m, const char *path, mr_error *err);

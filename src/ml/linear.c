@@ -337,6 +337,8 @@ static inline double score_row(const mr_linear_model *m, const float *x, size_t 
     return s;
 }
 
+double mr_linear_model_mean(const mr_linear_model *m, size_t j) { return m->mean[j]; }
+
 double mr_linear_predict_row(const mr_linear_model *m, const float *x, int raw)
 {
     double s = score_row(m, x, 1);
