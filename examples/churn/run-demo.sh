@@ -6,9 +6,12 @@ set -euo pipefail
 MILLRACE=${1:?usage: run-demo.sh /path/to/millrace}
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=${MILLRACE_DEMO_DIR:-$(dirname "$MILLRACE")/demo-churn}
+GEN=${MILLRACE_CHURN_GEN:-$(dirname "$MILLRACE")/churn_gen}
+[ -x "$GEN" ] || { echo "run-demo.sh: no churn_gen next to $MILLRACE (build the churn_gen target)" >&2; exit 2; }
 rm -rf "$WORK"
-mkdir -p "$WORK"
-cp -r "$HERE/millrace.yaml" "$HERE/scripts" "$WORK/"
+mkdir -p "$WORK/bin"
+cp "$HERE/millrace.yaml" "$WORK/"
+cp "$GEN" "$WORK/bin/churn_gen"
 cd "$WORK"
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 n_stages=$("$MILLRACE" dag --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["stages"]))')
