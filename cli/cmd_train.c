@@ -18,6 +18,8 @@ static const char train_help[] =
     "options:\n"
     "  --label COL          the column to predict (required)\n"
     "  --valid DATA         validation data: metrics per round, early stopping\n"
+    "  --valid-sample N     keep a stratified subsample of N validation rows (0 = all);\n"
+    "                       fast-tier metrics (fast.auc, fast.logloss, fast.rmse) per round\n"
     "  --model KIND         gbdt (default) or linear\n"
     "  -p, --param K=V      a training parameter, LightGBM names and aliases\n"
     "                       (objective, num_iterations, learning_rate, num_leaves, max_depth,\n"
@@ -122,7 +124,12 @@ int cmd_train(int argc, char **argv)
         int takes = 1;
         if (!strcmp(a, "--label")) o.label = v;
         else if (!strcmp(a, "--valid")) valid_path = v;
-        else if (!strcmp(a, "--model")) o.kind = v;
+        else if (!strcmp(a, "--valid-sample")) {
+            char *end = NULL;
+            long long n = v ? strtoll(v, &end, 10) : 0;
+            if (v && (*end || n < 0)) rc = cli_usage_error("train", "--valid-sample expects a row count >= 0, got '%s'", v);
+            else o.valid_sample = (size_t)n;
+        } else if (!strcmp(a, "--model")) o.kind = v;
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) output = v;
         else if (!strcmp(a, "-p") || !strcmp(a, "--param")) {
             const char **np = v ? mr_realloc(params, (n_params + 1) * sizeof(*np)) : NULL;
@@ -185,6 +192,10 @@ int cmd_train(int argc, char **argv)
             json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:I,s:f,s:O}", "model", output, "kind", mr_model_kind_name(model),
                                   "objective", mr_model_objective_name(model), "rows", (json_int_t)train->n_rows, "features",
                                   (json_int_t)mr_model_num_features(model), "seconds", secs, "curve", pc.curve);
+            if (valid && mr_model_kind_of(model) == MR_MODEL_GBDT) {
+                json_object_set_new(j, "fast_tier_seconds", json_real(o.fast_tier_seconds));
+                json_object_set_new(j, "valid_rows", json_integer((json_int_t)o.valid_rows_used));
+            }
             char *t = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
             if (t) printf("%s\n", t);
             free(t);

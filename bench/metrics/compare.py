@@ -1,5 +1,6 @@
 """Times sklearn on the bench arrays, checks millrace's values against it
 (1e-9), prints the table and the RESULT line."""
+import os
 import json
 import sys
 import time
@@ -30,4 +31,4 @@ print(f"{'millrace auc_ap (one sort) + logloss, ' + str(mr['threads']) + ' threa
 print(f"{'millrace roc_auc, average_precision, logloss apart':52} {t_sep:9.3f}  {best / t_sep:7.1f}x")
 print(f"n={n}; in-process compute times on in-memory arrays (no file parsing), best of "
       f"{reps} (sklearn) and the tool's repetitions (millrace)")
-print(f"RESULT metrics speedup_vs_sklearn={best / t_mr:.1f} fast_tier_fraction=na")
+print(f"RESULT metrics speedup_vs_sklearn={best / t_mr:.1f} fast_tier_fraction={os.environ.get('FAST_TIER_FRACTION', 'na')}")

@@ -175,6 +175,12 @@ typedef struct mr_gbdt_round_info {
     double valid_metric[MR_GBDT_MAX_METRICS]; /* NaN without a validation set */
     int best_iteration;            /* best round so far on the first valid metric, -1 if none */
     double elapsed_s;              /* since training started */
+    /* Raw scores (margins) of the validation rows after this round,
+     * n_valid * n_outputs row-major; NULL without a validation set.
+     * Borrowed: valid only during the callback. */
+    const double *valid_score;
+    size_t n_valid;
+    int n_outputs;
 } mr_gbdt_round_info;
 /* Return non-zero to stop training after this round (the model keeps it). */
 typedef int (*mr_gbdt_round_fn)(void *ctx, const mr_gbdt_round_info *info);

@@ -53,6 +53,18 @@ typedef struct mr_train_opts {
      * same data and binning skips binning. NULL = no cache. */
     const char *bin_cache_dir;
     int binned_from_cache;            /* [out] 1 when the training matrix came from the cache */
+    /* gbdt fast tier (docs/metrics.md): with a validation set, every round
+     * also computes the evaluate op's fast-tier core metrics (binary: auc,
+     * logloss; regression: rmse; multiclass: logloss) with the metrics
+     * library on the validation scores, reported to on_round as
+     * "fast.<metric>" after the GBDT's own metrics. */
+    int fast_metrics;                 /* default 1; 0 = off */
+    /* Rows of the validation set kept: a stratified subsample by label
+     * (mr_metric_subsample_stratified, seeded by the training seed), taken
+     * before binning, so early stopping also sees these rows. 0 = all. */
+    size_t valid_sample;
+    double fast_tier_seconds;         /* [out] time spent computing fast-tier metrics */
+    size_t valid_rows_used;           /* [out] validation rows after subsampling */
 } mr_train_opts;
 void mr_train_opts_init(mr_train_opts *o);
 

@@ -3,6 +3,7 @@
 #include "millrace/model.h"
 #include "millrace/gbdt.h"
 #include "millrace/linear.h"
+#include "millrace/metrics.h"
 #include "millrace/value.h"
 
 #include <math.h>
@@ -24,6 +25,7 @@ void mr_train_opts_init(mr_train_opts *o)
 {
     memset(o, 0, sizeof(*o));
     o->kind = "gbdt";
+    o->fast_metrics = 1;
 }
 
 void mr_model_free(mr_model *m)
@@ -242,18 +244,107 @@ static mr_status pick_features(const mr_table *t, const mr_train_opts *o, const 
     return MR_OK;
 }
 
+/* The per-round bridge to the caller, with the fast tier: the evaluate op's
+ * core metrics computed by the metrics library on the validation scores. */
 typedef struct round_bridge {
-    const mr_train_opts *o;
+    mr_train_opts *o;
+    mr_gbdt_objective obj;
+    const double *y; /* labels of the validation rows (NULL: no fast tier) */
+    size_t ny;
+    double *buf;     /* ny * K probabilities */
 } round_bridge;
+
+#define MAX_FAST 2
+
+/* Fast-tier metrics of one round into names/vals; returns how many. */
+static int fast_tier(round_bridge *b, const mr_gbdt_round_info *info, const char **names, double *vals)
+{
+    size_t n = info->n_valid, K = (size_t)info->n_outputs;
+    const double *s = info->valid_score;
+    mr_metric_data d;
+    int m = 0;
+    if (b->obj == MR_GBDT_BINARY) {
+        /* AUC on the margins (the sigmoid keeps their order and cannot
+         * create ties), logloss on probabilities. */
+        double v = NAN;
+        mr_metric_data_binary(&d, b->y, s, NULL, n);
+        if (mr_metric_roc_auc(&d, &v, NULL) != MR_OK) v = NAN;
+        names[m] = "fast.auc";
+        vals[m++] = v;
+        for (size_t i = 0; i < n; i++) b->buf[i] = 1.0 / (1.0 + exp(-s[i]));
+        mr_metric_data_binary(&d, b->y, b->buf, NULL, n);
+        if (mr_metric_logloss(&d, &v, NULL) != MR_OK) v = NAN;
+        names[m] = "fast.logloss";
+        vals[m++] = v;
+    } else if (b->obj == MR_GBDT_MULTICLASS) {
+        for (size_t i = 0; i < n; i++) {
+            const double *r = s + i * K;
+            double *o = b->buf + i * K, mx = r[0], sum = 0;
+            for (size_t c = 1; c < K; c++) mx = r[c] > mx ? r[c] : mx;
+            for (size_t c = 0; c < K; c++) sum += (o[c] = exp(r[c] - mx));
+            for (size_t c = 0; c < K; c++) o[c] /= sum;
+        }
+        mr_multiclass_scores ms;
+        mr_metric_data_multiclass(&d, b->y, b->buf, K, NULL, n);
+        names[m] = "fast.logloss";
+        vals[m++] = mr_metric_multiclass(&d, &ms, NULL, NULL) == MR_OK ? ms.logloss : NAN;
+    } else {
+        mr_regression_scores rs;
+        mr_metric_data_regression(&d, b->y, s, NULL, n);
+        names[m] = "fast.rmse";
+        vals[m++] = mr_metric_regression(&d, &rs, NULL) == MR_OK ? rs.rmse : NAN;
+    }
+    return m;
+}
 
 static int gbdt_round(void *ctx, const mr_gbdt_round_info *info)
 {
     round_bridge *b = ctx;
+    const char *names[MR_GBDT_MAX_METRICS + MAX_FAST];
+    double tr[MR_GBDT_MAX_METRICS + MAX_FAST], va[MR_GBDT_MAX_METRICS + MAX_FAST];
+    int n = info->n_metrics;
+    for (int k = 0; k < n; k++) {
+        names[k] = mr_gbdt_metric_name(info->metric[k]);
+        tr[k] = info->train_metric[k];
+        va[k] = info->valid_metric[k];
+    }
+    if (b->y && info->valid_score && info->n_valid == b->ny) {
+        double t0 = mr_now();
+        int m = fast_tier(b, info, names + n, va + n);
+        for (int k = 0; k < m; k++) tr[n + k] = NAN;
+        n += m;
+        b->o->fast_tier_seconds += mr_now() - t0;
+    }
     if (!b->o->on_round) return 0;
-    const char *names[MR_GBDT_MAX_METRICS];
-    for (int k = 0; k < info->n_metrics; k++) names[k] = mr_gbdt_metric_name(info->metric[k]);
-    return b->o->on_round(b->o->on_round_ctx, info->iteration, info->n_metrics, names, info->train_metric,
-                          info->valid_metric, info->elapsed_s);
+    return b->o->on_round(b->o->on_round_ctx, info->iteration, n, names, tr, va, info->elapsed_s);
+}
+
+/* The label column as doubles (NULL on a missing value or a non-numeric
+ * type: the binning reports those). */
+static double *label_doubles(const mr_table *t, const char *label)
+{
+    const mr_column *c = mr_table_column(t, label);
+    if (!c || c->type == MR_T_STRING) return NULL;
+    double *y = mr_malloc((c->n ? c->n : 1) * sizeof(double));
+    if (!y) return NULL;
+    for (size_t i = 0; i < c->n; i++) {
+        if (mr_column_is_null(c, i)) {
+            mr_free(y);
+            return NULL;
+        }
+        switch (c->type) {
+        case MR_T_FLOAT64: y[i] = ((const double *)c->data)[i]; break;
+        case MR_T_FLOAT32: y[i] = ((const float *)c->data)[i]; break;
+        case MR_T_INT64: y[i] = (double)((const int64_t *)c->data)[i]; break;
+        case MR_T_BOOL: y[i] = ((const uint8_t *)c->data)[i] ? 1.0 : 0.0; break;
+        default: mr_free(y); return NULL;
+        }
+        if (!isfinite(y[i])) {
+            mr_free(y);
+            return NULL;
+        }
+    }
+    return y;
 }
 
 mr_hash128 mr_table_content_hash(const mr_table *t)
@@ -364,18 +455,56 @@ static mr_status train_gbdt(const mr_table *train, const mr_table *valid, mr_tra
                                .n_categorical = o->n_categorical};
     char tkey[MR_HASH_HEX_LEN + 1] = "", vkey[MR_HASH_HEX_LEN + 1] = "";
     int hit_t = 0, hit_v = 0;
+    round_bridge b = {.o = o, .obj = p.objective};
+    mr_table *vsub = NULL;
+    double *vy = NULL;
+    o->fast_tier_seconds = 0;
+    o->valid_rows_used = valid ? valid->n_rows : 0;
+    if (rc == MR_OK && valid && (o->valid_sample || o->fast_metrics)) vy = label_doubles(valid, o->label);
+    /* Validation subsample: the evaluate op's fast-tier row selection. */
+    if (rc == MR_OK && vy && o->valid_sample && o->valid_sample < valid->n_rows) {
+        size_t nv = valid->n_rows, n_idx = 0;
+        size_t *idx = mr_malloc(o->valid_sample * sizeof(size_t));
+        uint32_t *idx32 = mr_malloc(o->valid_sample * sizeof(uint32_t));
+        if (!idx || !idx32) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        else if (nv > UINT32_MAX) rc = MR_ERR(err, MR_E_LIMIT, "validation data has more than 2^32 rows");
+        if (rc == MR_OK) rc = mr_metric_subsample_stratified(vy, nv, o->valid_sample, p.seed, idx, &n_idx, err);
+        if (rc == MR_OK) {
+            for (size_t i = 0; i < n_idx; i++) {
+                idx32[i] = (uint32_t)idx[i];
+                vy[i] = vy[idx[i]];
+            }
+            rc = mr_table_take(valid, idx32, n_idx, &vsub, err);
+        }
+        if (rc == MR_OK) {
+            valid = vsub;
+            o->valid_rows_used = n_idx;
+        } else {
+            mr_error_key(err, "valid_sample");
+        }
+        mr_free(idx);
+        mr_free(idx32);
+    }
+    if (rc == MR_OK && vy && o->fast_metrics) {
+        b.y = vy;
+        b.ny = valid->n_rows;
+        b.buf = mr_malloc((b.ny ? b.ny : 1) * (size_t)(p.num_class > 1 ? p.num_class : 1) * sizeof(double));
+        if (!b.buf) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
     if (rc == MR_OK) rc = binned(train, &spec, NULL, NULL, &p, o, tkey, &dt, &hit_t, err);
     if (rc == MR_OK && valid) {
         rc = binned(valid, &spec, dt, tkey, &p, o, vkey, &dv, &hit_v, err);
         if (rc != MR_OK) mr_error_key(err, "valid");
     }
     o->binned_from_cache = hit_t;
-    round_bridge b = {o};
     if (rc == MR_OK) rc = mr_gbdt_train(&p, dt, dv, gbdt_round, &b, &gb, err);
     if (rc == MR_OK) rc = wrap_gbdt(gb, out, err);
     mr_gbdt_data_free(dt);
     mr_gbdt_data_free(dv);
     mr_gbdt_params_deinit(&p);
+    mr_table_free(vsub);
+    mr_free(vy);
+    mr_free(b.buf);
     return rc;
 }
 

@@ -1,7 +1,9 @@
 /* The train op: fits a gbdt or linear model on a training dataset (file or
  * stage output), optionally early-stopping on a validation set, and
  * publishes the model file. Per-round validation metrics are recorded as a
- * curve (valid.<metric> by round). */
+ * curve (valid.<metric> by round), and with a validation set the fast-tier
+ * core metrics (fast.auc, fast.logloss, fast.rmse) the evaluate op's fast
+ * tier computes, on a stratified subsample of valid_sample rows. */
 #include "millrace/io.h"
 #include "millrace/model.h"
 #include "millrace/op.h"
@@ -22,6 +24,7 @@ static const mr_param_def train_params[] = {
     {"features", MR_PT_STRSEQ, 0, "feature columns (default: all but label and exclude)"},
     {"exclude", MR_PT_STRSEQ, 0, "columns never used as features (ids, timestamps)"},
     {"categorical", MR_PT_STRSEQ, 0, "integer columns split as categories (gbdt)"},
+    {"valid_sample", MR_PT_INT, 0, "validation rows kept: a stratified subsample by label (default 0 = all)"},
     {NULL, 0, 0, NULL},
 };
 
@@ -39,7 +42,8 @@ static int on_round(void *vctx, int it, int n, const char *const *names, const d
     for (int k = 0; k < n; k++) {
         char name[128];
         if (!isnan(valid[k])) {
-            snprintf(name, sizeof(name), "valid.%s", names[k]);
+            /* fast-tier metrics keep their own prefix */
+            snprintf(name, sizeof(name), strncmp(names[k], "fast.", 5) ? "valid.%s" : "%s", names[k]);
             mr_op_metric(r->ctx, name, it, valid[k]);
             int w = snprintf(line + off, sizeof(line) - off, " %s=%.6g", name, valid[k]);
             if (w > 0 && (size_t)w < sizeof(line) - off) off += (size_t)w;
@@ -107,6 +111,17 @@ static mr_status run_train(mr_op_ctx *ctx, mr_error *err)
     o.categorical = strings_of(def, "categorical", &o.n_categorical);
     o.smoke = ctx->smoke;
     o.num_threads = ctx->threads;
+    {
+        const mr_value *vs = mr_value_get(def, "valid_sample");
+        if (vs && vs->kind == MR_V_INT) {
+            if (vs->u.i < 0) {
+                rc = MR_ERR(err, MR_E_INVALID_ARG, "valid_sample must be >= 0, got %lld", (long long)vs->u.i);
+                mr_error_key(err, "valid_sample");
+                goto done;
+            }
+            o.valid_sample = (size_t)vs->u.i;
+        }
+    }
     /* Binned matrices are kept by content + binning params: re-training on
      * the same data (say, after a learning-rate change) skips binning. */
     bin_cache = mr_asprintf("%s/.millrace/cache/binned", ctx->workspace);
@@ -129,6 +144,12 @@ static mr_status run_train(mr_op_ctx *ctx, mr_error *err)
     mr_op_metric(ctx, "binned_from_cache", 0, o.binned_from_cache);
     if (o.binned_from_cache) dprintf(ctx->log_fd, "binned matrix reused from the cache\n");
     mr_op_metric(ctx, "train_seconds", 0, secs);
+    if (valid && mr_model_kind_of(model) == MR_MODEL_GBDT) {
+        mr_op_metric(ctx, "fast_tier_seconds", 0, o.fast_tier_seconds);
+        mr_op_metric(ctx, "valid_rows", 0, (double)o.valid_rows_used);
+        dprintf(ctx->log_fd, "fast tier: %.3fs on %zu validation rows (%.2f%% of training)\n", o.fast_tier_seconds,
+                o.valid_rows_used, secs > 0 ? 100.0 * o.fast_tier_seconds / secs : 0.0);
+    }
     {
         char *path = mr_path_join(ctx->outputs[0].path, "model.bin");
         char *info_path = mr_path_join(ctx->outputs[0].path, "model.json");

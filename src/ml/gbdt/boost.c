@@ -455,6 +455,9 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
         if (es_on) stop = mr__es_update(&es, iter, info.valid_metric[0]);
         info.best_iteration = es_on ? es.best_iter : -1;
         info.elapsed_s = mr_now() - t0;
+        info.valid_score = valid ? t.vscore : NULL;
+        info.n_valid = valid ? t.nv : 0;
+        info.n_outputs = K;
         if (cb && cb(cb_ctx, &info)) break;
         if (stop) {
             size_t keep = (size_t)(es.best_iter + 1) * (size_t)K;
