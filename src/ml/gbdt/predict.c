@@ -351,7 +351,12 @@ void mr_gbdt_predictor_row_f64(const mr_gbdt_predictor *p, const double *x, int 
     if (!raw) mr__objective_transform(p->objective, p->K, out);
 }
 
-#define PRED_BLOCK 64 /* rows walked through one tree together */
+/* Rows walked through one tree together: large enough that a model bigger
+ * than L2 is streamed once per block rather than once per few rows, small
+ * enough to give every thread several blocks. The block size never changes
+ * a result (each row sums its trees in tree order). */
+#define PRED_BLOCK_MIN 64
+#define PRED_BLOCK_MAX 1024
 #define PRED_LANES 8  /* rows stepped in lockstep */
 
 typedef struct batch_ctx {
@@ -361,7 +366,8 @@ typedef struct batch_ctx {
     mr_gbdt_layout layout;
     int raw;
     double *out;
-    float *scratch; /* per thread: PRED_BLOCK * F (column-major input) */
+    size_t block;   /* rows per block */
+    float *scratch; /* per thread: block * F (column-major input) */
 } batch_ctx;
 
 static void batch_task(void *vctx, size_t begin, size_t end, int tid)
@@ -371,7 +377,7 @@ static void batch_task(void *vctx, size_t begin, size_t end, int tid)
     const size_t K = (size_t)p->K, F = p->F;
     const float *rows = c->x + begin * F;
     if (c->layout == MR_GBDT_COL_MAJOR) {
-        float *s = c->scratch + (size_t)tid * PRED_BLOCK * F;
+        float *s = c->scratch + (size_t)tid * c->block * F;
         for (size_t j = 0; j < F; j++)
             for (size_t i = begin; i < end; i++) s[(i - begin) * F + j] = c->x[j * c->n_rows + i];
         rows = s;
@@ -412,13 +418,15 @@ static void batch_task(void *vctx, size_t begin, size_t end, int tid)
 mr_status mr_gbdt_predictor_batch(const mr_gbdt_predictor *p, const float *x, size_t n_rows, mr_gbdt_layout layout,
                                   int raw, int num_threads, double *out, mr_error *err)
 {
-    batch_ctx c = {.p = p, .x = x, .n_rows = n_rows, .layout = layout, .raw = raw, .out = out};
+    int T = mr__gbdt_threads(num_threads);
+    size_t block = n_rows / ((size_t)T * 8);
+    block = block < PRED_BLOCK_MIN ? PRED_BLOCK_MIN : block > PRED_BLOCK_MAX ? PRED_BLOCK_MAX : block;
+    batch_ctx c = {.p = p, .x = x, .n_rows = n_rows, .layout = layout, .raw = raw, .out = out, .block = block};
     if (layout == MR_GBDT_COL_MAJOR) {
-        int T = mr__gbdt_threads(num_threads);
-        c.scratch = mr_malloc((size_t)T * PRED_BLOCK * (p->F ? p->F : 1) * sizeof(float));
+        c.scratch = mr_malloc((size_t)T * block * (p->F ? p->F : 1) * sizeof(float));
         if (!c.scratch) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
-    mr__gbdt_parallel(n_rows, PRED_BLOCK, num_threads, batch_task, &c);
+    mr__gbdt_parallel(n_rows, block, num_threads, batch_task, &c);
     mr_free(c.scratch);
     return MR_OK;
 }
