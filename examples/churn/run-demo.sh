@@ -38,3 +38,13 @@ json=$("$MILLRACE" run --json -S train.learning_rate=0.05)
 echo "$json" | python3 -c "import json,sys; d=json.load(sys.stdin); assert d['executed']==0 and d['cached']==$n_stages, d"
 printf '\ndemo finished in %s: %d stages ran, re-ran from the cache, and a param change re-ran the model and what reads it.\n' "$WORK" "$n_stages"
 printf 'report: %s/out/report/report.html\n' "$WORK"
+
+step "millrace predict out/package/model.mrb   (the bundle applies the fitted features, then the model)"
+"$MILLRACE" data head out/split/test -n 3 --json > sample.jsonl
+"$MILLRACE" predict out/package/*.mrb out/split/test -o scores.csv --id user_id
+head -4 scores.csv
+row=$(python3 -c 'import json; r = json.loads(open("sample.jsonl").readline()); r.pop("churned", None); print(json.dumps({"rows": [r]}))')
+bundle=$(ls "$WORK"/out/package/*.mrb)
+printf '\nserve the bundle and score a row:\n'
+printf '  %s serve %s --port 8080\n' "$MILLRACE" "$bundle"
+printf "  curl -s -d '%s' http://127.0.0.1:8080/v1/predict\n" "$row"
