@@ -21,11 +21,11 @@ statuses() { # STAGE...: "name=status ..." from the run --json in T_OUT
 }
 
 expect_exit 0 mr run --json "${small[@]}"
-assert_eq "$(json 'd["executed"]')" 11 "first run executes all eleven stages"
+assert_eq "$(json 'd["executed"]')" 12 "first run executes all twelve stages"
 expect_exit 0 mr run --json "${small[@]}" -S train.learning_rate=0.05
 assert_eq "$(statuses $prep)" "ingest_users=cached ingest_events=cached activity=cached joined=cached split=cached features=cached" \
     "a learning-rate change re-runs none of the preparation stages"
-assert_eq "$(statuses generate model eval)" "generate=cached model=executed eval=executed" "... but re-trains and re-evaluates"
+assert_eq "$(statuses generate model eval package)" "generate=cached model=executed eval=executed package=executed" "... but re-trains, re-evaluates and re-packages"
 
 expect_exit 0 mr run --json "${small[@]}" -S "window.since=2024-03-09 00:00:00"
 assert_eq "$(statuses $prep)" "ingest_users=cached ingest_events=executed activity=executed joined=executed split=executed features=executed" \
