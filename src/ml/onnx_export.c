@@ -353,7 +353,7 @@ static void fx_init_i64(fx_ctx *c, int64_t v, char *name)
 }
 
 /* A node of the default domain with inputs in[0..n) and a fresh output
- * name in out; attrs (may be NULL) appends attributes. */
+ * name in out; int_attr_name (may be NULL) adds one int attribute. */
 static void fx_node(fx_ctx *c, const char *op, const char *const *in, size_t n, char *out, int64_t int_attr,
                     const char *int_attr_name)
 {
