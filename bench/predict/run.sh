@@ -4,13 +4,21 @@
 # scores 200,000 test rows with `millrace predict -j 2` (time inside the
 # prediction path: features + compiled predictor, best of 3), against
 # XGBoost's inplace_predict of the equivalent model on the same rows with 2
-# threads, measured in the same run. ONNX Runtime is the second peer once
-# `bundle export-onnx` exists; until then vs_onnxruntime=NA.
+# threads, measured in the same run, and against ONNX Runtime (onnxruntime-node,
+# intraOpNumThreads 2) scoring millrace's own `bundle export-onnx` of the same
+# bundle on the same rows (bench/predict/ort_predict.js: the whole batch as one
+# float32 tensor, best of 3 after a warm-up run). The bench bundle has no
+# features transform, so the ONNX graph is the tree ensemble + Sigmoid.
+# onnxruntime-node is taken from $ORT_NODE (default BUILD_DIR/ort-node, where
+# tests/e2e/test_onnx.sh installs it; installed there with npm if absent);
+# without node or onnxruntime-node, vs_onnxruntime=NA.
 #
 #   bench/predict/run.sh BUILD_DIR|MILLRACE    (BENCH_ROWS=N train rows, default 200000;
 #                                               BENCH_TEST_ROWS, default 200000)
 # Validation first: millrace's and XGBoost's probabilities must agree on AUC
-# within 0.01 (different trainers, same data), else the run says so.
+# within 0.01 (different trainers, same data), and ONNX Runtime's scores must
+# equal millrace's to 1e-5 (same model), else the run says so and the ratio
+# is NA.
 # Last line: RESULT predict vs_xgboost=<ratio> vs_onnxruntime=<ratio> (targets >= 2, >= 3).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,6 +28,7 @@ mr=$arg
 [ -d "$arg" ] && mr=$arg/millrace
 [ -x "$mr" ] || { echo "bench/predict: no millrace at $mr" >&2; exit 2; }
 mr=$(cd "$(dirname "$mr")" && pwd)/$(basename "$mr")
+ORT=${ORT_NODE:-$(dirname "$mr")/ort-node}
 PY=${MR_PYTHON:-/usr/bin/python3}
 "$PY" -c 'import xgboost, numpy' 2>/dev/null || { echo "bench/predict: needs python3-xgboost and python3-numpy" >&2; exit 2; }
 shared=${MILLRACE_SHARED:-$repo/../shared}
@@ -70,5 +79,35 @@ x_rps=$("$PY" -c "print(round($test_rows/$xs))")
 printf '%-10s %12s %14s\n' system predict_s rows_per_s
 printf '%-10s %12.4f %14s\n' millrace "$best" "$mr_rps"
 printf '%-10s %12.4f %14s\n' xgboost "$xs" "$x_rps"
-echo "# onnxruntime: skipped (millrace bundle export-onnx is not implemented yet)"
-echo "RESULT predict vs_xgboost=$("$PY" -c "print(round($xs/$best,2))") vs_onnxruntime=NA"
+ort_ratio=NA
+if command -v node >/dev/null; then
+    if [ ! -d "$ORT/node_modules/onnxruntime-node" ] && command -v npm >/dev/null; then
+        mkdir -p "$ORT" && (cd "$ORT" && npm install --ignore-scripts --no-audit --no-fund onnxruntime-node >/dev/null 2>&1)
+    fi
+    if [ -d "$ORT/node_modules/onnxruntime-node" ]; then
+        "$mr" bundle export-onnx out/pkg/model.mrb -o model.onnx >/dev/null || exit 1
+        if NODE_PATH="$ORT/node_modules" node "$here/ort_predict.js" model.onnx "$data/test.csv" ort.txt "$THREADS" >ort.out; then
+            os=$(sed -n 's/^predict_s=//p' ort.out)
+            if "$PY" - mr.csv ort.txt <<'PY'
+import sys, numpy as np
+m = np.loadtxt(sys.argv[1], delimiter=",", skiprows=1)
+m = m if m.ndim == 1 else m[:, -1]
+o = np.loadtxt(sys.argv[2])
+d = float(np.max(np.abs(m - o))) if len(m) == len(o) else float("inf")
+print(f"# validation: ONNX Runtime vs millrace max |diff| {d:.3g} ({'ok' if d <= 1e-5 else 'SCORES DISAGREE'})")
+sys.exit(0 if d <= 1e-5 else 1)
+PY
+            then
+                ort_ratio=$("$PY" -c "print(round($os/$best,2))")
+                printf '%-10s %12.4f %14s\n' onnxrt "$os" "$("$PY" -c "print(round($test_rows/$os))")"
+            fi
+        else
+            echo "# onnxruntime: scoring failed: $(tail -1 ort.out)"
+        fi
+    else
+        echo "# onnxruntime: skipped (onnxruntime-node not installed in $ORT)"
+    fi
+else
+    echo "# onnxruntime: skipped (no node)"
+fi
+echo "RESULT predict vs_xgboost=$("$PY" -c "print(round($xs/$best,2))") vs_onnxruntime=$ort_ratio"

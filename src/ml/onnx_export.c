@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 enum { WT_VARINT = 0, WT_LEN = 2 };
@@ -176,7 +177,7 @@ static float float_floor(double d)
 }
 
 /* TreeEnsembleRegressor "input" -> outname, appended to graph g. */
-static mr_status gbdt_nodes(const mr_gbdt_model *m, mr_buf *g, const char *outname, mr_error *err)
+static mr_status gbdt_nodes(const mr_gbdt_model *m, mr_buf *g, const char *inname, const char *outname, mr_error *err)
 {
     mr_status st = MR_OK;
     size_t total = 0, n_leaves = 0;
@@ -232,7 +233,7 @@ static mr_status gbdt_nodes(const mr_gbdt_model *m, mr_buf *g, const char *outna
         }
     }
     float base = (float)m->init_score[0];
-    node_begin(&node, "TreeEnsembleRegressor", "ai.onnx.ml", "input", outname, &st);
+    node_begin(&node, "TreeEnsembleRegressor", "ai.onnx.ml", inname, outname, &st);
     attr_string(&node, "aggregate_function", "SUM", &st);
     attr_floats(&node, "base_values", &base, 1, &st);
     attr_int(&node, "n_targets", 1, &st);
@@ -270,7 +271,7 @@ cleanup:
 
 /* Imputer (NaN -> training mean, which is how a missing value scores) then
  * LinearRegressor, "input" -> outname. */
-static mr_status linear_nodes(const mr_linear_model *m, mr_buf *g, const char *outname, mr_error *err)
+static mr_status linear_nodes(const mr_linear_model *m, mr_buf *g, const char *inname, const char *outname, mr_error *err)
 {
     mr_status st = MR_OK;
     size_t d = mr_linear_model_num_features(m);
@@ -286,7 +287,7 @@ static mr_status linear_nodes(const mr_linear_model *m, mr_buf *g, const char *o
         mean[j] = (float)mr_linear_model_mean(m, j);
     }
     float b = (float)mr_linear_model_intercept(m);
-    node_begin(&node, "Imputer", "ai.onnx.ml", "input", "imputed", &st);
+    node_begin(&node, "Imputer", "ai.onnx.ml", inname, "imputed", &st);
     attr_floats(&node, "imputed_value_floats", mean, d, &st);
     attr_float(&node, "replaced_value_float", NAN, &st);
     pb_msg(g, 1, &node, &st);
@@ -304,38 +305,270 @@ cleanup:
     return st;
 }
 
-/* The first fitted column whose program cannot be written as ONNX ops (this
- * exporter writes none yet): NULL when there is no transform. */
-static mr_status check_features(const mr_features *f, mr_error *err)
+/* ---- the features transform as ONNX ops ------------------------------------
+ * The graph input is the bundle's raw inputs (the transform's inputs, in
+ * schema order) as float; every used column is Gathered, run through its
+ * numeric program with standard ops, and the model's features are
+ * Concatenated in the model's order into "features". */
+typedef struct fx_ctx {
+    mr_buf *g;     /* graph: nodes (field 1), initializers (field 5) */
+    mr_status st;
+    unsigned next; /* tensor name counter */
+} fx_ctx;
+
+static void fx_name(fx_ctx *c, char *out)
 {
-    if (!f) return MR_OK;
-    static const char *const op_names[] = {"?", "impute", "standardize", "minmax", "log1p", "clip", "bucketize", "impute"};
-    static const char *const enc_names[] = {"numeric", "onehot", "ordinal", "hash", "target_encode"};
-    for (size_t c = 0; c < f->n_cols; c++) {
-        const ft_col *col = &f->cols[c];
-        if (col->n_ops > 0) {
-            uint8_t k = col->ops[0].kind;
-            return MR_ERR(err, MR_E_SCHEMA,
-                          "features transform: column '%s' (%s) cannot be expressed in ONNX; export a bundle "
-                          "packaged without a features transform",
-                          col->name, k <= FT_OP_MAX ? op_names[k] : "?");
+    snprintf(out, 32, "fx%u", c->next++);
+}
+
+/* TensorProto: dims 1, data_type 2, float_data 4, int64_data 7, name 8. */
+static void fx_init_f(fx_ctx *c, const float *v, size_t n, int scalar, char *name)
+{
+    mr_buf t, p;
+    mr_buf_init(&t);
+    mr_buf_init(&p);
+    fx_name(c, name);
+    if (!scalar) pb_int(&t, 1, (int64_t)n, &c->st);
+    pb_int(&t, 2, 1 /* FLOAT */, &c->st);
+    for (size_t i = 0; i < n; i++) put_f32(&p, v[i], &c->st);
+    pb_msg(&t, 4, &p, &c->st);
+    pb_str(&t, 8, name, &c->st);
+    pb_msg(c->g, 5, &t, &c->st);
+}
+
+static void fx_const(fx_ctx *c, float v, char *name) { fx_init_f(c, &v, 1, 1, name); }
+
+static void fx_init_i64(fx_ctx *c, int64_t v, char *name)
+{
+    mr_buf t, p;
+    mr_buf_init(&t);
+    mr_buf_init(&p);
+    fx_name(c, name);
+    pb_int(&t, 1, 1, &c->st);
+    pb_int(&t, 2, 7 /* INT64 */, &c->st);
+    pb_varint(&p, (uint64_t)v, &c->st);
+    pb_msg(&t, 7, &p, &c->st);
+    pb_str(&t, 8, name, &c->st);
+    pb_msg(c->g, 5, &t, &c->st);
+}
+
+/* A node of the default domain with inputs in[0..n) and a fresh output
+ * name in out; int_attr_name (may be NULL) adds one int attribute. */
+static void fx_node(fx_ctx *c, const char *op, const char *const *in, size_t n, char *out, int64_t int_attr,
+                    const char *int_attr_name)
+{
+    mr_buf node;
+    mr_buf_init(&node);
+    fx_name(c, out);
+    for (size_t i = 0; i < n; i++) pb_str(&node, 1, in[i], &c->st);
+    pb_str(&node, 2, out, &c->st);
+    pb_str(&node, 3, out, &c->st);
+    pb_str(&node, 4, op, &c->st);
+    if (int_attr_name) attr_int(&node, int_attr_name, int_attr, &c->st);
+    pb_msg(c->g, 1, &node, &c->st);
+}
+
+static void fx_op1(fx_ctx *c, const char *op, const char *a, char *out) { fx_node(c, op, &a, 1, out, 0, NULL); }
+
+static void fx_op2(fx_ctx *c, const char *op, const char *a, const char *b, char *out)
+{
+    const char *in[2] = {a, b};
+    fx_node(c, op, in, 2, out, 0, NULL);
+}
+
+static void fx_where(fx_ctx *c, const char *cond, const char *a, const char *b, char *out)
+{
+    const char *in[3] = {cond, a, b};
+    fx_node(c, "Where", in, 3, out, 0, NULL);
+}
+
+/* Smallest float >= d: float x >= it exactly when x >= d. */
+static float float_ceil(double d)
+{
+    float f = (float)d;
+    if (d != d) return f;
+    if ((double)f < d) f = nextafterf(f, INFINITY);
+    return f;
+}
+
+static const char *fx_op_name(uint8_t k)
+{
+    static const char *const names[] = {"?", "impute", "standardize", "minmax", "log1p", "clip", "bucketize", "impute"};
+    return k <= FT_OP_MAX ? names[k] : "?";
+}
+
+/* Column k's numeric program on x (a [N,1] tensor name): main and
+ * indicator outputs (indicator "" when the column has none). */
+static void fx_column(fx_ctx *c, const ft_col *col, char *x, char *ind)
+{
+    char t1[32], t2[32], t3[32], t4[32];
+    ind[0] = 0;
+    for (uint32_t k = 0; k < col->n_ops && c->st == MR_OK; k++) {
+        const ft_op *op = &col->ops[k];
+        switch (op->kind) {
+        case FT_OP_IMPUTE: /* x = isnan(x) ? a : x; indicator = isnan(x) */
+            fx_op1(c, "IsNaN", x, t1);
+            if (op->indicator) {
+                mr_buf node;
+                mr_buf_init(&node);
+                fx_name(c, ind);
+                node_begin(&node, "Cast", NULL, t1, ind, &c->st);
+                attr_int(&node, "to", 1 /* FLOAT */, &c->st);
+                pb_msg(c->g, 1, &node, &c->st);
+            }
+            fx_const(c, (float)op->a, t2);
+            fx_where(c, t1, t2, x, t3);
+            strcpy(x, t3);
+            break;
+        case FT_OP_STANDARDIZE:
+        case FT_OP_MINMAX: /* (x - a) / b */
+            fx_const(c, (float)op->a, t1);
+            fx_op2(c, "Sub", x, t1, t2);
+            fx_const(c, (float)op->b, t1);
+            fx_op2(c, "Div", t2, t1, t3);
+            strcpy(x, t3);
+            break;
+        case FT_OP_LOG1P: /* x > -1 ? log(x + 1) : NaN */
+            fx_const(c, 1.0f, t1);
+            fx_op2(c, "Add", x, t1, t2);
+            fx_op1(c, "Log", t2, t3);
+            fx_const(c, -1.0f, t1);
+            fx_op2(c, "Greater", x, t1, t2);
+            fx_const(c, NAN, t1);
+            fx_where(c, t2, t3, t1, t4);
+            strcpy(x, t4);
+            break;
+        case FT_OP_CLIP: /* x < a ? a : x > b ? b : x (NaN stays NaN) */
+            fx_const(c, (float)op->b, t1);
+            fx_op2(c, "Greater", x, t1, t2);
+            fx_where(c, t2, t1, x, t3);
+            fx_const(c, (float)op->a, t1);
+            fx_op2(c, "Less", x, t1, t2);
+            fx_where(c, t2, t1, t3, t4);
+            strcpy(x, t4);
+            break;
+        case FT_OP_BUCKETIZE: { /* #{edges <= x}; NaN stays NaN */
+            float *e = mr_malloc((op->n_edges ? op->n_edges : 1) * sizeof(float));
+            if (!e) {
+                c->st = MR_E_NOMEM;
+                return;
+            }
+            for (uint32_t i = 0; i < op->n_edges; i++) e[i] = float_ceil(op->edges[i]);
+            fx_init_f(c, e, op->n_edges, 0, t1);
+            mr_free(e);
+            fx_op2(c, "GreaterOrEqual", x, t1, t2); /* [N, E] */
+            {
+                mr_buf node;
+                mr_buf_init(&node);
+                fx_name(c, t3);
+                node_begin(&node, "Cast", NULL, t2, t3, &c->st);
+                attr_int(&node, "to", 1 /* FLOAT */, &c->st);
+                pb_msg(c->g, 1, &node, &c->st);
+            }
+            fx_init_i64(c, 1, t1);
+            fx_node(c, "ReduceSum", (const char *const[]){t3, t1}, 2, t2, 1, "keepdims");
+            fx_op1(c, "IsNaN", x, t1);
+            fx_where(c, t1, x, t2, t4);
+            strcpy(x, t4);
+            break;
         }
-        if (col->enc != FT_ENC_NONE)
-            return MR_ERR(err, MR_E_SCHEMA,
-                          "features transform: column '%s' (%s) cannot be expressed in ONNX; export a bundle "
-                          "packaged without a features transform",
-                          col->name, col->enc <= FT_ENC_MAX ? enc_names[col->enc] : "?");
+        default: break;
+        }
     }
-    return MR_ERR(err, MR_E_SCHEMA,
-                  "features transform: column selection cannot be expressed in ONNX yet; export a bundle packaged "
-                  "without a features transform");
+}
+
+/* Refuses the first column the model uses whose program is not numeric ops
+ * (categorical inputs and encodings), naming the column and step. */
+static mr_status fx_check(const mr_features *f, const uint8_t *used, mr_error *err)
+{
+    static const char *const enc_names[] = {"numeric", "onehot", "ordinal", "hash", "target_encode"};
+    for (size_t k = 0; k < f->n_cols; k++) {
+        const ft_col *col = &f->cols[k];
+        if (!used[k]) continue;
+        const char *step = NULL;
+        if (col->enc != FT_ENC_NONE) step = col->enc <= FT_ENC_MAX ? enc_names[col->enc] : "?";
+        for (uint32_t i = 0; i < col->n_ops && !step; i++)
+            if (col->ops[i].kind == FT_OP_IMPUTE_CAT || col->ops[i].kind > FT_OP_MAX || col->ops[i].kind == 0)
+                step = fx_op_name(col->ops[i].kind);
+        if (!step && col->categorical) step = "categorical input";
+        if (step) {
+            mr_status rc = MR_ERR(err, MR_E_SCHEMA,
+                                  "features transform: column '%s' (%s) cannot be expressed in ONNX; export a bundle "
+                                  "packaged without a features transform",
+                                  col->name, step);
+            mr_error_key(err, col->name);
+            return rc;
+        }
+    }
+    return MR_OK;
+}
+
+/* Writes the transform's nodes into g: "input" [N, n_inputs] -> "features"
+ * [N, n_model_features]. */
+static mr_status features_nodes(const mr_features *f, const mr_model *m, mr_buf *g, mr_error *err)
+{
+    size_t nf = mr_model_num_features(m);
+    size_t *src = mr_malloc((nf ? nf : 1) * sizeof(size_t)); /* output index per model feature */
+    uint8_t *used = mr_calloc(f->n_cols ? f->n_cols : 1, 1);
+    char(*main_of)[32] = mr_calloc(f->n_cols ? f->n_cols : 1, 32);
+    char(*ind_of)[32] = mr_calloc(f->n_cols ? f->n_cols : 1, 32);
+    const char **cat = mr_malloc((nf ? nf : 1) * sizeof(char *));
+    fx_ctx c = {.g = g, .st = MR_OK, .next = 0};
+    mr_status rc = MR_OK;
+    if (!src || !used || !main_of || !ind_of || !cat) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory exporting the features transform");
+        goto done;
+    }
+    for (size_t j = 0; j < nf; j++) {
+        const char *name = mr_model_feature_name(m, j);
+        size_t q = 0;
+        while (q < f->n_out && strcmp(f->outs[q].name, name)) q++;
+        if (q == f->n_out) {
+            rc = MR_ERR(err, MR_E_SCHEMA, "model feature '%s' is not an output of the features transform", name);
+            goto done;
+        }
+        src[j] = q;
+        used[f->outs[q].input] = 1;
+    }
+    if ((rc = fx_check(f, used, err)) != MR_OK) goto done;
+    for (size_t k = 0; k < f->n_cols; k++) {
+        if (!used[k]) continue;
+        char idx[32];
+        fx_init_i64(&c, (int64_t)k, idx);
+        const char *in[2] = {"input", idx};
+        fx_node(&c, "Gather", in, 2, main_of[k], 1, "axis"); /* [N, 1] */
+        fx_column(&c, &f->cols[k], main_of[k], ind_of[k]);
+    }
+    for (size_t j = 0; j < nf; j++) {
+        const mr_features_output *o = &f->outs[src[j]];
+        const ft_col *col = &f->cols[o->input];
+        cat[j] = src[j] == col->out_base ? main_of[o->input] : ind_of[o->input];
+    }
+    {
+        mr_buf node;
+        mr_buf_init(&node);
+        for (size_t j = 0; j < nf; j++) pb_str(&node, 1, cat[j], &c.st);
+        pb_str(&node, 2, "features", &c.st);
+        pb_str(&node, 3, "features", &c.st);
+        pb_str(&node, 4, "Concat", &c.st);
+        attr_int(&node, "axis", 1, &c.st);
+        pb_msg(g, 1, &node, &c.st);
+    }
+    if (c.st != MR_OK) rc = MR_ERR(err, c.st, "out of memory writing the ONNX features transform");
+done:
+    mr_free(src);
+    mr_free(used);
+    mr_free(main_of);
+    mr_free(ind_of);
+    mr_free(cat);
+    return rc;
 }
 
 mr_status mr_bundle_export_onnx(const mr_bundle *b, mr_buf *out, mr_error *err)
 {
     const mr_model *m = mr_bundle_model(b);
-    mr_status st = check_features(mr_bundle_features(b), err);
-    if (st != MR_OK) return st;
+    const mr_features *fx = mr_bundle_features(b);
+    mr_status st = MR_OK;
     int sigmoid = 0;
     if (mr_model_kind_of(m) == MR_MODEL_GBDT) {
         const mr_gbdt_model *gm = mr_model_gbdt(m);
@@ -351,17 +584,19 @@ mr_status mr_bundle_export_onnx(const mr_bundle *b, mr_buf *out, mr_error *err)
     mr_buf_init(&g);
     mr_buf_init(&model);
     mr_buf_init(&sub);
+    const char *model_in = fx ? "features" : "input";
+    if (fx && (st = features_nodes(fx, m, &g, err)) != MR_OK) goto cleanup;
     if (mr_model_kind_of(m) == MR_MODEL_GBDT)
-        st = gbdt_nodes(mr_model_gbdt(m), &g, raw_out, err);
+        st = gbdt_nodes(mr_model_gbdt(m), &g, model_in, raw_out, err);
     else
-        st = linear_nodes(mr_model_linear(m), &g, raw_out, err);
+        st = linear_nodes(mr_model_linear(m), &g, model_in, raw_out, err);
     if (st != MR_OK) goto cleanup;
     if (sigmoid) {
         node_begin(&sub, "Sigmoid", NULL, "margin", "score", &st);
         pb_msg(&g, 1, &sub, &st);
     }
     pb_str(&g, 2, "millrace", &st);
-    value_info(&g, 11, "input", (int64_t)mr_model_num_features(m), &st);
+    value_info(&g, 11, "input", (int64_t)(fx ? mr_features_n_inputs(fx) : mr_model_num_features(m)), &st);
     value_info(&g, 12, "score", 1, &st);
     /* ModelProto: ir_version 1, producer_name 2, producer_version 3, graph 7, opset_import 8 */
     pb_int(&model, 1, 8, &st);

@@ -3,9 +3,11 @@
 # binary and regression with missing values, linear logistic), scored by
 # ONNX Runtime (onnxruntime-node, installed into a cache next to the build
 # from the npm registry) and compared with `millrace predict` to 1e-5; bundles
-# with a features transform are refused naming the column and step. Without
+# with a categorical encoding are refused naming the column and step. Without
 # node/npm, or when onnxruntime-node cannot be installed, only the refusal
-# and the file's header bytes are checked (with a note).
+# and the file's header bytes are checked (with a note). Bundles whose
+# features transform is numeric steps are exported with the transform as ONNX
+# ops and compared the same way.
 . "$(dirname "$0")/lib.sh" "$@"
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$E2E_DIR/../.." && pwd)
@@ -67,12 +69,47 @@ for b in pbin preg plin; do
     fi
 done
 
-# A bundle with a features transform (impute/onehot) is refused naming the column and step.
+# A bundle whose features transform is numeric steps (impute with indicator,
+# standardize, minmax, log1p, clip, bucketize): exported as ONNX ops in front
+# of the trees; the graph input is the raw columns x1,x2,x3.
+TOOLS=$BUILD/tests
+cat >feat.yaml <<'Y'
+- impute: {columns: [x1], strategy: mean, indicator: true}
+- standardize: {columns: [x1]}
+- impute: {columns: [x2], strategy: constant, value: 0.25}
+- clip: {columns: [x2], lo: -1.5, hi: 1.2}
+- minmax: {columns: [x2]}
+- log1p: {columns: [x3]}
+- bucketize: {columns: [x3], n_bins: 4}
+Y
+"$TOOLS/mr_feattool" fit feat.yaml train_bin.csv test_x.csv label feat.mrft >/dev/null || fail "mr_feattool fit"
+"$TOOLS/mr_feattool" apply feat.mrft train_bin.csv >tx.csv || fail "mr_feattool apply"
+cut -d, -f4 train_bin.csv | paste -d, tx.csv - >train_fx.csv
+mr train train_fx.csv --label label -p objective=binary -p num_iterations=30 -p num_leaves=15 -o fxbin.bin >/dev/null ||
+    fail "train on transformed rows"
+mr train train_fx.csv --label label --model linear -p objective=binary -o fxlin.bin >/dev/null || fail "train linear fx"
+cat >millrace.yaml <<'Y'
+stages:
+  pfx: {op: package, model: fxbin.bin, features: feat.mrft}
+  pfxlin: {op: package, model: fxlin.bin, features: feat.mrft}
+Y
+expect_exit 0 mr run --json
+for b in pfx pfxlin; do
+    expect_exit 0 mr bundle export-onnx out/$b/model.mrb -o $b.onnx
+    assert_file $b.onnx "$b: ONNX file written (features transform as ONNX ops)"
+    expect_exit 0 mr predict out/$b/model.mrb test.csv -o $b.pred.csv
+    if [ -n "$ORT" ]; then
+        run_cmd node "$ORT/score.js" "$ws/$b.onnx" "$ws/test_x.csv" "$ws/$b.pred.csv" 1e-5
+        assert_eq "$T_RC" 0 "$b: ONNX Runtime (transform + model) == millrace predict to 1e-5 ($T_OUT)"
+    fi
+done
+
+# A bundle with a categorical encoding (onehot) is refused naming the column and step.
 mkdir fx && cd fx || fail "cd fx"
 . "$E2E_DIR/bundle_fixture.sh"
 expect_exit 0 mr run --json
 expect_exit 1 mr bundle export-onnx out/pkg/model.mrb -o m.onnx
-assert_contains "$T_ERR" "column 'x1' (impute) cannot be expressed in ONNX" "features transform refused naming column and step"
+assert_contains "$T_ERR" "column 'plan' (onehot) cannot be expressed in ONNX" "onehot step refused naming column and step"
 assert_no_file m.onnx "nothing written on refusal"
 expect_exit 2 mr bundle export-onnx out/pkg/model.mrb
 t_done
