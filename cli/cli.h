@@ -28,6 +28,10 @@ int cli_status_exit(mr_status st); /* maps a status to an exit code */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int cli_wants_help(int argc, char **argv);
 void cli_print(const mr_buf *b);
+/* "a,b,c" -> a NULL-terminated array of pointers into one copy; free with
+ * cli_free_list. NULL on OOM. */
+char **cli_split_list(const char *s, size_t *n_out);
+void cli_free_list(char **arr);
 extern const char *cli_self_exe;
 extern const char *cli_argv_joined;
 

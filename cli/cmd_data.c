@@ -87,34 +87,7 @@ static const char export_help[] =
 
 /* ---- shared helpers ------------------------------------------------------------------ */
 
-/* Splits "a,b,c" into a NULL-terminated array of pointers into one copy. */
-static char **split_list(const char *s, size_t *n_out)
-{
-    size_t n = 1;
-    for (const char *p = s; *p; p++) n += *p == ',';
-    char **arr = mr_calloc(n + 1, sizeof(char *));
-    char *copy = mr_strdup(s);
-    if (!arr || !copy) {
-        mr_free(arr);
-        mr_free(copy);
-        return NULL;
-    }
-    size_t k = 0;
-    arr[k++] = copy;
-    for (char *p = copy; *p; p++)
-        if (*p == ',') {
-            *p = '\0';
-            arr[k++] = p + 1;
-        }
-    *n_out = k;
-    return arr;
-}
 
-static void free_list(char **arr)
-{
-    if (arr) mr_free(arr[0]);
-    mr_free(arr);
-}
 
 static int data_error(const mr_error *err)
 {
@@ -309,7 +282,7 @@ static int data_ingest(int argc, char **argv)
             if (v && (!strcmp(v, "\\t") || !strcasecmp(v, "tab") || !strcmp(v, "\t"))) o.csv.delimiter = '\t';
             else if (v && strlen(v) == 1) o.csv.delimiter = v[0];
             else if (v) rc = cli_usage_error("data ingest", "--delimiter must be one character, got '%s'", v);
-        } else if (!strcmp(a, "--null-values")) nulls = v ? split_list(v, &n_nulls) : NULL;
+        } else if (!strcmp(a, "--null-values")) nulls = v ? cli_split_list(v, &n_nulls) : NULL;
         else if (!strcmp(a, "--on-error")) {
             if (v && !strcmp(v, "fail")) o.csv.on_error = MR_ON_ERROR_FAIL;
             else if (v && !strcmp(v, "skip")) o.csv.on_error = MR_ON_ERROR_SKIP;
@@ -319,8 +292,8 @@ static int data_ingest(int argc, char **argv)
             quarantine = v;
             o.csv.on_error = MR_ON_ERROR_QUARANTINE;
         } else if (!strcmp(a, "--filter")) o.filter = v;
-        else if (!strcmp(a, "--columns")) cols = v ? split_list(v, &n_cols) : NULL;
-        else if (!strcmp(a, "--partition-by")) parts = v ? split_list(v, &n_parts) : NULL;
+        else if (!strcmp(a, "--columns")) cols = v ? cli_split_list(v, &n_cols) : NULL;
+        else if (!strcmp(a, "--partition-by")) parts = v ? cli_split_list(v, &n_parts) : NULL;
         else if (!strcmp(a, "--rows-per-shard")) {
             rc = parse_count("data ingest", a, v, &n);
             if (rc == EXIT_OK) o.write.rows_per_shard = (size_t)n;
@@ -450,9 +423,9 @@ done:
     mr_value_free(schema_doc);
     mr_free(schema_names);
     mr_free(schema_types);
-    free_list(nulls);
-    free_list(parts);
-    free_list(cols);
+    cli_free_list(nulls);
+    cli_free_list(parts);
+    cli_free_list(cols);
     mr_free(tmp);
     mr_free(old);
     mr_free(qpath);
@@ -576,17 +549,17 @@ static int data_inspect(int argc, char **argv)
     for (int i = 2; i < argc && rc == EXIT_OK; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--explain") && i + 1 < argc) explain = argv[++i];
-        else if (!strcmp(argv[i], "--columns") && i + 1 < argc) cols = split_list(argv[++i], &n_cols);
+        else if (!strcmp(argv[i], "--columns") && i + 1 < argc) cols = cli_split_list(argv[++i], &n_cols);
         else if (argv[i][0] != '-' && !dir) dir = argv[i];
         else rc = cli_usage_error("data inspect", "unexpected argument '%s'", argv[i]);
     }
     if (rc == EXIT_OK && !dir) rc = cli_usage_error("data inspect", "expected DIR");
     if (rc == EXIT_OK && explain) {
         rc = inspect_explain(dir, explain, cols, n_cols, json);
-        free_list(cols);
+        cli_free_list(cols);
         return rc;
     }
-    free_list(cols);
+    cli_free_list(cols);
     if (rc != EXIT_OK) return rc;
     mr_error err;
     mr_error_init(&err);
@@ -733,8 +706,8 @@ static int parse_read_opts(const char *verb, int argc, char **argv, int first, c
         if (!strcmp(a, "--json")) *json = 1;
         else if (!strcmp(a, "--filter") && i + 1 < argc) *filter = argv[++i];
         else if (!strcmp(a, "--columns") && i + 1 < argc) {
-            free_list(*cols);
-            *cols = split_list(argv[++i], n_cols);
+            cli_free_list(*cols);
+            *cols = cli_split_list(argv[++i], n_cols);
         } else if (n && (!strcmp(a, "-n") || !strcmp(a, "--rows"))) rc = parse_count(verb, a, i + 1 < argc ? argv[++i] : NULL, n);
         else if (a[0] == '-' && a[1]) rc = cli_usage_error(verb, "unknown option or missing value: '%s'", a);
         else if (!*src) *src = a;
@@ -768,7 +741,7 @@ static int data_head(int argc, char **argv)
     int json = 0;
     int rc = parse_read_opts("data head", argc, argv, 2, &src, NULL, &filter, &cols, &n_cols, &n, &json);
     if (rc != EXIT_OK) {
-        free_list(cols);
+        cli_free_list(cols);
         return rc;
     }
     mr_error err;
@@ -841,7 +814,7 @@ static int data_head(int argc, char **argv)
     }
     mr_table_free(acc);
     reader_close(&r);
-    free_list(cols);
+    cli_free_list(cols);
     return rc;
 }
 
@@ -1054,7 +1027,7 @@ static int data_stats(int argc, char **argv)
     int json = 0;
     int rc = parse_read_opts("data stats", argc, argv, 2, &src, NULL, &filter, &cols, &n_cols, NULL, &json);
     if (rc != EXIT_OK) {
-        free_list(cols);
+        cli_free_list(cols);
         return rc;
     }
     mr_error err;
@@ -1155,7 +1128,7 @@ static int data_stats(int argc, char **argv)
     }
     mr_free(acc);
     reader_close(&r);
-    free_list(cols);
+    cli_free_list(cols);
     return rc;
 }
 
@@ -1225,7 +1198,7 @@ static int data_export(int argc, char **argv)
     if (rc == EXIT_OK && !parquet && !(dot && (!strcasecmp(dot, ".csv") || delim == '\t')))
         rc = cli_usage_error("data export", "OUT must end in .parquet, .csv or .tsv, got '%s'", out_path);
     if (rc != EXIT_OK) {
-        free_list(cols);
+        cli_free_list(cols);
         return rc;
     }
     mr_error err;
@@ -1306,7 +1279,7 @@ done:
     mr_buf_free(&val);
     mr_free(tmp);
     reader_close(&r);
-    free_list(cols);
+    cli_free_list(cols);
     return rc;
 }
 

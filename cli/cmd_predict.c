@@ -275,27 +275,6 @@ static mr_status sink_close(out_sink *o, int ok, mr_error *err)
     return rc;
 }
 
-static char **split_ids(const char *s, size_t *n_out)
-{
-    size_t n = 1;
-    for (const char *p = s; *p; p++) n += *p == ',';
-    char **arr = mr_calloc(n + 1, sizeof(char *));
-    char *copy = mr_strdup(s);
-    if (!arr || !copy) {
-        mr_free(arr);
-        mr_free(copy);
-        return NULL;
-    }
-    size_t k = 0;
-    arr[k++] = copy;
-    for (char *p = copy; *p; p++)
-        if (*p == ',') {
-            *p = '\0';
-            arr[k++] = p + 1;
-        }
-    *n_out = k;
-    return arr;
-}
 
 /* For CSV/TSV inputs: the bundle inputs present in the header, declared
  * STRING so that every value reaches validation as its original text. */
@@ -340,7 +319,7 @@ int cmd_predict(int argc, char **argv)
         int takes = 1;
         if (!strcmp(a, "-o") || !strcmp(a, "--output")) output = v;
         else if (!strcmp(a, "--id")) {
-            if (v) ids = split_ids(v, &n_ids);
+            if (v) ids = cli_split_list(v, &n_ids);
         } else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) threads = v ? (int)strtol(v, NULL, 10) : 0;
         else if (!strcmp(a, "--batch-rows")) batch_rows = v ? (size_t)strtoull(v, NULL, 10) : 0;
         else if (!strcmp(a, "--on-error")) on_error = v;
@@ -364,8 +343,7 @@ int cmd_predict(int argc, char **argv)
         rc = cli_usage_error("predict", "--on-error takes fail or quarantine, not '%s'", on_error);
     if (rc == EXIT_OK && (batch_rows == 0 || threads < 0)) rc = cli_usage_error("predict", "--batch-rows and -j take positive numbers");
     if (rc != EXIT_OK) {
-        mr_free(ids ? ids[0] : NULL);
-        mr_free(ids);
+        cli_free_list(ids);
         return rc;
     }
     int quarantine = !strcmp(on_error, "quarantine");
@@ -507,7 +485,6 @@ int cmd_predict(int argc, char **argv)
     mr_free(stypes);
     mr_bundle_free(b);
     mr_free(qdefault);
-    mr_free(ids ? ids[0] : NULL);
-    mr_free(ids);
+    cli_free_list(ids);
     return rc;
 }

@@ -33,34 +33,7 @@ static const char train_help[] =
     "  -o, --output MODEL   where to write the model (required)\n"
     "  --json               print the summary as JSON\n";
 
-/* Splits "a,b,c" into a NULL-terminated array of pointers into a copy. */
-static char **split_list(const char *s, size_t *n_out)
-{
-    size_t n = 1;
-    for (const char *p = s; *p; p++) n += *p == ',';
-    char **arr = mr_calloc(n + 1, sizeof(char *));
-    char *copy = mr_strdup(s);
-    if (!arr || !copy) {
-        mr_free(arr);
-        mr_free(copy);
-        return NULL;
-    }
-    size_t k = 0;
-    arr[k++] = copy;
-    for (char *p = copy; *p; p++)
-        if (*p == ',') {
-            *p = '\0';
-            arr[k++] = p + 1;
-        }
-    *n_out = k;
-    return arr;
-}
 
-static void free_list(char **arr)
-{
-    if (arr) mr_free(arr[0]);
-    mr_free(arr);
-}
 
 typedef struct progress_ctx {
     mr_progress *bar;
@@ -137,9 +110,9 @@ int cmd_train(int argc, char **argv)
                 params = np;
                 params[n_params++] = v;
             }
-        } else if (!strcmp(a, "--features")) features = v ? split_list(v, &o.n_features) : NULL;
-        else if (!strcmp(a, "--exclude")) exclude = v ? split_list(v, &o.n_exclude) : NULL;
-        else if (!strcmp(a, "--categorical")) categorical = v ? split_list(v, &o.n_categorical) : NULL;
+        } else if (!strcmp(a, "--features")) features = v ? cli_split_list(v, &o.n_features) : NULL;
+        else if (!strcmp(a, "--exclude")) exclude = v ? cli_split_list(v, &o.n_exclude) : NULL;
+        else if (!strcmp(a, "--categorical")) categorical = v ? cli_split_list(v, &o.n_categorical) : NULL;
         else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) o.num_threads = v ? (int)strtol(v, NULL, 10) : 0;
         else {
             takes = 0;
@@ -211,9 +184,9 @@ int cmd_train(int argc, char **argv)
     mr_table_free(train);
     mr_table_free(valid);
     mr_free(params);
-    free_list(features);
-    free_list(exclude);
-    free_list(categorical);
+    cli_free_list(features);
+    cli_free_list(exclude);
+    cli_free_list(categorical);
     return rc;
 }
 
@@ -235,7 +208,7 @@ static int model_predict(int argc, char **argv, mr_model *m)
     int raw = 0, json = 0, rc = EXIT_OK;
     for (int i = 3; i < argc && rc == EXIT_OK; i++) {
         if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc) out_path = argv[++i];
-        else if (!strcmp(argv[i], "--id") && i + 1 < argc) ids = split_list(argv[++i], &n_ids);
+        else if (!strcmp(argv[i], "--id") && i + 1 < argc) ids = cli_split_list(argv[++i], &n_ids);
         else if (!strcmp(argv[i], "--raw")) raw = 1;
         else if (!strcmp(argv[i], "--json")) json = 1;
         else if (argv[i][0] != '-' && !data) data = argv[i];
@@ -288,7 +261,7 @@ static int model_predict(int argc, char **argv, mr_model *m)
     mr_free(pred);
     mr_table_free(t);
     mr_table_free(res);
-    free_list(ids);
+    cli_free_list(ids);
     return rc;
 }
 

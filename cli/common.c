@@ -108,3 +108,31 @@ void cli_print(const mr_buf *b)
 {
     if (b->data) fwrite(b->data, 1, b->len, stdout);
 }
+
+char **cli_split_list(const char *s, size_t *n_out)
+{
+    size_t n = 1;
+    for (const char *p = s; *p; p++) n += *p == ',';
+    char **arr = mr_calloc(n + 1, sizeof(char *));
+    char *copy = mr_strdup(s);
+    if (!arr || !copy) {
+        mr_free(arr);
+        mr_free(copy);
+        return NULL;
+    }
+    size_t k = 0;
+    arr[k++] = copy;
+    for (char *p = copy; *p; p++)
+        if (*p == ',') {
+            *p = '\0';
+            arr[k++] = p + 1;
+        }
+    *n_out = k;
+    return arr;
+}
+
+void cli_free_list(char **arr)
+{
+    if (arr) mr_free(arr[0]);
+    mr_free(arr);
+}
