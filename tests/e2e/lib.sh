@@ -285,3 +285,30 @@ YAML
 pidfile_dead() { [ ! -s "$1" ] || ! kill -0 "$(cat "$1")" 2>/dev/null; }
 # Does FILE exist and contain TEXT?
 file_has() { [ -f "$1" ] && grep -q -- "$2" "$1"; }
+
+# duckdb_setup WHAT SCRIPT...: sets DUCK to a directory where node can import
+# @duckdb/node-api next to the given scripts from tests/fixtures/duckdb/:
+# the fixtures directory itself when its node_modules exists, else a cache
+# next to the build, installed with npm on first use. Without node/npm it
+# says that WHAT was not run and ends the test.
+duckdb_setup() {
+    local what=$1 src fx s
+    shift
+    src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+    fx="$src/tests/fixtures/duckdb"
+    if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+        echo "SKIP [$T_NAME] node/npm not found: $what not run"
+        exit 0
+    fi
+    DUCK="$fx"
+    [ -d "$DUCK/node_modules/@duckdb/node-api" ] && return 0
+    DUCK="$(dirname "$MR_BIN")/duckdb-node"
+    if [ ! -d "$DUCK/node_modules/@duckdb/node-api" ]; then
+        mkdir -p "$DUCK"
+        cp "$fx/package.json" "$DUCK/"
+        [ -f "$fx/package-lock.json" ] && cp "$fx/package-lock.json" "$DUCK/"
+        (cd "$DUCK" && npm install --no-audit --no-fund >"$T_ROOT/npm.out" 2>&1) ||
+            fail "npm install of @duckdb/node-api failed: $(tail -5 "$T_ROOT/npm.out")"
+    fi
+    for s in "$@"; do cp "$fx/$s" "$DUCK/"; done # node resolves imports next to the script
+}

@@ -10,22 +10,7 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(dirname "$MR_BIN")
 DSTOOL="$BUILD/tests/mr_dstool"
 [ -x "$DSTOOL" ] || fail "mr_dstool not built at $DSTOOL"
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    echo "SKIP [$T_NAME] node/npm not found: DuckDB round trip not run"
-    exit 0
-fi
-DUCK="$SRC/tests/fixtures/duckdb"
-if [ ! -d "$DUCK/node_modules/@duckdb/node-api" ]; then
-    DUCK="$BUILD/duckdb-node"
-    if [ ! -d "$DUCK/node_modules/@duckdb/node-api" ]; then
-        mkdir -p "$DUCK"
-        cp "$SRC/tests/fixtures/duckdb/package.json" "$DUCK/"
-        [ -f "$SRC/tests/fixtures/duckdb/package-lock.json" ] && cp "$SRC/tests/fixtures/duckdb/package-lock.json" "$DUCK/"
-        (cd "$DUCK" && npm install --no-audit --no-fund >"$T_ROOT/npm.out" 2>&1) ||
-            fail "npm install of @duckdb/node-api failed: $(tail -5 "$T_ROOT/npm.out")"
-    fi
-    cp "$SRC/tests/fixtures/duckdb/compare_dataset.mjs" "$DUCK/" # node resolves imports next to the script
-fi
+duckdb_setup "DuckDB round trip" compare_dataset.mjs
 CMP="$DUCK/compare_dataset.mjs"
 
 # 5000 rows: id, city (6 values, some with spaces), day (40 dates), amount

@@ -11,22 +11,7 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(dirname "$MR_BIN")
 PQTOOL="$BUILD/tests/mr_pqtool"
 [ -x "$PQTOOL" ] || fail "mr_pqtool not built at $PQTOOL"
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    echo "SKIP [$T_NAME] node/npm not found: DuckDB round trip not run"
-    exit 0
-fi
-DUCK="$SRC/tests/fixtures/duckdb"
-if [ ! -d "$DUCK/node_modules/@duckdb/node-api" ]; then
-    DUCK="$BUILD/duckdb-node"
-    if [ ! -d "$DUCK/node_modules/@duckdb/node-api" ]; then
-        mkdir -p "$DUCK"
-        cp "$SRC/tests/fixtures/duckdb/package.json" "$DUCK/"
-        [ -f "$SRC/tests/fixtures/duckdb/package-lock.json" ] && cp "$SRC/tests/fixtures/duckdb/package-lock.json" "$DUCK/"
-        (cd "$DUCK" && npm install --no-audit --no-fund >"$T_ROOT/npm.out" 2>&1) ||
-            fail "npm install of @duckdb/node-api failed: $(tail -5 "$T_ROOT/npm.out")"
-    fi
-    cp "$SRC/tests/fixtures/duckdb/compare.mjs" "$DUCK/"
-fi
+duckdb_setup "DuckDB round trip" compare.mjs
 
 for spec in "zstd 3000 1000" "snappy 2500 700" "gzip 1200 5000" "none 900 256" "zstd 0 100"; do
     set -- $spec

@@ -12,22 +12,7 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=$(dirname "$MR_BIN")
 XFTOOL="$BUILD/tests/mr_xftool"
 [ -x "$XFTOOL" ] || fail "mr_xftool not built at $XFTOOL"
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-    echo "SKIP [$T_NAME] node/npm not found: DuckDB oracle not run"
-    exit 0
-fi
-DUCK="$SRC/tests/fixtures/duckdb"
-if [ ! -d "$DUCK/node_modules/@duckdb/node-api" ]; then
-    DUCK="$BUILD/duckdb-node"
-    if [ ! -d "$DUCK/node_modules/@duckdb/node-api" ]; then
-        mkdir -p "$DUCK"
-        cp "$SRC/tests/fixtures/duckdb/package.json" "$DUCK/"
-        [ -f "$SRC/tests/fixtures/duckdb/package-lock.json" ] && cp "$SRC/tests/fixtures/duckdb/package-lock.json" "$DUCK/"
-        (cd "$DUCK" && npm install --no-audit --no-fund >"$T_ROOT/npm.out" 2>&1) ||
-            fail "npm install of @duckdb/node-api failed: $(tail -5 "$T_ROOT/npm.out")"
-    fi
-    cp "$SRC/tests/fixtures/duckdb/xf_compare.mjs" "$DUCK/"
-fi
+duckdb_setup "DuckDB oracle" xf_compare.mjs
 
 # deterministic data: 30000 events over 60 customers (some NULL), customers
 # with duplicate and NULL keys
