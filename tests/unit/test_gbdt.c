@@ -506,6 +506,157 @@ static void test_degenerate_features_and_labels(void **state)
     free(y);
 }
 
+/* ---- every batch walk gives the scalar walk's bits ------------------------------------- */
+
+static mr_gbdt_predictor *predictor_with_path(const mr_gbdt_model *m, const char *cap)
+{
+    setenv("MILLRACE_PREDICT_SIMD", cap, 1);
+    mr_gbdt_predictor *pr = NULL;
+    assert_int_equal(mr_gbdt_predictor_new(m, 0, &pr, NULL), MR_OK);
+    unsetenv("MILLRACE_PREDICT_SIMD");
+    return pr;
+}
+
+/* Scores x (n rows of F, row-major) with the scalar, float-vector and
+ * quantised-vector walks, in both layouts, at several row counts (lane and
+ * block edges) and thread counts, and requires identical bits. Returns the
+ * path the default predictor took. */
+static int check_paths(const mr_gbdt_model *m, const float *x0, size_t n, size_t F)
+{
+    const int K = mr_gbdt_model_num_class(m);
+    /* values at the model's own thresholds (as float, rounded down and
+     * up), so the v <= threshold edge is exercised on every path */
+    float *x = malloc(n * F * sizeof(float));
+    memcpy(x, x0, n * F * sizeof(float));
+    size_t r0 = 0;
+    for (size_t t = 0; t < m->n_trees; t++)
+        for (int i = 0; i + 1 < m->trees[t].n_leaves; i++, r0 += 2) {
+            double th = m->trees[t].threshold[i];
+            float f = (float)th;
+            if ((double)f > th) f = nextafterf(f, -INFINITY);
+            size_t j = (size_t)m->trees[t].split_feature[i];
+            x[(r0 % n) * F + j] = f;
+            x[((r0 + 1) % n) * F + j] = nextafterf(f, INFINITY);
+        }
+    mr_gbdt_predictor *ref = predictor_with_path(m, "0");
+    assert_int_equal(mr__gbdt_predictor_path(ref), 0);
+    mr_gbdt_predictor *alt[2] = {predictor_with_path(m, "1"), predictor_with_path(m, "2")};
+    assert_true(mr__gbdt_predictor_path(alt[0]) <= 1);
+    double *want = malloc(n * (size_t)K * sizeof(double)), *got = malloc(n * (size_t)K * sizeof(double));
+    float *xc = malloc(n * F * sizeof(float));
+    const size_t counts[] = {1, 7, 16, 17, 31, 33, 100, 1000, n};
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+        size_t r = counts[ci] < n ? counts[ci] : n;
+        for (size_t i = 0; i < r; i++)
+            for (size_t j = 0; j < F; j++) xc[j * r + i] = x[i * F + j];
+        for (int raw = 0; raw < 2; raw++) {
+            assert_int_equal(mr_gbdt_predictor_batch(ref, x, r, MR_GBDT_ROW_MAJOR, raw, 1, want, NULL), MR_OK);
+            for (int a = 0; a < 2; a++)
+                for (int threads = 1; threads <= 3; threads += 2) {
+                    memset(got, 0, r * (size_t)K * sizeof(double));
+                    assert_int_equal(mr_gbdt_predictor_batch(alt[a], x, r, MR_GBDT_ROW_MAJOR, raw, threads, got, NULL),
+                                     MR_OK);
+                    assert_memory_equal(want, got, r * (size_t)K * sizeof(double));
+                    memset(got, 0, r * (size_t)K * sizeof(double));
+                    assert_int_equal(mr_gbdt_predictor_batch(alt[a], xc, r, MR_GBDT_COL_MAJOR, raw, threads, got, NULL),
+                                     MR_OK);
+                    assert_memory_equal(want, got, r * (size_t)K * sizeof(double));
+                }
+        }
+    }
+    int path = mr__gbdt_predictor_path(alt[1]);
+    free(x);
+    free(want);
+    free(got);
+    free(xc);
+    mr_gbdt_predictor_free(ref);
+    mr_gbdt_predictor_free(alt[0]);
+    mr_gbdt_predictor_free(alt[1]);
+    return path;
+}
+
+static void test_predict_paths_agree(void **state)
+{
+    (void)state;
+    const size_t n = 3001, F = 6;
+    int avx512 = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    avx512 = __builtin_cpu_supports("avx512f");
+#endif
+    if (!avx512) print_message("no AVX-512 on this CPU: the vector walks fall back to the scalar one here\n");
+    float *x, *y;
+    make_binary(n, F, SEED + 7, &x, &y);
+    /* scoring rows with NaN in every feature, infinities and values equal
+     * to thresholds exercise default directions and the <= edge */
+    float *xs = malloc(n * F * sizeof(float));
+    memcpy(xs, x, n * F * sizeof(float));
+    rng_state = SEED + 8;
+    for (size_t i = 0; i < n * F; i++) {
+        double u = urand();
+        if (u < 0.03) xs[i] = NAN;
+        else if (u < 0.04) xs[i] = u < 0.035 ? INFINITY : -INFINITY;
+        else if (u < 0.10) xs[i] = x[(size_t)(urand() * (double)(n * F)) % (n * F)];
+    }
+    struct {
+        const char *obj, *num_class, *max_bin;
+        int want_path; /* on AVX-512 hardware */
+    } cases[] = {
+        {"binary", NULL, "255", 2},     /* fits the quantised walk */
+        {"multiclass", "3", "255", 2},  /* K trees per iteration */
+        {"regression", NULL, "255", 1}  /* on 260 features (> 256): the float walk */
+    };
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        mr_gbdt_params p;
+        mr_gbdt_params_init(&p);
+        set(&p, "objective", cases[c].obj);
+        if (cases[c].num_class) set(&p, "num_class", cases[c].num_class);
+        set(&p, "num_iterations", "25");
+        set(&p, "num_leaves", "63");
+        set(&p, "min_data_in_leaf", "2");
+        set(&p, "max_bin", cases[c].max_bin);
+        const int wide = !strcmp(cases[c].obj, "regression");
+        const size_t FW = wide ? 260 : F;
+        float *xw = x, *yw = NULL;
+        if (wide) make_binary(n, FW, SEED + 9, &xw, &yw);
+        float *yy = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++)
+            yy[i] = cases[c].num_class ? (float)((size_t)(fabsf(x[i * F]) * 2) % 3)
+                    : wide ? xw[i * FW] * 3 + xw[i * FW + 1] + xw[i * FW + 259] : y[i];
+        mr_gbdt_data *d = bin_or_fail(xw, n, FW, yy, NULL, &p);
+        mr_gbdt_model *m = train_or_fail(&p, d, NULL);
+        int path = check_paths(m, wide ? xw : xs, n, FW);
+        if (wide) {
+            free(xw);
+            free(yw);
+        }
+        if (avx512) assert_int_equal(path, cases[c].want_path);
+        mr_gbdt_model_free(m);
+        mr_gbdt_data_free(d);
+        free(yy);
+    }
+    /* categorical splits: those trees take the scalar walk inside the
+     * vector path, and the result is still the same */
+    for (size_t i = 0; i < n; i++) x[i * F + 3] = (float)(i % 9);
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    set(&p, "objective", "binary");
+    set(&p, "num_iterations", "15");
+    set(&p, "categorical_feature", "3");
+    for (size_t i = 0; i < n; i++) y[i] = (i % 9 == 2 || i % 9 == 5) ? 1.0f : y[i];
+    mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
+    mr_gbdt_model *m = train_or_fail(&p, d, NULL);
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(xs[i * F + 3])) xs[i * F + 3] = (float)(i % 11); /* includes unseen categories */
+    int path = check_paths(m, xs, n, F);
+    if (avx512) assert_int_equal(path, 1);
+    mr_gbdt_model_free(m);
+    mr_gbdt_data_free(d);
+    free(x);
+    free(y);
+    free(xs);
+}
+
 /* ---- round trips and prediction consistency ---------------------------------------------- */
 
 static void test_model_roundtrip_and_predict(void **state)
@@ -869,6 +1020,7 @@ int main(void)
         cmocka_unit_test(test_divergence_is_an_error),
         cmocka_unit_test(test_degenerate_features_and_labels),
         cmocka_unit_test(test_model_roundtrip_and_predict),
+        cmocka_unit_test(test_predict_paths_agree),
         cmocka_unit_test(test_binned_roundtrip),
         cmocka_unit_test(test_categorical),
         cmocka_unit_test(test_params),

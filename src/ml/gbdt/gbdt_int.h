@@ -86,6 +86,11 @@ mr_status mr__gbdt_parse_categorical(const char *spec, const char *const *names,
 int mr__gbdt_threads(int max_threads);
 void mr__gbdt_parallel(size_t n, size_t block, int max_threads, mr_range_fn fn, void *ctx);
 
+/* Which batch walk a predictor uses: 0 scalar, 1 AVX-512 over floats, 2
+ * AVX-512 over quantised rows (capped by MILLRACE_PREDICT_SIMD when the
+ * predictor is built; every path gives bit-identical scores). */
+int mr__gbdt_predictor_path(const mr_gbdt_predictor *p);
+
 /* ---- deterministic RNG (splitmix64) -------------------------------------- */
 static inline uint64_t mr__splitmix64(uint64_t *s)
 {

@@ -8,6 +8,11 @@
 
 #include <stdlib.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define MR_PRED_X86 1
+#endif
+
 /* 16 bytes, four to a cache line. thr is the largest float <= the model's
  * double threshold, so for a float input v, v <= thr exactly when v <= the
  * double threshold (the f64 entry points use thr64 instead). */
@@ -36,7 +41,23 @@ struct mr_gbdt_predictor {
     uint32_t *cat_nbits;
     uint32_t *cat_bits;
     double *init;       /* K */
+    uint8_t *tree_cat;  /* per tree: 1 when it has a categorical node (not serialised) */
+    int simd;           /* 0 scalar, 1 AVX-512 over floats, 2 AVX-512 over quantised rows */
+    /* Quantised walk (derived at load, not serialised; NULL when the model
+     * does not fit it): per feature its distinct thresholds ascending,
+     * padded with +inf to QT entries, so a value's code q = #thresholds < v
+     * (255 for NaN) and v <= thr exactly when q <= the threshold's index.
+     * Entries are 32-bit, one per node and leaf in preorder: a leaf is
+     * bit 31 | leaf index; a node is feature (bits 0-7), threshold index
+     * (8-15), default-left (16) and the offset to its right child (17-30);
+     * its left child is the next entry. */
+    float *qthr;        /* F * QT */
+    uint32_t *qn;
+    int32_t *qroot;     /* per tree: the entry of its root */
 };
+
+#define QT 256
+#define QN_LEAF 0x80000000u
 
 void mr_gbdt_predictor_free(mr_gbdt_predictor *p)
 {
@@ -50,7 +71,174 @@ void mr_gbdt_predictor_free(mr_gbdt_predictor *p)
     mr_free(p->cat_nbits);
     mr_free(p->cat_bits);
     mr_free(p->init);
+    mr_free(p->tree_cat);
+    mr_free(p->qthr);
+    mr_free(p->qn);
+    mr_free(p->qroot);
     mr_free(p);
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* Builds the quantised form when every tree is numeric, there are at most
+ * 256 features, at most 254 distinct thresholds per feature and every
+ * right child within 2^14 entries; otherwise leaves it absent. */
+static mr_status predictor_quantise(mr_gbdt_predictor *p, mr_error *err)
+{
+    const size_t F = p->F;
+    if (F == 0 || F > 256 || p->n_leaves >= QN_LEAF || p->n_nodes == 0) return MR_OK;
+    for (size_t t = 0; t < p->n_trees; t++)
+        if (p->tree_cat[t]) return MR_OK;
+    size_t *cnt = mr_calloc(F, sizeof(size_t));
+    float *thr = mr_malloc(F * QT * sizeof(float));
+    uint32_t *qn = mr_malloc((p->n_nodes + p->n_leaves) * sizeof(uint32_t));
+    int32_t *qroot = mr_malloc((p->n_trees ? p->n_trees : 1) * sizeof(int32_t));
+    int32_t *stk = mr_malloc((2 * p->n_nodes + 2) * 2 * sizeof(int32_t));
+    if (!cnt || !thr || !qn || !qroot || !stk) {
+        mr_free(cnt);
+        mr_free(thr);
+        mr_free(qn);
+        mr_free(qroot);
+        mr_free(stk);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory building predictor");
+    }
+    int ok = 1;
+    /* distinct thresholds per feature: collect, sort, dedupe */
+    float *all = mr_malloc(p->n_nodes * sizeof(float));
+    size_t *start = mr_calloc(F + 1, sizeof(size_t));
+    if (!all || !start) {
+        mr_free(all);
+        mr_free(start);
+        mr_free(cnt);
+        mr_free(thr);
+        mr_free(qn);
+        mr_free(qroot);
+        mr_free(stk);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory building predictor");
+    }
+    for (size_t i = 0; i < p->n_nodes; i++) start[PN_FEAT(p->nodes[i].meta) + 1]++;
+    for (size_t f = 0; f < F; f++) start[f + 1] += start[f];
+    for (size_t i = 0; i < p->n_nodes; i++) {
+        size_t f = PN_FEAT(p->nodes[i].meta);
+        all[start[f] + cnt[f]++] = p->nodes[i].thr;
+    }
+    for (size_t f = 0; f < F && ok; f++) {
+        float *a = all + start[f];
+        size_t m = cnt[f], u = 0;
+        for (size_t i = 0; i < m; i++)
+            if (a[i] != a[i]) ok = 0; /* a NaN threshold: not representable */
+        if (!ok) break;
+        qsort(a, m, sizeof(float), cmp_float);
+        for (size_t i = 0; i < m; i++)
+            if (u == 0 || a[i] != a[u - 1]) a[u++] = a[i];
+        if (u > QT - 2) ok = 0;
+        cnt[f] = u;
+        for (size_t i = 0; i < QT; i++) thr[f * QT + i] = i < u ? a[i] : INFINITY;
+    }
+    /* entries in preorder; a stack item is (child code, entry to patch with
+     * the right offset or -1) */
+    size_t e = 0;
+    for (size_t t = 0; t < p->n_trees && ok; t++) {
+        qroot[t] = (int32_t)e;
+        if (p->root[t] < 0) {
+            qn[e++] = QN_LEAF | (uint32_t)~p->root[t];
+            continue;
+        }
+        size_t sp = 0;
+        stk[sp++] = p->root[t];
+        stk[sp++] = -1;
+        while (sp > 0 && ok) {
+            int32_t patch = stk[--sp], code = stk[--sp];
+            if (patch >= 0) {
+                size_t off = e - (size_t)patch;
+                if (off >= (1u << 14)) {
+                    ok = 0;
+                    break;
+                }
+                qn[patch] |= (uint32_t)off << 17;
+            }
+            if (code < 0) {
+                qn[e++] = QN_LEAF | (uint32_t)~code;
+                continue;
+            }
+            const pnode *n = &p->nodes[code];
+            size_t f = PN_FEAT(n->meta);
+            const float *tf = thr + f * QT;
+            size_t lo = 0, hi = cnt[f]; /* the threshold's index */
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (tf[mid] < n->thr) lo = mid + 1;
+                else hi = mid;
+            }
+            qn[e] = (uint32_t)f | ((uint32_t)lo << 8) | ((n->meta & PN_DEFLEFT) ? 1u << 16 : 0);
+            stk[sp++] = n->child[1];
+            stk[sp++] = (int32_t)e;
+            stk[sp++] = n->child[0];
+            stk[sp++] = -1;
+            e++;
+        }
+    }
+    mr_free(all);
+    mr_free(start);
+    mr_free(cnt);
+    mr_free(stk);
+    if (!ok) {
+        mr_free(thr);
+        mr_free(qn);
+        mr_free(qroot);
+        return MR_OK;
+    }
+    p->qthr = thr;
+    p->qn = qn;
+    p->qroot = qroot;
+    return MR_OK;
+}
+
+/* Derived state shared by a freshly built and a loaded predictor: which
+ * trees need the categorical path, and whether the vector walk is usable.
+ * MILLRACE_PREDICT_SIMD=0 forces the scalar walk (the tests compare both). */
+static mr_status predictor_finish(mr_gbdt_predictor *p, mr_error *err)
+{
+    p->tree_cat = mr_calloc(p->n_trees ? p->n_trees : 1, 1);
+    if (!p->tree_cat) return MR_ERR(err, MR_E_NOMEM, "out of memory building predictor");
+    /* Trees are laid out one after another in preorder, so tree t owns the
+     * nodes from its root up to the next internal root; a loaded file whose
+     * roots or children break that is refused. */
+    size_t end = p->n_nodes;
+    for (size_t t = p->n_trees; t-- > 0;) {
+        int32_t r = p->root[t];
+        if (r < 0) continue;
+        if ((size_t)r >= end) return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: tree %zu root out of order", t);
+        for (size_t i = (size_t)r; i < end; i++) {
+            const pnode *n = &p->nodes[i];
+            if ((n->child[0] >= 0 && (size_t)n->child[0] >= end) || (n->child[1] >= 0 && (size_t)n->child[1] >= end))
+                return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: node %zu leaves its tree %zu", i, t);
+            if (n->meta & PN_CAT) p->tree_cat[t] = 1;
+        }
+        end = (size_t)r;
+    }
+    if (end != 0) return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: %zu nodes belong to no tree", end);
+    p->simd = 0;
+#ifdef MR_PRED_X86
+    /* MILLRACE_PREDICT_SIMD caps the path: 0 scalar, 1 AVX-512 over floats,
+     * unset or 2 the quantised AVX-512 walk where the model fits it. */
+    const char *env = getenv("MILLRACE_PREDICT_SIMD");
+    int cap = env && env[0] >= '0' && env[0] <= '2' ? env[0] - '0' : 2;
+    __builtin_cpu_init();
+    if (cap >= 1 && __builtin_cpu_supports("avx512f") && p->n_nodes < ((size_t)1 << 28) && p->F < ((size_t)1 << 20)) {
+        p->simd = 1;
+        if (cap >= 2) {
+            mr_status st = predictor_quantise(p, err);
+            if (st != MR_OK) return st;
+            if (p->qn) p->simd = 2;
+        }
+    }
+#endif
+    return MR_OK;
 }
 
 /* Largest float <= d (d itself when representable; +-inf kept). */
@@ -157,6 +345,11 @@ mr_status mr_gbdt_predictor_new(const mr_gbdt_model *m, int num_iteration, mr_gb
     }
     mr_free(pos);
     mr_free(stack);
+    mr_status st = predictor_finish(p, err);
+    if (st != MR_OK) {
+        mr_gbdt_predictor_free(p);
+        return st;
+    }
     *out = p;
     return MR_OK;
 }
@@ -284,10 +477,16 @@ mr_status mr_gbdt_predictor_from_bytes(const void *data, size_t len, mr_gbdt_pre
         mr_gbdt_predictor_free(p);
         return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: %s %zu out of range", bad, at);
     }
+    mr_status st = predictor_finish(p, err);
+    if (st != MR_OK) {
+        mr_gbdt_predictor_free(p);
+        return st;
+    }
     *out = p;
     return MR_OK;
 }
 
+int mr__gbdt_predictor_path(const mr_gbdt_predictor *p) { return p->simd; }
 int mr_gbdt_predictor_num_class(const mr_gbdt_predictor *p) { return p->K; }
 size_t mr_gbdt_predictor_num_features(const mr_gbdt_predictor *p) { return p->F; }
 
@@ -359,6 +558,16 @@ void mr_gbdt_predictor_row_f64(const mr_gbdt_predictor *p, const double *x, int 
 #define PRED_BLOCK_MAX 1024
 #define PRED_LANES 8  /* rows stepped in lockstep */
 
+/* q = the number of the feature's thresholds below v (255 for NaN):
+ * a branch-free binary search over the +inf-padded 256-entry table. */
+static inline uint8_t qcode(const float *tf, float v)
+{
+    if (v != v) return 255;
+    unsigned pos = 0;
+    for (unsigned st = QT / 2; st; st >>= 1) pos += tf[pos + st - 1] < v ? st : 0;
+    return (uint8_t)pos;
+}
+
 typedef struct batch_ctx {
     const mr_gbdt_predictor *p;
     const float *x;
@@ -368,7 +577,163 @@ typedef struct batch_ctx {
     double *out;
     size_t block;   /* rows per block */
     float *scratch; /* per thread: block * F (column-major input) */
+    uint8_t *qscratch; /* per thread: block * F + 4 feature codes (quantised walk) */
 } batch_ctx;
+
+
+#ifdef MR_PRED_X86
+/* One tree over a block of n row-major rows, 32 rows in flight in the
+ * 16 lanes of two AVX-512 register sets (two independent chains hide the
+ * gathers' latency): each step gathers every lane's node (threshold,
+ * feature, children) and feature value, compares, and moves to the chosen
+ * child. A lane whose row reached a leaf adds the leaf to that row's score
+ * and takes the next row of the block at once, so no lane idles while a
+ * deeper row is still walking (leaf-wise trees vary a lot in depth). Each
+ * row still receives exactly one addition per tree, in tree order, and the
+ * comparisons are the scalar ones (ordered, NaN false both ways), so the
+ * result is bit-identical to the scalar walk. Numeric trees only. */
+typedef struct lanes16 {
+    __m512i idx, rowid, rowoff;
+    __mmask16 active;
+} lanes16;
+
+__attribute__((target("avx512f"), always_inline)) static inline void
+lanes_step(const mr_gbdt_predictor *p, lanes16 *L, const float *rows, size_t n, size_t *next, int32_t root,
+           size_t F, double *out, size_t K, size_t k)
+{
+    const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1);
+    const void *base = p->nodes; /* node i: thr at 16i, meta at 16i+4, children at 16i+8, 16i+12 */
+    const __mmask16 active = L->active;
+    const __m512i o4 = _mm512_slli_epi32(L->idx, 2); /* node index in 4-byte words */
+    const __m512 thr = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), active, o4, base, 4);
+    const __m512i meta = _mm512_mask_i32gather_epi32(zero, active, _mm512_add_epi32(o4, one), base, 4);
+    const __m512i at = _mm512_add_epi32(L->rowoff, _mm512_srli_epi32(meta, 2));
+    const __m512 v = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), active, at, rows, 4);
+    const __mmask16 le = _mm512_cmp_ps_mask(v, thr, _CMP_LE_OQ);
+    const __mmask16 gt = _mm512_cmp_ps_mask(v, thr, _CMP_GT_OQ);
+    const __mmask16 dl = _mm512_test_epi32_mask(meta, one);
+    const __mmask16 left = (__mmask16)(le | (dl & (__mmask16)~gt));
+    const __m512i co = _mm512_add_epi32(o4, _mm512_mask_blend_epi32(left, _mm512_set1_epi32(3), _mm512_set1_epi32(2)));
+    const __m512i idx = _mm512_mask_i32gather_epi32(L->idx, active, co, base, 4);
+    L->idx = idx;
+    const __mmask16 done = _mm512_mask_cmplt_epi32_mask(active, idx, zero);
+    if (!done) return;
+    int32_t li[16], ri[16];
+    _mm512_storeu_si512(li, idx);
+    _mm512_storeu_si512(ri, L->rowid);
+    for (unsigned m = done; m; m &= m - 1) {
+        const int l = __builtin_ctz(m);
+        out[(size_t)ri[l] * K + k] += p->leaf[~li[l]];
+    }
+    /* refill the finished lanes with the next rows, in lane order */
+    unsigned refill = done;
+    size_t avail = n - *next;
+    if ((size_t)__builtin_popcount(refill) > avail) {
+        unsigned keep = 0;
+        for (size_t c = 0; c < avail; c++) {
+            keep |= refill & -refill;
+            refill &= refill - 1;
+        }
+        refill = keep;
+    }
+    const __mmask16 rf = (__mmask16)refill;
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    L->rowid = _mm512_mask_expand_epi32(L->rowid, rf, _mm512_add_epi32(iota, _mm512_set1_epi32((int)*next)));
+    L->rowoff = _mm512_mask_mullo_epi32(L->rowoff, rf, L->rowid, _mm512_set1_epi32((int)F));
+    L->idx = _mm512_mask_mov_epi32(L->idx, rf, _mm512_set1_epi32(root));
+    *next += (size_t)__builtin_popcount(refill);
+    L->active = (__mmask16)((active & (__mmask16)~done) | rf);
+}
+
+__attribute__((target("avx512f"))) static void lanes_init(lanes16 *L, size_t first, size_t n, int32_t root, size_t F)
+{
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    size_t m = first >= n ? 0 : n - first > 16 ? 16 : n - first;
+    L->active = (__mmask16)(m == 16 ? 0xFFFFu : ((1u << m) - 1u));
+    L->rowid = _mm512_add_epi32(iota, _mm512_set1_epi32((int)first));
+    L->rowoff = _mm512_mullo_epi32(L->rowid, _mm512_set1_epi32((int)F));
+    L->idx = _mm512_set1_epi32(root);
+}
+
+/* The same streaming walk over quantised rows (one byte per feature) and
+ * the 32-bit entries: per step one gather of each lane's entry and one of
+ * its feature code, half the gathered elements of the float walk. A lane
+ * that lands on a leaf entry adds it and takes the next row. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+qlanes_step(const mr_gbdt_predictor *p, lanes16 *L, const uint8_t *q, size_t n, size_t *next, int32_t root,
+            size_t F, double *out, size_t K, size_t k)
+{
+    const __m512i zero = _mm512_setzero_si512(), one = _mm512_set1_epi32(1), ff = _mm512_set1_epi32(0xFF);
+    const __mmask16 active = L->active;
+    const __m512i e = _mm512_mask_i32gather_epi32(zero, active, L->idx, p->qn, 4);
+    const __mmask16 leafm = _mm512_mask_cmplt_epi32_mask(active, e, zero);
+    const __mmask16 walk = (__mmask16)(active & (__mmask16)~leafm);
+    const __m512i at = _mm512_add_epi32(L->rowoff, _mm512_and_si512(e, ff));
+    const __m512i qv = _mm512_and_si512(_mm512_mask_i32gather_epi32(zero, walk, at, q, 1), ff);
+    const __m512i tq = _mm512_and_si512(_mm512_srli_epi32(e, 8), ff);
+    const __mmask16 le = _mm512_cmple_epu32_mask(qv, tq);
+    const __mmask16 nan = _mm512_mask_cmpeq_epi32_mask(_mm512_test_epi32_mask(e, _mm512_set1_epi32(1 << 16)), qv, ff);
+    const __m512i roff = _mm512_and_si512(_mm512_srli_epi32(e, 17), _mm512_set1_epi32(0x3FFF));
+    const __m512i step = _mm512_mask_blend_epi32((__mmask16)(le | nan), roff, one);
+    L->idx = _mm512_mask_add_epi32(L->idx, walk, L->idx, step);
+    if (!leafm) return;
+    int32_t li[16], ri[16];
+    _mm512_storeu_si512(li, e);
+    _mm512_storeu_si512(ri, L->rowid);
+    for (unsigned m = leafm; m; m &= m - 1) {
+        const int l = __builtin_ctz(m);
+        out[(size_t)ri[l] * K + k] += p->leaf[(uint32_t)li[l] & ~QN_LEAF];
+    }
+    unsigned refill = leafm;
+    size_t avail = n - *next;
+    if ((size_t)__builtin_popcount(refill) > avail) {
+        unsigned keep = 0;
+        for (size_t c = 0; c < avail; c++) {
+            keep |= refill & -refill;
+            refill &= refill - 1;
+        }
+        refill = keep;
+    }
+    const __mmask16 rf = (__mmask16)refill;
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    L->rowid = _mm512_mask_expand_epi32(L->rowid, rf, _mm512_add_epi32(iota, _mm512_set1_epi32((int)*next)));
+    L->rowoff = _mm512_mask_mullo_epi32(L->rowoff, rf, L->rowid, _mm512_set1_epi32((int)F));
+    L->idx = _mm512_mask_mov_epi32(L->idx, rf, _mm512_set1_epi32(root));
+    *next += (size_t)__builtin_popcount(refill);
+    L->active = (__mmask16)((active & (__mmask16)~leafm) | rf);
+}
+
+__attribute__((target("avx512f"))) static void tree_block_q(const mr_gbdt_predictor *p, int32_t root, const uint8_t *q,
+                                                             size_t F, size_t n, double *out, size_t K, size_t k)
+{
+    lanes16 A, B;
+    lanes_init(&A, 0, n, root, F);
+    lanes_init(&B, 16, n, root, F);
+    size_t next = n < 32 ? n : 32;
+    while (A.active && B.active) {
+        qlanes_step(p, &A, q, n, &next, root, F, out, K, k);
+        qlanes_step(p, &B, q, n, &next, root, F, out, K, k);
+    }
+    while (A.active) qlanes_step(p, &A, q, n, &next, root, F, out, K, k);
+    while (B.active) qlanes_step(p, &B, q, n, &next, root, F, out, K, k);
+}
+
+__attribute__((target("avx512f"))) static void tree_block_avx512(const mr_gbdt_predictor *p, int32_t root,
+                                                                  const float *rows, size_t F, size_t n, double *out,
+                                                                  size_t K, size_t k)
+{
+    lanes16 A, B;
+    lanes_init(&A, 0, n, root, F);
+    lanes_init(&B, 16, n, root, F);
+    size_t next = n < 32 ? n : 32;
+    while (A.active && B.active) {
+        lanes_step(p, &A, rows, n, &next, root, F, out, K, k);
+        lanes_step(p, &B, rows, n, &next, root, F, out, K, k);
+    }
+    while (A.active) lanes_step(p, &A, rows, n, &next, root, F, out, K, k);
+    while (B.active) lanes_step(p, &B, rows, n, &next, root, F, out, K, k);
+}
+#endif
 
 static void batch_task(void *vctx, size_t begin, size_t end, int tid)
 {
@@ -376,7 +741,18 @@ static void batch_task(void *vctx, size_t begin, size_t end, int tid)
     const mr_gbdt_predictor *p = c->p;
     const size_t K = (size_t)p->K, F = p->F;
     const float *rows = c->x + begin * F;
-    if (c->layout == MR_GBDT_COL_MAJOR) {
+    uint8_t *q = NULL;
+    if (p->simd == 2) {
+        q = c->qscratch + (size_t)tid * (c->block * F + 4);
+        const size_t nr = end - begin;
+        for (size_t j = 0; j < F; j++) {
+            const float *tf = p->qthr + j * QT;
+            if (c->layout == MR_GBDT_COL_MAJOR)
+                for (size_t i = 0; i < nr; i++) q[i * F + j] = qcode(tf, c->x[j * c->n_rows + begin + i]);
+            else
+                for (size_t i = 0; i < nr; i++) q[i * F + j] = qcode(tf, rows[i * F + j]);
+        }
+    } else if (c->layout == MR_GBDT_COL_MAJOR) {
         float *s = c->scratch + (size_t)tid * c->block * F;
         for (size_t j = 0; j < F; j++)
             for (size_t i = begin; i < end; i++) s[(i - begin) * F + j] = c->x[j * c->n_rows + i];
@@ -393,6 +769,16 @@ static void batch_task(void *vctx, size_t begin, size_t end, int tid)
             for (size_t i = 0; i < n; i++) out[i * K + k] += p->leaf[~root];
             continue;
         }
+#ifdef MR_PRED_X86
+        if (q) {
+            tree_block_q(p, p->qroot[t], q, F, n, out, K, k);
+            continue;
+        }
+        if (p->simd && !p->tree_cat[t]) {
+            tree_block_avx512(p, root, rows, F, n, out, K, k);
+            continue;
+        }
+#endif
         size_t i = 0;
         /* PRED_LANES rows at a time: their independent walks overlap in the core */
         for (; i + PRED_LANES <= n; i += PRED_LANES) {
@@ -422,12 +808,16 @@ mr_status mr_gbdt_predictor_batch(const mr_gbdt_predictor *p, const float *x, si
     size_t block = n_rows / ((size_t)T * 8);
     block = block < PRED_BLOCK_MIN ? PRED_BLOCK_MIN : block > PRED_BLOCK_MAX ? PRED_BLOCK_MAX : block;
     batch_ctx c = {.p = p, .x = x, .n_rows = n_rows, .layout = layout, .raw = raw, .out = out, .block = block};
-    if (layout == MR_GBDT_COL_MAJOR) {
+    if (p->simd == 2) {
+        c.qscratch = mr_malloc((size_t)T * (block * p->F + 4));
+        if (!c.qscratch) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    } else if (layout == MR_GBDT_COL_MAJOR) {
         c.scratch = mr_malloc((size_t)T * block * (p->F ? p->F : 1) * sizeof(float));
         if (!c.scratch) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
     mr__gbdt_parallel(n_rows, block, num_threads, batch_task, &c);
     mr_free(c.scratch);
+    mr_free(c.qscratch);
     return MR_OK;
 }
 
