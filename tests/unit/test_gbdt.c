@@ -544,7 +544,7 @@ static int check_paths(const mr_gbdt_model *m, const float *x0, size_t n, size_t
     assert_true(mr__gbdt_predictor_path(alt[0]) <= 1);
     double *want = malloc(n * (size_t)K * sizeof(double)), *got = malloc(n * (size_t)K * sizeof(double));
     float *xc = malloc(n * F * sizeof(float));
-    const size_t counts[] = {1, 7, 16, 17, 31, 33, 100, 1000, n};
+    const size_t counts[] = {1, 7, 16, 17, 31, 33, 47, 48, 49, 65, 100, 1000, n};
     for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
         size_t r = counts[ci] < n ? counts[ci] : n;
         for (size_t i = 0; i < r; i++)

@@ -557,6 +557,7 @@ void mr_gbdt_predictor_row_f64(const mr_gbdt_predictor *p, const double *x, int 
 #define PRED_BLOCK_MIN 64
 #define PRED_BLOCK_MAX 1024
 #define PRED_LANES 8  /* rows stepped in lockstep */
+#define PRED_VEC_MIN 48 /* fewer rows in a block take the scalar walk */
 
 /* q = the number of the feature's thresholds below v (255 for NaN):
  * a branch-free binary search over the +inf-padded 256-entry table. */
@@ -742,7 +743,9 @@ static void batch_task(void *vctx, size_t begin, size_t end, int tid)
     const size_t K = (size_t)p->K, F = p->F;
     const float *rows = c->x + begin * F;
     uint8_t *q = NULL;
-    if (p->simd == 2) {
+    /* a few rows cannot fill the lanes: the scalar walk is faster there */
+    const int vec = p->simd && end - begin >= PRED_VEC_MIN;
+    if (vec && p->simd == 2) {
         q = c->qscratch + (size_t)tid * (c->block * F + 4);
         const size_t nr = end - begin;
         for (size_t j = 0; j < F; j++) {
@@ -774,7 +777,7 @@ static void batch_task(void *vctx, size_t begin, size_t end, int tid)
             tree_block_q(p, p->qroot[t], q, F, n, out, K, k);
             continue;
         }
-        if (p->simd && !p->tree_cat[t]) {
+        if (vec && !p->tree_cat[t]) {
             tree_block_avx512(p, root, rows, F, n, out, K, k);
             continue;
         }
@@ -808,12 +811,16 @@ mr_status mr_gbdt_predictor_batch(const mr_gbdt_predictor *p, const float *x, si
     size_t block = n_rows / ((size_t)T * 8);
     block = block < PRED_BLOCK_MIN ? PRED_BLOCK_MIN : block > PRED_BLOCK_MAX ? PRED_BLOCK_MAX : block;
     batch_ctx c = {.p = p, .x = x, .n_rows = n_rows, .layout = layout, .raw = raw, .out = out, .block = block};
-    if (p->simd == 2) {
+    if (p->simd == 2 && n_rows >= PRED_VEC_MIN) {
         c.qscratch = mr_malloc((size_t)T * (block * p->F + 4));
         if (!c.qscratch) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    } else if (layout == MR_GBDT_COL_MAJOR) {
+    }
+    if (layout == MR_GBDT_COL_MAJOR) {
         c.scratch = mr_malloc((size_t)T * block * (p->F ? p->F : 1) * sizeof(float));
-        if (!c.scratch) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (!c.scratch) {
+            mr_free(c.qscratch);
+            return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        }
     }
     mr__gbdt_parallel(n_rows, block, num_threads, batch_task, &c);
     mr_free(c.scratch);
