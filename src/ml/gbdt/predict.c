@@ -42,7 +42,7 @@ struct mr_gbdt_predictor {
     uint32_t *cat_bits;
     double *init;       /* K */
     uint8_t *tree_cat;  /* per tree: 1 when it has a categorical node (not serialised) */
-    int simd;           /* 0 scalar, 1 AVX-512 over floats, 2 AVX-512 over quantised rows */
+    int vec;            /* 1: AVX-512 walks for blocks of rows (chosen at load) */
     /* Quantised walk (derived at load, not serialised; NULL when the model
      * does not fit it): per feature its distinct thresholds ascending,
      * padded with +inf to QT entries, so a value's code q = #thresholds < v
@@ -222,22 +222,17 @@ static mr_status predictor_finish(mr_gbdt_predictor *p, mr_error *err)
         end = (size_t)r;
     }
     if (end != 0) return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: %zu nodes belong to no tree", end);
-    p->simd = 0;
-#ifdef MR_PRED_X86
-    /* MILLRACE_PREDICT_SIMD caps the path: 0 scalar, 1 AVX-512 over floats,
-     * unset or 2 the quantised AVX-512 walk where the model fits it. */
+    /* MILLRACE_PREDICT_SIMD caps the walks: 0 the float scalar walk (the
+     * reference), 1 adds AVX-512, unset or 2 also the quantised form. */
     const char *env = getenv("MILLRACE_PREDICT_SIMD");
     int cap = env && env[0] >= '0' && env[0] <= '2' ? env[0] - '0' : 2;
+    p->vec = 0;
+#ifdef MR_PRED_X86
     __builtin_cpu_init();
-    if (cap >= 1 && __builtin_cpu_supports("avx512f") && p->n_nodes < ((size_t)1 << 28) && p->F < ((size_t)1 << 20)) {
-        p->simd = 1;
-        if (cap >= 2) {
-            mr_status st = predictor_quantise(p, err);
-            if (st != MR_OK) return st;
-            if (p->qn) p->simd = 2;
-        }
-    }
+    if (cap >= 1 && __builtin_cpu_supports("avx512f") && p->n_nodes < ((size_t)1 << 28) && p->F < ((size_t)1 << 20))
+        p->vec = 1;
 #endif
+    if (cap >= 2) return predictor_quantise(p, err);
     return MR_OK;
 }
 
@@ -486,9 +481,39 @@ mr_status mr_gbdt_predictor_from_bytes(const void *data, size_t len, mr_gbdt_pre
     return MR_OK;
 }
 
-int mr__gbdt_predictor_path(const mr_gbdt_predictor *p) { return p->simd; }
+int mr__gbdt_predictor_path(const mr_gbdt_predictor *p) { return (p->qn ? 2 : 0) + p->vec; }
 int mr_gbdt_predictor_num_class(const mr_gbdt_predictor *p) { return p->K; }
 size_t mr_gbdt_predictor_num_features(const mr_gbdt_predictor *p) { return p->F; }
+
+/* q = the number of the feature's thresholds below v (255 for NaN):
+ * a branch-free binary search over the +inf-padded 256-entry table. */
+static inline uint8_t qcode(const float *tf, float v)
+{
+    if (v != v) return 255;
+    unsigned pos = 0;
+    for (unsigned st = QT / 2; st; st >>= 1) pos += tf[pos + st - 1] < v ? st : 0;
+    return (uint8_t)pos;
+}
+
+static void quantise_row(const mr_gbdt_predictor *p, const float *x, uint8_t *q)
+{
+    for (size_t j = 0; j < p->F; j++) q[j] = qcode(p->qthr + j * QT, x[j]);
+}
+
+/* One step of the quantised walk from entry i (not a leaf). */
+static inline uint32_t qstep(uint32_t e, uint32_t i, const uint8_t *q)
+{
+    const uint32_t v = q[e & 0xFF], t = (e >> 8) & 0xFF;
+    const uint32_t left = (v <= t) | ((e >> 16) & (v == 255));
+    return i + (left ? 1 : (e >> 17) & 0x3FFF);
+}
+
+static inline double qtree_value(const mr_gbdt_predictor *p, uint32_t i, const uint8_t *q)
+{
+    uint32_t e;
+    while (!((e = p->qn[i]) & QN_LEAF)) i = qstep(e, i, q);
+    return p->leaf[e & ~QN_LEAF];
+}
 
 static int cat_left(const mr_gbdt_predictor *p, int32_t node, double v)
 {
@@ -538,7 +563,13 @@ void mr_gbdt_predictor_row(const mr_gbdt_predictor *p, const float *x, int raw, 
 {
     const size_t K = (size_t)p->K;
     for (size_t c = 0; c < K; c++) out[c] = p->init[c];
-    for (size_t t = 0; t < p->n_trees; t++) out[t % K] += tree_value_f32(p, p->root[t], x);
+    if (p->qn) { /* 4-byte entries: a quarter of the cache lines per tree */
+        uint8_t q[256];
+        quantise_row(p, x, q);
+        for (size_t t = 0; t < p->n_trees; t++) out[t % K] += qtree_value(p, (uint32_t)p->qroot[t], q);
+    } else {
+        for (size_t t = 0; t < p->n_trees; t++) out[t % K] += tree_value_f32(p, p->root[t], x);
+    }
     if (!raw) mr__objective_transform(p->objective, p->K, out);
 }
 
@@ -557,17 +588,8 @@ void mr_gbdt_predictor_row_f64(const mr_gbdt_predictor *p, const double *x, int 
 #define PRED_BLOCK_MIN 64
 #define PRED_BLOCK_MAX 1024
 #define PRED_LANES 8  /* rows stepped in lockstep */
-#define PRED_VEC_MIN 48 /* fewer rows in a block take the scalar walk */
+#define PRED_VEC_MIN 16 /* fewer rows in a block take the scalar walk */
 
-/* q = the number of the feature's thresholds below v (255 for NaN):
- * a branch-free binary search over the +inf-padded 256-entry table. */
-static inline uint8_t qcode(const float *tf, float v)
-{
-    if (v != v) return 255;
-    unsigned pos = 0;
-    for (unsigned st = QT / 2; st; st >>= 1) pos += tf[pos + st - 1] < v ? st : 0;
-    return (uint8_t)pos;
-}
 
 typedef struct batch_ctx {
     const mr_gbdt_predictor *p;
@@ -743,9 +765,9 @@ static void batch_task(void *vctx, size_t begin, size_t end, int tid)
     const size_t K = (size_t)p->K, F = p->F;
     const float *rows = c->x + begin * F;
     uint8_t *q = NULL;
-    /* a few rows cannot fill the lanes: the scalar walk is faster there */
-    const int vec = p->simd && end - begin >= PRED_VEC_MIN;
-    if (vec && p->simd == 2) {
+    /* a few rows cannot fill the vector lanes: the scalar walk is faster there */
+    const int vec = p->vec && end - begin >= PRED_VEC_MIN;
+    if (p->qn) {
         q = c->qscratch + (size_t)tid * (c->block * F + 4);
         const size_t nr = end - begin;
         for (size_t j = 0; j < F; j++) {
@@ -773,7 +795,7 @@ static void batch_task(void *vctx, size_t begin, size_t end, int tid)
             continue;
         }
 #ifdef MR_PRED_X86
-        if (q) {
+        if (vec && q) {
             tree_block_q(p, p->qroot[t], q, F, n, out, K, k);
             continue;
         }
@@ -783,6 +805,26 @@ static void batch_task(void *vctx, size_t begin, size_t end, int tid)
         }
 #endif
         size_t i = 0;
+        if (q) {
+            /* PRED_LANES rows at a time over the 4-byte entries */
+            const uint32_t qr = (uint32_t)p->qroot[t];
+            for (; i + PRED_LANES <= n; i += PRED_LANES) {
+                uint32_t cur[PRED_LANES], e[PRED_LANES];
+                for (int l = 0; l < PRED_LANES; l++) cur[l] = qr;
+                for (;;) {
+                    uint32_t all = QN_LEAF;
+                    for (int l = 0; l < PRED_LANES; l++) {
+                        e[l] = p->qn[cur[l]];
+                        if (!(e[l] & QN_LEAF)) cur[l] = qstep(e[l], cur[l], q + (i + (size_t)l) * F);
+                        all &= e[l];
+                    }
+                    if (all) break;
+                }
+                for (int l = 0; l < PRED_LANES; l++) out[(i + (size_t)l) * K + k] += p->leaf[e[l] & ~QN_LEAF];
+            }
+            for (; i < n; i++) out[i * K + k] += qtree_value(p, qr, q + i * F);
+            continue;
+        }
         /* PRED_LANES rows at a time: their independent walks overlap in the core */
         for (; i + PRED_LANES <= n; i += PRED_LANES) {
             const float *x = rows + i * F;
@@ -811,11 +853,11 @@ mr_status mr_gbdt_predictor_batch(const mr_gbdt_predictor *p, const float *x, si
     size_t block = n_rows / ((size_t)T * 8);
     block = block < PRED_BLOCK_MIN ? PRED_BLOCK_MIN : block > PRED_BLOCK_MAX ? PRED_BLOCK_MAX : block;
     batch_ctx c = {.p = p, .x = x, .n_rows = n_rows, .layout = layout, .raw = raw, .out = out, .block = block};
-    if (p->simd == 2 && n_rows >= PRED_VEC_MIN) {
+    if (p->qn) {
         c.qscratch = mr_malloc((size_t)T * (block * p->F + 4));
         if (!c.qscratch) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
-    if (layout == MR_GBDT_COL_MAJOR) {
+    if (layout == MR_GBDT_COL_MAJOR && !p->qn) {
         c.scratch = mr_malloc((size_t)T * block * (p->F ? p->F : 1) * sizeof(float));
         if (!c.scratch) {
             mr_free(c.qscratch);
