@@ -22,7 +22,7 @@ static const char serve_help[] =
     "without failing a request; SIGINT/SIGTERM answer what is queued, then stop.\n"
     "\n"
     "options:\n"
-    "  --host ADDR          IPv4 address to bind (default 127.0.0.1)\n"
+    "  --host ADDR          IPv4 or IPv6 address to bind (default 127.0.0.1; \"::1\", \"::\", \"0.0.0.0\")\n"
     "  --port N             port (default 8080; 0 = any free port)\n"
     "  --port-file FILE     write the bound port to FILE once listening\n"
     "  --max-batch N        rows per micro-batch (default 256; 1 = no batching)\n"
@@ -32,7 +32,8 @@ static const char serve_help[] =
     "  --max-rows N         rows per request, 413 beyond (default 10000)\n"
     "  --token-file FILE    require `Authorization: Bearer <first line of FILE>`\n"
     "  --watch              reload when the bundle file changes\n"
-    "  -j, --threads N      prediction threads for large batches (default: all cores)\n";
+    "  -j, --threads N      prediction threads for large batches (default: all cores)\n"
+    "  --http-threads N     event-loop threads serving connections (default: one per core, at most 4)\n";
 
 static volatile sig_atomic_t g_stop, g_reload;
 static void on_stop(int sig)
@@ -62,7 +63,7 @@ static int server_opt(mr_server_opts *o, int argc, char **argv, int *i, const ch
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     size_t n = 0;
     if (strcmp(a, "--max-batch") && strcmp(a, "--max-delay-us") && strcmp(a, "--max-body") && strcmp(a, "--max-queue") &&
-        strcmp(a, "--max-rows") && strcmp(a, "-j") && strcmp(a, "--threads"))
+        strcmp(a, "--max-rows") && strcmp(a, "-j") && strcmp(a, "--threads") && strcmp(a, "--http-threads"))
         return 0;
     if (!parse_size(v, &n) || n > (size_t)1 << 40) {
         cli_usage_error(verb, "%s needs a non-negative number", a);
@@ -73,6 +74,7 @@ static int server_opt(mr_server_opts *o, int argc, char **argv, int *i, const ch
     else if (!strcmp(a, "--max-body")) o->max_body = n;
     else if (!strcmp(a, "--max-queue")) o->max_queue = n;
     else if (!strcmp(a, "--max-rows")) o->max_rows = n;
+    else if (!strcmp(a, "--http-threads")) o->http_threads = (unsigned)(n > 64 ? 64 : n);
     else o->threads = (int)(n > 1024 ? 1024 : n);
     (*i)++;
     return 1;
@@ -141,13 +143,15 @@ int cmd_serve(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     mr_server *s = NULL;
-    if (mr_server_start(&o, &s, &err) != MR_OK) {
+    mr_status rc = mr_server_start(&o, &s, &err);
+    if (rc != MR_OK) {
         mr_log_error(&err);
         mr_free(token);
-        return EXIT_FAILED;
+        return rc == MR_E_INVALID_ARG ? EXIT_USAGE : EXIT_FAILED;
     }
-    printf("serving %s (version %s) on http://%s:%d  [max batch %zu, max delay %u us%s]\n", o.bundle_path,
-           mr_server_model_version(s), o.host, mr_server_port(s), o.max_batch, o.max_delay_us, token ? ", token" : "");
+    int v6 = strchr(o.host, ':') != NULL && o.host[0] != '[';
+    printf("serving %s (version %s) on http://%s%s%s:%d  [max batch %zu, max delay %u us%s]\n", o.bundle_path,
+           mr_server_model_version(s), v6 ? "[" : "", o.host, v6 ? "]" : "", mr_server_port(s), o.max_batch, o.max_delay_us, token ? ", token" : "");
     fflush(stdout);
     if (port_file) {
         char pb[16];
@@ -200,7 +204,7 @@ static const char bench_help[] =
     "  --duration S         seconds of load (default 5)\n"
     "  --connections C      keep-alive connections (default 8)\n"
     "  --row JSON           the row to send (default: built from the input schema)\n"
-    "  --max-batch N, --max-delay-us U, --max-queue N, -j N   server settings as for serve\n"
+    "  --max-batch N, --max-delay-us U, --max-queue N, -j N, --http-threads N   server settings as for serve\n"
     "  --json               print the result as JSON\n";
 
 /* A plausible row from the schema: numbers 0.5, categories "a" / 1 / true. */

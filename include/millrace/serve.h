@@ -28,7 +28,7 @@ extern "C" {
 
 typedef struct mr_server_opts {
     const char *bundle_path;  /* required; re-read by mr_server_reload */
-    const char *host;         /* IPv4 literal; default "127.0.0.1" */
+    const char *host;         /* IPv4 or IPv6 literal ("::1", "[::1]"), or "localhost"; default "127.0.0.1" */
     int port;                 /* 0 = any free port (see mr_server_port) */
     size_t max_batch;         /* rows per micro-batch; default 256; 1 = no batching */
     unsigned max_delay_us;    /* how long the first request of a batch may wait for company; default 200 */
@@ -38,6 +38,7 @@ typedef struct mr_server_opts {
     unsigned max_connections; /* default 512 */
     const char *token;        /* bearer token required on every endpoint but /healthz; NULL = none */
     int threads;              /* prediction threads for large batches; 0 = pool size */
+    unsigned http_threads;    /* event-loop threads serving connections; 0 = one per core, at most 4 */
 } mr_server_opts;
 void mr_server_opts_init(mr_server_opts *o);
 

@@ -1,15 +1,19 @@
 /* The HTTP model server (include/millrace/serve.h, docs/serve.md).
  *
- * Micro-batching. libmicrohttpd runs one thread per connection. A
- * connection thread reads the body (capped), parses the JSON, checks its
- * shape, puts a job on the queue and sleeps on the job's condition variable.
- * One batcher thread owns prediction: it sleeps until the queue is
+ * Micro-batching. libmicrohttpd runs a small pool of event-loop threads
+ * (epoll), each serving many keep-alive connections. The request handler
+ * reads the body (capped), parses the JSON, checks its shape, suspends the
+ * connection and puts a job on the queue; it never blocks, so a pool thread
+ * goes on serving other connections while the job waits. One batcher
+ * thread owns prediction: it sleeps until the queue is
  * non-empty, takes the first job, and keeps taking jobs while the batch has
  * fewer than max_batch rows and the first job has waited less than
  * max_delay_us (a timed wait, never a spin). It then validates each job
  * against the current bundle's input schema (a bad job gets its own 422
  * without touching the others), builds one columnar table of all good rows,
- * calls mr_bundle_predict_table once, and wakes every job. Under light load
+ * calls mr_bundle_predict_table once, marks every job done and resumes its
+ * connection; libmicrohttpd then calls the handler again on that
+ * connection's pool thread, which sends the answer. Under light load
  * a request waits at most max_delay_us for company; under heavy load
  * batches fill up and the per-row cost of the tree walk and of the
  * features pass is shared, which is where the throughput gain comes from.
@@ -32,6 +36,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <jansson.h>
 #include <microhttpd.h>
@@ -49,10 +54,10 @@ typedef struct job {
     size_t n_rows;
     int columnar;
     double t_enq;      /* mr_now() at enqueue */
-    int done;
+    int done;          /* set by the batcher (under mu) before it resumes the connection */
     int status;
     mr_buf body;       /* response body */
-    pthread_cond_t cv;
+    struct MHD_Connection *mc; /* suspended while the job is queued */
     struct job *next;
 } job;
 
@@ -72,6 +77,8 @@ struct mr_server {
     pthread_cond_t work_cv;
     job *head, *tail;
     size_t queued;
+    size_t inflight;   /* jobs created and not yet finished by on_completed (under mu) */
+    pthread_cond_t idle_cv; /* signalled when inflight drops to 0 */
     int stopping;
     mr_bundle *cur;
     retired *old;
@@ -91,6 +98,7 @@ typedef struct conn {
     mr_buf body;
     double t0;
     int too_large;
+    job *job; /* the queued or answered prediction of this request */
 } conn;
 
 void mr_server_opts_init(mr_server_opts *o)
@@ -393,9 +401,12 @@ static void *batcher_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         process_batch(s, batch, n, b, version);
         pthread_mutex_lock(&s->mu);
+        /* A job may be freed as soon as its connection resumes: read the
+         * connection first, and touch nothing of the job afterwards. */
         for (size_t q = 0; q < n; q++) {
+            struct MHD_Connection *mc = batch[q]->mc;
             batch[q]->done = 1;
-            pthread_cond_signal(&batch[q]->cv);
+            MHD_resume_connection(mc);
         }
     }
     pthread_mutex_unlock(&s->mu);
@@ -497,39 +508,60 @@ static enum MHD_Result handle_predict(mr_server *s, struct MHD_Connection *c, co
         mr_buf_free(&b);
         return r;
     }
-    job j;
-    memset(&j, 0, sizeof(j));
+    job *j = mr_calloc(1, sizeof(*j));
+    if (!j) {
+        json_decref(doc);
+        return reply_error(s, c, cc, 500, "out of memory");
+    }
     int too_many = 0;
-    const char *bad = shape_of(doc, s->o.max_rows, &j.n_rows, &j.columnar, &too_many);
+    const char *bad = shape_of(doc, s->o.max_rows, &j->n_rows, &j->columnar, &too_many);
     if (bad) {
         json_decref(doc);
+        mr_free(j);
         return reply_error(s, c, cc, too_many ? 413 : 400, bad);
     }
-    j.doc = doc;
-    mr_buf_init(&j.body);
-    pthread_cond_init(&j.cv, NULL);
+    j->doc = doc;
+    j->mc = c;
+    mr_buf_init(&j->body);
     pthread_mutex_lock(&s->mu);
     if (s->stopping || s->queued >= s->o.max_queue) {
         int stopping = s->stopping;
         pthread_mutex_unlock(&s->mu);
-        pthread_cond_destroy(&j.cv);
         json_decref(doc);
+        mr_free(j);
         return reply_error(s, c, cc, 503, stopping ? "shutting down" : "queue full, retry later");
     }
-    j.t_enq = mr_now();
-    if (s->tail) s->tail->next = &j;
-    else s->head = &j;
-    s->tail = &j;
+    /* Suspend before the batcher can see the job, so its resume always
+     * follows the suspension. */
+    MHD_suspend_connection(c);
+    j->t_enq = mr_now();
+    if (s->tail) s->tail->next = j;
+    else s->head = j;
+    s->tail = j;
     s->queued++;
+    s->inflight++;
+    cc->job = j;
     pthread_cond_signal(&s->work_cv);
-    while (!j.done) pthread_cond_wait(&j.cv, &s->mu);
     pthread_mutex_unlock(&s->mu);
-    enum MHD_Result r = reply(s, c, cc, j.status, j.body.data ? j.body.data : "{}", j.body.data ? j.body.len : 2,
-                              "application/json", 0);
-    mr_buf_free(&j.body);
-    pthread_cond_destroy(&j.cv);
-    json_decref(doc);
-    return r;
+    return MHD_YES;
+}
+
+/* Called again after the batcher resumed the connection. */
+static enum MHD_Result answer_job(mr_server *s, struct MHD_Connection *c, conn *cc)
+{
+    job *j = cc->job;
+    return reply(s, c, cc, j->status, j->body.data ? j->body.data : "{}", j->body.data ? j->body.len : 2,
+                 "application/json", 0);
+}
+
+static void job_finish(mr_server *s, job *j)
+{
+    json_decref(j->doc);
+    mr_buf_free(&j->body);
+    mr_free(j);
+    pthread_mutex_lock(&s->mu);
+    if (--s->inflight == 0) pthread_cond_broadcast(&s->idle_cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static enum MHD_Result handle_model(mr_server *s, struct MHD_Connection *c, conn *cc)
@@ -568,6 +600,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         return MHD_YES;
     }
+    if (cc->job) {
+        pthread_mutex_lock(&s->mu);
+        int done = cc->job->done;
+        pthread_mutex_unlock(&s->mu);
+        return done ? answer_job(s, c, cc) : MHD_YES;
+    }
     if (*upload_size) {
         if (!cc->too_large && cc->body.len + *upload_size <= s->o.max_body) {
             if (mr_buf_append(&cc->body, upload, *upload_size) != MR_OK) cc->too_large = 1;
@@ -603,11 +641,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
     (void)c;
     (void)toe;
     conn *cc = *con_cls;
     if (!cc) return;
+    if (cc->job) job_finish(cls, cc->job); /* a queued job's connection is suspended: it cannot end before done */
     mr_buf_free(&cc->body);
     mr_free(cc);
     *con_cls = NULL;
@@ -630,6 +668,7 @@ static void server_free(mr_server *s)
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->stats_mu);
     pthread_cond_destroy(&s->work_cv);
+    pthread_cond_destroy(&s->idle_cv);
     mr_free(s);
 }
 
@@ -639,15 +678,33 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     if (!o->bundle_path) return MR_ERR(err, MR_E_INVALID_ARG, "no bundle to serve");
     if (o->max_batch < 1 || o->max_queue < 1 || o->max_body < 16)
         return MR_ERR(err, MR_E_INVALID_ARG, "max batch, queue and body must be positive");
-    struct sockaddr_in addr;
-    memset(&addr, 0, sizeof(addr));
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)o->port);
+    if (o->port < 0 || o->port > 65535) return MR_ERR(err, MR_E_INVALID_ARG, "--port %d out of range", o->port);
+    struct sockaddr_in addr4;
+    struct sockaddr_in6 addr6;
+    memset(&addr4, 0, sizeof(addr4));
+    memset(&addr6, 0, sizeof(addr6));
     const char *host = o->host ? o->host : "127.0.0.1";
     if (!strcmp(host, "localhost")) host = "127.0.0.1";
-    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
-        return MR_ERR(err, MR_E_INVALID_ARG, "--host '%s' is not an IPv4 address", host);
-    if (o->port < 0 || o->port > 65535) return MR_ERR(err, MR_E_INVALID_ARG, "--port %d out of range", o->port);
+    int v6 = 0;
+    if (inet_pton(AF_INET, host, &addr4.sin_addr) == 1) {
+        addr4.sin_family = AF_INET;
+        addr4.sin_port = htons((uint16_t)o->port);
+    } else {
+        /* an IPv6 literal, bare or in brackets ("::1", "[::1]") */
+        char h6[INET6_ADDRSTRLEN + 2];
+        size_t hl = strlen(host);
+        if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']' && hl - 2 < sizeof(h6)) {
+            memcpy(h6, host + 1, hl - 2);
+            h6[hl - 2] = '\0';
+        } else {
+            snprintf(h6, sizeof(h6), "%s", hl < sizeof(h6) ? host : "");
+        }
+        if (inet_pton(AF_INET6, h6, &addr6.sin6_addr) != 1)
+            return MR_ERR(err, MR_E_INVALID_ARG, "--host '%s' is not an IPv4 or IPv6 address", host);
+        addr6.sin6_family = AF_INET6;
+        addr6.sin6_port = htons((uint16_t)o->port);
+        v6 = 1;
+    }
     mr_server *s = mr_calloc(1, sizeof(*s));
     if (!s) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     s->o = *o;
@@ -657,6 +714,7 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->work_cv, &ca);
+    pthread_cond_init(&s->idle_cv, &ca);
     pthread_condattr_destroy(&ca);
     s->bundle_path = mr_strdup(o->bundle_path);
     s->host = mr_strdup(host);
@@ -679,11 +737,21 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
         return MR_ERR(err, MR_E_INTERNAL, "cannot start the batcher thread");
     }
     s->batcher_started = 1;
-    s->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG,
-                            0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+    /* A pool of event-loop threads (epoll on Linux), one per core up to 4
+     * unless http_threads says otherwise; handlers never block (see top). */
+    unsigned pool = o->http_threads;
+    if (pool == 0) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        pool = nc < 1 ? 1 : nc > 4 ? 4 : (unsigned)nc;
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (v6) flags |= MHD_USE_IPv6;
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+                            v6 ? (struct sockaddr *)&addr6 : (struct sockaddr *)&addr4, MHD_OPTION_THREAD_POOL_SIZE,
+                            pool,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->max_connections ? o->max_connections : 512),
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                            (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL, MHD_OPTION_END);
+                            (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->d) {
         int e = errno;
         pthread_mutex_lock(&s->mu);
@@ -734,6 +802,13 @@ void mr_server_stop(mr_server *s)
     pthread_cond_signal(&s->work_cv);
     pthread_mutex_unlock(&s->mu);
     if (s->batcher_started) pthread_join(s->batcher, NULL); /* answers everything queued first */
+    /* ... and lets the pool threads send those answers (bounded: 5 s) */
+    struct timespec ts;
+    now_plus_ts(mr_now() + 5.0, &ts);
+    pthread_mutex_lock(&s->mu);
+    while (s->inflight > 0)
+        if (pthread_cond_timedwait(&s->idle_cv, &s->mu, &ts) == ETIMEDOUT) break;
+    pthread_mutex_unlock(&s->mu);
     MHD_stop_daemon(s->d);
     server_free(s);
 }

@@ -1,5 +1,6 @@
 """HTTP helpers for tests/e2e/test_serve.sh (standard library only; every
-connection goes to 127.0.0.1 and every loop is bounded in count and time).
+connection goes to 127.0.0.1, or to $SERVE_HOST such as ::1, and every loop
+is bounded in count and time).
 
   serve_client.py PORT equal TEST.csv PRED.csv      serve == predict, bit for bit
   serve_client.py PORT mixed                        concurrent valid + invalid requests
@@ -7,14 +8,16 @@ connection goes to 127.0.0.1 and every loop is bounded in count and time).
   serve_client.py PORT metrics                      /metrics parses as Prometheus text
   serve_client.py PORT replay DIR                   raw corpus replay; server still healthy
   serve_client.py PORT queue                        503 + Retry-After when the queue is full
+  serve_client.py PORT abandon                      clients that hang up while queued; server healthy
 """
 import csv, http.client, json, os, re, signal, socket, sys, threading, time
 
 PORT = int(sys.argv[1])
+HOST = os.environ.get("SERVE_HOST", "127.0.0.1")
 
 
 def req(method, path, body=None, headers=None, conn=None):
-    c = conn or http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+    c = conn or http.client.HTTPConnection(HOST, PORT, timeout=10)
     h = {"Content-Type": "application/json"}
     h.update(headers or {})
     c.request(method, path, body=body, headers=h)
@@ -45,7 +48,7 @@ def equal(test_csv, pred_csv):
     errors = []
 
     def work(k):
-        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+        conn = http.client.HTTPConnection(HOST, PORT, timeout=10)
         for start in range(k * 50, len(rows), 8 * 50):
             chunk = rows[start:start + 50]
             if start // 50 % 2:
@@ -88,20 +91,20 @@ def mixed():
     counts = {}
 
     def work(k):
-        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+        conn = http.client.HTTPConnection(HOST, PORT, timeout=10)
         for i in range(60):
             m, p, b, code, needle = cases[(k * 7 + i) % len(cases)]
             try:
                 st, data, _ = req(m, p, b, conn=conn)
             except Exception as e:  # the server may close after a 413
-                conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+                conn = http.client.HTTPConnection(HOST, PORT, timeout=10)
                 st, data, _ = req(m, p, b, conn=conn)
             counts[code] = counts.get(code, 0) + 1
             if st != code or needle.encode() not in data:
                 failures.append((m, p, code, st, data[:200]))
             if st == 413:
                 conn.close()
-                conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+                conn = http.client.HTTPConnection(HOST, PORT, timeout=10)
 
     ts = [threading.Thread(target=work, args=(k,)) for k in range(12)]
     for t in ts: t.start()
@@ -117,7 +120,7 @@ def reload(bundle, new, old, pid):
     versions = set()
 
     def work():
-        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+        conn = http.client.HTTPConnection(HOST, PORT, timeout=10)
         body = json.dumps({"rows": [{"x1": 0.3, "x2": -0.2, "plan": "max", "n": 2}]})
         for _ in range(20000):
             if time.time() > stop:
@@ -126,7 +129,7 @@ def reload(bundle, new, old, pid):
                 st, data, _ = req("POST", "/v1/predict", body, conn=conn)
             except Exception as e:
                 results.append(("exc", str(e)))
-                conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+                conn = http.client.HTTPConnection(HOST, PORT, timeout=10)
                 continue
             results.append((st, None))
             if st == 200:
@@ -180,7 +183,7 @@ def metrics():
 def replay(d):
     for name in sorted(os.listdir(d)):
         data = open(os.path.join(d, name), "rb").read()
-        s = socket.create_connection(("127.0.0.1", PORT), timeout=5)
+        s = socket.create_connection((HOST, PORT), timeout=5)
         try:
             s.sendall(data)
             s.shutdown(socket.SHUT_WR)
@@ -204,7 +207,7 @@ def queue():
     stop = time.time() + 3.0
 
     def work():
-        conn = http.client.HTTPConnection("127.0.0.1", PORT, timeout=10)
+        conn = http.client.HTTPConnection(HOST, PORT, timeout=10)
         for _ in range(5000):
             if time.time() > stop or codes.get(503, 0) > 5:
                 break
@@ -222,6 +225,29 @@ def queue():
     print("queue limit:", codes)
 
 
+def abandon():
+    """Requests whose clients close the socket while the job waits in the
+    queue: the server must answer into the void, free the job, and go on."""
+    body = json.dumps({"rows": [{"x1": 0.3, "x2": -0.2, "plan": "max", "n": 2}] * 500}).encode()
+    head = (f"POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    for _ in range(300):
+        s = socket.create_connection((HOST, PORT), timeout=5)
+        s.sendall(head + body)
+        s.close()
+    st, data, _ = req("POST", "/v1/predict", json.dumps({"rows": [{"x1": 1, "x2": 1, "plan": "pro", "n": 1}]}))
+    check(st == 200, f"predict after abandoned requests: {st} {data[:200]}")
+    depth = None
+    for _ in range(100):
+        st, data, _ = req("GET", "/metrics")
+        depth = re.search(rb"^millrace_queue_depth (\d+)$", data, re.M)
+        if depth and depth.group(1) == b"0":
+            break
+        time.sleep(0.05)
+    check(depth and depth.group(1) == b"0", f"queue drained: {depth and depth.group(1)}")
+    print("300 abandoned requests; server healthy, queue drained")
+
+
 cmd = sys.argv[2]
 {"equal": lambda: equal(*sys.argv[3:5]), "mixed": mixed, "reload": lambda: reload(*sys.argv[3:7]),
- "metrics": metrics, "replay": lambda: replay(sys.argv[3]), "queue": queue}[cmd]()
+ "metrics": metrics, "replay": lambda: replay(sys.argv[3]), "queue": queue, "abandon": abandon}[cmd]()

@@ -33,6 +33,7 @@ client "$PORT" equal test.csv pred.csv
 client "$PORT" mixed
 client "$PORT" metrics
 client "$PORT" replay "$E2E_DIR/../fuzz/corpus/serve"
+client "$PORT" abandon
 
 # hot reload under load: a second model (more rounds) swapped in and out
 mr train train_x.csv --label label -p objective=binary -p num_iterations=60 -p num_leaves=15 -o gb2.bin >/dev/null || fail "train 2"
@@ -78,6 +79,23 @@ run_cmd curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/healthz"
 assert_eq "$T_OUT" 200 "healthz needs no token"
 kill -TERM "$SPID"
 wait "$SPID"
+
+# IPv6: --host ::1 serves the same answers (only where the kernel has an
+# IPv6 loopback; a machine without one is told so)
+if grep -q '^00000000000000000000000000000001 ' /proc/net/if_inet6 2>/dev/null; then
+    expect_exit 0 mr predict live.mrb test.csv -o pred6.csv
+    start_server s5.log live.mrb --host ::1
+    assert_contains "$(cat s5.log)" "http://[::1]:" "binds [::1]"
+    SERVE_HOST=::1 client "$PORT" equal test.csv pred6.csv
+    run_cmd curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/healthz"
+    assert_eq "$T_OUT" 000 "bound to ::1 only: 127.0.0.1 is not answered"
+    kill -TERM "$SPID"
+    wait "$SPID"
+else
+    echo "NOTE: this machine has no IPv6 loopback (::1); the IPv6 bind was not exercised"
+fi
+expect_exit 2 mr serve live.mrb --host not-an-address --port 0
+assert_contains "$T_ERR" "not an IPv4 or IPv6 address" "a bad --host is refused by name"
 
 # bench-serve runs, bounded
 expect_exit 0 mr bench-serve live.mrb --qps 200 --duration 1 --connections 2 --json
