@@ -105,6 +105,15 @@ static void attr_strings(mr_buf *node, const char *name, const char *const *v, s
     pb_msg(node, 5, &a, st);
 }
 
+static void attr_strings_n(mr_buf *node, const char *name, char *const *v, const size_t *len, size_t n, mr_status *st)
+{
+    mr_buf a;
+    mr_buf_init(&a);
+    attr_begin(&a, name, AT_STRINGS, st);
+    for (size_t i = 0; i < n; i++) pb_bytes(&a, 9, v[i], len[i], st);
+    pb_msg(node, 5, &a, st);
+}
+
 static void attr_string(mr_buf *node, const char *name, const char *v, mr_status *st)
 {
     mr_buf a;
@@ -146,7 +155,7 @@ static void node_begin(mr_buf *n, const char *op, const char *domain, const char
 
 /* ValueInfoProto {name 1, type 2: TypeProto {tensor_type 1: {elem_type 1,
  * shape 2: {dim 1: {dim_value 1 | dim_param 2}}}}}: float [N, cols]. */
-static void value_info(mr_buf *g, unsigned field, const char *name, int64_t cols, mr_status *st)
+static void value_info(mr_buf *g, unsigned field, const char *name, int elem_type, int64_t cols, mr_status *st)
 {
     mr_buf vi, tp, tt, sh, d;
     mr_buf_init(&vi);
@@ -158,7 +167,7 @@ static void value_info(mr_buf *g, unsigned field, const char *name, int64_t cols
     pb_msg(&sh, 1, &d, st);
     pb_int(&d, 1, cols, st);
     pb_msg(&sh, 1, &d, st);
-    pb_int(&tt, 1, 1 /* FLOAT */, st);
+    pb_int(&tt, 1, elem_type, st);
     pb_msg(&tt, 2, &sh, st);
     pb_msg(&tp, 1, &tt, st);
     pb_str(&vi, 1, name, st);
@@ -176,21 +185,186 @@ static float float_floor(double d)
     return f;
 }
 
+/* ---- the features transform as ONNX ops ------------------------------------
+ * The graph input is the bundle's raw inputs (the transform's inputs, in
+ * schema order) as float; every used column is Gathered, run through its
+ * numeric program with standard ops, and the model's features are
+ * Concatenated in the model's order into "features". */
+typedef struct fx_ctx {
+    mr_buf *g;     /* graph: nodes (field 1), initializers (field 5) */
+    mr_status st;
+    unsigned next; /* tensor name counter */
+    const char *prefix; /* of tensor names: "fx" (transform), "cs" (categorical splits) */
+} fx_ctx;
+
+static void fx_name(fx_ctx *c, char *out)
+{
+    snprintf(out, 32, "%s%u", c->prefix, c->next++);
+}
+
+/* TensorProto: dims 1, data_type 2, float_data 4, int64_data 7, name 8. */
+static void fx_init_f(fx_ctx *c, const float *v, size_t n, int scalar, char *name)
+{
+    mr_buf t, p;
+    mr_buf_init(&t);
+    mr_buf_init(&p);
+    fx_name(c, name);
+    if (!scalar) pb_int(&t, 1, (int64_t)n, &c->st);
+    pb_int(&t, 2, 1 /* FLOAT */, &c->st);
+    for (size_t i = 0; i < n; i++) put_f32(&p, v[i], &c->st);
+    pb_msg(&t, 4, &p, &c->st);
+    pb_str(&t, 8, name, &c->st);
+    pb_msg(c->g, 5, &t, &c->st);
+}
+
+static void fx_const(fx_ctx *c, float v, char *name) { fx_init_f(c, &v, 1, 1, name); }
+
+static void fx_init_i64(fx_ctx *c, int64_t v, char *name)
+{
+    mr_buf t, p;
+    mr_buf_init(&t);
+    mr_buf_init(&p);
+    fx_name(c, name);
+    pb_int(&t, 1, 1, &c->st);
+    pb_int(&t, 2, 7 /* INT64 */, &c->st);
+    pb_varint(&p, (uint64_t)v, &c->st);
+    pb_msg(&t, 7, &p, &c->st);
+    pb_str(&t, 8, name, &c->st);
+    pb_msg(c->g, 5, &t, &c->st);
+}
+
+/* A node of the default domain with inputs in[0..n) and a fresh output
+ * name in out; int_attr_name (may be NULL) adds one int attribute. */
+static void fx_node(fx_ctx *c, const char *op, const char *const *in, size_t n, char *out, int64_t int_attr,
+                    const char *int_attr_name)
+{
+    mr_buf node;
+    mr_buf_init(&node);
+    fx_name(c, out);
+    for (size_t i = 0; i < n; i++) pb_str(&node, 1, in[i], &c->st);
+    pb_str(&node, 2, out, &c->st);
+    pb_str(&node, 3, out, &c->st);
+    pb_str(&node, 4, op, &c->st);
+    if (int_attr_name) attr_int(&node, int_attr_name, int_attr, &c->st);
+    pb_msg(c->g, 1, &node, &c->st);
+}
+
+static void fx_op1(fx_ctx *c, const char *op, const char *a, char *out) { fx_node(c, op, &a, 1, out, 0, NULL); }
+
+static void fx_op2(fx_ctx *c, const char *op, const char *a, const char *b, char *out)
+{
+    const char *in[2] = {a, b};
+    fx_node(c, op, in, 2, out, 0, NULL);
+}
+
+static void fx_where(fx_ctx *c, const char *cond, const char *a, const char *b, char *out)
+{
+    const char *in[3] = {cond, a, b};
+    fx_node(c, "Where", in, 3, out, 0, NULL);
+}
+
+/* One 0/1 column per categorical split, in tree and node order, then
+ * "tree_in" = Concat(inname, those columns). */
+static mr_status cat_split_columns(const mr_gbdt_model *m, mr_buf *g, const char *inname, size_t n_cs, mr_error *err)
+{
+    fx_ctx c = {.g = g, .st = MR_OK, .next = 0, .prefix = "cs"};
+    char(*col)[32] = mr_calloc(n_cs, 32);
+    char(*gathered)[32] = mr_calloc(m->n_features ? m->n_features : 1, 32); /* per feature, lazily */
+    float *keys = NULL, *vals = NULL;
+    size_t cap = 0, s = 0;
+    if (!col || !gathered) {
+        mr_free(col);
+        mr_free(gathered);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory exporting categorical splits");
+    }
+    for (size_t t = 0; t < m->n_trees && c.st == MR_OK; t++) {
+        const mr__tree *tr = &m->trees[t];
+        for (int i = 0; i < tr->n_leaves - 1 && c.st == MR_OK; i++) {
+            if (!(tr->decision[i] & MR__DT_CATEGORICAL)) continue;
+            const size_t f = (size_t)tr->split_feature[i];
+            if (!gathered[f][0]) {
+                char idx[32];
+                fx_init_i64(&c, (int64_t)f, idx);
+                const char *in[2] = {inname, idx};
+                fx_node(&c, "Gather", in, 2, gathered[f], 1, "axis");
+            }
+            const int ci = tr->threshold_bin[i];
+            const uint32_t *bits = tr->cat_raw_bits + tr->cat_begin[ci];
+            const size_t nbits = (size_t)(tr->cat_begin[ci + 1] - tr->cat_begin[ci]) * 32;
+            const float dflt = (tr->decision[i] & MR__DT_DEFAULT_LEFT) ? 1.0f : 0.0f;
+            if (nbits + 1 > cap) {
+                cap = nbits + 1;
+                float *nk = mr_realloc(keys, cap * sizeof(float)), *nv = nk ? mr_realloc(vals, cap * sizeof(float)) : NULL;
+                if (nk) keys = nk;
+                if (nv) vals = nv;
+                if (!nk || !nv) {
+                    c.st = MR_E_NOMEM;
+                    break;
+                }
+            }
+            size_t nk = 0; /* codes whose side differs from the default side */
+            for (size_t code = 0; code < nbits; code++) {
+                float v = ((bits[code >> 5] >> (code & 31)) & 1u) ? 1.0f : 0.0f;
+                if (v != dflt) {
+                    keys[nk] = (float)code;
+                    vals[nk++] = v;
+                }
+            }
+            if (nk == 0) { /* every code takes the default side: one harmless key */
+                keys[0] = 0.0f;
+                vals[0] = dflt;
+                nk = 1;
+            }
+            mr_buf node;
+            mr_buf_init(&node);
+            fx_name(&c, col[s]);
+            node_begin(&node, "LabelEncoder", "ai.onnx.ml", gathered[f], col[s], &c.st);
+            attr_float(&node, "default_float", dflt, &c.st);
+            attr_floats(&node, "keys_floats", keys, nk, &c.st);
+            attr_floats(&node, "values_floats", vals, nk, &c.st);
+            pb_msg(g, 1, &node, &c.st);
+            s++;
+        }
+    }
+    if (c.st == MR_OK) {
+        mr_buf node;
+        mr_buf_init(&node);
+        pb_str(&node, 1, inname, &c.st);
+        for (size_t k = 0; k < n_cs; k++) pb_str(&node, 1, col[k], &c.st);
+        pb_str(&node, 2, "tree_in", &c.st);
+        pb_str(&node, 3, "tree_in", &c.st);
+        pb_str(&node, 4, "Concat", &c.st);
+        attr_int(&node, "axis", 1, &c.st);
+        pb_msg(g, 1, &node, &c.st);
+    }
+    mr_free(col);
+    mr_free(gathered);
+    mr_free(keys);
+    mr_free(vals);
+    return c.st == MR_OK ? MR_OK : MR_ERR(err, c.st, "out of memory exporting categorical splits");
+}
+
 /* TreeEnsembleRegressor "input" -> outname, appended to graph g. */
 static mr_status gbdt_nodes(const mr_gbdt_model *m, mr_buf *g, const char *inname, const char *outname, mr_error *err)
 {
     mr_status st = MR_OK;
     size_t total = 0, n_leaves = 0;
+    size_t n_cs = 0;
     for (size_t t = 0; t < m->n_trees; t++) {
         const mr__tree *tr = &m->trees[t];
-        for (int i = 0; i < tr->n_leaves - 1; i++)
-            if (tr->decision[i] & MR__DT_CATEGORICAL)
-                return MR_ERR(err, MR_E_SCHEMA,
-                              "tree %zu splits categorical feature '%s': categorical splits cannot be expressed in ONNX",
-                              t, m->names[tr->split_feature[i]]);
+        for (int i = 0; i < tr->n_leaves - 1; i++) n_cs += (tr->decision[i] & MR__DT_CATEGORICAL) != 0;
         total += (size_t)(tr->n_leaves > 1 ? 2 * tr->n_leaves - 1 : 1);
         n_leaves += (size_t)tr->n_leaves;
     }
+    /* Categorical splits (v's integer code in a set goes left; NaN, a
+     * non-integer or a code past the set's bits takes the default side):
+     * each becomes a 0/1 column, a float LabelEncoder over the feature whose
+     * table is the split's bitset and whose default is the default side,
+     * appended after the features; the tree tests that column > 0.5. */
+    const char *tree_in = inname;
+    if (n_cs && (st = cat_split_columns(m, g, inname, n_cs, err)) != MR_OK) return st;
+    if (n_cs) tree_in = "tree_in";
+    size_t cs = 0;
     size_t T = total ? total : 1, L = n_leaves ? n_leaves : 1;
     int64_t *treeid = mr_malloc(T * sizeof(int64_t)), *nodeid = mr_malloc(T * sizeof(int64_t));
     int64_t *featid = mr_malloc(T * sizeof(int64_t)), *tid = mr_malloc(T * sizeof(int64_t));
@@ -218,6 +392,12 @@ static mr_status gbdt_nodes(const mr_gbdt_model *m, mr_buf *g, const char *innam
             tid[k] = tr->left[i] >= 0 ? tr->left[i] : ni + ~tr->left[i];
             fid[k] = tr->right[i] >= 0 ? tr->right[i] : ni + ~tr->right[i];
             miss[k] = (tr->decision[i] & MR__DT_DEFAULT_LEFT) ? 1 : 0; /* NaN goes left when default-left */
+            if (tr->decision[i] & MR__DT_CATEGORICAL) { /* column "goes left" > 0.5 */
+                featid[k] = (int64_t)(m->n_features + cs++);
+                mode[k] = "BRANCH_GT";
+                val[k] = 0.5f;
+                miss[k] = 0;
+            }
         }
         for (int j = 0; j < tr->n_leaves; j++, k++, l++) {
             treeid[k] = (int64_t)t;
@@ -233,7 +413,7 @@ static mr_status gbdt_nodes(const mr_gbdt_model *m, mr_buf *g, const char *innam
         }
     }
     float base = (float)m->init_score[0];
-    node_begin(&node, "TreeEnsembleRegressor", "ai.onnx.ml", inname, outname, &st);
+    node_begin(&node, "TreeEnsembleRegressor", "ai.onnx.ml", tree_in, outname, &st);
     attr_string(&node, "aggregate_function", "SUM", &st);
     attr_floats(&node, "base_values", &base, 1, &st);
     attr_int(&node, "n_targets", 1, &st);
@@ -303,83 +483,6 @@ cleanup:
     mr_free(w);
     mr_free(mean);
     return st;
-}
-
-/* ---- the features transform as ONNX ops ------------------------------------
- * The graph input is the bundle's raw inputs (the transform's inputs, in
- * schema order) as float; every used column is Gathered, run through its
- * numeric program with standard ops, and the model's features are
- * Concatenated in the model's order into "features". */
-typedef struct fx_ctx {
-    mr_buf *g;     /* graph: nodes (field 1), initializers (field 5) */
-    mr_status st;
-    unsigned next; /* tensor name counter */
-} fx_ctx;
-
-static void fx_name(fx_ctx *c, char *out)
-{
-    snprintf(out, 32, "fx%u", c->next++);
-}
-
-/* TensorProto: dims 1, data_type 2, float_data 4, int64_data 7, name 8. */
-static void fx_init_f(fx_ctx *c, const float *v, size_t n, int scalar, char *name)
-{
-    mr_buf t, p;
-    mr_buf_init(&t);
-    mr_buf_init(&p);
-    fx_name(c, name);
-    if (!scalar) pb_int(&t, 1, (int64_t)n, &c->st);
-    pb_int(&t, 2, 1 /* FLOAT */, &c->st);
-    for (size_t i = 0; i < n; i++) put_f32(&p, v[i], &c->st);
-    pb_msg(&t, 4, &p, &c->st);
-    pb_str(&t, 8, name, &c->st);
-    pb_msg(c->g, 5, &t, &c->st);
-}
-
-static void fx_const(fx_ctx *c, float v, char *name) { fx_init_f(c, &v, 1, 1, name); }
-
-static void fx_init_i64(fx_ctx *c, int64_t v, char *name)
-{
-    mr_buf t, p;
-    mr_buf_init(&t);
-    mr_buf_init(&p);
-    fx_name(c, name);
-    pb_int(&t, 1, 1, &c->st);
-    pb_int(&t, 2, 7 /* INT64 */, &c->st);
-    pb_varint(&p, (uint64_t)v, &c->st);
-    pb_msg(&t, 7, &p, &c->st);
-    pb_str(&t, 8, name, &c->st);
-    pb_msg(c->g, 5, &t, &c->st);
-}
-
-/* A node of the default domain with inputs in[0..n) and a fresh output
- * name in out; int_attr_name (may be NULL) adds one int attribute. */
-static void fx_node(fx_ctx *c, const char *op, const char *const *in, size_t n, char *out, int64_t int_attr,
-                    const char *int_attr_name)
-{
-    mr_buf node;
-    mr_buf_init(&node);
-    fx_name(c, out);
-    for (size_t i = 0; i < n; i++) pb_str(&node, 1, in[i], &c->st);
-    pb_str(&node, 2, out, &c->st);
-    pb_str(&node, 3, out, &c->st);
-    pb_str(&node, 4, op, &c->st);
-    if (int_attr_name) attr_int(&node, int_attr_name, int_attr, &c->st);
-    pb_msg(c->g, 1, &node, &c->st);
-}
-
-static void fx_op1(fx_ctx *c, const char *op, const char *a, char *out) { fx_node(c, op, &a, 1, out, 0, NULL); }
-
-static void fx_op2(fx_ctx *c, const char *op, const char *a, const char *b, char *out)
-{
-    const char *in[2] = {a, b};
-    fx_node(c, op, in, 2, out, 0, NULL);
-}
-
-static void fx_where(fx_ctx *c, const char *cond, const char *a, const char *b, char *out)
-{
-    const char *in[3] = {cond, a, b};
-    fx_node(c, "Where", in, 3, out, 0, NULL);
 }
 
 /* Smallest float >= d: float x >= it exactly when x >= d. */
@@ -477,45 +580,126 @@ static void fx_column(fx_ctx *c, const ft_col *col, char *x, char *ind)
     }
 }
 
-/* Refuses the first column the model uses whose program is not numeric ops
- * (categorical inputs and encodings), naming the column and step. */
+/* Refuses the first column the model uses that ONNX cannot express,
+ * naming the column and step: hash encodings (a hash function is not an
+ * ONNX op), and a vocabulary holding the empty string (the graph's string
+ * input spells a missing category as ""). */
 static mr_status fx_check(const mr_features *f, const uint8_t *used, mr_error *err)
 {
-    static const char *const enc_names[] = {"numeric", "onehot", "ordinal", "hash", "target_encode"};
     for (size_t k = 0; k < f->n_cols; k++) {
         const ft_col *col = &f->cols[k];
         if (!used[k]) continue;
         const char *step = NULL;
-        if (col->enc != FT_ENC_NONE) step = col->enc <= FT_ENC_MAX ? enc_names[col->enc] : "?";
+        if (col->enc == FT_ENC_HASH) step = "hash";
+        else if (col->enc > FT_ENC_MAX || (col->categorical && col->enc == FT_ENC_NONE)) step = "categorical input";
         for (uint32_t i = 0; i < col->n_ops && !step; i++)
-            if (col->ops[i].kind == FT_OP_IMPUTE_CAT || col->ops[i].kind > FT_OP_MAX || col->ops[i].kind == 0)
-                step = fx_op_name(col->ops[i].kind);
-        if (!step && col->categorical) step = "categorical input";
+            if (col->ops[i].kind > FT_OP_MAX || col->ops[i].kind == 0) step = fx_op_name(col->ops[i].kind);
         if (step) {
             mr_status rc = MR_ERR(err, MR_E_SCHEMA,
                                   "features transform: column '%s' (%s) cannot be expressed in ONNX; export a bundle "
-                                  "packaged without a features transform",
+                                  "packaged without that step",
                                   col->name, step);
             mr_error_key(err, col->name);
             return rc;
         }
+        for (uint32_t i = 0; col->categorical && i < col->n_vocab; i++)
+            if (col->vocab_len[i] == 0) {
+                mr_status rc = MR_ERR(err, MR_E_SCHEMA,
+                                      "features transform: column '%s' has the empty string as a category, which the "
+                                      "ONNX graph's string input uses for a missing value",
+                                      col->name);
+                mr_error_key(err, col->name);
+                return rc;
+            }
     }
     return MR_OK;
 }
 
-/* Writes the transform's nodes into g: "input" [N, n_inputs] -> "features"
- * [N, n_model_features]. */
-static mr_status features_nodes(const mr_features *f, const mr_model *m, mr_buf *g, mr_error *err)
+/* ai.onnx.ml LabelEncoder from the string tensor xs: keys -> values, any
+ * other string -> dflt; output name in out. */
+static void fx_label_encoder(fx_ctx *c, const char *xs, char *const *keys, const size_t *klen, const float *vals,
+                             size_t n, float dflt, char *out)
+{
+    mr_buf node;
+    mr_buf_init(&node);
+    fx_name(c, out);
+    node_begin(&node, "LabelEncoder", "ai.onnx.ml", xs, out, &c->st);
+    attr_float(&node, "default_float", dflt, &c->st);
+    attr_strings_n(&node, "keys_strings", keys, klen, n, &c->st);
+    attr_floats(&node, "values_floats", vals, n, &c->st);
+    pb_msg(c->g, 1, &node, &c->st);
+}
+
+/* A categorical column's outputs as LabelEncoders over its string input.
+ * The tables come from ft_eval itself — on every vocabulary entry, on a
+ * missing value (the empty string here) and on a string outside the
+ * vocabulary — so the graph computes exactly what the transform does for
+ * every key; for an encoding that does not depend on anything else (onehot,
+ * ordinal, target_encode, with or without a categorical impute) that is
+ * the whole function. */
+static void fx_cat_column(fx_ctx *c, const ft_col *col, const char *xs, const uint8_t *used_out, char (*out_of)[32])
+{
+    size_t nk = (size_t)col->n_vocab + 1, no = col->n_out;
+    char **keys = mr_malloc(nk * sizeof(char *));
+    size_t *klen = mr_malloc(nk * sizeof(size_t));
+    double *tab = mr_malloc(nk * no * sizeof(double)), *unseen = mr_malloc(no * sizeof(double));
+    float *vals = mr_malloc(nk * sizeof(float));
+    if (!keys || !klen || !tab || !unseen || !vals) {
+        c->st = MR_E_NOMEM;
+        goto done;
+    }
+    for (size_t i = 0; i < col->n_vocab; i++) {
+        keys[i] = col->vocab[i];
+        klen[i] = col->vocab_len[i];
+        ft_val v = {.missing = 0, .x = NAN, .s = col->vocab[i], .len = col->vocab_len[i]};
+        ft_eval(col, &v, tab + i * no);
+    }
+    keys[col->n_vocab] = "";
+    klen[col->n_vocab] = 0;
+    ft_val miss = {.missing = 1, .x = NAN, .s = NULL, .len = 0};
+    ft_eval(col, &miss, tab + col->n_vocab * no);
+    /* a key outside the vocabulary: the sorted vocabulary's last entry plus
+     * one byte sorts after every entry, so it is not one of them */
+    size_t ul = col->n_vocab ? col->vocab_len[col->n_vocab - 1] + 1 : 1;
+    char *u = mr_malloc(ul);
+    if (!u) {
+        c->st = MR_E_NOMEM;
+        goto done;
+    }
+    if (col->n_vocab) memcpy(u, col->vocab[col->n_vocab - 1], ul - 1);
+    u[ul - 1] = 'x';
+    ft_val un = {.missing = 0, .x = NAN, .s = u, .len = ul};
+    ft_eval(col, &un, unseen);
+    mr_free(u);
+    for (size_t o = 0; o < no && c->st == MR_OK; o++) {
+        if (!used_out[col->out_base + o]) continue;
+        for (size_t i = 0; i < nk; i++) vals[i] = (float)tab[i * no + o];
+        fx_label_encoder(c, xs, keys, klen, vals, nk, (float)unseen[o], out_of[col->out_base + o]);
+    }
+done:
+    mr_free(keys);
+    mr_free(klen);
+    mr_free(tab);
+    mr_free(unseen);
+    mr_free(vals);
+}
+
+/* Writes the transform's nodes into g: "input" [N, n_inputs] (numbers; the
+ * categorical positions are not read) and, when a categorical input is
+ * used, "input_cat" [N, n_cat] (the categorical inputs as strings in schema
+ * order, "" = missing) -> "features" [N, n_model_features]. */
+static mr_status features_nodes(const mr_features *f, const mr_model *m, mr_buf *g, size_t *n_cat_in, mr_error *err)
 {
     size_t nf = mr_model_num_features(m);
     size_t *src = mr_malloc((nf ? nf : 1) * sizeof(size_t)); /* output index per model feature */
     uint8_t *used = mr_calloc(f->n_cols ? f->n_cols : 1, 1);
-    char(*main_of)[32] = mr_calloc(f->n_cols ? f->n_cols : 1, 32);
-    char(*ind_of)[32] = mr_calloc(f->n_cols ? f->n_cols : 1, 32);
+    uint8_t *used_out = mr_calloc(f->n_out ? f->n_out : 1, 1);
+    char(*out_of)[32] = mr_calloc(f->n_out ? f->n_out : 1, 32);
     const char **cat = mr_malloc((nf ? nf : 1) * sizeof(char *));
-    fx_ctx c = {.g = g, .st = MR_OK, .next = 0};
+    fx_ctx c = {.g = g, .st = MR_OK, .next = 0, .prefix = "fx"};
     mr_status rc = MR_OK;
-    if (!src || !used || !main_of || !ind_of || !cat) {
+    *n_cat_in = 0;
+    if (!src || !used || !used_out || !out_of || !cat) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory exporting the features transform");
         goto done;
     }
@@ -528,22 +712,35 @@ static mr_status features_nodes(const mr_features *f, const mr_model *m, mr_buf 
             goto done;
         }
         src[j] = q;
+        used_out[q] = 1;
         used[f->outs[q].input] = 1;
     }
     if ((rc = fx_check(f, used, err)) != MR_OK) goto done;
+    int any_cat = 0;
+    for (size_t k = 0; k < f->n_cols; k++) any_cat |= used[k] && f->cols[k].categorical;
+    size_t cat_pos = 0;
     for (size_t k = 0; k < f->n_cols; k++) {
+        const ft_col *col = &f->cols[k];
+        size_t my_cat = cat_pos;
+        if (col->categorical) cat_pos++;
         if (!used[k]) continue;
-        char idx[32];
+        char idx[32], x[32], ind[32];
+        if (col->categorical) {
+            fx_init_i64(&c, (int64_t)my_cat, idx);
+            const char *in[2] = {"input_cat", idx};
+            fx_node(&c, "Gather", in, 2, x, 1, "axis"); /* [N, 1] strings */
+            fx_cat_column(&c, col, x, used_out, out_of);
+            continue;
+        }
         fx_init_i64(&c, (int64_t)k, idx);
         const char *in[2] = {"input", idx};
-        fx_node(&c, "Gather", in, 2, main_of[k], 1, "axis"); /* [N, 1] */
-        fx_column(&c, &f->cols[k], main_of[k], ind_of[k]);
+        fx_node(&c, "Gather", in, 2, x, 1, "axis"); /* [N, 1] */
+        fx_column(&c, col, x, ind);
+        strcpy(out_of[col->out_base], x);
+        if (col->has_indicator) strcpy(out_of[col->out_base + 1], ind);
     }
-    for (size_t j = 0; j < nf; j++) {
-        const mr_features_output *o = &f->outs[src[j]];
-        const ft_col *col = &f->cols[o->input];
-        cat[j] = src[j] == col->out_base ? main_of[o->input] : ind_of[o->input];
-    }
+    if (any_cat) *n_cat_in = cat_pos;
+    for (size_t j = 0; j < nf; j++) cat[j] = out_of[src[j]];
     {
         mr_buf node;
         mr_buf_init(&node);
@@ -558,8 +755,8 @@ static mr_status features_nodes(const mr_features *f, const mr_model *m, mr_buf 
 done:
     mr_free(src);
     mr_free(used);
-    mr_free(main_of);
-    mr_free(ind_of);
+    mr_free(used_out);
+    mr_free(out_of);
     mr_free(cat);
     return rc;
 }
@@ -585,7 +782,8 @@ mr_status mr_bundle_export_onnx(const mr_bundle *b, mr_buf *out, mr_error *err)
     mr_buf_init(&model);
     mr_buf_init(&sub);
     const char *model_in = fx ? "features" : "input";
-    if (fx && (st = features_nodes(fx, m, &g, err)) != MR_OK) goto cleanup;
+    size_t n_cat_in = 0;
+    if (fx && (st = features_nodes(fx, m, &g, &n_cat_in, err)) != MR_OK) goto cleanup;
     if (mr_model_kind_of(m) == MR_MODEL_GBDT)
         st = gbdt_nodes(mr_model_gbdt(m), &g, model_in, raw_out, err);
     else
@@ -596,8 +794,10 @@ mr_status mr_bundle_export_onnx(const mr_bundle *b, mr_buf *out, mr_error *err)
         pb_msg(&g, 1, &sub, &st);
     }
     pb_str(&g, 2, "millrace", &st);
-    value_info(&g, 11, "input", (int64_t)(fx ? mr_features_n_inputs(fx) : mr_model_num_features(m)), &st);
-    value_info(&g, 12, "score", 1, &st);
+    value_info(&g, 11, "input", 1 /* FLOAT */, (int64_t)(fx ? mr_features_n_inputs(fx) : mr_model_num_features(m)),
+               &st);
+    if (n_cat_in) value_info(&g, 11, "input_cat", 8 /* STRING */, (int64_t)n_cat_in, &st);
+    value_info(&g, 12, "score", 1 /* FLOAT */, 1, &st);
     /* ModelProto: ir_version 1, producer_name 2, producer_version 3, graph 7, opset_import 8 */
     pb_int(&model, 1, 8, &st);
     pb_str(&model, 2, "millrace", &st);

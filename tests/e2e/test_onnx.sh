@@ -2,8 +2,10 @@
 # ONNX export: `millrace bundle export-onnx` on numeric-only bundles (gbdt
 # binary and regression with missing values, linear logistic), scored by
 # ONNX Runtime (onnxruntime-node, installed into a cache next to the build
-# from the npm registry) and compared with `millrace predict` to 1e-5; bundles
-# with a categorical encoding are refused naming the column and step. Without
+# from the npm registry) and compared with `millrace predict` to 1e-5;
+# categorical encodings (onehot, ordinal, target_encode, categorical impute)
+# and the gbdt's categorical splits likewise; a hash encoding is refused
+# naming the column and step. Without
 # node/npm, or when onnxruntime-node cannot be installed, only the refusal
 # and the file's header bytes are checked (with a note). Bundles whose
 # features transform is numeric steps are exported with the transform as ONNX
@@ -104,12 +106,93 @@ for b in pfx pfxlin; do
     fi
 done
 
-# A bundle with a categorical encoding (onehot) is refused naming the column and step.
+# Categorical encodings become ai.onnx.ml LabelEncoders over a second graph
+# input "input_cat" (the categorical inputs as strings, "" = missing):
+# onehot in the bundle fixture, then ordinal codes split as categories by
+# the gbdt (each categorical split a 0/1 LabelEncoder column), a categorical
+# impute with indicator, onehot with top_k + other, target_encode; the test
+# rows hold unseen and missing categories.
 mkdir fx && cd fx || fail "cd fx"
 . "$E2E_DIR/bundle_fixture.sh"
 expect_exit 0 mr run --json
-expect_exit 1 mr bundle export-onnx out/pkg/model.mrb -o m.onnx
-assert_contains "$T_ERR" "column 'plan' (onehot) cannot be expressed in ONNX" "onehot step refused naming column and step"
-assert_no_file m.onnx "nothing written on refusal"
-expect_exit 2 mr bundle export-onnx out/pkg/model.mrb
+expect_exit 0 mr bundle export-onnx out/pkg/model.mrb -o m.onnx
+expect_exit 0 mr predict out/pkg/model.mrb test.csv -o m.pred.csv
+cut -d, -f2-5 test.csv >m_x.csv
+if [ -n "$ORT" ]; then
+    run_cmd node "$ORT/score.js" "$ws/fx/m.onnx" "$ws/fx/m_x.csv" "$ws/fx/m.pred.csv" 1e-5 plan
+    assert_eq "$T_RC" 0 "onehot: ONNX Runtime == millrace predict to 1e-5 ($T_OUT)"
+fi
+cd "$ws" && mkdir cat && cd cat || fail "cd cat"
+python3 - <<'PY'
+import random, math
+r = random.Random(21)
+cities = [f"c{i:02d}" for i in range(12)]
+plans = ["free", "basic", "pro", "max", "team", "edu"]
+zips = [f"z{i}" for i in range(30)]
+with open("train.csv", "w") as f, open("test.csv", "w") as g:
+    for h in (f, g): h.write("x1,city,plan,zip,region,label\n")
+    for i in range(5000):
+        test = i >= 4000
+        x1 = r.gauss(0, 1)
+        c = r.choice(cities + (["c99"] if test else []))
+        p = r.choice(plans + (["vip"] if test else []))
+        z = r.choice(zips + (["z_new"] if test else []))
+        zi = int(z[1:]) if z[1:].isdigit() else 15
+        reg = r.choice(["n", "s", "e", "w", "x"])
+        t = x1 + (1.5 if c in ("c03", "c07", "c08", "c11") else -0.5) + 0.05 * zi - (p == "free")
+        if r.random() < 0.1: reg = ""; t += 1.5  # a missing region (NaN code) matters
+        t += {"n": 0.8, "s": -0.8, "e": 0.3, "w": -0.3, "x": 0.0, "": 0.0}[reg]
+        y = 1 if r.random() < 1 / (1 + math.exp(-t)) else 0
+        if r.random() < 0.06: c = ""
+        if r.random() < 0.04: p = ""
+        if r.random() < 0.04: z = ""
+        (g if test else f).write(f"{x1:.6f},{c},{p},{z},{reg},{y}\n")
+PY
+cat >feat.yaml <<'Y'
+- impute: {columns: [city], strategy: most_frequent, indicator: true}
+- ordinal: {columns: [city]}
+- onehot: {columns: [plan], top_k: 3, other: true}
+- target_encode: {columns: [zip], folds: 3, smoothing: 5}
+- ordinal: {columns: [region]}
+Y
+"$TOOLS/mr_feattool" fit feat.yaml train.csv test.csv label feat.mrft >/dev/null || fail "mr_feattool fit (categorical)"
+"$TOOLS/mr_feattool" apply feat.mrft train.csv >tx.csv || fail "mr_feattool apply (categorical)"
+cut -d, -f6 train.csv | paste -d, tx.csv - >train_fx.csv
+mr train train_fx.csv --label label --categorical city,region -p objective=binary -p num_iterations=40 -p num_leaves=15 \
+    -p min_data_per_group=20 -o cat.bin >/dev/null || fail "train with a categorical feature"
+mr model dump cat.bin >dump.json || fail "model dump"
+assert_contains "$(cat dump.json)" "\"decision\":\"in\"" "the gbdt has categorical splits"
+python3 -c 'import json,sys; d=json.load(open("dump.json")); s=set()
+def walk(n):
+    if "decision" in n:
+        if n["decision"] == "in": s.add(n["default_left"])
+        walk(n["left"]); walk(n["right"])
+for t in d["trees"]: walk(t["root"])
+print("default sides of categorical splits:", s); sys.exit(0 if s == {True, False} else 1)' || fail "categorical splits with both default sides (missing codes exercise them)"
+cat >millrace.yaml <<'Y'
+stages:
+  pcat: {op: package, model: cat.bin, features: feat.mrft}
+Y
+expect_exit 0 mr run --json
+expect_exit 0 mr bundle export-onnx out/pcat/model.mrb -o cat.onnx
+expect_exit 0 mr predict out/pcat/model.mrb test.csv -o cat.pred.csv
+cut -d, -f1-5 test.csv >cat_x.csv
+if [ -n "$ORT" ]; then
+    run_cmd node "$ORT/score.js" "$ws/cat/cat.onnx" "$ws/cat/cat_x.csv" "$ws/cat/cat.pred.csv" 1e-5 city,plan,zip,region
+    assert_eq "$T_RC" 0 "ordinal + categorical splits, impute, onehot/other, target_encode: ONNX Runtime == millrace to 1e-5 ($T_OUT)"
+fi
+
+# A hash encoding cannot be expressed (the hash is not an ONNX op): refused
+# naming the column and step, nothing written.
+printf -- '- hash: {columns: [zip], n_features: 8}\n- ordinal: {columns: [city, plan]}\n' >hfeat.yaml
+"$TOOLS/mr_feattool" fit hfeat.yaml train.csv test.csv label h.mrft >/dev/null || fail "mr_feattool fit (hash)"
+"$TOOLS/mr_feattool" apply h.mrft train.csv >htx.csv || fail "mr_feattool apply (hash)"
+cut -d, -f6 train.csv | paste -d, htx.csv - >train_h.csv
+mr train train_h.csv --label label -p objective=binary -p num_iterations=10 -o h.bin >/dev/null || fail "train (hash)"
+printf 'stages:\n  ph: {op: package, model: h.bin, features: h.mrft}\n' >millrace.yaml
+expect_exit 0 mr run --json
+expect_exit 1 mr bundle export-onnx out/ph/model.mrb -o h.onnx
+assert_contains "$T_ERR" "column 'zip' (hash) cannot be expressed in ONNX" "hash step refused naming column and step"
+assert_no_file h.onnx "nothing written on refusal"
+expect_exit 2 mr bundle export-onnx out/ph/model.mrb
 t_done
