@@ -344,11 +344,14 @@ static mr_status cat_split_columns(const mr_gbdt_model *m, mr_buf *g, const char
     return c.st == MR_OK ? MR_OK : MR_ERR(err, c.st, "out of memory exporting categorical splits");
 }
 
+#define MR_ONNX_MAX_CLASSES 1024
+
 /* TreeEnsembleRegressor "input" -> outname, appended to graph g. */
 static mr_status gbdt_nodes(const mr_gbdt_model *m, mr_buf *g, const char *inname, const char *outname, mr_error *err)
 {
     mr_status st = MR_OK;
     size_t total = 0, n_leaves = 0;
+    const int K = m->num_tree_per_iteration;
     size_t n_cs = 0;
     for (size_t t = 0; t < m->n_trees; t++) {
         const mr__tree *tr = &m->trees[t];
@@ -409,14 +412,16 @@ static mr_status gbdt_nodes(const mr_gbdt_model *m, mr_buf *g, const char *innam
             miss[k] = 0;
             lt[l] = (int64_t)t;
             ln[l] = ni + j;
+            lz[l] = (int64_t)(t % (size_t)K); /* multiclass: tree t scores class t mod K */
             lw[l] = (float)tr->leaf_value[j];
         }
     }
-    float base = (float)m->init_score[0];
+    float base[MR_ONNX_MAX_CLASSES];
+    for (int c = 0; c < K; c++) base[c] = (float)m->init_score[c];
     node_begin(&node, "TreeEnsembleRegressor", "ai.onnx.ml", tree_in, outname, &st);
     attr_string(&node, "aggregate_function", "SUM", &st);
-    attr_floats(&node, "base_values", &base, 1, &st);
-    attr_int(&node, "n_targets", 1, &st);
+    attr_floats(&node, "base_values", base, (size_t)K, &st);
+    attr_int(&node, "n_targets", K, &st);
     attr_ints(&node, "nodes_falsenodeids", fid, k, &st);
     attr_ints(&node, "nodes_featureids", featid, k, &st);
     attr_ints(&node, "nodes_missing_value_tracks_true", miss, k, &st);
@@ -766,17 +771,20 @@ mr_status mr_bundle_export_onnx(const mr_bundle *b, mr_buf *out, mr_error *err)
     const mr_model *m = mr_bundle_model(b);
     const mr_features *fx = mr_bundle_features(b);
     mr_status st = MR_OK;
-    int sigmoid = 0;
+    int sigmoid = 0, softmax = 0, n_scores = 1;
     if (mr_model_kind_of(m) == MR_MODEL_GBDT) {
         const mr_gbdt_model *gm = mr_model_gbdt(m);
-        if (gm->objective == MR_GBDT_MULTICLASS || gm->num_tree_per_iteration != 1)
-            return MR_ERR(err, MR_E_SCHEMA, "objective '%s' cannot be exported to ONNX (binary and regression only)",
-                          mr_gbdt_objective_name(gm->objective));
+        if (gm->num_tree_per_iteration < 1 || gm->num_tree_per_iteration > MR_ONNX_MAX_CLASSES ||
+            (gm->num_tree_per_iteration != 1 && gm->objective != MR_GBDT_MULTICLASS))
+            return MR_ERR(err, MR_E_SCHEMA, "objective '%s' with %d trees per iteration cannot be exported to ONNX",
+                          mr_gbdt_objective_name(gm->objective), gm->num_tree_per_iteration);
         sigmoid = gm->objective == MR_GBDT_BINARY;
+        softmax = gm->objective == MR_GBDT_MULTICLASS;
+        n_scores = gm->num_tree_per_iteration;
     } else {
         sigmoid = mr_linear_model_objective(mr_model_linear(m)) == MR_LINEAR_LOGISTIC;
     }
-    const char *raw_out = sigmoid ? "margin" : "score";
+    const char *raw_out = sigmoid || softmax ? "margin" : "score";
     mr_buf g, model, sub;
     mr_buf_init(&g);
     mr_buf_init(&model);
@@ -793,11 +801,16 @@ mr_status mr_bundle_export_onnx(const mr_bundle *b, mr_buf *out, mr_error *err)
         node_begin(&sub, "Sigmoid", NULL, "margin", "score", &st);
         pb_msg(&g, 1, &sub, &st);
     }
+    if (softmax) { /* class probabilities, [N, K] */
+        node_begin(&sub, "Softmax", NULL, "margin", "score", &st);
+        attr_int(&sub, "axis", 1, &st);
+        pb_msg(&g, 1, &sub, &st);
+    }
     pb_str(&g, 2, "millrace", &st);
     value_info(&g, 11, "input", 1 /* FLOAT */, (int64_t)(fx ? mr_features_n_inputs(fx) : mr_model_num_features(m)),
                &st);
     if (n_cat_in) value_info(&g, 11, "input_cat", 8 /* STRING */, (int64_t)n_cat_in, &st);
-    value_info(&g, 12, "score", 1 /* FLOAT */, 1, &st);
+    value_info(&g, 12, "score", 1 /* FLOAT */, n_scores, &st);
     /* ModelProto: ir_version 1, producer_name 2, producer_version 3, graph 7, opset_import 8 */
     pb_int(&model, 1, 8, &st);
     pb_str(&model, 2, "millrace", &st);

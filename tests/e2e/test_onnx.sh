@@ -71,6 +71,28 @@ for b in pbin preg plin; do
     fi
 done
 
+# Multiclass: TreeEnsembleRegressor with one target per class, then Softmax
+# over axis 1; score is [N, K] and matches predict's prediction_0..K-1.
+python3 -c '
+import csv
+rows = list(csv.reader(open("train.csv")))
+with open("train_mc.csv", "w") as f:
+    f.write("x1,x2,x3,cls\n")
+    for r in rows[1:]:
+        y = float(r[4]); f.write(",".join(r[:3]) + "," + str(0 if y < -0.5 else 1 if y < 0.5 else 2) + "\n")'
+mr train train_mc.csv --label cls -p objective=multiclass -p num_class=3 -p num_iterations=20 -p num_leaves=15 -o mc.bin >/dev/null ||
+    fail "train multiclass"
+printf 'stages:\n  pmc: {op: package, model: mc.bin}\n' >millrace.yaml
+expect_exit 0 mr run --json
+expect_exit 0 mr bundle export-onnx out/pmc/model.mrb -o pmc.onnx
+expect_exit 0 mr predict out/pmc/model.mrb test.csv -o pmc.pred.csv
+assert_contains "$(head -1 pmc.pred.csv)" "prediction_2" "multiclass predict writes one column per class"
+if [ -n "$ORT" ]; then
+    run_cmd node "$ORT/score.js" "$ws/pmc.onnx" "$ws/test_x.csv" "$ws/pmc.pred.csv" 1e-5
+    assert_eq "$T_RC" 0 "multiclass: ONNX Runtime class probabilities == millrace predict to 1e-5 ($T_OUT)"
+    assert_contains "$T_OUT" "dims 600,3" "multiclass: score is [N, 3]"
+fi
+
 # A bundle whose features transform is numeric steps (impute with indicator,
 # standardize, minmax, log1p, clip, bucketize): exported as ONNX ops in front
 # of the trees; the graph input is the raw columns x1,x2,x3.
