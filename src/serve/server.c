@@ -751,7 +751,7 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
                             pool,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->max_connections ? o->max_connections : 512),
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                            (size_t)64 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+                            (size_t)16 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->d) {
         int e = errno;
         pthread_mutex_lock(&s->mu);
