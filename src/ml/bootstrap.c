@@ -142,9 +142,174 @@ static mr_status eval_by_id(const mr_metric_data *d, void *ctx, double *out, mr_
     return mr_metric_eval(b->id, d, b->threshold, out, err);
 }
 
+/* ---- ranking metrics: sort once, resample by multiplicity ----------------
+ * ROC-AUC and average precision only need, for each distinct score, how
+ * much positive and negative weight sits there. A resample draws the same
+ * rows as mr_bootstrap does (the same stream, row j = rand_below(n) drawn
+ * j-th), but instead of gathering and re-sorting them it counts how often
+ * each original row was drawn and walks the scores sorted once, weighting
+ * each row by its count. The groups, the sums and the formulas are those
+ * of the sorted resample (auc_ap_ranked in metrics.c): unweighted data
+ * gives the same integers and therefore the same bits; with row weights,
+ * count * w may round differently from adding w count times, in the last
+ * bits. O(n) per resample instead of a sort. */
+typedef struct rank_job {
+    const mr_metric_data *d;
+    int want_ap;
+    const uint64_t *pos, *neg;     /* sorted keys (descending order of score) */
+    const uint32_t *ipos, *ineg;   /* original row of each */
+    size_t n_pos, n_neg;
+    uint64_t base;
+    double *values;
+    unsigned char *ok;
+    uint32_t *cnt;                 /* per thread: n */
+} rank_job;
+
+static void rank_one(rank_job *j, size_t r, uint32_t *cnt)
+{
+    const mr_metric_data *d = j->d;
+    const size_t n = d->n;
+    uint64_t st = j->base + (uint64_t)r;
+    st = mr__splitmix64(&st);
+    memset(cnt, 0, n * sizeof(uint32_t));
+    for (size_t i = 0; i < n; i++) cnt[mr__rand_below(&st, n)]++;
+    const double *w = d->w;
+    double P = 0, N = 0;
+    uint64_t Pi = 0, Ni = 0;
+    if (w) {
+        for (size_t i = 0; i < j->n_pos; i++) P += (double)cnt[j->ipos[i]] * w[j->ipos[i]];
+        for (size_t i = 0; i < j->n_neg; i++) N += (double)cnt[j->ineg[i]] * w[j->ineg[i]];
+    } else {
+        for (size_t i = 0; i < j->n_pos; i++) Pi += cnt[j->ipos[i]];
+        for (size_t i = 0; i < j->n_neg; i++) Ni += cnt[j->ineg[i]];
+        P = (double)Pi;
+        N = (double)Ni;
+    }
+    j->ok[r] = 0;
+    j->values[r] = NAN;
+    if (j->want_ap ? !(P > 0) : !(P > 0 && N > 0)) return; /* one class: undefined, as for a sorted resample */
+    size_t a = 0, b = 0;
+    double tp = 0, fp = 0, area = 0, ap = 0;
+    uint64_t area2 = 0;
+    while (a < j->n_pos || b < j->n_neg) {
+        uint64_t k;
+        if (a < j->n_pos && b < j->n_neg) k = j->pos[a] < j->neg[b] ? j->pos[a] : j->neg[b];
+        else k = a < j->n_pos ? j->pos[a] : j->neg[b];
+        double dtp = 0, dfp = 0;
+        if (w) {
+            for (; a < j->n_pos && j->pos[a] == k; a++) dtp += (double)cnt[j->ipos[a]] * w[j->ipos[a]];
+            for (; b < j->n_neg && j->neg[b] == k; b++) dfp += (double)cnt[j->ineg[b]] * w[j->ineg[b]];
+        } else {
+            uint64_t ct = 0, cf = 0;
+            for (; a < j->n_pos && j->pos[a] == k; a++) ct += cnt[j->ipos[a]];
+            for (; b < j->n_neg && j->neg[b] == k; b++) cf += cnt[j->ineg[b]];
+            if (ct == 0 && cf == 0) continue; /* no drawn row has this score */
+            dtp = (double)ct;
+            dfp = (double)cf;
+        }
+        if (w && dtp == 0 && dfp == 0) continue;
+        double ntp = tp + dtp, nfp = fp + dfp;
+        if (!w) area2 += (uint64_t)dfp * ((uint64_t)tp + (uint64_t)ntp);
+        else area += dfp * (tp + ntp) * 0.5;
+        if (dtp > 0) ap += (dtp / P) * (ntp / (ntp + nfp));
+        tp = ntp;
+        fp = nfp;
+    }
+    if (!w) area = (double)area2 * 0.5;
+    double v = j->want_ap ? ap : area / (P * N);
+    j->ok[r] = !isnan(v);
+    j->values[r] = v;
+}
+
+static void rank_range(void *ctx, size_t begin, size_t end, int tid)
+{
+    rank_job *j = ctx;
+    for (size_t r = begin; r < end; r++) rank_one(j, r, j->cnt + (size_t)tid * j->d->n);
+}
+
+typedef struct key_row {
+    uint64_t k;
+    uint32_t row;
+} key_row;
+
+static int cmp_key_row(const void *a, const void *b)
+{
+    const key_row *x = a, *y = b;
+    if (x->k != y->k) return x->k < y->k ? -1 : 1;
+    return (x->row > y->row) - (x->row < y->row);
+}
+
+static mr_status bootstrap_rank(mr_metric_id id, const mr_metric_data *d, size_t n_resamples, double alpha,
+                                uint64_t seed, int threads, mr_interval *out, mr_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->lo = out->hi = NAN;
+    if (!(alpha > 0 && alpha < 1)) return MR_ERR(err, MR_E_INVALID_ARG, "bootstrap: alpha must be in (0, 1), got %g", alpha);
+    if (n_resamples < 1 || n_resamples > 1000000)
+        return MR_ERR(err, MR_E_INVALID_ARG, "bootstrap: n_resamples must be in [1, 1000000], got %zu", n_resamples);
+    mr_status st = mr_metric_eval(id, d, 0.5, &out->point, err); /* validates the data, too */
+    if (st != MR_OK) return st;
+    const size_t n = d->n;
+    int use_pool = threads != 1 && mr_pool_threads() > 1 && n_resamples > 1;
+    size_t n_thr = use_pool ? (size_t)mr_pool_threads() : 1;
+    if (n_thr > SIZE_MAX / sizeof(uint32_t) / (n ? n : 1)) return MR_ERR(err, MR_E_LIMIT, "bootstrap: input too large");
+    key_row *kr = mr_malloc((n ? n : 1) * sizeof(key_row));
+    uint64_t *keys = mr_malloc((n ? n : 1) * sizeof(uint64_t));
+    uint32_t *rows = mr_malloc((n ? n : 1) * sizeof(uint32_t));
+    uint32_t *cnt = mr_malloc(n_thr * (n ? n : 1) * sizeof(uint32_t));
+    double *values = mr_malloc(n_resamples * sizeof(double));
+    unsigned char *ok = mr_calloc(n_resamples, 1);
+    if (!kr || !keys || !rows || !cnt || !values || !ok) {
+        st = MR_ERR(err, MR_E_NOMEM, "out of memory (bootstrap of %zu rows)", n);
+        goto done;
+    }
+    /* positives first, then negatives, each by descending score */
+    size_t n_pos = 0;
+    for (size_t i = 0; i < n; i++) n_pos += d->y[i] == 1.0;
+    size_t ip = 0, in = n_pos;
+    for (size_t i = 0; i < n; i++) {
+        key_row e = {mr__double_to_key(d->score[i]), (uint32_t)i};
+        kr[d->y[i] == 1.0 ? ip++ : in++] = e;
+    }
+    qsort(kr, n_pos, sizeof(key_row), cmp_key_row);
+    qsort(kr + n_pos, n - n_pos, sizeof(key_row), cmp_key_row);
+    for (size_t i = 0; i < n; i++) {
+        keys[i] = kr[i].k;
+        rows[i] = kr[i].row;
+    }
+    uint64_t base = seed;
+    base = mr__splitmix64(&base);
+    rank_job j = {.d = d, .want_ap = id == MR_METRIC_AVG_PRECISION, .pos = keys, .neg = keys + n_pos, .ipos = rows,
+                  .ineg = rows + n_pos, .n_pos = n_pos, .n_neg = n - n_pos, .base = base, .values = values, .ok = ok,
+                  .cnt = cnt};
+    if (use_pool) mr_parallel_for(n_resamples, 1, rank_range, &j);
+    else rank_range(&j, 0, n_resamples, 0);
+    size_t nv = 0;
+    for (size_t r = 0; r < n_resamples; r++)
+        if (ok[r]) values[nv++] = values[r];
+    out->n_valid = nv;
+    out->n_failed = n_resamples - nv;
+    if (nv > 0 && nv * 2 >= n_resamples) {
+        qsort(values, nv, sizeof(double), cmp_double);
+        out->lo = mr__quantile_sorted(values, nv, alpha / 2);
+        out->hi = mr__quantile_sorted(values, nv, 1 - alpha / 2);
+    }
+done:
+    mr_free(kr);
+    mr_free(keys);
+    mr_free(rows);
+    mr_free(cnt);
+    mr_free(values);
+    mr_free(ok);
+    return st;
+}
+
 mr_status mr_bootstrap_metric(mr_metric_id id, double threshold, const mr_metric_data *d, size_t n_resamples,
                               double alpha, uint64_t seed, int threads, mr_interval *out, mr_error *err)
 {
+    if ((id == MR_METRIC_ROC_AUC || id == MR_METRIC_AVG_PRECISION) && d->task == MR_TASK_BINARY && d->n < UINT32_MAX &&
+        !getenv("MILLRACE_BOOTSTRAP_RESORT"))
+        return bootstrap_rank(id, d, n_resamples, alpha, seed, threads, out, err);
     by_id b = {id, threshold};
     return mr_bootstrap(eval_by_id, &b, d, n_resamples, alpha, seed, threads, out, err);
 }

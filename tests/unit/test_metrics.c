@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "millrace/metrics.h"
@@ -233,6 +234,57 @@ static void test_bootstrap_determinism(void **state)
     mr_error_clear(&err);
 }
 
+/* The ranking metrics' bootstrap counts how often each row is drawn and
+ * walks the scores sorted once; it must give the intervals of gathering and
+ * re-sorting every resample (MILLRACE_BOOTSTRAP_RESORT=1): the same bits
+ * without weights, the last bits at most with them. Ties, a one-class
+ * case and both metrics. */
+static void test_bootstrap_rank_fast_path(void **state)
+{
+    (void)state;
+    enum { N = 700 };
+    static double y[N], s[N], w[N];
+    mr_metric_data d = make_binary(N, y, s, 11);
+    for (size_t i = 0; i < N; i++) {
+        s[i] = round(s[i] * 20) / 20; /* many ties */
+        w[i] = 0.5 + (double)(i % 7) / 3;
+    }
+    assert_int_equal(mr_pool_init(3, NULL), MR_OK);
+    const mr_metric_id ids[2] = {MR_METRIC_ROC_AUC, MR_METRIC_AVG_PRECISION};
+    for (int wi = 0; wi < 2; wi++) {
+        mr_metric_data_binary(&d, y, s, wi ? w : NULL, N);
+        for (int m = 0; m < 2; m++) {
+            mr_interval fast, slow;
+            assert_int_equal(mr_bootstrap_metric(ids[m], 0.5, &d, 400, 0.1, 5, 0, &fast, NULL), MR_OK);
+            setenv("MILLRACE_BOOTSTRAP_RESORT", "1", 1);
+            assert_int_equal(mr_bootstrap_metric(ids[m], 0.5, &d, 400, 0.1, 5, 0, &slow, NULL), MR_OK);
+            unsetenv("MILLRACE_BOOTSTRAP_RESORT");
+            assert_int_equal(fast.n_valid, slow.n_valid);
+            assert_true(fast.point == slow.point);
+            if (!wi) {
+                assert_true(fast.lo == slow.lo && fast.hi == slow.hi);
+            } else {
+                assert_true(fabs(fast.lo - slow.lo) < 1e-12 && fabs(fast.hi - slow.hi) < 1e-12);
+            }
+            assert_true(fast.lo < fast.point && fast.point < fast.hi);
+        }
+    }
+    /* few positives: some resamples have none, counted the same way */
+    double y2[12] = {1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}, s2[12] = {0.9, 0.1, 0.2, 0.3, 0.4, 0.5, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6};
+    mr_metric_data_binary(&d, y2, s2, NULL, 12);
+    for (int m = 0; m < 2; m++) {
+        mr_interval fast, slow;
+        assert_int_equal(mr_bootstrap_metric(ids[m], 0.5, &d, 300, 0.05, 3, 1, &fast, NULL), MR_OK);
+        setenv("MILLRACE_BOOTSTRAP_RESORT", "1", 1);
+        assert_int_equal(mr_bootstrap_metric(ids[m], 0.5, &d, 300, 0.05, 3, 1, &slow, NULL), MR_OK);
+        unsetenv("MILLRACE_BOOTSTRAP_RESORT");
+        assert_true(fast.n_failed > 0);
+        assert_int_equal(fast.n_failed, slow.n_failed);
+        assert_memory_equal(&fast, &slow, sizeof fast);
+    }
+    mr_pool_shutdown();
+}
+
 static void test_bootstrap_coverage(void **state)
 {
     (void)state;
@@ -426,6 +478,7 @@ int main(void)
         cmocka_unit_test(test_multiclass_regression_hand),
         cmocka_unit_test(test_bootstrap_determinism),
         cmocka_unit_test(test_bootstrap_coverage),
+        cmocka_unit_test(test_bootstrap_rank_fast_path),
         cmocka_unit_test(test_subsample),
         cmocka_unit_test(test_slices),
         cmocka_unit_test(test_error_analysis_and_curves),
