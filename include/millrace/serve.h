@@ -58,23 +58,26 @@ void mr_server_stop(mr_server *s);
 
 /* ---- load generator ----------------------------------------------------- */
 typedef struct mr_loadgen_opts {
-    const char *host;       /* default 127.0.0.1 */
+    const char *host;       /* IPv4 or IPv6 literal ("::1", "[::1]") or "localhost"; default 127.0.0.1 */
     int port;
     const char *path;       /* default /v1/predict */
     const char *body;       /* request body (POSTed as JSON) */
     const char *token;      /* bearer token or NULL */
     double qps;             /* target rate over all connections; 0 = closed loop (as fast as possible) */
     double duration_s;      /* how long to send */
-    int connections;        /* keep-alive connections, one thread each; default 8 */
-    uint64_t max_requests;  /* hard cap on requests sent; 0 = qps*duration*1.1 or 10 million */
+    int connections;        /* keep-alive connections (1..1024), all driven by the calling thread; default 8 */
+    uint64_t max_requests;  /* hard cap on requests sent; 0 = qps*duration*1.1+16 or 10 million */
 } mr_loadgen_opts;
 void mr_loadgen_opts_init(mr_loadgen_opts *o);
 
 typedef struct mr_loadgen_result {
-    uint64_t sent, ok, non_2xx, errors; /* errors: connection/parse failures */
+    uint64_t sent, ok, non_2xx, errors; /* sent = ok + non_2xx + errors; errors: connect/write failures,
+                                           connections closed mid-response, malformed responses, timeouts */
     double elapsed_s, achieved_qps;
-    double p50_ms, p90_ms, p99_ms, max_ms;
+    double p50_ms, p90_ms, p99_ms, max_ms; /* percentiles over up to 4 million samples (uniform beyond); max exact */
 } mr_loadgen_result;
+/* Runs the load on the calling thread (one epoll loop for all connections)
+ * and returns when it is done: at most duration + 5 s after it starts. */
 mr_status mr_loadgen_run(const mr_loadgen_opts *o, mr_loadgen_result *out, mr_error *err);
 
 #ifdef __cplusplus
