@@ -637,6 +637,7 @@ static void test_predict_paths_agree(void **state)
             free(xw);
             free(yw);
         }
+        mr_gbdt_params_deinit(&p);
         assert_int_equal(path, cases[c].want_path + avx512);
         mr_gbdt_model_free(m);
         mr_gbdt_data_free(d);
@@ -657,6 +658,7 @@ static void test_predict_paths_agree(void **state)
         if (!isnan(xs[i * F + 3])) xs[i * F + 3] = (float)(i % 11); /* includes unseen categories */
     int path = check_paths(m, xs, n, F);
     assert_int_equal(path, avx512); /* categorical: the float walks */
+    mr_gbdt_params_deinit(&p);
     mr_gbdt_model_free(m);
     mr_gbdt_data_free(d);
     free(x);
