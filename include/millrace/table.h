@@ -105,6 +105,9 @@ void mr_table_free(mr_table *t);
  * rows (the first one sets it); names must be unique. */
 mr_status mr_table_add_column(mr_table *t, mr_column *col, mr_error *err);
 mr_column *mr_table_column(const mr_table *t, const char *name); /* borrowed, NULL if absent */
+/* The same, trying column `hint` first: callers that usually find column i
+ * at index i (a table built in schema order) skip the name scan. */
+mr_column *mr_table_column_hint(const mr_table *t, size_t hint, const char *name);
 ssize_t mr_table_column_index(const mr_table *t, const char *name);
 mr_status mr_table_slice(const mr_table *t, size_t begin, size_t end, mr_table **out, mr_error *err);
 mr_status mr_table_take(const mr_table *t, const uint32_t *idx, size_t n_idx, mr_table **out, mr_error *err);

@@ -430,6 +430,12 @@ mr_column *mr_table_column(const mr_table *t, const char *name)
     return i < 0 ? NULL : t->cols[i];
 }
 
+mr_column *mr_table_column_hint(const mr_table *t, size_t hint, const char *name)
+{
+    if (hint < t->n_cols && !strcmp(t->cols[hint]->name, name)) return t->cols[hint];
+    return mr_table_column(t, name);
+}
+
 mr_status mr_table_add_column(mr_table *t, mr_column *col, mr_error *err)
 {
     mr_status rc = MR_OK;

@@ -546,7 +546,7 @@ mr_status mr_bundle_check_table(const mr_bundle *b, const mr_table *t, mr_error 
 {
     for (size_t i = 0; i < b->n_inputs; i++) {
         const mr_bundle_input *in = &b->inputs[i];
-        const mr_column *c = mr_table_column(t, in->name);
+        const mr_column *c = mr_table_column_hint(t, i, in->name);
         if (!c) {
             if (!in->required) continue;
             MR_ERR(err, MR_E_NOT_FOUND, "input column '%s' is missing", in->name);
@@ -581,7 +581,7 @@ mr_status mr_bundle_predict_table(const mr_bundle *b, const mr_table *t, int raw
     if (b->features) {
         /* Optional inputs that t lacks read as all-null columns: a shallow
          * view that borrows t's columns and owns only the added ones. */
-        for (size_t i = 0; i < b->n_inputs; i++) n_extra += mr_table_column(t, b->inputs[i].name) == NULL;
+        for (size_t i = 0; i < b->n_inputs; i++) n_extra += mr_table_column_hint(t, i, b->inputs[i].name) == NULL;
         if (n_extra) {
             view.cols = mr_calloc(t->n_cols + n_extra, sizeof(mr_column *));
             extra = mr_calloc(n_extra, sizeof(mr_column *));
@@ -592,7 +592,7 @@ mr_status mr_bundle_predict_table(const mr_bundle *b, const mr_table *t, int raw
             memcpy(view.cols, t->cols, t->n_cols * sizeof(mr_column *));
             size_t e = 0;
             for (size_t i = 0; rc == MR_OK && i < b->n_inputs; i++) {
-                if (mr_table_column(t, b->inputs[i].name)) continue;
+                if (mr_table_column_hint(t, i, b->inputs[i].name)) continue;
                 mr_dtype ty = b->inputs[i].categorical ? MR_T_STRING : MR_T_FLOAT64;
                 rc = mr_column_new(b->inputs[i].name, ty, n, &extra[e], err);
                 for (size_t r = 0; rc == MR_OK && r < n; r++) rc = mr_column_append_null(extra[e]);

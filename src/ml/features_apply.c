@@ -85,7 +85,7 @@ static mr_status bind(const mr_features *f, const mr_table *t, const mr_column *
 {
     for (size_t k = 0; k < f->n_cols; k++) {
         const ft_col *fc = &f->cols[k];
-        const mr_column *c = mr_table_column(t, fc->name);
+        const mr_column *c = mr_table_column_hint(t, k, fc->name);
         if (!c) return mr__ml_err_no_column(err, t, "features: input column", fc->name);
         mr_dtype ty = c->type;
         int ok = fc->categorical ? (ty == MR_T_STRING || ty == MR_T_INT64 || ty == MR_T_BOOL) : mr__ml_is_numeric(ty);

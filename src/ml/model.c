@@ -167,9 +167,9 @@ static mr_status column_to_floats(const mr_column *c, float *dst, mr_error *err)
     return MR_OK;
 }
 
-static const mr_column *find_column(const mr_table *t, const char *name, const char *role, mr_error *err)
+static const mr_column *find_column(const mr_table *t, size_t hint, const char *name, const char *role, mr_error *err)
 {
-    const mr_column *c = mr_table_column(t, name);
+    const mr_column *c = mr_table_column_hint(t, hint, name);
     if (c) return c;
     MR_ERR(err, MR_E_NOT_FOUND, "%s column '%s' is not in the data", role, name);
     mr_error_key(err, name);
@@ -188,7 +188,7 @@ mr_status mr_model_matrix(const mr_model *m, const mr_table *t, float **x_out, m
     float *x = mr_malloc(((nf * n) > 0 ? nf * n : 1) * sizeof(float));
     if (!x) return MR_ERR(err, MR_E_NOMEM, "out of memory for a %zu x %zu matrix", n, nf);
     for (size_t j = 0; j < nf; j++) {
-        const mr_column *c = find_column(t, mr_model_feature_name(m, j), "feature", err);
+        const mr_column *c = find_column(t, j, mr_model_feature_name(m, j), "feature", err);
         mr_status rc = c ? column_to_floats(c, x + j * n, err) : MR_E_NOT_FOUND;
         if (rc != MR_OK) {
             mr_free(x);
@@ -217,7 +217,7 @@ static mr_status pick_features(const mr_table *t, const mr_train_opts *o, const 
     if (!names) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     if (o->features) {
         for (size_t k = 0; k < o->n_features; k++) {
-            if (!find_column(t, o->features[k], "feature", err)) {
+            if (!find_column(t, SIZE_MAX, o->features[k], "feature", err)) {
                 mr_free(names);
                 return MR_E_NOT_FOUND;
             }
@@ -231,7 +231,7 @@ static mr_status pick_features(const mr_table *t, const mr_train_opts *o, const 
         }
     }
     for (size_t k = 0; k < o->n_exclude; k++)
-        if (!find_column(t, o->exclude[k], "excluded", err)) {
+        if (!find_column(t, SIZE_MAX, o->exclude[k], "excluded", err)) {
             mr_free(names);
             return MR_E_NOT_FOUND;
         }
@@ -533,7 +533,7 @@ static mr_status train_linear(const mr_table *train, const mr_train_opts *o, con
     y = mr_malloc((n ? n : 1) * sizeof(float));
     if (!x || !y) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     for (size_t j = 0; rc == MR_OK && j < nf; j++) rc = column_to_floats(mr_table_column(train, feats[j]), x + j * n, err);
-    const mr_column *lab = rc == MR_OK ? find_column(train, o->label, "label", err) : NULL;
+    const mr_column *lab = rc == MR_OK ? find_column(train, SIZE_MAX, o->label, "label", err) : NULL;
     if (rc == MR_OK && !lab) rc = MR_E_NOT_FOUND;
     if (rc == MR_OK) rc = column_to_floats(lab, y, err);
     if (rc == MR_OK) rc = mr_linear_train(&p, x, n, nf, MR_GBDT_COL_MAJOR, y, feats, &lin, err);
@@ -553,7 +553,7 @@ mr_status mr_model_train(const mr_table *train, const mr_table *valid, mr_train_
 {
     *out = NULL;
     if (!o->label) return MR_ERR(err, MR_E_INVALID_ARG, "no label column given");
-    if (!find_column(train, o->label, "label", err)) return MR_E_NOT_FOUND;
+    if (!find_column(train, SIZE_MAX, o->label, "label", err)) return MR_E_NOT_FOUND;
     int gbdt = !o->kind || !strcmp(o->kind, "gbdt");
     if (!gbdt && strcmp(o->kind, "linear") != 0) {
         mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "unknown model kind '%s' (expected gbdt or linear)", o->kind);
