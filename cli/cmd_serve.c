@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include <jansson.h>
+#include <math.h>
 
 static const char serve_help[] =
     "usage: millrace serve BUNDLE [options]\n"
@@ -246,12 +247,13 @@ int cmd_bench_serve(int argc, char **argv)
         char *end = NULL;
         if ((!strcmp(a, "--qps") || !strcmp(a, "--duration") || !strcmp(a, "--connections")) && v) {
             double d = strtod(v, &end);
-            if (!end || *end || d < 0) return cli_usage_error("bench-serve", "%s takes a non-negative number", a);
+            if (!end || *end || !(d >= 0) || isinf(d)) return cli_usage_error("bench-serve", "%s takes a non-negative number", a);
             if (!strcmp(a, "--qps")) {
                 lo.qps = d;
                 have_qps = 1;
             } else if (!strcmp(a, "--duration")) lo.duration_s = d;
-            else lo.connections = (int)d;
+            else if (d >= 1 && d <= 1024 && d == (double)(int)d) lo.connections = (int)d;
+            else return cli_usage_error("bench-serve", "--connections takes a whole number in 1..1024");
             i++;
         } else if (!strcmp(a, "--row") && v) row = argv[++i];
         else if (!strcmp(a, "--json")) json = 1;

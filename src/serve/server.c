@@ -746,9 +746,12 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (v6) flags |= MHD_USE_IPv6;
+    /* a pool of 1 is the daemon's own polling thread (libmicrohttpd warns
+     * about a pool size below 2, so the option is left out then) */
+    struct MHD_OptionItem pool_opt[2] = {{MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)pool, NULL}, {MHD_OPTION_END, 0, NULL}};
+    if (pool < 2) pool_opt[0].option = MHD_OPTION_END;
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-                            v6 ? (struct sockaddr *)&addr6 : (struct sockaddr *)&addr4, MHD_OPTION_THREAD_POOL_SIZE,
-                            pool,
+                            v6 ? (struct sockaddr *)&addr6 : (struct sockaddr *)&addr4, MHD_OPTION_ARRAY, pool_opt,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->max_connections ? o->max_connections : 512),
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
                             (size_t)16 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
