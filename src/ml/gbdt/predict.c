@@ -223,13 +223,16 @@ static mr_status predictor_finish(mr_gbdt_predictor *p, mr_error *err)
     }
     if (end != 0) return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: %zu nodes belong to no tree", end);
     /* MILLRACE_PREDICT_SIMD caps the walks: 0 the float scalar walk (the
-     * reference), 1 adds AVX-512, unset or 2 also the quantised form. */
+     * reference), 1 adds AVX-512, unset or 2 also the quantised form; "q"
+     * the quantised form without AVX-512 (what a CPU without it runs). */
     const char *env = getenv("MILLRACE_PREDICT_SIMD");
-    int cap = env && env[0] >= '0' && env[0] <= '2' ? env[0] - '0' : 2;
+    int novec = env && env[0] == 'q';
+    int cap = novec ? 2 : env && env[0] >= '0' && env[0] <= '2' ? env[0] - '0' : 2;
     p->vec = 0;
 #ifdef MR_PRED_X86
     __builtin_cpu_init();
-    if (cap >= 1 && __builtin_cpu_supports("avx512f") && p->n_nodes < ((size_t)1 << 28) && p->F < ((size_t)1 << 20))
+    if (cap >= 1 && !novec && __builtin_cpu_supports("avx512f") && p->n_nodes < ((size_t)1 << 28) &&
+        p->F < ((size_t)1 << 20))
         p->vec = 1;
 #endif
     if (cap >= 2) return predictor_quantise(p, err);
