@@ -540,7 +540,9 @@ static int check_paths(const mr_gbdt_model *m, const float *x0, size_t n, size_t
         }
     mr_gbdt_predictor *ref = predictor_with_path(m, "0");
     assert_int_equal(mr__gbdt_predictor_path(ref), 0);
-    mr_gbdt_predictor *alt[2] = {predictor_with_path(m, "1"), predictor_with_path(m, "2")};
+    /* float + AVX-512, default, quantised + AVX2 only, quantised scalar */
+    mr_gbdt_predictor *alt[4] = {predictor_with_path(m, "1"), predictor_with_path(m, "2"), predictor_with_path(m, "a"),
+                                 predictor_with_path(m, "q")};
     assert_true(mr__gbdt_predictor_path(alt[0]) <= 1); /* no quantised form under cap 1 */
     double *want = malloc(n * (size_t)K * sizeof(double)), *got = malloc(n * (size_t)K * sizeof(double));
     float *xc = malloc(n * F * sizeof(float));
@@ -551,7 +553,7 @@ static int check_paths(const mr_gbdt_model *m, const float *x0, size_t n, size_t
             for (size_t j = 0; j < F; j++) xc[j * r + i] = x[i * F + j];
         for (int raw = 0; raw < 2; raw++) {
             assert_int_equal(mr_gbdt_predictor_batch(ref, x, r, MR_GBDT_ROW_MAJOR, raw, 1, want, NULL), MR_OK);
-            for (int a = 0; a < 2; a++)
+            for (int a = 0; a < 4; a++)
                 for (int threads = 1; threads <= 3; threads += 2) {
                     memset(got, 0, r * (size_t)K * sizeof(double));
                     assert_int_equal(mr_gbdt_predictor_batch(alt[a], x, r, MR_GBDT_ROW_MAJOR, raw, threads, got, NULL),
@@ -563,7 +565,7 @@ static int check_paths(const mr_gbdt_model *m, const float *x0, size_t n, size_t
                     assert_memory_equal(want, got, r * (size_t)K * sizeof(double));
                 }
             /* the single-row entry point of every predictor, too */
-            for (int a = 0; a < 2; a++)
+            for (int a = 0; a < 4; a++)
                 for (size_t i = 0; i < r; i += 1 + r / 50) {
                     mr_gbdt_predictor_row(alt[a], x + i * F, raw, got);
                     assert_memory_equal(want + i * (size_t)K, got, (size_t)K * sizeof(double));
@@ -571,13 +573,21 @@ static int check_paths(const mr_gbdt_model *m, const float *x0, size_t n, size_t
         }
     }
     int path = mr__gbdt_predictor_path(alt[1]);
+    /* the AVX2-only predictor takes the quantised vector walk where it can */
+    if (mr__gbdt_predictor_path(alt[1]) >= 2) {
+        int avx2 = 0;
+#if defined(__x86_64__) && defined(__GNUC__)
+        avx2 = __builtin_cpu_supports("avx2");
+#endif
+        assert_int_equal(mr__gbdt_predictor_path(alt[2]), 2 + (avx2 != 0));
+    }
+    assert_int_equal(mr__gbdt_predictor_path(alt[3]) & 1, 0); /* "q": no vector walk */
     free(x);
     free(want);
     free(got);
     free(xc);
     mr_gbdt_predictor_free(ref);
-    mr_gbdt_predictor_free(alt[0]);
-    mr_gbdt_predictor_free(alt[1]);
+    for (int a = 0; a < 4; a++) mr_gbdt_predictor_free(alt[a]);
     return path;
 }
 

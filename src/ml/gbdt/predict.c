@@ -6,6 +6,7 @@
  * written by exactly one thread. */
 #include "gbdt_int.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -42,7 +43,7 @@ struct mr_gbdt_predictor {
     uint32_t *cat_bits;
     double *init;       /* K */
     uint8_t *tree_cat;  /* per tree: 1 when it has a categorical node (not serialised) */
-    int vec;            /* 1: AVX-512 walks for blocks of rows (chosen at load) */
+    int vec;            /* walks for blocks of rows (chosen at load): 0 scalar, 1 AVX-512, 2 AVX2 (quantised only) */
     /* Quantised walk (derived at load, not serialised; NULL when the model
      * does not fit it): per feature its distinct thresholds ascending,
      * padded with +inf to QT entries, so a value's code q = #thresholds < v
@@ -198,6 +199,20 @@ static mr_status predictor_quantise(mr_gbdt_predictor *p, mr_error *err)
     return MR_OK;
 }
 
+#ifdef MR_PRED_X86
+/* rank8[m][l] = how many lanes of mask m come before lane l (AVX2 refill) */
+static int32_t rank8[256][8];
+static void rank8_init(void)
+{
+    for (int m = 0; m < 256; m++)
+        for (int l = 0, c = 0; l < 8; l++) {
+            rank8[m][l] = c;
+            c += (m >> l) & 1;
+        }
+}
+
+#endif
+
 /* Derived state shared by a freshly built and a loaded predictor: which
  * trees need the categorical path, and whether the vector walk is usable.
  * MILLRACE_PREDICT_SIMD=0 forces the scalar walk (the tests compare both). */
@@ -224,16 +239,22 @@ static mr_status predictor_finish(mr_gbdt_predictor *p, mr_error *err)
     if (end != 0) return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: %zu nodes belong to no tree", end);
     /* MILLRACE_PREDICT_SIMD caps the walks: 0 the float scalar walk (the
      * reference), 1 adds AVX-512, unset or 2 also the quantised form; "q"
-     * the quantised form without AVX-512 (what a CPU without it runs). */
+     * the quantised form without vector walks, "a" with AVX2 but not
+     * AVX-512 (what CPUs without AVX-512 run). */
     const char *env = getenv("MILLRACE_PREDICT_SIMD");
-    int novec = env && env[0] == 'q';
-    int cap = novec ? 2 : env && env[0] >= '0' && env[0] <= '2' ? env[0] - '0' : 2;
+    int novec = env && env[0] == 'q', no512 = env && env[0] == 'a';
+    int cap = novec || no512 ? 2 : env && env[0] >= '0' && env[0] <= '2' ? env[0] - '0' : 2;
     p->vec = 0;
 #ifdef MR_PRED_X86
     __builtin_cpu_init();
-    if (cap >= 1 && !novec && __builtin_cpu_supports("avx512f") && p->n_nodes < ((size_t)1 << 28) &&
-        p->F < ((size_t)1 << 20))
-        p->vec = 1;
+    if (cap >= 1 && !novec && p->n_nodes < ((size_t)1 << 28) && p->F < ((size_t)1 << 20)) {
+        if (!no512 && __builtin_cpu_supports("avx512f")) p->vec = 1;
+        else if (cap >= 2 && __builtin_cpu_supports("avx2")) p->vec = 2;
+    }
+    if (p->vec == 2) {
+        static pthread_once_t once = PTHREAD_ONCE_INIT;
+        pthread_once(&once, rank8_init);
+    }
 #endif
     if (cap >= 2) return predictor_quantise(p, err);
     return MR_OK;
@@ -484,7 +505,10 @@ mr_status mr_gbdt_predictor_from_bytes(const void *data, size_t len, mr_gbdt_pre
     return MR_OK;
 }
 
-int mr__gbdt_predictor_path(const mr_gbdt_predictor *p) { return (p->qn ? 2 : 0) + p->vec; }
+int mr__gbdt_predictor_path(const mr_gbdt_predictor *p)
+{
+    return (p->qn ? 2 : 0) + (p->vec == 1 || (p->vec == 2 && p->qn));
+}
 int mr_gbdt_predictor_num_class(const mr_gbdt_predictor *p) { return p->K; }
 size_t mr_gbdt_predictor_num_features(const mr_gbdt_predictor *p) { return p->F; }
 
@@ -729,6 +753,72 @@ qlanes_step(const mr_gbdt_predictor *p, lanes16 *L, const uint8_t *q, size_t n, 
     L->active = (__mmask16)((active & (__mmask16)~leafm) | rf);
 }
 
+/* The quantised streaming walk with AVX2 (8 lanes, no mask registers or
+ * expand): a step gathers entries and codes for the active lanes; lanes
+ * that reached a leaf add it in scalar code and are refilled in the
+ * vectors by blends (rank8[m][l] = how many lanes of mask m come before
+ * lane l, so the i-th refilled lane gets row next + i), which keeps the
+ * lane state in registers. Same results as the other walks. */
+__attribute__((target("avx2"))) static void tree_block_q_avx2(const mr_gbdt_predictor *p, int32_t root,
+                                                                const uint8_t *q, size_t F, size_t n, double *out,
+                                                                size_t K, size_t k)
+{
+    int32_t ev[8] __attribute__((aligned(32)));
+    size_t rowid[8];
+    unsigned active = 0;
+    size_t next = n < 8 ? n : 8;
+    for (size_t l = 0; l < 8; l++) {
+        rowid[l] = l;
+        if (l < n) active |= 1u << l;
+    }
+    const __m256i zero = _mm256_setzero_si256(), one = _mm256_set1_epi32(1), ff = _mm256_set1_epi32(0xFF);
+    const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256i dlbit = _mm256_set1_epi32(1 << 16), rmask = _mm256_set1_epi32(0x3FFF);
+    const __m256i vroot = _mm256_set1_epi32(root), vF = _mm256_set1_epi32((int)F);
+    __m256i vidx = vroot, vrow = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), vF);
+    while (active) {
+        const __m256i am = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_set1_epi32((int)active), bits), zero);
+        const __m256i e = _mm256_mask_i32gather_epi32(zero, (const int *)p->qn, vidx, am, 4);
+        const __m256i wm = _mm256_andnot_si256(_mm256_srai_epi32(e, 31), am); /* active, not a leaf */
+        const unsigned leafm = active & ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(wm));
+        const __m256i at = _mm256_add_epi32(vrow, _mm256_and_si256(e, ff));
+        const __m256i qv = _mm256_and_si256(_mm256_mask_i32gather_epi32(zero, (const int *)q, at, wm, 1), ff);
+        const __m256i tq = _mm256_and_si256(_mm256_srli_epi32(e, 8), ff);
+        const __m256i le = _mm256_cmpgt_epi32(_mm256_add_epi32(tq, one), qv); /* q <= t */
+        const __m256i nan = _mm256_and_si256(_mm256_cmpeq_epi32(qv, ff),
+                                             _mm256_cmpeq_epi32(_mm256_and_si256(e, dlbit), dlbit));
+        const __m256i roff = _mm256_and_si256(_mm256_srli_epi32(e, 17), rmask);
+        const __m256i step = _mm256_blendv_epi8(roff, one, _mm256_or_si256(le, nan));
+        vidx = _mm256_add_epi32(vidx, _mm256_and_si256(step, wm));
+        if (!leafm) continue;
+        _mm256_store_si256((__m256i *)ev, e);
+        for (unsigned m = leafm; m; m &= m - 1) {
+            const int l = __builtin_ctz(m);
+            out[rowid[l] * K + k] += p->leaf[(uint32_t)ev[l] & ~QN_LEAF];
+        }
+        unsigned refill = leafm;
+        size_t avail = n - next;
+        if ((size_t)__builtin_popcount(refill) > avail) {
+            unsigned keep = 0;
+            for (size_t c = 0; c < avail; c++) {
+                keep |= refill & -refill;
+                refill &= refill - 1;
+            }
+            refill = keep;
+        }
+        for (unsigned m = refill; m; m &= m - 1) {
+            const int l = __builtin_ctz(m);
+            rowid[l] = next + (size_t)rank8[refill][l];
+        }
+        const __m256i rm = _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_set1_epi32((int)refill), bits), zero);
+        const __m256i nrow = _mm256_add_epi32(_mm256_set1_epi32((int)next), _mm256_loadu_si256((const __m256i *)rank8[refill]));
+        vrow = _mm256_blendv_epi8(vrow, _mm256_mullo_epi32(nrow, vF), rm);
+        vidx = _mm256_blendv_epi8(vidx, vroot, rm);
+        next += (size_t)__builtin_popcount(refill);
+        active = (active & ~leafm) | refill;
+    }
+}
+
 __attribute__((target("avx512f"))) static void tree_block_q(const mr_gbdt_predictor *p, int32_t root, const uint8_t *q,
                                                              size_t F, size_t n, double *out, size_t K, size_t k)
 {
@@ -799,10 +889,11 @@ static void batch_task(void *vctx, size_t begin, size_t end, int tid)
         }
 #ifdef MR_PRED_X86
         if (vec && q) {
-            tree_block_q(p, p->qroot[t], q, F, n, out, K, k);
+            if (p->vec == 1) tree_block_q(p, p->qroot[t], q, F, n, out, K, k);
+            else tree_block_q_avx2(p, p->qroot[t], q, F, n, out, K, k);
             continue;
         }
-        if (vec && !p->tree_cat[t]) {
+        if (vec && p->vec == 1 && !p->tree_cat[t]) {
             tree_block_avx512(p, root, rows, F, n, out, K, k);
             continue;
         }
