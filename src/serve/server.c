@@ -37,6 +37,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include <jansson.h>
 #include <microhttpd.h>
@@ -363,6 +366,9 @@ static double now_plus_ts(double at, struct timespec *ts)
 static void *batcher_main(void *arg)
 {
     mr_server *s = arg;
+#ifdef __linux__
+    prctl(PR_SET_NAME, "mr-batcher", 0, 0, 0); /* shows in top -H and perf */
+#endif
     size_t cap = s->o.max_batch < 4096 ? s->o.max_batch : 4096;
     job **batch = mr_calloc(cap + 1, sizeof(job *));
     if (!batch) return NULL; /* start checks this cannot happen: allocated before */
