@@ -73,15 +73,39 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-mr_status mr_bootstrap(mr_metric_fn fn, void *ctx, const mr_metric_data *d, size_t n_resamples, double alpha,
-                       uint64_t seed, int threads, mr_interval *out, mr_error *err)
+/* The percentile interval of the resamples on which the metric is
+ * defined; NaN when more than half failed. Compacts values in place. */
+static void interval_from(double *values, const unsigned char *ok, size_t n_resamples, double alpha, mr_interval *out)
+{
+    size_t nv = 0;
+    for (size_t r = 0; r < n_resamples; r++)
+        if (ok[r]) values[nv++] = values[r];
+    out->n_valid = nv;
+    out->n_failed = n_resamples - nv;
+    if (nv > 0 && nv * 2 >= n_resamples) {
+        qsort(values, nv, sizeof(double), cmp_double);
+        out->lo = mr__quantile_sorted(values, nv, alpha / 2);
+        out->hi = mr__quantile_sorted(values, nv, 1 - alpha / 2);
+    }
+}
+
+/* Checks shared by both bootstrap paths. */
+static mr_status boot_args(size_t n_resamples, double alpha, mr_interval *out, mr_error *err)
 {
     memset(out, 0, sizeof *out);
     out->lo = out->hi = NAN;
     if (!(alpha > 0 && alpha < 1)) return MR_ERR(err, MR_E_INVALID_ARG, "bootstrap: alpha must be in (0, 1), got %g", alpha);
     if (n_resamples < 1 || n_resamples > 1000000)
         return MR_ERR(err, MR_E_INVALID_ARG, "bootstrap: n_resamples must be in [1, 1000000], got %zu", n_resamples);
-    mr_status st = fn(d, ctx, &out->point, err);
+    return MR_OK;
+}
+
+mr_status mr_bootstrap(mr_metric_fn fn, void *ctx, const mr_metric_data *d, size_t n_resamples, double alpha,
+                       uint64_t seed, int threads, mr_interval *out, mr_error *err)
+{
+    mr_status st = boot_args(n_resamples, alpha, out, err);
+    if (st != MR_OK) return st;
+    st = fn(d, ctx, &out->point, err);
     if (st != MR_OK) return st;
     size_t n = d->n, K = d->task == MR_TASK_MULTICLASS ? d->n_classes : 0;
     int use_pool = threads != 1 && mr_pool_threads() > 1 && n_resamples > 1;
@@ -113,16 +137,7 @@ mr_status mr_bootstrap(mr_metric_fn fn, void *ctx, const mr_metric_data *d, size
     boot_job j = {.fn = fn, .ctx = ctx, .d = d, .base = base, .values = values, .ok = ok, .scr = scr};
     if (use_pool) mr_parallel_for(n_resamples, 1, boot_range, &j);
     else boot_range(&j, 0, n_resamples, 0);
-    size_t nv = 0;
-    for (size_t r = 0; r < n_resamples; r++)
-        if (ok[r]) values[nv++] = values[r];
-    out->n_valid = nv;
-    out->n_failed = n_resamples - nv;
-    if (nv > 0 && nv * 2 >= n_resamples) {
-        qsort(values, nv, sizeof(double), cmp_double);
-        out->lo = mr__quantile_sorted(values, nv, alpha / 2);
-        out->hi = mr__quantile_sorted(values, nv, 1 - alpha / 2);
-    }
+    interval_from(values, ok, n_resamples, alpha, out);
 done:
     mr_free(mem);
     mr_free(scr);
@@ -242,12 +257,9 @@ static int cmp_key_row(const void *a, const void *b)
 static mr_status bootstrap_rank(mr_metric_id id, const mr_metric_data *d, size_t n_resamples, double alpha,
                                 uint64_t seed, int threads, mr_interval *out, mr_error *err)
 {
-    memset(out, 0, sizeof *out);
-    out->lo = out->hi = NAN;
-    if (!(alpha > 0 && alpha < 1)) return MR_ERR(err, MR_E_INVALID_ARG, "bootstrap: alpha must be in (0, 1), got %g", alpha);
-    if (n_resamples < 1 || n_resamples > 1000000)
-        return MR_ERR(err, MR_E_INVALID_ARG, "bootstrap: n_resamples must be in [1, 1000000], got %zu", n_resamples);
-    mr_status st = mr_metric_eval(id, d, 0.5, &out->point, err); /* validates the data, too */
+    mr_status st = boot_args(n_resamples, alpha, out, err);
+    if (st != MR_OK) return st;
+    st = mr_metric_eval(id, d, 0.5, &out->point, err); /* validates the data, too */
     if (st != MR_OK) return st;
     const size_t n = d->n;
     int use_pool = threads != 1 && mr_pool_threads() > 1 && n_resamples > 1;
@@ -284,16 +296,7 @@ static mr_status bootstrap_rank(mr_metric_id id, const mr_metric_data *d, size_t
                   .cnt = cnt};
     if (use_pool) mr_parallel_for(n_resamples, 1, rank_range, &j);
     else rank_range(&j, 0, n_resamples, 0);
-    size_t nv = 0;
-    for (size_t r = 0; r < n_resamples; r++)
-        if (ok[r]) values[nv++] = values[r];
-    out->n_valid = nv;
-    out->n_failed = n_resamples - nv;
-    if (nv > 0 && nv * 2 >= n_resamples) {
-        qsort(values, nv, sizeof(double), cmp_double);
-        out->lo = mr__quantile_sorted(values, nv, alpha / 2);
-        out->hi = mr__quantile_sorted(values, nv, 1 - alpha / 2);
-    }
+    interval_from(values, ok, n_resamples, alpha, out);
 done:
     mr_free(kr);
     mr_free(keys);

@@ -647,6 +647,42 @@ typedef struct lanes16 {
     __mmask16 active;
 } lanes16;
 
+/* The lowest `avail` set bits of mask: as many finished lanes as rows remain. */
+static inline unsigned lowest_bits(unsigned mask, size_t avail)
+{
+    if ((size_t)__builtin_popcount(mask) <= avail) return mask;
+    unsigned keep = 0;
+    for (size_t c = 0; c < avail; c++) {
+        keep |= mask & -mask;
+        mask &= mask - 1;
+    }
+    return keep;
+}
+
+/* Lanes in `done` reached leaves (leaf indices in leaf_of): add each leaf to
+ * its row, then refill those lanes with the next rows in lane order, or
+ * retire them when the block has none left. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+lanes_finish(const mr_gbdt_predictor *p, lanes16 *L, __mmask16 done, __m512i leaf_of, size_t n, size_t *next,
+             int32_t root, size_t F, double *out, size_t K, size_t k)
+{
+    uint32_t li[16];
+    int32_t ri[16];
+    _mm512_storeu_si512(li, leaf_of);
+    _mm512_storeu_si512(ri, L->rowid);
+    for (unsigned m = done; m; m &= m - 1) {
+        const int l = __builtin_ctz(m);
+        out[(size_t)ri[l] * K + k] += p->leaf[li[l]];
+    }
+    const __mmask16 rf = (__mmask16)lowest_bits(done, n - *next);
+    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    L->rowid = _mm512_mask_expand_epi32(L->rowid, rf, _mm512_add_epi32(iota, _mm512_set1_epi32((int)*next)));
+    L->rowoff = _mm512_mask_mullo_epi32(L->rowoff, rf, L->rowid, _mm512_set1_epi32((int)F));
+    L->idx = _mm512_mask_mov_epi32(L->idx, rf, _mm512_set1_epi32(root));
+    *next += (size_t)__builtin_popcount(rf);
+    L->active = (__mmask16)((L->active & (__mmask16)~done) | rf);
+}
+
 __attribute__((target("avx512f"), always_inline)) static inline void
 lanes_step(const mr_gbdt_predictor *p, lanes16 *L, const float *rows, size_t n, size_t *next, int32_t root,
            size_t F, double *out, size_t K, size_t k)
@@ -668,31 +704,7 @@ lanes_step(const mr_gbdt_predictor *p, lanes16 *L, const float *rows, size_t n, 
     L->idx = idx;
     const __mmask16 done = _mm512_mask_cmplt_epi32_mask(active, idx, zero);
     if (!done) return;
-    int32_t li[16], ri[16];
-    _mm512_storeu_si512(li, idx);
-    _mm512_storeu_si512(ri, L->rowid);
-    for (unsigned m = done; m; m &= m - 1) {
-        const int l = __builtin_ctz(m);
-        out[(size_t)ri[l] * K + k] += p->leaf[~li[l]];
-    }
-    /* refill the finished lanes with the next rows, in lane order */
-    unsigned refill = done;
-    size_t avail = n - *next;
-    if ((size_t)__builtin_popcount(refill) > avail) {
-        unsigned keep = 0;
-        for (size_t c = 0; c < avail; c++) {
-            keep |= refill & -refill;
-            refill &= refill - 1;
-        }
-        refill = keep;
-    }
-    const __mmask16 rf = (__mmask16)refill;
-    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    L->rowid = _mm512_mask_expand_epi32(L->rowid, rf, _mm512_add_epi32(iota, _mm512_set1_epi32((int)*next)));
-    L->rowoff = _mm512_mask_mullo_epi32(L->rowoff, rf, L->rowid, _mm512_set1_epi32((int)F));
-    L->idx = _mm512_mask_mov_epi32(L->idx, rf, _mm512_set1_epi32(root));
-    *next += (size_t)__builtin_popcount(refill);
-    L->active = (__mmask16)((active & (__mmask16)~done) | rf);
+    lanes_finish(p, L, done, _mm512_xor_si512(idx, _mm512_set1_epi32(-1)), n, next, root, F, out, K, k);
 }
 
 __attribute__((target("avx512f"))) static void lanes_init(lanes16 *L, size_t first, size_t n, int32_t root, size_t F)
@@ -727,30 +739,7 @@ qlanes_step(const mr_gbdt_predictor *p, lanes16 *L, const uint8_t *q, size_t n, 
     const __m512i step = _mm512_mask_blend_epi32((__mmask16)(le | nan), roff, one);
     L->idx = _mm512_mask_add_epi32(L->idx, walk, L->idx, step);
     if (!leafm) return;
-    int32_t li[16], ri[16];
-    _mm512_storeu_si512(li, e);
-    _mm512_storeu_si512(ri, L->rowid);
-    for (unsigned m = leafm; m; m &= m - 1) {
-        const int l = __builtin_ctz(m);
-        out[(size_t)ri[l] * K + k] += p->leaf[(uint32_t)li[l] & ~QN_LEAF];
-    }
-    unsigned refill = leafm;
-    size_t avail = n - *next;
-    if ((size_t)__builtin_popcount(refill) > avail) {
-        unsigned keep = 0;
-        for (size_t c = 0; c < avail; c++) {
-            keep |= refill & -refill;
-            refill &= refill - 1;
-        }
-        refill = keep;
-    }
-    const __mmask16 rf = (__mmask16)refill;
-    const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    L->rowid = _mm512_mask_expand_epi32(L->rowid, rf, _mm512_add_epi32(iota, _mm512_set1_epi32((int)*next)));
-    L->rowoff = _mm512_mask_mullo_epi32(L->rowoff, rf, L->rowid, _mm512_set1_epi32((int)F));
-    L->idx = _mm512_mask_mov_epi32(L->idx, rf, _mm512_set1_epi32(root));
-    *next += (size_t)__builtin_popcount(refill);
-    L->active = (__mmask16)((active & (__mmask16)~leafm) | rf);
+    lanes_finish(p, L, leafm, _mm512_and_si512(e, _mm512_set1_epi32((int)~QN_LEAF)), n, next, root, F, out, K, k);
 }
 
 /* The quantised streaming walk with AVX2 (8 lanes, no mask registers or
@@ -796,16 +785,7 @@ __attribute__((target("avx2"))) static void tree_block_q_avx2(const mr_gbdt_pred
             const int l = __builtin_ctz(m);
             out[rowid[l] * K + k] += p->leaf[(uint32_t)ev[l] & ~QN_LEAF];
         }
-        unsigned refill = leafm;
-        size_t avail = n - next;
-        if ((size_t)__builtin_popcount(refill) > avail) {
-            unsigned keep = 0;
-            for (size_t c = 0; c < avail; c++) {
-                keep |= refill & -refill;
-                refill &= refill - 1;
-            }
-            refill = keep;
-        }
+        const unsigned refill = lowest_bits(leafm, n - next);
         for (unsigned m = refill; m; m &= m - 1) {
             const int l = __builtin_ctz(m);
             rowid[l] = next + (size_t)rank8[refill][l];
@@ -819,35 +799,31 @@ __attribute__((target("avx2"))) static void tree_block_q_avx2(const mr_gbdt_pred
     }
 }
 
+/* Two lane sets (32 rows in flight) stepped alternately until the block is
+ * done; STEP is lanes_step (float rows) or qlanes_step (coded rows). */
+#define WALK_TWO_SETS(STEP, DATA)                                                                                      \
+    lanes16 A, B;                                                                                                      \
+    lanes_init(&A, 0, n, root, F);                                                                                     \
+    lanes_init(&B, 16, n, root, F);                                                                                    \
+    size_t next = n < 32 ? n : 32;                                                                                     \
+    while (A.active && B.active) {                                                                                     \
+        STEP(p, &A, DATA, n, &next, root, F, out, K, k);                                                               \
+        STEP(p, &B, DATA, n, &next, root, F, out, K, k);                                                               \
+    }                                                                                                                  \
+    while (A.active) STEP(p, &A, DATA, n, &next, root, F, out, K, k);                                                  \
+    while (B.active) STEP(p, &B, DATA, n, &next, root, F, out, K, k)
+
 __attribute__((target("avx512f"))) static void tree_block_q(const mr_gbdt_predictor *p, int32_t root, const uint8_t *q,
                                                              size_t F, size_t n, double *out, size_t K, size_t k)
 {
-    lanes16 A, B;
-    lanes_init(&A, 0, n, root, F);
-    lanes_init(&B, 16, n, root, F);
-    size_t next = n < 32 ? n : 32;
-    while (A.active && B.active) {
-        qlanes_step(p, &A, q, n, &next, root, F, out, K, k);
-        qlanes_step(p, &B, q, n, &next, root, F, out, K, k);
-    }
-    while (A.active) qlanes_step(p, &A, q, n, &next, root, F, out, K, k);
-    while (B.active) qlanes_step(p, &B, q, n, &next, root, F, out, K, k);
+    WALK_TWO_SETS(qlanes_step, q);
 }
 
 __attribute__((target("avx512f"))) static void tree_block_avx512(const mr_gbdt_predictor *p, int32_t root,
                                                                   const float *rows, size_t F, size_t n, double *out,
                                                                   size_t K, size_t k)
 {
-    lanes16 A, B;
-    lanes_init(&A, 0, n, root, F);
-    lanes_init(&B, 16, n, root, F);
-    size_t next = n < 32 ? n : 32;
-    while (A.active && B.active) {
-        lanes_step(p, &A, rows, n, &next, root, F, out, K, k);
-        lanes_step(p, &B, rows, n, &next, root, F, out, K, k);
-    }
-    while (A.active) lanes_step(p, &A, rows, n, &next, root, F, out, K, k);
-    while (B.active) lanes_step(p, &B, rows, n, &next, root, F, out, K, k);
+    WALK_TWO_SETS(lanes_step, rows);
 }
 #endif
 
