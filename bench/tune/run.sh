@@ -15,7 +15,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-build=${1:-$repo/build}
+build=$(cd "${1:-$repo/build}" && pwd) || exit 2
 MR=$build/millrace
 PY=${MR_PYTHON:-/usr/bin/python3}
 BUDGET=${BUDGET:-120}
