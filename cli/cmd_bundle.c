@@ -15,9 +15,11 @@ static const char bundle_help[] =
     "\n"
     "inspect prints the sections (offset, length, xxh3-128), the input schema, outputs,\n"
     "metrics and lineage. verify loads the bundle with every check a reader makes and\n"
-    "exits 1 naming the section that failed. export-onnx writes the model as ONNX\n"
-    "(input \"input\" float [N, features], output \"score\" float [N, 1]); bundles with a\n"
-    "features transform, categorical splits or multiclass models are refused.\n";
+    "exits 1 naming the section that failed. export-onnx writes the model and its\n"
+    "features transform as ONNX: input \"input\" float [N, inputs] (and \"input_cat\" string\n"
+    "[N, categorical inputs] when the model uses one; \"\" = missing), output \"score\" float\n"
+    "[N, 1] ([N, K] for multiclass). A hash encoding cannot be expressed and is refused\n"
+    "naming its column (docs/bundle.md).\n";
 
 
 static int inspect(const mr_bundle *b, const char *path, int json)
