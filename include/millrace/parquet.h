@@ -107,6 +107,9 @@ typedef struct mr_parquet_file mr_parquet_file;
  * MR_E_CORRUPT (bad magic, footer, metadata), MR_E_NOMEM. The message names
  * the file. */
 mr_status mr_parquet_open(const char *path, mr_parquet_file **out, mr_error *err);
+/* The same for a file that nothing modifies while it is open (dataset
+ * shards): mapped instead of pread, one copy fewer per column chunk. */
+mr_status mr_parquet_open_mapped(const char *path, mr_parquet_file **out, mr_error *err);
 /* Same over a memory buffer, which is borrowed and must outlive the handle.
  * name is used in error messages. */
 mr_status mr_parquet_open_mem(const void *data, size_t len, const char *name, mr_parquet_file **out, mr_error *err);

@@ -179,7 +179,7 @@ done:
 mr_status mr__ds_open_shard(const mr_dataset *ds, size_t i, mr_parquet_file **out, mr_error *err)
 {
     const mr__ds_shard *sh = &ds->shards[i];
-    mr_status rc = mr_parquet_open(sh->abs_path, out, err);
+    mr_status rc = mr_parquet_open_mapped(sh->abs_path, out, err);
     if (rc != MR_OK) return rc;
     mr_parquet_set_verify_checksums(*out, ds->verify_crc);
     if ((uint64_t)mr_parquet_num_rows(*out) != sh->rows ||
