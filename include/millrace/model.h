@@ -53,6 +53,7 @@ typedef struct mr_train_opts {
      * same data and binning skips binning. NULL = no cache. */
     const char *bin_cache_dir;
     int binned_from_cache;            /* [out] 1 when the training matrix came from the cache */
+    int bin_only;                     /* gbdt with bin_cache_dir: bin (filling the cache) and stop; *out = NULL */
     /* gbdt fast tier (docs/metrics.md): with a validation set, every round
      * also computes the evaluate op's fast-tier core metrics (binary: auc,
      * logloss; regression: rmse; multiclass: logloss) with the metrics

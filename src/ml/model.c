@@ -497,8 +497,9 @@ static mr_status train_gbdt(const mr_table *train, const mr_table *valid, mr_tra
         if (rc != MR_OK) mr_error_key(err, "valid");
     }
     o->binned_from_cache = hit_t;
-    if (rc == MR_OK) rc = mr_gbdt_train(&p, dt, dv, gbdt_round, &b, &gb, err);
-    if (rc == MR_OK) rc = wrap_gbdt(gb, out, err);
+    int stop = o->bin_only && o->bin_cache_dir;
+    if (rc == MR_OK && !stop) rc = mr_gbdt_train(&p, dt, dv, gbdt_round, &b, &gb, err);
+    if (rc == MR_OK && !stop) rc = wrap_gbdt(gb, out, err);
     mr_gbdt_data_free(dt);
     mr_gbdt_data_free(dv);
     mr_gbdt_params_deinit(&p);

@@ -75,6 +75,7 @@ typedef struct trial {
     double *curve;
     size_t n_curve, cap_curve;
     int cached;
+    int bins_cached;   /* the trial loaded its binned matrices from the shared cache */
     double started, wall_s;
     double done_s;          /* when it finished, seconds since the op started */
     char *error;
@@ -279,7 +280,7 @@ static mr_status parse_options(study *s, mr_error *err)
 static mr_value *merged_params(const study *s, const mr_value *trial_params)
 {
     mr_value *m = mr_value_clone(s->fixed);
-    for (size_t k = 0; m && k < trial_params->n; k++)
+    for (size_t k = 0; m && trial_params && k < trial_params->n; k++)
         if (mr_value_map_set(m, trial_params->keys[k], mr_value_clone(trial_params->items[k])) != MR_OK) {
             mr_value_free(m);
             return NULL;
@@ -377,62 +378,98 @@ static void write_child_result(const char *path, const char *status, const trial
     json_object_set_new(j, "status", json_string(status));
     json_object_set_new(j, "curve", curve);
     if (error) json_object_set_new(j, "error", json_string(error));
+    if (tr->bins_cached) json_object_set_new(j, "bins_cached", json_true());
     char *t = json_dumps(j, JSON_COMPACT);
     if (t) mr_fs_write_atomic(path, t, strlen(t), NULL);
     free(t);
     json_decref(j);
 }
 
-static void child_train(study *s, trial *tr)
+/* What a trial's mr_train_opts point into. */
+typedef struct opts_mem {
+    mr_value *m;
+    char **kv;
+    size_t n_kv;
+    const char **arrs[3];
+    char *bin_cache;
+} opts_mem;
+
+static void opts_mem_free(opts_mem *om)
+{
+    for (size_t k = 0; om->kv && k < om->n_kv; k++) mr_free(om->kv[k]);
+    mr_free(om->kv);
+    for (int q = 0; q < 3; q++) mr_free(om->arrs[q]);
+    mr_free(om->bin_cache);
+    mr_value_free(om->m);
+    memset(om, 0, sizeof(*om));
+}
+
+/* Training options of a trial with params tparams (NULL: the fixed params
+ * only). Binned matrices go to the workspace's bin cache, shared with the
+ * train op: the study bins the data once (warm_bins) and every trial whose
+ * binning params match loads it instead of binning again. */
+static int trial_opts(study *s, const mr_value *tparams, mr_train_opts *o, opts_mem *om)
 {
     mr_op_ctx *ctx = s->ctx;
-    mr_error err;
-    mr_error_init(&err);
-    mr_pool_init(s->threads_per_trial, NULL);
-    mr_value *m = merged_params(s, tr->params);
-    size_t n_kv = m ? m->n : 0;
-    char **kv = mr_calloc(n_kv + 1, sizeof(*kv));
-    for (size_t k = 0; kv && k < n_kv; k++) {
+    memset(om, 0, sizeof(*om));
+    om->m = merged_params(s, tparams);
+    om->n_kv = om->m ? om->m->n : 0;
+    om->kv = mr_calloc(om->n_kv + 1, sizeof(*om->kv));
+    om->bin_cache = mr_asprintf("%s/.millrace/cache/binned", ctx->workspace);
+    if (!om->m || !om->kv || !om->bin_cache) return -1;
+    for (size_t k = 0; k < om->n_kv; k++) {
         mr_buf b;
         mr_buf_init(&b);
-        mr_buf_printf(&b, "%s=", m->keys[k]);
-        mr_value_scalar_text(m->items[k], &b);
-        kv[k] = b.data;
+        mr_buf_printf(&b, "%s=", om->m->keys[k]);
+        mr_value_scalar_text(om->m->items[k], &b);
+        om->kv[k] = b.data;
     }
-    mr_train_opts o;
-    mr_train_opts_init(&o);
+    mr_train_opts_init(o);
     const mr_value *vm = mr_value_get(ctx->def, "model");
-    o.kind = vm && vm->kind == MR_V_STR ? vm->str : "gbdt";
-    o.label = mr_value_get(ctx->def, "label")->str;
-    o.params = (const char *const *)kv;
-    o.n_params = n_kv;
-    o.smoke = ctx->smoke;
-    o.num_threads = s->threads_per_trial;
+    o->kind = vm && vm->kind == MR_V_STR ? vm->str : "gbdt";
+    o->label = mr_value_get(ctx->def, "label")->str;
+    o->params = (const char *const *)om->kv;
+    o->n_params = om->n_kv;
+    o->smoke = ctx->smoke;
+    o->num_threads = s->threads_per_trial;
+    o->bin_cache_dir = om->bin_cache;
     const char *lists[3] = {"features", "exclude", "categorical"};
-    const char **arrs[3] = {NULL, NULL, NULL};
     size_t ns[3] = {0, 0, 0};
     for (int q = 0; q < 3; q++) {
         const mr_value *v = mr_value_get(ctx->def, lists[q]);
         if (!v) continue;
         size_t cnt = v->kind == MR_V_SEQ ? v->n : 1;
-        arrs[q] = mr_calloc(cnt ? cnt : 1, sizeof(char *));
-        for (size_t k = 0; arrs[q] && k < cnt; k++) {
+        om->arrs[q] = mr_calloc(cnt ? cnt : 1, sizeof(char *));
+        if (!om->arrs[q]) return -1;
+        for (size_t k = 0; k < cnt; k++) {
             const mr_value *it = v->kind == MR_V_SEQ ? v->items[k] : v;
-            if (it->kind == MR_V_STR) arrs[q][ns[q]++] = it->str;
+            if (it->kind == MR_V_STR) om->arrs[q][ns[q]++] = it->str;
         }
     }
-    o.features = arrs[0];
-    o.n_features = ns[0];
-    o.exclude = arrs[1];
-    o.n_exclude = ns[1];
-    o.categorical = arrs[2];
-    o.n_categorical = ns[2];
+    o->features = om->arrs[0];
+    o->n_features = ns[0];
+    o->exclude = om->arrs[1];
+    o->n_exclude = ns[1];
+    o->categorical = om->arrs[2];
+    o->n_categorical = ns[2];
+    return 0;
+}
+
+static void child_train(study *s, trial *tr)
+{
+    mr_error err;
+    mr_error_init(&err);
+    mr_pool_init(s->threads_per_trial, NULL);
+    mr_train_opts o;
+    opts_mem om;
+    int ok = trial_opts(s, tr->params, &o, &om) == 0;
     child_ctx cc = {s, tr, -1, 0};
     o.on_round = child_round;
     o.on_round_ctx = &cc;
     mr_model *model = NULL;
-    mr_status rc = kv && m ? mr_model_train(s->train, s->valid, &o, &model, &err) : MR_E_NOMEM;
+    mr_status rc = ok ? mr_model_train(s->train, s->valid, &o, &model, &err) : MR_E_NOMEM;
     mr_model_free(model);
+    tr->bins_cached = o.binned_from_cache; /* this is the child's copy of the trial */
     if (rc != MR_OK) {
         char msg[1024];
         mr_error_format(&err, msg, sizeof(msg));
@@ -447,6 +484,43 @@ static void child_train(study *s, trial *tr)
     }
     write_child_result(tr->result_path, cc.pruned ? "pruned" : "complete", tr, NULL);
     _exit(0);
+}
+
+/* Bins the training (and validation) data once with the study's fixed
+ * params into the shared bin cache before any trial starts, in a child
+ * like a trial (the pool is never started in this process, so forking
+ * later stays safe). Trials with the same binning params then load the
+ * matrices instead of binning: for a pruned trial binning can cost as much
+ * as its rounds. A failure here is not an error: each trial would bin. */
+static void warm_bins(study *s)
+{
+    mr_op_ctx *ctx = s->ctx;
+    double t0 = mr_now();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return;
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        signal(SIGTERM, SIG_DFL);
+        mr_pool_init(s->threads_per_trial * s->parallel, NULL);
+        mr_train_opts o;
+        opts_mem om;
+        mr_error err;
+        mr_error_init(&err);
+        if (trial_opts(s, NULL, &o, &om) != 0) _exit(1);
+        o.bin_only = 1;
+        o.num_threads = s->threads_per_trial * s->parallel;
+        mr_model *model = NULL;
+        mr_status rc = mr_model_train(s->train, s->valid, &o, &model, &err);
+        mr_model_free(model);
+        opts_mem_free(&om);
+        _exit(rc == MR_OK ? 0 : 1);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    dprintf(ctx->log_fd, "study: data binned once for all trials in %.2fs%s\n", mr_now() - t0,
+            WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "" : " (failed: each trial bins its own)");
 }
 
 /* ---- the exec objective -------------------------------------------------- */
@@ -632,8 +706,9 @@ static void finish_trial(study *s, int n)
         dprintf(ctx->log_fd, "trial %d: failed%s: %s %s\n", n, tr->cached ? " (cached)" : "", tr->error ? tr->error : "",
                 pb.data ? pb.data : "");
     else
-        dprintf(ctx->log_fd, "trial %d: %s%s at round %zu, %s=%.6g (%.2fs) %s\n", n, status_name(tr->status),
-                tr->cached ? " (cached)" : "", tr->n_curve, s->metric, tr->value, tr->wall_s, pb.data ? pb.data : "");
+        dprintf(ctx->log_fd, "trial %d: %s%s at round %zu, %s=%.6g (%.2fs%s) %s\n", n, status_name(tr->status),
+                tr->cached ? " (cached)" : "", tr->n_curve, s->metric, tr->value, tr->wall_s,
+                tr->bins_cached ? ", bins from cache" : "", pb.data ? pb.data : "");
     mr_buf_free(&pb);
     free(text);
     json_decref(j);
@@ -744,6 +819,7 @@ static void reap_trial(study *s, int n, int wstatus)
     size_t k;
     json_t *v;
     json_array_foreach(curve, k, v) push_curve(tr, json_is_number(v) ? json_number_value(v) : NAN);
+    tr->bins_cached = json_is_true(json_object_get(j, "bins_cached"));
     if (tr->timed_out) {
         tr->status = MR_TRIAL_FAILED;
         tr->error = mr_strdup("stopped: the study's timeout_s passed");
@@ -838,6 +914,7 @@ static mr_status run_study(study *s, int *n_started_out, mr_error *err)
     mr_op_ctx *ctx = s->ctx;
     int next = 0, running = 0, first_open = 0;
     double t0 = mr_now();
+    if (!s->is_exec && s->n_trials > 1) warm_bins(s); /* inside the study's time budget */
     int stop = 0;
     mr_status rc = MR_OK;
     for (;;) {

@@ -71,6 +71,9 @@ PY
 assert_eq "$tuning" True "the report has a tuning section: metric by trial, per-parameter scatters, importances, leaderboard"
 assert_eq "$(study n_trials)" 6 "the study ran 6 trials"
 assert_eq "$(study n_cached)" 0 "none from the cache the first time"
+assert_contains "$(cat .millrace/logs/run-1/tune.log)" "study: data binned once for all trials" "the study bins the data once"
+assert_eq "$(grep -c "^trial [0-9]*: \(complete\|pruned\) at .*bins from cache" .millrace/logs/run-1/tune.log)" 6 \
+    "every trial loads the binned matrices (its params do not change binning)"
 assert_file out/tune/best.json "best.json is published"
 best_lr=$(python3 -c "import json; print(repr(json.load(open('out/tune/best.json'))['learning_rate']))")
 job_lr=$(python3 -c "import json; print(repr(json.load(open('.millrace/logs/run-1/final.job.json'))['def']['params']['learning_rate']))")
