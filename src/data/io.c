@@ -24,16 +24,30 @@ mr_status mr_read_table(const char *path, mr_table **out, mr_error *err)
         /* A dataset (manifest.json), a directory of data files, or a glob. */
         mr_source *src = NULL;
         mr_table *all = NULL, *batch = NULL;
+        /* A dataset knows its row count: the first batch's columns are
+         * adopted and sized for every row at once, so each later batch is
+         * one copy into place (no gather of the first, no regrowth). */
+        uint64_t total = 0;
+        mr_dataset *ds = NULL;
+        if (mr_dataset_open(path, &ds, NULL) == MR_OK) total = mr_dataset_n_rows(ds);
+        mr_dataset_close(ds);
         mr_status rc = mr_source_open(path, MR_SRC_AUTO, NULL, &src, err);
-        if (rc == MR_OK) rc = mr_table_new(&all, err);
         while (rc == MR_OK) {
             rc = mr_source_next(src, 0, &batch, err);
             if (rc != MR_OK || !batch) break;
+            if (!all) {
+                all = batch;
+                batch = NULL;
+                for (size_t i = 0; total > all->n_rows && i < all->n_cols; i++)
+                    (void)mr_column_reserve(all->cols[i], (size_t)total); /* a hint: appends still grow */
+                continue;
+            }
             rc = mr_table_append(all, batch, err);
             mr_table_free(batch);
             batch = NULL;
         }
         mr_source_close(src, NULL);
+        if (rc == MR_OK && !all) rc = mr_table_new(&all, err);
         if (rc != MR_OK) {
             mr_table_free(all);
             return rc;
