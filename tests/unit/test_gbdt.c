@@ -676,6 +676,58 @@ static void test_predict_paths_agree(void **state)
     free(xs);
 }
 
+/* A compiled predictor whose two branches share a child (a graph, not a
+ * tree) is refused at load: walking it as a tree would visit the shared
+ * part twice (found in review: the quantised layout overflowed). */
+static void put32(unsigned char **w, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) *(*w)++ = (unsigned char)(v >> (8 * i));
+}
+static void put64(unsigned char **w, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) *(*w)++ = (unsigned char)(v >> (8 * i));
+}
+static void test_predictor_rejects_shared_children(void **state)
+{
+    (void)state;
+    unsigned char buf[512], *w = buf;
+    memcpy(w, "MRGP", 4);
+    w += 4;
+    put32(&w, 1);        /* version */
+    put32(&w, 0);        /* objective */
+    put32(&w, 1);        /* K */
+    put64(&w, 1);        /* F */
+    put64(&w, 1);        /* trees */
+    put64(&w, 2);        /* nodes */
+    put64(&w, 1);        /* leaves */
+    put64(&w, 0);        /* categorical splits */
+    put64(&w, 0);        /* bitset words */
+    put64(&w, 0);        /* init score 0.0 */
+    put32(&w, 0);        /* root of tree 0: node 0 */
+    const float thr = 0.5f;
+    uint32_t tb;
+    memcpy(&tb, &thr, 4);
+    put32(&w, tb);       /* node 0: both children are node 1 */
+    put32(&w, 0);
+    put32(&w, 1);
+    put32(&w, 1);
+    put32(&w, tb);       /* node 1: both children are leaf 0 */
+    put32(&w, 0);
+    put32(&w, (uint32_t)~0);
+    put32(&w, (uint32_t)~0);
+    put64(&w, 0);        /* exact thresholds */
+    put64(&w, 0);
+    put32(&w, 0);        /* categorical index per node */
+    put32(&w, 0);
+    put64(&w, 0);        /* leaf value */
+    mr_gbdt_predictor *pr = NULL;
+    mr_error err;
+    mr_error_init(&err);
+    assert_int_equal(mr_gbdt_predictor_from_bytes(buf, (size_t)(w - buf), &pr, &err), MR_E_CORRUPT);
+    assert_null(pr);
+    assert_non_null(strstr(err.msg, "another parent"));
+}
+
 /* ---- round trips and prediction consistency ---------------------------------------------- */
 
 static void test_model_roundtrip_and_predict(void **state)
@@ -1040,6 +1092,7 @@ int main(void)
         cmocka_unit_test(test_degenerate_features_and_labels),
         cmocka_unit_test(test_model_roundtrip_and_predict),
         cmocka_unit_test(test_predict_paths_agree),
+        cmocka_unit_test(test_predictor_rejects_shared_children),
         cmocka_unit_test(test_binned_roundtrip),
         cmocka_unit_test(test_categorical),
         cmocka_unit_test(test_params),

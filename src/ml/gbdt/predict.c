@@ -162,6 +162,10 @@ static mr_status predictor_quantise(mr_gbdt_predictor *p, mr_error *err)
                 }
                 qn[patch] |= (uint32_t)off << 17;
             }
+            if (e >= p->n_nodes + p->n_leaves) { /* cannot happen for a tree (checked at load) */
+                ok = 0;
+                break;
+            }
             if (code < 0) {
                 qn[e++] = QN_LEAF | (uint32_t)~code;
                 continue;
@@ -237,6 +241,29 @@ static mr_status predictor_finish(mr_gbdt_predictor *p, mr_error *err)
         end = (size_t)r;
     }
     if (end != 0) return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: %zu nodes belong to no tree", end);
+    /* ... and every node and leaf has at most one parent (or is a root), so
+     * the walks see trees, not graphs: a hostile file sharing a child
+     * between two branches would otherwise make the quantised layout
+     * longer than its buffer. */
+    uint8_t *seen = mr_calloc(p->n_nodes + p->n_leaves + 1, 1);
+    if (!seen) return MR_ERR(err, MR_E_NOMEM, "out of memory building predictor");
+    const char *shared = NULL;
+    size_t at = 0;
+    for (size_t t = 0; !shared && t < p->n_trees; t++) {
+        int32_t r = p->root[t];
+        size_t slot = r >= 0 ? (size_t)r : p->n_nodes + (size_t)~r;
+        if (seen[slot]++) shared = "tree root", at = t;
+    }
+    for (size_t i = 0; !shared && i < p->n_nodes; i++)
+        for (int c = 0; !shared && c < 2; c++) {
+            int32_t ch = p->nodes[i].child[c];
+            size_t slot = ch >= 0 ? (size_t)ch : p->n_nodes + (size_t)~ch;
+            if (seen[slot]++) shared = "node", at = i;
+        }
+    mr_free(seen);
+    if (shared)
+        return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: %s %zu reaches a node or leaf that has another parent",
+                      shared, at);
     /* MILLRACE_PREDICT_SIMD caps the walks: 0 the float scalar walk (the
      * reference), 1 adds AVX-512, unset or 2 also the quantised form; "q"
      * the quantised form without vector walks, "a" with AVX2 but not
