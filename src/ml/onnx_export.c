@@ -636,57 +636,89 @@ static void fx_label_encoder(fx_ctx *c, const char *xs, char *const *keys, const
 }
 
 /* A categorical column's outputs as LabelEncoders over its string input.
- * The tables come from ft_eval itself — on every vocabulary entry, on a
+ * The values come from ft_eval itself — on every vocabulary entry, on a
  * missing value (the empty string here) and on a string outside the
- * vocabulary — so the graph computes exactly what the transform does for
- * every key; for an encoding that does not depend on anything else (onehot,
- * ordinal, target_encode, with or without a categorical impute) that is
- * the whole function. */
+ * vocabulary (the default) — so the graph computes exactly what the
+ * transform does for every key; for an encoding that depends only on which
+ * key it sees (onehot, ordinal, target_encode, with or without a
+ * categorical impute) that is the whole function. Each encoder lists only
+ * the keys whose value differs from the default: one key per onehot
+ * output, not the whole vocabulary (a 20k-category onehot would otherwise
+ * carry 4e8 keys). */
+static int same_value(double a, double b) { return a == b || (a != a && b != b); }
+
 static void fx_cat_column(fx_ctx *c, const ft_col *col, const char *xs, const uint8_t *used_out, char (*out_of)[32])
 {
-    size_t nk = (size_t)col->n_vocab + 1, no = col->n_out;
-    char **keys = mr_malloc(nk * sizeof(char *));
-    size_t *klen = mr_malloc(nk * sizeof(size_t));
-    double *tab = mr_malloc(nk * no * sizeof(double)), *unseen = mr_malloc(no * sizeof(double));
-    float *vals = mr_malloc(nk * sizeof(float));
-    if (!keys || !klen || !tab || !unseen || !vals) {
-        c->st = MR_E_NOMEM;
-        goto done;
-    }
-    for (size_t i = 0; i < col->n_vocab; i++) {
-        keys[i] = col->vocab[i];
-        klen[i] = col->vocab_len[i];
-        ft_val v = {.missing = 0, .x = NAN, .s = col->vocab[i], .len = col->vocab_len[i]};
-        ft_eval(col, &v, tab + i * no);
-    }
-    keys[col->n_vocab] = "";
-    klen[col->n_vocab] = 0;
-    ft_val miss = {.missing = 1, .x = NAN, .s = NULL, .len = 0};
-    ft_eval(col, &miss, tab + col->n_vocab * no);
+    const size_t nk = (size_t)col->n_vocab + 1, no = col->n_out;
+    double *row = mr_malloc(no * sizeof(double)), *unseen = mr_malloc(no * sizeof(double));
+    size_t *cnt = mr_calloc(no, sizeof(size_t)), *fill = mr_calloc(no, sizeof(size_t));
+    char ***keys = mr_calloc(no, sizeof(char **));
+    size_t **klen = mr_calloc(no, sizeof(size_t *));
+    float **vals = mr_calloc(no, sizeof(float *));
+    char *u = NULL;
+    if (!row || !unseen || !cnt || !fill || !keys || !klen || !vals) goto oom;
     /* a key outside the vocabulary: the sorted vocabulary's last entry plus
      * one byte sorts after every entry, so it is not one of them */
     size_t ul = col->n_vocab ? col->vocab_len[col->n_vocab - 1] + 1 : 1;
-    char *u = mr_malloc(ul);
-    if (!u) {
-        c->st = MR_E_NOMEM;
-        goto done;
-    }
+    if (!(u = mr_malloc(ul))) goto oom;
     if (col->n_vocab) memcpy(u, col->vocab[col->n_vocab - 1], ul - 1);
     u[ul - 1] = 'x';
     ft_val un = {.missing = 0, .x = NAN, .s = u, .len = ul};
     ft_eval(col, &un, unseen);
-    mr_free(u);
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < nk; i++) {
+            const int missing = i == col->n_vocab;
+            ft_val v = {.missing = missing, .x = NAN, .s = missing ? NULL : col->vocab[i],
+                        .len = missing ? 0 : col->vocab_len[i]};
+            ft_eval(col, &v, row);
+            for (size_t o = 0; o < no; o++) {
+                if (!used_out[col->out_base + o] || same_value(row[o], unseen[o])) continue;
+                if (pass == 0) {
+                    cnt[o]++;
+                    continue;
+                }
+                keys[o][fill[o]] = missing ? "" : col->vocab[i];
+                klen[o][fill[o]] = missing ? 0 : col->vocab_len[i];
+                vals[o][fill[o]++] = (float)row[o];
+            }
+        }
+        if (pass == 0)
+            for (size_t o = 0; o < no; o++) {
+                if (!used_out[col->out_base + o]) continue;
+                size_t m = cnt[o] ? cnt[o] : 1;
+                keys[o] = mr_malloc(m * sizeof(char *));
+                klen[o] = mr_malloc(m * sizeof(size_t));
+                vals[o] = mr_malloc(m * sizeof(float));
+                if (!keys[o] || !klen[o] || !vals[o]) goto oom;
+            }
+    }
     for (size_t o = 0; o < no && c->st == MR_OK; o++) {
         if (!used_out[col->out_base + o]) continue;
-        for (size_t i = 0; i < nk; i++) vals[i] = (float)tab[i * no + o];
-        fx_label_encoder(c, xs, keys, klen, vals, nk, (float)unseen[o], out_of[col->out_base + o]);
+        if (fill[o] == 0) { /* every key takes the default: one harmless entry */
+            keys[o][0] = "";
+            klen[o][0] = 0;
+            vals[o][0] = (float)unseen[o];
+            fill[o] = 1;
+        }
+        fx_label_encoder(c, xs, keys[o], klen[o], vals[o], fill[o], (float)unseen[o], out_of[col->out_base + o]);
     }
+    goto done;
+oom:
+    c->st = MR_E_NOMEM;
 done:
+    for (size_t o = 0; keys && klen && vals && o < no; o++) {
+        mr_free(keys[o]);
+        mr_free(klen[o]);
+        mr_free(vals[o]);
+    }
     mr_free(keys);
     mr_free(klen);
-    mr_free(tab);
-    mr_free(unseen);
     mr_free(vals);
+    mr_free(row);
+    mr_free(unseen);
+    mr_free(cnt);
+    mr_free(fill);
+    mr_free(u);
 }
 
 /* Writes the transform's nodes into g: "input" [N, n_inputs] (numbers; the
