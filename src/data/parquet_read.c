@@ -788,11 +788,12 @@ mr_status mr_parquet_open(const char *path, mr_parquet_file **out, mr_error *err
     return open_file(path, 0, out, err);
 }
 
-/* For immutable files only (dataset shards: written once under a temporary
- * name, renamed into place, store objects read-only): the file is mapped
- * and column chunks are decoded straight from the page cache, one copy
- * fewer than pread. A file truncated while mapped would fault, which is
- * why user-supplied files keep pread. */
+/* For files nothing modifies in place (dataset shards: the Parquet writer
+ * renames a finished file into place, so a rewrite is a new inode; store
+ * objects are read-only): the file is mapped and column chunks are decoded
+ * straight from the page cache, one copy fewer than pread. A file
+ * truncated while mapped would fault, which is why user-supplied files
+ * keep pread. */
 mr_status mr_parquet_open_mapped(const char *path, mr_parquet_file **out, mr_error *err)
 {
     return open_file(path, 1, out, err);

@@ -60,6 +60,7 @@ typedef struct rg_meta {
 
 struct mr_parquet_writer {
     char *path;
+    char *tmp_path;          /* written here, renamed to path by a successful close */
     int fd;
     uint64_t off;            /* bytes written (incl. buffered) */
     mr_parquet_write_opts o;
@@ -177,10 +178,21 @@ mr_status mr_parquet_writer_open(const char *path, const mr_parquet_write_opts *
         }
     }
     w->o.kv_keys = w->o.kv_values = NULL;
-    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* The file appears under its name only when complete: a reader never
+     * sees half a file, and a file being read (or mapped, as dataset shards
+     * are) is replaced, never truncated under it. */
+    static _Atomic unsigned long tmp_seq;
+    w->tmp_path = mr_asprintf("%s.tmp.%ld.%lu", path, (long)getpid(), (unsigned long)tmp_seq++);
+    if (!w->tmp_path) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto fail;
+    }
+    w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_EXCL | O_CLOEXEC, 0644);
     if (w->fd < 0) {
         rc = MR_ERR_SYS(err, MR_E_IO, errno, "cannot create");
         if (err) mr_error_at(err, path, 0, 0);
+        mr_free(w->tmp_path);
+        w->tmp_path = NULL;
         goto fail;
     }
     rc = emit_bytes(w, "PAR1", 4, err);
@@ -196,6 +208,8 @@ void mr_parquet_writer_free(mr_parquet_writer *w)
 {
     if (!w) return;
     if (w->fd >= 0) close(w->fd);
+    if (w->tmp_path) unlink(w->tmp_path); /* not closed successfully: nothing is published */
+    mr_free(w->tmp_path);
     for (size_t i = 0; i < w->n_kv; i++) {
         mr_free(w->kv_k[i]);
         mr_free(w->kv_v[i]);
@@ -944,6 +958,12 @@ mr_status mr_parquet_writer_close(mr_parquet_writer *w, mr_error *err)
             if (close(fd)) {
                 rc = MR_ERR_SYS(err, MR_E_IO, errno, "cannot close");
                 if (err) mr_error_at(err, w->path, 0, 0);
+            } else if (rename(w->tmp_path, w->path)) {
+                rc = MR_ERR_SYS(err, MR_E_IO, errno, "cannot rename the finished file into place");
+                if (err) mr_error_at(err, w->path, 0, 0);
+            } else {
+                mr_free(w->tmp_path);
+                w->tmp_path = NULL;
             }
         }
     }

@@ -1006,10 +1006,60 @@ static void test_throughput(void **state)
     mr_table_free(t);
 }
 
+/* A file appears under its name only once complete: while writing, and
+ * after an abandoned writer, there is nothing at the path and no leftover;
+ * an existing file at the path is replaced (a new inode), never truncated
+ * under a reader that has it open or mapped. */
+static size_t count_entries(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    size_t n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+static void test_writer_publishes_on_close(void **state)
+{
+    (void)state;
+    mr_error err;
+    mr_error_init(&err);
+    mr_table *t = make_table(200, 11, 1);
+    char *path = tmp_path("atomic.parquet");
+    mr_parquet_writer *w = NULL;
+    CHECK_OK(mr_parquet_writer_open(path, NULL, &w, &err));
+    CHECK_OK(mr_parquet_writer_write(w, t, &err));
+    struct stat st;
+    assert_int_not_equal(stat(path, &st), 0); /* not visible while written */
+    assert_int_equal(count_entries(tmpdir, "atomic.parquet"), 1); /* its temporary */
+    mr_parquet_writer_free(w); /* abandoned */
+    assert_int_equal(count_entries(tmpdir, "atomic.parquet"), 0);
+    CHECK_OK(mr_parquet_write_table(path, t, NULL, &err));
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(count_entries(tmpdir, "atomic.parquet"), 1);
+    /* rewriting replaces the inode: a reader holding the old file keeps it */
+    mr_parquet_file *f = NULL;
+    CHECK_OK(mr_parquet_open_mapped(path, &f, &err));
+    mr_table *small = make_table(5, 3, 0);
+    CHECK_OK(mr_parquet_write_table(path, small, NULL, &err));
+    mr_table *back = NULL;
+    CHECK_OK(mr_parquet_read_all(f, NULL, 0, &back, &err));
+    assert_int_equal(back->n_rows, 200);
+    mr_table_free(back);
+    mr_parquet_close(f);
+    mr_table_free(small);
+    mr_table_free(t);
+    unlink(path);
+    mr_free(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_thrift_roundtrip),
+        cmocka_unit_test(test_writer_publishes_on_close),
         cmocka_unit_test(test_thrift_skip_and_limits),
         cmocka_unit_test(test_rle_hybrid),
         cmocka_unit_test(test_roundtrip_codecs),
