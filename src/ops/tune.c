@@ -412,6 +412,7 @@ static int trial_opts(study *s, const mr_value *tparams, mr_train_opts *o, opts_
 {
     mr_op_ctx *ctx = s->ctx;
     memset(om, 0, sizeof(*om));
+    mr_train_opts_init(o);
     om->m = merged_params(s, tparams);
     om->n_kv = om->m ? om->m->n : 0;
     om->kv = mr_calloc(om->n_kv + 1, sizeof(*om->kv));
@@ -424,7 +425,6 @@ static int trial_opts(study *s, const mr_value *tparams, mr_train_opts *o, opts_
         mr_value_scalar_text(om->m->items[k], &b);
         om->kv[k] = b.data;
     }
-    mr_train_opts_init(o);
     const mr_value *vm = mr_value_get(ctx->def, "model");
     o->kind = vm && vm->kind == MR_V_STR ? vm->str : "gbdt";
     o->label = mr_value_get(ctx->def, "label")->str;
@@ -492,9 +492,11 @@ static void child_train(study *s, trial *tr)
  * later stays safe). Trials with the same binning params then load the
  * matrices instead of binning: for a pruned trial binning can cost as much
  * as its rounds. A failure here is not an error: each trial would bin. */
-static void warm_bins(study *s)
+static void warm_bins(study *s, double deadline)
 {
     mr_op_ctx *ctx = s->ctx;
+    const mr_value *vm = mr_value_get(ctx->def, "model");
+    if (vm && vm->kind == MR_V_STR && strcmp(vm->str, "gbdt")) return; /* only the gbdt bins */
     double t0 = mr_now();
     fflush(NULL);
     pid_t pid = fork();
@@ -516,11 +518,22 @@ static void warm_bins(study *s)
         opts_mem_free(&om);
         _exit(rc == MR_OK ? 0 : 1);
     }
+    /* bounded by the study's timeout_s, like the trials */
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid || (r < 0 && errno != EINTR)) break;
+        if (deadline > 0 && mr_now() > deadline) {
+            kill(pid, SIGKILL);
+            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+            }
+            break;
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
     }
     dprintf(ctx->log_fd, "study: data binned once for all trials in %.2fs%s\n", mr_now() - t0,
-            WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "" : " (failed: each trial bins its own)");
+            WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "" : " (failed or stopped: each trial bins its own)");
 }
 
 /* ---- the exec objective -------------------------------------------------- */
@@ -914,7 +927,7 @@ static mr_status run_study(study *s, int *n_started_out, mr_error *err)
     mr_op_ctx *ctx = s->ctx;
     int next = 0, running = 0, first_open = 0;
     double t0 = mr_now();
-    if (!s->is_exec && s->n_trials > 1) warm_bins(s); /* inside the study's time budget */
+    if (!s->is_exec && s->n_trials > 1) warm_bins(s, s->timeout_s > 0 ? t0 + s->timeout_s : 0); /* inside the budget */
     int stop = 0;
     mr_status rc = MR_OK;
     for (;;) {

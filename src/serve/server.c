@@ -85,6 +85,7 @@ struct mr_server {
     int stopping;
     mr_bundle *cur;
     retired *old;
+    job **batch;       /* the batcher's array of jobs (max_batch, at most 4096) */
     char version[MR_HASH_HEX_LEN + 1];
     uint64_t reloads;
     /* metrics (under stats_mu) */
@@ -370,8 +371,7 @@ static void *batcher_main(void *arg)
     prctl(PR_SET_NAME, "mr-batcher", 0, 0, 0); /* shows in top -H and perf */
 #endif
     size_t cap = s->o.max_batch < 4096 ? s->o.max_batch : 4096;
-    job **batch = mr_calloc(cap + 1, sizeof(job *));
-    if (!batch) return NULL; /* start checks this cannot happen: allocated before */
+    job **batch = s->batch; /* allocated by mr_server_start, so the batcher cannot fail to start */
     char version[MR_HASH_HEX_LEN + 1];
     pthread_mutex_lock(&s->mu);
     for (;;) {
@@ -416,7 +416,6 @@ static void *batcher_main(void *arg)
         }
     }
     pthread_mutex_unlock(&s->mu);
-    mr_free(batch);
     return NULL;
 }
 
@@ -668,6 +667,7 @@ static void server_free(mr_server *s)
         mr_free(r);
     }
     mr_bundle_free(s->cur);
+    mr_free(s->batch);
     mr_free(s->bundle_path);
     mr_free(s->host);
     mr_free(s->token);
@@ -725,7 +725,8 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     s->bundle_path = mr_strdup(o->bundle_path);
     s->host = mr_strdup(host);
     s->token = o->token ? mr_strdup(o->token) : NULL;
-    if (!s->bundle_path || !s->host || (o->token && !s->token)) {
+    s->batch = mr_calloc((o->max_batch < 4096 ? o->max_batch : 4096) + 1, sizeof(job *));
+    if (!s->bundle_path || !s->host || (o->token && !s->token) || !s->batch) {
         server_free(s);
         return MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
