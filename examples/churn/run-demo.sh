@@ -48,3 +48,5 @@ bundle=$(ls "$WORK"/out/package/*.mrb)
 printf '\nserve the bundle and score a row:\n'
 printf '  %s serve %s --port 8080\n' "$MILLRACE" "$bundle"
 printf "  curl -s -d '%s' http://127.0.0.1:8080/v1/predict\n" "$row"
+printf 'or take it to ONNX Runtime (the features transform becomes ONNX ops; categorical columns go in "input_cat"):\n'
+printf '  %s bundle export-onnx %s -o churn.onnx\n' "$MILLRACE" "$bundle"
