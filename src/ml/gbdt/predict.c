@@ -99,19 +99,9 @@ static mr_status predictor_quantise(mr_gbdt_predictor *p, mr_error *err)
     uint32_t *qn = mr_malloc((p->n_nodes + p->n_leaves) * sizeof(uint32_t));
     int32_t *qroot = mr_malloc((p->n_trees ? p->n_trees : 1) * sizeof(int32_t));
     int32_t *stk = mr_malloc((2 * p->n_nodes + 2) * 2 * sizeof(int32_t));
-    if (!cnt || !thr || !qn || !qroot || !stk) {
-        mr_free(cnt);
-        mr_free(thr);
-        mr_free(qn);
-        mr_free(qroot);
-        mr_free(stk);
-        return MR_ERR(err, MR_E_NOMEM, "out of memory building predictor");
-    }
-    int ok = 1;
-    /* distinct thresholds per feature: collect, sort, dedupe */
-    float *all = mr_malloc(p->n_nodes * sizeof(float));
+    float *all = mr_malloc(p->n_nodes * sizeof(float)); /* thresholds grouped by feature */
     size_t *start = mr_calloc(F + 1, sizeof(size_t));
-    if (!all || !start) {
+    if (!cnt || !thr || !qn || !qroot || !stk || !all || !start) {
         mr_free(all);
         mr_free(start);
         mr_free(cnt);
@@ -121,6 +111,8 @@ static mr_status predictor_quantise(mr_gbdt_predictor *p, mr_error *err)
         mr_free(stk);
         return MR_ERR(err, MR_E_NOMEM, "out of memory building predictor");
     }
+    int ok = 1;
+    /* distinct thresholds per feature: collect, sort, dedupe */
     for (size_t i = 0; i < p->n_nodes; i++) start[PN_FEAT(p->nodes[i].meta) + 1]++;
     for (size_t f = 0; f < F; f++) start[f + 1] += start[f];
     for (size_t i = 0; i < p->n_nodes; i++) {
