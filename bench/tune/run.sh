@@ -4,7 +4,7 @@
 # callback, same search space, same rounds, same wall budget and cores, on a
 # 200,000-row sample of the bench/gbdt data (160k train, 40k validation).
 #
-#   bench/tune/run.sh [BUILD_DIR]        (BUDGET=120 THREADS=2 ROUNDS=300)
+#   bench/tune/run.sh [BUILD_DIR|MILLRACE]   (BUDGET=120 THREADS=2 ROUNDS=300)
 #
 # Reported: trials run, best validation AUC within the budget, and the time
 # each took to first reach the target AUC = (the lower of the two best AUCs)
@@ -15,7 +15,9 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-build=$(cd "${1:-$repo/build}" && pwd) || exit 2
+arg=${1:-$repo/build}
+[ -f "$arg" ] && arg=$(dirname "$arg") # the millrace binary (make bench passes it) or its build directory
+build=$(cd "$arg" && pwd) || exit 2
 MR=$build/millrace
 PY=${MR_PYTHON:-/usr/bin/python3}
 BUDGET=${BUDGET:-120}
