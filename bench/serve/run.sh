@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Serving benchmark: single-row requests over keep-alive loopback connections
 # with `millrace bench-serve` (in-process server on 127.0.0.1, built-in load
-# generator). Model: a 500-tree, 255-leaf gbdt when bench/predict left one
-# (BENCH_BUNDLE=path), else a 100-tree model trained here on the Higgs-like
-# data. Measures
+# generator). Model: the bench model of bench/predict — 500 trees x 255
+# leaves (learning rate 0.1) trained here on 200,000 Higgs-like rows, about
+# 15 s — or the bundle at BENCH_BUNDLE (BENCH_ROUNDS / BENCH_ROWS shrink the
+# trained one). Measures
 #   1. p50/p99 at 5,000 req/s open loop (micro-batching on: max batch 256, 200 us)
 #   2. max sustained QPS, closed loop, batching on vs --max-batch 1
 # Every run is bounded (BENCH_SECONDS each, default 5).
@@ -26,10 +27,11 @@ trap 'chmod -R u+w "$ws"; rm -rf "$ws"' EXIT
 cd "$ws" || exit 1
 bundle=${BENCH_BUNDLE:-}
 if [ -z "$bundle" ]; then
-    data=/tmp/millrace-bench-serve-data
-    [ -f "$data/train.csv" ] || "$PY" "$shared/bench/gen_higgs_like.py" "$data" --n-train 50000 --n-test 1000 >/dev/null || exit 1
-    "$mr" train "$data/train.csv" --label label -j 2 -p objective=binary -p num_iterations=${BENCH_ROUNDS:-100} \
-        -p num_leaves=255 -o model.bin >/dev/null || exit 1
+    rows=${BENCH_ROWS:-200000}
+    data=/tmp/millrace-bench-serve-data-$rows
+    [ -f "$data/train.csv" ] || "$PY" "$shared/bench/gen_higgs_like.py" "$data" --n-train "$rows" --n-test 1000 >/dev/null || exit 1
+    "$mr" train "$data/train.csv" --label label -j 2 -p objective=binary -p num_iterations=${BENCH_ROUNDS:-500} \
+        -p learning_rate=0.1 -p num_leaves=255 -p max_bin=255 -p min_data_in_leaf=20 -o model.bin >/dev/null || exit 1
     printf 'stages:\n  pkg:\n    op: package\n    model: model.bin\n' >millrace.yaml
     "$mr" run >/dev/null 2>&1 || exit 1
     bundle=$ws/out/pkg/model.mrb
