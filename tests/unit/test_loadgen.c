@@ -357,7 +357,19 @@ static void test_ipv6(void **state)
 {
     (void)state;
     srv s;
-    if (srv_start(&s, AF_INET6, M_OK_SPLIT) != 0) skip();
+    /* Only a kernel without an IPv6 loopback excuses this test (as in
+     * tests/e2e/test_serve.sh); there, binding ::1 cannot work at all. */
+    FILE *f = fopen("/proc/net/if_inet6", "r");
+    char line[256];
+    int have_lo6 = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "00000000000000000000000000000001 ", 33)) have_lo6 = 1;
+    if (f) fclose(f);
+    if (!have_lo6) {
+        print_message("NOTE: this machine has no IPv6 loopback (::1); the IPv6 load generator test cannot run\n");
+        skip();
+    }
+    assert_int_equal(srv_start(&s, AF_INET6, M_OK_SPLIT), 0);
     mr_loadgen_result r = run(&s, "::1", 0, 2.0, 2, 40);
     assert_int_equal(r.ok, 40);
     r = run(&s, "[::1]", 500, 0.099, 2, 0); /* 25 per connection */
