@@ -67,61 +67,7 @@ static void check_parse_error(const char *in, mr_status code, long col, const ch
     if (col && err.col != col) fail_msg("parse of \"%s\": col %ld, want %ld (%s)", in, err.col, col, err.msg);
 }
 
-static void add(mr_table *t, mr_column *c)
-{
-    mr_error err;
-    mr_error_init(&err);
-    if (mr_table_add_column(t, c, &err) != MR_OK) fail_msg("add column: %s", err.msg);
-}
-
-#define NA INT64_MIN /* marks a null in the int helpers below */
-
-static mr_column *int_col(const char *name, const int64_t *v, size_t n)
-{
-    mr_column *c;
-    assert_int_equal(mr_column_new(name, MR_T_INT64, n, &c, NULL), MR_OK);
-    for (size_t i = 0; i < n; i++) assert_int_equal(v[i] == NA ? mr_column_append_null(c) : mr_column_append_int64(c, v[i]), MR_OK);
-    return c;
-}
-
-static mr_column *bool_col(const char *name, const int *v, size_t n) /* -1 = null */
-{
-    mr_column *c;
-    assert_int_equal(mr_column_new(name, MR_T_BOOL, n, &c, NULL), MR_OK);
-    for (size_t i = 0; i < n; i++) assert_int_equal(v[i] < 0 ? mr_column_append_null(c) : mr_column_append_bool(c, v[i]), MR_OK);
-    return c;
-}
-
-static mr_column *str_col(const char *name, const char *const *v, size_t n, int dict)
-{
-    mr_column *c;
-    if (!dict) {
-        assert_int_equal(mr_column_new(name, MR_T_STRING, n, &c, NULL), MR_OK);
-        for (size_t i = 0; i < n; i++)
-            assert_int_equal(v[i] ? mr_column_append_str(c, v[i], strlen(v[i])) : mr_column_append_null(c), MR_OK);
-        return c;
-    }
-    mr_column *d;
-    assert_int_equal(mr_column_new("dict", MR_T_STRING, 0, &d, NULL), MR_OK);
-    int32_t *codes = calloc(n ? n : 1, sizeof(int32_t));
-    for (size_t i = 0; i < n; i++) {
-        if (!v[i]) continue;
-        size_t k = 0;
-        while (k < d->n) {
-            size_t len;
-            const char *s = mr_column_str(d, k, &len);
-            if (len == strlen(v[i]) && !memcmp(s, v[i], len)) break;
-            k++;
-        }
-        if (k == d->n) assert_int_equal(mr_column_append_str(d, v[i], strlen(v[i])), MR_OK);
-        codes[i] = (int32_t)k;
-    }
-    assert_int_equal(mr_column_new_dict(name, d, n, &c, NULL), MR_OK);
-    for (size_t i = 0; i < n; i++)
-        assert_int_equal(v[i] ? mr_column_append_code(c, codes[i]) : mr_column_append_null(c), MR_OK);
-    free(codes);
-    return c;
-}
+#include "columns_util.h"
 
 /*  r | x    | f     | s          | country | d          | ts                    | b     | f32
  *  0 | 1    | 1.5   | apple      | FR      | 2024-01-31 | 2024-01-31 12:00:00   | true  | 0.5
