@@ -1,5 +1,6 @@
 /* Column and table builders shared by the unit tests of expressions and
- * transforms (each test is its own executable: static inline, header only).
+ * transforms, and the string check of the CSV and JSON lines readers (each
+ * test is its own executable: static inline, header only).
  * Include after <cmocka.h> and millrace/table.h. */
 #ifndef MILLRACE_TEST_COLUMNS_UTIL_H
 #define MILLRACE_TEST_COLUMNS_UTIL_H
@@ -62,6 +63,21 @@ static inline mr_column *str_col(const char *name, const char *const *v, size_t 
         assert_int_equal(v[i] ? mr_column_append_code(c, codes[i]) : mr_column_append_null(c), MR_OK);
     free(codes);
     return c;
+}
+
+/* Asserts that row `row` of string column `col` is `want` (NULL: null). */
+static inline void check_str(const mr_table *t, size_t col, size_t row, const char *want)
+{
+    const mr_column *c = t->cols[col];
+    assert_int_equal(c->type, MR_T_STRING);
+    if (!want) {
+        assert_true(mr_column_is_null(c, row));
+        return;
+    }
+    assert_false(mr_column_is_null(c, row));
+    size_t len;
+    const char *s = mr_column_str(c, row, &len);
+    if (len != strlen(want) || memcmp(s, want, len)) fail_msg("row %zu col %zu: got '%.*s', want '%s'", row, col, (int)len, s, want);
 }
 
 #endif

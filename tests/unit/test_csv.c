@@ -17,6 +17,9 @@
 
 #include "millrace/csv.h"
 #include "data/read_int.h"
+#include "millrace/table.h"
+
+#include "columns_util.h"
 
 static char tmp_path[256];
 
@@ -62,19 +65,6 @@ static mr_status read_err(const char *text, const mr_csv_options *o, char *msg, 
     return rc;
 }
 
-static void check_str(const mr_table *t, size_t col, size_t row, const char *want)
-{
-    const mr_column *c = t->cols[col];
-    assert_int_equal(c->type, MR_T_STRING);
-    if (!want) {
-        assert_true(mr_column_is_null(c, row));
-        return;
-    }
-    assert_false(mr_column_is_null(c, row));
-    size_t len;
-    const char *s = mr_column_str(c, row, &len);
-    if (len != strlen(want) || memcmp(s, want, len)) fail_msg("row %zu col %zu: got '%.*s', want '%s'", row, col, (int)len, s, want);
-}
 
 static int64_t i64(const mr_table *t, size_t col, size_t row) { return ((const int64_t *)t->cols[col]->data)[row]; }
 static double f64(const mr_table *t, size_t col, size_t row) { return ((const double *)t->cols[col]->data)[row]; }
