@@ -87,6 +87,10 @@ mr_status mr__error_sys(mr_error *err, const char *src_file, int src_line, mr_st
                         int errnum, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 #define MR_ERR_SYS(err, code, errnum, ...) \
     mr__error_sys((err), __FILE__, __LINE__, (code), (errnum), __VA_ARGS__)
+/* For a module's own error helper taking `...`: sets code + the message
+ * from ap unless already set, and names `file` (mr_error_at) when given. */
+mr_status mr_error_vset_file(mr_error *err, mr_status code, const char *file, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
 /* Context setters: they fill a field only when it is still empty. */
 void mr_error_at(mr_error *err, const char *file, long line, long col);
 void mr_error_key(mr_error *err, const char *key);

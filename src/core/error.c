@@ -60,6 +60,17 @@ mr_status mr__error_set(mr_error *err, const char *src_file, int src_line, mr_st
     return code;
 }
 
+mr_status mr_error_vset_file(mr_error *err, mr_status code, const char *file, const char *fmt, va_list ap)
+{
+    if (!err) return code;
+    if (err->code == MR_OK) {
+        err->code = code;
+        set_vmsg(err, fmt, ap);
+    }
+    if (file) mr_error_at(err, file, 0, 0);
+    return code;
+}
+
 mr_status mr__error_sys(mr_error *err, const char *src_file, int src_line, mr_status code,
                         int errnum, const char *fmt, ...)
 {

@@ -161,13 +161,10 @@ static mr_status ferr(const mr_parquet_file *f, mr_error *err, mr_status code, c
     __attribute__((format(printf, 4, 5), cold, noinline));
 static mr_status ferr(const mr_parquet_file *f, mr_error *err, mr_status code, const char *fmt, ...)
 {
-    char msg[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    mr_error_vset_file(err, code, f->path, fmt, ap);
     va_end(ap);
-    MR_ERR(err, code, "%s", msg);
-    if (err) mr_error_at(err, f->path, 0, 0);
     return code;
 }
 

@@ -84,13 +84,10 @@ static mr_status werr(mr_parquet_writer *w, mr_error *err, mr_status code, const
     __attribute__((format(printf, 4, 5), cold, noinline));
 static mr_status werr(mr_parquet_writer *w, mr_error *err, mr_status code, const char *fmt, ...)
 {
-    char msg[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    mr_error_vset_file(err, code, w->path, fmt, ap);
     va_end(ap);
-    MR_ERR(err, code, "%s", msg);
-    if (err) mr_error_at(err, w->path, 0, 0);
     w->failed = 1;
     return code;
 }
@@ -375,13 +372,10 @@ static mr_status cerr(const mr_parquet_writer *w, mr_error *err, mr_status code,
     __attribute__((format(printf, 4, 5), cold, noinline));
 static mr_status cerr(const mr_parquet_writer *w, mr_error *err, mr_status code, const char *fmt, ...)
 {
-    char msg[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    mr_error_vset_file(err, code, w->path, fmt, ap);
     va_end(ap);
-    MR_ERR(err, code, "%s", msg);
-    if (err) mr_error_at(err, w->path, 0, 0);
     return code;
 }
 
