@@ -352,13 +352,19 @@ static mr_status sec_training(mr_report *r, mr_buf *svg, json_t *show, mr_error 
     return rc;
 }
 
+/* A section with only a sentence saying why it is empty. */
+static mr_status empty_section(mr_report *r, const char *id, const char *title, const char *why, mr_error *err)
+{
+    mr_status rc = mr_report_section(r, id, title, err);
+    return rc == MR_OK ? mr_report_text(r, why, err) : rc;
+}
+
 static mr_status sec_metrics(mr_report *r, json_t *mets, mr_error *err)
 {
     json_t *ms = json_object_get(mets, "metrics");
     size_t n = json_object_size(ms);
     if (!n) {
-        mr_status rc = mr_report_section(r, "metrics", "Metrics", err);
-        return rc == MR_OK ? mr_report_text(r, "No evaluate stage output: no metrics.", err) : rc;
+        return empty_section(r, "metrics", "Metrics", "No evaluate stage output: no metrics.", err);
     }
     mr_report_metric *rm = mr_calloc(n, sizeof(*rm));
     if (!rm) return MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -528,8 +534,7 @@ static mr_status sec_slices(mr_report *r, json_t *sl, mr_error *err)
     json_t *arr = json_object_get(sl, "slices");
     size_t n = json_array_size(arr);
     if (!n) {
-        mr_status rc = mr_report_section(r, "slices", "Slices", err);
-        return rc == MR_OK ? mr_report_text(r, "No slices (declare slices: {categorical: [...], numeric: [...]} with tier: full).", err) : rc;
+        return empty_section(r, "slices", "Slices", "No slices (declare slices: {categorical: [...], numeric: [...]} with tier: full).", err);
     }
     mr_slice *s = mr_calloc(n, sizeof(*s));
     if (!s) return MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -642,8 +647,7 @@ static mr_status sec_checks(mr_report *r, json_t *res, strs *pool, mr_error *err
     json_t *arr = json_object_get(res, "checks");
     size_t n = json_array_size(arr);
     if (!res || !n) {
-        mr_status rc = mr_report_section(r, "checks", "Checks", err);
-        return rc == MR_OK ? mr_report_text(r, res ? "The check stage declared no checks." : "No check stage output.", err) : rc;
+        return empty_section(r, "checks", "Checks", res ? "The check stage declared no checks." : "No check stage output.", err);
     }
     const char **names = mr_calloc(n, sizeof(char *)), **details = mr_calloc(n, sizeof(char *));
     int *passed = mr_calloc(n, sizeof(int));
