@@ -310,5 +310,5 @@ duckdb_setup() {
         (cd "$DUCK" && npm install --no-audit --no-fund >"$T_ROOT/npm.out" 2>&1) ||
             fail "npm install of @duckdb/node-api failed: $(tail -5 "$T_ROOT/npm.out")"
     fi
-    for s in "$@"; do cp "$fx/$s" "$DUCK/"; done # node resolves imports next to the script
+    for s in "$@" csv.mjs; do cp "$fx/$s" "$DUCK/"; done # node resolves imports next to the script
 }
