@@ -68,7 +68,7 @@ static int load_data(const char *path, mr_table **t)
 {
     mr_error err;
     mr_error_init(&err);
-    if (mr_read_table(path, t, &err) != MR_OK) {
+    if (mr_table_read_file(path, t, &err) != MR_OK) {
         mr_log_error(&err);
         return err.code == MR_E_INVALID_ARG ? EXIT_USAGE : EXIT_FAILED;
     }
@@ -246,7 +246,7 @@ static int model_predict(int argc, char **argv, mr_model *m)
             if (st == MR_OK) st = mr_table_add_column(res, c, &err);
             else mr_column_free(c);
         }
-        if (st == MR_OK) st = mr_write_table(out_path, res, &err);
+        if (st == MR_OK) st = mr_table_write_file(out_path, res, &err);
         if (st != MR_OK) {
             mr_log_error(&err);
             rc = st == MR_E_IO || st == MR_E_NOMEM ? EXIT_FAILED : EXIT_USAGE;

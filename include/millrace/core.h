@@ -1,8 +1,10 @@
 /* millrace core: status codes and error objects, allocation, logging,
- * hashing (xxh3-128), filesystem helpers and the thread pool.
+ * hashing (xxh3-128), filesystem helpers, the thread pool, the seeded RNG,
+ * little-endian byte encoding, "did you mean" and the library version.
  *
- * Everything else in libmillrace builds on this header. It knows nothing of
- * pipelines, YAML or the CLI.
+ * Everything else in libmillrace builds on this header (and on value.h, the
+ * typed value tree, also core's). It knows nothing of pipelines, YAML or
+ * the CLI.
  *
  *   mr_error err;
  *   mr_error_init(&err);
@@ -23,6 +25,11 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- version -----------------------------------------------------------
+ * The library version, written into every artifact's "created_by". */
+#define MILLRACE_VERSION "0.1.0"
+const char *mr_version(void); /* MILLRACE_VERSION */
 
 /* ---- status codes ------------------------------------------------------
  * One X-macro table generates the enum, mr_status_name() and mr_status_str().
@@ -133,6 +140,30 @@ mr_status mr_buf_puts(mr_buf *b, const char *s);
 mr_status mr_buf_printf(mr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Appends s as a JSON string literal (quoted and escaped). */
 mr_status mr_buf_json_str(mr_buf *b, const char *s);
+/* Appending little-endian encoders (MR_E_NOMEM / MR_E_LIMIT from the buffer). */
+mr_status mr_buf_put_u8(mr_buf *b, uint8_t v);
+mr_status mr_buf_put_u16(mr_buf *b, uint16_t v);
+mr_status mr_buf_put_u32(mr_buf *b, uint32_t v);
+mr_status mr_buf_put_u64(mr_buf *b, uint64_t v);
+mr_status mr_buf_put_f64(mr_buf *b, double v);   /* the IEEE-754 bits as u64 */
+mr_status mr_buf_put_str(mr_buf *b, const char *s); /* u32 length + bytes (NULL = "") */
+
+/* A bounds-checked little-endian reader over borrowed bytes. A read past the
+ * end returns 0 / NULL and sets `bad`, which stays set: decode a whole
+ * record, then check bad once. */
+typedef struct mr_reader {
+    const uint8_t *p;
+    size_t len, pos;
+    int bad;  /* sticky: a read ran past the end */
+} mr_reader;
+void mr_reader_init(mr_reader *r, const void *p, size_t len);
+const void *mr_reader_bytes(mr_reader *r, size_t n); /* borrowed from p */
+uint8_t mr_reader_u8(mr_reader *r);
+uint16_t mr_reader_u16(mr_reader *r);
+uint32_t mr_reader_u32(mr_reader *r);
+uint64_t mr_reader_u64(mr_reader *r);
+double mr_reader_f64(mr_reader *r);
+char *mr_reader_str(mr_reader *r); /* u32 length + bytes, NUL-terminated copy; NULL on bad or OOM */
 
 /* ---- logging -----------------------------------------------------------
  * Library code never prints directly; it logs through here. The CLI sets the
@@ -172,6 +203,13 @@ void mr_progress_update(mr_progress *p, uint64_t done, const char *detail);
 void mr_progress_end(mr_progress *p, const char *final_detail);
 /* Clears the live line (before other output); the next update redraws it. */
 void mr_progress_clear(void);
+
+/* ---- "did you mean" ----------------------------------------------------
+ * Levenshtein distance, and the candidate closest to word (a case-insensitive
+ * exact match first, then the smallest optimal-string-alignment distance
+ * within max(2, len/3)); NULL if none is close. Borrowed from candidates. */
+size_t mr_edit_distance(const char *a, const char *b);
+const char *mr_closest(const char *word, const char *const *candidates, size_t n);
 
 /* ---- time --------------------------------------------------------------*/
 double mr_now(void);          /* monotonic seconds */
@@ -243,7 +281,74 @@ mr_status mr_pool_init(int n_threads, mr_error *err); /* 0 = number of CPUs */
 int mr_pool_threads(void);
 void mr_pool_shutdown(void);
 void mr_parallel_for(size_t n, size_t block, mr_range_fn fn, void *ctx);
+/* The same with at most max_threads threads (0 = the whole pool): the pool
+ * runs min(T, blocks) lanes that pull blocks from one counter, so thread_id
+ * is in [0, mr_pool_threads_capped(max_threads)) and callers can index
+ * per-thread scratch with it. Block boundaries still depend only on
+ * (n, block). Lanes wait on the pool's condition variables, never spin. */
+void mr_parallel_for_capped(size_t n, size_t block, int max_threads, mr_range_fn fn, void *ctx);
+/* min(pool threads, max_threads) (max_threads <= 0: the pool's), >= 1. */
+int mr_pool_threads_capped(int max_threads);
 int mr_cpu_count(void);
+
+/* ---- seeded random numbers ---------------------------------------------
+ * Two generators, both pure functions of their seed (no global state):
+ *  - splitmix64: a 64-bit counter through a bijective mixer. One step per
+ *    call; also the stateless mixer every seeded stream is derived with
+ *    (seed a stream from (seed, epoch, trial, ...) by mixing them).
+ *  - mr_rng: xoshiro256** seeded by four splitmix64 steps from one seed;
+ *    for long streams (shuffles, samplers).
+ * Every site that draws random numbers documents how it derives its seed,
+ * so its results are reproducible at any thread count. */
+static inline uint64_t mr_splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+/* The top 53 bits of x as a double in [0, 1). */
+static inline double mr_u01(uint64_t x) { return (double)(x >> 11) * 0x1.0p-53; }
+/* Uniform integer in [0, n) from one draw (multiply-shift; bias <= n / 2^64). */
+static inline uint64_t mr_scale_below(uint64_t x, uint64_t n)
+{
+    return (uint64_t)(((unsigned __int128)x * (unsigned __int128)n) >> 64);
+}
+
+typedef struct mr_rng {
+    uint64_t s[4];
+} mr_rng;
+void mr_rng_seed(mr_rng *r, uint64_t seed);
+uint64_t mr_rng_next(mr_rng *r);
+uint64_t mr_rng_below(mr_rng *r, uint64_t n); /* uniform in [0, n), n > 0, by rejection (no bias) */
+double mr_rng_uniform(mr_rng *r);             /* [0, 1) with 53 random bits */
+double mr_rng_normal(mr_rng *r);              /* standard normal (Box-Muller, one draw pair per call) */
+
+/* ---- little-endian byte encoding ---------------------------------------
+ * Every persistent binary format (model, binned matrix, features, bundle,
+ * Parquet) is little-endian whatever the host. Fixed-position helpers: */
+static inline void mr_le_put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static inline void mr_le_put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void mr_le_put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t mr_le_get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t mr_le_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t mr_le_get64(const uint8_t *p)
+{
+    return (uint64_t)mr_le_get32(p) | (uint64_t)mr_le_get32(p + 4) << 32;
+}
 
 #ifdef __cplusplus
 }

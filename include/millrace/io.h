@@ -3,8 +3,8 @@
  * Parquet (.parquet), and datasets (directories with manifest.json).
  *
  *   mr_table *t;
- *   mr_read_table("train.parquet", &t, &err);
- *   mr_write_table("scores.csv", t, &err);
+ *   mr_table_read_file("train.parquet", &t, &err);
+ *   mr_table_write_file("scores.csv", t, &err);
  */
 #ifndef MILLRACE_IO_H
 #define MILLRACE_IO_H
@@ -18,9 +18,9 @@ extern "C" {
 
 /* Reads the whole file into a table (type by extension); a directory (a
  * millrace dataset, or a folder of data files) or a glob reads them all. */
-mr_status mr_read_table(const char *path, mr_table **out, mr_error *err);
+mr_status mr_table_read_file(const char *path, mr_table **out, mr_error *err);
 /* Writes a table, atomically: .csv/.tsv or .parquet (zstd). */
-mr_status mr_write_table(const char *path, const mr_table *t, mr_error *err);
+mr_status mr_table_write_file(const char *path, const mr_table *t, mr_error *err);
 
 #ifdef __cplusplus
 }

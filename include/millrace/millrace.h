@@ -1,31 +1,43 @@
-/* millrace: the whole public API. */
+/* millrace: the whole public API, one header per module, grouped by room
+ * (docs/architecture.md). Including this is the same as including each of
+ * them; any name not declared under include/millrace/ is private.
+ *
+ *   #include "millrace/millrace.h"
+ *   int main(void) { printf("millrace %s\n", mr_version()); }
+ */
 #ifndef MILLRACE_H
 #define MILLRACE_H
+/* core */
 #include "millrace/core.h"
-#include "millrace/check.h"
-#include "millrace/bundle.h"
+#include "millrace/value.h"
+/* store */
+#include "millrace/store.h"
+/* data */
+#include "millrace/table.h"
 #include "millrace/csv.h"
-#include "millrace/dataset.h"
-#include "millrace/expr.h"
-#include "millrace/gbdt.h"
-#include "millrace/io.h"
-#include "millrace/linear.h"
-#include "millrace/metrics.h"
-#include "millrace/model.h"
-#include "millrace/tune.h"
-#include "millrace/features.h"
 #include "millrace/jsonl.h"
 #include "millrace/parquet.h"
-#include "millrace/op.h"
-#include "millrace/pipeline.h"
-#include "millrace/report.h"
-#include "millrace/runstore.h"
-#include "millrace/runreport.h"
-#include "millrace/spec.h"
-#include "millrace/split.h"
-#include "millrace/store.h"
-#include "millrace/table.h"
+#include "millrace/dataset.h"
+#include "millrace/io.h"
+#include "millrace/expr.h"
 #include "millrace/transform.h"
-#include "millrace/value.h"
-#define MILLRACE_VERSION "0.1.0"
+#include "millrace/loader.h"
+/* ml */
+#include "millrace/gbdt.h"
+#include "millrace/linear.h"
+#include "millrace/model.h"
+#include "millrace/split.h"
+#include "millrace/features.h"
+#include "millrace/metrics.h"
+#include "millrace/check.h"
+#include "millrace/tune.h"
+#include "millrace/bundle.h"
+/* pipeline, ops, serve, report */
+#include "millrace/op.h"
+#include "millrace/spec.h"
+#include "millrace/runstore.h"
+#include "millrace/pipeline.h"
+#include "millrace/serve.h"
+#include "millrace/report.h"
+#include "millrace/runreport.h"
 #endif

@@ -75,9 +75,6 @@ typedef struct mr_model mr_model;
  * column, param or row at fault. */
 mr_status mr_model_train(const mr_table *train, const mr_table *valid, mr_train_opts *o, mr_model **out,
                          mr_error *err);
-/* Content hash of a table (names, types, values, nulls): equal tables hash
- * equal whatever their batch layout or dictionary encoding. */
-mr_hash128 mr_table_content_hash(const mr_table *t);
 void mr_model_free(mr_model *m);
 /* Any millrace model file (the kind is read from its magic number). */
 mr_status mr_model_load(const char *path, mr_model **out, mr_error *err);

@@ -115,6 +115,9 @@ mr_status mr_table_take(const mr_table *t, const uint32_t *idx, size_t n_idx, mr
 mr_status mr_table_append(mr_table *dst, const mr_table *src, mr_error *err);
 /* Keeps only the named columns, in the given order (MR_E_NOT_FOUND names a missing one). */
 mr_status mr_table_project(mr_table *t, const char *const *names, size_t n, mr_error *err);
+/* Content hash of a table (names, types, values, nulls): equal tables hash
+ * equal whatever their batch layout or dictionary encoding. {0, 0} on OOM. */
+mr_hash128 mr_table_content_hash(const mr_table *t);
 
 /* Formats value (row i of c) as text: "NULL" for nulls, shortest round-trip
  * floats, ISO dates ("2024-03-01") and timestamps ("2024-03-01 12:00:00" plus

@@ -2,7 +2,7 @@
  * pipelines, processes or the run store. A search space parsed from a value
  * tree; a seeded random sampler and a TPE sampler (Parzen estimators over
  * the good and bad trials); pruners (ASHA / successive halving by rounds,
- * median); parameter importances. The `tune` op (src/ops/tune.c) runs the
+ * median); parameter importances. The `tune` op (src/ops/op_tune.c) runs the
  * trials; docs/tune.md describes the algorithms and why they are exactly
  * reproducible.
  *
@@ -137,16 +137,6 @@ int mr_tune_is_rung(const mr_tune_pruner_opts *o, size_t n);
  * categorical[j] != 0 marks a categorical parameter. imp_out: m values. */
 mr_status mr_tune_importance(const double *x, const double *values, size_t n, size_t m, const int *categorical,
                              double *imp_out, mr_error *err);
-
-/* ---- PRNG -------------------------------------------------------------- */
-/* xoshiro256** seeded by splitmix64; exposed for tests and the bench. */
-typedef struct mr_rng {
-    uint64_t s[4];
-} mr_rng;
-void mr_rng_seed(mr_rng *r, uint64_t seed);
-uint64_t mr_rng_next(mr_rng *r);
-double mr_rng_uniform(mr_rng *r); /* [0, 1) with 53 random bits */
-double mr_rng_normal(mr_rng *r);  /* standard normal (Box-Muller) */
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,7 @@
 /* A typed value tree with source positions: what millrace.yaml parses into,
  * what params and op settings are, and what canonical JSON is printed from.
+ * Part of core (src/core/value.c): every module may use it; it knows
+ * nothing of YAML (the pipeline's reader builds it) or of any op.
  *
  *   mr_value *v = mr_value_get_path(spec->params, "train.rounds");
  *   if (v && v->kind == MR_V_INT) printf("%lld\n", (long long)v->u.i);
@@ -86,11 +88,6 @@ int mr_value_equal(const mr_value *a, const mr_value *b);
 /* Appends every leaf path of a map tree ("a.b", "a.c") as candidates for
  * "did you mean" (names only; caller frees the array and strings). */
 mr_status mr_value_leaf_paths(const mr_value *root, char ***paths_out, size_t *n_out);
-
-/* Levenshtein distance, and the closest candidate within a reasonable
- * distance (NULL if none is close). */
-size_t mr_edit_distance(const char *a, const char *b);
-const char *mr_closest(const char *word, const char *const *candidates, size_t n);
 
 #ifdef __cplusplus
 }

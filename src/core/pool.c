@@ -2,7 +2,8 @@
  * through an atomic counter; workers and the caller all take blocks, so the
  * caller never idles. Block boundaries depend only on (n, block). Several
  * threads may call mr_parallel_for at once: one job gets the workers, the
- * others run on their callers' threads. */
+ * others run on their callers' threads. mr_parallel_for_capped runs a job on
+ * at most T threads: T "lanes" each pull the job's blocks from one counter. */
 #include "millrace/core.h"
 
 #include <pthread.h>
@@ -131,4 +132,51 @@ void mr_parallel_for(size_t n, size_t block, mr_range_fn fn, void *ctx)
     pool.cur = NULL;
     pthread_mutex_unlock(&pool.mu);
     atomic_store(&pool.busy, 0);
+}
+
+/* ---- capped jobs --------------------------------------------------------------
+ * The pool runs every job on all its threads. To honour a thread cap we hand
+ * it exactly T jobs ("lanes"); each lane pulls blocks from a shared counter,
+ * and its lane number is the thread id callers index scratch with. */
+typedef struct lanes {
+    mr_range_fn fn;
+    void *ctx;
+    size_t n, block, n_blocks;
+    atomic_size_t next;
+} lanes;
+
+static void lane_run(void *vctx, size_t begin, size_t end, int tid)
+{
+    (void)end;
+    (void)tid;
+    lanes *L = vctx;
+    for (;;) {
+        size_t b = atomic_fetch_add(&L->next, 1);
+        if (b >= L->n_blocks) break;
+        size_t lo = b * L->block, hi = lo + L->block < L->n ? lo + L->block : L->n;
+        L->fn(L->ctx, lo, hi, (int)begin);
+    }
+}
+
+int mr_pool_threads_capped(int max_threads)
+{
+    int t = mr_pool_threads();
+    if (max_threads > 0 && max_threads < t) t = max_threads;
+    return t < 1 ? 1 : t;
+}
+
+void mr_parallel_for_capped(size_t n, size_t block, int max_threads, mr_range_fn fn, void *ctx)
+{
+    if (n == 0) return;
+    if (block == 0) block = 1;
+    size_t nb = (n + block - 1) / block;
+    int T = mr_pool_threads_capped(max_threads);
+    if (T <= 1 || nb == 1) {
+        for (size_t b = 0; b < nb; b++) fn(ctx, b * block, b * block + block < n ? b * block + block : n, 0);
+        return;
+    }
+    if ((size_t)T > nb) T = (int)nb;
+    lanes L = {.fn = fn, .ctx = ctx, .n = n, .block = block, .n_blocks = nb};
+    atomic_init(&L.next, 0);
+    mr_parallel_for((size_t)T, 1, lane_run, &L);
 }

@@ -5,7 +5,7 @@
  * helper in dataset_source.c. The format is specified in docs/data.md. */
 #include "data/dataset_int.h"
 #include "data/parquet_int.h"
-#include "millrace/millrace.h"
+#include "millrace/core.h"
 
 #include <errno.h>
 #include <jansson.h>

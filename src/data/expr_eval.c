@@ -562,10 +562,6 @@ static mr_status k_days_between(const ectx *c, const vec *a, const vec *b, vec *
     return MR_OK;
 }
 
-static inline void put_le64(uint8_t *p, uint64_t v)
-{
-    for (int k = 0; k < 8; k++) p[k] = (uint8_t)(v >> (8 * k));
-}
 
 /* hash(x): xxh3-64 (seed 0) of the value's canonical bytes, as int64. The
  * bytes are fixed by docs/expressions.md: little-endian int64 / timestamp,
@@ -597,7 +593,7 @@ static mr_status k_hash(const ectx *c, const vec *a, vec *o)
             if (f == 0) f = 0.0;
             memcpy(&u, &f, 8);
             if (isnan(f)) u = UINT64_C(0x7ff8000000000000);
-            put_le64(b, u);
+            mr_le_put64(b, u);
             h = XXH3_64bits(b, 8);
             break;
         }
@@ -608,7 +604,7 @@ static mr_status k_hash(const ectx *c, const vec *a, vec *o)
             break;
         }
         default: /* INT64, TIMESTAMP */
-            put_le64(b, (uint64_t)((const int64_t *)a->data)[i]);
+            mr_le_put64(b, (uint64_t)((const int64_t *)a->data)[i]);
             h = XXH3_64bits(b, 8);
             break;
         }

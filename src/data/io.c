@@ -1,4 +1,4 @@
-/* mr_read_table / mr_write_table: dispatch on the file name. */
+/* mr_table_read_file / mr_table_write_file: dispatch on the file name. */
 #include "millrace/io.h"
 #include "millrace/csv.h"
 #include "millrace/dataset.h"
@@ -17,7 +17,7 @@ static int ends_with(const char *s, const char *suffix)
     return ls >= lx && !strcasecmp(s + ls - lx, suffix);
 }
 
-mr_status mr_read_table(const char *path, mr_table **out, mr_error *err)
+mr_status mr_table_read_file(const char *path, mr_table **out, mr_error *err)
 {
     *out = NULL;
     if (mr_fs_is_dir(path) || strpbrk(path, "*?[")) {
@@ -78,7 +78,7 @@ mr_status mr_read_table(const char *path, mr_table **out, mr_error *err)
     return rc;
 }
 
-mr_status mr_write_table(const char *path, const mr_table *t, mr_error *err)
+mr_status mr_table_write_file(const char *path, const mr_table *t, mr_error *err)
 {
     if (ends_with(path, ".parquet") || ends_with(path, ".pq")) {
         char *tmp = mr_asprintf("%s.tmp.%ld", path, (long)getpid());

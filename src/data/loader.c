@@ -38,52 +38,12 @@
 #define DEFAULT_PREFETCH 4
 #define MAX_THREADS 64
 
-/* ---- PRNG: splitmix64 seeding xoshiro256** -------------------------------------------- */
+/* ---- PRNG: core's xoshiro256**, seeded from (seed, epoch) --------------------------------- */
 
-typedef struct rng {
-    uint64_t s[4];
-} rng;
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static void rng_seed(rng *r, uint64_t seed, uint64_t epoch)
+static void rng_seed(mr_rng *r, uint64_t seed, uint64_t epoch)
 {
     uint64_t x = seed;
-    uint64_t k = splitmix64(&x) ^ (epoch * 0xd1342543de82ef95ULL + 0x2545f4914f6cdd1dULL);
-    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&k);
-}
-
-static inline uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t rng_next(rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-/* Uniform in [0, n), n > 0, by rejection (no modulo bias). */
-static uint64_t rng_below(rng *r, uint64_t n)
-{
-    uint64_t threshold = (0 - n) % n, x;
-    do x = rng_next(r);
-    while (x < threshold);
-    return x % n;
+    mr_rng_seed(r, mr_splitmix64(&x) ^ (epoch * 0xd1342543de82ef95ULL + 0x2545f4914f6cdd1dULL));
 }
 
 /* ---- state ------------------------------------------------------------------------------ */
@@ -115,7 +75,7 @@ struct mr_loader {
     size_t batch_size, buf_cap, prefetch, lookahead;
     int shuffle, drop_last, n_threads;
     uint64_t start_batch;
-    rng rng;
+    mr_rng rng;
     /* assembler-private */
     size_t pos;                 /* index into order of the block being streamed */
     size_t pos_row;
@@ -292,7 +252,7 @@ static mr_status emit_next(mr_loader *ld, int live, ref *out, int *got, mr_error
     }
     *got = 0;
     if (ld->buf_n == 0) return MR_OK;
-    size_t j = (size_t)rng_below(&ld->rng, ld->buf_n);
+    size_t j = (size_t)mr_rng_below(&ld->rng, ld->buf_n);
     *out = ld->buf[j];
     *got = 1;
     if (g) rc = stream_next(ld, live, &r, &g, err);
@@ -491,7 +451,7 @@ static mr_status plan_blocks(mr_loader *ld, mr_error *err)
     for (size_t i = 0; i < ld->n_blocks; i++) ld->order[i] = i;
     if (ld->shuffle)
         for (size_t i = ld->n_blocks; i > 1; i--) { /* Fisher-Yates */
-            size_t j = (size_t)rng_below(&ld->rng, i);
+            size_t j = (size_t)mr_rng_below(&ld->rng, i);
             size_t tmp = ld->order[i - 1];
             ld->order[i - 1] = ld->order[j];
             ld->order[j] = tmp;

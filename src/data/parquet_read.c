@@ -930,14 +930,6 @@ mr_status mr_parquet_chunk_codec(const mr_parquet_file *f, size_t rg, size_t col
 
 /* ---- value conversions ------------------------------------------------------ */
 
-static inline uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline uint64_t le64(const uint8_t *p)
-{
-    return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
 
 static float half_to_float(uint16_t h)
 {
@@ -989,8 +981,8 @@ static double be_twos_to_double(const uint8_t *p, size_t n)
  * conversion overflows on write) come back as Spark reads them. */
 static int int96_to_us(const uint8_t *p, int64_t *out)
 {
-    int64_t nanos = (int64_t)le64(p);
-    int64_t jd = (int32_t)le32(p + 8);
+    int64_t nanos = (int64_t)mr_le_get64(p);
+    int64_t jd = (int32_t)mr_le_get32(p + 8);
     uint64_t us = (uint64_t)(jd - 2440588) * 86400000000ULL + (uint64_t)(nanos / 1000);
     *out = (int64_t)us;
     return 0;
@@ -1057,26 +1049,26 @@ mr_status mr_parquet_column_stats(const mr_parquet_file *f, size_t rg, size_t co
         case CV_I32:
         case CV_DATE:
             ok = vl[k] == 4;
-            if (ok) iv = (int32_t)le32(v[k]);
+            if (ok) iv = (int32_t)mr_le_get32(v[k]);
             break;
         case CV_U32:
             ok = vl[k] == 4;
-            if (ok) iv = le32(v[k]);
+            if (ok) iv = mr_le_get32(v[k]);
             break;
         case CV_TS32:
-            ok = vl[k] == 4 && !to_us(TU_MILLIS, (int32_t)le32(v[k]), &iv);
+            ok = vl[k] == 4 && !to_us(TU_MILLIS, (int32_t)mr_le_get32(v[k]), &iv);
             break;
         case CV_I64:
             ok = vl[k] == 8;
-            if (ok) iv = (int64_t)le64(v[k]);
+            if (ok) iv = (int64_t)mr_le_get64(v[k]);
             if (ok && L->lt == LT_INT && !L->int_signed && iv < 0) ok = 0;
             break;
-        case CV_TS64: ok = vl[k] == 8 && !to_us(L->unit, (int64_t)le64(v[k]), &iv); break;
+        case CV_TS64: ok = vl[k] == 8 && !to_us(L->unit, (int64_t)mr_le_get64(v[k]), &iv); break;
         case CV_F32: {
             float fl;
             ok = vl[k] == 4;
             if (ok) {
-                uint32_t b = le32(v[k]);
+                uint32_t b = mr_le_get32(v[k]);
                 memcpy(&fl, &b, 4);
                 dv = fl;
             }
@@ -1085,7 +1077,7 @@ mr_status mr_parquet_column_stats(const mr_parquet_file *f, size_t rg, size_t co
         case CV_F64: {
             ok = vl[k] == 8;
             if (ok) {
-                uint64_t b = le64(v[k]);
+                uint64_t b = mr_le_get64(v[k]);
                 memcpy(&dv, &b, 8);
             }
             break;
@@ -1096,11 +1088,11 @@ mr_status mr_parquet_column_stats(const mr_parquet_file *f, size_t rg, size_t co
             break;
         case CV_DEC32:
             ok = vl[k] == 4;
-            if (ok) dv = (double)(int32_t)le32(v[k]) / pow10_of(L->info.scale);
+            if (ok) dv = (double)(int32_t)mr_le_get32(v[k]) / pow10_of(L->info.scale);
             break;
         case CV_DEC64:
             ok = vl[k] == 8;
-            if (ok) dv = (double)(int64_t)le64(v[k]) / pow10_of(L->info.scale);
+            if (ok) dv = (double)(int64_t)mr_le_get64(v[k]) / pow10_of(L->info.scale);
             break;
         case CV_DECBYTES:
             ok = vl[k] >= 1;
@@ -1291,7 +1283,7 @@ static const char *plain_bytearrays(const uint8_t *p, size_t len, size_t n, bav 
     size_t off = 0;
     for (size_t i = 0; i < n; i++) {
         if (len - off < 4) return "PLAIN byte array: truncated length";
-        uint32_t l = le32(p + off);
+        uint32_t l = mr_le_get32(p + off);
         off += 4;
         if (l > len - off) return "PLAIN byte array: value runs past the page";
         out[i].p = p + off;
@@ -1367,7 +1359,7 @@ static mr_status decode_values(chunk_ctx *c, int enc, const uint8_t *p, size_t l
             why = "RLE encoding is only valid for booleans";
         } else if (n) {
             if (GROW(c, idx, idx_cap, n)) return cerr(c, MR_E_NOMEM, "out of memory");
-            if (len < 4 || le32(p) > len - 4 || mr__pq_rle_decode(p + 4, le32(p), 1, c->idx, n))
+            if (len < 4 || mr_le_get32(p) > len - 4 || mr__pq_rle_decode(p + 4, mr_le_get32(p), 1, c->idx, n))
                 why = "RLE booleans: malformed data";
             else
                 for (size_t i = 0; i < n; i++) c->vals[i] = (uint8_t)c->idx[i];
@@ -1611,24 +1603,24 @@ static mr_status emit(chunk_ctx *c, size_t n_rows, const uint32_t *lev, size_t n
         switch (codes ? -1 : L->cv) {
         case -1: col->codes[row] = (int32_t)c->idx[j]; break;
         case CV_BOOL: ((uint8_t *)col->data)[row] = v[0] & 1; break;
-        case CV_I32: ((int64_t *)col->data)[row] = (int32_t)le32(v); break;
-        case CV_U32: ((int64_t *)col->data)[row] = le32(v); break;
-        case CV_I64: ((int64_t *)col->data)[row] = (int64_t)le64(v); break;
-        case CV_DATE: ((int32_t *)col->data)[row] = (int32_t)le32(v); break;
-        case CV_TS32: ((int64_t *)col->data)[row] = (int64_t)(int32_t)le32(v) * 1000; break;
+        case CV_I32: ((int64_t *)col->data)[row] = (int32_t)mr_le_get32(v); break;
+        case CV_U32: ((int64_t *)col->data)[row] = mr_le_get32(v); break;
+        case CV_I64: ((int64_t *)col->data)[row] = (int64_t)mr_le_get64(v); break;
+        case CV_DATE: ((int32_t *)col->data)[row] = (int32_t)mr_le_get32(v); break;
+        case CV_TS32: ((int64_t *)col->data)[row] = (int64_t)(int32_t)mr_le_get32(v) * 1000; break;
         case CV_TS64:
-            if (to_us(L->unit, (int64_t)le64(v), &((int64_t *)col->data)[row]))
+            if (to_us(L->unit, (int64_t)mr_le_get64(v), &((int64_t *)col->data)[row]))
                 return cerr(c, MR_E_CORRUPT, "page %zu: timestamp out of range", c->page_no);
             break;
         case CV_INT96:
             if (int96_to_us(v, &((int64_t *)col->data)[row]))
                 return cerr(c, MR_E_CORRUPT, "page %zu: INT96 timestamp out of range (julian day %d, %lld ns)",
-                            c->page_no, (int32_t)le32(v + 8), (long long)le64(v));
+                            c->page_no, (int32_t)mr_le_get32(v + 8), (long long)mr_le_get64(v));
             break;
         case CV_F32: memcpy((float *)col->data + row, v, 4); break;
         case CV_F64: memcpy((double *)col->data + row, v, 8); break;
-        case CV_DEC32: ((double *)col->data)[row] = (double)(int32_t)le32(v) / pow10_of(L->info.scale); break;
-        case CV_DEC64: ((double *)col->data)[row] = (double)(int64_t)le64(v) / pow10_of(L->info.scale); break;
+        case CV_DEC32: ((double *)col->data)[row] = (double)(int32_t)mr_le_get32(v) / pow10_of(L->info.scale); break;
+        case CV_DEC64: ((double *)col->data)[row] = (double)(int64_t)mr_le_get64(v) / pow10_of(L->info.scale); break;
         case CV_DECBYTES:
             if (L->info.physical == MR_PQ_BYTE_ARRAY)
                 ((double *)col->data)[row] = be_twos_to_double(c->bv[j].p, c->bv[j].len) / pow10_of(L->info.scale);
@@ -1653,8 +1645,8 @@ static mr_status read_levels(chunk_ctx *c, int enc, const uint8_t *p, size_t len
     unsigned bw = 0;
     for (int m = c->L->max_def; m; m >>= 1) bw++;
     *all_present = 0;
-    if (enc == MR__PQ_ENC_RLE && len >= 4 && le32(p) <= len - 4 && bw <= 8) {
-        const uint8_t *q = p + 4, *e = p + 4 + le32(p);
+    if (enc == MR__PQ_ENC_RLE && len >= 4 && mr_le_get32(p) <= len - 4 && bw <= 8) {
+        const uint8_t *q = p + 4, *e = p + 4 + mr_le_get32(p);
         uint64_t h = 0;
         for (unsigned shift = 0; q < e && shift < 64; shift += 7) { /* ULEB128 run header */
             uint8_t b = *q++;
@@ -1662,15 +1654,15 @@ static mr_status read_levels(chunk_ctx *c, int enc, const uint8_t *p, size_t len
             if (!(b & 0x80)) break;
         }
         if (!(h & 1) && (h >> 1) >= n && q < e && q[-1] < 0x80 && *q == (uint8_t)c->L->max_def) {
-            *used = 4 + le32(p);
+            *used = 4 + mr_le_get32(p);
             *all_present = 1;
             return MR_OK;
         }
     }
     if (GROW(c, lev, lev_cap, n ? n : 1)) return cerr(c, MR_E_NOMEM, "out of memory");
     if (enc == MR__PQ_ENC_RLE) {
-        if (len < 4 || le32(p) > len - 4) return cerr(c, MR_E_CORRUPT, "page %zu: definition levels run past the page", c->page_no);
-        size_t l = le32(p);
+        if (len < 4 || mr_le_get32(p) > len - 4) return cerr(c, MR_E_CORRUPT, "page %zu: definition levels run past the page", c->page_no);
+        size_t l = mr_le_get32(p);
         if (mr__pq_rle_decode(p + 4, l, bw, c->lev, n))
             return cerr(c, MR_E_CORRUPT, "page %zu: malformed definition levels", c->page_no);
         *used = 4 + l;

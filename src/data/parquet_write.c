@@ -12,7 +12,7 @@
  * TIMESTAMP->INT64(TIMESTAMP(MICROS, UTC)). */
 #include "data/parquet_int.h"
 #include "data/thrift.h"
-#include "millrace/millrace.h"
+#include "millrace/core.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -361,10 +361,6 @@ static unsigned bit_width(uint32_t max)
     return b ? b : 1;
 }
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
-}
 
 /* Errors of chunk encoding, which runs on pool threads: the message goes to
  * the chunk's own err (w is only read); the caller marks w failed. */
@@ -551,7 +547,7 @@ static mr_status encode_chunk(const mr_parquet_writer *w, wscratch *x, mr_buf *o
                 rc = cerr(w, err, MR_E_LIMIT, "column '%s': string longer than 4 GiB", c->name);
                 break;
             }
-            put_le32(lb, (uint32_t)l);
+            mr_le_put32(lb, (uint32_t)l);
             if (mr_buf_append(&x->page, lb, 4) || mr_buf_append(&x->page, s, l))
                 rc = cerr(w, err, MR_E_NOMEM, "out of memory");
         }
@@ -588,7 +584,7 @@ static mr_status encode_chunk(const mr_parquet_writer *w, wscratch *x, mr_buf *o
             rc = cerr(w, err, MR_E_NOMEM, "out of memory");
             goto done;
         }
-        put_le32((uint8_t *)x->page.data, (uint32_t)(x->page.len - 4));
+        mr_le_put32((uint8_t *)x->page.data, (uint32_t)(x->page.len - 4));
         int enc = MR__PQ_ENC_PLAIN;
         if (dict) {
             enc = MR__PQ_ENC_RLE_DICTIONARY;
@@ -620,7 +616,7 @@ static mr_status encode_chunk(const mr_parquet_writer *w, wscratch *x, mr_buf *o
                     rc = MR_E_LIMIT;
                     break;
                 }
-                put_le32(lb, (uint32_t)l);
+                mr_le_put32(lb, (uint32_t)l);
                 if (mr_buf_append(&x->page, lb, 4) || mr_buf_append(&x->page, s, l)) rc = MR_E_NOMEM;
             }
         } else if (nn == pn) { /* no nulls: one copy */
@@ -928,7 +924,7 @@ static mr_status write_footer(mr_parquet_writer *w, mr_error *err)
         return werr(w, err, rc != MR_OK ? rc : MR_E_LIMIT, "cannot build the file metadata");
     }
     uint8_t tail[8];
-    put_le32(tail, (uint32_t)meta.len);
+    mr_le_put32(tail, (uint32_t)meta.len);
     memcpy(tail + 4, "PAR1", 4);
     rc = emit_bytes(w, meta.data, meta.len, err);
     if (rc == MR_OK) rc = emit_bytes(w, tail, 8, err);

@@ -59,10 +59,6 @@ static void k_lengths(void *vctx, size_t begin, size_t end, int tid)
     }
 }
 
-static inline void put_le(uint8_t *p, uint64_t v, size_t w)
-{
-    for (size_t k = 0; k < w; k++) p[k] = (uint8_t)(v >> (8 * k));
-}
 
 /* Pass 2: bytes, hashes and null flags. */
 static void k_encode(void *vctx, size_t begin, size_t end, int tid)
@@ -84,7 +80,7 @@ static void k_encode(void *vctx, size_t begin, size_t end, int tid)
             switch (col->type) {
             case MR_T_BOOL: *p++ = ((const uint8_t *)col->data)[i] ? 1 : 0; break;
             case MR_T_DATE:
-                put_le(p, (uint32_t)((const int32_t *)col->data)[i], 4);
+                mr_le_put32(p, (uint32_t)((const int32_t *)col->data)[i]);
                 p += 4;
                 break;
             case MR_T_FLOAT64:
@@ -94,20 +90,20 @@ static void k_encode(void *vctx, size_t begin, size_t end, int tid)
                 if (f == 0) f = 0.0;
                 memcpy(&u, &f, 8);
                 if (isnan(f)) u = UINT64_C(0x7ff8000000000000);
-                put_le(p, u, 8);
+                mr_le_put64(p, u);
                 p += 8;
                 break;
             }
             case MR_T_STRING: {
                 size_t sl;
                 const char *s = mr_column_str(col, i, &sl);
-                put_le(p, (uint32_t)sl, 4);
+                mr_le_put32(p, (uint32_t)sl);
                 memcpy(p + 4, s, sl);
                 p += 4 + sl;
                 break;
             }
             default:
-                put_le(p, (uint64_t)((const int64_t *)col->data)[i], 8);
+                mr_le_put64(p, (uint64_t)((const int64_t *)col->data)[i]);
                 p += 8;
                 break;
             }

@@ -39,7 +39,7 @@ static void boot_one(boot_job *j, size_t r, scratch *s)
 {
     const mr_metric_data *d = j->d;
     uint64_t st = j->base + (uint64_t)r;
-    st = mr__splitmix64(&st);
+    st = mr_splitmix64(&st);
     size_t n = d->n, K = d->n_classes;
     for (size_t i = 0; i < n; i++) {
         size_t src = mr__rand_below(&st, n);
@@ -133,7 +133,7 @@ mr_status mr_bootstrap(mr_metric_fn fn, void *ctx, const mr_metric_data *d, size
         scr[t].proba = base + 3 * n;
     }
     uint64_t base = seed;
-    base = mr__splitmix64(&base);
+    base = mr_splitmix64(&base);
     boot_job j = {.fn = fn, .ctx = ctx, .d = d, .base = base, .values = values, .ok = ok, .scr = scr};
     if (use_pool) mr_parallel_for(n_resamples, 1, boot_range, &j);
     else boot_range(&j, 0, n_resamples, 0);
@@ -185,7 +185,7 @@ static void rank_one(rank_job *j, size_t r, uint32_t *cnt)
     const mr_metric_data *d = j->d;
     const size_t n = d->n;
     uint64_t st = j->base + (uint64_t)r;
-    st = mr__splitmix64(&st);
+    st = mr_splitmix64(&st);
     memset(cnt, 0, n * sizeof(uint32_t));
     for (size_t i = 0; i < n; i++) cnt[mr__rand_below(&st, n)]++;
     const double *w = d->w;
@@ -290,7 +290,7 @@ static mr_status bootstrap_rank(mr_metric_id id, const mr_metric_data *d, size_t
         rows[i] = kr[i].row;
     }
     uint64_t base = seed;
-    base = mr__splitmix64(&base);
+    base = mr_splitmix64(&base);
     rank_job j = {.d = d, .want_ap = id == MR_METRIC_AVG_PRECISION, .pos = keys, .neg = keys + n_pos, .ipos = rows,
                   .ineg = rows + n_pos, .n_pos = n_pos, .n_neg = n - n_pos, .base = base, .values = values, .ok = ok,
                   .cnt = cnt};
@@ -417,7 +417,7 @@ mr_status mr_metric_subsample_stratified(const double *labels, size_t n, size_t 
     }
     for (size_t s = 0; s < n_str; s++) {
         uint64_t rs = seed + 0x632be59bd9b4e019ULL * (uint64_t)(s + 1);
-        rs = mr__splitmix64(&rs);
+        rs = mr_splitmix64(&rs);
         size_t *r = rows + start[s], c = cnt[s];
         for (size_t k = 0; k < quota[s]; k++) { /* partial Fisher-Yates */
             size_t j = k + mr__rand_below(&rs, c - k);

@@ -5,7 +5,6 @@
 #include "millrace/bundle.h"
 #include "millrace/gbdt.h"
 #include "millrace/linear.h"
-#include "millrace/millrace.h" /* MILLRACE_VERSION */
 
 #include <stdlib.h>
 #include <string.h>
@@ -51,27 +50,14 @@ const char *mr_bundle_section_name(uint32_t id)
 
 void mr_bundle_build_init(mr_bundle_build *b) { memset(b, 0, sizeof(*b)); }
 
-static void put_u32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static void put_u64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
-}
-static uint32_t get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get_u64(const uint8_t *p) { return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32; }
 static void put_hash(uint8_t *p, mr_hash128 h)
 {
-    put_u64(p, h.hi);
-    put_u64(p + 8, h.lo);
+    mr_le_put64(p, h.hi);
+    mr_le_put64(p + 8, h.lo);
 }
 static mr_hash128 get_hash(const uint8_t *p)
 {
-    mr_hash128 h = {get_u64(p), get_u64(p + 8)};
+    mr_hash128 h = {mr_le_get64(p), mr_le_get64(p + 8)};
     return h;
 }
 
@@ -236,16 +222,16 @@ mr_status mr_bundle_write(const mr_bundle_build *b, mr_buf *out, mr_error *err)
         uint8_t head[HEADER_FIXED + MR_BUNDLE_MAX_SECTIONS * ENTRY_BYTES + HASH_BYTES];
         memset(head, 0, sizeof(head));
         memcpy(head, MR_BUNDLE_MAGIC, 8);
-        put_u32(head + 8, MR_BUNDLE_VERSION);
-        put_u32(head + 12, (uint32_t)n);
+        mr_le_put32(head + 8, MR_BUNDLE_VERSION);
+        mr_le_put32(head + 12, (uint32_t)n);
         size_t offs[MR_BUNDLE_MAX_SECTIONS];
         for (size_t i = 0; i < n; i++) {
             uint8_t *e = head + HEADER_FIXED + i * ENTRY_BYTES;
             offs[i] = off;
-            put_u32(e, ids[i]);
-            put_u32(e + 4, 0);
-            put_u64(e + 8, off);
-            put_u64(e + 16, body[i].len);
+            mr_le_put32(e, ids[i]);
+            mr_le_put32(e + 4, 0);
+            mr_le_put64(e + 8, off);
+            mr_le_put64(e + 16, body[i].len);
             put_hash(e + 24, mr_hash_bytes(body[i].data ? body[i].data : "", body[i].len));
             off = (off + body[i].len + 7) & ~(size_t)7;
         }
@@ -347,7 +333,7 @@ mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr
     const uint8_t *p = data;
     if (len < HEADER_FIXED) return MR_ERR(err, MR_E_CORRUPT, "header: truncated (%zu bytes)", len);
     if (memcmp(p, MR_BUNDLE_MAGIC, 8) != 0) return MR_ERR(err, MR_E_CORRUPT, "header: bad magic (not a millrace bundle)");
-    uint32_t ver = get_u32(p + 8), n = get_u32(p + 12);
+    uint32_t ver = mr_le_get32(p + 8), n = mr_le_get32(p + 12);
     if (ver != MR_BUNDLE_VERSION) {
         MR_ERR(err, MR_E_CORRUPT, "header: unsupported bundle format version %u (this millrace reads version %u)", ver,
                MR_BUNDLE_VERSION);
@@ -370,9 +356,9 @@ mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr
     for (size_t i = 0; i < n; i++) {
         const uint8_t *e = p + HEADER_FIXED + i * ENTRY_BYTES;
         section *s = &b->sec[i];
-        s->id = get_u32(e);
-        s->offset = get_u64(e + 8);
-        s->length = get_u64(e + 16);
+        s->id = mr_le_get32(e);
+        s->offset = mr_le_get64(e + 8);
+        s->length = mr_le_get64(e + 16);
         s->hash = get_hash(e + 24);
         if (s->id < MR_BSEC_MANIFEST || s->id > MR_BSEC_METRICS) {
             rc = MR_ERR(err, MR_E_CORRUPT, "section table: unknown section id %u", s->id);

@@ -1,7 +1,7 @@
 /* Behavioural model properties (include/millrace/check.h): each check builds
  * the perturbed rows it needs, scores them through the caller's scorer in
  * one batch, and compares outputs row by row. No model knowledge lives
- * here; the check op (src/ops/check.c) supplies a model-backed scorer. */
+ * here; the check op (src/ops/op_check.c) supplies a model-backed scorer. */
 #include "millrace/check.h"
 #include "millrace/value.h"
 
@@ -53,14 +53,7 @@ void mr_prop_init(mr_prop *p, mr_prop_kind kind)
     p->grid = 8;
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-static double unif(uint64_t *s) { return (double)(splitmix(s) >> 11) * 0x1.0p-53; }
+static double unif(uint64_t *s) { return mr_u01(mr_splitmix64(s)); }
 static double gauss(uint64_t *s)
 {
     double u = unif(s), v = unif(s);

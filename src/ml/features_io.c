@@ -154,24 +154,21 @@ static void put(wr *w, const void *p, size_t n)
 {
     if (w->rc == MR_OK && n) w->rc = mr_buf_append(w->b, p, n);
 }
-static void put_u8(wr *w, uint8_t v) { put(w, &v, 1); }
+static void put_u8(wr *w, uint8_t v)
+{
+    if (w->rc == MR_OK) w->rc = mr_buf_put_u8(w->b, v);
+}
 static void put_u32(wr *w, uint32_t v)
 {
-    uint8_t b[4];
-    for (int k = 0; k < 4; k++) b[k] = (uint8_t)(v >> (8 * k));
-    put(w, b, 4);
+    if (w->rc == MR_OK) w->rc = mr_buf_put_u32(w->b, v);
 }
 static void put_u64(wr *w, uint64_t v)
 {
-    uint8_t b[8];
-    for (int k = 0; k < 8; k++) b[k] = (uint8_t)(v >> (8 * k));
-    put(w, b, 8);
+    if (w->rc == MR_OK) w->rc = mr_buf_put_u64(w->b, v);
 }
 static void put_f64(wr *w, double v)
 {
-    uint64_t u;
-    memcpy(&u, &v, 8);
-    put_u64(w, u);
+    if (w->rc == MR_OK) w->rc = mr_buf_put_f64(w->b, v);
 }
 static void put_str(wr *w, const char *s, size_t len)
 {
@@ -299,10 +296,8 @@ static mr_status get_u32(rd *r, const char *field, uint32_t *v)
 {
     mr_status rc = need(r, 4, field);
     if (rc != MR_OK) return rc;
-    uint32_t x = 0;
-    for (int k = 0; k < 4; k++) x |= (uint32_t)r->p[r->off + k] << (8 * k);
+    *v = mr_le_get32(r->p + r->off);
     r->off += 4;
-    *v = x;
     return MR_OK;
 }
 
@@ -310,10 +305,8 @@ static mr_status get_u64(rd *r, const char *field, uint64_t *v)
 {
     mr_status rc = need(r, 8, field);
     if (rc != MR_OK) return rc;
-    uint64_t x = 0;
-    for (int k = 0; k < 8; k++) x |= (uint64_t)r->p[r->off + k] << (8 * k);
+    *v = mr_le_get64(r->p + r->off);
     r->off += 8;
-    *v = x;
     return MR_OK;
 }
 

@@ -231,7 +231,7 @@ mr_status mr_linear_train(const mr_linear_params *p, const float *x, size_t n, s
     m->lambda_l2 = p->lambda_l2;
     m->lambda_l1 = p->lambda_l1;
     const size_t D = d + 1, nblk = (n + LIN_BLOCK - 1) / LIN_BLOCK;
-    int T = mr__gbdt_threads(p->num_threads);
+    int T = mr_pool_threads_capped(p->num_threads);
     lin_ctx c = {.x = x, .n = n, .d = d, .layout = layout, .y = y, .m = m,
                  .logistic = p->objective == MR_LINEAR_LOGISTIC};
     size_t plen = D * D + D > 3 * d ? D * D + D : 3 * d;
@@ -255,7 +255,7 @@ mr_status mr_linear_train(const mr_linear_params *p, const float *x, size_t n, s
     /* pass 0: means and standard deviations */
     c.part = part;
     c.part_len = 3 * d;
-    mr__gbdt_parallel(n, LIN_BLOCK, p->num_threads, stats_block, &c);
+    mr_parallel_for_capped(n, LIN_BLOCK, p->num_threads, stats_block, &c);
     for (size_t j = 0; j < d; j++) {
         double cnt = 0, s = 0, ss = 0;
         for (size_t b = 0; b < nblk; b++) {
@@ -271,7 +271,7 @@ mr_status mr_linear_train(const mr_linear_params *p, const float *x, size_t n, s
     c.part_len = D * D + D;
     int outer_max = c.logistic ? p->max_iter : 1;
     for (int it = 0; it < outer_max; it++) {
-        mr__gbdt_parallel(n, LIN_BLOCK, p->num_threads, gram_block, &c);
+        mr_parallel_for_capped(n, LIN_BLOCK, p->num_threads, gram_block, &c);
         memset(A, 0, (D * D + D) * sizeof(double));
         for (size_t b = 0; b < nblk; b++)
             for (size_t k = 0; k < D * D + D; k++) A[k] += part[b * c.part_len + k];
@@ -370,7 +370,7 @@ mr_status mr_linear_predict(const mr_linear_model *m, const float *x, size_t n_r
 {
     (void)err;
     pred_ctx c = {.m = m, .x = x, .n = n_rows, .layout = layout, .raw = raw, .out = out};
-    mr__gbdt_parallel(n_rows, 4096, 0, pred_block, &c);
+    mr_parallel_for_capped(n_rows, 4096, 0, pred_block, &c);
     return MR_OK;
 }
 
@@ -389,23 +389,23 @@ mr_status mr_linear_model_to_bytes(const mr_linear_model *m, mr_buf *out, mr_err
 {
     size_t start = out->len;
     mr_status st = mr_buf_append(out, LIN_MAGIC, 8);
-    if (st == MR_OK) st = mr__put_u32(out, LIN_VERSION);
-    if (st == MR_OK) st = mr__put_u32(out, (uint32_t)m->objective);
-    if (st == MR_OK) st = mr__put_u32(out, (uint32_t)m->n_features);
-    if (st == MR_OK) st = mr__put_u32(out, (uint32_t)m->iterations);
-    if (st == MR_OK) st = mr__put_f64(out, m->lambda_l2);
-    if (st == MR_OK) st = mr__put_f64(out, m->lambda_l1);
-    if (st == MR_OK) st = mr__put_f64(out, m->intercept);
+    if (st == MR_OK) st = mr_buf_put_u32(out, LIN_VERSION);
+    if (st == MR_OK) st = mr_buf_put_u32(out, (uint32_t)m->objective);
+    if (st == MR_OK) st = mr_buf_put_u32(out, (uint32_t)m->n_features);
+    if (st == MR_OK) st = mr_buf_put_u32(out, (uint32_t)m->iterations);
+    if (st == MR_OK) st = mr_buf_put_f64(out, m->lambda_l2);
+    if (st == MR_OK) st = mr_buf_put_f64(out, m->lambda_l1);
+    if (st == MR_OK) st = mr_buf_put_f64(out, m->intercept);
     for (size_t j = 0; j < m->n_features && st == MR_OK; j++) {
-        st = mr__put_str(out, m->names[j]);
-        if (st == MR_OK) st = mr__put_f64(out, m->mean[j]);
-        if (st == MR_OK) st = mr__put_f64(out, m->scale[j]);
-        if (st == MR_OK) st = mr__put_f64(out, m->coef[j]);
+        st = mr_buf_put_str(out, m->names[j]);
+        if (st == MR_OK) st = mr_buf_put_f64(out, m->mean[j]);
+        if (st == MR_OK) st = mr_buf_put_f64(out, m->scale[j]);
+        if (st == MR_OK) st = mr_buf_put_f64(out, m->coef[j]);
     }
     if (st == MR_OK) {
         mr_hash128 h = mr_hash_bytes(out->data + start, out->len - start);
-        st = mr__put_u64(out, h.hi);
-        if (st == MR_OK) st = mr__put_u64(out, h.lo);
+        st = mr_buf_put_u64(out, h.hi);
+        if (st == MR_OK) st = mr_buf_put_u64(out, h.lo);
     }
     if (st != MR_OK) return MR_ERR(err, st, "cannot serialise linear model");
     return MR_OK;
@@ -416,25 +416,25 @@ mr_status mr_linear_model_from_bytes(const void *data, size_t len, mr_linear_mod
     *out = NULL;
     if (len < 8 + 16 || memcmp(data, LIN_MAGIC, 8)) return MR_ERR(err, MR_E_CORRUPT, "not a millrace linear model");
     mr_hash128 h = mr_hash_bytes(data, len - 16);
-    mr__reader r = {.p = data, .len = len, .pos = len - 16};
-    if (mr__get_u64(&r) != h.hi || mr__get_u64(&r) != h.lo)
+    mr_reader r = {.p = data, .len = len, .pos = len - 16};
+    if (mr_reader_u64(&r) != h.hi || mr_reader_u64(&r) != h.lo)
         return MR_ERR(err, MR_E_CORRUPT, "linear model checksum mismatch");
-    r = (mr__reader){.p = data, .len = len - 16, .pos = 8};
-    uint32_t version = mr__get_u32(&r), obj = mr__get_u32(&r), d = mr__get_u32(&r), iters = mr__get_u32(&r);
+    r = (mr_reader){.p = data, .len = len - 16, .pos = 8};
+    uint32_t version = mr_reader_u32(&r), obj = mr_reader_u32(&r), d = mr_reader_u32(&r), iters = mr_reader_u32(&r);
     if (r.bad || version != LIN_VERSION || obj > 1 || d == 0 || d > 4096)
         return MR_ERR(err, MR_E_CORRUPT, "linear model header is invalid (version %u)", version);
     mr_linear_model *m = NULL;
     if (model_alloc(d, &m) != MR_OK) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     m->objective = (mr_linear_kind)obj;
     m->iterations = (int)iters;
-    m->lambda_l2 = mr__get_f64(&r);
-    m->lambda_l1 = mr__get_f64(&r);
-    m->intercept = mr__get_f64(&r);
+    m->lambda_l2 = mr_reader_f64(&r);
+    m->lambda_l1 = mr_reader_f64(&r);
+    m->intercept = mr_reader_f64(&r);
     for (size_t j = 0; j < d; j++) {
-        m->names[j] = mr__get_str(&r);
-        m->mean[j] = mr__get_f64(&r);
-        m->scale[j] = mr__get_f64(&r);
-        m->coef[j] = mr__get_f64(&r);
+        m->names[j] = mr_reader_str(&r);
+        m->mean[j] = mr_reader_f64(&r);
+        m->scale[j] = mr_reader_f64(&r);
+        m->coef[j] = mr_reader_f64(&r);
         if (r.bad || !m->names[j] || !(m->scale[j] > 0)) break;
     }
     if (r.bad || r.pos != r.len) {

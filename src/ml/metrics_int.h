@@ -1,6 +1,6 @@
 /* Internals shared by the metric files (metrics.c, curves.c, bootstrap.c):
  * the ranked view of a binary evaluation set (radix-sorted positive and
- * negative scores walked as distinct-threshold groups), seeded PRNG, and the
+ * negative scores walked as distinct-threshold groups), a seeded draw, and the
  * "no pool here" flag that bootstrap workers set. Not a public API. */
 #ifndef MILLRACE_ML_METRICS_INT_H
 #define MILLRACE_ML_METRICS_INT_H
@@ -15,18 +15,10 @@
 /* Nonzero on threads that must not call mr_parallel_for (bootstrap workers). */
 extern _Thread_local int mr__metric_serial;
 
-static inline uint64_t mr__splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 /* Uniform integer in [0, n) (multiply-shift; bias <= n / 2^64). */
 static inline size_t mr__rand_below(uint64_t *state, size_t n)
 {
-    unsigned __int128 m = (unsigned __int128)mr__splitmix64(state) * (unsigned __int128)n;
-    return (size_t)(m >> 64);
+    return (size_t)mr_scale_below(mr_splitmix64(state), n);
 }
 
 /* Scores sorted descending, split by class. A key is an order-reversing

@@ -347,39 +347,6 @@ static double *label_doubles(const mr_table *t, const char *label)
     return y;
 }
 
-mr_hash128 mr_table_content_hash(const mr_table *t)
-{
-    mr_hasher *h = NULL;
-    mr_hash128 zero = {0, 0};
-    if (mr_hasher_new(&h, NULL) != MR_OK) return zero;
-    uint64_t n = t->n_rows;
-    mr_hasher_update(h, &n, sizeof(n));
-    for (size_t j = 0; j < t->n_cols; j++) {
-        const mr_column *c = t->cols[j];
-        uint32_t type = (uint32_t)c->type;
-        mr_hasher_update(h, c->name, strlen(c->name) + 1);
-        mr_hasher_update(h, &type, sizeof(type));
-        size_t w = mr_dtype_width(c->type);
-        for (size_t i = 0; i < c->n; i++) {
-            uint8_t null = mr_column_is_null(c, i);
-            mr_hasher_update(h, &null, 1);
-            if (null) continue;
-            if (w) {
-                mr_hasher_update(h, (const char *)c->data + i * w, w);
-            } else {
-                size_t len;
-                const char *v = mr_column_str(c, i, &len);
-                uint64_t l64 = len;
-                mr_hasher_update(h, &l64, sizeof(l64));
-                mr_hasher_update(h, v, len);
-            }
-        }
-    }
-    mr_hash128 r = mr_hasher_digest(h);
-    mr_hasher_free(h);
-    return r;
-}
-
 /* Key of a binned matrix: the data's content (the columns used), the
  * binning params, and for validation data the training key it is binned
  * against. */

@@ -1,6 +1,8 @@
 /* Small helpers the built-in ops share: optional settings from a stage
- * definition with type checks, string lists, and locating a model or a
- * file inside a stage output directory. */
+ * definition with type checks, string lists, locating a model or a file
+ * inside a stage output directory, and reading / writing whole tables. */
+#include "millrace/dataset.h"
+#include "millrace/io.h"
 #include "millrace/value.h"
 #include "ops_int.h"
 
@@ -69,4 +71,30 @@ const char **mr__strings_of(const mr_value *def, const char *key, size_t *n)
 char *mr__file_in(const char *path, const char *name)
 {
     return mr_fs_is_dir(path) ? mr_path_join(path, name) : mr_strdup(path);
+}
+
+mr_status mr__write_dataset(const char *dir, const mr_table *t, mr_error *err)
+{
+    mr_dataset_write_opts o;
+    mr_dataset_write_opts_init(&o);
+    return mr_dataset_write_table(dir, t, &o, NULL, err);
+}
+
+const mr_op_io *mr__output_named(const mr_op_ctx *ctx, const char *name)
+{
+    for (size_t k = 0; k < ctx->n_outputs; k++)
+        if (!strcmp(ctx->outputs[k].name, name)) return &ctx->outputs[k];
+    return NULL;
+}
+
+mr_status mr__read_input(const mr_op_ctx *ctx, const char *path, mr_table **out, mr_error *err)
+{
+    mr_status rc = mr_table_read_file(path, out, err);
+    if (rc == MR_OK && ctx->smoke && (*out)->n_rows > MR__SMOKE_ROWS) {
+        mr_table *head = NULL;
+        rc = mr_table_slice(*out, 0, MR__SMOKE_ROWS, &head, err);
+        mr_table_free(*out);
+        *out = rc == MR_OK ? head : NULL;
+    }
+    return rc;
 }

@@ -2,6 +2,7 @@
 #ifndef MILLRACE_OPS_INT_H
 #define MILLRACE_OPS_INT_H
 #include "millrace/op.h"
+#include "millrace/table.h"
 #include "millrace/value.h"
 
 extern const mr_op mr_op_exec;
@@ -12,7 +13,6 @@ extern const mr_op mr_op_split;
 extern const mr_op mr_op_features;
 extern const mr_op mr_op_ingest;
 extern const mr_op mr_op_package;
-mr_status mr__exec_run(mr_op_ctx *ctx, mr_error *err);
 
 
 /* ---- helpers (ops_common.c) --------------------------------------------- */
@@ -29,6 +29,16 @@ mr_status mr__check_keys(const mr_value *map, const char *what, const char *cons
 const char **mr__strings_of(const mr_value *def, const char *key, size_t *n);
 /* path/name when path is a directory (a stage output), else a copy of path. */
 char *mr__file_in(const char *path, const char *name);
+
+/* Rows an op reads of an input in smoke mode. */
+#define MR__SMOKE_ROWS 10000
+/* Writes t as a dataset (one shard set with a manifest) into dir. */
+mr_status mr__write_dataset(const char *dir, const mr_table *t, mr_error *err);
+/* The output of ctx named name, or NULL. */
+const mr_op_io *mr__output_named(const mr_op_ctx *ctx, const char *name);
+/* Reads a whole input (file or dataset); in smoke mode its first
+ * MR__SMOKE_ROWS rows only. */
+mr_status mr__read_input(const mr_op_ctx *ctx, const char *path, mr_table **out, mr_error *err);
 
 extern const mr_op mr_op_evaluate;
 extern const mr_op mr_op_check;

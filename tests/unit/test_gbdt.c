@@ -22,7 +22,7 @@
 #define SEED 20240601u
 
 static uint64_t rng_state;
-static double urand(void) { return mr__u01(mr__splitmix64(&rng_state)); }
+static double urand(void) { return mr_u01(mr_splitmix64(&rng_state)); }
 static double nrand(void)
 {
     double u = urand() + 1e-12, v = urand();
@@ -171,7 +171,7 @@ static void test_hist_parallel_and_subtraction(void **state)
     mr__hbin *ref = malloc(nb * sizeof(mr__hbin)), *par = malloc(nb * sizeof(mr__hbin)),
              *ha = malloc(nb * sizeof(mr__hbin)), *hb = malloc(nb * sizeof(mr__hbin));
     mr__hist_ctx *hc = NULL;
-    assert_int_equal(mr__hist_ctx_new(nb, mr__gbdt_threads(0), &hc, NULL), MR_OK);
+    assert_int_equal(mr__hist_ctx_new(nb, mr_pool_threads_capped(0), &hc, NULL), MR_OK);
     mr__hist_build_ref(d, all, n, gh, ref);
     int threads[] = {1, 2, 3, 7};
     for (int t = 0; t < 4; t++) {

@@ -20,7 +20,7 @@
 #define SEED 4242u
 
 static uint64_t rs;
-static double urand(void) { return mr__u01(mr__splitmix64(&rs)); }
+static double urand(void) { return mr_u01(mr_splitmix64(&rs)); }
 static double nrand(void)
 {
     double u = urand() + 1e-12, v = urand();

@@ -1,4 +1,4 @@
-/* Unit tests for the value tree (src/pipeline/value.c) and the YAML reader
+/* Unit tests for the value tree (src/core/value.c) and the YAML reader
  * and writer (src/pipeline/yaml.c): scalar resolution, canonical JSON,
  * emit/parse round trips, parse errors and "did you mean" helpers. */
 #include <setjmp.h>

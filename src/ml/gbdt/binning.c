@@ -349,7 +349,7 @@ static uint32_t *sample_rows(size_t n, size_t k, uint64_t seed, size_t *k_out)
         uint64_t st = seed ^ 0x5bd1e995u;
         size_t got = 0;
         for (size_t i = 0; i < n && got < k; i++) {
-            double u = mr__u01(mr__splitmix64(&st));
+            double u = mr_u01(mr_splitmix64(&st));
             if ((double)(n - i) * u < (double)(k - got)) s[got++] = (uint32_t)i;
         }
         k = got;
@@ -409,17 +409,17 @@ static mr_status build(const colsrc *src, size_t n_rows, size_t n_features, cons
         size_t n_sample = 0;
         size_t want = p ? (size_t)p->bin_construct_sample_cnt : 200000;
         if (!(sample = sample_rows(n_rows, want, p ? p->seed : 0, &n_sample))) goto nomem;
-        int nt = mr__gbdt_threads(threads);
+        int nt = mr_pool_threads_capped(threads);
         if (!(scratch = mr_malloc((size_t)nt * (n_sample ? n_sample : 1) * sizeof(double)))) goto nomem;
         build_ctx c = {.src = src, .d = d, .sample = sample, .n_sample = n_sample, .is_cat = is_cat,
                        .scratch = scratch, .max_bin = max_bin};
-        mr__gbdt_parallel(n_features, 1, threads, edges_task, &c);
+        mr_parallel_for_capped(n_features, 1, threads, edges_task, &c);
         if (c.failed) goto nomem;
     }
     if ((st = mr__gbdt_data_finish_offsets(d, err)) != MR_OK) goto fail;
     {
         build_ctx c = {.src = src, .d = d};
-        mr__gbdt_parallel(n_rows, BIN_BLOCK, threads, bin_task, &c);
+        mr_parallel_for_capped(n_rows, BIN_BLOCK, threads, bin_task, &c);
     }
     if (label && (st = mr_gbdt_data_set_label(d, label, err)) != MR_OK) goto fail;
     mr_free(is_cat);
@@ -571,29 +571,29 @@ mr_status mr_gbdt_data_to_bytes(const mr_gbdt_data *d, mr_buf *out, mr_error *er
 {
     mr_status st = mr_buf_append(out, BIN_MAGIC, 8);
     size_t start = out->len - 8;
-    if (st == MR_OK) st = mr__put_u32(out, BIN_VERSION);
-    if (st == MR_OK) st = mr__put_u32(out, d->label ? 1u : 0u);
-    if (st == MR_OK) st = mr__put_u64(out, d->n_rows);
-    if (st == MR_OK) st = mr__put_u32(out, (uint32_t)d->n_features);
-    if (st == MR_OK) st = mr__put_u32(out, (uint32_t)d->max_bin);
+    if (st == MR_OK) st = mr_buf_put_u32(out, BIN_VERSION);
+    if (st == MR_OK) st = mr_buf_put_u32(out, d->label ? 1u : 0u);
+    if (st == MR_OK) st = mr_buf_put_u64(out, d->n_rows);
+    if (st == MR_OK) st = mr_buf_put_u32(out, (uint32_t)d->n_features);
+    if (st == MR_OK) st = mr_buf_put_u32(out, (uint32_t)d->max_bin);
     for (size_t j = 0; j < d->n_features && st == MR_OK; j++) {
         const mr__bin_feature *f = &d->feat[j];
-        st = mr__put_str(out, d->names[j]);
-        if (st == MR_OK) st = mr__put_u8(out, f->kind);
-        if (st == MR_OK) st = mr__put_u16(out, f->n_bins);
+        st = mr_buf_put_str(out, d->names[j]);
+        if (st == MR_OK) st = mr_buf_put_u8(out, f->kind);
+        if (st == MR_OK) st = mr_buf_put_u16(out, f->n_bins);
         for (int b = 1; b < f->n_bins && st == MR_OK; b++)
-            st = f->kind == MR__FEAT_CATEGORICAL ? mr__put_u32(out, (uint32_t)f->cats[b]) : mr__put_f64(out, f->upper[b]);
+            st = f->kind == MR__FEAT_CATEGORICAL ? mr_buf_put_u32(out, (uint32_t)f->cats[b]) : mr_buf_put_f64(out, f->upper[b]);
     }
     if (st == MR_OK) st = mr_buf_append(out, d->bins, d->n_rows * d->n_features);
     for (size_t i = 0; d->label && i < d->n_rows && st == MR_OK; i++) {
         uint32_t u;
         memcpy(&u, &d->label[i], 4);
-        st = mr__put_u32(out, u);
+        st = mr_buf_put_u32(out, u);
     }
     if (st == MR_OK) {
         mr_hash128 h = mr_hash_bytes(out->data + start, out->len - start);
-        st = mr__put_u64(out, h.hi);
-        if (st == MR_OK) st = mr__put_u64(out, h.lo);
+        st = mr_buf_put_u64(out, h.hi);
+        if (st == MR_OK) st = mr_buf_put_u64(out, h.lo);
     }
     if (st != MR_OK) return MR_ERR(err, st, "cannot serialise binned data: %s", mr_status_str(st));
     return MR_OK;
@@ -602,25 +602,25 @@ mr_status mr_gbdt_data_to_bytes(const mr_gbdt_data *d, mr_buf *out, mr_error *er
 mr_status mr_gbdt_data_from_bytes(const void *data, size_t len, mr_gbdt_data **out, mr_error *err)
 {
     *out = NULL;
-    mr__reader r = {.p = data, .len = len};
+    mr_reader r = {.p = data, .len = len};
     mr_gbdt_data *d = NULL;
     mr_status st;
     if (len < 8 + 16 || memcmp(data, BIN_MAGIC, 8))
         return MR_ERR(err, MR_E_CORRUPT, "not a millrace binned matrix (bad magic)");
     mr_hash128 h = mr_hash_bytes(data, len - 16);
     r.pos = len - 16;
-    if (mr__get_u64(&r) != h.hi || mr__get_u64(&r) != h.lo)
+    if (mr_reader_u64(&r) != h.hi || mr_reader_u64(&r) != h.lo)
         return MR_ERR(err, MR_E_CORRUPT, "binned matrix checksum mismatch (truncated or modified file)");
     r.pos = 8;
     r.len = len - 16;
-    uint32_t version = mr__get_u32(&r);
+    uint32_t version = mr_reader_u32(&r);
     if (version != BIN_VERSION)
         return MR_ERR(err, MR_E_CORRUPT, "binned matrix version %u is not supported (this build reads %u)", version,
                       BIN_VERSION);
-    uint32_t flags = mr__get_u32(&r);
-    uint64_t n_rows = mr__get_u64(&r);
-    uint32_t nf = mr__get_u32(&r);
-    uint32_t max_bin = mr__get_u32(&r);
+    uint32_t flags = mr_reader_u32(&r);
+    uint64_t n_rows = mr_reader_u64(&r);
+    uint32_t nf = mr_reader_u32(&r);
+    uint32_t max_bin = mr_reader_u32(&r);
     if (r.bad || nf == 0 || nf > 65535 || n_rows > UINT32_MAX || max_bin < 2 || max_bin > 255 ||
         n_rows * nf > len)
         return MR_ERR(err, MR_E_CORRUPT, "binned matrix header is invalid");
@@ -628,20 +628,20 @@ mr_status mr_gbdt_data_from_bytes(const void *data, size_t len, mr_gbdt_data **o
     d->max_bin = (int)max_bin;
     for (size_t j = 0; j < nf; j++) {
         mr__bin_feature *f = &d->feat[j];
-        d->names[j] = mr__get_str(&r);
-        f->kind = mr__get_u8(&r);
-        f->n_bins = mr__get_u16(&r);
+        d->names[j] = mr_reader_str(&r);
+        f->kind = mr_reader_u8(&r);
+        f->n_bins = mr_reader_u16(&r);
         if (r.bad || !d->names[j] || f->kind > 1 || f->n_bins < 1 || f->n_bins > max_bin + 1) goto corrupt;
         if (f->kind == MR__FEAT_CATEGORICAL) {
             if (!(f->cats = mr_calloc(f->n_bins, sizeof(int32_t)))) goto nomem;
-            for (int b = 1; b < f->n_bins; b++) f->cats[b] = (int32_t)mr__get_u32(&r);
+            for (int b = 1; b < f->n_bins; b++) f->cats[b] = (int32_t)mr_reader_u32(&r);
         } else {
             if (!(f->upper = mr_calloc(f->n_bins, sizeof(double)))) goto nomem;
-            for (int b = 1; b < f->n_bins; b++) f->upper[b] = mr__get_f64(&r);
+            for (int b = 1; b < f->n_bins; b++) f->upper[b] = mr_reader_f64(&r);
         }
     }
     if (r.bad || (st = mr__gbdt_data_finish_offsets(d, err)) != MR_OK) goto corrupt;
-    const uint8_t *bins = mr__get_bytes(&r, (size_t)n_rows * nf);
+    const uint8_t *bins = mr_reader_bytes(&r, (size_t)n_rows * nf);
     if (!bins) goto corrupt;
     memcpy(d->bins, bins, (size_t)n_rows * nf);
     for (size_t i = 0; i < (size_t)n_rows * nf; i++)
@@ -649,7 +649,7 @@ mr_status mr_gbdt_data_from_bytes(const void *data, size_t len, mr_gbdt_data **o
     if (flags & 1u) {
         if (!(d->label = mr_malloc((n_rows ? n_rows : 1) * sizeof(float)))) goto nomem;
         for (size_t i = 0; i < n_rows; i++) {
-            uint32_t u = mr__get_u32(&r);
+            uint32_t u = mr_reader_u32(&r);
             memcpy(&d->label[i], &u, 4);
         }
     }

@@ -1,6 +1,6 @@
 /* The boosting loop: gradients, per-tree quantisation, bagging and feature
  * sampling, tree growth, score updates, metrics, the round callback, early
- * stopping and divergence checks. Also the capped parallel helper.
+ * stopping and divergence checks.
  *
  * Reproducibility: every random choice is a pure function of (seed,
  * iteration, class, row); gradients and score updates are per-row; the only
@@ -9,56 +9,7 @@
  * the number of threads, so the model bytes do not either. */
 #include "gbdt_int.h"
 
-#include <stdatomic.h>
 #include <stdlib.h>
-
-/* ---- parallel helper ---------------------------------------------------------
- * core's pool runs every job on all its threads. To honour num_threads we
- * hand the pool exactly T "lanes"; each lane pulls blocks from a shared
- * counter, and its lane number is the thread id callers index scratch with.
- * Lanes block on the pool's condition variables, never spin. */
-typedef struct lanes {
-    mr_range_fn fn;
-    void *ctx;
-    size_t n, block, n_blocks;
-    atomic_size_t next;
-} lanes;
-
-static void lane_run(void *vctx, size_t begin, size_t end, int tid)
-{
-    (void)end;
-    (void)tid;
-    lanes *L = vctx;
-    for (;;) {
-        size_t b = atomic_fetch_add(&L->next, 1);
-        if (b >= L->n_blocks) break;
-        size_t lo = b * L->block, hi = lo + L->block < L->n ? lo + L->block : L->n;
-        L->fn(L->ctx, lo, hi, (int)begin);
-    }
-}
-
-int mr__gbdt_threads(int max_threads)
-{
-    int t = mr_pool_threads();
-    if (max_threads > 0 && max_threads < t) t = max_threads;
-    return t < 1 ? 1 : t;
-}
-
-void mr__gbdt_parallel(size_t n, size_t block, int max_threads, mr_range_fn fn, void *ctx)
-{
-    if (n == 0) return;
-    if (block == 0) block = 1;
-    size_t nb = (n + block - 1) / block;
-    int T = mr__gbdt_threads(max_threads);
-    if (T <= 1 || nb == 1) {
-        for (size_t b = 0; b < nb; b++) fn(ctx, b * block, b * block + block < n ? b * block + block : n, 0);
-        return;
-    }
-    if ((size_t)T > nb) T = (int)nb;
-    lanes L = {.fn = fn, .ctx = ctx, .n = n, .block = block, .n_blocks = nb};
-    atomic_init(&L.next, 0);
-    mr_parallel_for((size_t)T, 1, lane_run, &L);
-}
 
 /* ---- training state ------------------------------------------------------------ */
 
@@ -185,7 +136,7 @@ static void sample_features(trainer *t, int iter, int cls)
         for (size_t j = 0; j < F; j++) t->perm[j] = (uint32_t)j;
         uint64_t s = mr__hash3(t->p->seed, (uint64_t)iter, 0xFEA7u + (uint64_t)cls);
         for (size_t j = 0; j < take; j++) {
-            size_t k = j + (size_t)(mr__splitmix64(&s) % (F - j));
+            size_t k = j + (size_t)(mr_splitmix64(&s) % (F - j));
             uint32_t tmp = t->perm[j];
             t->perm[j] = t->perm[k];
             t->perm[k] = tmp;
@@ -212,7 +163,7 @@ static void make_bag(trainer *t, int iter)
     }
     double frac = t->p->bagging_fraction;
     for (size_t i = 0; i < t->n; i++)
-        if (mr__u01(mr__hash3(t->p->seed ^ 0xBA66u, (uint64_t)iter, (uint64_t)i)) < frac) t->bag[m++] = (uint32_t)i;
+        if (mr_u01(mr__hash3(t->p->seed ^ 0xBA66u, (uint64_t)iter, (uint64_t)i)) < frac) t->bag[m++] = (uint32_t)i;
     if (m == 0) t->bag[m++] = 0;
     t->n_bag = m;
 }
@@ -369,7 +320,7 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
     make_bag(&t, 0);
     for (int iter = 0; iter < p->num_iterations; iter++) {
         if (t.bagging && iter % p->bagging_freq == 0) make_bag(&t, iter);
-        mr__gbdt_parallel(n, GRAD_BLOCK, p->num_threads, grad_task, &t);
+        mr_parallel_for_capped(n, GRAD_BLOCK, p->num_threads, grad_task, &t);
         for (size_t b = 0; b < nblk; b++) {
             if (t.bad_row[b]) {
                 size_t r = t.bad_row[b] - 1;
@@ -385,7 +336,7 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
             t.cls = c;
             sample_features(&t, iter, c);
             size_t n_feats = t.feats[F];
-            mr__gbdt_parallel(n, GRAD_BLOCK, p->num_threads, max_task, &t);
+            mr_parallel_for_capped(n, GRAD_BLOCK, p->num_threads, max_task, &t);
             float gm = 0, hm = 0;
             for (size_t b = 0; b < nblk; b++) {
                 gm = t.blk_gmax[b] > gm ? t.blk_gmax[b] : gm;
@@ -393,7 +344,7 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
             }
             t.gscale = pow2_scale(gm);
             t.hscale = pow2_scale(hm);
-            mr__gbdt_parallel(n, GRAD_BLOCK, p->num_threads, quant_task, &t);
+            mr_parallel_for_capped(n, GRAD_BLOCK, p->num_threads, quant_task, &t);
             scfg.inv_gscale = 1.0 / t.gscale;
             scfg.inv_hscale = 1.0 / t.hscale;
             memcpy(mr__grower_rows(t.grower), t.bag, t.n_bag * sizeof(uint32_t));
@@ -410,12 +361,12 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
             if ((st = mr__tree_finish_categorical(&t.tree, train, err)) != MR_OK) goto fail;
             upd_ctx u = {.t = &t, .tree = &t.tree, .d = train, .score = t.score};
             if (t.bagging)
-                mr__gbdt_parallel(n, GRAD_BLOCK, p->num_threads, upd_traverse, &u);
+                mr_parallel_for_capped(n, GRAD_BLOCK, p->num_threads, upd_traverse, &u);
             else
-                mr__gbdt_parallel((size_t)t.tree.n_leaves, 1, p->num_threads, upd_leaves, &u);
+                mr_parallel_for_capped((size_t)t.tree.n_leaves, 1, p->num_threads, upd_leaves, &u);
             if (valid) {
                 upd_ctx uv = {.t = &t, .tree = &t.tree, .d = valid, .score = t.vscore};
-                mr__gbdt_parallel(t.nv, GRAD_BLOCK, p->num_threads, upd_traverse, &uv);
+                mr_parallel_for_capped(t.nv, GRAD_BLOCK, p->num_threads, upd_traverse, &uv);
             }
             if ((st = mr__model_push_tree(m, &t.tree, err)) != MR_OK) goto fail;
         }

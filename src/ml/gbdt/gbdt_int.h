@@ -80,31 +80,17 @@ mr_status mr__gbdt_data_finish_offsets(mr_gbdt_data *d, mr_error *err);
 mr_status mr__gbdt_parse_categorical(const char *spec, const char *const *names, size_t n_features,
                                      uint8_t *is_cat, mr_error *err);
 
-/* ---- parallel helper ------------------------------------------------------
- * Runs fn over [0, n) in blocks of `block` on at most max_threads pool
- * threads (0 = all); thread_id is in [0, mr__gbdt_threads(max_threads)). */
-int mr__gbdt_threads(int max_threads);
-void mr__gbdt_parallel(size_t n, size_t block, int max_threads, mr_range_fn fn, void *ctx);
-
 /* Which batch walk a predictor uses: 0 scalar, 1 AVX-512 over floats, 2
  * AVX-512 over quantised rows (capped by MILLRACE_PREDICT_SIMD when the
  * predictor is built; every path gives bit-identical scores). */
 int mr__gbdt_predictor_path(const mr_gbdt_predictor *p);
 
-/* ---- deterministic RNG (splitmix64) -------------------------------------- */
-static inline uint64_t mr__splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+/* ---- deterministic RNG: core's splitmix64 ------------------------------ */
 static inline uint64_t mr__hash3(uint64_t a, uint64_t b, uint64_t c)
 {
     uint64_t s = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull) * 0xD1B54A32D192ED03ull ^ c;
-    return mr__splitmix64(&s);
+    return mr_splitmix64(&s);
 }
-static inline double mr__u01(uint64_t x) { return (double)(x >> 11) * (1.0 / 9007199254740992.0); }
 
 /* ---- histograms -------------------------------------------------------------
  * One entry per (feature, bin): integer sums of quantised gradients and
@@ -282,26 +268,5 @@ double mr__metric_eval(mr_gbdt_metric m, mr_gbdt_objective obj, int k, double al
                        const double *score, size_t n, int max_threads);
 int mr__metric_higher_better(mr_gbdt_metric m);
 double mr__auc(const float *label, const double *score, size_t n);
-
-/* ---- little-endian serialisation helpers ----------------------------------- */
-mr_status mr__put_u8(mr_buf *b, uint8_t v);
-mr_status mr__put_u16(mr_buf *b, uint16_t v);
-mr_status mr__put_u32(mr_buf *b, uint32_t v);
-mr_status mr__put_u64(mr_buf *b, uint64_t v);
-mr_status mr__put_f64(mr_buf *b, double v);
-mr_status mr__put_str(mr_buf *b, const char *s); /* u32 length + bytes */
-
-typedef struct mr__reader {
-    const uint8_t *p;
-    size_t len, pos;
-    int bad;  /* sticky: a read ran past the end */
-} mr__reader;
-uint8_t mr__get_u8(mr__reader *r);
-uint16_t mr__get_u16(mr__reader *r);
-uint32_t mr__get_u32(mr__reader *r);
-uint64_t mr__get_u64(mr__reader *r);
-double mr__get_f64(mr__reader *r);
-char *mr__get_str(mr__reader *r); /* NULL on error (r->bad) or OOM */
-const void *mr__get_bytes(mr__reader *r, size_t n);
 
 #endif

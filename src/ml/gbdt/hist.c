@@ -139,7 +139,7 @@ void mr__hist_build(mr__hist_ctx *hc, const mr_gbdt_data *d, const uint32_t *idx
     if (!feats) n_feats = d->n_features;
     build_task t = {.hc = hc, .d = d, .idx = idx, .gh = gh, .feats = feats, .n_feats = n_feats};
     memset(hist, 0, hc->total_bins * sizeof(mr__hbin));
-    int T = mr__gbdt_threads(max_threads);
+    int T = mr_pool_threads_capped(max_threads);
     if (T > hc->n_threads) T = hc->n_threads;
     if (T <= 1 || n < HIST_PAR_MIN_ROWS) {
         run_rows(&t, 0, n, hist);
@@ -147,7 +147,7 @@ void mr__hist_build(mr__hist_ctx *hc, const mr_gbdt_data *d, const uint32_t *idx
         for (int i = 0; i < T; i++) hc->used[(size_t)i * 64] = 0;
         size_t block = n / ((size_t)T * 4);
         if (block < HIST_MIN_BLOCK) block = HIST_MIN_BLOCK;
-        mr__gbdt_parallel(n, block, T, build_block, &t);
+        mr_parallel_for_capped(n, block, T, build_block, &t);
         /* Merge: integer sums, so the order is immaterial. Only the bins of
          * the features built are touched. */
         for (int i = 0; i < T; i++) {

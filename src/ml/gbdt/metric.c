@@ -112,7 +112,7 @@ double mr__metric_eval(mr_gbdt_metric m, mr_gbdt_objective obj, int k, double al
     double *partial = mr_malloc(nb * sizeof(double));
     if (!partial) return NAN;
     mctx c = {.m = m, .k = k, .alpha = alpha, .label = label, .score = score, .partial = partial};
-    mr__gbdt_parallel(n, METRIC_BLOCK, max_threads, sum_block, &c);
+    mr_parallel_for_capped(n, METRIC_BLOCK, max_threads, sum_block, &c);
     double s = 0;
     for (size_t b = 0; b < nb; b++) s += partial[b];
     mr_free(partial);

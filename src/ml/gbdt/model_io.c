@@ -1,89 +1,9 @@
 /* The model object: tree storage, accessors, feature importance, the
- * versioned binary file (docs/gbdt.md "Model file") and the JSON dump.
- * Also the little-endian put/get helpers shared with binning.c. */
+ * versioned binary file (docs/gbdt.md "Model file") and the JSON dump. */
 #include "gbdt_int.h"
 
 #include <float.h>
 #include <stdlib.h>
-
-/* ---- little-endian helpers ---------------------------------------------------- */
-
-mr_status mr__put_u8(mr_buf *b, uint8_t v) { return mr_buf_append(b, &v, 1); }
-mr_status mr__put_u16(mr_buf *b, uint16_t v)
-{
-    uint8_t x[2] = {(uint8_t)v, (uint8_t)(v >> 8)};
-    return mr_buf_append(b, x, 2);
-}
-mr_status mr__put_u32(mr_buf *b, uint32_t v)
-{
-    uint8_t x[4];
-    for (int i = 0; i < 4; i++) x[i] = (uint8_t)(v >> (8 * i));
-    return mr_buf_append(b, x, 4);
-}
-mr_status mr__put_u64(mr_buf *b, uint64_t v)
-{
-    uint8_t x[8];
-    for (int i = 0; i < 8; i++) x[i] = (uint8_t)(v >> (8 * i));
-    return mr_buf_append(b, x, 8);
-}
-mr_status mr__put_f64(mr_buf *b, double v)
-{
-    uint64_t u;
-    memcpy(&u, &v, 8);
-    return mr__put_u64(b, u);
-}
-mr_status mr__put_str(mr_buf *b, const char *s)
-{
-    size_t n = s ? strlen(s) : 0;
-    mr_status st = mr__put_u32(b, (uint32_t)n);
-    return st == MR_OK && n ? mr_buf_append(b, s, n) : st;
-}
-
-const void *mr__get_bytes(mr__reader *r, size_t n)
-{
-    if (r->bad || n > r->len - r->pos) {
-        r->bad = 1;
-        return NULL;
-    }
-    const void *p = r->p + r->pos;
-    r->pos += n;
-    return p;
-}
-uint8_t mr__get_u8(mr__reader *r)
-{
-    const uint8_t *p = mr__get_bytes(r, 1);
-    return p ? p[0] : 0;
-}
-uint16_t mr__get_u16(mr__reader *r)
-{
-    const uint8_t *p = mr__get_bytes(r, 2);
-    return p ? (uint16_t)(p[0] | (p[1] << 8)) : 0;
-}
-uint32_t mr__get_u32(mr__reader *r)
-{
-    const uint8_t *p = mr__get_bytes(r, 4);
-    if (!p) return 0;
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-uint64_t mr__get_u64(mr__reader *r)
-{
-    uint64_t lo = mr__get_u32(r), hi = mr__get_u32(r);
-    return lo | hi << 32;
-}
-double mr__get_f64(mr__reader *r)
-{
-    uint64_t u = mr__get_u64(r);
-    double v;
-    memcpy(&v, &u, 8);
-    return v;
-}
-char *mr__get_str(mr__reader *r)
-{
-    uint32_t n = mr__get_u32(r);
-    const char *p = mr__get_bytes(r, n);
-    if (!p) return NULL;
-    return mr_strndup(p, n);
-}
 
 /* ---- model object ---------------------------------------------------------------- */
 
@@ -215,49 +135,49 @@ mr_status mr_gbdt_model_to_bytes(const mr_gbdt_model *m, mr_buf *out, mr_error *
     do {                                 \
         if (st == MR_OK) st = (call);    \
     } while (0)
-    PUT(mr__put_u32(out, MODEL_VERSION));
-    PUT(mr__put_u32(out, (uint32_t)m->objective));
-    PUT(mr__put_u32(out, (uint32_t)m->num_class));
-    PUT(mr__put_u32(out, (uint32_t)m->num_tree_per_iteration));
-    PUT(mr__put_u32(out, (uint32_t)(int32_t)m->best_iteration));
-    PUT(mr__put_f64(out, m->alpha));
-    for (int c = 0; c < m->num_tree_per_iteration; c++) PUT(mr__put_f64(out, m->init_score[c]));
-    PUT(mr__put_u32(out, (uint32_t)m->n_features));
+    PUT(mr_buf_put_u32(out, MODEL_VERSION));
+    PUT(mr_buf_put_u32(out, (uint32_t)m->objective));
+    PUT(mr_buf_put_u32(out, (uint32_t)m->num_class));
+    PUT(mr_buf_put_u32(out, (uint32_t)m->num_tree_per_iteration));
+    PUT(mr_buf_put_u32(out, (uint32_t)(int32_t)m->best_iteration));
+    PUT(mr_buf_put_f64(out, m->alpha));
+    for (int c = 0; c < m->num_tree_per_iteration; c++) PUT(mr_buf_put_f64(out, m->init_score[c]));
+    PUT(mr_buf_put_u32(out, (uint32_t)m->n_features));
     for (size_t j = 0; j < m->n_features; j++) {
-        PUT(mr__put_str(out, m->names[j]));
-        PUT(mr__put_u8(out, m->kind[j]));
+        PUT(mr_buf_put_str(out, m->names[j]));
+        PUT(mr_buf_put_u8(out, m->kind[j]));
     }
-    PUT(mr__put_str(out, m->params_text));
-    PUT(mr__put_u64(out, m->n_trees));
+    PUT(mr_buf_put_str(out, m->params_text));
+    PUT(mr_buf_put_u64(out, m->n_trees));
     for (size_t t = 0; t < m->n_trees && st == MR_OK; t++) {
         const mr__tree *tr = &m->trees[t];
-        PUT(mr__put_u32(out, (uint32_t)tr->n_leaves));
-        PUT(mr__put_u32(out, (uint32_t)tr->n_cat));
+        PUT(mr_buf_put_u32(out, (uint32_t)tr->n_leaves));
+        PUT(mr_buf_put_u32(out, (uint32_t)tr->n_cat));
         for (int i = 0; i < tr->n_leaves - 1; i++) {
-            PUT(mr__put_u32(out, (uint32_t)tr->split_feature[i]));
-            PUT(mr__put_u8(out, tr->decision[i]));
-            PUT(mr__put_u16(out, tr->threshold_bin[i]));
-            PUT(mr__put_f64(out, tr->threshold[i]));
-            PUT(mr__put_u32(out, (uint32_t)tr->left[i]));
-            PUT(mr__put_u32(out, (uint32_t)tr->right[i]));
-            PUT(mr__put_f64(out, tr->split_gain[i]));
-            PUT(mr__put_f64(out, tr->internal_value[i]));
-            PUT(mr__put_u64(out, (uint64_t)tr->internal_count[i]));
+            PUT(mr_buf_put_u32(out, (uint32_t)tr->split_feature[i]));
+            PUT(mr_buf_put_u8(out, tr->decision[i]));
+            PUT(mr_buf_put_u16(out, tr->threshold_bin[i]));
+            PUT(mr_buf_put_f64(out, tr->threshold[i]));
+            PUT(mr_buf_put_u32(out, (uint32_t)tr->left[i]));
+            PUT(mr_buf_put_u32(out, (uint32_t)tr->right[i]));
+            PUT(mr_buf_put_f64(out, tr->split_gain[i]));
+            PUT(mr_buf_put_f64(out, tr->internal_value[i]));
+            PUT(mr_buf_put_u64(out, (uint64_t)tr->internal_count[i]));
         }
         for (int l = 0; l < tr->n_leaves; l++) {
-            PUT(mr__put_f64(out, tr->leaf_value[l]));
-            PUT(mr__put_u64(out, (uint64_t)tr->leaf_count[l]));
+            PUT(mr_buf_put_f64(out, tr->leaf_value[l]));
+            PUT(mr_buf_put_u64(out, (uint64_t)tr->leaf_count[l]));
         }
         if (tr->n_cat) {
-            for (int c = 0; c <= tr->n_cat; c++) PUT(mr__put_u32(out, tr->cat_begin[c]));
-            for (uint32_t w = 0; w < tr->cat_begin[tr->n_cat]; w++) PUT(mr__put_u32(out, tr->cat_raw_bits[w]));
-            for (int w = 0; w < tr->n_cat * MR__GBDT_CAT_WORDS; w++) PUT(mr__put_u32(out, tr->cat_bin_bits[w]));
+            for (int c = 0; c <= tr->n_cat; c++) PUT(mr_buf_put_u32(out, tr->cat_begin[c]));
+            for (uint32_t w = 0; w < tr->cat_begin[tr->n_cat]; w++) PUT(mr_buf_put_u32(out, tr->cat_raw_bits[w]));
+            for (int w = 0; w < tr->n_cat * MR__GBDT_CAT_WORDS; w++) PUT(mr_buf_put_u32(out, tr->cat_bin_bits[w]));
         }
     }
     if (st == MR_OK) {
         mr_hash128 h = mr_hash_bytes(out->data + start, out->len - start);
-        PUT(mr__put_u64(out, h.hi));
-        PUT(mr__put_u64(out, h.lo));
+        PUT(mr_buf_put_u64(out, h.hi));
+        PUT(mr_buf_put_u64(out, h.lo));
     }
 #undef PUT
     if (st != MR_OK) return MR_ERR(err, st, "cannot serialise model: %s", mr_status_str(st));
@@ -289,24 +209,24 @@ mr_status mr_gbdt_model_from_bytes(const void *data, size_t len, mr_gbdt_model *
     *out = NULL;
     if (len < 8 + 16 || memcmp(data, MODEL_MAGIC, 8))
         return MR_ERR(err, MR_E_CORRUPT, "not a millrace gbdt model (bad magic)");
-    mr__reader r = {.p = data, .len = len, .pos = len - 16};
+    mr_reader r = {.p = data, .len = len, .pos = len - 16};
     mr_hash128 h = mr_hash_bytes(data, len - 16);
-    if (mr__get_u64(&r) != h.hi || mr__get_u64(&r) != h.lo)
+    if (mr_reader_u64(&r) != h.hi || mr_reader_u64(&r) != h.lo)
         return MR_ERR(err, MR_E_CORRUPT, "model checksum mismatch (truncated or modified file)");
-    r = (mr__reader){.p = data, .len = len - 16, .pos = 8};
-    uint32_t version = mr__get_u32(&r);
+    r = (mr_reader){.p = data, .len = len - 16, .pos = 8};
+    uint32_t version = mr_reader_u32(&r);
     if (version != MODEL_VERSION)
         return MR_ERR(err, MR_E_CORRUPT, "model format version %u is not supported (this build reads %u)", version,
                       MODEL_VERSION);
-    uint32_t obj = mr__get_u32(&r), num_class = mr__get_u32(&r), tpi = mr__get_u32(&r);
-    int32_t best = (int32_t)mr__get_u32(&r);
-    double alpha = mr__get_f64(&r);
+    uint32_t obj = mr_reader_u32(&r), num_class = mr_reader_u32(&r), tpi = mr_reader_u32(&r);
+    int32_t best = (int32_t)mr_reader_u32(&r);
+    double alpha = mr_reader_f64(&r);
     if (r.bad || obj > MR_GBDT_HUBER || tpi < 1 || tpi > 1000000 || num_class != tpi)
         return MR_ERR(err, MR_E_CORRUPT, "model header is invalid");
     double *init = mr_calloc(tpi, sizeof(double));
     if (!init) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    for (uint32_t c = 0; c < tpi; c++) init[c] = mr__get_f64(&r);
-    uint32_t nf = mr__get_u32(&r);
+    for (uint32_t c = 0; c < tpi; c++) init[c] = mr_reader_f64(&r);
+    uint32_t nf = mr_reader_u32(&r);
     mr_gbdt_model *m = NULL;
     if (r.bad || nf == 0 || nf > 65535) {
         mr_free(init);
@@ -324,15 +244,15 @@ mr_status mr_gbdt_model_from_bytes(const void *data, size_t len, mr_gbdt_model *
     m->alpha = alpha;
     m->init_score = init;
     for (size_t j = 0; j < nf; j++) {
-        m->names[j] = mr__get_str(&r);
-        m->kind[j] = mr__get_u8(&r);
+        m->names[j] = mr_reader_str(&r);
+        m->kind[j] = mr_reader_u8(&r);
         if (r.bad || !m->names[j] || m->kind[j] > 1) goto corrupt;
     }
-    m->params_text = mr__get_str(&r);
-    uint64_t nt = mr__get_u64(&r);
+    m->params_text = mr_reader_str(&r);
+    uint64_t nt = mr_reader_u64(&r);
     if (r.bad || !m->params_text || nt > len) goto corrupt;
     for (uint64_t t = 0; t < nt; t++) {
-        uint32_t nl = mr__get_u32(&r), ncat = mr__get_u32(&r);
+        uint32_t nl = mr_reader_u32(&r), ncat = mr_reader_u32(&r);
         if (r.bad || nl < 1 || nl > 65536 || ncat >= nl) goto corrupt;
         if (grow_trees(m) != MR_OK) goto nomem;
         mr__tree *tr = &m->trees[m->n_trees];
@@ -341,28 +261,28 @@ mr_status mr_gbdt_model_from_bytes(const void *data, size_t len, mr_gbdt_model *
         tr->n_leaves = (int32_t)nl;
         tr->n_cat = (int32_t)ncat;
         for (uint32_t i = 0; i + 1 < nl; i++) {
-            tr->split_feature[i] = (int32_t)mr__get_u32(&r);
-            tr->decision[i] = mr__get_u8(&r);
-            tr->threshold_bin[i] = mr__get_u16(&r);
-            tr->threshold[i] = mr__get_f64(&r);
-            tr->left[i] = (int32_t)mr__get_u32(&r);
-            tr->right[i] = (int32_t)mr__get_u32(&r);
-            tr->split_gain[i] = mr__get_f64(&r);
-            tr->internal_value[i] = mr__get_f64(&r);
-            tr->internal_count[i] = (int64_t)mr__get_u64(&r);
+            tr->split_feature[i] = (int32_t)mr_reader_u32(&r);
+            tr->decision[i] = mr_reader_u8(&r);
+            tr->threshold_bin[i] = mr_reader_u16(&r);
+            tr->threshold[i] = mr_reader_f64(&r);
+            tr->left[i] = (int32_t)mr_reader_u32(&r);
+            tr->right[i] = (int32_t)mr_reader_u32(&r);
+            tr->split_gain[i] = mr_reader_f64(&r);
+            tr->internal_value[i] = mr_reader_f64(&r);
+            tr->internal_count[i] = (int64_t)mr_reader_u64(&r);
         }
         for (uint32_t l = 0; l < nl; l++) {
-            tr->leaf_value[l] = mr__get_f64(&r);
-            tr->leaf_count[l] = (int64_t)mr__get_u64(&r);
+            tr->leaf_value[l] = mr_reader_f64(&r);
+            tr->leaf_count[l] = (int64_t)mr_reader_u64(&r);
         }
         if (ncat) {
-            for (uint32_t c = 0; c <= ncat; c++) tr->cat_begin[c] = mr__get_u32(&r);
+            for (uint32_t c = 0; c <= ncat; c++) tr->cat_begin[c] = mr_reader_u32(&r);
             uint32_t w = tr->cat_begin[ncat];
             if (r.bad || w > r.len - r.pos) goto corrupt;
             if (!(tr->cat_raw_bits = mr_malloc((w ? w : 1) * sizeof(uint32_t)))) goto nomem;
             tr->cat_raw_cap = w;
-            for (uint32_t k = 0; k < w; k++) tr->cat_raw_bits[k] = mr__get_u32(&r);
-            for (uint32_t k = 0; k < ncat * MR__GBDT_CAT_WORDS; k++) tr->cat_bin_bits[k] = mr__get_u32(&r);
+            for (uint32_t k = 0; k < w; k++) tr->cat_raw_bits[k] = mr_reader_u32(&r);
+            for (uint32_t k = 0; k < ncat * MR__GBDT_CAT_WORDS; k++) tr->cat_bin_bits[k] = mr_reader_u32(&r);
         }
         if (r.bad || !tree_valid(tr, nf, m->kind)) goto corrupt;
     }

@@ -400,31 +400,31 @@ mr_status mr_gbdt_predictor_new(const mr_gbdt_model *m, int num_iteration, mr_gb
 mr_status mr_gbdt_predictor_to_bytes(const mr_gbdt_predictor *p, mr_buf *out)
 {
     mr_status st = mr_buf_append(out, MRGP_MAGIC, 4);
-    if (st == MR_OK) st = mr__put_u32(out, MRGP_VERSION);
-    if (st == MR_OK) st = mr__put_u32(out, (uint32_t)p->objective);
-    if (st == MR_OK) st = mr__put_u32(out, (uint32_t)p->K);
-    if (st == MR_OK) st = mr__put_u64(out, p->F);
-    if (st == MR_OK) st = mr__put_u64(out, p->n_trees);
-    if (st == MR_OK) st = mr__put_u64(out, p->n_nodes);
-    if (st == MR_OK) st = mr__put_u64(out, p->n_leaves);
-    if (st == MR_OK) st = mr__put_u64(out, p->n_cat);
-    if (st == MR_OK) st = mr__put_u64(out, p->n_words);
-    for (int k = 0; st == MR_OK && k < p->K; k++) st = mr__put_f64(out, p->init[k]);
-    for (size_t t = 0; st == MR_OK && t < p->n_trees; t++) st = mr__put_u32(out, (uint32_t)p->root[t]);
+    if (st == MR_OK) st = mr_buf_put_u32(out, MRGP_VERSION);
+    if (st == MR_OK) st = mr_buf_put_u32(out, (uint32_t)p->objective);
+    if (st == MR_OK) st = mr_buf_put_u32(out, (uint32_t)p->K);
+    if (st == MR_OK) st = mr_buf_put_u64(out, p->F);
+    if (st == MR_OK) st = mr_buf_put_u64(out, p->n_trees);
+    if (st == MR_OK) st = mr_buf_put_u64(out, p->n_nodes);
+    if (st == MR_OK) st = mr_buf_put_u64(out, p->n_leaves);
+    if (st == MR_OK) st = mr_buf_put_u64(out, p->n_cat);
+    if (st == MR_OK) st = mr_buf_put_u64(out, p->n_words);
+    for (int k = 0; st == MR_OK && k < p->K; k++) st = mr_buf_put_f64(out, p->init[k]);
+    for (size_t t = 0; st == MR_OK && t < p->n_trees; t++) st = mr_buf_put_u32(out, (uint32_t)p->root[t]);
     for (size_t i = 0; st == MR_OK && i < p->n_nodes; i++) {
         uint32_t thr;
         memcpy(&thr, &p->nodes[i].thr, 4);
-        st = mr__put_u32(out, thr);
-        if (st == MR_OK) st = mr__put_u32(out, p->nodes[i].meta);
-        if (st == MR_OK) st = mr__put_u32(out, (uint32_t)p->nodes[i].child[0]);
-        if (st == MR_OK) st = mr__put_u32(out, (uint32_t)p->nodes[i].child[1]);
+        st = mr_buf_put_u32(out, thr);
+        if (st == MR_OK) st = mr_buf_put_u32(out, p->nodes[i].meta);
+        if (st == MR_OK) st = mr_buf_put_u32(out, (uint32_t)p->nodes[i].child[0]);
+        if (st == MR_OK) st = mr_buf_put_u32(out, (uint32_t)p->nodes[i].child[1]);
     }
-    for (size_t i = 0; st == MR_OK && i < p->n_nodes; i++) st = mr__put_f64(out, p->thr64[i]);
-    for (size_t i = 0; st == MR_OK && i < p->n_nodes; i++) st = mr__put_u32(out, p->cat_idx[i]);
-    for (size_t i = 0; st == MR_OK && i < p->n_leaves; i++) st = mr__put_f64(out, p->leaf[i]);
-    for (size_t i = 0; st == MR_OK && i < p->n_cat; i++) st = mr__put_u32(out, p->cat_off[i]);
-    for (size_t i = 0; st == MR_OK && i < p->n_cat; i++) st = mr__put_u32(out, p->cat_nbits[i]);
-    for (size_t i = 0; st == MR_OK && i < p->n_words; i++) st = mr__put_u32(out, p->cat_bits[i]);
+    for (size_t i = 0; st == MR_OK && i < p->n_nodes; i++) st = mr_buf_put_f64(out, p->thr64[i]);
+    for (size_t i = 0; st == MR_OK && i < p->n_nodes; i++) st = mr_buf_put_u32(out, p->cat_idx[i]);
+    for (size_t i = 0; st == MR_OK && i < p->n_leaves; i++) st = mr_buf_put_f64(out, p->leaf[i]);
+    for (size_t i = 0; st == MR_OK && i < p->n_cat; i++) st = mr_buf_put_u32(out, p->cat_off[i]);
+    for (size_t i = 0; st == MR_OK && i < p->n_cat; i++) st = mr_buf_put_u32(out, p->cat_nbits[i]);
+    for (size_t i = 0; st == MR_OK && i < p->n_words; i++) st = mr_buf_put_u32(out, p->cat_bits[i]);
     return st;
 }
 
@@ -433,16 +433,16 @@ mr_status mr_gbdt_predictor_to_bytes(const mr_gbdt_predictor *p, mr_buf *out)
 mr_status mr_gbdt_predictor_from_bytes(const void *data, size_t len, mr_gbdt_predictor **out, mr_error *err)
 {
     *out = NULL;
-    mr__reader r = {.p = data, .len = len};
-    const void *magic = mr__get_bytes(&r, 4);
+    mr_reader r = {.p = data, .len = len};
+    const void *magic = mr_reader_bytes(&r, 4);
     if (!magic || memcmp(magic, MRGP_MAGIC, 4) != 0) return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: bad magic");
-    uint32_t ver = mr__get_u32(&r);
+    uint32_t ver = mr_reader_u32(&r);
     if (ver != MRGP_VERSION)
         return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: unsupported version %u (this build reads %u)", ver,
                       MRGP_VERSION);
-    uint32_t obj = mr__get_u32(&r), K = mr__get_u32(&r);
-    uint64_t F = mr__get_u64(&r), nt = mr__get_u64(&r), nn = mr__get_u64(&r), nl = mr__get_u64(&r);
-    uint64_t nc = mr__get_u64(&r), nw = mr__get_u64(&r);
+    uint32_t obj = mr_reader_u32(&r), K = mr_reader_u32(&r);
+    uint64_t F = mr_reader_u64(&r), nt = mr_reader_u64(&r), nn = mr_reader_u64(&r), nl = mr_reader_u64(&r);
+    uint64_t nc = mr_reader_u64(&r), nw = mr_reader_u64(&r);
     if (r.bad) return MR_ERR(err, MR_E_CORRUPT, "compiled predictor: truncated header");
     if (obj > MR_GBDT_HUBER || K < 1 || K > 65536 || F > (1u << 24) || nn > INT32_MAX || nl > INT32_MAX ||
         nt > INT32_MAX || nc > INT32_MAX || nw > INT32_MAX)
@@ -476,21 +476,21 @@ mr_status mr_gbdt_predictor_from_bytes(const void *data, size_t len, mr_gbdt_pre
         mr_gbdt_predictor_free(p);
         return MR_ERR(err, MR_E_NOMEM, "out of memory loading the compiled predictor");
     }
-    for (size_t k = 0; k < K; k++) p->init[k] = mr__get_f64(&r);
-    for (size_t t = 0; t < nt; t++) p->root[t] = (int32_t)mr__get_u32(&r);
+    for (size_t k = 0; k < K; k++) p->init[k] = mr_reader_f64(&r);
+    for (size_t t = 0; t < nt; t++) p->root[t] = (int32_t)mr_reader_u32(&r);
     for (size_t i = 0; i < nn; i++) {
-        uint32_t thr = mr__get_u32(&r);
+        uint32_t thr = mr_reader_u32(&r);
         memcpy(&p->nodes[i].thr, &thr, 4);
-        p->nodes[i].meta = mr__get_u32(&r);
-        p->nodes[i].child[0] = (int32_t)mr__get_u32(&r);
-        p->nodes[i].child[1] = (int32_t)mr__get_u32(&r);
+        p->nodes[i].meta = mr_reader_u32(&r);
+        p->nodes[i].child[0] = (int32_t)mr_reader_u32(&r);
+        p->nodes[i].child[1] = (int32_t)mr_reader_u32(&r);
     }
-    for (size_t i = 0; i < nn; i++) p->thr64[i] = mr__get_f64(&r);
-    for (size_t i = 0; i < nn; i++) p->cat_idx[i] = mr__get_u32(&r);
-    for (size_t i = 0; i < nl; i++) p->leaf[i] = mr__get_f64(&r);
-    for (size_t i = 0; i < nc; i++) p->cat_off[i] = mr__get_u32(&r);
-    for (size_t i = 0; i < nc; i++) p->cat_nbits[i] = mr__get_u32(&r);
-    for (size_t i = 0; i < nw; i++) p->cat_bits[i] = mr__get_u32(&r);
+    for (size_t i = 0; i < nn; i++) p->thr64[i] = mr_reader_f64(&r);
+    for (size_t i = 0; i < nn; i++) p->cat_idx[i] = mr_reader_u32(&r);
+    for (size_t i = 0; i < nl; i++) p->leaf[i] = mr_reader_f64(&r);
+    for (size_t i = 0; i < nc; i++) p->cat_off[i] = mr_reader_u32(&r);
+    for (size_t i = 0; i < nc; i++) p->cat_nbits[i] = mr_reader_u32(&r);
+    for (size_t i = 0; i < nw; i++) p->cat_bits[i] = mr_reader_u32(&r);
     const char *bad = NULL;
     size_t at = 0;
     for (size_t t = 0; !bad && t < nt; t++) {
@@ -938,7 +938,7 @@ static void batch_task(void *vctx, size_t begin, size_t end, int tid)
 mr_status mr_gbdt_predictor_batch(const mr_gbdt_predictor *p, const float *x, size_t n_rows, mr_gbdt_layout layout,
                                   int raw, int num_threads, double *out, mr_error *err)
 {
-    int T = mr__gbdt_threads(num_threads);
+    int T = mr_pool_threads_capped(num_threads);
     size_t block = n_rows / ((size_t)T * 8);
     block = block < PRED_BLOCK_MIN ? PRED_BLOCK_MIN : block > PRED_BLOCK_MAX ? PRED_BLOCK_MAX : block;
     batch_ctx c = {.p = p, .x = x, .n_rows = n_rows, .layout = layout, .raw = raw, .out = out, .block = block};
@@ -953,7 +953,7 @@ mr_status mr_gbdt_predictor_batch(const mr_gbdt_predictor *p, const float *x, si
             return MR_ERR(err, MR_E_NOMEM, "out of memory");
         }
     }
-    mr__gbdt_parallel(n_rows, block, num_threads, batch_task, &c);
+    mr_parallel_for_capped(n_rows, block, num_threads, batch_task, &c);
     mr_free(c.scratch);
     mr_free(c.qscratch);
     return MR_OK;
@@ -1002,6 +1002,6 @@ mr_status mr_gbdt_predict_binned(const mr_gbdt_model *m, const mr_gbdt_data *d, 
     size_t K = (size_t)m->num_tree_per_iteration, nt = m->n_trees;
     if (num_iteration > 0 && (size_t)num_iteration * K < nt) nt = (size_t)num_iteration * K;
     binned_ctx c = {.m = m, .d = d, .nt = nt, .raw = raw, .out = out};
-    mr__gbdt_parallel(d->n_rows, 1024, 0, binned_task, &c);
+    mr_parallel_for_capped(d->n_rows, 1024, 0, binned_task, &c);
     return MR_OK;
 }

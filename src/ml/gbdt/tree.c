@@ -337,7 +337,7 @@ mr_status mr__grower_new(const mr_gbdt_data *d, int num_leaves, int max_threads,
     if (!g->pool || !g->free_slots || !g->rows || !g->colbins || !g->tmp || !g->blk_left || !g->leaves)
         st = MR_ERR(err, MR_E_NOMEM, "out of memory for tree growth (%d leaves x %zu bins)", num_leaves,
                     g->total_bins);
-    if (st == MR_OK) st = mr__hist_ctx_new(g->total_bins, mr__gbdt_threads(max_threads), &g->hc, err);
+    if (st == MR_OK) st = mr__hist_ctx_new(g->total_bins, mr_pool_threads_capped(max_threads), &g->hc, err);
     if (st == MR_OK) {
         const size_t F = d->n_features;
         for (size_t i0 = 0; i0 < d->n_rows; i0 += 64) /* transpose in 64-row tiles */
@@ -439,15 +439,15 @@ static void partition(mr__grower *g, const leaf_state *L, const mr__split *s)
 {
     part_ctx c = {.g = g, .s = s, .begin = L->begin, .count = L->count, .block = PART_BLOCK};
     for (int b = 0; b < MR__GBDT_MAX_BINS; b++) c.lut[b] = (uint8_t)split_goes_left(s, b);
-    int T = mr__gbdt_threads(g->max_threads);
+    int T = mr_pool_threads_capped(g->max_threads);
     if (T <= 1 || L->count < 2 * PART_BLOCK) {
         c.block = L->count ? L->count : 1;
         part_scatter(&c, 0, L->count, 0);
         part_gather(&c, 0, L->count, 0);
         return;
     }
-    mr__gbdt_parallel(L->count, PART_BLOCK, g->max_threads, part_scatter, &c);
-    mr__gbdt_parallel(L->count, PART_BLOCK, g->max_threads, part_gather, &c);
+    mr_parallel_for_capped(L->count, PART_BLOCK, g->max_threads, part_scatter, &c);
+    mr_parallel_for_capped(L->count, PART_BLOCK, g->max_threads, part_gather, &c);
 }
 
 static int can_split(const leaf_state *L, const mr__split_cfg *scfg, const mr__grow_cfg *gcfg)

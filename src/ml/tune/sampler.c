@@ -25,54 +25,14 @@
 #include <math.h>
 #include <string.h>
 
-/* ---- PRNG -------------------------------------------------------------- */
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-void mr_rng_seed(mr_rng *r, uint64_t seed)
-{
-    uint64_t x = seed;
-    for (int k = 0; k < 4; k++) r->s[k] = splitmix64(&x);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-uint64_t mr_rng_next(mr_rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-double mr_rng_uniform(mr_rng *r) { return (double)(mr_rng_next(r) >> 11) * 0x1.0p-53; }
-
-double mr_rng_normal(mr_rng *r)
-{
-    double u1 = mr_rng_uniform(r), u2 = mr_rng_uniform(r);
-    if (u1 < 1e-300) u1 = 1e-300;
-    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
-}
-
 static void stream_seed(mr_rng *r, uint64_t seed, uint64_t trial, uint64_t param)
 {
     uint64_t x = seed;
-    uint64_t a = splitmix64(&x);
+    uint64_t a = mr_splitmix64(&x);
     x = a ^ (trial * 0x9e3779b97f4a7c15ull);
-    uint64_t b = splitmix64(&x);
+    uint64_t b = mr_splitmix64(&x);
     x = b ^ ((param + 1) * 0xd1b54a32d192ed03ull);
-    mr_rng_seed(r, splitmix64(&x));
+    mr_rng_seed(r, mr_splitmix64(&x));
 }
 
 void mr_tune_sampler_opts_init(mr_tune_sampler_opts *o)

@@ -1,4 +1,6 @@
-/* Running an exec stage's command: /bin/sh -c in the workspace, with the
+/* The exec op: any shell command, written as in dvc.yaml. Its deps and outs
+ * are workspace paths; the engine hashes deps and publishes the declared
+ * outs. Running the command: /bin/sh -c in the workspace, with the
  * stage's params as MILLRACE_PARAM_<PATH> variables and a JSON file
  * (MILLRACE_PARAMS_FILE), its declared env, and stdout/stderr going to the
  * stage log. A list of commands runs in order and stops at the first that
@@ -85,7 +87,7 @@ static mr_status run_one(mr_op_ctx *ctx, const char *cmd, const char *params_fil
     return MR_ERR(err, MR_E_FAILED, "command exited with status %d: %s", WEXITSTATUS(st), cmd);
 }
 
-mr_status mr__exec_run(mr_op_ctx *ctx, mr_error *err)
+static mr_status exec_run(mr_op_ctx *ctx, mr_error *err)
 {
     mr_buf pj;
     mr_buf_init(&pj);
@@ -111,3 +113,22 @@ done:
     mr_buf_free(&pj);
     return rc;
 }
+
+static const mr_param_def exec_params[] = {
+    {"cmd", MR_PT_STR | MR_PT_STRSEQ, 1, "shell command (or list of commands run in order), run in the workspace"},
+    {"deps", MR_PT_STRSEQ, 0, "files or directories the command reads; hashed by content"},
+    {"outs", MR_PT_STRSEQ, 0, "files or directories the command writes; stored as artifacts"},
+    {"metrics", MR_PT_STRSEQ, 0, "JSON (or JSON lines) files the command writes; numeric leaves are recorded"},
+    {"params", MR_PT_STRSEQ, 0, "param paths the command reads (besides those interpolated in cmd)"},
+    {"env", MR_PT_MAP, 0, "extra environment variables (part of the cache key)"},
+    {"always_changed", MR_PT_BOOL, 0, "never take this stage from the cache"},
+    {NULL, 0, 0, NULL},
+};
+
+const mr_op mr_op_exec = {
+    .name = "exec",
+    .version = 1,
+    .params = exec_params,
+    .outputs = NULL,
+    .run = exec_run,
+};

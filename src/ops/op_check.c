@@ -91,13 +91,6 @@ static mr_status model_score(void *ctx, const float *x, size_t n, int threads, d
     return mr_model_predict_rows(m, x, n, 0, threads, out, err);
 }
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 /* Row-major (n, nf) test matrix from the column-major model matrix of t:
  * n sampled rows, or generated rows whose every value comes from an
@@ -122,14 +115,14 @@ static mr_status test_matrix(const mr_model *m, const mr_table *t, size_t want, 
     uint64_t st = seed ^ 0xc4ecULL;
     for (size_t i = 0; i < nt; i++) perm[i] = i;
     for (size_t i = 0; i < n && !generated; i++) { /* partial Fisher-Yates: n distinct rows */
-        size_t j = i + (size_t)(splitmix(&st) % (nt - i));
+        size_t j = i + (size_t)(mr_splitmix64(&st) % (nt - i));
         size_t tmp = perm[i];
         perm[i] = perm[j];
         perm[j] = tmp;
     }
     for (size_t i = 0; i < n; i++)
         for (size_t f = 0; f < nf; f++) {
-            size_t src = generated ? (size_t)(splitmix(&st) % nt) : perm[i];
+            size_t src = generated ? (size_t)(mr_splitmix64(&st) % nt) : perm[i];
             x[i * nf + f] = cm[f * nt + src];
         }
     mr_free(cm);
@@ -486,7 +479,7 @@ static mr_status run_check(mr_op_ctx *ctx, mr_error *err)
         if (rc == MR_OK) rc = load_json(mdir, "slices.json", &cr.slices, err);
     }
     const char *dpath = mr__opt_str(def, "data", NULL);
-    if (rc == MR_OK && dpath) rc = mr_read_table(dpath, &data, err);
+    if (rc == MR_OK && dpath) rc = mr_table_read_file(dpath, &data, err);
     const char *fxp = mr__opt_str(def, "features", NULL);
     if (rc == MR_OK && data && fxp) {
         size_t len = 0;

@@ -1011,8 +1011,8 @@ static mr_status run_tune(mr_op_ctx *ctx, mr_error *err)
         goto done;
     }
     if (!s.is_exec) {
-        rc = mr_read_table(mr_value_get(ctx->def, "train")->str, &s.train, err);
-        if (rc == MR_OK) rc = mr_read_table(mr_value_get(ctx->def, "valid")->str, &s.valid, err);
+        rc = mr_table_read_file(mr_value_get(ctx->def, "train")->str, &s.train, err);
+        if (rc == MR_OK) rc = mr_table_read_file(mr_value_get(ctx->def, "valid")->str, &s.valid, err);
         if (rc != MR_OK) goto done;
     }
     dprintf(ctx->log_fd, "tune: %d trials, %d at once x %d threads, %s sampler, %s pruner, %s %s%s\n", s.n_trials, s.parallel,

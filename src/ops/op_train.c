@@ -81,8 +81,8 @@ static mr_status run_train(mr_op_ctx *ctx, mr_error *err)
     mr_train_opts o;
     mr_train_opts_init(&o);
     char *bin_cache = NULL;
-    mr_status rc = mr_read_table(vtrain->str, &train, err);
-    if (rc == MR_OK && vvalid && vvalid->kind == MR_V_STR) rc = mr_read_table(vvalid->str, &valid, err);
+    mr_status rc = mr_table_read_file(vtrain->str, &train, err);
+    if (rc == MR_OK && vvalid && vvalid->kind == MR_V_STR) rc = mr_table_read_file(vvalid->str, &valid, err);
     if (rc != MR_OK) goto done;
     if (vparams && vparams->kind == MR_V_MAP) {
         kv = mr_calloc(vparams->n ? vparams->n : 1, sizeof(*kv));

@@ -1,7 +1,7 @@
 /* The report op: writes report.html (self-contained, charts as inline SVG)
  * and report.md for the running run, from the run store (summary, timeline,
  * training curves) and the evaluate / train / check outputs it is given.
- * The layout lives in runreport.c, shared with `millrace report RUN`. */
+ * The layout lives in src/report/run_report.c, shared with `millrace report RUN`. */
 #include "millrace/op.h"
 #include "millrace/runreport.h"
 #include "millrace/runstore.h"

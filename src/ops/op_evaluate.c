@@ -543,7 +543,7 @@ static mr_status run_evaluate(mr_op_ctx *ctx, mr_error *err)
         goto done;
     }
     if ((rc = mr_model_load(model_file, &model, err)) != MR_OK) goto done;
-    if ((rc = mr_read_table(mr__opt_str(def, "data", ""), &data, err)) != MR_OK) goto done;
+    if ((rc = mr_table_read_file(mr__opt_str(def, "data", ""), &data, err)) != MR_OK) goto done;
     const char *obj = mr_model_objective_name(model);
     s.task = !strcmp(obj, "binary") ? MR_TASK_BINARY : !strcmp(obj, "multiclass") ? MR_TASK_MULTICLASS : MR_TASK_REGRESSION;
     s.K = mr_model_num_outputs(model);
@@ -648,7 +648,7 @@ static mr_status run_evaluate(mr_op_ctx *ctx, mr_error *err)
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto done;
     }
-    if ((rc = mr_write_table(pred_path, preds, err)) != MR_OK) goto done;
+    if ((rc = mr_table_write_file(pred_path, preds, err)) != MR_OK) goto done;
 
     /* From here on every number reads the predictions table's columns. */
     const double *py = mr_table_column(preds, "label")->data;
