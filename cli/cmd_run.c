@@ -28,6 +28,139 @@ static const char run_help[] =
     "exit: 0 every stage succeeded, 1 a stage failed or the run was interrupted,\n"
     "      2 usage or spec error\n";
 
+/* ---- what a run prints (the library reports events; the CLI prints) ---- */
+typedef struct printer {
+    int quiet;   /* --json or -q: no stage lines */
+    int verbose; /* print each stage's log when it finishes */
+    mr_progress *progress;
+} printer;
+
+/* The last max_lines lines of a stage log, indented. */
+static void print_log_tail(const char *path, int max_lines)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (!path || mr_fs_read_file(path, (size_t)64 << 20, &text, &len, NULL) != MR_OK) return;
+    int lines = 0;
+    size_t start = len;
+    while (start > 0) {
+        if (text[start - 1] == '\n' && start != len && ++lines >= max_lines) break;
+        start--;
+    }
+    if (len) {
+        fprintf(stderr, "    --- %s (last lines) ---\n", path);
+        char *line = text + start;
+        while (*line) {
+            char *nl = strchr(line, '\n');
+            if (nl) *nl = '\0';
+            fprintf(stderr, "    | %s\n", line);
+            if (!nl) break;
+            line = nl + 1;
+        }
+    }
+    mr_free(text);
+}
+
+static void on_event(void *ctx, const mr_run_event *ev)
+{
+    printer *pr = ctx;
+    if (ev->kind == MR_RUN_TICK) {
+        if (!pr->progress) pr->progress = mr_progress_begin("stages", (uint64_t)ev->n_selected, NULL);
+        mr_progress_update(pr->progress, (uint64_t)ev->n_done, ev->message);
+        return;
+    }
+    if (ev->kind == MR_RUN_STAGE_WARNING) { /* warnings show even with -q */
+        mr_progress_clear();
+        fprintf(stderr, "%smillrace: warning:%s stage '%s': %s\n", mr_c_yellow(), mr_c_reset(), ev->stage, ev->message);
+        return;
+    }
+    if (pr->quiet) {
+        if (ev->kind == MR_RUN_STAGE_FAILED && pr->verbose) print_log_tail(ev->log_path, 1000);
+        return;
+    }
+    mr_progress_clear();
+    switch (ev->kind) {
+    case MR_RUN_STAGE_STARTED: fprintf(stderr, "%s  running%s %s\n", mr_c_bold(), mr_c_reset(), ev->stage); break;
+    case MR_RUN_STAGE_CACHED:
+        if (ev->wall_s > 0) fprintf(stderr, "%s  cached %s %s (%.2fs)\n", mr_c_dim(), mr_c_reset(), ev->stage, ev->wall_s);
+        else fprintf(stderr, "%s  cached %s %s\n", mr_c_dim(), mr_c_reset(), ev->stage);
+        break;
+    case MR_RUN_STAGE_DONE:
+        fprintf(stderr, "%s  done   %s %s (%.2fs)\n", mr_c_green(), mr_c_reset(), ev->stage, ev->wall_s);
+        if (pr->verbose) print_log_tail(ev->log_path, 1000);
+        break;
+    case MR_RUN_STAGE_FAILED:
+        fprintf(stderr, "%s  failed %s %s: %s\n", mr_c_red(), mr_c_reset(), ev->stage, ev->message);
+        if (ev->hint) fprintf(stderr, "    hint: %s\n", ev->hint);
+        print_log_tail(ev->log_path, pr->verbose ? 1000 : 10);
+        break;
+    case MR_RUN_STAGE_SKIPPED:
+        fprintf(stderr, "%s  skipped%s %s (an upstream stage failed)\n", mr_c_yellow(), mr_c_reset(), ev->stage);
+        break;
+    default: break;
+    }
+}
+
+static void print_json_summary(const mr_run_result *res)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    mr_buf_printf(&b, "{\n  \"run_id\": ");
+    if (res->run_id) mr_buf_printf(&b, "%lld", (long long)res->run_id);
+    else mr_buf_puts(&b, "null");
+    mr_buf_printf(&b, ",\n  \"status\": \"%s\",\n", res->interrupted ? "interrupted" : res->n_failed ? "failed" : "ok");
+    mr_buf_printf(&b, "  \"executed\": %d,\n  \"cached\": %d,\n  \"failed\": %d,\n  \"skipped\": %d,\n  \"would_run\": %d,\n",
+                  res->n_executed, res->n_cached, res->n_failed, res->n_skipped, res->n_would_run);
+    mr_buf_puts(&b, "  \"stages\": [");
+    int first = 1;
+    for (size_t k = 0; k < res->n_stages; k++) {
+        const mr_run_stage_result *s = &res->stages[k];
+        if (!s->status) continue;
+        mr_buf_printf(&b, "%s\n    {\"stage\": ", first ? "" : ",");
+        mr_buf_json_str(&b, s->stage);
+        mr_buf_puts(&b, ", \"status\": ");
+        mr_buf_json_str(&b, !strcmp(s->status, "up to date") ? "cached" : s->status);
+        mr_buf_puts(&b, ", \"key\": ");
+        mr_buf_json_str(&b, s->key);
+        if (s->error) {
+            mr_buf_puts(&b, ", \"error\": ");
+            mr_buf_json_str(&b, s->error);
+        }
+        if (s->why) {
+            mr_buf_puts(&b, ", \"why\": ");
+            mr_buf_json_str(&b, s->why);
+        }
+        mr_buf_puts(&b, "}");
+        first = 0;
+    }
+    mr_buf_puts(&b, first ? "]\n}\n" : "\n  ]\n}\n");
+    cli_print(&b);
+    mr_buf_free(&b);
+}
+
+static void print_summary(const mr_run_result *res, int dry)
+{
+    if (dry) {
+        for (size_t k = 0; k < res->n_stages; k++) {
+            const mr_run_stage_result *s = &res->stages[k];
+            if (!s->status) continue;
+            if (!strcmp(s->status, "would run")) printf("would run  %s (%s)\n", s->stage, s->why);
+            else if (!strcmp(s->status, "up to date")) printf("up to date %s\n", s->stage);
+        }
+        return;
+    }
+    if (mr_log_get_level() > MR_LOG_INFO) return;
+    fprintf(stderr, "run %lld: %d executed, %d cached, %d failed, %d skipped%s\n", (long long)res->run_id, res->n_executed,
+            res->n_cached, res->n_failed, res->n_skipped, res->interrupted ? " (interrupted)" : "");
+    for (size_t k = 0; k < res->n_stages; k++)
+        if (res->stages[k].status && !strcmp(res->stages[k].status, "failed"))
+            fprintf(stderr, "  %sfailed%s  %s: %s\n", mr_c_red(), mr_c_reset(), res->stages[k].stage,
+                    res->stages[k].error ? res->stages[k].error : "");
+    for (size_t k = 0; k < res->n_stages; k++)
+        if (res->stages[k].status && !strcmp(res->stages[k].status, "skipped"))
+            fprintf(stderr, "  skipped %s\n", res->stages[k].stage);
+}
+
 static int push(const char ***arr, size_t *n, const char *v)
 {
     const char **a = mr_realloc(*arr, (*n + 1) * sizeof(*a));
@@ -45,6 +178,7 @@ int cmd_run(int argc, char **argv)
     }
     cli_common c = {0};
     mr_run_opts o = mr_run_opts_default();
+    printer pr = {0};
     const char **force = NULL, **down = NULL, **targets = NULL;
     size_t n_force = 0, n_down = 0, n_targets = 0;
     int rc = EXIT_OK;
@@ -78,7 +212,7 @@ int cmd_run(int argc, char **argv)
         } else if (!strcmp(a, "--dry") || !strcmp(a, "--dry-run")) {
             o.dry = 1;
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
-            o.verbose = 1;
+            pr.verbose = 1;
         } else if (a[0] == '-') {
             rc = cli_usage_error("run", "unknown option '%s'", a);
         } else {
@@ -99,12 +233,23 @@ int cmd_run(int argc, char **argv)
         o.targets = targets;
         o.n_targets = n_targets;
         o.smoke = c.smoke;
-        o.json = c.json;
         o.argv = cli_argv_joined;
         o.self_exe = cli_self_exe;
+        pr.quiet = c.json || mr_log_get_level() > MR_LOG_INFO;
+        o.on_event = on_event;
+        o.event_ctx = &pr;
+        o.ticks = mr_progress_tty() && !o.dry && !c.json; /* a live line on a terminal */
         mr_run_result res;
         mr_status st = mr_pipeline_run(ws, spec, &o, &res, &err);
-        if (st != MR_OK && st != MR_E_FAILED && st != MR_E_INTERRUPTED) mr_log_error(&err);
+        mr_progress_clear();
+        mr_free(pr.progress);
+        if (st == MR_OK || st == MR_E_FAILED || st == MR_E_INTERRUPTED) {
+            if (c.json) print_json_summary(&res);
+            else print_summary(&res, o.dry);
+        } else {
+            mr_log_error(&err);
+        }
+        mr_run_result_free(&res);
         rc = cli_status_exit(st);
     }
     mr_spec_free(spec);
@@ -116,26 +261,101 @@ int cmd_run(int argc, char **argv)
     return rc;
 }
 
+/* millrace stage show --job FILE: the decoded job, for people and tests. */
+static int stage_show(const char *job_path, int json)
+{
+    mr_job job;
+    mr_error err;
+    mr_error_init(&err);
+    if (mr_job_read(job_path, &job, &err) != MR_OK) {
+        mr_log_error(&err);
+        mr_job_deinit(&job);
+        return err.code == MR_E_IO || err.code == MR_E_NOT_FOUND ? EXIT_FAILED : EXIT_USAGE;
+    }
+    mr_buf b;
+    mr_buf_init(&b);
+    if (json) {
+        mr_buf_puts(&b, "{\"stage\": ");
+        mr_buf_json_str(&b, job.stage);
+        mr_buf_puts(&b, ", \"op\": ");
+        mr_buf_json_str(&b, job.op);
+        mr_buf_printf(&b, ", \"op_version\": %d, \"key\": ", job.op_version);
+        mr_buf_json_str(&b, job.key);
+        mr_buf_printf(&b, ", \"run_id\": %lld, \"threads\": %d, \"smoke\": %s, \"force\": %s, \"spec_path\": ",
+                      (long long)job.run_id, job.threads, job.smoke ? "true" : "false", job.force ? "true" : "false");
+        mr_buf_json_str(&b, job.spec_path);
+        mr_buf_puts(&b, ", \"def\": ");
+        mr_value_to_json(job.def, 0, &b);
+        mr_buf_puts(&b, ", \"params\": ");
+        mr_value_to_json(job.params, 0, &b);
+        mr_buf_puts(&b, ", \"inputs\": [");
+        for (size_t k = 0; k < job.n_inputs; k++) {
+            mr_buf_puts(&b, k ? ", {\"name\": " : "{\"name\": ");
+            mr_buf_json_str(&b, job.inputs[k].name);
+            mr_buf_puts(&b, ", \"path\": ");
+            mr_buf_json_str(&b, job.inputs[k].path);
+            mr_buf_puts(&b, ", \"id\": ");
+            mr_buf_json_str(&b, job.inputs[k].id);
+            mr_buf_puts(&b, "}");
+        }
+        mr_buf_puts(&b, "], \"outputs\": [");
+        for (size_t k = 0; k < job.n_outputs; k++) {
+            mr_buf_puts(&b, k ? ", {\"name\": " : "{\"name\": ");
+            mr_buf_json_str(&b, job.outputs[k].name);
+            mr_buf_puts(&b, ", \"path\": ");
+            mr_buf_json_str(&b, job.outputs[k].path);
+            mr_buf_puts(&b, "}");
+        }
+        mr_buf_puts(&b, "]}\n");
+    } else {
+        mr_buf_printf(&b, "stage %s (op %s, version %d), run %lld, key %s\n", job.stage, job.op, job.op_version,
+                      (long long)job.run_id, job.key);
+        for (size_t k = 0; k < job.n_inputs; k++)
+            mr_buf_printf(&b, "  in  %-28s %s %s\n", job.inputs[k].name, job.inputs[k].path, job.inputs[k].id);
+        for (size_t k = 0; k < job.n_outputs; k++) mr_buf_printf(&b, "  out %-28s %s\n", job.outputs[k].name, job.outputs[k].path);
+        mr_buf_printf(&b, "def (positions in %s):\n", job.spec_path);
+        mr_yaml_emit(job.def, &b);
+        mr_buf_puts(&b, "params:\n");
+        mr_yaml_emit(job.params, &b);
+    }
+    cli_print(&b);
+    mr_buf_free(&b);
+    mr_job_deinit(&job);
+    return EXIT_OK;
+}
+
 int cmd_stage(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv) || argc < 2) {
-        fputs("usage: millrace stage run NAME --job FILE\n\n"
-              "Runs one stage from a job file written by `millrace run` (internal; the same\n"
-              "command can run a stage on another machine that shares the workspace).\n",
+        fputs("usage: millrace stage run NAME --job FILE\n"
+              "       millrace stage show --job FILE [--json]\n\n"
+              "run: runs one stage from a job file written by `millrace run` (internal; the same\n"
+              "command can run a stage on another machine that shares the workspace).\n"
+              "show: prints a job file decoded: the stage, its inputs and outputs, its definition\n"
+              "and params (job files are in .millrace/logs/run-N/; docs/formats.md).\n",
               argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : EXIT_OK;
     }
-    if (strcmp(argv[1], "run") != 0) return cli_usage_error("stage", "unknown subcommand '%s' (expected 'run')", argv[1]);
+    int show = !strcmp(argv[1], "show");
+    if (!show && strcmp(argv[1], "run") != 0)
+        return cli_usage_error("stage", "unknown subcommand '%s' (expected 'run' or 'show')", argv[1]);
     const char *job = NULL, *name = NULL;
+    int json = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--job") && i + 1 < argc) job = argv[++i];
-        else if (argv[i][0] != '-' && !name) name = argv[i];
+        else if (show && !strcmp(argv[i], "--json")) json = 1;
+        else if (!show && argv[i][0] != '-' && !name) name = argv[i];
         else return cli_usage_error("stage", "unexpected argument '%s'", argv[i]);
     }
+    if (show) return job ? stage_show(job, json) : cli_usage_error("stage", "expected: stage show --job FILE");
     if (!job || !name) return cli_usage_error("stage", "expected: stage run NAME --job FILE");
     mr_error err;
     mr_error_init(&err);
     mr_pool_init(0, NULL);
     mr_status st = mr_stage_worker(job, &err);
+    if (st != MR_OK) { /* into the stage log; the runner reads the result file */
+        mr_error_stage(&err, name);
+        mr_log_error(&err);
+    }
     return st == MR_OK ? EXIT_OK : EXIT_FAILED;
 }

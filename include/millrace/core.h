@@ -174,6 +174,12 @@ mr_log_level mr_log_get_level(void);
 void mr_log_set_color(int on); /* the CLI decides from isatty + NO_COLOR */
 int mr_log_color(void);
 void mr_log(mr_log_level lvl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Also hands every message at or above min_level (without the "millrace:
+ * warning: " prefix) to fn, after printing it: a stage worker collects its
+ * warnings this way for the runner. NULL fn removes the sink. One sink per
+ * process; set it before starting threads that log. */
+typedef void (*mr_log_sink_fn)(void *ctx, mr_log_level lvl, const char *msg);
+void mr_log_set_sink(mr_log_level min_level, mr_log_sink_fn fn, void *ctx);
 /* Prints "millrace: error: <formatted error>" and a "hint:" line if any. */
 void mr_log_error(const mr_error *err);
 /* ANSI helpers: return "" when colour is off. */
@@ -210,6 +216,13 @@ void mr_progress_clear(void);
  * within max(2, len/3)); NULL if none is close. Borrowed from candidates. */
 size_t mr_edit_distance(const char *a, const char *b);
 const char *mr_closest(const char *word, const char *const *candidates, size_t n);
+
+/* ---- text from data ----------------------------------------------------
+ * 1 if s[0..len) is valid UTF-8 (no overlong forms, no surrogates). */
+int mr_utf8_valid(const char *s, size_t len);
+/* Appends s[0..len) to out with every invalid UTF-8 sequence replaced by
+ * U+FFFD, so the text can go into JSON. MR_E_NOMEM / MR_E_LIMIT. */
+mr_status mr_buf_utf8_scrub(mr_buf *out, const char *s, size_t len);
 
 /* ---- time --------------------------------------------------------------*/
 double mr_now(void);          /* monotonic seconds */
@@ -290,6 +303,74 @@ void mr_parallel_for_capped(size_t n, size_t block, int max_threads, mr_range_fn
 /* min(pool threads, max_threads) (max_threads <= 0: the pool's), >= 1. */
 int mr_pool_threads_capped(int max_threads);
 int mr_cpu_count(void);
+
+/* ---- child processes ---------------------------------------------------
+ * One supervisor under every child millrace starts (stage workers, exec
+ * commands, tune trials): fork with a setup in the child, optionally a
+ * process group of its own (so a signal reaches everything the child
+ * started) and death with the parent; terminate with a grace period
+ * (SIGTERM, then SIGKILL); wait with resource usage (wait4).
+ *
+ *   mr_proc p;
+ *   mr_proc_opts o;
+ *   mr_proc_opts_init(&o);
+ *   o.new_group = 1;
+ *   char *const argv[] = {"sh", "-c", "sleep 1", NULL};
+ *   if (mr_proc_spawn_exec(&p, &o, "/bin/sh", argv, &err) == MR_OK) {
+ *       mr_proc_wait(&p, 1);                    // p.status, p.usage
+ *       char why[64];
+ *       if (!mr_proc_ok(&p)) mr_proc_describe(&p, why, sizeof(why));
+ *   }
+ *
+ * Not thread-safe: one thread of a process supervises its children. */
+typedef struct mr_proc_usage {
+    double user_s, sys_s;  /* CPU seconds of the child and its waited-for descendants */
+    int64_t max_rss_kb;    /* peak resident set of the largest of them */
+} mr_proc_usage;
+typedef struct mr_proc {
+    int pid;               /* the child's pid (> 0 once started) */
+    int group;             /* it leads its own process group: signals go to the group */
+    int exited;            /* reaped: status and usage are valid */
+    int status;            /* wait status (WIFEXITED, WEXITSTATUS, WIFSIGNALED, ...) */
+    mr_proc_usage usage;
+} mr_proc;
+typedef struct mr_proc_opts {
+    int new_group;         /* setpgid(0, 0) in the child */
+    int parent_death_sig;  /* 0, or the signal the child gets when its parent dies */
+    int stdin_null;        /* stdin from /dev/null */
+    int stdout_fd;         /* -1: inherit; else dup2'ed onto 1 */
+    int stderr_fd;         /* -1: inherit; else dup2'ed onto 2 */
+} mr_proc_opts;
+void mr_proc_opts_init(mr_proc_opts *o); /* inherit everything, same group, no death signal */
+/* Forks. The child applies o, restores SIGINT, SIGTERM and SIGPIPE to
+ * their defaults, runs child(arg) and _exits with its return value; it
+ * never returns into the caller's code. Stdio buffers are flushed first.
+ * MR_E_IO (errno kept) when fork fails. */
+mr_status mr_proc_spawn(mr_proc *p, const mr_proc_opts *o, int (*child)(void *arg), void *arg, mr_error *err);
+/* The same running execv(path, argv) (no shell, no PATH search); a failed
+ * exec exits 127 after a line on the child's stderr. */
+mr_status mr_proc_spawn_exec(mr_proc *p, const mr_proc_opts *o, const char *path, char *const argv[],
+                             mr_error *err);
+/* Reaps p if it has exited; block: wait for it (EINTR retried). Returns 1
+ * once reaped (also when it was already), 0 while it runs, -1 on error. */
+int mr_proc_wait(mr_proc *p, int block);
+/* Reaps one exited child among procs[0..n) (NULL entries and reaped ones
+ * are skipped): the one reaped, or NULL when none has exited (block: waits
+ * until one does, or until a signal interrupts the wait; NULL at once when
+ * none is running). */
+mr_proc *mr_proc_wait_any(mr_proc *const *procs, size_t n, int block);
+/* Sends sig to p (to its whole group when it leads one); no-op once reaped. */
+void mr_proc_signal(const mr_proc *p, int sig);
+/* SIGKILL to p's process group, also after p itself was reaped: whatever it
+ * started and left behind. No-op for a child without a group of its own. */
+void mr_proc_kill_group(const mr_proc *p);
+/* SIGTERM to every running proc, up to grace_s for them to exit (reaped),
+ * then SIGKILL to the rest, which are reaped too. On return all are reaped. */
+void mr_proc_terminate(mr_proc *const *procs, size_t n, double grace_s);
+/* 1 if p exited with status 0. */
+int mr_proc_ok(const mr_proc *p);
+/* "exited with status 3" / "killed by signal 9 (Killed)" / "running". */
+void mr_proc_describe(const mr_proc *p, char *buf, size_t buf_len);
 
 /* ---- seeded random numbers ---------------------------------------------
  * Two generators, both pure functions of their seed (no global state):

@@ -96,6 +96,28 @@ mr_status mr_op_cache_put(mr_op_ctx *ctx, const char *kind, const char *key, con
 mr_status mr_op_trial_record(mr_op_ctx *ctx, int trial, const char *key, const char *status, double value,
                              const char *record_json, mr_error *err);
 
+/* What an op is, declared by the op so that the engine never names one. */
+enum {
+    /* Writes the paths its definition declares under `outs` and `metrics`
+     * in the workspace itself, and reads those under `deps` (exec, as in
+     * dvc.yaml); the engine publishes them from there. Other ops write
+     * into private staging directories the engine publishes to out/<stage>. */
+    MR_OP_WORKSPACE_OUTPUTS = 1u << 0,
+    /* Its `params` key lists the param paths it reads besides those it
+     * interpolates (exec): they join the stage's key. */
+    MR_OP_DECLARED_PARAMS = 1u << 1,
+    /* Records the workspace's git commit in its output (ctx->git_commit). */
+    MR_OP_GIT_COMMIT = 1u << 2,
+};
+
+/* What a validate hook sees: the stage's definition after ${params.X}
+ * interpolation, with ${stages.X} references still unresolved (their
+ * targets exist and name real outputs: the engine checked). */
+typedef struct mr_op_validate_ctx {
+    const char *stage;        /* stage name */
+    const mr_value *def;      /* the stage mapping (positions from millrace.yaml) */
+} mr_op_validate_ctx;
+
 typedef struct mr_op {
     const char *name;
     int version;
@@ -108,6 +130,15 @@ typedef struct mr_op {
      * names). Writes up to max names (borrowed from def) and returns how
      * many there are; when set, it replaces `outputs`. */
     size_t (*outputs_of)(const mr_value *def, const char **names, size_t max);
+    unsigned flags;               /* MR_OP_* */
+    /* Optional: checks the definition when the spec is loaded (`run`,
+     * `status`, `dag`, `params`), before anything runs: values' types and
+     * ranges, names the op knows (a train op's LightGBM parameters). Only
+     * what needs data (a label column's presence) waits for run time. Set
+     * err with the offending value's line and column (mr_error_at with a
+     * NULL file: the engine names millrace.yaml and the stage) and a hint;
+     * return MR_E_SCHEMA (or MR_E_INVALID_ARG). Must not read files. */
+    mr_status (*validate)(const mr_op_validate_ctx *vc, mr_error *err);
 } mr_op;
 
 mr_status mr_op_register(const mr_op *op);

@@ -55,7 +55,34 @@ const size_t *mr_dag_upstream(const mr_dag *dag, size_t i, size_t *n_out);
 /* Text (one line per stage with its inputs), or Graphviz dot. */
 mr_status mr_dag_render(const mr_dag *dag, int dot, mr_buf *out);
 
-/* ---- run ----------------------------------------------------------------- */
+/* ---- run -----------------------------------------------------------------
+ * The library prints nothing while it runs a pipeline: it reports events to
+ * opts->on_event (the CLI prints them) and returns every stage's outcome in
+ * the result. */
+typedef enum mr_run_event_kind {
+    MR_RUN_STAGE_STARTED = 1, /* a stage worker was started (log_path) */
+    MR_RUN_STAGE_CACHED,      /* served from the cache */
+    MR_RUN_STAGE_DONE,        /* executed (wall_s, log_path) */
+    MR_RUN_STAGE_FAILED,      /* message, hint, log_path (NULL when it never started) */
+    MR_RUN_STAGE_SKIPPED,     /* an upstream stage failed */
+    MR_RUN_STAGE_WARNING,     /* message: a warning the stage logged */
+    MR_RUN_TICK,              /* while stages run, about 20 times a second (opts->ticks) */
+} mr_run_event_kind;
+
+typedef struct mr_run_event {
+    mr_run_event_kind kind;
+    const char *stage;    /* NULL for MR_RUN_TICK */
+    double wall_s;        /* DONE, FAILED: seconds the stage ran */
+    const char *message;  /* FAILED: the error; WARNING: the warning; TICK: "running: train 2.1s, eval 0.3s" */
+    const char *hint;     /* FAILED: the error's hint, or NULL */
+    const char *log_path; /* the stage's log file, or NULL */
+    int n_done;           /* stages finished so far (any outcome) */
+    int n_selected;       /* stages this run considers */
+} mr_run_event;
+/* Called on the runner's thread; the event and its strings are valid only
+ * during the call. */
+typedef void (*mr_run_event_fn)(void *ctx, const mr_run_event *ev);
+
 typedef struct mr_run_opts {
     int jobs;              /* core budget; 0 = number of CPUs */
     int keep_going;        /* on failure, keep running independent stages (default on for those) */
@@ -70,18 +97,34 @@ typedef struct mr_run_opts {
     size_t n_targets;
     const char *argv;      /* recorded in the run store */
     const char *self_exe;  /* path of the millrace binary for stage workers */
-    int json;              /* print a JSON summary on stdout instead of text */
-    int verbose;           /* stream stage output to stderr */
+    mr_run_event_fn on_event; /* NULL: no events */
+    void *event_ctx;
+    int ticks;             /* 1: also send MR_RUN_TICK while stages run (a live progress line) */
 } mr_run_opts;
 mr_run_opts mr_run_opts_default(void);
+
+/* One stage's outcome. */
+typedef struct mr_run_stage_result {
+    const char *stage;     /* borrowed from the spec */
+    const char *status;    /* "executed", "cached", "failed", "skipped", "would run", "up to date" (dry),
+                              or NULL when the run did not select the stage */
+    char key[MR_HASH_HEX_LEN + 1]; /* "" when never computed */
+    char *error;           /* failed: the message (owned) */
+    const char *why;       /* dry run, would run: why (static text) */
+} mr_run_stage_result;
 
 typedef struct mr_run_result {
     int64_t run_id;
     int n_executed, n_cached, n_failed, n_skipped, n_would_run;
     int interrupted;
+    mr_run_stage_result *stages; /* one per stage of the spec, in topological order (owned) */
+    size_t n_stages;
 } mr_run_result;
+/* Frees what a run result owns (the struct itself is the caller's). */
+void mr_run_result_free(mr_run_result *res);
 /* Returns MR_OK when every selected stage succeeded, MR_E_FAILED when a
- * stage failed, MR_E_INTERRUPTED on SIGINT/SIGTERM. */
+ * stage failed, MR_E_INTERRUPTED on SIGINT/SIGTERM; res is filled in every
+ * case (free it with mr_run_result_free). */
 mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_opts *opts, mr_run_result *res,
                           mr_error *err);
 

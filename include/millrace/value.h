@@ -84,6 +84,11 @@ mr_status mr_value_to_json(const mr_value *v, int canonical, mr_buf *out);
 /* Scalar as text for interpolation into strings ("300", "0.1", "true"). */
 mr_status mr_value_scalar_text(const mr_value *v, mr_buf *out);
 int mr_value_equal(const mr_value *a, const mr_value *b);
+/* Reorders the entries of every map in the tree by key, bytewise (the order
+ * of canonical JSON), keeping each entry's value and positions: the form a
+ * stage's definition has when its op runs, so that no op can depend on an
+ * order the cache key does not see. */
+void mr_value_sort_keys(mr_value *v);
 
 /* Appends every leaf path of a map tree ("a.b", "a.c") as candidates for
  * "did you mean" (names only; caller frees the array and strings). */

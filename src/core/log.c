@@ -7,6 +7,16 @@
 
 static mr_log_level log_level = MR_LOG_INFO;
 static int log_colour;
+static mr_log_sink_fn sink_fn;
+static void *sink_ctx;
+static mr_log_level sink_level = MR_LOG_WARN;
+
+void mr_log_set_sink(mr_log_level min_level, mr_log_sink_fn fn, void *ctx)
+{
+    sink_level = min_level;
+    sink_fn = fn;
+    sink_ctx = ctx;
+}
 
 void mr_log_set_level(mr_log_level lvl) { log_level = lvl; }
 mr_log_level mr_log_get_level(void) { return log_level; }
@@ -22,18 +32,22 @@ const char *mr_c_reset(void) { return log_colour ? "\033[0m" : ""; }
 
 void mr_log(mr_log_level lvl, const char *fmt, ...)
 {
-    if (lvl < log_level) return;
-    mr_progress_clear();
-    const char *prefix = "";
-    if (lvl == MR_LOG_WARN) prefix = "millrace: warning: ";
-    if (lvl == MR_LOG_ERROR) prefix = "millrace: error: ";
-    if (lvl == MR_LOG_DEBUG) prefix = "millrace: debug: ";
-    fputs(prefix, stderr);
+    int to_sink = sink_fn && lvl >= sink_level;
+    if (lvl < log_level && !to_sink) return;
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    if (lvl >= log_level) {
+        mr_progress_clear();
+        const char *prefix = "";
+        if (lvl == MR_LOG_WARN) prefix = "millrace: warning: ";
+        if (lvl == MR_LOG_ERROR) prefix = "millrace: error: ";
+        if (lvl == MR_LOG_DEBUG) prefix = "millrace: debug: ";
+        fprintf(stderr, "%s%s\n", prefix, msg);
+    }
+    if (to_sink) sink_fn(sink_ctx, lvl, msg);
 }
 
 void mr_log_error(const mr_error *err)

@@ -1,5 +1,6 @@
-/* "Did you mean": edit distances and the closest of a set of names, for
- * every error that names something unknown (a key, a stage, a column). */
+/* Text helpers: "did you mean" (edit distances and the closest of a set of
+ * names, for every error that names something unknown: a key, a stage, a
+ * column) and UTF-8 validation for text that comes from data. */
 #include "millrace/core.h"
 
 #include <ctype.h>
@@ -71,4 +72,51 @@ const char *mr_closest(const char *word, const char *const *candidates, size_t n
     }
 done:
     return best;
+}
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), 0 if invalid. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    if (c < 0x80) return 1;
+    size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+    if (!len || len > n || c > 0xf4) return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((s[k] & 0xc0) != 0x80) return 0;
+    if (len == 3 && c == 0xe0 && s[1] < 0xa0) return 0; /* overlong */
+    if (len == 3 && c == 0xed && s[1] >= 0xa0) return 0; /* surrogates */
+    if (len == 4 && c == 0xf0 && s[1] < 0x90) return 0; /* overlong */
+    if (len == 4 && c == 0xf4 && s[1] >= 0x90) return 0; /* above U+10FFFF */
+    return len;
+}
+
+int mr_utf8_valid(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        size_t k = utf8_seq(p + i, len - i);
+        if (!k) return 0;
+        i += k;
+    }
+    return 1;
+}
+
+mr_status mr_buf_utf8_scrub(mr_buf *out, const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t run = 0; /* start of the pending valid run */
+    mr_status st = MR_OK;
+    for (size_t i = 0; i < len && st == MR_OK;) {
+        size_t k = utf8_seq(p + i, len - i);
+        if (k) {
+            i += k;
+            continue;
+        }
+        st = mr_buf_append(out, s + run, i - run);
+        if (st == MR_OK) st = mr_buf_append(out, "\xEF\xBF\xBD", 3);
+        i++;
+        run = i;
+    }
+    if (st == MR_OK) st = mr_buf_append(out, s + run, len - run);
+    return st;
 }

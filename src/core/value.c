@@ -459,6 +459,31 @@ static void sort_keys(const mr_value *map, size_t *idx)
     }
 }
 
+void mr_value_sort_keys(mr_value *v)
+{
+    if (!v || (v->kind != MR_V_MAP && v->kind != MR_V_SEQ)) return;
+    for (size_t i = 0; i < v->n; i++) mr_value_sort_keys(v->items[i]);
+    if (v->kind != MR_V_MAP) return;
+    /* insertion sort, moving all four parallel arrays together (stable) */
+    for (size_t i = 1; i < v->n; i++) {
+        char *k = v->keys[i];
+        mr_value *it = v->items[i];
+        long kl = v->key_lines[i], kc = v->key_cols[i];
+        size_t j = i;
+        while (j > 0 && strcmp(v->keys[j - 1], k) > 0) {
+            v->keys[j] = v->keys[j - 1];
+            v->items[j] = v->items[j - 1];
+            v->key_lines[j] = v->key_lines[j - 1];
+            v->key_cols[j] = v->key_cols[j - 1];
+            j--;
+        }
+        v->keys[j] = k;
+        v->items[j] = it;
+        v->key_lines[j] = kl;
+        v->key_cols[j] = kc;
+    }
+}
+
 static mr_status to_json(const mr_value *v, int canonical, mr_buf *out)
 {
     mr_status st = MR_OK;

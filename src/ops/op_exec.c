@@ -10,10 +10,8 @@
 
 #include <ctype.h>
 #include <errno.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 /* "train.learning-rate" -> "MILLRACE_PARAM_TRAIN_LEARNING_RATE" */
@@ -45,46 +43,58 @@ static void set_param_env(const mr_value *v, const char *prefix)
     mr_buf_free(&b);
 }
 
+typedef struct command {
+    mr_op_ctx *ctx;
+    const char *cmd;
+    const char *params_file;
+} command;
+
+/* In the forked child: the stage's environment, then /bin/sh -c CMD. */
+static int command_child(void *arg)
+{
+    const command *x = arg;
+    mr_op_ctx *ctx = x->ctx;
+    char buf[32];
+    setenv("MILLRACE_STAGE", ctx->stage, 1);
+    setenv("MILLRACE_SMOKE", ctx->smoke ? "1" : "0", 1);
+    snprintf(buf, sizeof(buf), "%lld", (long long)ctx->run_id);
+    setenv("MILLRACE_RUN_ID", buf, 1);
+    snprintf(buf, sizeof(buf), "%d", ctx->threads);
+    setenv("MILLRACE_THREADS", buf, 1);
+    setenv("OMP_NUM_THREADS", buf, 0);
+    setenv("MILLRACE_PARAMS_FILE", x->params_file, 1);
+    if (ctx->mem_bytes) {
+        snprintf(buf, sizeof(buf), "%llu", (unsigned long long)ctx->mem_bytes);
+        setenv("MILLRACE_MEM_BYTES", buf, 1);
+    }
+    set_param_env(ctx->params, "");
+    const mr_value *env = mr_value_get(ctx->def, "env");
+    for (size_t k = 0; env && env->kind == MR_V_MAP && k < env->n; k++) {
+        mr_buf b;
+        mr_buf_init(&b);
+        mr_value_scalar_text(env->items[k], &b);
+        setenv(env->keys[k], b.data ? b.data : "", 1);
+        mr_buf_free(&b);
+    }
+    execl("/bin/sh", "sh", "-c", x->cmd, (char *)NULL);
+    dprintf(2, "cannot run /bin/sh: %s\n", strerror(errno));
+    return 127;
+}
+
+/* The command runs in the worker's process group: a stopped stage takes it
+ * (and whatever it started) down with the worker. */
 static mr_status run_one(mr_op_ctx *ctx, const char *cmd, const char *params_file, mr_error *err)
 {
     dprintf(ctx->log_fd, "$ %s\n", cmd);
-    pid_t pid = fork();
-    if (pid < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "cannot start the command");
-    if (pid == 0) {
-        char buf[32];
-        setenv("MILLRACE_STAGE", ctx->stage, 1);
-        setenv("MILLRACE_SMOKE", ctx->smoke ? "1" : "0", 1);
-        snprintf(buf, sizeof(buf), "%lld", (long long)ctx->run_id);
-        setenv("MILLRACE_RUN_ID", buf, 1);
-        snprintf(buf, sizeof(buf), "%d", ctx->threads);
-        setenv("MILLRACE_THREADS", buf, 1);
-        setenv("OMP_NUM_THREADS", buf, 0);
-        setenv("MILLRACE_PARAMS_FILE", params_file, 1);
-        if (ctx->mem_bytes) {
-            snprintf(buf, sizeof(buf), "%llu", (unsigned long long)ctx->mem_bytes);
-            setenv("MILLRACE_MEM_BYTES", buf, 1);
-        }
-        set_param_env(ctx->params, "");
-        const mr_value *env = mr_value_get(ctx->def, "env");
-        for (size_t k = 0; env && env->kind == MR_V_MAP && k < env->n; k++) {
-            mr_buf b;
-            mr_buf_init(&b);
-            mr_value_scalar_text(env->items[k], &b);
-            setenv(env->keys[k], b.data ? b.data : "", 1);
-            mr_buf_free(&b);
-        }
-        signal(SIGTERM, SIG_DFL);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        dprintf(2, "cannot run /bin/sh: %s\n", strerror(errno));
-        _exit(127);
-    }
-    int st = 0;
-    while (waitpid(pid, &st, 0) < 0) {
-        if (errno != EINTR) return MR_ERR_SYS(err, MR_E_IO, errno, "waiting for the command failed");
-    }
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return MR_OK;
-    if (WIFSIGNALED(st)) return MR_ERR(err, MR_E_FAILED, "command killed by signal %d: %s", WTERMSIG(st), cmd);
-    return MR_ERR(err, MR_E_FAILED, "command exited with status %d: %s", WEXITSTATUS(st), cmd);
+    command x = {ctx, cmd, params_file};
+    mr_proc p;
+    mr_status rc = mr_proc_spawn(&p, NULL, command_child, &x, err);
+    if (rc != MR_OK) return rc;
+    if (mr_proc_wait(&p, 1) != 1) return MR_ERR_SYS(err, MR_E_IO, errno, "waiting for the command failed");
+    if (mr_proc_ok(&p)) return MR_OK;
+    char why[96];
+    mr_proc_describe(&p, why, sizeof(why));
+    return MR_ERR(err, MR_E_FAILED, "command %s: %s", why, cmd);
 }
 
 static mr_status exec_run(mr_op_ctx *ctx, mr_error *err)
@@ -131,4 +141,5 @@ const mr_op mr_op_exec = {
     .params = exec_params,
     .outputs = NULL,
     .run = exec_run,
+    .flags = MR_OP_WORKSPACE_OUTPUTS | MR_OP_DECLARED_PARAMS,
 };

@@ -155,4 +155,5 @@ const mr_op mr_op_package = {
     .params = package_params,
     .outputs = NULL,
     .run = run_package,
+    .flags = MR_OP_GIT_COMMIT,
 };

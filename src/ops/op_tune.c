@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -79,7 +78,7 @@ typedef struct trial {
     double started, wall_s;
     double done_s;          /* when it finished, seconds since the op started */
     char *error;
-    pid_t pid;
+    mr_proc proc;           /* the trial process, while running */
     char *result_path;      /* train: the child's result file */
     char *metrics_path;     /* exec: the per-step metrics file */
     long metrics_off;       /* exec: bytes read so far */
@@ -455,6 +454,20 @@ static int trial_opts(study *s, const mr_value *tparams, mr_train_opts *o, opts_
     return 0;
 }
 
+typedef struct train_trial {
+    study *s;
+    trial *tr;
+} train_trial;
+
+static void child_train(study *s, trial *tr);
+/* In the forked child of a built-in trial (child_train exits itself). */
+static int train_trial_child(void *arg)
+{
+    train_trial *x = arg;
+    child_train(x->s, x->tr);
+    return 1;
+}
+
 static void child_train(study *s, trial *tr)
 {
     mr_error err;
@@ -486,6 +499,25 @@ static void child_train(study *s, trial *tr)
     _exit(0);
 }
 
+/* In the forked child of warm_bins: bin (filling the cache) and stop. */
+static int warm_bins_child(void *arg)
+{
+    study *s = arg;
+    mr_pool_init(s->threads_per_trial * s->parallel, NULL);
+    mr_train_opts o;
+    opts_mem om;
+    mr_error err;
+    mr_error_init(&err);
+    if (trial_opts(s, NULL, &o, &om) != 0) return 1;
+    o.bin_only = 1;
+    o.num_threads = s->threads_per_trial * s->parallel;
+    mr_model *model = NULL;
+    mr_status rc = mr_model_train(s->train, s->valid, &o, &model, &err);
+    mr_model_free(model);
+    opts_mem_free(&om);
+    return rc == MR_OK ? 0 : 1;
+}
+
 /* Bins the training (and validation) data once with the study's fixed
  * params into the shared bin cache before any trial starts, in a child
  * like a trial (the pool is never started in this process, so forking
@@ -498,42 +530,23 @@ static void warm_bins(study *s, double deadline)
     const mr_value *vm = mr_value_get(ctx->def, "model");
     if (vm && vm->kind == MR_V_STR && strcmp(vm->str, "gbdt")) return; /* only the gbdt bins */
     double t0 = mr_now();
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) return;
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        signal(SIGTERM, SIG_DFL);
-        mr_pool_init(s->threads_per_trial * s->parallel, NULL);
-        mr_train_opts o;
-        opts_mem om;
-        mr_error err;
-        mr_error_init(&err);
-        if (trial_opts(s, NULL, &o, &om) != 0) _exit(1);
-        o.bin_only = 1;
-        o.num_threads = s->threads_per_trial * s->parallel;
-        mr_model *model = NULL;
-        mr_status rc = mr_model_train(s->train, s->valid, &o, &model, &err);
-        mr_model_free(model);
-        opts_mem_free(&om);
-        _exit(rc == MR_OK ? 0 : 1);
-    }
+    mr_proc_opts po;
+    mr_proc_opts_init(&po);
+    po.parent_death_sig = SIGKILL;
+    mr_proc proc;
+    if (mr_proc_spawn(&proc, &po, warm_bins_child, s, NULL) != MR_OK) return;
     /* bounded by the study's timeout_s, like the trials */
-    int st = 0;
-    for (;;) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid || (r < 0 && errno != EINTR)) break;
+    while (mr_proc_wait(&proc, 0) == 0) {
         if (deadline > 0 && mr_now() > deadline) {
-            kill(pid, SIGKILL);
-            while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-            }
+            mr_proc_signal(&proc, SIGKILL);
+            mr_proc_wait(&proc, 1);
             break;
         }
         struct timespec ts = {0, 10 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
     dprintf(ctx->log_fd, "study: data binned once for all trials in %.2fs%s\n", mr_now() - t0,
-            WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "" : " (failed or stopped: each trial bins its own)");
+            mr_proc_ok(&proc) ? "" : " (failed or stopped: each trial bins its own)");
 }
 
 /* ---- the exec objective -------------------------------------------------- */
@@ -552,6 +565,43 @@ static void set_trial_env(const mr_value *params)
     }
 }
 
+typedef struct exec_trial {
+    study *s;
+    int n;
+    trial *tr;
+    const char *params_file, *dir;
+} exec_trial;
+
+/* In the forked child of an exec trial: its environment, then the command. */
+static int exec_trial_child(void *arg)
+{
+    const exec_trial *x = arg;
+    const study *s = x->s;
+    mr_op_ctx *ctx = s->ctx;
+    char buf[32];
+    setenv("MILLRACE_STAGE", ctx->stage, 1);
+    setenv("MILLRACE_SMOKE", ctx->smoke ? "1" : "0", 1);
+    snprintf(buf, sizeof(buf), "%d", x->n);
+    setenv("MILLRACE_TRIAL", buf, 1);
+    snprintf(buf, sizeof(buf), "%d", s->threads_per_trial);
+    setenv("MILLRACE_THREADS", buf, 1);
+    setenv("OMP_NUM_THREADS", buf, 0);
+    setenv("MILLRACE_PARAMS_FILE", x->params_file, 1);
+    setenv("MILLRACE_METRICS_FILE", x->tr->metrics_path, 1);
+    setenv("MILLRACE_TRIAL_DIR", x->dir, 1);
+    set_trial_env(x->tr->params);
+    const mr_value *env = mr_value_get(s->exec, "env");
+    for (size_t k = 0; env && env->kind == MR_V_MAP && k < env->n; k++) {
+        mr_buf b;
+        mr_buf_init(&b);
+        mr_value_scalar_text(env->items[k], &b);
+        setenv(env->keys[k], b.data ? b.data : "", 1);
+        mr_buf_free(&b);
+    }
+    execl("/bin/sh", "sh", "-c", mr_value_get(s->exec, "cmd")->str, (char *)NULL);
+    return 127;
+}
+
 static mr_status start_exec(study *s, int n, trial *tr, mr_error *err)
 {
     mr_op_ctx *ctx = s->ctx;
@@ -568,42 +618,18 @@ static mr_status start_exec(study *s, int n, trial *tr, mr_error *err)
     }
     if (rc == MR_OK) rc = mr_fs_write_atomic(params_file, pj.data, pj.len, err);
     if (rc != MR_OK) goto done;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
+    exec_trial x = {s, n, tr, params_file, dir};
+    mr_proc_opts po;
+    mr_proc_opts_init(&po);
+    po.new_group = 1; /* a pruned command is stopped with everything it started */
+    po.parent_death_sig = SIGKILL;
+    rc = mr_proc_spawn(&tr->proc, &po, exec_trial_child, &x, err);
+    if (rc != MR_OK) {
+        mr_error_clear(err);
         rc = MR_ERR_SYS(err, MR_E_IO, errno, "cannot start trial %d", n);
         goto done;
     }
-    if (pid == 0) {
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        signal(SIGTERM, SIG_DFL);
-        char buf[32];
-        setenv("MILLRACE_STAGE", ctx->stage, 1);
-        setenv("MILLRACE_SMOKE", ctx->smoke ? "1" : "0", 1);
-        snprintf(buf, sizeof(buf), "%d", n);
-        setenv("MILLRACE_TRIAL", buf, 1);
-        snprintf(buf, sizeof(buf), "%d", s->threads_per_trial);
-        setenv("MILLRACE_THREADS", buf, 1);
-        setenv("OMP_NUM_THREADS", buf, 0);
-        setenv("MILLRACE_PARAMS_FILE", params_file, 1);
-        setenv("MILLRACE_METRICS_FILE", tr->metrics_path, 1);
-        setenv("MILLRACE_TRIAL_DIR", dir, 1);
-        set_trial_env(tr->params);
-        const mr_value *env = mr_value_get(s->exec, "env");
-        for (size_t k = 0; env && env->kind == MR_V_MAP && k < env->n; k++) {
-            mr_buf b;
-            mr_buf_init(&b);
-            mr_value_scalar_text(env->items[k], &b);
-            setenv(env->keys[k], b.data ? b.data : "", 1);
-            mr_buf_free(&b);
-        }
-        execl("/bin/sh", "sh", "-c", mr_value_get(s->exec, "cmd")->str, (char *)NULL);
-        _exit(127);
-    }
-    setpgid(pid, pid);
-    group_set(pid, 1);
-    tr->pid = pid;
+    group_set(tr->proc.pid, 1);
 done:
     mr_buf_free(&pj);
     mr_free(params_file);
@@ -634,7 +660,7 @@ static void poll_exec(study *s, trial *tr)
                 tr->status = MR_TRIAL_PRUNED;
                 tr->stopping = 1;
                 tr->term_at = mr_now();
-                kill(-tr->pid, SIGTERM);
+                mr_proc_signal(&tr->proc, SIGTERM);
                 dprintf(s->ctx->log_fd, "trial %d: pruned at step %zu (%s=%.6g): SIGTERM\n", (int)(tr - s->t), tr->n_curve,
                         s->metric, tr->curve[tr->n_curve - 1]);
                 json_decref(j);
@@ -680,7 +706,6 @@ static void finish_trial(study *s, int n)
     trial *tr = &s->t[n];
     mr_op_ctx *ctx = s->ctx;
     tr->state = T_DONE;
-    tr->pid = 0;
     if (!tr->cached) tr->wall_s = mr_now() - tr->started;
     tr->done_s = mr_now() - s->t0;
     if (tr->status != MR_TRIAL_FAILED) tr->value = best_of(tr->curve, tr->n_curve, s->maximize);
@@ -793,26 +818,25 @@ static mr_status begin_trial(study *s, int n, mr_error *err)
     }
     tr->result_path = mr_asprintf("%s/trial-%d.result.json", s->ctx->tmp_dir, n);
     if (!tr->result_path) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "cannot start trial %d", n);
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        signal(SIGTERM, SIG_DFL);
-        child_train(s, tr);
-        _exit(1);
+    train_trial x = {s, tr};
+    mr_proc_opts po;
+    mr_proc_opts_init(&po);
+    po.parent_death_sig = SIGKILL;
+    if (mr_proc_spawn(&tr->proc, &po, train_trial_child, &x, err) != MR_OK) {
+        mr_error_clear(err);
+        return MR_ERR_SYS(err, MR_E_IO, errno, "cannot start trial %d", n);
     }
-    tr->pid = pid;
     return MR_OK;
 }
 
 /* A child exited: read what it left. */
-static void reap_trial(study *s, int n, int wstatus)
+static void reap_trial(study *s, int n)
 {
     trial *tr = &s->t[n];
+    int wstatus = tr->proc.status;
     if (s->is_exec) {
-        group_set(tr->pid, 0);
-        kill(-tr->pid, SIGKILL); /* anything the command left behind */
+        group_set(tr->proc.pid, 0);
+        mr_proc_kill_group(&tr->proc); /* anything the command left behind */
         int was_pruned = tr->status == MR_TRIAL_PRUNED;
         if (!tr->stopping) poll_exec(s, tr); /* the last lines */
         if (tr->timed_out) {
@@ -915,11 +939,13 @@ static mr_status write_outputs(study *s, int n_started, mr_error *err)
 }
 
 /* ---- the study loop ------------------------------------------------------ */
-static int find_pid(study *s, int n_started, pid_t pid)
+/* The running trials' processes, for the supervisor. */
+static size_t running_procs(study *s, int n_started, mr_proc **procs)
 {
+    size_t m = 0;
     for (int n = 0; n < n_started; n++)
-        if (s->t[n].state == T_RUNNING && s->t[n].pid == pid) return n;
-    return -1;
+        if (s->t[n].state == T_RUNNING) procs[m++] = &s->t[n].proc;
+    return m;
 }
 
 static mr_status run_study(study *s, int *n_started_out, mr_error *err)
@@ -930,6 +956,8 @@ static mr_status run_study(study *s, int *n_started_out, mr_error *err)
     if (!s->is_exec && s->n_trials > 1) warm_bins(s, s->timeout_s > 0 ? t0 + s->timeout_s : 0); /* inside the budget */
     int stop = 0;
     mr_status rc = MR_OK;
+    mr_proc **procs = mr_calloc((size_t)s->n_trials + 1, sizeof(*procs));
+    if (!procs) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     for (;;) {
         double now = mr_now();
         if (s->timeout_s > 0 && now - t0 > s->timeout_s && !stop) {
@@ -938,7 +966,7 @@ static mr_status run_study(study *s, int *n_started_out, mr_error *err)
             for (int n = 0; n < next; n++)
                 if (s->t[n].state == T_RUNNING) {
                     s->t[n].timed_out = 1;
-                    kill(s->is_exec ? -s->t[n].pid : s->t[n].pid, SIGKILL);
+                    mr_proc_signal(&s->t[n].proc, SIGKILL);
                 }
         }
         while (first_open < next && s->t[first_open].state == T_DONE) first_open++;
@@ -952,19 +980,14 @@ static mr_status run_study(study *s, int *n_started_out, mr_error *err)
         }
         if (rc != MR_OK) break;
         if (running == 0) break;
-        int wstatus;
-        pid_t pid = waitpid(-1, &wstatus, WNOHANG);
-        if (pid > 0) {
-            int n = find_pid(s, next, pid);
-            if (n >= 0) {
-                reap_trial(s, n, wstatus);
-                running--;
-            }
+        size_t m = running_procs(s, next, procs);
+        mr_proc *done = mr_proc_wait_any(procs, m, 0);
+        if (done) {
+            int n = 0;
+            while (&s->t[n].proc != done) n++;
+            reap_trial(s, n);
+            running--;
             continue;
-        }
-        if (pid < 0 && errno != EINTR && errno != ECHILD) {
-            rc = MR_ERR_SYS(err, MR_E_IO, errno, "waiting for trials");
-            break;
         }
         if (s->is_exec)
             for (int n = 0; n < next; n++) {
@@ -973,7 +996,7 @@ static mr_status run_study(study *s, int *n_started_out, mr_error *err)
                 poll_exec(s, tr);
                 if (tr->stopping && mr_now() - tr->term_at > s->grace_s) {
                     dprintf(ctx->log_fd, "trial %d: still running %.1fs after SIGTERM: SIGKILL\n", n, s->grace_s);
-                    kill(-tr->pid, SIGKILL);
+                    mr_proc_signal(&tr->proc, SIGKILL);
                     tr->term_at = INFINITY;
                 }
             }
@@ -981,13 +1004,12 @@ static mr_status run_study(study *s, int *n_started_out, mr_error *err)
         nanosleep(&ts, NULL);
     }
     if (rc != MR_OK) { /* stop what runs */
-        for (int n = 0; n < next; n++)
-            if (s->t[n].state == T_RUNNING) {
-                kill(s->is_exec ? -s->t[n].pid : s->t[n].pid, SIGKILL);
-                waitpid(s->t[n].pid, NULL, 0);
-                if (s->is_exec) group_set(s->t[n].pid, 0);
-            }
+        size_t m = running_procs(s, next, procs);
+        for (size_t k = 0; k < m; k++) mr_proc_signal(procs[k], SIGKILL);
+        mr_proc_terminate(procs, m, 0);
+        for (size_t k = 0; k < m; k++) group_set(procs[k]->pid, 0);
     }
+    mr_free(procs);
     *n_started_out = next;
     return rc;
 }

@@ -126,7 +126,7 @@ static mr_status collect_paths(const mr_spec *spec, mr__stage_paths *paths, mr_e
 {
     for (size_t i = 0; i < spec->n_stages; i++) {
         const mr_stage_spec *s = &spec->stages[i];
-        if (strcmp(s->op->name, "exec") != 0) {
+        if (!(s->op->flags & MR_OP_WORKSPACE_OUTPUTS)) {
             /* Built-in ops: params flagged MR_PT_PATH are workspace inputs. */
             for (const mr_param_def *pd = s->op->params; pd && pd->name; pd++) {
                 if (!(pd->types & MR_PT_PATH)) continue;

@@ -1,8 +1,10 @@
 /* The executor: plans stages in topological order as their inputs become
  * known, serves hits from the stage cache, and runs the rest as child
- * processes (`millrace stage run NAME --job FILE`) within the core budget.
- * Per stage it records wall time, CPU, peak RSS (wait4) and I/O bytes (the
- * worker's /proc/self/io), then updates the run store and millrace.lock.
+ * processes (`millrace stage run NAME --job FILE`, through core's process
+ * supervisor) within the core budget. Per stage it records wall time, CPU,
+ * peak RSS (wait4) and I/O bytes (the worker's result), then updates the
+ * run store and millrace.lock. It prints nothing: what happens goes to the
+ * caller's event callback, and every stage's outcome into the result.
  *
  * Failure policy: a failed stage skips everything downstream of it. Without
  * --keep-going no new stage starts after a failure (stages already running
@@ -17,10 +19,8 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -28,14 +28,17 @@
 
 enum { ST_UNSELECTED, ST_PENDING, ST_RUNNING, ST_DONE, ST_FAILED, ST_SKIPPED, ST_WOULD_RUN };
 
+/* Seconds a stopped stage gets between SIGTERM and SIGKILL. */
+#define STOP_GRACE_S 5.0
+
 typedef struct stage_rt {
     int state;
     int cached;         /* DONE from the cache */
     int forced;
     int published;      /* FAILED, but its outputs were published (a failed check's results) */
     int cost;           /* cores it occupies while running */
-    pid_t pid;
-    double started;
+    mr_proc proc;       /* the worker, while RUNNING */
+    double started;     /* wall clock */
     char *job_path, *result_path, *log_path;
     char *error;        /* failure message */
     char *metrics_json; /* from a cache hit */
@@ -65,11 +68,11 @@ typedef struct run_ctx {
     stage_rt *rt;
     size_t n;
     int64_t run_id;
-    int budget, used;             /* cores: -j, and what running stages hold */
+    int budget, used;              /* cores: -j, and what running stages hold */
     uint64_t mem_budget, mem_used; /* bytes: physical RAM, and what running stages declared */
     int any_failed;
+    int n_selected;
     mr_run_result *res;
-    mr_progress *progress; /* live line on a terminal, NULL otherwise */
 } run_ctx;
 
 static const char *status_word(const stage_rt *r)
@@ -83,16 +86,28 @@ static const char *status_word(const stage_rt *r)
     }
 }
 
-static void say(run_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(run_ctx *c, const char *fmt, ...)
+static int n_finished(const run_ctx *c)
 {
-    if (c->o->json || mr_log_get_level() > MR_LOG_INFO) return;
-    mr_progress_clear();
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
+    int n = 0;
+    for (size_t i = 0; i < c->n; i++) n += c->rt[i].state == ST_DONE || c->rt[i].state == ST_FAILED || c->rt[i].state == ST_SKIPPED;
+    return n;
+}
+
+static void emit(run_ctx *c, mr_run_event_kind kind, size_t i, double wall_s, const char *message, const char *hint,
+                 const char *log_path)
+{
+    if (!c->o->on_event || c->o->dry) return;
+    mr_run_event ev = {
+        .kind = kind,
+        .stage = i == (size_t)-1 ? NULL : c->spec->stages[i].name,
+        .wall_s = wall_s,
+        .message = message,
+        .hint = hint,
+        .log_path = log_path,
+        .n_done = n_finished(c),
+        .n_selected = c->n_selected,
+    };
+    c->o->on_event(c->o->event_ctx, &ev);
 }
 
 static int name_in(const char *name, const char *const *list, size_t n)
@@ -145,6 +160,8 @@ static void select_stages(run_ctx *c)
                                         c->rt[up[u]].forced == 2))
                 c->rt[i].forced = 2; /* downstream of a --downstream stage */
     }
+    c->n_selected = 0;
+    for (size_t i = 0; i < c->n; i++) c->n_selected += c->rt[i].state != ST_UNSELECTED;
 }
 
 static int upstream_state(run_ctx *c, size_t i)
@@ -169,7 +186,16 @@ static void fail_stage(run_ctx *c, size_t i, const char *msg)
     c->any_failed = 1;
 }
 
-static void record_stage(run_ctx *c, size_t i, const struct rusage *ru, int64_t bytes_read, int64_t bytes_written)
+/* Formats an error for a stage's failure line: the stage is named by the
+ * line itself, so it is not repeated. */
+static void stage_error_text(const mr_error *e, char *buf, size_t len)
+{
+    mr_error copy = *e;
+    copy.stage[0] = '\0';
+    mr_error_format(&copy, buf, len);
+}
+
+static void record_stage(run_ctx *c, size_t i, const mr_proc_usage *ru, int64_t bytes_read, int64_t bytes_written)
 {
     stage_rt *r = &c->rt[i];
     const mr_stage_spec *s = &c->spec->stages[i];
@@ -183,9 +209,9 @@ static void record_stage(run_ctx *c, size_t i, const struct rusage *ru, int64_t 
         .status = status_word(r),
         .started = r->started,
         .wall_s = r->started > 0 ? mr_wall_time() - r->started : 0,
-        .user_s = ru ? (double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec * 1e-6 : 0,
-        .sys_s = ru ? (double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec * 1e-6 : 0,
-        .max_rss_kb = ru ? ru->ru_maxrss : 0,
+        .user_s = ru ? ru->user_s : 0,
+        .sys_s = ru ? ru->sys_s : 0,
+        .max_rss_kb = ru ? ru->max_rss_kb : 0,
         .bytes_read = bytes_read,
         .bytes_written = bytes_written,
         .error = r->error,
@@ -204,82 +230,102 @@ static void record_stage(run_ctx *c, size_t i, const struct rusage *ru, int64_t 
     mr_buf_free(&outs);
 }
 
-/* Records metrics given as JSON [{"name":..,"step":..,"value":..}]. */
-static void record_metrics(run_ctx *c, size_t i, json_t *arr)
+static void record_metric_list(run_ctx *c, size_t i, const mr_metric *m, size_t n)
 {
-    if (!json_is_array(arr) || json_array_size(arr) == 0) return;
+    mr_error e;
+    mr_error_init(&e);
+    if (n && mr_runstore_metrics_add(c->ws->rs, c->run_id, c->spec->stages[i].name, m, n, &e) != MR_OK)
+        mr_log(MR_LOG_WARN, "run store: %s", e.msg);
+}
+
+/* Records the metrics of a cache hit (the stage cache's JSON list). */
+static void record_cached_metrics(run_ctx *c, size_t i, const char *metrics_json)
+{
+    json_t *arr = metrics_json ? json_loads(metrics_json, 0, NULL) : NULL;
     size_t n = json_array_size(arr);
-    mr_metric *m = mr_calloc(n, sizeof(*m));
-    if (!m) return;
+    mr_metric *m = n ? mr_calloc(n, sizeof(*m)) : NULL;
     size_t k = 0, idx;
     json_t *x;
     json_array_foreach(arr, idx, x)
     {
         const char *name = json_string_value(json_object_get(x, "name"));
         json_t *v = json_object_get(x, "value");
-        if (!name || !json_is_number(v)) continue;
+        if (!m || !name || !json_is_number(v)) continue;
         m[k].name = name;
         m[k].step = (int64_t)json_integer_value(json_object_get(x, "step"));
         m[k].value = json_number_value(v);
         k++;
     }
-    mr_error e;
-    mr_error_init(&e);
-    if (k && mr_runstore_metrics_add(c->ws->rs, c->run_id, c->spec->stages[i].name, m, k, &e) != MR_OK)
-        mr_log(MR_LOG_WARN, "run store: %s", e.msg);
+    record_metric_list(c, i, m, k);
+    mr_free(m);
+    json_decref(arr);
+}
+
+static void record_result_metrics(run_ctx *c, size_t i, const mr_job_result *res)
+{
+    mr_metric *m = res->n_metrics ? mr_calloc(res->n_metrics, sizeof(*m)) : NULL;
+    for (size_t k = 0; m && k < res->n_metrics; k++) {
+        m[k].name = res->metrics[k].name;
+        m[k].step = res->metrics[k].step;
+        m[k].value = res->metrics[k].value;
+    }
+    if (m) record_metric_list(c, i, m, res->n_metrics);
     mr_free(m);
 }
 
+/* The job file of stage i: the plan, with ${stages.X} resolved to paths. */
 static mr_status write_job(run_ctx *c, size_t i, mr_error *err)
 {
     const mr_stage_spec *s = &c->spec->stages[i];
     mr__plan *p = &c->plans[i];
     stage_rt *r = &c->rt[i];
+    mr_job job;
+    mr_job_init(&job);
+    mr_job_io *ins = mr_calloc(p->n_ins ? p->n_ins : 1, sizeof(*ins));
+    mr_job_io *outs = mr_calloc(p->n_outs ? p->n_outs : 1, sizeof(*outs));
+    mr_status rc = ins && outs ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    /* Borrowed strings: the job struct is encoded, never freed with deinit. */
+    for (size_t k = 0; rc == MR_OK && k < p->n_ins; k++) {
+        ins[k].name = p->ins[k].name;
+        ins[k].path = p->ins[k].path;
+        ins[k].id = p->ins[k].id;
+    }
+    for (size_t k = 0; rc == MR_OK && k < p->n_outs; k++) {
+        outs[k].name = p->outs[k].name;
+        outs[k].path = p->outs[k].path;
+        outs[k].metrics = k >= p->n_outs - p->n_metrics;
+    }
     mr_value *def = NULL;
-    mr_buf defj;
-    mr_buf_init(&defj);
-    json_t *job = NULL;
-    char *text = NULL;
-    mr_status rc = mr__resolve_refs(s->def, c->dag, c->plans, &def, err);
-    if (rc != MR_OK) goto done;
-    if (mr_value_to_json(def, 0, &defj) != MR_OK) {
-        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        goto done;
+    if (rc == MR_OK) rc = mr__resolve_refs(s->def, c->dag, c->plans, &def, err);
+    if (rc == MR_OK) {
+        /* Ops see maps in canonical order: the key cannot see the order of
+         * millrace.yaml, so no result may depend on it. */
+        mr_value_sort_keys(def);
+        mr_value_sort_keys(p->params);
+        job.stage = s->name;
+        job.op = (char *)s->op->name;
+        job.op_version = s->op->version;
+        job.key = p->key;
+        job.key_doc = p->key_doc;
+        job.run_id = c->run_id;
+        job.smoke = c->o->smoke;
+        job.force = r->forced != 0;
+        job.threads = r->cost;
+        job.mem_bytes = s->mem_bytes;
+        job.workspace = c->ws->root;
+        job.spec_path = c->spec->path ? c->spec->path : c->ws->spec_path;
+        job.result_path = r->result_path;
+        job.def = def;
+        job.params = p->params;
+        job.inputs = ins;
+        job.n_inputs = p->n_ins;
+        job.outputs = outs;
+        job.n_outputs = p->n_outs;
+        rc = mr_job_write(&job, r->job_path, err);
     }
-    job = json_object();
-    json_t *ins = json_array(), *outs = json_array();
-    for (size_t k = 0; k < p->n_ins; k++)
-        json_array_append_new(ins, json_pack("{s:s,s:s,s:s}", "name", p->ins[k].name, "path", p->ins[k].path, "id", p->ins[k].id));
-    for (size_t k = 0; k < p->n_outs; k++)
-        json_array_append_new(outs, json_pack("{s:s,s:s,s:b}", "name", p->outs[k].name, "path", p->outs[k].path, "metrics",
-                                              k >= p->n_outs - p->n_metrics));
-    json_object_set_new(job, "format", json_string("millrace-job/1"));
-    json_object_set_new(job, "stage", json_string(s->name));
-    json_object_set_new(job, "op", json_string(s->op->name));
-    json_object_set_new(job, "key", json_string(p->key));
-    json_object_set_new(job, "key_doc", json_string(p->key_doc));
-    json_object_set_new(job, "run_id", json_integer(c->run_id));
-    json_object_set_new(job, "smoke", json_boolean(c->o->smoke));
-    json_object_set_new(job, "threads", json_integer(r->cost));
-    json_object_set_new(job, "mem_bytes", json_integer((json_int_t)s->mem_bytes));
-    json_object_set_new(job, "workspace", json_string(c->ws->root));
-    json_object_set_new(job, "def", json_loads(defj.data, 0, NULL));
-    json_object_set_new(job, "params", json_loads(p->params_json ? p->params_json : "{}", 0, NULL));
-    json_object_set_new(job, "inputs", ins);
-    json_object_set_new(job, "outputs", outs);
-    json_object_set_new(job, "force", json_boolean(r->forced != 0));
-    json_object_set_new(job, "result", json_string(r->result_path));
-    text = json_dumps(job, JSON_INDENT(1) | JSON_SORT_KEYS);
-    if (!text) {
-        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        goto done;
-    }
-    rc = mr_fs_write_atomic(r->job_path, text, strlen(text), err);
-done:
-    free(text);
-    json_decref(job);
     mr_value_free(def);
-    mr_buf_free(&defj);
+    mr_free(ins);
+    mr_free(outs);
     return rc;
 }
 
@@ -287,10 +333,9 @@ static mr_status start_stage(run_ctx *c, size_t i, mr_error *err)
 {
     stage_rt *r = &c->rt[i];
     const mr_stage_spec *s = &c->spec->stages[i];
-    mr_status rc = MR_OK;
     char *dir = mr_asprintf("%s/logs/run-%lld", c->ws->dot, (long long)c->run_id);
     if (!dir) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    rc = mr_fs_mkdirs(dir, err);
+    mr_status rc = mr_fs_mkdirs(dir, err);
     r->job_path = mr_asprintf("%s/%s.job.json", dir, s->name);
     r->result_path = mr_asprintf("%s/%s.result.json", dir, s->name);
     r->log_path = mr_asprintf("%s/%s.log", dir, s->name);
@@ -302,124 +347,83 @@ static mr_status start_stage(run_ctx *c, size_t i, mr_error *err)
     if (rc != MR_OK) return rc;
     int log_fd = open(r->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (log_fd < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot create log", r->log_path);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(log_fd);
-        return MR_ERR_SYS(err, MR_E_IO, errno, "cannot start stage '%s'", s->name);
-    }
-    if (pid == 0) {
-        setpgid(0, 0);
-        signal(SIGINT, SIG_DFL);
-        signal(SIGTERM, SIG_DFL);
-        int devnull = open("/dev/null", O_RDONLY);
-        if (devnull >= 0) dup2(devnull, 0);
-        dup2(log_fd, 1);
-        dup2(log_fd, 2);
-        execl(c->o->self_exe, "millrace", "stage", "run", s->name, "--job", r->job_path, (char *)NULL);
-        dprintf(2, "millrace: error: cannot execute %s: %s\n", c->o->self_exe, strerror(errno));
-        _exit(127);
-    }
-    setpgid(pid, pid);
+    mr_proc_opts po;
+    mr_proc_opts_init(&po);
+    po.new_group = 1;
+    po.stdin_null = 1;
+    po.stdout_fd = log_fd;
+    po.stderr_fd = log_fd;
+    char *const argv[] = {"millrace", "stage", "run", (char *)s->name, "--job", r->job_path, NULL};
+    rc = mr_proc_spawn_exec(&r->proc, &po, c->o->self_exe, argv, err);
     close(log_fd);
-    r->pid = pid;
+    if (rc != MR_OK) return rc;
     r->state = ST_RUNNING;
     r->started = mr_wall_time();
     c->used += r->cost;
     c->mem_used += c->spec->stages[i].mem_bytes;
-    say(c, "%s  running%s %s", mr_c_bold(), mr_c_reset(), s->name);
+    emit(c, MR_RUN_STAGE_STARTED, i, 0, NULL, NULL, r->log_path);
     return MR_OK;
 }
 
-/* The last lines of a stage log, indented, for the failure summary. */
-static void print_log_tail(const char *path, int max_lines)
-{
-    char *text = NULL;
-    size_t len = 0;
-    if (mr_fs_read_file(path, (size_t)64 << 20, &text, &len, NULL) != MR_OK) return;
-    int lines = 0;
-    size_t start = len;
-    while (start > 0) {
-        if (text[start - 1] == '\n' && start != len && ++lines >= max_lines) break;
-        start--;
-    }
-    if (len) {
-        fprintf(stderr, "    --- %s (last lines) ---\n", path);
-        char *line = text + start;
-        while (*line) {
-            char *nl = strchr(line, '\n');
-            if (nl) *nl = '\0';
-            fprintf(stderr, "    | %s\n", line);
-            if (!nl) break;
-            line = nl + 1;
-        }
-    }
-    mr_free(text);
-}
-
-static void finish_stage(run_ctx *c, size_t i, int wstatus, const struct rusage *ru)
+/* A worker exited: read its result and record the stage. */
+static void finish_stage(run_ctx *c, size_t i)
 {
     stage_rt *r = &c->rt[i];
-    const mr_stage_spec *s = &c->spec->stages[i];
     mr__plan *p = &c->plans[i];
     c->used -= r->cost;
     c->mem_used -= c->spec->stages[i].mem_bytes;
-    r->pid = 0;
     double wall = mr_wall_time() - r->started;
-    json_t *res = mr_fs_exists(r->result_path) ? json_load_file(r->result_path, 0, NULL) : NULL;
-    int64_t br = 0, bw = 0;
-    if (res) {
-        br = json_integer_value(json_object_get(res, "bytes_read"));
-        bw = json_integer_value(json_object_get(res, "bytes_written"));
-    }
-    const char *rstatus = res ? json_string_value(json_object_get(res, "status")) : NULL;
-    if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0 && rstatus &&
-        (!strcmp(rstatus, "executed") || !strcmp(rstatus, "cached"))) {
-        json_t *outs = json_object_get(res, "outputs");
+    mr_job_result res;
+    mr_error re;
+    mr_error_init(&re);
+    int have = mr_fs_exists(r->result_path) && mr_job_result_read(r->result_path, &res, &re) == MR_OK;
+    if (!have) mr_job_result_init(&res);
+    for (size_t k = 0; k < res.n_warnings; k++) emit(c, MR_RUN_STAGE_WARNING, i, 0, res.warnings[k], NULL, r->log_path);
+    char msg[1024];
+    const char *hint = NULL;
+    if (have && mr_proc_ok(&r->proc) && (res.status == MR_JOB_EXECUTED || res.status == MR_JOB_CACHED)) {
         int ok = 1;
         for (size_t k = 0; k < p->n_outs; k++) {
-            const char *id = json_string_value(json_object_get(outs, p->outs[k].name));
+            const char *id = mr_job_result_output(&res, p->outs[k].name);
             if (!id) ok = 0;
             else snprintf(p->outs[k].id, sizeof(p->outs[k].id), "%s", id);
         }
         if (ok) {
             r->state = ST_DONE;
-            r->cached = !strcmp(rstatus, "cached");
+            r->cached = res.status == MR_JOB_CACHED;
             if (r->cached) c->res->n_cached++;
             else c->res->n_executed++;
-            say(c, "%s  %s%s %s (%.2fs)", r->cached ? mr_c_dim() : mr_c_green(), r->cached ? "cached " : "done   ", mr_c_reset(),
-                s->name, wall);
+            emit(c, r->cached ? MR_RUN_STAGE_CACHED : MR_RUN_STAGE_DONE, i, wall, NULL, NULL, r->log_path);
         } else {
             fail_stage(c, i, "the stage worker reported incomplete outputs");
+            emit(c, MR_RUN_STAGE_FAILED, i, wall, r->error, NULL, r->log_path);
         }
     } else {
-        const char *emsg = res ? json_string_value(json_object_get(res, "error")) : NULL;
-        char buf[256];
-        if (!emsg) {
-            if (WIFSIGNALED(wstatus))
-                snprintf(buf, sizeof(buf), "stage worker killed by signal %d", WTERMSIG(wstatus));
-            else
-                snprintf(buf, sizeof(buf), "stage worker exited with status %d", WEXITSTATUS(wstatus));
-            emsg = buf;
+        if (have && res.status == MR_JOB_FAILED) {
+            stage_error_text(&res.error, msg, sizeof(msg));
+            hint = res.error.hint[0] ? res.error.hint : NULL;
+        } else if (!have && re.code != MR_OK && mr_fs_exists(r->result_path)) {
+            mr_error_format(&re, msg, sizeof(msg));
+        } else {
+            char why[128];
+            mr_proc_describe(&r->proc, why, sizeof(why));
+            snprintf(msg, sizeof(msg), "stage worker %s", why);
         }
-        fail_stage(c, i, emsg);
+        fail_stage(c, i, g_interrupted ? "interrupted" : msg);
         /* A stage that failed but published its outputs (see worker.c): the
          * run records them, so a report can find them; nothing is cached. */
-        json_t *fouts = res ? json_object_get(res, "outputs") : NULL;
-        int all = json_is_object(fouts) && p->n_outs > 0;
-        for (size_t k = 0; all && k < p->n_outs; k++) all = json_is_string(json_object_get(fouts, p->outs[k].name));
+        int all = have && p->n_outs > 0;
+        for (size_t k = 0; all && k < p->n_outs; k++) all = mr_job_result_output(&res, p->outs[k].name) != NULL;
         for (size_t k = 0; all && k < p->n_outs; k++)
-            snprintf(p->outs[k].id, sizeof(p->outs[k].id), "%s", json_string_value(json_object_get(fouts, p->outs[k].name)));
+            snprintf(p->outs[k].id, sizeof(p->outs[k].id), "%s", mr_job_result_output(&res, p->outs[k].name));
         r->published = all;
-        if (g_interrupted) mr_free(r->error), r->error = mr_strdup("interrupted");
-        say(c, "%s  failed %s %s: %s", mr_c_red(), mr_c_reset(), s->name, r->error);
+        emit(c, MR_RUN_STAGE_FAILED, i, wall, r->error, g_interrupted ? NULL : hint, g_interrupted ? NULL : r->log_path);
     }
-    if (c->o->verbose || (r->state == ST_FAILED && !g_interrupted && !c->o->json)) print_log_tail(r->log_path, c->o->verbose ? 1000 : 10);
     mr_runstore_batch_begin(c->ws->rs, NULL);
-    if (r->state == ST_DONE || r->published) record_metrics(c, i, json_object_get(res, "metrics"));
-    record_stage(c, i, ru, br, bw);
+    if (r->state == ST_DONE || r->published) record_result_metrics(c, i, &res);
+    record_stage(c, i, &r->proc.usage, res.bytes_read, res.bytes_written);
     mr_runstore_batch_end(c->ws->rs, NULL);
-    json_decref(res);
+    mr_job_result_deinit(&res);
 }
 
 /* 1 if the stage was ever computed (so a miss means something changed). */
@@ -431,14 +435,21 @@ static int ever_ran(run_ctx *c, size_t i)
     return 1;
 }
 
-/* Plans every pending stage whose upstreams are done: inputs, one parallel
- * hashing batch, keys, cache lookups. */
-static void plan_ready(run_ctx *c)
+static void fail_unplanned(run_ctx *c, size_t i, const mr_error *e)
+{
+    char msg[1024];
+    stage_error_text(e, msg, sizeof(msg));
+    fail_stage(c, i, msg);
+    emit(c, MR_RUN_STAGE_FAILED, i, 0, msg, e->hint[0] ? e->hint : NULL, NULL);
+    record_stage(c, i, NULL, 0, 0);
+}
+
+/* The pending stages whose upstreams are done, with their inputs listed;
+ * stages downstream of a failure are skipped. Returns how many. */
+static size_t ready_wave(run_ctx *c, size_t *batch)
 {
     const size_t *order = mr_dag_order(c->dag);
-    size_t *batch = mr_calloc(c->n ? c->n : 1, sizeof(*batch));
     size_t nb = 0;
-    if (!batch) return;
     for (size_t k = 0; k < c->n; k++) {
         size_t i = order[k];
         stage_rt *r = &c->rt[i];
@@ -447,7 +458,7 @@ static void plan_ready(run_ctx *c)
         if (us == ST_SKIPPED) {
             r->state = ST_SKIPPED;
             c->res->n_skipped++;
-            say(c, "%s  skipped%s %s (an upstream stage failed)", mr_c_yellow(), mr_c_reset(), c->spec->stages[i].name);
+            emit(c, MR_RUN_STAGE_SKIPPED, i, 0, NULL, NULL, NULL);
             record_stage(c, i, NULL, 0, 0);
             continue;
         }
@@ -461,15 +472,56 @@ static void plan_ready(run_ctx *c)
         mr_error e;
         mr_error_init(&e);
         if (mr__plan_inputs(c->dag, i, c->plans, &e) != MR_OK) {
-            char msg[1024];
-            mr_error_format(&e, msg, sizeof(msg));
-            fail_stage(c, i, msg);
-            say(c, "%s  failed %s %s: %s", mr_c_red(), mr_c_reset(), c->spec->stages[i].name, msg);
-            record_stage(c, i, NULL, 0, 0);
+            fail_unplanned(c, i, &e);
             continue;
         }
         batch[nb++] = i;
     }
+    return nb;
+}
+
+/* Stage i's key is known: a cache hit whose outputs are in place is done;
+ * otherwise it is sized to run (or, in a dry run, marked would-run). */
+static void plan_stage(run_ctx *c, size_t i)
+{
+    stage_rt *r = &c->rt[i];
+    const mr_stage_spec *s = &c->spec->stages[i];
+    const mr_value *ac = mr_value_get(s->def, "always_changed");
+    int always = ac && ac->kind == MR_V_BOOL && ac->u.b;
+    if (!r->forced && !always && mr__plan_cache_lookup(c->ws, &c->plans[i], &r->metrics_json)) {
+        if (mr__plan_outputs_in_place(c->ws, &c->plans[i]) || c->o->dry) {
+            r->state = ST_DONE;
+            r->cached = 1;
+            c->res->n_cached++;
+            if (!c->o->dry) {
+                emit(c, MR_RUN_STAGE_CACHED, i, 0, NULL, NULL, NULL);
+                record_cached_metrics(c, i, r->metrics_json);
+                record_stage(c, i, NULL, 0, 0);
+            }
+            return;
+        }
+        /* Cached, but the workspace copy is missing or was edited: the
+         * worker restores it under the stage lock. */
+    }
+    if (c->o->dry) {
+        r->state = ST_WOULD_RUN;
+        r->why = r->forced ? "forced" : always ? "always_changed" : ever_ran(c, i) ? "inputs, params or code changed" : "never run";
+        c->res->n_would_run++;
+        return;
+    }
+    int cost = (int)(s->cpus + 0.999);
+    if (cost < 1) cost = 1;
+    if (cost > c->budget) cost = c->budget;
+    r->cost = cost;
+}
+
+/* Plans every pending stage whose upstreams are done: inputs, one parallel
+ * hashing batch, keys, cache lookups. */
+static void plan_ready(run_ctx *c)
+{
+    size_t *batch = mr_calloc(c->n ? c->n : 1, sizeof(*batch));
+    if (!batch) return;
+    size_t nb = ready_wave(c, batch);
     /* Hash all workspace inputs of this wave together (parallel). */
     mr_error e;
     mr_error_init(&e);
@@ -479,11 +531,7 @@ static void plan_ready(run_ctx *c)
             mr_error e1;
             mr_error_init(&e1);
             if (mr__plan_hash_inputs(c->ws, c->plans, &batch[b], 1, NULL, &e1) != MR_OK) {
-                char msg[1024];
-                mr_error_format(&e1, msg, sizeof(msg));
-                fail_stage(c, batch[b], msg);
-                say(c, "%s  failed %s %s: %s", mr_c_red(), mr_c_reset(), c->spec->stages[batch[b]].name, msg);
-                record_stage(c, batch[b], NULL, 0, 0);
+                fail_unplanned(c, batch[b], &e1);
                 batch[b] = (size_t)-1;
             }
         }
@@ -493,147 +541,195 @@ static void plan_ready(run_ctx *c)
     for (size_t b = 0; b < nb; b++) {
         size_t i = batch[b];
         if (i == (size_t)-1) continue;
-        stage_rt *r = &c->rt[i];
-        const mr_stage_spec *s = &c->spec->stages[i];
         mr_error_init(&e);
         if (mr__plan_key(c->spec, i, c->o->smoke, &c->plans[i], &e) != MR_OK) {
-            fail_stage(c, i, e.msg);
-            record_stage(c, i, NULL, 0, 0);
+            fail_unplanned(c, i, &e);
             continue;
         }
-        const mr_value *ac = mr_value_get(s->def, "always_changed");
-        int always = ac && ac->kind == MR_V_BOOL && ac->u.b;
-        if (!r->forced && !always && mr__plan_cache_lookup(c->ws, &c->plans[i], &r->metrics_json)) {
-            if (mr__plan_outputs_in_place(c->ws, &c->plans[i]) || c->o->dry) {
-                r->state = ST_DONE;
-                r->cached = 1;
-                c->res->n_cached++;
-                if (!c->o->dry) {
-                    say(c, "%s  cached %s %s", mr_c_dim(), mr_c_reset(), s->name);
-                    json_t *m = r->metrics_json ? json_loads(r->metrics_json, 0, NULL) : NULL;
-                    record_metrics(c, i, m);
-                    json_decref(m);
-                    record_stage(c, i, NULL, 0, 0);
-                }
-                continue;
-            }
-            /* Cached, but the workspace copy is missing or was edited:
-             * the worker restores it under the stage lock. */
-        }
-        if (c->o->dry) {
-            r->state = ST_WOULD_RUN;
-            r->why = r->forced ? "forced" : always ? "always_changed" : ever_ran(c, i) ? "inputs, params or code changed" : "never run";
-            c->res->n_would_run++;
-            continue;
-        }
-        int cost = (int)(s->cpus + 0.999);
-        if (cost < 1) cost = 1;
-        if (cost > c->budget) cost = c->budget;
-        r->cost = cost;
+        plan_stage(c, i);
     }
     mr_runstore_batch_end(c->ws->rs, NULL);
     mr_free(batch);
 }
 
-/* The live line on a terminal: "[3/5] running: train 2.1s, eval 0.3s". */
-static void show_running(run_ctx *c)
+/* The live line: "running: train 2.1s, eval 0.3s". */
+static void tick(run_ctx *c)
 {
     char detail[256];
     size_t off = 0;
-    int n_done = 0, n_sel = 0;
     double now = mr_wall_time();
     detail[0] = '\0';
     for (size_t i = 0; i < c->n; i++) {
         stage_rt *r = &c->rt[i];
-        if (r->state == ST_UNSELECTED) continue;
-        n_sel++;
-        n_done += r->state == ST_DONE || r->state == ST_FAILED || r->state == ST_SKIPPED;
         if (r->state == ST_RUNNING && off < sizeof(detail) - 1) {
             int k = snprintf(detail + off, sizeof(detail) - off, "%s%s %.1fs", off ? ", " : "running: ",
                              c->spec->stages[i].name, now - r->started);
             if (k > 0) off += (size_t)k;
         }
     }
-    mr_progress_update(c->progress, (uint64_t)n_done, detail);
+    emit(c, MR_RUN_TICK, (size_t)-1, 0, detail, NULL, NULL);
 }
 
-static size_t find_by_pid(run_ctx *c, pid_t pid)
+/* The workers of running stages, for the supervisor. */
+static size_t running_procs(run_ctx *c, mr_proc **procs)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < c->n; i++)
+        if (c->rt[i].state == ST_RUNNING) procs[m++] = &c->rt[i].proc;
+    return m;
+}
+
+static size_t stage_of_proc(run_ctx *c, const mr_proc *p)
 {
     for (size_t i = 0; i < c->n; i++)
-        if (c->rt[i].state == ST_RUNNING && c->rt[i].pid == pid) return i;
+        if (&c->rt[i].proc == p) return i;
     return (size_t)-1;
 }
 
 static void stop_children(run_ctx *c)
 {
-    for (size_t i = 0; i < c->n; i++)
-        if (c->rt[i].state == ST_RUNNING && c->rt[i].pid > 0) kill(-c->rt[i].pid, SIGTERM);
-    double deadline = mr_now() + 5.0;
-    for (;;) {
-        int any = 0;
-        for (size_t i = 0; i < c->n; i++) any |= c->rt[i].state == ST_RUNNING;
-        if (!any) break;
-        struct rusage ru;
-        int ws;
-        pid_t pid = wait4(-1, &ws, WNOHANG, &ru);
-        if (pid > 0) {
-            size_t i = find_by_pid(c, pid);
-            if (i != (size_t)-1) finish_stage(c, i, ws, &ru);
-            continue;
+    mr_proc **procs = mr_calloc(c->n ? c->n : 1, sizeof(*procs));
+    if (!procs) return;
+    size_t m = running_procs(c, procs);
+    mr_proc_terminate(procs, m, STOP_GRACE_S);
+    for (size_t k = 0; k < m; k++) finish_stage(c, stage_of_proc(c, procs[k]));
+    mr_free(procs);
+}
+
+/* Starts what fits in the budget, in topological order. */
+static void start_ready(run_ctx *c)
+{
+    int stop_new = c->any_failed && !c->o->keep_going;
+    for (size_t k = 0; k < c->n && !stop_new && !c->o->dry; k++) {
+        size_t i = mr_dag_order(c->dag)[k];
+        stage_rt *r = &c->rt[i];
+        if (r->state != ST_PENDING || !c->plans[i].key[0]) continue;
+        if (c->used > 0 && c->used + r->cost > c->budget) break;
+        if (c->used > 0 && c->mem_used + c->spec->stages[i].mem_bytes > c->mem_budget) break;
+        mr_error e;
+        mr_error_init(&e);
+        if (start_stage(c, i, &e) != MR_OK) {
+            fail_unplanned(c, i, &e);
+            stop_new = !c->o->keep_going;
         }
-        if (mr_now() > deadline) {
-            for (size_t i = 0; i < c->n; i++)
-                if (c->rt[i].state == ST_RUNNING && c->rt[i].pid > 0) kill(-c->rt[i].pid, SIGKILL);
-            deadline = mr_now() + 60;
-        }
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
     }
 }
 
-static void print_summary(run_ctx *c)
+/* The scheduling loop: plan what is ready, start what fits, wait for a
+ * worker; until nothing runs and nothing more can start. */
+static void run_loop(run_ctx *c, mr_proc **procs)
+{
+    for (;;) {
+        if (!g_interrupted) plan_ready(c);
+        if (g_interrupted) break;
+        start_ready(c);
+        int running = 0, pending = 0;
+        for (size_t i = 0; i < c->n; i++) {
+            running += c->rt[i].state == ST_RUNNING;
+            pending += c->rt[i].state == ST_PENDING;
+        }
+        if (!running) {
+            if (!pending) break; /* a dry run also loops: each pass marks the next wave */
+            /* Pending stages that can never start (after a failure without --keep-going). */
+            if (c->any_failed && !c->o->keep_going) break;
+            int progress = 0;
+            for (size_t i = 0; i < c->n; i++)
+                if (c->rt[i].state == ST_PENDING && !c->plans[i].key[0] && upstream_state(c, i) != ST_PENDING) progress = 1;
+            if (!progress) break;
+            continue;
+        }
+        size_t m = running_procs(c, procs);
+        mr_proc *done = mr_proc_wait_any(procs, m, !c->o->ticks);
+        if (!done) { /* ticks: redraw the live line while stages run */
+            tick(c);
+            struct timespec ts = {0, 50 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        finish_stage(c, stage_of_proc(c, done));
+    }
+}
+
+static mr_status begin_run(run_ctx *c, mr_error *err)
+{
+    char commit[64];
+    int dirty = 0;
+    mr__git_info(c->ws->root, commit, sizeof(commit), &dirty);
+    mr_buf pj, ov;
+    mr_buf_init(&pj);
+    mr_buf_init(&ov);
+    mr_value_to_json(c->spec->params, 1, &pj);
+    for (size_t k = 0; k < c->spec->n_overrides; k++) mr_buf_printf(&ov, "%s%s", k ? " " : "", c->spec->overrides[k]);
+    mr_run_begin rb = {.argv = c->o->argv ? c->o->argv : "",
+                       .cwd = c->ws->root,
+                       .git_commit = commit,
+                       .git_dirty = dirty,
+                       .params_json = pj.data ? pj.data : "{}",
+                       .overrides = ov.data ? ov.data : "",
+                       .smoke = c->o->smoke};
+    mr_status rc = mr_runstore_run_begin(c->ws->rs, &rb, &c->run_id, err);
+    mr_buf_free(&pj);
+    mr_buf_free(&ov);
+    c->res->run_id = c->run_id;
+    return rc;
+}
+
+/* Marks stages never started, updates millrace.lock and closes the run. */
+static void end_run(run_ctx *c, int *done)
 {
     mr_run_result *res = c->res;
-    if (c->o->json) {
-        json_t *j = json_object(), *stages = json_array();
-        for (size_t i = 0; i < c->n; i++) {
-            if (c->rt[i].state == ST_UNSELECTED) continue;
-            json_t *s = json_pack("{s:s,s:s,s:s}", "stage", c->spec->stages[i].name, "status", status_word(&c->rt[i]), "key",
-                                  c->plans[i].key);
-            if (c->rt[i].error) json_object_set_new(s, "error", json_string(c->rt[i].error));
-            if (c->rt[i].why) json_object_set_new(s, "why", json_string(c->rt[i].why));
-            json_array_append_new(stages, s);
+    for (size_t i = 0; i < c->n; i++) {
+        stage_rt *r = &c->rt[i];
+        if (r->state == ST_PENDING && !c->o->dry) {
+            r->state = ST_SKIPPED;
+            res->n_skipped++;
+            record_stage(c, i, NULL, 0, 0);
         }
-        json_object_set_new(j, "run_id", c->run_id ? json_integer(c->run_id) : json_null());
-        json_object_set_new(j, "status", json_string(res->interrupted ? "interrupted" : c->any_failed ? "failed" : "ok"));
-        json_object_set_new(j, "executed", json_integer(res->n_executed));
-        json_object_set_new(j, "cached", json_integer(res->n_cached));
-        json_object_set_new(j, "failed", json_integer(res->n_failed));
-        json_object_set_new(j, "skipped", json_integer(res->n_skipped));
-        json_object_set_new(j, "would_run", json_integer(res->n_would_run));
-        json_object_set_new(j, "stages", stages);
-        char *t = json_dumps(j, JSON_INDENT(2));
-        if (t) printf("%s\n", t);
-        free(t);
-        json_decref(j);
-        return;
+        if (r->state == ST_FAILED) res->n_failed++;
+        done[i] = r->state == ST_DONE;
     }
-    if (c->o->dry) {
-        for (size_t k = 0; k < c->n; k++) {
-            size_t i = mr_dag_order(c->dag)[k];
-            if (c->rt[i].state == ST_WOULD_RUN) printf("would run  %s (%s)\n", c->spec->stages[i].name, c->rt[i].why);
-            else if (c->rt[i].state == ST_DONE) printf("up to date %s\n", c->spec->stages[i].name);
-        }
-        return;
+    if (c->o->dry) return;
+    mr_error e;
+    mr_error_init(&e);
+    int any_done = 0;
+    for (size_t i = 0; i < c->n; i++) any_done |= done[i];
+    if (any_done && mr__lock_update(c->ws, c->spec, c->plans, done, &e) != MR_OK)
+        mr_log(MR_LOG_WARN, "millrace.lock not updated: %s", e.msg);
+    mr_error_init(&e);
+    mr_runstore_run_end(c->ws->rs, c->run_id, res->interrupted ? "interrupted" : c->any_failed ? "failed" : "ok",
+                        res->n_executed, res->n_cached, res->n_failed, res->n_skipped, &e);
+}
+
+/* Every stage's outcome, in topological order, into the result. */
+static mr_status fill_result(run_ctx *c, mr_error *err)
+{
+    mr_run_result *res = c->res;
+    res->stages = mr_calloc(c->n ? c->n : 1, sizeof(*res->stages));
+    if (!res->stages) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    res->n_stages = c->n;
+    for (size_t k = 0; k < c->n; k++) {
+        size_t i = mr_dag_order(c->dag)[k];
+        stage_rt *r = &c->rt[i];
+        mr_run_stage_result *sr = &res->stages[k];
+        sr->stage = c->spec->stages[i].name;
+        sr->status = r->state == ST_UNSELECTED ? NULL
+                     : c->o->dry && r->state == ST_DONE ? "up to date"
+                                                        : status_word(r);
+        snprintf(sr->key, sizeof(sr->key), "%s", c->plans[i].key);
+        sr->error = r->error;
+        r->error = NULL;
+        sr->why = r->why;
     }
-    if (mr_log_get_level() > MR_LOG_INFO) return;
-    fprintf(stderr, "run %lld: %d executed, %d cached, %d failed, %d skipped%s\n", (long long)c->run_id, res->n_executed,
-            res->n_cached, res->n_failed, res->n_skipped, res->interrupted ? " (interrupted)" : "");
-    for (size_t i = 0; i < c->n; i++)
-        if (c->rt[i].state == ST_FAILED)
-            fprintf(stderr, "  %sfailed%s  %s: %s\n", mr_c_red(), mr_c_reset(), c->spec->stages[i].name, c->rt[i].error);
-    for (size_t i = 0; i < c->n; i++)
-        if (c->rt[i].state == ST_SKIPPED) fprintf(stderr, "  skipped %s\n", c->spec->stages[i].name);
+    return MR_OK;
+}
+
+void mr_run_result_free(mr_run_result *res)
+{
+    if (!res) return;
+    for (size_t k = 0; k < res->n_stages; k++) mr_free(res->stages[k].error);
+    mr_free(res->stages);
+    res->stages = NULL;
+    res->n_stages = 0;
 }
 
 mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_opts *opts, mr_run_result *res,
@@ -647,18 +743,19 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
     c.o = opts;
     c.res = res;
     c.n = spec->n_stages;
+    struct sigaction sa_old_int, sa_old_term;
+    int handlers = 0, *done = NULL;
+    mr_proc **procs = NULL;
     mr_status rc = check_names(spec, opts->force, opts->n_force, "--force", err);
     if (rc == MR_OK) rc = check_names(spec, opts->downstream, opts->n_downstream, "--downstream", err);
     if (rc == MR_OK) rc = check_names(spec, opts->targets, opts->n_targets, "run", err);
-    if (rc != MR_OK) return rc;
-    rc = mr_dag_build(spec, &c.dag, err);
+    if (rc == MR_OK) rc = mr_dag_build(spec, &c.dag, err);
     if (rc != MR_OK) return rc;
     c.plans = mr_calloc(c.n ? c.n : 1, sizeof(*c.plans));
     c.rt = mr_calloc(c.n ? c.n : 1, sizeof(*c.rt));
-    int *done = mr_calloc(c.n ? c.n : 1, sizeof(*done));
-    struct sigaction sa_old_int, sa_old_term;
-    int handlers = 0;
-    if (!c.plans || !c.rt || !done) {
+    done = mr_calloc(c.n ? c.n : 1, sizeof(*done));
+    procs = mr_calloc(c.n ? c.n : 1, sizeof(*procs));
+    if (!c.plans || !c.rt || !done || !procs) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto done;
     }
@@ -670,28 +767,9 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
         c.mem_budget = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
     }
     select_stages(&c);
-
     if (!opts->dry) {
-        char commit[64];
-        int dirty = 0;
-        mr__git_info(ws->root, commit, sizeof(commit), &dirty);
-        mr_buf pj, ov;
-        mr_buf_init(&pj);
-        mr_buf_init(&ov);
-        mr_value_to_json(spec->params, 1, &pj);
-        for (size_t k = 0; k < spec->n_overrides; k++) mr_buf_printf(&ov, "%s%s", k ? " " : "", spec->overrides[k]);
-        mr_run_begin rb = {.argv = opts->argv ? opts->argv : "",
-                           .cwd = ws->root,
-                           .git_commit = commit,
-                           .git_dirty = dirty,
-                           .params_json = pj.data ? pj.data : "{}",
-                           .overrides = ov.data ? ov.data : "",
-                           .smoke = opts->smoke};
-        rc = mr_runstore_run_begin(ws->rs, &rb, &c.run_id, err);
-        mr_buf_free(&pj);
-        mr_buf_free(&ov);
+        rc = begin_run(&c, err);
         if (rc != MR_OK) goto done;
-        res->run_id = c.run_id;
         struct sigaction sa;
         memset(&sa, 0, sizeof(sa));
         sa.sa_handler = on_signal;
@@ -701,96 +779,16 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
         handlers = 1;
     }
     g_interrupted = 0;
-    if (mr_progress_tty() && !opts->dry && !opts->json) {
-        uint64_t n_sel = 0;
-        for (size_t i = 0; i < c.n; i++) n_sel += c.rt[i].state != ST_UNSELECTED;
-        c.progress = mr_progress_begin("stages", n_sel, NULL);
-    }
-
-    for (;;) {
-        if (!g_interrupted) plan_ready(&c);
-        if (g_interrupted) break;
-        /* Start what fits in the budget, in topological order. */
-        int stop_new = c.any_failed && !opts->keep_going;
-        for (size_t k = 0; k < c.n && !stop_new && !opts->dry; k++) {
-            size_t i = mr_dag_order(c.dag)[k];
-            stage_rt *r = &c.rt[i];
-            if (r->state != ST_PENDING || !c.plans[i].key[0]) continue;
-            if (c.used > 0 && c.used + r->cost > c.budget) break;
-            if (c.used > 0 && c.mem_used + c.spec->stages[i].mem_bytes > c.mem_budget) break;
-            mr_error e;
-            mr_error_init(&e);
-            if (start_stage(&c, i, &e) != MR_OK) {
-                char msg[1024];
-                mr_error_format(&e, msg, sizeof(msg));
-                fail_stage(&c, i, msg);
-                record_stage(&c, i, NULL, 0, 0);
-                stop_new = !opts->keep_going;
-            }
-        }
-        int running = 0, pending = 0;
-        for (size_t i = 0; i < c.n; i++) {
-            running += c.rt[i].state == ST_RUNNING;
-            pending += c.rt[i].state == ST_PENDING;
-        }
-        if (!running) {
-            if (!pending) break; /* a dry run also loops: each pass marks the next wave */
-            /* Pending stages that can never start (after a failure without --keep-going). */
-            if (c.any_failed && !opts->keep_going) break;
-            int progress = 0;
-            for (size_t i = 0; i < c.n; i++)
-                if (c.rt[i].state == ST_PENDING && !c.plans[i].key[0] && upstream_state(&c, i) != ST_PENDING) progress = 1;
-            if (!progress) break;
-            continue;
-        }
-        struct rusage ru;
-        int wstatus;
-        pid_t pid = wait4(-1, &wstatus, c.progress ? WNOHANG : 0, &ru);
-        if (pid == 0) { /* terminal: redraw the live line while stages run */
-            show_running(&c);
-            struct timespec ts = {0, 50 * 1000 * 1000};
-            nanosleep(&ts, NULL);
-            continue;
-        }
-        if (pid < 0) {
-            if (errno == EINTR) continue;
-            break;
-        }
-        size_t i = find_by_pid(&c, pid);
-        if (i != (size_t)-1) finish_stage(&c, i, wstatus, &ru);
-    }
+    run_loop(&c, procs);
     if (g_interrupted) {
         res->interrupted = 1;
         stop_children(&c);
     }
-    /* Stages never started: skipped (after a failure) or interrupted. */
-    for (size_t i = 0; i < c.n; i++) {
-        stage_rt *r = &c.rt[i];
-        if (r->state == ST_PENDING && !opts->dry) {
-            r->state = ST_SKIPPED;
-            res->n_skipped++;
-            record_stage(&c, i, NULL, 0, 0);
-        }
-        if (r->state == ST_FAILED) res->n_failed++;
-        done[i] = r->state == ST_DONE;
-    }
-    if (!opts->dry) {
-        mr_error e;
-        mr_error_init(&e);
-        int any_done = 0;
-        for (size_t i = 0; i < c.n; i++) any_done |= done[i];
-        if (any_done && mr__lock_update(ws, spec, c.plans, done, &e) != MR_OK) mr_log_error(&e);
-        mr_error_init(&e);
-        mr_runstore_run_end(ws->rs, c.run_id, res->interrupted ? "interrupted" : c.any_failed ? "failed" : "ok",
-                            res->n_executed, res->n_cached, res->n_failed, res->n_skipped, &e);
-    }
-    mr_progress_clear();
-    mr_free(c.progress);
-    c.progress = NULL;
-    print_summary(&c);
-    if (res->interrupted)
+    end_run(&c, done);
+    rc = fill_result(&c, err);
+    if (rc == MR_OK && res->interrupted)
         rc = MR_ERR(err, MR_E_INTERRUPTED, "run %lld interrupted", (long long)c.run_id);
-    else if (c.any_failed)
+    else if (rc == MR_OK && c.any_failed)
         rc = MR_ERR(err, MR_E_FAILED, "run %lld: %d stage%s failed", (long long)c.run_id, res->n_failed,
                     res->n_failed == 1 ? "" : "s");
 done:
@@ -809,6 +807,7 @@ done:
     mr_free(c.plans);
     mr_free(c.rt);
     mr_free(done);
+    mr_free(procs);
     mr_dag_free(c.dag);
     return rc;
 }

@@ -2,6 +2,7 @@
 #ifndef MILLRACE_PIPELINE_INT_H
 #define MILLRACE_PIPELINE_INT_H
 
+#include "millrace/job.h"
 #include "millrace/pipeline.h"
 
 /* A list of strings from def[key] (a string or a list of strings); the
@@ -41,7 +42,7 @@ typedef struct mr__plan {
     size_t n_ins;
     char key[MR_HASH_HEX_LEN + 1];
     char *key_doc;     /* canonical JSON the key hashes */
-    char *params_json; /* the stage's params as a nested JSON object */
+    mr_value *params;  /* the stage's params, nested ({"train": {"lr": 0.1}}), positions kept */
 } mr__plan;
 
 void mr__plan_free(mr__plan *p);

@@ -33,7 +33,7 @@ void mr__plan_free(mr__plan *p)
     mr_free(p->outs);
     mr_free(p->ins);
     mr_free(p->key_doc);
-    mr_free(p->params_json);
+    mr_value_free(p->params);
     memset(p, 0, sizeof(*p));
 }
 
@@ -62,7 +62,7 @@ mr_status mr__plan_outputs(const mr_dag *dag, size_t i, mr__plan *p, mr_error *e
     const mr_spec *spec = mr__dag_spec(dag);
     const mr_stage_spec *s = &spec->stages[i];
     const mr__stage_paths *sp = mr__dag_paths(dag, i);
-    if (!strcmp(s->op->name, "exec")) {
+    if (s->op->flags & MR_OP_WORKSPACE_OUTPUTS) {
         for (size_t k = 0; k < sp->n_outs; k++)
             if (push_io(&p->outs, &p->n_outs, sp->outs[k], sp->outs[k], -1, NULL) != MR_OK)
                 return MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -274,9 +274,8 @@ mr_status mr__plan_key(const mr_spec *spec, size_t i, int smoke, mr__plan *p, mr
     const mr_stage_spec *s = &spec->stages[i];
     mr_value *doc = mr_value_new(MR_V_MAP), *def = mr_value_new(MR_V_MAP), *inputs = mr_value_new(MR_V_MAP);
     mr_value *flat = NULL, *nested = NULL;
-    mr_buf b, pj;
+    mr_buf b;
     mr_buf_init(&b);
-    mr_buf_init(&pj);
     mr_status rc = MR_OK;
     if (!doc || !def || !inputs || stage_params(spec, s, &flat, &nested) != MR_OK) goto oom;
     for (size_t k = 0; k < s->def->n; k++) {
@@ -298,13 +297,14 @@ mr_status mr__plan_key(const mr_spec *spec, size_t i, int smoke, mr__plan *p, mr
             goto oom;
         }
     }
-    if (mr_value_to_json(doc, 1, &b) != MR_OK || mr_value_to_json(nested, 1, &pj) != MR_OK) goto oom;
+    if (mr_value_to_json(doc, 1, &b) != MR_OK) goto oom;
     mr_hash_hex(mr_hash_bytes(b.data, b.len), p->key);
     mr_free(p->key_doc);
-    mr_free(p->params_json);
+    mr_value_free(p->params);
     p->key_doc = b.data;
-    p->params_json = pj.data;
-    b.data = pj.data = NULL;
+    p->params = nested;
+    b.data = NULL;
+    nested = NULL;
     goto done;
 oom:
     rc = MR_ERR(err, MR_E_NOMEM, "out of memory computing the key of stage '%s'", s->name);
@@ -315,7 +315,6 @@ done:
     mr_value_free(flat);
     mr_value_free(nested);
     mr_buf_free(&b);
-    mr_buf_free(&pj);
     return rc;
 }
 

@@ -731,7 +731,7 @@ static mr_status load_stage(ctx *c, size_t idx)
     const mr_value *res = mr_value_get(sg->def, "resources");
     if (res) st = parse_resources(c, res);
     const mr_value *declared = mr_value_get(sg->def, "params");
-    if (st == MR_OK && declared && !strcmp(sg->op->name, "exec")) st = declared_params(c, declared);
+    if (st == MR_OK && declared && (sg->op->flags & MR_OP_DECLARED_PARAMS)) st = declared_params(c, declared);
 done:
     finish_paths(c);
     return st;

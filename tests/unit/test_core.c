@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -896,6 +897,123 @@ static void test_iso_time(void **state)
     assert_string_equal(buf, "2026-11-30T11:19:15Z");
 }
 
+/* ---- process supervisor ------------------------------------------------------- */
+
+static int child_exit_code(void *arg) { return *(int *)arg; }
+
+/* A process is gone when it no longer exists or is a zombie nobody reaped. */
+static int proc_gone(long pid)
+{
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) return 1;
+    char path[64], buf[256];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && rp[2] == 'Z';
+}
+
+static void test_proc_spawn_wait_describe(void **state)
+{
+    (void)state;
+    mr_proc p;
+    mr_error err;
+    mr_error_init(&err);
+    int code = 7;
+    assert_int_equal(mr_proc_spawn(&p, NULL, child_exit_code, &code, &err), MR_OK);
+    assert_int_equal(mr_proc_wait(&p, 1), 1);
+    assert_int_equal(mr_proc_wait(&p, 1), 1); /* reaped once, stays reaped */
+    assert_false(mr_proc_ok(&p));
+    char why[96];
+    mr_proc_describe(&p, why, sizeof(why));
+    assert_string_equal(why, "exited with status 7");
+    /* exec with a usage report, and a missing program (127) */
+    char *const argv[] = {"sh", "-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done", NULL};
+    assert_int_equal(mr_proc_spawn_exec(&p, NULL, "/bin/sh", argv, &err), MR_OK);
+    assert_int_equal(mr_proc_wait(&p, 1), 1);
+    assert_true(mr_proc_ok(&p));
+    assert_true(p.usage.user_s + p.usage.sys_s > 0);
+    assert_true(p.usage.max_rss_kb > 0);
+    char *const none[] = {"nope", NULL};
+    mr_proc_opts o;
+    mr_proc_opts_init(&o);
+    o.stderr_fd = open("/dev/null", O_WRONLY);
+    assert_int_equal(mr_proc_spawn_exec(&p, &o, "/nonexistent/program", none, &err), MR_OK);
+    close(o.stderr_fd);
+    assert_int_equal(mr_proc_wait(&p, 1), 1);
+    mr_proc_describe(&p, why, sizeof(why));
+    assert_string_equal(why, "exited with status 127");
+}
+
+/* A child leading its own group takes what it started down with it; the
+ * grace period lets a TERM-handling child exit cleanly, and a child that
+ * ignores TERM is killed after it. */
+static void test_proc_groups_and_terminate(void **state)
+{
+    (void)state;
+    mr_error err;
+    mr_error_init(&err);
+    mr_proc_opts o;
+    mr_proc_opts_init(&o);
+    o.new_group = 1;
+    char pidfile[] = "/tmp/millrace-test-proc.XXXXXX";
+    int fd = mkstemp(pidfile);
+    assert_true(fd >= 0);
+    close(fd);
+    char script[512];
+    snprintf(script, sizeof(script), "sleep 30 & echo $! > %s; wait", pidfile);
+    char *const argv[] = {"sh", "-c", script, NULL};
+    mr_proc a, b;
+    assert_int_equal(mr_proc_spawn_exec(&a, &o, "/bin/sh", argv, &err), MR_OK);
+    char *const stubborn[] = {"sh", "-c", "trap '' TERM; sleep 30", NULL};
+    assert_int_equal(mr_proc_spawn_exec(&b, &o, "/bin/sh", stubborn, &err), MR_OK);
+    /* wait until the grandchild exists */
+    long gpid = 0;
+    for (int k = 0; k < 500 && gpid <= 0; k++) {
+        FILE *f = fopen(pidfile, "r");
+        if (f) {
+            if (fscanf(f, "%ld", &gpid) != 1) gpid = 0;
+            fclose(f);
+        }
+        if (gpid <= 0) usleep(10000);
+    }
+    assert_true(gpid > 0);
+    assert_null(mr_proc_wait_any((mr_proc *[]){&a, &b}, 2, 0)); /* both still run */
+    double t0 = mr_now();
+    mr_proc *procs[] = {&a, &b, NULL};
+    mr_proc_terminate(procs, 3, 0.3);
+    double took = mr_now() - t0;
+    assert_true(a.exited && b.exited);
+    assert_true(WIFSIGNALED(a.status) && WTERMSIG(a.status) == SIGTERM);
+    assert_true(WIFSIGNALED(b.status) && WTERMSIG(b.status) == SIGKILL); /* ignored TERM: killed after the grace */
+    assert_true(took >= 0.3);
+    /* the grandchild got the group's SIGTERM too */
+    int gone = 0;
+    for (int k = 0; k < 500 && !gone; k++) {
+        gone = proc_gone(gpid);
+        if (!gone) {
+            waitpid(-1, NULL, WNOHANG);
+            usleep(10000);
+        }
+    }
+    assert_true(gone);
+    unlink(pidfile);
+    /* wait_any returns the one that exits; NULL when nothing runs */
+    int fast = 0, slow = 3;
+    mr_proc c1, c2;
+    char *const sl[] = {"sh", "-c", "sleep 0.2; exit 3", NULL};
+    assert_int_equal(mr_proc_spawn_exec(&c2, NULL, "/bin/sh", sl, &err), MR_OK);
+    assert_int_equal(mr_proc_spawn(&c1, NULL, child_exit_code, &fast, &err), MR_OK);
+    mr_proc *two[] = {&c2, &c1};
+    assert_ptr_equal(mr_proc_wait_any(two, 2, 1), &c1);
+    assert_ptr_equal(mr_proc_wait_any(two, 2, 1), &c2);
+    assert_int_equal(WEXITSTATUS(c2.status), slow);
+    assert_null(mr_proc_wait_any(two, 2, 1));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -921,6 +1039,8 @@ int main(void)
         cmocka_unit_test(test_parallel_for_deterministic),
         cmocka_unit_test(test_alloc_fail_hook),
         cmocka_unit_test(test_iso_time),
+        cmocka_unit_test(test_proc_spawn_wait_describe),
+        cmocka_unit_test(test_proc_groups_and_terminate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,7 +28,7 @@ static const mr_param_def ver_params[] = {
     {NULL, 0, 0, NULL},
 };
 static const char *const ver_outputs[] = {"model", "report", NULL};
-static mr_op ver_op = {"verop", 1, ver_params, ver_outputs, NULL, NULL};
+static mr_op ver_op = {"verop", 1, ver_params, ver_outputs, NULL, NULL, 0, NULL};
 
 static int setup(void **state)
 {
@@ -194,7 +194,13 @@ static void test_plan_outputs_and_inputs(void **state)
     assert_contains(fit->key_doc, "\"cmd\":\"python3 fit.py --lr 0.1\"");
     assert_contains(fit->key_doc, "\"inputs\":{\"clean.csv\":\"");
     assert_null(strstr(fit->key_doc, "\"desc\""));
-    assert_string_equal(fit->params_json, "{\"train\":{\"lr\":0.1}}");
+    {
+        mr_buf pj;
+        mr_buf_init(&pj);
+        assert_int_equal(mr_value_to_json(fit->params, 1, &pj), MR_OK);
+        assert_string_equal(pj.data, "{\"train\":{\"lr\":0.1}}");
+        mr_buf_free(&pj);
+    }
     /* the key is the hash of the document */
     char hex[33];
     mr_hash_hex(mr_hash_bytes(fit->key_doc, strlen(fit->key_doc)), hex);

@@ -1,0 +1,129 @@
+/* The job boundary: what the runner hands a stage worker (`millrace stage
+ * run NAME --job FILE`) and what the worker hands back. One typed struct
+ * each way, one encoder and one decoder for each; the executor (local
+ * processes today, Slurm jobs later) and the worker never build or parse
+ * these files any other way.
+ *
+ * Both files are JSON, versioned ("format" + "version"), and specified byte
+ * by byte in docs/formats.md ("Job files"). Every value of the stage
+ * definition and of its params keeps its origin: the line and column in
+ * `spec_path` (millrace.yaml) it came from, so an op's error about a value
+ * points into millrace.yaml, never into the job file.
+ *
+ *   mr_job job;
+ *   mr_job_init(&job);
+ *   if (mr_job_read(path, &job, &err) == MR_OK) {
+ *       const mr_value *lr = mr_value_get_path(job.params, "train.learning_rate");
+ *       ...
+ *   }
+ *   mr_job_deinit(&job);
+ *
+ * Ownership: an mr_job / mr_job_result owns every string and tree it points
+ * to; _deinit frees them (and is safe on a zeroed or half-decoded struct).
+ * Thread safety: none needed (plain data). */
+#ifndef MILLRACE_JOB_H
+#define MILLRACE_JOB_H
+
+#include "millrace/core.h"
+#include "millrace/value.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MR_JOB_FORMAT "millrace-job"
+#define MR_JOB_RESULT_FORMAT "millrace-job-result"
+#define MR_JOB_VERSION 2 /* version 1: untyped JSON, no origins (before 2026-12) */
+
+/* One input or output of the stage. */
+typedef struct mr_job_io {
+    char *name;  /* inputs: "stages.X.OUT" or a workspace path; outputs: the output's name */
+    char *path;  /* workspace-relative path */
+    char *id;    /* inputs: the artifact id the stage's key was computed from; outputs: "" */
+    int metrics; /* outputs: 1 for a metrics file (exec), 0 otherwise */
+} mr_job_io;
+
+typedef struct mr_job {
+    char *stage;          /* stage name */
+    char *op;             /* op name */
+    int op_version;       /* the op version the key was computed with */
+    char *key;            /* the stage's cache key (32 hex digits) */
+    char *key_doc;        /* the canonical JSON the key hashes */
+    int64_t run_id;
+    int smoke;            /* 1: shrink the work */
+    int force;            /* 1: run even when the key is cached */
+    int threads;          /* cores granted */
+    uint64_t mem_bytes;   /* resources.mem, 0 = not declared */
+    char *workspace;      /* absolute workspace root */
+    char *spec_path;      /* the file the origins of def and params refer to */
+    char *result_path;    /* where the worker writes its mr_job_result */
+    mr_value *def;        /* the stage definition, interpolated, ${stages.X} resolved to paths */
+    mr_value *params;     /* MAP: the params the stage depends on, nested ("train": {"lr": ...}) */
+    mr_job_io *inputs;
+    size_t n_inputs;
+    mr_job_io *outputs;
+    size_t n_outputs;
+} mr_job;
+
+void mr_job_init(mr_job *job);
+void mr_job_deinit(mr_job *job);
+/* Appends the job's JSON text to out. MR_E_NOMEM. */
+mr_status mr_job_encode(const mr_job *job, mr_buf *out, mr_error *err);
+/* Parses a job file's text. path names the file in errors. MR_E_PARSE for
+ * malformed JSON or a missing/mistyped field (the error names it),
+ * MR_E_STATE for another format or version, MR_E_NOMEM. On failure job is
+ * left deinit-able. */
+mr_status mr_job_decode(const char *text, size_t len, const char *path, mr_job *job, mr_error *err);
+/* Encodes and publishes atomically (mr_fs_write_atomic). */
+mr_status mr_job_write(const mr_job *job, const char *path, mr_error *err);
+/* Reads and decodes (a file over 256 MB is refused: MR_E_LIMIT). */
+mr_status mr_job_read(const char *path, mr_job *job, mr_error *err);
+
+/* ---- result file ------------------------------------------------------------ */
+typedef enum mr_job_status {
+    MR_JOB_EXECUTED = 1, /* the op ran; outputs published and cached */
+    MR_JOB_CACHED = 2,   /* another runner had computed it; outputs checked out */
+    MR_JOB_FAILED = 3,   /* error says why; outputs are set when the results were published anyway */
+} mr_job_status;
+
+typedef struct mr_job_output {
+    char *name; /* output name */
+    char *id;   /* artifact id */
+} mr_job_output;
+
+typedef struct mr_job_metric {
+    char *name; /* dotted ("valid.auc") */
+    int64_t step;
+    double value; /* finite */
+} mr_job_metric;
+
+typedef struct mr_job_result {
+    mr_job_status status;
+    mr_error error;            /* MR_JOB_FAILED: the stage's error with its context and hint */
+    mr_job_output *outputs;    /* every output (EXECUTED, CACHED), or those published on failure */
+    size_t n_outputs;
+    mr_job_metric *metrics;
+    size_t n_metrics;
+    char **warnings;           /* what the stage logged at warning level, in order */
+    size_t n_warnings;
+    int64_t bytes_read, bytes_written; /* the worker's I/O (/proc/self/io) */
+} mr_job_result;
+
+void mr_job_result_init(mr_job_result *res);
+void mr_job_result_deinit(mr_job_result *res);
+/* Appends an output / a metric / a warning (copies the strings). MR_E_NOMEM;
+ * a non-finite metric value is MR_E_INVALID_ARG. */
+mr_status mr_job_result_add_output(mr_job_result *res, const char *name, const char *id);
+mr_status mr_job_result_add_metric(mr_job_result *res, const char *name, int64_t step, double value);
+mr_status mr_job_result_add_warning(mr_job_result *res, const char *text);
+/* The id of output name, or NULL (borrowed). */
+const char *mr_job_result_output(const mr_job_result *res, const char *name);
+mr_status mr_job_result_encode(const mr_job_result *res, mr_buf *out, mr_error *err);
+mr_status mr_job_result_decode(const char *text, size_t len, const char *path, mr_job_result *res, mr_error *err);
+mr_status mr_job_result_write(const mr_job_result *res, const char *path, mr_error *err);
+mr_status mr_job_result_read(const char *path, mr_job_result *res, mr_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
