@@ -37,7 +37,8 @@ static const char train_help[] =
 
 typedef struct progress_ctx {
     mr_progress *bar;
-    int total;
+    const mr_train_opts *o; /* rounds_total: known when the first round reports */
+    int json;
     json_t *curve;
     char last[160];
 } progress_ctx;
@@ -48,6 +49,7 @@ static int on_round(void *vctx, int it, int n, const char *const *names, const d
     progress_ctx *p = vctx;
     (void)train;
     (void)elapsed;
+    if (!p->bar && !p->json) p->bar = mr_progress_begin("train", (uint64_t)p->o->rounds_total, "rounds");
     char detail[160] = "";
     size_t off = 0;
     int k;
@@ -59,7 +61,7 @@ static int on_round(void *vctx, int it, int n, const char *const *names, const d
     }
     snprintf(p->last, sizeof(p->last), "%s", detail);
     char lbl[200];
-    snprintf(lbl, sizeof(lbl), "round %d/%d%s%s", it + 1, p->total, detail[0] ? "  " : "", detail);
+    snprintf(lbl, sizeof(lbl), "round %d/%d%s%s", it + 1, p->o->rounds_total, detail[0] ? "  " : "", detail);
     mr_progress_update(p->bar, (uint64_t)(it + 1), lbl);
     return 0;
 }
@@ -84,8 +86,7 @@ int cmd_train(int argc, char **argv)
     mr_train_opts o;
     mr_train_opts_init(&o);
     const char *data = NULL, *valid_path = NULL, *output = NULL;
-    const char **params = NULL;
-    size_t n_params = 0;
+    mr_value *params = mr_value_new(MR_V_MAP); /* -p KEY=VALUE, typed as YAML scalars */
     char **features = NULL, **exclude = NULL, **categorical = NULL;
     int json = 0, rc = EXIT_OK;
     mr_table *train = NULL, *valid = NULL;
@@ -105,10 +106,14 @@ int cmd_train(int argc, char **argv)
         } else if (!strcmp(a, "--model")) o.kind = v;
         else if (!strcmp(a, "-o") || !strcmp(a, "--output")) output = v;
         else if (!strcmp(a, "-p") || !strcmp(a, "--param")) {
-            const char **np = v ? mr_realloc(params, (n_params + 1) * sizeof(*np)) : NULL;
-            if (np) {
-                params = np;
-                params[n_params++] = v;
+            const char *eq = v ? strchr(v, '=') : NULL;
+            if (v && (!eq || eq == v)) {
+                rc = cli_usage_error("train", "-p expects KEY=VALUE (a LightGBM parameter), got '%s'", v);
+            } else if (v) {
+                char *key = mr_strndup(v, (size_t)(eq - v));
+                if (!params || !key || mr_value_map_set(params, key, mr_value_from_scalar(eq + 1, 0)) != MR_OK)
+                    rc = cli_usage_error("train", "out of memory");
+                mr_free(key);
             }
         } else if (!strcmp(a, "--features")) features = v ? cli_split_list(v, &o.n_features) : NULL;
         else if (!strcmp(a, "--exclude")) exclude = v ? cli_split_list(v, &o.n_exclude) : NULL;
@@ -130,7 +135,6 @@ int cmd_train(int argc, char **argv)
     if (rc == EXIT_OK && (!data || !o.label || !output))
         rc = cli_usage_error("train", "expected DATA, --label COL and -o MODEL");
     o.params = params;
-    o.n_params = n_params;
     o.features = (const char *const *)features;
     o.exclude = (const char *const *)exclude;
     o.categorical = (const char *const *)categorical;
@@ -141,15 +145,8 @@ int cmd_train(int argc, char **argv)
         mr_error_init(&err);
         mr_pool_init(o.num_threads, NULL);
         pc.curve = json_array();
-        int total = 100;
-        for (size_t k = 0; k < n_params; k++) {
-            const char *eq = strchr(params[k], '=');
-            if (eq && (!strncmp(params[k], "num_iterations=", 15) || !strncmp(params[k], "n_estimators=", 13) ||
-                       !strncmp(params[k], "num_boost_round=", 16) || !strncmp(params[k], "num_rounds=", 11)))
-                total = (int)strtol(eq + 1, NULL, 10);
-        }
-        pc.total = o.smoke && total > 5 ? 5 : total;
-        pc.bar = json ? NULL : mr_progress_begin("train", (uint64_t)pc.total, "rounds");
+        pc.json = json;
+        pc.o = &o; /* the trainer sets o.rounds_total before the first round */
         o.on_round = on_round;
         o.on_round_ctx = &pc;
         double t0 = mr_now();
@@ -183,7 +180,7 @@ int cmd_train(int argc, char **argv)
     mr_model_free(model);
     mr_table_free(train);
     mr_table_free(valid);
-    mr_free(params);
+    mr_value_free(params);
     cli_free_list(features);
     cli_free_list(exclude);
     cli_free_list(categorical);

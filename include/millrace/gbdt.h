@@ -9,8 +9,10 @@
  *
  *   mr_gbdt_params p;
  *   mr_gbdt_params_init(&p);
- *   mr_gbdt_params_set(&p, "objective", "binary", &err);
- *   mr_gbdt_params_set(&p, "n_estimators", "200", &err);  // alias of num_iterations
+ *   mr_gbdt_params_set_text(&p, "objective", "binary", &err);
+ *   mr_gbdt_params_set_text(&p, "n_estimators", "200", &err);  // alias of num_iterations
+ *   // or from a value tree (millrace.yaml's params: mapping, positions kept):
+ *   //   mr_gbdt_params_apply(&p, mr_value_get(def, "params"), &err);
  *   mr_gbdt_data *train = NULL;
  *   mr_gbdt_data_from_matrix(x, n_rows, n_feat, MR_GBDT_ROW_MAJOR, y, NULL, NULL, &p, &train, &err);
  *   mr_gbdt_model *m = NULL;
@@ -32,6 +34,7 @@
 #define MILLRACE_GBDT_H
 
 #include "millrace/core.h"
+#include "millrace/value.h"
 #include "millrace/table.h"
 
 #ifdef __cplusplus
@@ -98,10 +101,23 @@ typedef struct mr_gbdt_params {
 
 void mr_gbdt_params_init(mr_gbdt_params *p);   /* LightGBM defaults */
 void mr_gbdt_params_deinit(mr_gbdt_params *p); /* frees categorical_feature */
-/* Sets one parameter by LightGBM name or alias (case-insensitive) from text.
- * MR_E_INVALID_ARG names the key and the expected type/range; an unknown key
- * gets a "did you mean" hint. */
-mr_status mr_gbdt_params_set(mr_gbdt_params *p, const char *key, const char *value, mr_error *err);
+/* Sets one parameter by LightGBM name or alias (case-insensitive) from a
+ * typed value: numbers for numeric params (an integral float is an int),
+ * bools (or 0/1) for flags, names for objective, a name, a comma-separated
+ * list or a list for metric (null: none) and categorical_feature; a string
+ * is parsed as by mr_gbdt_params_set_text. MR_E_INVALID_ARG names the key
+ * and the expected type or range, and carries v's line and column (no
+ * file: the caller knows which); an unknown key gets "did you mean" with
+ * the canonical name of the closest name or alias. */
+mr_status mr_gbdt_params_set(mr_gbdt_params *p, const char *key, const mr_value *v, mr_error *err);
+/* The same from text ("63", "binary", "auc,binary_logloss"): the CLI's -p. */
+mr_status mr_gbdt_params_set_text(mr_gbdt_params *p, const char *key, const char *value, mr_error *err);
+/* Every entry of a mapping (NULL or null: none), in order; the first error
+ * stops, positioned at the key when it is unknown, else at the value. */
+mr_status mr_gbdt_params_apply(mr_gbdt_params *p, const mr_value *map, mr_error *err);
+/* The canonical name of a LightGBM name or alias ("n_estimators" ->
+ * "num_iterations"), or NULL when it names no parameter. Static string. */
+const char *mr_gbdt_param_canonical(const char *key);
 /* Checks ranges and combinations (e.g. multiclass needs num_class >= 2). */
 mr_status mr_gbdt_params_validate(const mr_gbdt_params *p, mr_error *err);
 /* Canonical "name=value\n" lines of every training parameter (num_threads

@@ -5,8 +5,8 @@
  *
  *   mr_linear_params p;
  *   mr_linear_params_init(&p);
- *   mr_linear_params_set(&p, "objective", "binary", &err);
- *   mr_linear_params_set(&p, "lambda_l2", "1.0", &err);
+ *   mr_linear_params_set_text(&p, "objective", "binary", &err);
+ *   mr_linear_params_set_text(&p, "lambda_l2", "1.0", &err);
  *   mr_linear_model *m = NULL;
  *   if (mr_linear_train(&p, x, n_rows, n_feat, MR_GBDT_ROW_MAJOR, y, NULL, &m, &err) == MR_OK) {
  *       double prob = mr_linear_predict_row(m, x, 0);
@@ -27,6 +27,7 @@
 #define MILLRACE_LINEAR_H
 
 #include "millrace/core.h"
+#include "millrace/value.h"
 #include "millrace/gbdt.h" /* mr_gbdt_layout */
 
 #ifdef __cplusplus
@@ -51,7 +52,12 @@ void mr_linear_params_init(mr_linear_params *p);
 /* Names: objective, lambda_l2 (reg_lambda, l2, alpha_l2), lambda_l1
  * (reg_alpha, l1), max_iter (num_iterations), tol, num_threads (n_jobs).
  * Unknown keys get a "did you mean" hint. */
-mr_status mr_linear_params_set(mr_linear_params *p, const char *key, const char *value, mr_error *err);
+mr_status mr_linear_params_set_text(mr_linear_params *p, const char *key, const char *value, mr_error *err);
+/* The same from a typed value (a number, or a string parsed as above);
+ * errors carry v's line and column. */
+mr_status mr_linear_params_set(mr_linear_params *p, const char *key, const mr_value *v, mr_error *err);
+/* Every entry of a mapping (NULL or null: none); the first error stops. */
+mr_status mr_linear_params_apply(mr_linear_params *p, const mr_value *map, mr_error *err);
 
 typedef struct mr_linear_model mr_linear_model;
 

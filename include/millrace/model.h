@@ -6,8 +6,10 @@
  *   mr_train_opts o;
  *   mr_train_opts_init(&o);
  *   o.label = "churned";
- *   const char *kv[] = {"num_iterations=200", "learning_rate=0.05"};
- *   o.params = kv; o.n_params = 2;
+ *   mr_value *params = mr_value_new(MR_V_MAP);         // or millrace.yaml's params: mapping
+ *   mr_value_map_set(params, "num_iterations", mr_value_new_int(200));
+ *   mr_value_map_set(params, "learning_rate", mr_value_new_float(0.05));
+ *   o.params = params;
  *   mr_model *m;
  *   mr_model_train(train, valid, &o, &m, &err);
  *   double *pred; size_t n_out;
@@ -20,6 +22,7 @@
 
 #include "millrace/core.h"
 #include "millrace/table.h"
+#include "millrace/value.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,8 +39,8 @@ typedef int (*mr_train_round_fn)(void *ctx, int iteration, int n, const char *co
 typedef struct mr_train_opts {
     const char *kind;                 /* "gbdt" (default) or "linear" */
     const char *label;                /* label column (required) */
-    const char *const *params;        /* "key=value", LightGBM names and aliases */
-    size_t n_params;
+    const mr_value *params;           /* MAP: LightGBM names and aliases -> typed values (gbdt), or the
+                                         linear names; NULL = defaults. Errors carry the values' positions. */
     const char *const *features;      /* feature columns; NULL = every column but label and exclude */
     size_t n_features;
     const char *const *exclude;       /* columns never used as features (ids, timestamps) */
@@ -45,6 +48,7 @@ typedef struct mr_train_opts {
     const char *const *categorical;   /* int64 columns to split as categories (gbdt) */
     size_t n_categorical;
     int smoke;                        /* a handful of rounds on at most 10,000 rows */
+    int rounds_total;                 /* [out] boosting rounds the training will run (set before the first on_round) */
     int num_threads;                  /* 0 = all pool threads (a param num_threads overrides) */
     mr_train_round_fn on_round;
     void *on_round_ctx;
@@ -70,6 +74,13 @@ typedef struct mr_train_opts {
 void mr_train_opts_init(mr_train_opts *o);
 
 typedef struct mr_model mr_model;
+
+/* Checks training parameters without data: for kind "gbdt" every LightGBM
+ * name or alias, its type and range, and their combinations (objective vs
+ * num_class and metric); for "linear" its names and values. params: a MAP
+ * or NULL. MR_E_INVALID_ARG with the offending value's line and column (no
+ * file), and "did you mean" for an unknown name. */
+mr_status mr_model_check_params(const char *kind, const mr_value *params, mr_error *err);
 
 /* Trains on train (valid may be NULL: no early stopping). Errors name the
  * column, param or row at fault. */

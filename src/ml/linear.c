@@ -38,7 +38,7 @@ void mr_linear_params_init(mr_linear_params *p)
     p->tol = 1e-7;
 }
 
-mr_status mr_linear_params_set(mr_linear_params *p, const char *key, const char *value, mr_error *err)
+mr_status mr_linear_params_set_text(mr_linear_params *p, const char *key, const char *value, mr_error *err)
 {
     static const char *const keys[] = {"objective", "lambda_l2", "reg_lambda", "l2", "lambda_l1", "reg_alpha",
                                        "l1", "max_iter", "num_iterations", "tol", "num_threads", "n_jobs"};
@@ -82,6 +82,41 @@ mr_status mr_linear_params_set(mr_linear_params *p, const char *key, const char 
         p->tol = v;
     else
         p->num_threads = (int)v;
+    return MR_OK;
+}
+
+mr_status mr_linear_params_set(mr_linear_params *p, const char *key, const mr_value *v, mr_error *err)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    mr_status rc;
+    int numeric = strcasecmp(key, "objective") != 0;
+    if ((v->kind == MR_V_STR) || (numeric && (v->kind == MR_V_INT || v->kind == MR_V_FLOAT))) {
+        rc = v->kind == MR_V_STR ? mr_buf_puts(&b, v->str) : mr_value_scalar_text(v, &b);
+        rc = rc == MR_OK ? mr_linear_params_set_text(p, key, b.data, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    } else {
+        rc = MR_ERR(err, MR_E_INVALID_ARG, "parameter '%s': expected %s, got %s", key,
+                    numeric ? "a non-negative number" : "regression or binary", mr_vkind_name(v->kind));
+        mr_error_key(err, key);
+    }
+    if (rc != MR_OK && v->line) mr_error_at(err, NULL, v->line, v->col);
+    mr_buf_free(&b);
+    return rc;
+}
+
+mr_status mr_linear_params_apply(mr_linear_params *p, const mr_value *map, mr_error *err)
+{
+    if (!map || map->kind == MR_V_NULL) return MR_OK;
+    if (map->kind != MR_V_MAP)
+        return MR_ERR(err, MR_E_INVALID_ARG, "linear parameters must be a mapping, got %s", mr_vkind_name(map->kind));
+    for (size_t k = 0; k < map->n; k++) {
+        mr_status rc = mr_linear_params_set(p, map->keys[k], map->items[k], err);
+        if (rc != MR_OK) {
+            if (map->key_lines && !strncmp(err ? err->msg : "", "unknown", 7))
+                mr_error_at(err, NULL, map->key_lines[k], map->key_cols[k]);
+            return rc;
+        }
+    }
     return MR_OK;
 }
 

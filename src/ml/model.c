@@ -397,6 +397,25 @@ static mr_status binned(const mr_table *t, const mr_gbdt_table_spec *spec, const
     return rc;
 }
 
+mr_status mr_model_check_params(const char *kind, const mr_value *params, mr_error *err)
+{
+    mr_status rc;
+    if (!kind || !strcmp(kind, "gbdt")) {
+        mr_gbdt_params p;
+        mr_gbdt_params_init(&p);
+        rc = mr_gbdt_params_apply(&p, params, err);
+        if (rc == MR_OK) rc = mr_gbdt_params_validate(&p, err);
+        mr_gbdt_params_deinit(&p);
+    } else if (!strcmp(kind, "linear")) {
+        mr_linear_params p;
+        mr_linear_params_init(&p);
+        rc = mr_linear_params_apply(&p, params, err);
+    } else {
+        rc = MR_ERR(err, MR_E_INVALID_ARG, "unknown model kind '%s' (expected gbdt or linear)", kind);
+    }
+    return rc;
+}
+
 static mr_status train_gbdt(const mr_table *train, const mr_table *valid, mr_train_opts *o, const char **feats,
                             size_t nf, mr_model **out, mr_error *err)
 {
@@ -406,18 +425,10 @@ static mr_status train_gbdt(const mr_table *train, const mr_table *valid, mr_tra
     mr_gbdt_model *gb = NULL;
     mr_status rc = MR_OK;
     if (o->num_threads > 0) p.num_threads = o->num_threads;
-    for (size_t k = 0; k < o->n_params && rc == MR_OK; k++) {
-        const char *eq = strchr(o->params[k], '=');
-        if (!eq) {
-            rc = MR_ERR(err, MR_E_INVALID_ARG, "param '%s': expected key=value", o->params[k]);
-            break;
-        }
-        char *key = mr_strndup(o->params[k], (size_t)(eq - o->params[k]));
-        rc = key ? mr_gbdt_params_set(&p, key, eq + 1, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
-        mr_free(key);
-    }
+    rc = mr_gbdt_params_apply(&p, o->params, err);
     if (rc == MR_OK && o->smoke && p.num_iterations > SMOKE_ROUNDS) p.num_iterations = SMOKE_ROUNDS;
     if (rc == MR_OK) rc = mr_gbdt_params_validate(&p, err);
+    o->rounds_total = p.num_iterations;
     mr_gbdt_table_spec spec = {.label = o->label, .features = feats, .n_features = nf, .categorical = o->categorical,
                                .n_categorical = o->n_categorical};
     char tkey[MR_HASH_HEX_LEN + 1] = "", vkey[MR_HASH_HEX_LEN + 1] = "";
@@ -476,7 +487,7 @@ static mr_status train_gbdt(const mr_table *train, const mr_table *valid, mr_tra
     return rc;
 }
 
-static mr_status train_linear(const mr_table *train, const mr_train_opts *o, const char **feats, size_t nf,
+static mr_status train_linear(const mr_table *train, mr_train_opts *o, const char **feats, size_t nf,
                               mr_model **out, mr_error *err)
 {
     mr_linear_params p;
@@ -486,17 +497,9 @@ static mr_status train_linear(const mr_table *train, const mr_train_opts *o, con
     float *x = NULL, *y = NULL;
     mr_linear_model *lin = NULL;
     size_t n = train->n_rows;
-    for (size_t k = 0; k < o->n_params && rc == MR_OK; k++) {
-        const char *eq = strchr(o->params[k], '=');
-        if (!eq) {
-            rc = MR_ERR(err, MR_E_INVALID_ARG, "param '%s': expected key=value", o->params[k]);
-            break;
-        }
-        char *key = mr_strndup(o->params[k], (size_t)(eq - o->params[k]));
-        rc = key ? mr_linear_params_set(&p, key, eq + 1, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
-        mr_free(key);
-    }
+    rc = mr_linear_params_apply(&p, o->params, err);
     if (rc != MR_OK) return rc;
+    o->rounds_total = 1;
     x = mr_malloc(((n * nf) > 0 ? n * nf : 1) * sizeof(float));
     y = mr_malloc((n ? n : 1) * sizeof(float));
     if (!x || !y) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");

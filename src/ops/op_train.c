@@ -30,7 +30,7 @@ static const mr_param_def train_params[] = {
 
 typedef struct train_run {
     mr_op_ctx *ctx;
-    int total;
+    const mr_train_opts *o; /* rounds_total is known before the first round */
 } train_run;
 
 static int on_round(void *vctx, int it, int n, const char *const *names, const double *train, const double *valid,
@@ -54,8 +54,9 @@ static int on_round(void *vctx, int it, int n, const char *const *names, const d
         }
     }
     line[off] = '\0';
-    if (it == 0 || (it + 1) % 10 == 0 || it + 1 == r->total)
-        dprintf(r->ctx->log_fd, "round %d/%d%s (%.1fs, %.1f rounds/s)\n", it + 1, r->total, line, elapsed,
+    int total = r->o->rounds_total;
+    if (it == 0 || (it + 1) % 10 == 0 || it + 1 == total)
+        dprintf(r->ctx->log_fd, "round %d/%d%s (%.1fs, %.1f rounds/s)\n", it + 1, total, line, elapsed,
                 elapsed > 0 ? (it + 1) / elapsed : 0.0);
     return 0;
 }
@@ -68,67 +69,70 @@ static const char **strings_of(const mr_value *def, const char *key, size_t *n)
     return arr;
 }
 
+/* The definition's settings that need no data: the model kind, every
+ * training parameter (LightGBM names, typed, in range, combinations) and
+ * valid_sample. What validate checks at load is what run uses. */
+static mr_status train_settings(const mr_value *def, mr_train_opts *o, mr_error *err)
+{
+    const mr_value *vmodel = mr_value_get(def, "model"), *vparams = mr_value_get(def, "params");
+    o->kind = vmodel && vmodel->kind == MR_V_STR ? vmodel->str : "gbdt";
+    if (strcmp(o->kind, "gbdt") && strcmp(o->kind, "linear")) {
+        mr_status rc = MR_ERR(err, MR_E_SCHEMA, "unknown model '%s' (expected gbdt or linear)", o->kind);
+        mr_error_at(err, NULL, vmodel->line, vmodel->col);
+        mr_error_key(err, "model");
+        return rc;
+    }
+    o->params = vparams;
+    mr_status rc = mr_model_check_params(o->kind, vparams, err);
+    if (rc != MR_OK) {
+        if (vparams) mr_error_at(err, NULL, vparams->line, vparams->col); /* when no value was blamed */
+        return rc;
+    }
+    const mr_value *vs = mr_value_get(def, "valid_sample");
+    if (vs && vs->kind == MR_V_INT) {
+        if (vs->u.i < 0) {
+            rc = MR_ERR(err, MR_E_SCHEMA, "valid_sample must be >= 0, got %lld", (long long)vs->u.i);
+            mr_error_at(err, NULL, vs->line, vs->col);
+            mr_error_key(err, "valid_sample");
+            return rc;
+        }
+        o->valid_sample = (size_t)vs->u.i;
+    }
+    return MR_OK;
+}
+
+static mr_status validate_train(const mr_op_validate_ctx *vc, mr_error *err)
+{
+    mr_train_opts o;
+    mr_train_opts_init(&o);
+    return train_settings(vc->def, &o, err);
+}
+
 static mr_status run_train(mr_op_ctx *ctx, mr_error *err)
 {
     const mr_value *def = ctx->def;
     const mr_value *vtrain = mr_value_get(def, "train"), *vvalid = mr_value_get(def, "valid");
-    const mr_value *vlabel = mr_value_get(def, "label"), *vmodel = mr_value_get(def, "model");
-    const mr_value *vparams = mr_value_get(def, "params");
+    const mr_value *vlabel = mr_value_get(def, "label");
     mr_table *train = NULL, *valid = NULL;
     mr_model *model = NULL;
-    char **kv = NULL;
-    size_t n_kv = 0;
     mr_train_opts o;
     mr_train_opts_init(&o);
     char *bin_cache = NULL;
-    mr_status rc = mr_table_read_file(vtrain->str, &train, err);
+    mr_status rc = train_settings(def, &o, err);
+    if (rc == MR_OK) rc = mr_table_read_file(vtrain->str, &train, err);
     if (rc == MR_OK && vvalid && vvalid->kind == MR_V_STR) rc = mr_table_read_file(vvalid->str, &valid, err);
     if (rc != MR_OK) goto done;
-    if (vparams && vparams->kind == MR_V_MAP) {
-        kv = mr_calloc(vparams->n ? vparams->n : 1, sizeof(*kv));
-        if (!kv) {
-            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-            goto done;
-        }
-        for (size_t k = 0; k < vparams->n; k++) {
-            mr_buf b;
-            mr_buf_init(&b);
-            mr_buf_printf(&b, "%s=", vparams->keys[k]);
-            mr_value_scalar_text(vparams->items[k], &b);
-            kv[n_kv++] = b.data;
-            if (!b.data) {
-                rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-                goto done;
-            }
-        }
-    }
-    o.kind = vmodel && vmodel->kind == MR_V_STR ? vmodel->str : "gbdt";
     o.label = vlabel->str;
-    o.params = (const char *const *)kv;
-    o.n_params = n_kv;
     o.features = strings_of(def, "features", &o.n_features);
     o.exclude = strings_of(def, "exclude", &o.n_exclude);
     o.categorical = strings_of(def, "categorical", &o.n_categorical);
     o.smoke = ctx->smoke;
     o.num_threads = ctx->threads;
-    {
-        const mr_value *vs = mr_value_get(def, "valid_sample");
-        if (vs && vs->kind == MR_V_INT) {
-            if (vs->u.i < 0) {
-                rc = MR_ERR(err, MR_E_INVALID_ARG, "valid_sample must be >= 0, got %lld", (long long)vs->u.i);
-                mr_error_key(err, "valid_sample");
-                goto done;
-            }
-            o.valid_sample = (size_t)vs->u.i;
-        }
-    }
     /* Binned matrices are kept by content + binning params: re-training on
      * the same data (say, after a learning-rate change) skips binning. */
     bin_cache = mr_asprintf("%s/.millrace/cache/binned", ctx->workspace);
     o.bin_cache_dir = bin_cache;
-    train_run tr = {ctx, 100};
-    for (size_t k = 0; k < n_kv; k++)
-        if (!strncmp(kv[k], "num_iterations=", 15)) tr.total = (int)strtol(kv[k] + 15, NULL, 10);
+    train_run tr = {ctx, &o};
     o.on_round = on_round;
     o.on_round_ctx = &tr;
     dprintf(ctx->log_fd, "training %s on %zu rows (%s)%s\n", o.kind, train->n_rows, vtrain->str,
@@ -165,8 +169,6 @@ static mr_status run_train(mr_op_ctx *ctx, mr_error *err)
     dprintf(ctx->log_fd, "trained in %.2fs\n", secs);
 done:
     mr_free(bin_cache);
-    for (size_t k = 0; k < n_kv; k++) mr_free(kv[k]);
-    mr_free(kv);
     mr_free((void *)o.features);
     mr_free((void *)o.exclude);
     mr_free((void *)o.categorical);
@@ -182,4 +184,5 @@ const mr_op mr_op_train = {
     .params = train_params,
     .outputs = NULL,
     .run = run_train,
+    .validate = validate_train,
 };

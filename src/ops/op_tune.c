@@ -386,17 +386,13 @@ static void write_child_result(const char *path, const char *status, const trial
 
 /* What a trial's mr_train_opts point into. */
 typedef struct opts_mem {
-    mr_value *m;
-    char **kv;
-    size_t n_kv;
+    mr_value *m;            /* the merged training params */
     const char **arrs[3];
     char *bin_cache;
 } opts_mem;
 
 static void opts_mem_free(opts_mem *om)
 {
-    for (size_t k = 0; om->kv && k < om->n_kv; k++) mr_free(om->kv[k]);
-    mr_free(om->kv);
     for (int q = 0; q < 3; q++) mr_free(om->arrs[q]);
     mr_free(om->bin_cache);
     mr_value_free(om->m);
@@ -413,22 +409,12 @@ static int trial_opts(study *s, const mr_value *tparams, mr_train_opts *o, opts_
     memset(om, 0, sizeof(*om));
     mr_train_opts_init(o);
     om->m = merged_params(s, tparams);
-    om->n_kv = om->m ? om->m->n : 0;
-    om->kv = mr_calloc(om->n_kv + 1, sizeof(*om->kv));
     om->bin_cache = mr_asprintf("%s/.millrace/cache/binned", ctx->workspace);
-    if (!om->m || !om->kv || !om->bin_cache) return -1;
-    for (size_t k = 0; k < om->n_kv; k++) {
-        mr_buf b;
-        mr_buf_init(&b);
-        mr_buf_printf(&b, "%s=", om->m->keys[k]);
-        mr_value_scalar_text(om->m->items[k], &b);
-        om->kv[k] = b.data;
-    }
+    if (!om->m || !om->bin_cache) return -1;
     const mr_value *vm = mr_value_get(ctx->def, "model");
     o->kind = vm && vm->kind == MR_V_STR ? vm->str : "gbdt";
     o->label = mr_value_get(ctx->def, "label")->str;
-    o->params = (const char *const *)om->kv;
-    o->n_params = om->n_kv;
+    o->params = om->m;
     o->smoke = ctx->smoke;
     o->num_threads = s->threads_per_trial;
     o->bin_cache_dir = om->bin_cache;

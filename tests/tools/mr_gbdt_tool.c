@@ -315,7 +315,7 @@ int main(int argc, char **argv)
             char *kv = strdup(v), *eq = strchr(kv, '=');
             if (!eq) usage();
             *eq = 0;
-            if (mr_gbdt_params_set(&p, kv, eq + 1, &err) != MR_OK) die("bad parameter", &err);
+            if (mr_gbdt_params_set_text(&p, kv, eq + 1, &err) != MR_OK) die("bad parameter", &err);
             free(kv);
         } else
             usage();

@@ -70,7 +70,7 @@ static void set(mr_gbdt_params *p, const char *k, const char *v)
 {
     mr_error err;
     mr_error_init(&err);
-    if (mr_gbdt_params_set(p, k, v, &err) != MR_OK) fail_msg("param %s=%s: %s", k, v, err.msg);
+    if (mr_gbdt_params_set_text(p, k, v, &err) != MR_OK) fail_msg("param %s=%s: %s", k, v, err.msg);
 }
 
 /* ---- objectives vs finite differences ------------------------------------------ */
@@ -929,18 +929,18 @@ static void test_params(void **state)
     assert_int_equal(p.num_iterations, 9);
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_gbdt_params_set(&p, "learning_rat", "0.1", &err), MR_E_INVALID_ARG);
+    assert_int_equal(mr_gbdt_params_set_text(&p, "learning_rat", "0.1", &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.hint, "learning_rate"));
     mr_error_clear(&err);
-    assert_int_equal(mr_gbdt_params_set(&p, "num_leaves", "many", &err), MR_E_INVALID_ARG);
+    assert_int_equal(mr_gbdt_params_set_text(&p, "num_leaves", "many", &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "integer"));
     mr_error_clear(&err);
-    assert_int_equal(mr_gbdt_params_set(&p, "bagging_fraction", "1.5", &err), MR_E_INVALID_ARG);
+    assert_int_equal(mr_gbdt_params_set_text(&p, "bagging_fraction", "1.5", &err), MR_E_INVALID_ARG);
     mr_error_clear(&err);
-    assert_int_equal(mr_gbdt_params_set(&p, "objective", "binay", &err), MR_E_INVALID_ARG);
+    assert_int_equal(mr_gbdt_params_set_text(&p, "objective", "binay", &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.hint, "binary"));
     mr_error_clear(&err);
-    assert_int_equal(mr_gbdt_params_set(&p, "max_bin", "1000", &err), MR_E_INVALID_ARG);
+    assert_int_equal(mr_gbdt_params_set_text(&p, "max_bin", "1000", &err), MR_E_INVALID_ARG);
     set(&p, "objective", "binary");
     assert_int_equal(mr_gbdt_params_validate(&p, NULL), MR_E_INVALID_ARG); /* num_class 3 */
     mr_buf b;

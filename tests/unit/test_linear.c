@@ -82,9 +82,9 @@ static void test_logistic_recovers_weights(void **state)
     mr_linear_params_init(&p);
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_linear_params_set(&p, "objective", "binary", &err), MR_OK);
-    assert_int_equal(mr_linear_params_set(&p, "reg_lambda", "0", &err), MR_OK);
-    assert_int_equal(mr_linear_params_set(&p, "lamda_l2", "0", &err), MR_E_INVALID_ARG);
+    assert_int_equal(mr_linear_params_set_text(&p, "objective", "binary", &err), MR_OK);
+    assert_int_equal(mr_linear_params_set_text(&p, "reg_lambda", "0", &err), MR_OK);
+    assert_int_equal(mr_linear_params_set_text(&p, "lamda_l2", "0", &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.hint, "lambda_l2"));
     mr_linear_model *m = fit(&p, x, n, d, y);
     const double want[] = {1.5, -1.0, 0.0};

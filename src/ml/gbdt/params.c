@@ -201,13 +201,26 @@ static void trim(const char *s, const char **b_out, size_t *len_out)
     *len_out = n;
 }
 
+/* The parameter a key names (a LightGBM name or alias, case-insensitive). */
+static const pdef *find_def(const char *key)
+{
+    for (size_t i = 0; i < N_PDEFS; i++)
+        if (name_matches(key, &PDEFS[i])) return &PDEFS[i];
+    return NULL;
+}
+
+const char *mr_gbdt_param_canonical(const char *key) { return key && find_def(key) ? find_def(key)->name : NULL; }
+
+/* An unknown key: the closest of every name and alias, suggested by its
+ * canonical name (num_leafs -> num_leaves, not the alias num_leaf). */
 static mr_status unknown_key(const char *key, mr_error *err)
 {
-    /* Candidates: every name and alias. */
     const char *cands[256];
+    const pdef *owner[256];
     char store[4096];
     size_t nc = 0, used = 0;
     for (size_t i = 0; i < N_PDEFS && nc < 256; i++) {
+        owner[nc] = &PDEFS[i];
         cands[nc++] = PDEFS[i].name;
         const char *a = PDEFS[i].aliases;
         while (a && *a && nc < 256) {
@@ -216,6 +229,7 @@ static mr_status unknown_key(const char *key, mr_error *err)
             if (used + len + 1 > sizeof(store)) break;
             memcpy(store + used, a, len);
             store[used + len] = 0;
+            owner[nc] = &PDEFS[i];
             cands[nc++] = store + used;
             used += len + 1;
             a = comma ? comma + 1 : NULL;
@@ -224,7 +238,12 @@ static mr_status unknown_key(const char *key, mr_error *err)
     const char *best = mr_closest(key, cands, nc);
     MR_ERR(err, MR_E_INVALID_ARG, "unknown gbdt parameter '%s'", key);
     mr_error_key(err, key);
-    if (best) mr_error_hint(err, "did you mean %s?", best);
+    for (size_t i = 0; best && i < nc; i++)
+        if (cands[i] == best) {
+            mr_error_hint(err, "did you mean '%s'?", owner[i]->name);
+            break;
+        }
+    if (!best) mr_error_hint(err, "the parameters are LightGBM's (docs/gbdt.md lists them)");
     return MR_E_INVALID_ARG;
 }
 
@@ -300,13 +319,12 @@ static mr_status parse_enum_list(const pdef *d, const char *key, const char *val
     return MR_OK;
 }
 
-mr_status mr_gbdt_params_set(mr_gbdt_params *p, const char *key, const char *value, mr_error *err)
+static mr_status set_number(mr_gbdt_params *p, const pdef *d, const char *key, double v, const char *text,
+                            mr_error *err);
+
+/* Sets parameter d from text (a CLI value, or a string in the spec). */
+static mr_status set_text(mr_gbdt_params *p, const pdef *d, const char *key, const char *value, mr_error *err)
 {
-    if (!p || !key || !value) return MR_ERR(err, MR_E_INVALID_ARG, "mr_gbdt_params_set: NULL argument");
-    const pdef *d = NULL;
-    for (size_t i = 0; i < N_PDEFS && !d; i++)
-        if (name_matches(key, &PDEFS[i])) d = &PDEFS[i];
-    if (!d) return unknown_key(key, err);
     char *base = (char *)p + d->off;
     const char *b;
     size_t len;
@@ -348,23 +366,131 @@ mr_status mr_gbdt_params_set(mr_gbdt_params *p, const char *key, const char *val
     errno = 0;
     double v = strtod(buf, &end);
     if (*end || errno || v != v) goto bad;
-    if (d->type == P_INT && v != floor(v)) goto bad;
+    return set_number(p, d, key, v, value, err);
+bad:
+    return bad_value(d, key, value,
+                     d->type == P_INT ? "an integer" : d->type == P_U64 ? "a non-negative integer" : "a number", err);
+}
+
+mr_status mr_gbdt_params_set_text(mr_gbdt_params *p, const char *key, const char *value, mr_error *err)
+{
+    if (!p || !key || !value) return MR_ERR(err, MR_E_INVALID_ARG, "mr_gbdt_params_set_text: NULL argument");
+    const pdef *d = find_def(key);
+    return d ? set_text(p, d, key, value, err) : unknown_key(key, err);
+}
+
+/* A number for an int or double parameter: integral for ints, in range. */
+static mr_status set_number(mr_gbdt_params *p, const pdef *d, const char *key, double v, const char *text, mr_error *err)
+{
+    char *base = (char *)p + d->off;
+    if (v != v || (d->type == P_INT && v != floor(v)))
+        return bad_value(d, key, text, d->type == P_INT ? "an integer" : "a number", err);
     if (v < d->lo || v > d->hi || (d->lo_open && v == d->lo)) {
         char expect[160];
         if (d->type == P_INT)
             snprintf(expect, sizeof(expect), "an integer in [%.0f, %.0f]", d->lo, d->hi);
         else
             snprintf(expect, sizeof(expect), "a number in %s%g, %g]", d->lo_open ? "(" : "[", d->lo, d->hi);
-        return bad_value(d, key, value, expect, err);
+        return bad_value(d, key, text, expect, err);
     }
     if (d->type == P_INT)
         *(int *)base = (int)v;
     else
         *(double *)base = v;
     return MR_OK;
-bad:
-    return bad_value(d, key, value,
-                     d->type == P_INT ? "an integer" : d->type == P_U64 ? "a non-negative integer" : "a number", err);
+}
+
+/* "1,3,name" from a list of strings and integers (categorical_feature, metric). */
+static mr_status join_list(const mr_value *v, mr_buf *out)
+{
+    mr_status st = MR_OK;
+    for (size_t i = 0; i < v->n && st == MR_OK; i++) {
+        const mr_value *it = v->items[i];
+        if (it->kind != MR_V_STR && it->kind != MR_V_INT) return MR_E_INVALID_ARG;
+        if (i) st = mr_buf_puts(out, ",");
+        if (st == MR_OK) st = mr_value_scalar_text(it, out);
+    }
+    if (st == MR_OK && !out->data) st = mr_buf_puts(out, "");
+    return st;
+}
+
+mr_status mr_gbdt_params_set(mr_gbdt_params *p, const char *key, const mr_value *v, mr_error *err)
+{
+    if (!p || !key || !v) return MR_ERR(err, MR_E_INVALID_ARG, "mr_gbdt_params_set: NULL argument");
+    const pdef *d = find_def(key);
+    if (!d) return unknown_key(key, err);
+    mr_status rc = MR_OK;
+    mr_buf b;
+    mr_buf_init(&b);
+    const char *expect = NULL;
+    switch (d->type) {
+    case P_INT:
+    case P_DOUBLE:
+    case P_U64:
+        if (v->kind == MR_V_INT && d->type == P_U64) {
+            if (v->u.i < 0) expect = "a non-negative integer";
+            else *(uint64_t *)((char *)p + d->off) = (uint64_t)v->u.i;
+        } else if (v->kind == MR_V_INT || v->kind == MR_V_FLOAT) {
+            double x = v->kind == MR_V_INT ? (double)v->u.i : v->u.f;
+            if (d->type == P_U64) expect = "a non-negative integer";
+            else {
+                rc = mr_value_scalar_text(v, &b);
+                rc = rc == MR_OK ? set_number(p, d, key, x, b.data, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+            }
+        } else if (v->kind == MR_V_STR) {
+            rc = set_text(p, d, key, v->str, err);
+        } else {
+            expect = d->type == P_INT ? "an integer" : d->type == P_U64 ? "a non-negative integer" : "a number";
+        }
+        break;
+    case P_BOOL:
+        if (v->kind == MR_V_BOOL) *(int *)((char *)p + d->off) = v->u.b;
+        else if (v->kind == MR_V_INT && (v->u.i == 0 || v->u.i == 1)) *(int *)((char *)p + d->off) = (int)v->u.i;
+        else if (v->kind == MR_V_STR) rc = set_text(p, d, key, v->str, err);
+        else expect = "true or false";
+        break;
+    case P_OBJECTIVE:
+        if (v->kind == MR_V_STR) rc = set_text(p, d, key, v->str, err);
+        else expect = "an objective name (binary, regression, multiclass, ...)";
+        break;
+    case P_METRIC:
+    case P_STRING:
+        if (v->kind == MR_V_STR) rc = set_text(p, d, key, v->str, err);
+        else if (v->kind == MR_V_NULL && d->type == P_METRIC) rc = set_text(p, d, key, "none", err);
+        else if (v->kind == MR_V_INT && d->type == P_STRING && mr_value_scalar_text(v, &b) == MR_OK)
+            rc = set_text(p, d, key, b.data, err);
+        else if (v->kind == MR_V_SEQ && join_list(v, &b) == MR_OK) rc = set_text(p, d, key, b.data, err);
+        else expect = d->type == P_METRIC ? "a metric name or a list of them" : "column names or indices";
+        break;
+    }
+    if (expect) {
+        mr_buf t;
+        mr_buf_init(&t);
+        if (v->kind == MR_V_MAP || v->kind == MR_V_SEQ || mr_value_scalar_text(v, &t) != MR_OK) {
+            mr_buf_free(&t);
+            mr_buf_init(&t);
+            mr_buf_puts(&t, mr_vkind_name(v->kind));
+        }
+        rc = bad_value(d, key, t.data ? t.data : "", expect, err);
+        mr_buf_free(&t);
+    }
+    if (rc != MR_OK && v->line) mr_error_at(err, NULL, v->line, v->col);
+    mr_buf_free(&b);
+    return rc;
+}
+
+mr_status mr_gbdt_params_apply(mr_gbdt_params *p, const mr_value *map, mr_error *err)
+{
+    if (!map || map->kind == MR_V_NULL) return MR_OK;
+    if (map->kind != MR_V_MAP) return MR_ERR(err, MR_E_INVALID_ARG, "gbdt parameters must be a mapping, got %s", mr_vkind_name(map->kind));
+    for (size_t k = 0; k < map->n; k++) {
+        mr_status rc = mr_gbdt_params_set(p, map->keys[k], map->items[k], err);
+        if (rc == MR_OK) continue;
+        /* an unknown key points at the key, a bad value at the value */
+        if (!find_def(map->keys[k]) && map->key_lines) mr_error_at(err, NULL, map->key_lines[k], map->key_cols[k]);
+        return rc;
+    }
+    return MR_OK;
 }
 
 mr_status mr_gbdt_params_validate(const mr_gbdt_params *p, mr_error *err)
