@@ -41,7 +41,10 @@ static const char ingest_help[] =
     "  --format F             csv, tsv, jsonl, parquet, dataset (default: by extension)\n"
     "  --delimiter C          CSV field separator (default ','; 'tab' or '\\t' for tabs)\n"
     "  --no-header            the first CSV record is data (columns c0, c1, ...)\n"
-    "  --null-values A,B      unquoted fields read as null (default NA,NULL,null; empty is always null)\n"
+    "  --null-values A,B      unquoted fields read as null, replacing the defaults (pandas' NA, N/A, n/a,\n"
+    "                         NaN, nan, null, NULL, None, #N/A, ... and -; see docs/data.md); empty is\n"
+    "                         always null. A column read as string although > 90% of its values are\n"
+    "                         numbers gets a warning naming the first value that is not\n"
     "  --on-error MODE        fail (default), skip, or quarantine: bad rows are counted and written\n"
     "                         unchanged to DIR/quarantine.csv (or --quarantine FILE)\n"
     "  --quarantine FILE      where quarantined rows go (implies --on-error quarantine)\n"
@@ -1134,53 +1137,6 @@ static int data_stats(int argc, char **argv)
 
 /* ---- export ---------------------------------------------------------------------------- */
 
-static mr_status put_csv_field(mr_buf *b, const char *s, size_t len, char delim)
-{
-    /* "" keeps an empty string apart from a null; the default null tokens are
-     * quoted so that they read back as strings */
-    int quote = len == 0 || (len == 2 && !memcmp(s, "NA", 2)) || (len == 4 && (!memcmp(s, "NULL", 4) || !memcmp(s, "null", 4)));
-    for (size_t i = 0; i < len && !quote; i++) quote = s[i] == delim || s[i] == '"' || s[i] == '\n' || s[i] == '\r';
-    if (!quote) return mr_buf_append(b, s, len);
-    mr_status rc = mr_buf_append(b, "\"", 1);
-    for (size_t i = 0; rc == MR_OK && i < len; i++) rc = s[i] == '"' ? mr_buf_append(b, "\"\"", 2) : mr_buf_append(b, s + i, 1);
-    return rc == MR_OK ? mr_buf_append(b, "\"", 1) : rc;
-}
-
-static mr_status csv_batch(FILE *f, const mr_table *t, char delim, int header, mr_buf *line, mr_buf *val, mr_error *err)
-{
-    mr_status rc = MR_OK;
-    line->len = 0;
-    for (size_t j = 0; header && rc == MR_OK && j < t->n_cols; j++) {
-        if (j) rc = mr_buf_append(line, &delim, 1);
-        if (rc == MR_OK) rc = put_csv_field(line, t->cols[j]->name, strlen(t->cols[j]->name), delim);
-    }
-    if (header && rc == MR_OK) rc = mr_buf_append(line, "\n", 1);
-    for (size_t i = 0; rc == MR_OK && i < t->n_rows; i++) {
-        for (size_t j = 0; rc == MR_OK && j < t->n_cols; j++) {
-            const mr_column *c = t->cols[j];
-            if (j) rc = mr_buf_append(line, &delim, 1);
-            if (rc != MR_OK || mr_column_is_null(c, i)) continue;
-            if (c->type == MR_T_STRING) {
-                size_t len;
-                const char *p = mr_column_str(c, i, &len);
-                rc = put_csv_field(line, p, len, delim);
-                continue;
-            }
-            val->len = 0;
-            rc = mr_column_format(c, i, val);
-            if (rc == MR_OK) rc = put_csv_field(line, val->data ? val->data : "", val->len, delim);
-        }
-        if (rc == MR_OK) rc = mr_buf_append(line, "\n", 1);
-        if (rc == MR_OK && line->len >= ((size_t)1 << 20)) {
-            if (fwrite(line->data, 1, line->len, f) != line->len) return MR_ERR_SYS(err, MR_E_IO, errno, "write failed");
-            line->len = 0;
-        }
-    }
-    if (rc != MR_OK) return MR_ERR(err, rc, "out of memory");
-    if (line->len && fwrite(line->data, 1, line->len, f) != line->len) return MR_ERR_SYS(err, MR_E_IO, errno, "write failed");
-    return MR_OK;
-}
-
 static int data_export(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
@@ -1205,19 +1161,17 @@ static int data_export(int argc, char **argv)
     mr_error_init(&err);
     reader r;
     mr_table *t = NULL;
-    FILE *f = NULL;
+    mr_csv_writer *cw = NULL;
     mr_parquet_writer *pw = NULL;
-    mr_buf line, val;
-    mr_buf_init(&line);
-    mr_buf_init(&val);
     uint64_t rows = 0;
     int started = 0;
     double t0 = mr_now();
-    char *tmp = mr_asprintf("%s.tmp.%ld", out_path, (long)getpid());
-    mr_status s = tmp ? reader_open(&r, src, filter, cols, n_cols, &err) : MR_ERR(&err, MR_E_NOMEM, "out of memory");
+    char *tmp = parquet ? mr_asprintf("%s.tmp.%ld", out_path, (long)getpid()) : NULL;
+    mr_status s = tmp || !parquet ? reader_open(&r, src, filter, cols, n_cols, &err)
+                                  : MR_ERR(&err, MR_E_NOMEM, "out of memory");
     if (s != MR_OK) {
         rc = open_error(&err);
-        if (!tmp) memset(&r, 0, sizeof r);
+        if (parquet && !tmp) memset(&r, 0, sizeof r);
         goto done;
     }
     if (parquet) {
@@ -1225,8 +1179,7 @@ static int data_export(int argc, char **argv)
         mr_parquet_write_opts_init(&po);
         s = mr_parquet_writer_open(tmp, &po, &pw, &err);
     } else {
-        f = fopen(tmp, "w");
-        if (!f) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot create", tmp);
+        s = mr_csv_writer_open(out_path, delim, &cw, &err);
     }
     while (s == MR_OK) {
         s = reader_next(&r, &t, &err);
@@ -1247,7 +1200,7 @@ static int data_export(int argc, char **argv)
             if (s != MR_OK) break;
         }
         int last = t->n_rows == 0;
-        s = parquet ? mr_parquet_writer_write(pw, t, &err) : csv_batch(f, t, delim, !started, &line, &val, &err);
+        s = parquet ? mr_parquet_writer_write(pw, t, &err) : mr_csv_writer_write(cw, t, &err);
         rows += t->n_rows;
         started = 1;
         mr_table_free(t);
@@ -1258,16 +1211,16 @@ static int data_export(int argc, char **argv)
         if (s == MR_OK) s = mr_parquet_writer_close(pw, &err);
         else mr_parquet_writer_free(pw);
         pw = NULL;
-    } else if (f) {
-        if (fflush(f) != 0 && s == MR_OK) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: write failed", tmp);
-        if (fclose(f) != 0 && s == MR_OK) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: write failed", tmp);
-        f = NULL;
+        if (s == MR_OK && mr_fs_fsync_path(tmp, &err) == MR_OK && rename(tmp, out_path) != 0)
+            s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot rename into place", out_path);
+        if (s == MR_OK && mr_error_is_set(&err)) s = err.code;
+        if (s != MR_OK) unlink(tmp);
+    } else {
+        if (s == MR_OK) s = mr_csv_writer_close(cw, &err);
+        else mr_csv_writer_free(cw);
+        cw = NULL;
     }
-    if (s == MR_OK && mr_fs_fsync_path(tmp, &err) == MR_OK && rename(tmp, out_path) != 0)
-        s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot rename into place", out_path);
-    if (s == MR_OK && mr_error_is_set(&err)) s = err.code;
     if (s != MR_OK) {
-        unlink(tmp);
         rc = open_error(&err);
     } else if (json) {
         printf("{\"output\": \"%s\", \"rows\": %llu, \"seconds\": %.6f}\n", out_path, (unsigned long long)rows, mr_now() - t0);
@@ -1275,8 +1228,6 @@ static int data_export(int argc, char **argv)
         printf("exported %llu rows to %s in %.2fs\n", (unsigned long long)rows, out_path, mr_now() - t0);
     }
 done:
-    mr_buf_free(&line);
-    mr_buf_free(&val);
     mr_free(tmp);
     reader_close(&r);
     cli_free_list(cols);
