@@ -5,6 +5,7 @@
  * error, 2 usage error. */
 #include "cli.h"
 #include "millrace/dataset.h"
+#include "millrace/stats.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -823,201 +824,6 @@ static int data_head(int argc, char **argv)
 
 /* ---- stats ----------------------------------------------------------------------------- */
 
-#define HLL_P 14
-#define HLL_M (1u << HLL_P) /* 16384 one-byte registers per column: ~0.8% standard error */
-
-typedef struct col_acc {
-    char *name;
-    mr_dtype type;
-    uint64_t rows, nulls, nans;
-    int have;            /* min/max set */
-    double fmin, fmax;   /* floats, bools */
-    int64_t imin, imax;  /* int64, date, timestamp */
-    char *smin, *smax;   /* strings (owned) */
-    size_t smin_len, smax_len;
-    double sum;          /* numbers and bools */
-    uint64_t n_sum;
-    uint8_t *hll;
-    uint64_t *set;       /* exact distinct hashes while few: open addressing, 0 = empty */
-    size_t set_n, set_cap; /* set dropped (NULL) beyond EXACT_MAX values */
-    int set_zero;        /* the hash 0 was seen */
-} col_acc;
-
-#define EXACT_MAX 65536u /* distinct values counted exactly (by 64-bit hash) up to this many */
-
-static void set_add(col_acc *a, uint64_t h)
-{
-    if (!a->set) return;
-    if (h == 0) {
-        a->set_zero = 1;
-        return;
-    }
-    if ((a->set_n + 1) * 2 > a->set_cap) {
-        if (a->set_cap >= 2 * EXACT_MAX) {
-            mr_free(a->set);
-            a->set = NULL;
-            return;
-        }
-        size_t nc = a->set_cap * 2;
-        uint64_t *ns = mr_calloc(nc, sizeof *ns);
-        if (!ns) {
-            mr_free(a->set);
-            a->set = NULL;
-            return;
-        }
-        for (size_t k = 0; k < a->set_cap; k++) {
-            uint64_t v = a->set[k];
-            if (!v) continue;
-            size_t q = (size_t)(v & (nc - 1));
-            while (ns[q]) q = (q + 1) & (nc - 1);
-            ns[q] = v;
-        }
-        mr_free(a->set);
-        a->set = ns;
-        a->set_cap = nc;
-    }
-    size_t q = (size_t)(h & (a->set_cap - 1));
-    while (a->set[q] && a->set[q] != h) q = (q + 1) & (a->set_cap - 1);
-    if (!a->set[q]) {
-        a->set[q] = h;
-        a->set_n++;
-    }
-}
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
-static inline void hll_add(uint8_t *reg, uint64_t h)
-{
-    h = mix64(h); /* string hashes come from xxh3 already; mixing again is harmless */
-    uint32_t idx = (uint32_t)(h >> (64 - HLL_P));
-    uint64_t w = (h << HLL_P) | ((uint64_t)1 << (HLL_P - 1));
-    uint8_t rho = (uint8_t)(__builtin_clzll(w) + 1);
-    if (rho > reg[idx]) reg[idx] = rho;
-}
-
-/* HyperLogLog estimate with the small-range (linear counting) correction. */
-static double hll_estimate(const uint8_t *reg)
-{
-    double m = HLL_M, sum = 0;
-    unsigned zeros = 0;
-    for (unsigned i = 0; i < HLL_M; i++) {
-        sum += ldexp(1.0, -reg[i]);
-        zeros += reg[i] == 0;
-    }
-    double e = 0.7213 / (1 + 1.079 / m) * m * m / sum;
-    if (e <= 2.5 * m && zeros) e = m * log(m / zeros);
-    return e;
-}
-
-static inline void acc_add(col_acc *a, uint64_t h)
-{
-    hll_add(a->hll, h);
-    if (a->set) set_add(a, mix64(h));
-}
-
-static int set_str_bound(char **dst, size_t *dst_len, const char *p, size_t len)
-{
-    char *c = mr_strndup(p, len);
-    if (!c) return -1;
-    mr_free(*dst);
-    *dst = c;
-    *dst_len = len;
-    return 0;
-}
-
-static int str_less(const char *a, size_t al, const char *b, size_t bl)
-{
-    int c = memcmp(a, b, al < bl ? al : bl);
-    return c ? c < 0 : al < bl;
-}
-
-static void acc_column(col_acc *a, const mr_column *c)
-{
-    size_t n = c->n;
-    a->rows += n;
-    a->nulls += c->valid ? c->null_count : 0;
-    if (c->type == MR_T_STRING) {
-        const mr_column *d = c->codes ? c->dict : NULL;
-        uint64_t *dh = d ? mr_malloc((d->n ? d->n : 1) * sizeof *dh) : NULL;
-        for (size_t k = 0; dh && k < d->n; k++) {
-            size_t len;
-            const char *p = mr_column_str(d, k, &len);
-            dh[k] = mr_hash_bytes(p, len).lo;
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (mr_column_is_null(c, i)) continue;
-            size_t len;
-            const char *p = mr_column_str(c, i, &len);
-            acc_add(a, dh ? dh[c->codes[i]] : mr_hash_bytes(p, len).lo);
-            if (!a->have || str_less(p, len, a->smin, a->smin_len)) set_str_bound(&a->smin, &a->smin_len, p, len);
-            if (!a->have || str_less(a->smax, a->smax_len, p, len)) set_str_bound(&a->smax, &a->smax_len, p, len);
-            a->have = 1;
-        }
-        mr_free(dh);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (mr_column_is_null(c, i)) continue;
-        if (c->type == MR_T_FLOAT64 || c->type == MR_T_FLOAT32 || c->type == MR_T_BOOL) {
-            double v = c->type == MR_T_FLOAT64 ? ((const double *)c->data)[i]
-                       : c->type == MR_T_FLOAT32 ? ((const float *)c->data)[i]
-                                                 : ((const uint8_t *)c->data)[i];
-            if (isnan(v)) {
-                a->nans++;
-                continue;
-            }
-            if (v == 0) v = 0; /* -0.0 and 0.0 are one value */
-            uint64_t bits;
-            memcpy(&bits, &v, sizeof bits);
-            acc_add(a, bits);
-            if (!a->have || v < a->fmin) a->fmin = v;
-            if (!a->have || v > a->fmax) a->fmax = v;
-            a->have = 1;
-            a->sum += v;
-            a->n_sum++;
-        } else {
-            int64_t v = c->type == MR_T_DATE ? ((const int32_t *)c->data)[i] : ((const int64_t *)c->data)[i];
-            acc_add(a, (uint64_t)v);
-            if (!a->have || v < a->imin) a->imin = v;
-            if (!a->have || v > a->imax) a->imax = v;
-            a->have = 1;
-            if (c->type == MR_T_INT64) {
-                a->sum += (double)v;
-                a->n_sum++;
-            }
-        }
-    }
-}
-
-/* Min or max of a as text (through a one-row column, so formats match head/export). */
-static void acc_bound(const col_acc *a, int is_max, mr_buf *out)
-{
-    mr_column *c = NULL;
-    mr_dtype t = a->type == MR_T_FLOAT32 ? MR_T_FLOAT64 : a->type;
-    if (!a->have || mr_column_new("v", t, 1, &c, NULL) != MR_OK) return;
-    switch (t) {
-    case MR_T_BOOL: mr_column_append_bool(c, (is_max ? a->fmax : a->fmin) != 0); break;
-    case MR_T_FLOAT64: mr_column_append_float64(c, is_max ? a->fmax : a->fmin); break;
-    case MR_T_INT64:
-    case MR_T_TIMESTAMP: mr_column_append_int64(c, is_max ? a->imax : a->imin); break;
-    case MR_T_DATE: mr_column_append_int32(c, (int32_t)(is_max ? a->imax : a->imin)); break;
-    case MR_T_STRING:
-        mr_column_append_str(c, is_max ? a->smax : a->smin, is_max ? a->smax_len : a->smin_len);
-        break;
-    default: mr_column_append_null(c); break;
-    }
-    mr_column_format(c, 0, out);
-    mr_column_free(c);
-}
-
 static int data_stats(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
@@ -1026,7 +832,7 @@ static int data_stats(int argc, char **argv)
     }
     const char *src = NULL, *filter = NULL;
     char **cols = NULL;
-    size_t n_cols = 0, na = 0;
+    size_t n_cols = 0;
     int json = 0;
     int rc = parse_read_opts("data stats", argc, argv, 2, &src, NULL, &filter, &cols, &n_cols, NULL, &json);
     if (rc != EXIT_OK) {
@@ -1036,39 +842,18 @@ static int data_stats(int argc, char **argv)
     mr_error err;
     mr_error_init(&err);
     reader r;
-    col_acc *acc = NULL;
+    mr_stats *st = NULL;
     mr_table *t = NULL;
-    uint64_t rows = 0;
     double t0 = mr_now();
     mr_pool_init(0, NULL);
-    if (reader_open(&r, src, filter, cols, n_cols, &err) != MR_OK) rc = open_error(&err);
+    if (reader_open(&r, src, filter, cols, n_cols, &err) != MR_OK || mr_stats_new(&st, &err) != MR_OK) rc = open_error(&err);
     while (rc == EXIT_OK) {
         if (reader_next(&r, &t, &err) != MR_OK) {
             rc = open_error(&err);
             break;
         }
         if (!t) break;
-        if (!acc) {
-            na = t->n_cols;
-            acc = mr_calloc(na ? na : 1, sizeof *acc);
-            for (size_t j = 0; acc && j < na; j++) {
-                acc[j].name = mr_strdup(t->cols[j]->name);
-                acc[j].type = t->cols[j]->type;
-                acc[j].hll = mr_calloc(HLL_M, 1);
-                acc[j].set_cap = 1024;
-                acc[j].set = mr_calloc(acc[j].set_cap, sizeof *acc[j].set);
-                if (!acc[j].name || !acc[j].hll) {
-                    rc = EXIT_FAILED;
-                    fprintf(stderr, "millrace: error: out of memory\n");
-                }
-            }
-            if (!acc) {
-                rc = EXIT_FAILED;
-                fprintf(stderr, "millrace: error: out of memory\n");
-            }
-        }
-        for (size_t j = 0; rc == EXIT_OK && j < na && j < t->n_cols; j++) acc_column(&acc[j], t->cols[j]);
-        rows += t->n_rows;
+        if (mr_stats_add(st, t, &err) != MR_OK) rc = data_error(&err);
         mr_table_free(t);
         t = NULL;
     }
@@ -1077,42 +862,40 @@ static int data_stats(int argc, char **argv)
         mr_buf_init(&out);
         mr_buf_init(&lo);
         mr_buf_init(&hi);
+        unsigned long long rows = (unsigned long long)mr_stats_rows(st);
         if (json) mr_buf_printf(&out, "{\"rows\":%llu,\"seconds\":%.6f,\"distinct\":\"exact up to 65536, else hyperloglog-p14\",\"columns\":[",
-                                (unsigned long long)rows, mr_now() - t0);
-        else mr_buf_printf(&out, "%llu rows\n%-24s %-10s %12s %10s  %-22s %-22s %-14s %12s\n", (unsigned long long)rows,
+                                rows, mr_now() - t0);
+        else mr_buf_printf(&out, "%llu rows\n%-24s %-10s %12s %10s  %-22s %-22s %-14s %12s\n", rows,
                            "COLUMN", "TYPE", "NULLS", "NAN", "MIN", "MAX", "MEAN", "DISTINCT");
-        for (size_t j = 0; j < na; j++) {
-            col_acc *a = &acc[j];
+        for (size_t j = 0; j < mr_stats_n_cols(st); j++) {
+            mr_stats_column a;
+            mr_stats_column_get(st, j, &a);
             lo.len = hi.len = 0;
-            acc_bound(a, 0, &lo);
-            acc_bound(a, 1, &hi);
-            int exact = a->set != NULL;
-            double distinct = !a->have ? 0 : exact ? (double)(a->set_n + (size_t)a->set_zero) : hll_estimate(a->hll);
-            int has_mean = a->n_sum > 0;
-            double mean = has_mean ? a->sum / (double)a->n_sum : 0;
+            mr_stats_format_bound(st, j, 0, &lo);
+            mr_stats_format_bound(st, j, 1, &hi);
             if (json) {
                 if (j) mr_buf_puts(&out, ",");
                 mr_buf_puts(&out, "{\"name\":");
-                mr_buf_json_str(&out, a->name);
-                mr_buf_printf(&out, ",\"type\":\"%s\",\"rows\":%llu,\"nulls\":%llu,\"nans\":%llu,\"min\":", mr_dtype_name(a->type),
-                              (unsigned long long)a->rows, (unsigned long long)a->nulls, (unsigned long long)a->nans);
-                int num = a->type == MR_T_INT64 || a->type == MR_T_FLOAT64 || a->type == MR_T_FLOAT32;
-                if (!a->have) mr_buf_puts(&out, "null,\"max\":null");
+                mr_buf_json_str(&out, a.name);
+                mr_buf_printf(&out, ",\"type\":\"%s\",\"rows\":%llu,\"nulls\":%llu,\"nans\":%llu,\"min\":", mr_dtype_name(a.type),
+                              (unsigned long long)a.rows, (unsigned long long)a.nulls, (unsigned long long)a.nans);
+                int num = a.type == MR_T_INT64 || a.type == MR_T_FLOAT64 || a.type == MR_T_FLOAT32;
+                if (!a.has_min_max) mr_buf_puts(&out, "null,\"max\":null");
                 else if (num) mr_buf_printf(&out, "%s,\"max\":%s", lo.data, hi.data);
                 else {
                     mr_buf_json_str(&out, lo.data ? lo.data : "");
                     mr_buf_puts(&out, ",\"max\":");
                     mr_buf_json_str(&out, hi.data ? hi.data : "");
                 }
-                if (has_mean) mr_buf_printf(&out, ",\"mean\":%.17g", mean);
+                if (a.has_mean) mr_buf_printf(&out, ",\"mean\":%.17g", a.mean);
                 else mr_buf_puts(&out, ",\"mean\":null");
-                mr_buf_printf(&out, ",\"distinct_estimate\":%.0f,\"distinct_exact\":%s}", distinct, exact ? "true" : "false");
+                mr_buf_printf(&out, ",\"distinct_estimate\":%.0f,\"distinct_exact\":%s}", a.distinct, a.distinct_exact ? "true" : "false");
             } else {
                 char m[32] = "-";
-                if (has_mean) snprintf(m, sizeof m, "%.6g", mean);
-                mr_buf_printf(&out, "%-24s %-10s %12llu %10llu  %-22.22s %-22.22s %-14s %12.0f%s\n", a->name, mr_dtype_name(a->type),
-                              (unsigned long long)a->nulls, (unsigned long long)a->nans, lo.data ? lo.data : "-",
-                              hi.data ? hi.data : "-", m, distinct, exact ? "" : "~");
+                if (a.has_mean) snprintf(m, sizeof m, "%.6g", a.mean);
+                mr_buf_printf(&out, "%-24s %-10s %12llu %10llu  %-22.22s %-22.22s %-14s %12.0f%s\n", a.name, mr_dtype_name(a.type),
+                              (unsigned long long)a.nulls, (unsigned long long)a.nans, lo.data ? lo.data : "-",
+                              hi.data ? hi.data : "-", m, a.distinct, a.distinct_exact ? "" : "~");
             }
         }
         if (json) mr_buf_puts(&out, "]}\n");
@@ -1122,14 +905,7 @@ static int data_stats(int argc, char **argv)
         mr_buf_free(&lo);
         mr_buf_free(&hi);
     }
-    for (size_t j = 0; acc && j < na; j++) {
-        mr_free(acc[j].name);
-        mr_free(acc[j].smin);
-        mr_free(acc[j].smax);
-        mr_free(acc[j].hll);
-        mr_free(acc[j].set);
-    }
-    mr_free(acc);
+    mr_stats_free(st);
     reader_close(&r);
     cli_free_list(cols);
     return rc;
