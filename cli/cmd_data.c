@@ -255,142 +255,198 @@ static void on_ingest_progress(void *ctx, const mr_ingest_stats *st)
     mr_progress_update(p->bar, st->rows_read, detail);
 }
 
+/* What `data ingest` was asked to do. The lists are owned (cli_free_list). */
+typedef struct ingest_args {
+    const char *src, *dir, *schema_path, *quarantine;
+    char **nulls, **parts, **cols;
+    size_t n_nulls, n_parts, n_cols;
+    int json, force;
+    mr_ingest_opts o;
+} ingest_args;
+
+/* Parses the options after "data ingest" into a (and a->o). */
+static int ingest_args_parse(int argc, char **argv, ingest_args *a)
+{
+    int rc = EXIT_OK;
+    long long n = 0;
+    mr_ingest_opts *o = &a->o;
+    for (int i = 2; i < argc && rc == EXIT_OK; i++) {
+        const char *arg = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = 1;
+        if (!strcmp(arg, "--schema")) a->schema_path = v;
+        else if (!strcmp(arg, "--format")) {
+            if (v && mr_source_format_parse(v, &o->format) != MR_OK)
+                rc = cli_usage_error("data ingest", "unknown format '%s' (csv, tsv, jsonl, parquet, dataset)", v);
+        } else if (!strcmp(arg, "--delimiter")) {
+            if (v && (!strcmp(v, "\\t") || !strcasecmp(v, "tab") || !strcmp(v, "\t"))) o->csv.delimiter = '\t';
+            else if (v && strlen(v) == 1) o->csv.delimiter = v[0];
+            else if (v) rc = cli_usage_error("data ingest", "--delimiter must be one character, got '%s'", v);
+        } else if (!strcmp(arg, "--null-values")) {
+            cli_free_list(a->nulls);
+            a->nulls = v ? cli_split_list(v, &a->n_nulls) : NULL;
+        } else if (!strcmp(arg, "--on-error")) {
+            if (v && !strcmp(v, "fail")) o->csv.on_error = MR_ON_ERROR_FAIL;
+            else if (v && !strcmp(v, "skip")) o->csv.on_error = MR_ON_ERROR_SKIP;
+            else if (v && !strcmp(v, "quarantine")) o->csv.on_error = MR_ON_ERROR_QUARANTINE;
+            else if (v) rc = cli_usage_error("data ingest", "--on-error must be fail, skip or quarantine, got '%s'", v);
+        } else if (!strcmp(arg, "--quarantine")) {
+            a->quarantine = v;
+            o->csv.on_error = MR_ON_ERROR_QUARANTINE;
+        } else if (!strcmp(arg, "--filter")) o->filter = v;
+        else if (!strcmp(arg, "--columns")) {
+            cli_free_list(a->cols);
+            a->cols = v ? cli_split_list(v, &a->n_cols) : NULL;
+        } else if (!strcmp(arg, "--partition-by")) {
+            cli_free_list(a->parts);
+            a->parts = v ? cli_split_list(v, &a->n_parts) : NULL;
+        } else if (!strcmp(arg, "--rows-per-shard")) {
+            rc = parse_count("data ingest", arg, v, &n);
+            if (rc == EXIT_OK) o->write.rows_per_shard = (size_t)n;
+        } else if (!strcmp(arg, "--row-group-rows")) {
+            rc = parse_count("data ingest", arg, v, &n);
+            if (rc == EXIT_OK) o->write.row_group_rows = (size_t)n;
+        } else if (!strcmp(arg, "--limit")) {
+            rc = parse_count("data ingest", arg, v, &n);
+            if (rc == EXIT_OK) o->max_rows = (uint64_t)n;
+        } else if (!strcmp(arg, "-j") || !strcmp(arg, "--threads")) {
+            rc = parse_count("data ingest", arg, v, &n);
+            if (rc == EXIT_OK) o->csv.threads = (int)n;
+        } else if (!strcmp(arg, "--codec")) {
+            if (v && !strcasecmp(v, "none")) o->write.codec = MR_PQ_UNCOMPRESSED;
+            else if (v && mr_parquet_codec_parse(v, &o->write.codec) != MR_OK)
+                rc = cli_usage_error("data ingest", "unknown codec '%s' (zstd, snappy, gzip, none)", v);
+        } else {
+            takes = 0;
+            if (!strcmp(arg, "--json")) a->json = 1;
+            else if (!strcmp(arg, "--force")) a->force = 1;
+            else if (!strcmp(arg, "--no-header")) o->csv.no_header = 1;
+            else if (arg[0] == '-' && arg[1]) rc = cli_usage_error("data ingest", "unknown option '%s'", arg);
+            else if (!a->src) a->src = arg;
+            else if (!a->dir) a->dir = arg;
+            else rc = cli_usage_error("data ingest", "unexpected argument '%s'", arg);
+        }
+        if (takes && rc == EXIT_OK) {
+            if (!v) rc = cli_usage_error("data ingest", "option '%s' needs a value", arg);
+            i++;
+        }
+    }
+    if (rc == EXIT_OK && (!a->src || !a->dir)) rc = cli_usage_error("data ingest", "expected SRC and DIR");
+    if (rc != EXIT_OK) return rc;
+    if (a->nulls) {
+        o->csv.null_tokens = (const char *const *)a->nulls;
+        o->csv.n_null_tokens = a->n_nulls;
+    }
+    if (a->parts) {
+        o->write.partition_by = (const char *const *)a->parts;
+        o->write.n_partition_by = a->n_parts;
+    }
+    if (a->cols) {
+        o->columns = (const char *const *)a->cols;
+        o->n_columns = a->n_cols;
+    }
+    return EXIT_OK;
+}
+
+/* Publishes the finished dataset tmp as dir: an existing dir is moved aside
+ * to old first and removed once tmp is in place. */
+static mr_status publish_dataset(const char *tmp, const char *dir, const char *old, mr_error *err)
+{
+    if (mr_fs_exists(dir) && rename(dir, old) != 0)
+        return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot move the old dataset aside", dir);
+    if (rename(tmp, dir) != 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot rename into place", dir);
+    mr_fs_fsync_dir_of(dir, NULL);
+    mr_fs_rmtree(old, NULL);
+    return MR_OK;
+}
+
+static void print_ingest_summary(const ingest_args *a, const mr_ingest_stats *st, double secs)
+{
+    int quarantined = a->o.csv.on_error == MR_ON_ERROR_QUARANTINE;
+    const char *qname = a->quarantine ? a->quarantine : "quarantine.csv";
+    if (a->json) {
+        json_t *j = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "source", a->src, "dataset", a->dir,
+                              "files", (json_int_t)st->files, "rows_read", (json_int_t)st->rows_read, "rows_written",
+                              (json_int_t)st->rows_written, "rows_filtered", (json_int_t)st->rows_filtered, "rows_skipped",
+                              (json_int_t)st->rows_skipped, "rows_quarantined", (json_int_t)st->rows_quarantined,
+                              "bytes_read", (json_int_t)st->bytes_read, "shards", (json_int_t)st->dataset.shards,
+                              "partitions", (json_int_t)st->dataset.partitions, "bytes_written",
+                              (json_int_t)st->dataset.bytes, "seconds", secs);
+        if (j && quarantined) json_object_set_new(j, "quarantine", json_string(qname));
+        char *t = j ? json_dumps(j, JSON_INDENT(1)) : NULL;
+        if (t) printf("%s\n", t);
+        free(t);
+        json_decref(j);
+        return;
+    }
+    printf("ingested %llu rows into %s (%llu shards, %llu partitions, %.1f MB) in %.2fs, %.0f MB/s\n",
+           (unsigned long long)st->rows_written, a->dir, (unsigned long long)st->dataset.shards,
+           (unsigned long long)st->dataset.partitions, st->dataset.bytes / 1e6, secs,
+           secs > 0 ? st->bytes_read / 1e6 / secs : 0.0);
+    if (st->rows_filtered) printf("  %llu rows filtered out\n", (unsigned long long)st->rows_filtered);
+    if (st->rows_skipped)
+        printf("  %llu bad rows skipped%s%s\n", (unsigned long long)st->rows_skipped,
+               quarantined ? ", quarantined in " : "", quarantined ? qname : "");
+}
+
 static int data_ingest(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
         fputs(ingest_help, stdout);
         return EXIT_OK;
     }
-    const char *src = NULL, *dir = NULL, *schema_path = NULL, *quarantine = NULL;
-    char **nulls = NULL, **parts = NULL, **cols = NULL;
-    size_t n_nulls = 0, n_parts = 0, n_cols = 0;
-    int json = 0, force = 0, rc = EXIT_OK;
-    long long n = 0;
-    mr_ingest_opts o;
-    mr_ingest_opts_init(&o);
+    ingest_args a;
+    memset(&a, 0, sizeof a);
+    mr_ingest_opts_init(&a.o);
+    mr_ingest_opts *o = &a.o;
     mr_value *schema_doc = NULL;
     const char **schema_names = NULL;
     mr_dtype *schema_types = NULL;
     char *tmp = NULL, *old = NULL, *qpath = NULL;
     mr_error err;
     mr_error_init(&err);
-    for (int i = 2; i < argc && rc == EXIT_OK; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = 1;
-        if (!strcmp(a, "--schema")) schema_path = v;
-        else if (!strcmp(a, "--format")) {
-            if (v && mr_source_format_parse(v, &o.format) != MR_OK)
-                rc = cli_usage_error("data ingest", "unknown format '%s' (csv, tsv, jsonl, parquet, dataset)", v);
-        } else if (!strcmp(a, "--delimiter")) {
-            if (v && (!strcmp(v, "\\t") || !strcasecmp(v, "tab") || !strcmp(v, "\t"))) o.csv.delimiter = '\t';
-            else if (v && strlen(v) == 1) o.csv.delimiter = v[0];
-            else if (v) rc = cli_usage_error("data ingest", "--delimiter must be one character, got '%s'", v);
-        } else if (!strcmp(a, "--null-values")) nulls = v ? cli_split_list(v, &n_nulls) : NULL;
-        else if (!strcmp(a, "--on-error")) {
-            if (v && !strcmp(v, "fail")) o.csv.on_error = MR_ON_ERROR_FAIL;
-            else if (v && !strcmp(v, "skip")) o.csv.on_error = MR_ON_ERROR_SKIP;
-            else if (v && !strcmp(v, "quarantine")) o.csv.on_error = MR_ON_ERROR_QUARANTINE;
-            else if (v) rc = cli_usage_error("data ingest", "--on-error must be fail, skip or quarantine, got '%s'", v);
-        } else if (!strcmp(a, "--quarantine")) {
-            quarantine = v;
-            o.csv.on_error = MR_ON_ERROR_QUARANTINE;
-        } else if (!strcmp(a, "--filter")) o.filter = v;
-        else if (!strcmp(a, "--columns")) cols = v ? cli_split_list(v, &n_cols) : NULL;
-        else if (!strcmp(a, "--partition-by")) parts = v ? cli_split_list(v, &n_parts) : NULL;
-        else if (!strcmp(a, "--rows-per-shard")) {
-            rc = parse_count("data ingest", a, v, &n);
-            if (rc == EXIT_OK) o.write.rows_per_shard = (size_t)n;
-        } else if (!strcmp(a, "--row-group-rows")) {
-            rc = parse_count("data ingest", a, v, &n);
-            if (rc == EXIT_OK) o.write.row_group_rows = (size_t)n;
-        } else if (!strcmp(a, "--limit")) {
-            rc = parse_count("data ingest", a, v, &n);
-            if (rc == EXIT_OK) o.max_rows = (uint64_t)n;
-        } else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) {
-            rc = parse_count("data ingest", a, v, &n);
-            if (rc == EXIT_OK) o.csv.threads = (int)n;
-        } else if (!strcmp(a, "--codec")) {
-            if (v && !strcasecmp(v, "none")) o.write.codec = MR_PQ_UNCOMPRESSED;
-            else if (v && mr_parquet_codec_parse(v, &o.write.codec) != MR_OK)
-                rc = cli_usage_error("data ingest", "unknown codec '%s' (zstd, snappy, gzip, none)", v);
-        } else {
-            takes = 0;
-            if (!strcmp(a, "--json")) json = 1;
-            else if (!strcmp(a, "--force")) force = 1;
-            else if (!strcmp(a, "--no-header")) o.csv.no_header = 1;
-            else if (a[0] == '-' && a[1]) rc = cli_usage_error("data ingest", "unknown option '%s'", a);
-            else if (!src) src = a;
-            else if (!dir) dir = a;
-            else rc = cli_usage_error("data ingest", "unexpected argument '%s'", a);
-        }
-        if (takes && rc == EXIT_OK) {
-            if (!v) rc = cli_usage_error("data ingest", "option '%s' needs a value", a);
-            i++;
-        }
-    }
-    if (rc == EXIT_OK && (!src || !dir)) rc = cli_usage_error("data ingest", "expected SRC and DIR");
+    int rc = ingest_args_parse(argc, argv, &a);
     if (rc != EXIT_OK) goto done;
-    if (!force && dir_nonempty(dir)) {
-        fprintf(stderr, "millrace: error: %s exists and is not empty\nhint: pass --force to replace it\n", dir);
+    if (!a.force && dir_nonempty(a.dir)) {
+        fprintf(stderr, "millrace: error: %s exists and is not empty\nhint: pass --force to replace it\n", a.dir);
         rc = EXIT_USAGE;
         goto done;
     }
-    if (schema_path && load_schema(schema_path, &schema_doc, &schema_names, &schema_types, &o.csv.n_schema, &err) != MR_OK) {
+    if (a.schema_path &&
+        load_schema(a.schema_path, &schema_doc, &schema_names, &schema_types, &o->csv.n_schema, &err) != MR_OK) {
         rc = data_error(&err);
         if (err.code != MR_E_NOMEM && err.code != MR_E_IO) rc = EXIT_USAGE;
         goto done;
     }
-    o.csv.schema_names = schema_names;
-    o.csv.schema_types = schema_types;
-    if (nulls) {
-        o.csv.null_tokens = (const char *const *)nulls;
-        o.csv.n_null_tokens = n_nulls;
-    }
-    if (parts) {
-        o.write.partition_by = (const char *const *)parts;
-        o.write.n_partition_by = n_parts;
-    }
-    if (cols) {
-        o.columns = (const char *const *)cols;
-        o.n_columns = n_cols;
-    }
-    {
-        size_t dl = strlen(dir);
-        while (dl > 1 && dir[dl - 1] == '/') dl--;
-        tmp = mr_asprintf("%.*s.tmp.%ld", (int)dl, dir, (long)getpid());
-        old = mr_asprintf("%.*s.old.%ld", (int)dl, dir, (long)getpid());
-    }
+    o->csv.schema_names = schema_names;
+    o->csv.schema_types = schema_types;
+    size_t dl = strlen(a.dir);
+    while (dl > 1 && a.dir[dl - 1] == '/') dl--;
+    tmp = mr_asprintf("%.*s.tmp.%ld", (int)dl, a.dir, (long)getpid());
+    old = mr_asprintf("%.*s.old.%ld", (int)dl, a.dir, (long)getpid());
     if (!tmp || !old) {
         MR_ERR(&err, MR_E_NOMEM, "out of memory");
         rc = data_error(&err);
         goto done;
     }
-    if (o.csv.on_error == MR_ON_ERROR_QUARANTINE) {
-        qpath = quarantine ? mr_strdup(quarantine) : mr_path_join(tmp, "quarantine.csv");
-        o.csv.quarantine_path = qpath;
-        if (!quarantine && mr_fs_mkdirs(tmp, &err) != MR_OK) {
+    if (o->csv.on_error == MR_ON_ERROR_QUARANTINE) {
+        qpath = a.quarantine ? mr_strdup(a.quarantine) : mr_path_join(tmp, "quarantine.csv");
+        o->csv.quarantine_path = qpath;
+        if (!a.quarantine && mr_fs_mkdirs(tmp, &err) != MR_OK) {
             rc = data_error(&err);
             goto done;
         }
     }
-    mr_pool_init(o.csv.threads, NULL);
-    ingest_progress pg = {json ? NULL : mr_progress_begin("ingest", 0, "rows")};
-    o.progress = on_ingest_progress;
-    o.progress_ctx = &pg;
+    mr_pool_init(o->csv.threads, NULL);
+    ingest_progress pg = {a.json ? NULL : mr_progress_begin("ingest", 0, "rows")};
+    o->progress = on_ingest_progress;
+    o->progress_ctx = &pg;
     mr_ingest_stats st;
     double t0 = mr_now();
-    mr_status s = mr_dataset_ingest(src, tmp, &o, &st, &err);
+    mr_status s = mr_dataset_ingest(a.src, tmp, o, &st, &err);
     double secs = mr_now() - t0;
     mr_progress_end(pg.bar, NULL);
-    if (s == MR_OK && mr_fs_exists(dir)) {
-        if (rename(dir, old) != 0) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot move the old dataset aside", dir);
-    }
-    if (s == MR_OK && rename(tmp, dir) != 0) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot rename into place", dir);
-    if (s == MR_OK) {
-        mr_fs_fsync_dir_of(dir, NULL);
-        mr_fs_rmtree(old, NULL);
-    }
+    if (s == MR_OK) s = publish_dataset(tmp, a.dir, old, &err);
     if (s != MR_OK) {
         mr_fs_rmtree(tmp, NULL);
         if (st.rows_skipped)
@@ -398,38 +454,14 @@ static int data_ingest(int argc, char **argv)
         rc = data_error(&err);
         goto done;
     }
-    if (json) {
-        json_t *j = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "source", src, "dataset", dir,
-                              "files", (json_int_t)st.files, "rows_read", (json_int_t)st.rows_read, "rows_written",
-                              (json_int_t)st.rows_written, "rows_filtered", (json_int_t)st.rows_filtered, "rows_skipped",
-                              (json_int_t)st.rows_skipped, "rows_quarantined", (json_int_t)st.rows_quarantined,
-                              "bytes_read", (json_int_t)st.bytes_read, "shards", (json_int_t)st.dataset.shards,
-                              "partitions", (json_int_t)st.dataset.partitions, "bytes_written",
-                              (json_int_t)st.dataset.bytes, "seconds", secs);
-        if (j && o.csv.on_error == MR_ON_ERROR_QUARANTINE)
-            json_object_set_new(j, "quarantine", json_string(quarantine ? quarantine : "quarantine.csv"));
-        char *t = j ? json_dumps(j, JSON_INDENT(1)) : NULL;
-        if (t) printf("%s\n", t);
-        free(t);
-        json_decref(j);
-    } else {
-        printf("ingested %llu rows into %s (%llu shards, %llu partitions, %.1f MB) in %.2fs, %.0f MB/s\n",
-               (unsigned long long)st.rows_written, dir, (unsigned long long)st.dataset.shards,
-               (unsigned long long)st.dataset.partitions, st.dataset.bytes / 1e6, secs,
-               secs > 0 ? st.bytes_read / 1e6 / secs : 0.0);
-        if (st.rows_filtered) printf("  %llu rows filtered out\n", (unsigned long long)st.rows_filtered);
-        if (st.rows_skipped)
-            printf("  %llu bad rows skipped%s%s\n", (unsigned long long)st.rows_skipped,
-                   o.csv.on_error == MR_ON_ERROR_QUARANTINE ? ", quarantined in " : "",
-                   o.csv.on_error == MR_ON_ERROR_QUARANTINE ? (quarantine ? quarantine : "quarantine.csv") : "");
-    }
+    print_ingest_summary(&a, &st, secs);
 done:
     mr_value_free(schema_doc);
     mr_free(schema_names);
     mr_free(schema_types);
-    cli_free_list(nulls);
-    cli_free_list(parts);
-    cli_free_list(cols);
+    cli_free_list(a.nulls);
+    cli_free_list(a.parts);
+    cli_free_list(a.cols);
     mr_free(tmp);
     mr_free(old);
     mr_free(qpath);
