@@ -136,9 +136,13 @@ void mr_csv_reader_close(mr_csv_reader *r, mr_csv_stats *stats);
  * exports of one table are the same bytes, and what it writes reads back
  * (mr_csv_read with default options) as the same values:
  * - a header record of the column names, then one record per row, LF ends;
- * - a null is an empty unquoted field; an empty string is "";
+ * - a null is an empty unquoted field; an empty string is "" (in a table of
+ *   one column, where an empty record would be skipped as a blank line, a
+ *   null is "" in a non-string column, which reads back as null, and NA in a
+ *   string column);
  * - a field is quoted when it is empty, holds the delimiter, a quote, CR or
- *   LF, or equals a default null token (mr_csv_default_null_tokens), so the
+ *   LF, begins with a UTF-8 BOM, or equals a default null token
+ *   (mr_csv_default_null_tokens), so the
  *   string "NA" and the float NaN (printed nan) are not read back as null;
  *   a quote inside is doubled (RFC 4180);
  * - values are printed by mr_column_format (shortest round-trip floats,

@@ -809,6 +809,10 @@ static mr_status read_header(mr_csv_reader *r, mr_error *err)
             r->names = nn;
         }
         char *name = r->c.no_header || f.len == 0 ? mr_asprintf("c%zu", j) : unescape(&f, r->c.quote);
+        if (name && !name[0]) { /* a name that starts with a NUL byte is as empty as an empty field */
+            mr_free(name);
+            name = mr_asprintf("c%zu", j);
+        }
         if (!name) return MR_ERR(err, MR_E_NOMEM, "out of memory");
         r->names[r->n_cols++] = name;
         if (t == F_EOR) break;

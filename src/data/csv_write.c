@@ -1,7 +1,9 @@
 /* The one CSV writer (RFC 4180): a header line, then one record per row. A
- * null is an empty unquoted field; a value is quoted when it is empty, holds
- * the delimiter, a quote, CR or LF, or equals a default null token (so the
- * string "NA" and the float NaN, printed "nan", read back as what they were).
+ * null is an empty unquoted field (in a one-column table, where an empty
+ * record would be a blank line, "" or for strings NA); a value is quoted when
+ * it is empty, holds the delimiter, a quote, CR or LF, begins with a UTF-8
+ * BOM, or equals a default null token (so the string "NA" and the float NaN,
+ * printed "nan", read back as what they were).
  * Values are formatted by mr_column_format (shortest round-trip floats, ISO
  * dates and timestamps). Files are written under a temporary name, fsynced
  * and renamed into place; nothing half-written is ever at the path. */
@@ -37,7 +39,8 @@ static int is_null_token(const char *s, size_t len)
 
 mr_status mr_csv_append_field(mr_buf *out, const char *s, size_t len, char delim)
 {
-    int quote = len == 0 || is_null_token(s, len);
+    /* a leading BOM would be taken for the file's own at its start */
+    int quote = len == 0 || is_null_token(s, len) || (len >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3));
     for (size_t i = 0; i < len && !quote; i++) quote = s[i] == delim || s[i] == '"' || s[i] == '\n' || s[i] == '\r';
     if (!quote) return mr_buf_append(out, s, len);
     mr_status rc = mr_buf_append(out, "\"", 1);
@@ -93,7 +96,14 @@ static mr_status put_row(mr_csv_writer *w, const mr_table *t, size_t i)
     for (size_t j = 0; rc == MR_OK && j < t->n_cols; j++) {
         const mr_column *c = t->cols[j];
         if (j) rc = mr_buf_append(&w->line, &w->delim, 1);
-        if (rc != MR_OK || mr_column_is_null(c, i)) continue;
+        if (rc != MR_OK) continue;
+        if (mr_column_is_null(c, i)) {
+            /* an empty record would be skipped as a blank line: in a table
+             * of one column a null is "" (null in any non-string column) or,
+             * for strings, the null token NA */
+            if (t->n_cols == 1) rc = mr_buf_puts(&w->line, c->type == MR_T_STRING ? "NA" : "\"\"");
+            continue;
+        }
         if (c->type == MR_T_STRING) {
             size_t len;
             const char *p = mr_column_str(c, i, &len);

@@ -618,6 +618,21 @@ static void test_caps(void **state)
     assert_int_equal(mr_csv_read("/nonexistent/x.csv", NULL, &t, NULL, &err), MR_E_IO);
 }
 
+/* A header field that starts with a NUL byte names the column as an empty
+ * field does (c<j>), so every name can be written back and referenced. */
+static void test_header_nul_name(void **state)
+{
+    (void)state;
+    static const char text[] = "\0x,b\n1,2\n";
+    const char *p = write_tmp("nul.csv", text, sizeof(text) - 1);
+    mr_table *t = NULL;
+    assert_int_equal(mr_csv_read(p, NULL, &t, NULL, NULL), MR_OK);
+    assert_string_equal(t->cols[0]->name, "c0");
+    assert_string_equal(t->cols[1]->name, "b");
+    mr_table_free(t);
+    unlink(p);
+}
+
 /* ---- default null tokens ------------------------------------------------ */
 
 static void test_default_null_tokens(void **state)
@@ -913,6 +928,29 @@ static void test_write_round_trip(void **state)
     mr_buf_free(&f);
     mr_error_init(&err);
     assert_int_equal(mr_csv_writer_open(path, '"', &w, &err), MR_E_INVALID_ARG);
+    /* one column: a null row must not become a blank line (which the reader skips) */
+    const char *one_s[] = {"a", NULL, "", "b"};
+    const int64_t one_i[] = {1, NA, 3, NA};
+    for (int k = 0; k < 2; k++) {
+        mr_table *one;
+        assert_int_equal(mr_table_new(&one, NULL), MR_OK);
+        add(one, k ? int_col("\xEF\xBB\xBFx", one_i, 4) : str_col("s", one_s, 4, 0));
+        assert_int_equal(mr_csv_write_table(path, one, ',', &err), MR_OK);
+        text = slurp(path);
+        assert_string_equal(text, k ? "\"\xEF\xBB\xBFx\"\n1\n\"\"\n3\n\"\"\n" : "s\na\nNA\n\"\"\nb\n");
+        mr_free(text);
+        assert_int_equal(mr_csv_read(path, NULL, &back, NULL, &err), MR_OK);
+        assert_int_equal(back->n_rows, 4);
+        assert_string_equal(back->cols[0]->name, one->cols[0]->name); /* a leading BOM in a name is kept */
+        assert_int_equal(back->cols[0]->type, one->cols[0]->type);
+        for (size_t i = 0; i < 4; i++) {
+            if (k) assert_int_equal(mr_column_is_null(back->cols[0], i), one_i[i] == NA);
+            else check_str(back, 0, i, one_s[i]);
+        }
+        mr_table_free(back);
+        mr_table_free(one);
+    }
+    unlink(path);
     mr_table_free(narrow);
     mr_table_free(a);
     mr_table_free(z);
@@ -939,6 +977,7 @@ int main(void)
         cmocka_unit_test(test_threads_identical),
         cmocka_unit_test(test_streaming_schema_misfit),
         cmocka_unit_test(test_caps),
+        cmocka_unit_test(test_header_nul_name),
         cmocka_unit_test(test_default_null_tokens),
         cmocka_unit_test(test_numeric_string_warning),
         cmocka_unit_test(test_write_round_trip),
