@@ -3,7 +3,7 @@
 # whose numeric 'age' column holds one "n/a" stays numeric through `data
 # ingest`, `data inspect` and `data stats`; one holding a "?" is read as
 # string and ingest says so on stderr with file:line:field, the counts and the
-# value (also in the ingest op's stage log), and declaring "?" a null token
+# value (also in the ingest op's stage log and the run's output), and declaring "?" a null token
 # fixes it; strings that look like null tokens survive `data export` to CSV
 # and back.
 . "$(dirname "$0")/lib.sh" "$@"
@@ -56,6 +56,8 @@ stages:
     source: events.csv
 YAML
 expect_exit 0 mr run
+assert_contains "$T_ERR" "warning: stage 'ingest': events.csv:1042:7: column 'age' was read as string" \
+    "millrace run shows the stage's warning"
 run_cmd cat .millrace/logs/run-*/ingest.log
 assert_contains "$T_OUT" "events.csv:1042:7: column 'age' was read as string" "the ingest op's log holds the warning"
 

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include "millrace/csv.h"
@@ -687,31 +686,28 @@ static void test_default_null_tokens(void **state)
 
 /* ---- numbers read as strings: the warning ----------------------------------- */
 
-static int cap_saved = -1;
-static char cap_path[256];
+/* Warnings arrive through core's log sink (as a stage worker collects them). */
+static mr_buf cap_buf;
 
-static void capture_stderr(void)
+static void cap_sink(void *ctx, mr_log_level lvl, const char *msg)
 {
-    snprintf(cap_path, sizeof(cap_path), "/tmp/mr_test_csv_%ld_stderr", (long)getpid());
-    fflush(stderr);
-    cap_saved = dup(2);
-    int fd = open(cap_path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
-    assert_true(cap_saved >= 0 && fd >= 0);
-    assert_true(dup2(fd, 2) == 2);
-    close(fd);
+    (void)ctx;
+    assert_int_equal(lvl, MR_LOG_WARN);
+    assert_int_equal(mr_buf_printf(&cap_buf, "%s\n", msg), MR_OK);
+}
+
+static void capture_log(void)
+{
+    mr_buf_init(&cap_buf);
+    assert_int_equal(mr_buf_puts(&cap_buf, ""), MR_OK);
+    mr_log_set_sink(MR_LOG_WARN, cap_sink, NULL);
 }
 
 /* Ends the capture; returns what was logged (caller frees with mr_free). */
 static char *captured(void)
 {
-    fflush(stderr);
-    assert_true(dup2(cap_saved, 2) == 2);
-    close(cap_saved);
-    char *text = NULL;
-    size_t len = 0;
-    assert_int_equal(mr_fs_read_file(cap_path, 1 << 20, &text, &len, NULL), MR_OK);
-    unlink(cap_path);
-    return text;
+    mr_log_set_sink(MR_LOG_WARN, NULL, NULL);
+    return cap_buf.data;
 }
 
 /* 5,000 rows of 7 columns; column 7 ("age") holds bad at data row bad_row
@@ -739,7 +735,7 @@ static char *read_logged(const char *text, const mr_csv_options *o, mr_table **t
     fclose(f);
     mr_error err;
     mr_error_init(&err);
-    capture_stderr();
+    capture_log();
     mr_status rc = mr_csv_read(path_out, o, t_out, NULL, &err);
     char *log = captured();
     if (rc != MR_OK) fail_msg("read failed: %s", err.msg);
@@ -757,7 +753,7 @@ static void test_numeric_string_warning(void **state)
     char *log = read_logged(text, NULL, &t, path, sizeof(path));
     assert_int_equal(t->cols[6]->type, MR_T_STRING);
     snprintf(want, sizeof(want),
-             "millrace: warning: %s:1042:7: column 'age' was read as string: 4,999 of 5,000 values are numbers; "
+             "%s:1042:7: column 'age' was read as string: 4,999 of 5,000 values are numbers; "
              "the first that is not is \"?\" (declare it as a null token or fix the value)\n",
              path);
     assert_string_equal(log, want);
@@ -774,7 +770,7 @@ static void test_numeric_string_warning(void **state)
     log = read_logged(text, &o, &t, path, sizeof(path));
     assert_int_equal(t->cols[6]->type, MR_T_STRING);
     snprintf(want, sizeof(want),
-             "millrace: warning: %s:4001:7: column 'age' was read as string: 4,998 of 5,000 values are numbers; "
+             "%s:4001:7: column 'age' was read as string: 4,998 of 5,000 values are numbers; "
              "the first that is not is \"?\" (declare it as a null token or fix the value)\n",
              path);
     assert_string_equal(log, want);
