@@ -5,6 +5,7 @@
  * error, 2 usage error. */
 #include "cli.h"
 #include "millrace/dataset.h"
+#include "millrace/stats.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -41,7 +42,10 @@ static const char ingest_help[] =
     "  --format F             csv, tsv, jsonl, parquet, dataset (default: by extension)\n"
     "  --delimiter C          CSV field separator (default ','; 'tab' or '\\t' for tabs)\n"
     "  --no-header            the first CSV record is data (columns c0, c1, ...)\n"
-    "  --null-values A,B      unquoted fields read as null (default NA,NULL,null; empty is always null)\n"
+    "  --null-values A,B      unquoted fields read as null, replacing the defaults (pandas' NA, N/A, n/a,\n"
+    "                         NaN, nan, null, NULL, None, #N/A, ... and -; see docs/data.md); empty is\n"
+    "                         always null. A column read as string although > 90% of its values are\n"
+    "                         numbers gets a warning naming the first value that is not\n"
     "  --on-error MODE        fail (default), skip, or quarantine: bad rows are counted and written\n"
     "                         unchanged to DIR/quarantine.csv (or --quarantine FILE)\n"
     "  --quarantine FILE      where quarantined rows go (implies --on-error quarantine)\n"
@@ -251,142 +255,198 @@ static void on_ingest_progress(void *ctx, const mr_ingest_stats *st)
     mr_progress_update(p->bar, st->rows_read, detail);
 }
 
+/* What `data ingest` was asked to do. The lists are owned (cli_free_list). */
+typedef struct ingest_args {
+    const char *src, *dir, *schema_path, *quarantine;
+    char **nulls, **parts, **cols;
+    size_t n_nulls, n_parts, n_cols;
+    int json, force;
+    mr_ingest_opts o;
+} ingest_args;
+
+/* Parses the options after "data ingest" into a (and a->o). */
+static int ingest_args_parse(int argc, char **argv, ingest_args *a)
+{
+    int rc = EXIT_OK;
+    long long n = 0;
+    mr_ingest_opts *o = &a->o;
+    for (int i = 2; i < argc && rc == EXIT_OK; i++) {
+        const char *arg = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = 1;
+        if (!strcmp(arg, "--schema")) a->schema_path = v;
+        else if (!strcmp(arg, "--format")) {
+            if (v && mr_source_format_parse(v, &o->format) != MR_OK)
+                rc = cli_usage_error("data ingest", "unknown format '%s' (csv, tsv, jsonl, parquet, dataset)", v);
+        } else if (!strcmp(arg, "--delimiter")) {
+            if (v && (!strcmp(v, "\\t") || !strcasecmp(v, "tab") || !strcmp(v, "\t"))) o->csv.delimiter = '\t';
+            else if (v && strlen(v) == 1) o->csv.delimiter = v[0];
+            else if (v) rc = cli_usage_error("data ingest", "--delimiter must be one character, got '%s'", v);
+        } else if (!strcmp(arg, "--null-values")) {
+            cli_free_list(a->nulls);
+            a->nulls = v ? cli_split_list(v, &a->n_nulls) : NULL;
+        } else if (!strcmp(arg, "--on-error")) {
+            if (v && !strcmp(v, "fail")) o->csv.on_error = MR_ON_ERROR_FAIL;
+            else if (v && !strcmp(v, "skip")) o->csv.on_error = MR_ON_ERROR_SKIP;
+            else if (v && !strcmp(v, "quarantine")) o->csv.on_error = MR_ON_ERROR_QUARANTINE;
+            else if (v) rc = cli_usage_error("data ingest", "--on-error must be fail, skip or quarantine, got '%s'", v);
+        } else if (!strcmp(arg, "--quarantine")) {
+            a->quarantine = v;
+            o->csv.on_error = MR_ON_ERROR_QUARANTINE;
+        } else if (!strcmp(arg, "--filter")) o->filter = v;
+        else if (!strcmp(arg, "--columns")) {
+            cli_free_list(a->cols);
+            a->cols = v ? cli_split_list(v, &a->n_cols) : NULL;
+        } else if (!strcmp(arg, "--partition-by")) {
+            cli_free_list(a->parts);
+            a->parts = v ? cli_split_list(v, &a->n_parts) : NULL;
+        } else if (!strcmp(arg, "--rows-per-shard")) {
+            rc = parse_count("data ingest", arg, v, &n);
+            if (rc == EXIT_OK) o->write.rows_per_shard = (size_t)n;
+        } else if (!strcmp(arg, "--row-group-rows")) {
+            rc = parse_count("data ingest", arg, v, &n);
+            if (rc == EXIT_OK) o->write.row_group_rows = (size_t)n;
+        } else if (!strcmp(arg, "--limit")) {
+            rc = parse_count("data ingest", arg, v, &n);
+            if (rc == EXIT_OK) o->max_rows = (uint64_t)n;
+        } else if (!strcmp(arg, "-j") || !strcmp(arg, "--threads")) {
+            rc = parse_count("data ingest", arg, v, &n);
+            if (rc == EXIT_OK) o->csv.threads = (int)n;
+        } else if (!strcmp(arg, "--codec")) {
+            if (v && !strcasecmp(v, "none")) o->write.codec = MR_PQ_UNCOMPRESSED;
+            else if (v && mr_parquet_codec_parse(v, &o->write.codec) != MR_OK)
+                rc = cli_usage_error("data ingest", "unknown codec '%s' (zstd, snappy, gzip, none)", v);
+        } else {
+            takes = 0;
+            if (!strcmp(arg, "--json")) a->json = 1;
+            else if (!strcmp(arg, "--force")) a->force = 1;
+            else if (!strcmp(arg, "--no-header")) o->csv.no_header = 1;
+            else if (arg[0] == '-' && arg[1]) rc = cli_usage_error("data ingest", "unknown option '%s'", arg);
+            else if (!a->src) a->src = arg;
+            else if (!a->dir) a->dir = arg;
+            else rc = cli_usage_error("data ingest", "unexpected argument '%s'", arg);
+        }
+        if (takes && rc == EXIT_OK) {
+            if (!v) rc = cli_usage_error("data ingest", "option '%s' needs a value", arg);
+            i++;
+        }
+    }
+    if (rc == EXIT_OK && (!a->src || !a->dir)) rc = cli_usage_error("data ingest", "expected SRC and DIR");
+    if (rc != EXIT_OK) return rc;
+    if (a->nulls) {
+        o->csv.null_tokens = (const char *const *)a->nulls;
+        o->csv.n_null_tokens = a->n_nulls;
+    }
+    if (a->parts) {
+        o->write.partition_by = (const char *const *)a->parts;
+        o->write.n_partition_by = a->n_parts;
+    }
+    if (a->cols) {
+        o->columns = (const char *const *)a->cols;
+        o->n_columns = a->n_cols;
+    }
+    return EXIT_OK;
+}
+
+/* Publishes the finished dataset tmp as dir: an existing dir is moved aside
+ * to old first and removed once tmp is in place. */
+static mr_status publish_dataset(const char *tmp, const char *dir, const char *old, mr_error *err)
+{
+    if (mr_fs_exists(dir) && rename(dir, old) != 0)
+        return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot move the old dataset aside", dir);
+    if (rename(tmp, dir) != 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot rename into place", dir);
+    mr_fs_fsync_dir_of(dir, NULL);
+    mr_fs_rmtree(old, NULL);
+    return MR_OK;
+}
+
+static void print_ingest_summary(const ingest_args *a, const mr_ingest_stats *st, double secs)
+{
+    int quarantined = a->o.csv.on_error == MR_ON_ERROR_QUARANTINE;
+    const char *qname = a->quarantine ? a->quarantine : "quarantine.csv";
+    if (a->json) {
+        json_t *j = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "source", a->src, "dataset", a->dir,
+                              "files", (json_int_t)st->files, "rows_read", (json_int_t)st->rows_read, "rows_written",
+                              (json_int_t)st->rows_written, "rows_filtered", (json_int_t)st->rows_filtered, "rows_skipped",
+                              (json_int_t)st->rows_skipped, "rows_quarantined", (json_int_t)st->rows_quarantined,
+                              "bytes_read", (json_int_t)st->bytes_read, "shards", (json_int_t)st->dataset.shards,
+                              "partitions", (json_int_t)st->dataset.partitions, "bytes_written",
+                              (json_int_t)st->dataset.bytes, "seconds", secs);
+        if (j && quarantined) json_object_set_new(j, "quarantine", json_string(qname));
+        char *t = j ? json_dumps(j, JSON_INDENT(1)) : NULL;
+        if (t) printf("%s\n", t);
+        free(t);
+        json_decref(j);
+        return;
+    }
+    printf("ingested %llu rows into %s (%llu shards, %llu partitions, %.1f MB) in %.2fs, %.0f MB/s\n",
+           (unsigned long long)st->rows_written, a->dir, (unsigned long long)st->dataset.shards,
+           (unsigned long long)st->dataset.partitions, st->dataset.bytes / 1e6, secs,
+           secs > 0 ? st->bytes_read / 1e6 / secs : 0.0);
+    if (st->rows_filtered) printf("  %llu rows filtered out\n", (unsigned long long)st->rows_filtered);
+    if (st->rows_skipped)
+        printf("  %llu bad rows skipped%s%s\n", (unsigned long long)st->rows_skipped,
+               quarantined ? ", quarantined in " : "", quarantined ? qname : "");
+}
+
 static int data_ingest(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
         fputs(ingest_help, stdout);
         return EXIT_OK;
     }
-    const char *src = NULL, *dir = NULL, *schema_path = NULL, *quarantine = NULL;
-    char **nulls = NULL, **parts = NULL, **cols = NULL;
-    size_t n_nulls = 0, n_parts = 0, n_cols = 0;
-    int json = 0, force = 0, rc = EXIT_OK;
-    long long n = 0;
-    mr_ingest_opts o;
-    mr_ingest_opts_init(&o);
+    ingest_args a;
+    memset(&a, 0, sizeof a);
+    mr_ingest_opts_init(&a.o);
+    mr_ingest_opts *o = &a.o;
     mr_value *schema_doc = NULL;
     const char **schema_names = NULL;
     mr_dtype *schema_types = NULL;
     char *tmp = NULL, *old = NULL, *qpath = NULL;
     mr_error err;
     mr_error_init(&err);
-    for (int i = 2; i < argc && rc == EXIT_OK; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = 1;
-        if (!strcmp(a, "--schema")) schema_path = v;
-        else if (!strcmp(a, "--format")) {
-            if (v && mr_source_format_parse(v, &o.format) != MR_OK)
-                rc = cli_usage_error("data ingest", "unknown format '%s' (csv, tsv, jsonl, parquet, dataset)", v);
-        } else if (!strcmp(a, "--delimiter")) {
-            if (v && (!strcmp(v, "\\t") || !strcasecmp(v, "tab") || !strcmp(v, "\t"))) o.csv.delimiter = '\t';
-            else if (v && strlen(v) == 1) o.csv.delimiter = v[0];
-            else if (v) rc = cli_usage_error("data ingest", "--delimiter must be one character, got '%s'", v);
-        } else if (!strcmp(a, "--null-values")) nulls = v ? cli_split_list(v, &n_nulls) : NULL;
-        else if (!strcmp(a, "--on-error")) {
-            if (v && !strcmp(v, "fail")) o.csv.on_error = MR_ON_ERROR_FAIL;
-            else if (v && !strcmp(v, "skip")) o.csv.on_error = MR_ON_ERROR_SKIP;
-            else if (v && !strcmp(v, "quarantine")) o.csv.on_error = MR_ON_ERROR_QUARANTINE;
-            else if (v) rc = cli_usage_error("data ingest", "--on-error must be fail, skip or quarantine, got '%s'", v);
-        } else if (!strcmp(a, "--quarantine")) {
-            quarantine = v;
-            o.csv.on_error = MR_ON_ERROR_QUARANTINE;
-        } else if (!strcmp(a, "--filter")) o.filter = v;
-        else if (!strcmp(a, "--columns")) cols = v ? cli_split_list(v, &n_cols) : NULL;
-        else if (!strcmp(a, "--partition-by")) parts = v ? cli_split_list(v, &n_parts) : NULL;
-        else if (!strcmp(a, "--rows-per-shard")) {
-            rc = parse_count("data ingest", a, v, &n);
-            if (rc == EXIT_OK) o.write.rows_per_shard = (size_t)n;
-        } else if (!strcmp(a, "--row-group-rows")) {
-            rc = parse_count("data ingest", a, v, &n);
-            if (rc == EXIT_OK) o.write.row_group_rows = (size_t)n;
-        } else if (!strcmp(a, "--limit")) {
-            rc = parse_count("data ingest", a, v, &n);
-            if (rc == EXIT_OK) o.max_rows = (uint64_t)n;
-        } else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) {
-            rc = parse_count("data ingest", a, v, &n);
-            if (rc == EXIT_OK) o.csv.threads = (int)n;
-        } else if (!strcmp(a, "--codec")) {
-            if (v && !strcasecmp(v, "none")) o.write.codec = MR_PQ_UNCOMPRESSED;
-            else if (v && mr_parquet_codec_parse(v, &o.write.codec) != MR_OK)
-                rc = cli_usage_error("data ingest", "unknown codec '%s' (zstd, snappy, gzip, none)", v);
-        } else {
-            takes = 0;
-            if (!strcmp(a, "--json")) json = 1;
-            else if (!strcmp(a, "--force")) force = 1;
-            else if (!strcmp(a, "--no-header")) o.csv.no_header = 1;
-            else if (a[0] == '-' && a[1]) rc = cli_usage_error("data ingest", "unknown option '%s'", a);
-            else if (!src) src = a;
-            else if (!dir) dir = a;
-            else rc = cli_usage_error("data ingest", "unexpected argument '%s'", a);
-        }
-        if (takes && rc == EXIT_OK) {
-            if (!v) rc = cli_usage_error("data ingest", "option '%s' needs a value", a);
-            i++;
-        }
-    }
-    if (rc == EXIT_OK && (!src || !dir)) rc = cli_usage_error("data ingest", "expected SRC and DIR");
+    int rc = ingest_args_parse(argc, argv, &a);
     if (rc != EXIT_OK) goto done;
-    if (!force && dir_nonempty(dir)) {
-        fprintf(stderr, "millrace: error: %s exists and is not empty\nhint: pass --force to replace it\n", dir);
+    if (!a.force && dir_nonempty(a.dir)) {
+        fprintf(stderr, "millrace: error: %s exists and is not empty\nhint: pass --force to replace it\n", a.dir);
         rc = EXIT_USAGE;
         goto done;
     }
-    if (schema_path && load_schema(schema_path, &schema_doc, &schema_names, &schema_types, &o.csv.n_schema, &err) != MR_OK) {
+    if (a.schema_path &&
+        load_schema(a.schema_path, &schema_doc, &schema_names, &schema_types, &o->csv.n_schema, &err) != MR_OK) {
         rc = data_error(&err);
         if (err.code != MR_E_NOMEM && err.code != MR_E_IO) rc = EXIT_USAGE;
         goto done;
     }
-    o.csv.schema_names = schema_names;
-    o.csv.schema_types = schema_types;
-    if (nulls) {
-        o.csv.null_tokens = (const char *const *)nulls;
-        o.csv.n_null_tokens = n_nulls;
-    }
-    if (parts) {
-        o.write.partition_by = (const char *const *)parts;
-        o.write.n_partition_by = n_parts;
-    }
-    if (cols) {
-        o.columns = (const char *const *)cols;
-        o.n_columns = n_cols;
-    }
-    {
-        size_t dl = strlen(dir);
-        while (dl > 1 && dir[dl - 1] == '/') dl--;
-        tmp = mr_asprintf("%.*s.tmp.%ld", (int)dl, dir, (long)getpid());
-        old = mr_asprintf("%.*s.old.%ld", (int)dl, dir, (long)getpid());
-    }
+    o->csv.schema_names = schema_names;
+    o->csv.schema_types = schema_types;
+    size_t dl = strlen(a.dir);
+    while (dl > 1 && a.dir[dl - 1] == '/') dl--;
+    tmp = mr_asprintf("%.*s.tmp.%ld", (int)dl, a.dir, (long)getpid());
+    old = mr_asprintf("%.*s.old.%ld", (int)dl, a.dir, (long)getpid());
     if (!tmp || !old) {
         MR_ERR(&err, MR_E_NOMEM, "out of memory");
         rc = data_error(&err);
         goto done;
     }
-    if (o.csv.on_error == MR_ON_ERROR_QUARANTINE) {
-        qpath = quarantine ? mr_strdup(quarantine) : mr_path_join(tmp, "quarantine.csv");
-        o.csv.quarantine_path = qpath;
-        if (!quarantine && mr_fs_mkdirs(tmp, &err) != MR_OK) {
+    if (o->csv.on_error == MR_ON_ERROR_QUARANTINE) {
+        qpath = a.quarantine ? mr_strdup(a.quarantine) : mr_path_join(tmp, "quarantine.csv");
+        o->csv.quarantine_path = qpath;
+        if (!a.quarantine && mr_fs_mkdirs(tmp, &err) != MR_OK) {
             rc = data_error(&err);
             goto done;
         }
     }
-    mr_pool_init(o.csv.threads, NULL);
-    ingest_progress pg = {json ? NULL : mr_progress_begin("ingest", 0, "rows")};
-    o.progress = on_ingest_progress;
-    o.progress_ctx = &pg;
+    mr_pool_init(o->csv.threads, NULL);
+    ingest_progress pg = {a.json ? NULL : mr_progress_begin("ingest", 0, "rows")};
+    o->progress = on_ingest_progress;
+    o->progress_ctx = &pg;
     mr_ingest_stats st;
     double t0 = mr_now();
-    mr_status s = mr_dataset_ingest(src, tmp, &o, &st, &err);
+    mr_status s = mr_dataset_ingest(a.src, tmp, o, &st, &err);
     double secs = mr_now() - t0;
     mr_progress_end(pg.bar, NULL);
-    if (s == MR_OK && mr_fs_exists(dir)) {
-        if (rename(dir, old) != 0) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot move the old dataset aside", dir);
-    }
-    if (s == MR_OK && rename(tmp, dir) != 0) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot rename into place", dir);
-    if (s == MR_OK) {
-        mr_fs_fsync_dir_of(dir, NULL);
-        mr_fs_rmtree(old, NULL);
-    }
+    if (s == MR_OK) s = publish_dataset(tmp, a.dir, old, &err);
     if (s != MR_OK) {
         mr_fs_rmtree(tmp, NULL);
         if (st.rows_skipped)
@@ -394,38 +454,14 @@ static int data_ingest(int argc, char **argv)
         rc = data_error(&err);
         goto done;
     }
-    if (json) {
-        json_t *j = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "source", src, "dataset", dir,
-                              "files", (json_int_t)st.files, "rows_read", (json_int_t)st.rows_read, "rows_written",
-                              (json_int_t)st.rows_written, "rows_filtered", (json_int_t)st.rows_filtered, "rows_skipped",
-                              (json_int_t)st.rows_skipped, "rows_quarantined", (json_int_t)st.rows_quarantined,
-                              "bytes_read", (json_int_t)st.bytes_read, "shards", (json_int_t)st.dataset.shards,
-                              "partitions", (json_int_t)st.dataset.partitions, "bytes_written",
-                              (json_int_t)st.dataset.bytes, "seconds", secs);
-        if (j && o.csv.on_error == MR_ON_ERROR_QUARANTINE)
-            json_object_set_new(j, "quarantine", json_string(quarantine ? quarantine : "quarantine.csv"));
-        char *t = j ? json_dumps(j, JSON_INDENT(1)) : NULL;
-        if (t) printf("%s\n", t);
-        free(t);
-        json_decref(j);
-    } else {
-        printf("ingested %llu rows into %s (%llu shards, %llu partitions, %.1f MB) in %.2fs, %.0f MB/s\n",
-               (unsigned long long)st.rows_written, dir, (unsigned long long)st.dataset.shards,
-               (unsigned long long)st.dataset.partitions, st.dataset.bytes / 1e6, secs,
-               secs > 0 ? st.bytes_read / 1e6 / secs : 0.0);
-        if (st.rows_filtered) printf("  %llu rows filtered out\n", (unsigned long long)st.rows_filtered);
-        if (st.rows_skipped)
-            printf("  %llu bad rows skipped%s%s\n", (unsigned long long)st.rows_skipped,
-                   o.csv.on_error == MR_ON_ERROR_QUARANTINE ? ", quarantined in " : "",
-                   o.csv.on_error == MR_ON_ERROR_QUARANTINE ? (quarantine ? quarantine : "quarantine.csv") : "");
-    }
+    print_ingest_summary(&a, &st, secs);
 done:
     mr_value_free(schema_doc);
     mr_free(schema_names);
     mr_free(schema_types);
-    cli_free_list(nulls);
-    cli_free_list(parts);
-    cli_free_list(cols);
+    cli_free_list(a.nulls);
+    cli_free_list(a.parts);
+    cli_free_list(a.cols);
     mr_free(tmp);
     mr_free(old);
     mr_free(qpath);
@@ -820,201 +856,6 @@ static int data_head(int argc, char **argv)
 
 /* ---- stats ----------------------------------------------------------------------------- */
 
-#define HLL_P 14
-#define HLL_M (1u << HLL_P) /* 16384 one-byte registers per column: ~0.8% standard error */
-
-typedef struct col_acc {
-    char *name;
-    mr_dtype type;
-    uint64_t rows, nulls, nans;
-    int have;            /* min/max set */
-    double fmin, fmax;   /* floats, bools */
-    int64_t imin, imax;  /* int64, date, timestamp */
-    char *smin, *smax;   /* strings (owned) */
-    size_t smin_len, smax_len;
-    double sum;          /* numbers and bools */
-    uint64_t n_sum;
-    uint8_t *hll;
-    uint64_t *set;       /* exact distinct hashes while few: open addressing, 0 = empty */
-    size_t set_n, set_cap; /* set dropped (NULL) beyond EXACT_MAX values */
-    int set_zero;        /* the hash 0 was seen */
-} col_acc;
-
-#define EXACT_MAX 65536u /* distinct values counted exactly (by 64-bit hash) up to this many */
-
-static void set_add(col_acc *a, uint64_t h)
-{
-    if (!a->set) return;
-    if (h == 0) {
-        a->set_zero = 1;
-        return;
-    }
-    if ((a->set_n + 1) * 2 > a->set_cap) {
-        if (a->set_cap >= 2 * EXACT_MAX) {
-            mr_free(a->set);
-            a->set = NULL;
-            return;
-        }
-        size_t nc = a->set_cap * 2;
-        uint64_t *ns = mr_calloc(nc, sizeof *ns);
-        if (!ns) {
-            mr_free(a->set);
-            a->set = NULL;
-            return;
-        }
-        for (size_t k = 0; k < a->set_cap; k++) {
-            uint64_t v = a->set[k];
-            if (!v) continue;
-            size_t q = (size_t)(v & (nc - 1));
-            while (ns[q]) q = (q + 1) & (nc - 1);
-            ns[q] = v;
-        }
-        mr_free(a->set);
-        a->set = ns;
-        a->set_cap = nc;
-    }
-    size_t q = (size_t)(h & (a->set_cap - 1));
-    while (a->set[q] && a->set[q] != h) q = (q + 1) & (a->set_cap - 1);
-    if (!a->set[q]) {
-        a->set[q] = h;
-        a->set_n++;
-    }
-}
-
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    x ^= x >> 31;
-    return x;
-}
-
-static inline void hll_add(uint8_t *reg, uint64_t h)
-{
-    h = mix64(h); /* string hashes come from xxh3 already; mixing again is harmless */
-    uint32_t idx = (uint32_t)(h >> (64 - HLL_P));
-    uint64_t w = (h << HLL_P) | ((uint64_t)1 << (HLL_P - 1));
-    uint8_t rho = (uint8_t)(__builtin_clzll(w) + 1);
-    if (rho > reg[idx]) reg[idx] = rho;
-}
-
-/* HyperLogLog estimate with the small-range (linear counting) correction. */
-static double hll_estimate(const uint8_t *reg)
-{
-    double m = HLL_M, sum = 0;
-    unsigned zeros = 0;
-    for (unsigned i = 0; i < HLL_M; i++) {
-        sum += ldexp(1.0, -reg[i]);
-        zeros += reg[i] == 0;
-    }
-    double e = 0.7213 / (1 + 1.079 / m) * m * m / sum;
-    if (e <= 2.5 * m && zeros) e = m * log(m / zeros);
-    return e;
-}
-
-static inline void acc_add(col_acc *a, uint64_t h)
-{
-    hll_add(a->hll, h);
-    if (a->set) set_add(a, mix64(h));
-}
-
-static int set_str_bound(char **dst, size_t *dst_len, const char *p, size_t len)
-{
-    char *c = mr_strndup(p, len);
-    if (!c) return -1;
-    mr_free(*dst);
-    *dst = c;
-    *dst_len = len;
-    return 0;
-}
-
-static int str_less(const char *a, size_t al, const char *b, size_t bl)
-{
-    int c = memcmp(a, b, al < bl ? al : bl);
-    return c ? c < 0 : al < bl;
-}
-
-static void acc_column(col_acc *a, const mr_column *c)
-{
-    size_t n = c->n;
-    a->rows += n;
-    a->nulls += c->valid ? c->null_count : 0;
-    if (c->type == MR_T_STRING) {
-        const mr_column *d = c->codes ? c->dict : NULL;
-        uint64_t *dh = d ? mr_malloc((d->n ? d->n : 1) * sizeof *dh) : NULL;
-        for (size_t k = 0; dh && k < d->n; k++) {
-            size_t len;
-            const char *p = mr_column_str(d, k, &len);
-            dh[k] = mr_hash_bytes(p, len).lo;
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (mr_column_is_null(c, i)) continue;
-            size_t len;
-            const char *p = mr_column_str(c, i, &len);
-            acc_add(a, dh ? dh[c->codes[i]] : mr_hash_bytes(p, len).lo);
-            if (!a->have || str_less(p, len, a->smin, a->smin_len)) set_str_bound(&a->smin, &a->smin_len, p, len);
-            if (!a->have || str_less(a->smax, a->smax_len, p, len)) set_str_bound(&a->smax, &a->smax_len, p, len);
-            a->have = 1;
-        }
-        mr_free(dh);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (mr_column_is_null(c, i)) continue;
-        if (c->type == MR_T_FLOAT64 || c->type == MR_T_FLOAT32 || c->type == MR_T_BOOL) {
-            double v = c->type == MR_T_FLOAT64 ? ((const double *)c->data)[i]
-                       : c->type == MR_T_FLOAT32 ? ((const float *)c->data)[i]
-                                                 : ((const uint8_t *)c->data)[i];
-            if (isnan(v)) {
-                a->nans++;
-                continue;
-            }
-            if (v == 0) v = 0; /* -0.0 and 0.0 are one value */
-            uint64_t bits;
-            memcpy(&bits, &v, sizeof bits);
-            acc_add(a, bits);
-            if (!a->have || v < a->fmin) a->fmin = v;
-            if (!a->have || v > a->fmax) a->fmax = v;
-            a->have = 1;
-            a->sum += v;
-            a->n_sum++;
-        } else {
-            int64_t v = c->type == MR_T_DATE ? ((const int32_t *)c->data)[i] : ((const int64_t *)c->data)[i];
-            acc_add(a, (uint64_t)v);
-            if (!a->have || v < a->imin) a->imin = v;
-            if (!a->have || v > a->imax) a->imax = v;
-            a->have = 1;
-            if (c->type == MR_T_INT64) {
-                a->sum += (double)v;
-                a->n_sum++;
-            }
-        }
-    }
-}
-
-/* Min or max of a as text (through a one-row column, so formats match head/export). */
-static void acc_bound(const col_acc *a, int is_max, mr_buf *out)
-{
-    mr_column *c = NULL;
-    mr_dtype t = a->type == MR_T_FLOAT32 ? MR_T_FLOAT64 : a->type;
-    if (!a->have || mr_column_new("v", t, 1, &c, NULL) != MR_OK) return;
-    switch (t) {
-    case MR_T_BOOL: mr_column_append_bool(c, (is_max ? a->fmax : a->fmin) != 0); break;
-    case MR_T_FLOAT64: mr_column_append_float64(c, is_max ? a->fmax : a->fmin); break;
-    case MR_T_INT64:
-    case MR_T_TIMESTAMP: mr_column_append_int64(c, is_max ? a->imax : a->imin); break;
-    case MR_T_DATE: mr_column_append_int32(c, (int32_t)(is_max ? a->imax : a->imin)); break;
-    case MR_T_STRING:
-        mr_column_append_str(c, is_max ? a->smax : a->smin, is_max ? a->smax_len : a->smin_len);
-        break;
-    default: mr_column_append_null(c); break;
-    }
-    mr_column_format(c, 0, out);
-    mr_column_free(c);
-}
-
 static int data_stats(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
@@ -1023,7 +864,7 @@ static int data_stats(int argc, char **argv)
     }
     const char *src = NULL, *filter = NULL;
     char **cols = NULL;
-    size_t n_cols = 0, na = 0;
+    size_t n_cols = 0;
     int json = 0;
     int rc = parse_read_opts("data stats", argc, argv, 2, &src, NULL, &filter, &cols, &n_cols, NULL, &json);
     if (rc != EXIT_OK) {
@@ -1033,39 +874,18 @@ static int data_stats(int argc, char **argv)
     mr_error err;
     mr_error_init(&err);
     reader r;
-    col_acc *acc = NULL;
+    mr_stats *st = NULL;
     mr_table *t = NULL;
-    uint64_t rows = 0;
     double t0 = mr_now();
     mr_pool_init(0, NULL);
-    if (reader_open(&r, src, filter, cols, n_cols, &err) != MR_OK) rc = open_error(&err);
+    if (reader_open(&r, src, filter, cols, n_cols, &err) != MR_OK || mr_stats_new(&st, &err) != MR_OK) rc = open_error(&err);
     while (rc == EXIT_OK) {
         if (reader_next(&r, &t, &err) != MR_OK) {
             rc = open_error(&err);
             break;
         }
         if (!t) break;
-        if (!acc) {
-            na = t->n_cols;
-            acc = mr_calloc(na ? na : 1, sizeof *acc);
-            for (size_t j = 0; acc && j < na; j++) {
-                acc[j].name = mr_strdup(t->cols[j]->name);
-                acc[j].type = t->cols[j]->type;
-                acc[j].hll = mr_calloc(HLL_M, 1);
-                acc[j].set_cap = 1024;
-                acc[j].set = mr_calloc(acc[j].set_cap, sizeof *acc[j].set);
-                if (!acc[j].name || !acc[j].hll) {
-                    rc = EXIT_FAILED;
-                    fprintf(stderr, "millrace: error: out of memory\n");
-                }
-            }
-            if (!acc) {
-                rc = EXIT_FAILED;
-                fprintf(stderr, "millrace: error: out of memory\n");
-            }
-        }
-        for (size_t j = 0; rc == EXIT_OK && j < na && j < t->n_cols; j++) acc_column(&acc[j], t->cols[j]);
-        rows += t->n_rows;
+        if (mr_stats_add(st, t, &err) != MR_OK) rc = data_error(&err);
         mr_table_free(t);
         t = NULL;
     }
@@ -1074,42 +894,40 @@ static int data_stats(int argc, char **argv)
         mr_buf_init(&out);
         mr_buf_init(&lo);
         mr_buf_init(&hi);
+        unsigned long long rows = (unsigned long long)mr_stats_rows(st);
         if (json) mr_buf_printf(&out, "{\"rows\":%llu,\"seconds\":%.6f,\"distinct\":\"exact up to 65536, else hyperloglog-p14\",\"columns\":[",
-                                (unsigned long long)rows, mr_now() - t0);
-        else mr_buf_printf(&out, "%llu rows\n%-24s %-10s %12s %10s  %-22s %-22s %-14s %12s\n", (unsigned long long)rows,
+                                rows, mr_now() - t0);
+        else mr_buf_printf(&out, "%llu rows\n%-24s %-10s %12s %10s  %-22s %-22s %-14s %12s\n", rows,
                            "COLUMN", "TYPE", "NULLS", "NAN", "MIN", "MAX", "MEAN", "DISTINCT");
-        for (size_t j = 0; j < na; j++) {
-            col_acc *a = &acc[j];
+        for (size_t j = 0; j < mr_stats_n_cols(st); j++) {
+            mr_stats_column a;
+            mr_stats_column_get(st, j, &a);
             lo.len = hi.len = 0;
-            acc_bound(a, 0, &lo);
-            acc_bound(a, 1, &hi);
-            int exact = a->set != NULL;
-            double distinct = !a->have ? 0 : exact ? (double)(a->set_n + (size_t)a->set_zero) : hll_estimate(a->hll);
-            int has_mean = a->n_sum > 0;
-            double mean = has_mean ? a->sum / (double)a->n_sum : 0;
+            mr_stats_format_bound(st, j, 0, &lo);
+            mr_stats_format_bound(st, j, 1, &hi);
             if (json) {
                 if (j) mr_buf_puts(&out, ",");
                 mr_buf_puts(&out, "{\"name\":");
-                mr_buf_json_str(&out, a->name);
-                mr_buf_printf(&out, ",\"type\":\"%s\",\"rows\":%llu,\"nulls\":%llu,\"nans\":%llu,\"min\":", mr_dtype_name(a->type),
-                              (unsigned long long)a->rows, (unsigned long long)a->nulls, (unsigned long long)a->nans);
-                int num = a->type == MR_T_INT64 || a->type == MR_T_FLOAT64 || a->type == MR_T_FLOAT32;
-                if (!a->have) mr_buf_puts(&out, "null,\"max\":null");
+                mr_buf_json_str(&out, a.name);
+                mr_buf_printf(&out, ",\"type\":\"%s\",\"rows\":%llu,\"nulls\":%llu,\"nans\":%llu,\"min\":", mr_dtype_name(a.type),
+                              (unsigned long long)a.rows, (unsigned long long)a.nulls, (unsigned long long)a.nans);
+                int num = a.type == MR_T_INT64 || a.type == MR_T_FLOAT64 || a.type == MR_T_FLOAT32;
+                if (!a.has_min_max) mr_buf_puts(&out, "null,\"max\":null");
                 else if (num) mr_buf_printf(&out, "%s,\"max\":%s", lo.data, hi.data);
                 else {
                     mr_buf_json_str(&out, lo.data ? lo.data : "");
                     mr_buf_puts(&out, ",\"max\":");
                     mr_buf_json_str(&out, hi.data ? hi.data : "");
                 }
-                if (has_mean) mr_buf_printf(&out, ",\"mean\":%.17g", mean);
+                if (a.has_mean) mr_buf_printf(&out, ",\"mean\":%.17g", a.mean);
                 else mr_buf_puts(&out, ",\"mean\":null");
-                mr_buf_printf(&out, ",\"distinct_estimate\":%.0f,\"distinct_exact\":%s}", distinct, exact ? "true" : "false");
+                mr_buf_printf(&out, ",\"distinct_estimate\":%.0f,\"distinct_exact\":%s}", a.distinct, a.distinct_exact ? "true" : "false");
             } else {
                 char m[32] = "-";
-                if (has_mean) snprintf(m, sizeof m, "%.6g", mean);
-                mr_buf_printf(&out, "%-24s %-10s %12llu %10llu  %-22.22s %-22.22s %-14s %12.0f%s\n", a->name, mr_dtype_name(a->type),
-                              (unsigned long long)a->nulls, (unsigned long long)a->nans, lo.data ? lo.data : "-",
-                              hi.data ? hi.data : "-", m, distinct, exact ? "" : "~");
+                if (a.has_mean) snprintf(m, sizeof m, "%.6g", a.mean);
+                mr_buf_printf(&out, "%-24s %-10s %12llu %10llu  %-22.22s %-22.22s %-14s %12.0f%s\n", a.name, mr_dtype_name(a.type),
+                              (unsigned long long)a.nulls, (unsigned long long)a.nans, lo.data ? lo.data : "-",
+                              hi.data ? hi.data : "-", m, a.distinct, a.distinct_exact ? "" : "~");
             }
         }
         if (json) mr_buf_puts(&out, "]}\n");
@@ -1119,67 +937,13 @@ static int data_stats(int argc, char **argv)
         mr_buf_free(&lo);
         mr_buf_free(&hi);
     }
-    for (size_t j = 0; acc && j < na; j++) {
-        mr_free(acc[j].name);
-        mr_free(acc[j].smin);
-        mr_free(acc[j].smax);
-        mr_free(acc[j].hll);
-        mr_free(acc[j].set);
-    }
-    mr_free(acc);
+    mr_stats_free(st);
     reader_close(&r);
     cli_free_list(cols);
     return rc;
 }
 
 /* ---- export ---------------------------------------------------------------------------- */
-
-static mr_status put_csv_field(mr_buf *b, const char *s, size_t len, char delim)
-{
-    /* "" keeps an empty string apart from a null; the default null tokens are
-     * quoted so that they read back as strings */
-    int quote = len == 0 || (len == 2 && !memcmp(s, "NA", 2)) || (len == 4 && (!memcmp(s, "NULL", 4) || !memcmp(s, "null", 4)));
-    for (size_t i = 0; i < len && !quote; i++) quote = s[i] == delim || s[i] == '"' || s[i] == '\n' || s[i] == '\r';
-    if (!quote) return mr_buf_append(b, s, len);
-    mr_status rc = mr_buf_append(b, "\"", 1);
-    for (size_t i = 0; rc == MR_OK && i < len; i++) rc = s[i] == '"' ? mr_buf_append(b, "\"\"", 2) : mr_buf_append(b, s + i, 1);
-    return rc == MR_OK ? mr_buf_append(b, "\"", 1) : rc;
-}
-
-static mr_status csv_batch(FILE *f, const mr_table *t, char delim, int header, mr_buf *line, mr_buf *val, mr_error *err)
-{
-    mr_status rc = MR_OK;
-    line->len = 0;
-    for (size_t j = 0; header && rc == MR_OK && j < t->n_cols; j++) {
-        if (j) rc = mr_buf_append(line, &delim, 1);
-        if (rc == MR_OK) rc = put_csv_field(line, t->cols[j]->name, strlen(t->cols[j]->name), delim);
-    }
-    if (header && rc == MR_OK) rc = mr_buf_append(line, "\n", 1);
-    for (size_t i = 0; rc == MR_OK && i < t->n_rows; i++) {
-        for (size_t j = 0; rc == MR_OK && j < t->n_cols; j++) {
-            const mr_column *c = t->cols[j];
-            if (j) rc = mr_buf_append(line, &delim, 1);
-            if (rc != MR_OK || mr_column_is_null(c, i)) continue;
-            if (c->type == MR_T_STRING) {
-                size_t len;
-                const char *p = mr_column_str(c, i, &len);
-                rc = put_csv_field(line, p, len, delim);
-                continue;
-            }
-            val->len = 0;
-            rc = mr_column_format(c, i, val);
-            if (rc == MR_OK) rc = put_csv_field(line, val->data ? val->data : "", val->len, delim);
-        }
-        if (rc == MR_OK) rc = mr_buf_append(line, "\n", 1);
-        if (rc == MR_OK && line->len >= ((size_t)1 << 20)) {
-            if (fwrite(line->data, 1, line->len, f) != line->len) return MR_ERR_SYS(err, MR_E_IO, errno, "write failed");
-            line->len = 0;
-        }
-    }
-    if (rc != MR_OK) return MR_ERR(err, rc, "out of memory");
-    if (line->len && fwrite(line->data, 1, line->len, f) != line->len) return MR_ERR_SYS(err, MR_E_IO, errno, "write failed");
-    return MR_OK;
-}
 
 static int data_export(int argc, char **argv)
 {
@@ -1205,19 +969,17 @@ static int data_export(int argc, char **argv)
     mr_error_init(&err);
     reader r;
     mr_table *t = NULL;
-    FILE *f = NULL;
+    mr_csv_writer *cw = NULL;
     mr_parquet_writer *pw = NULL;
-    mr_buf line, val;
-    mr_buf_init(&line);
-    mr_buf_init(&val);
     uint64_t rows = 0;
     int started = 0;
     double t0 = mr_now();
-    char *tmp = mr_asprintf("%s.tmp.%ld", out_path, (long)getpid());
-    mr_status s = tmp ? reader_open(&r, src, filter, cols, n_cols, &err) : MR_ERR(&err, MR_E_NOMEM, "out of memory");
+    char *tmp = parquet ? mr_asprintf("%s.tmp.%ld", out_path, (long)getpid()) : NULL;
+    mr_status s = tmp || !parquet ? reader_open(&r, src, filter, cols, n_cols, &err)
+                                  : MR_ERR(&err, MR_E_NOMEM, "out of memory");
     if (s != MR_OK) {
         rc = open_error(&err);
-        if (!tmp) memset(&r, 0, sizeof r);
+        if (parquet && !tmp) memset(&r, 0, sizeof r);
         goto done;
     }
     if (parquet) {
@@ -1225,8 +987,7 @@ static int data_export(int argc, char **argv)
         mr_parquet_write_opts_init(&po);
         s = mr_parquet_writer_open(tmp, &po, &pw, &err);
     } else {
-        f = fopen(tmp, "w");
-        if (!f) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot create", tmp);
+        s = mr_csv_writer_open(out_path, delim, &cw, &err);
     }
     while (s == MR_OK) {
         s = reader_next(&r, &t, &err);
@@ -1247,7 +1008,7 @@ static int data_export(int argc, char **argv)
             if (s != MR_OK) break;
         }
         int last = t->n_rows == 0;
-        s = parquet ? mr_parquet_writer_write(pw, t, &err) : csv_batch(f, t, delim, !started, &line, &val, &err);
+        s = parquet ? mr_parquet_writer_write(pw, t, &err) : mr_csv_writer_write(cw, t, &err);
         rows += t->n_rows;
         started = 1;
         mr_table_free(t);
@@ -1258,16 +1019,16 @@ static int data_export(int argc, char **argv)
         if (s == MR_OK) s = mr_parquet_writer_close(pw, &err);
         else mr_parquet_writer_free(pw);
         pw = NULL;
-    } else if (f) {
-        if (fflush(f) != 0 && s == MR_OK) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: write failed", tmp);
-        if (fclose(f) != 0 && s == MR_OK) s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: write failed", tmp);
-        f = NULL;
+        if (s == MR_OK && mr_fs_fsync_path(tmp, &err) == MR_OK && rename(tmp, out_path) != 0)
+            s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot rename into place", out_path);
+        if (s == MR_OK && mr_error_is_set(&err)) s = err.code;
+        if (s != MR_OK) unlink(tmp);
+    } else {
+        if (s == MR_OK) s = mr_csv_writer_close(cw, &err);
+        else mr_csv_writer_free(cw);
+        cw = NULL;
     }
-    if (s == MR_OK && mr_fs_fsync_path(tmp, &err) == MR_OK && rename(tmp, out_path) != 0)
-        s = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot rename into place", out_path);
-    if (s == MR_OK && mr_error_is_set(&err)) s = err.code;
     if (s != MR_OK) {
-        unlink(tmp);
         rc = open_error(&err);
     } else if (json) {
         printf("{\"output\": \"%s\", \"rows\": %llu, \"seconds\": %.6f}\n", out_path, (unsigned long long)rows, mr_now() - t0);
@@ -1275,8 +1036,6 @@ static int data_export(int argc, char **argv)
         printf("exported %llu rows to %s in %.2fs\n", (unsigned long long)rows, out_path, mr_now() - t0);
     }
 done:
-    mr_buf_free(&line);
-    mr_buf_free(&val);
     mr_free(tmp);
     reader_close(&r);
     cli_free_list(cols);

@@ -9,7 +9,7 @@
  *   mr_table *t = NULL;
  *   mr_csv_stats st;
  *   if (mr_csv_read("train.csv", &o, &t, &st, &err) != MR_OK)
- *       mr_log_error(&err);  // "train.csv:1042:3: column 'age' (field 3): expected int64, got "n/a""
+ *       mr_log_error(&err);  // "train.csv:1042:3: column 'age' (field 3): expected int64, got "?""
  *   mr_table_free(t);
  *
  * Streaming (bounded memory, for ingest writing shards):
@@ -29,9 +29,10 @@
  * - Fields are never trimmed. A quoted field may hold delimiters, newlines and
  *   doubled quotes. A quote inside an unquoted field, or anything but a
  *   delimiter or line end after a closing quote, makes the row bad.
- * - Null: an unquoted field that is empty or equals a null token ("NA",
- *   "NULL", "null" by default). A quoted field is a value: "" is the empty
- *   string in a string column and null in any other column.
+ * - Null: an unquoted field that is empty or equals a null token (by default
+ *   pandas' na_values and "-": mr_csv_default_null_tokens). A quoted field is
+ *   a value: "" is the empty string in a string column and null in any other
+ *   column; "NA" is the string NA.
  * - Inference (first sample_rows records): bool (true/false, any case),
  *   int64, float64 (also nan/inf), date (YYYY-MM-DD), timestamp (ISO 8601),
  *   else string. mr_csv_read promotes an inferred column when later values
@@ -39,6 +40,12 @@
  *   and re-parses it; the streaming reader cannot change a schema it has
  *   already emitted, so there a misfit is MR_E_SCHEMA (declare the type or
  *   raise sample_rows), and a column that is all null in the sample is string.
+ * - A column inferred (or promoted) to string although more than 90% of its
+ *   non-null values are numbers gets a warning through mr_log naming
+ *   file:line:field of the first value that is not a number, e.g.
+ *   events.csv:1042:7: column 'age' was read as string: 4,999 of 5,000
+ *   values are numbers; the first that is not is "?" (...). Declared columns
+ *   never warn.
  * - A declared type never changes: a value that does not fit is a bad row.
  * - Bad rows (wrong field count, declared-type misfit, quoting error, field or
  *   line over the caps): on_error FAIL stops with MR_E_PARSE (MR_E_LIMIT for
@@ -69,7 +76,7 @@ typedef struct mr_csv_options {
     char delimiter;                  /* 0 = ','; must not be CR, LF or the quote */
     char quote;                      /* 0 = '"' */
     int no_header;                   /* 0: first record names the columns; 1: columns c0, c1, ... */
-    const char *const *null_tokens;  /* NULL = {"NA", "NULL", "null"}; the empty field is always null */
+    const char *const *null_tokens;  /* NULL = mr_csv_default_null_tokens; the empty field is always null */
     size_t n_null_tokens;
     const char *const *schema_names; /* declared types by column name (borrowed during open) */
     const mr_dtype *schema_types;
@@ -91,6 +98,13 @@ typedef struct mr_csv_stats {
 } mr_csv_stats;
 
 void mr_csv_options_init(mr_csv_options *o);
+
+/* The null tokens used when mr_csv_options.null_tokens is NULL: pandas'
+ * default na_values ("#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN",
+ * "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN",
+ * "None", "n/a", "nan", "null") and "-". Static storage; *n_out gets the
+ * count. Thread-safe. */
+const char *const *mr_csv_default_null_tokens(size_t *n_out);
 
 /* Reads the whole file into one table.
  * [in]  path, o (NULL = defaults)
@@ -117,8 +131,56 @@ mr_status mr_csv_reader_next(mr_csv_reader *r, size_t max_rows, mr_table **out, 
 /* Closes the file (and quarantine file); fills stats if not NULL. NULL is a no-op. */
 void mr_csv_reader_close(mr_csv_reader *r, mr_csv_stats *stats);
 
-/* Writes t as CSV with a header (RFC 4180 quoting, nulls as empty fields,
- * values as mr_column_format prints them), atomically (temp file + rename). */
+/* ---- writing ----------------------------------------------------------------
+ * The one CSV writer: every CSV millrace writes goes through it, so two
+ * exports of one table are the same bytes, and what it writes reads back
+ * (mr_csv_read with default options) as the same values:
+ * - a header record of the column names, then one record per row, LF ends;
+ * - a null is an empty unquoted field; an empty string is "" (in a table of
+ *   one column, where an empty record would be skipped as a blank line, a
+ *   null is "" in a non-string column, which reads back as null, and NA in a
+ *   string column);
+ * - a field is quoted when it is empty, holds the delimiter, a quote, CR or
+ *   LF, begins with a UTF-8 BOM, or equals a default null token
+ *   (mr_csv_default_null_tokens), so the
+ *   string "NA" and the float NaN (printed nan) are not read back as null;
+ *   a quote inside is doubled (RFC 4180);
+ * - values are printed by mr_column_format (shortest round-trip floats,
+ *   YYYY-MM-DD dates, "YYYY-MM-DD HH:MM:SS[.ffffff]" timestamps).
+ *
+ *   mr_csv_writer *w;
+ *   if (mr_csv_writer_open("out.csv", ',', &w, &err) != MR_OK) ...;
+ *   while (...) if (mr_csv_writer_write(w, batch, &err) != MR_OK) { mr_csv_writer_free(w); ...; }
+ *   if (mr_csv_writer_close(w, &err) != MR_OK) ...;   // out.csv appears only now
+ */
+
+/* Appends s[0, len) to out as one field, quoted by the rules above (the
+ * writer's own rule, for callers that build records themselves). Returns
+ * MR_OK or MR_E_NOMEM / MR_E_LIMIT from mr_buf. */
+mr_status mr_csv_append_field(mr_buf *out, const char *s, size_t len, char delim);
+
+typedef struct mr_csv_writer mr_csv_writer;
+
+/* Creates PATH.tmp.PID for writing. delim must not be NUL, '"', CR or LF
+ * (MR_E_INVALID_ARG). *out is owned by the caller: end it with
+ * mr_csv_writer_close (publish) or mr_csv_writer_free (abandon).
+ * Errors: MR_E_INVALID_ARG, MR_E_IO (cannot create), MR_E_NOMEM. */
+mr_status mr_csv_writer_open(const char *path, char delim, mr_csv_writer **out, mr_error *err);
+/* Appends the rows of t (borrowed for the call). The first call writes the
+ * header from t's column names (a table of 0 rows writes just the header);
+ * later tables must have as many columns (MR_E_SCHEMA). After an error the
+ * writer is sticky (MR_E_STATE). Errors: MR_E_IO, MR_E_NOMEM, MR_E_SCHEMA. */
+mr_status mr_csv_writer_write(mr_csv_writer *w, const mr_table *t, mr_error *err);
+/* Flushes, fsyncs and renames the file to its path, then frees w (always,
+ * also on error, when the temporary file is removed). A writer that never
+ * wrote publishes an empty file. NULL is a no-op. Errors: MR_E_IO,
+ * MR_E_STATE (an earlier write failed). */
+mr_status mr_csv_writer_close(mr_csv_writer *w, mr_error *err);
+/* Abandons w: closes and removes the temporary file. NULL is a no-op. */
+void mr_csv_writer_free(mr_csv_writer *w);
+
+/* Writes t as one CSV file by the rules above, atomically (open, write,
+ * close). Errors as the writer's. */
 mr_status mr_csv_write_table(const char *path, const mr_table *t, char delim, mr_error *err);
 
 #ifdef __cplusplus

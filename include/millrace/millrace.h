@@ -22,6 +22,7 @@
 #include "millrace/expr.h"
 #include "millrace/transform.h"
 #include "millrace/loader.h"
+#include "millrace/stats.h"
 /* ml */
 #include "millrace/gbdt.h"
 #include "millrace/linear.h"

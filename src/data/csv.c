@@ -42,17 +42,34 @@ typedef struct cfg {
     char delim, quote;
     int no_header;
     char **nulls;
+    size_t *null_len;   /* strlen of each token */
     size_t n_nulls;
     uint64_t null_lens; /* bit L set when some null token has length L < 64 */
+    int null_long;      /* some null token is 64 bytes or longer */
     size_t sample_rows;
     mr_on_error on_error;
     int threads;
     size_t max_line, max_field, chunk;
 } cfg;
 
+/* The first value of a column that is not a number: where, and what. */
+typedef struct non_number {
+    long line;      /* physical line of its record; 0 = none */
+    size_t field;   /* 1-based */
+    char value[48]; /* quoted, cut at 40 bytes (mr__quote_value) */
+} non_number;
+
+/* What inference saw of one column. */
+typedef struct col_sample {
+    size_t values;    /* non-null values in the sample */
+    size_t numbers;   /* of them, int64 or float64 */
+    non_number first; /* the first of the others */
+} col_sample;
+
 struct mr_csv_reader {
     cfg c;
     uint8_t cls[256]; /* 1 for bytes that end an unquoted scan: delimiter, quote, LF */
+    uint8_t null_edge[256]; /* NULL_FIRST / NULL_LAST: some null token starts / ends with the byte */
     char *path;
     int fd;
     FILE *qf;
@@ -64,6 +81,7 @@ struct mr_csv_reader {
     char **names;
     mr_dtype *types;
     uint8_t *declared;
+    col_sample *sample; /* n_cols, from inference */
     mr_table *cur;    /* parsed window not yet handed out */
     size_t cur_off;
     mr_csv_stats stats;
@@ -168,13 +186,20 @@ static const char *record_end(const char *rec, const char *end, char quote, int 
     return end;
 }
 
+enum { NULL_FIRST = 1, NULL_LAST = 2 };
+
+/* A field is null when unquoted and empty or equal to a null token. Three
+ * table look-ups (length, first byte, last byte) reject almost every value
+ * before any comparison: a number ends in a digit, and no default token does. */
 static inline int is_null(const mr_csv_reader *r, const fld *f)
 {
     if (f->quoted) return 0;
     if (f->len == 0) return 1;
-    if (f->len >= 64 || !((r->c.null_lens >> f->len) & 1)) return 0;
+    if (f->len >= 64 ? !r->c.null_long : !((r->c.null_lens >> f->len) & 1)) return 0;
+    if (!(r->null_edge[(uint8_t)f->s[0]] & NULL_FIRST) || !(r->null_edge[(uint8_t)f->s[f->len - 1]] & NULL_LAST))
+        return 0;
     for (size_t i = 0; i < r->c.n_nulls; i++)
-        if (strlen(r->c.nulls[i]) == f->len && !memcmp(r->c.nulls[i], f->s, f->len)) return 1;
+        if (r->c.null_len[i] == f->len && !memcmp(r->c.nulls[i], f->s, f->len)) return 1;
     return 0;
 }
 
@@ -228,6 +253,47 @@ static inline int convert(const mr_csv_reader *r, mr__cb *b, const fld *f, mr_st
     return 0;
 }
 
+/* ---- columns of numbers read as strings ---------------------------------- */
+
+static int is_number_type(mr_dtype t) { return t == MR_T_INT64 || t == MR_T_FLOAT64; }
+
+static __attribute__((cold, noinline)) void note_non_number(non_number *nn, long line, size_t field, const fld *f)
+{
+    nn->line = line;
+    nn->field = field;
+    mr__quote_value(f->s, f->len, nn->value, sizeof(nn->value));
+}
+
+/* n with thousands separators ("4,999") into buf (at least 32 bytes). */
+static const char *group_digits(size_t n, char *buf)
+{
+    char d[24];
+    int len = snprintf(d, sizeof(d), "%zu", n), o = 0;
+    for (int i = 0; i < len; i++) {
+        if (i && (len - i) % 3 == 0) buf[o++] = ',';
+        buf[o++] = d[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* A column read as string although more than 90% of its non-null values are
+ * numbers is almost always one stray token ("?", "missing") in a numeric
+ * column; downstream it would silently stop being a number. Logs a warning
+ * naming the first value that is not a number. */
+static __attribute__((cold, noinline)) void warn_numeric_strings(const mr_csv_reader *r, size_t j,
+                                                                 const non_number *first, size_t numbers,
+                                                                 size_t values)
+{
+    if (!first->line || numbers * 10 <= values * 9) return;
+    char a[32], b[32];
+    mr_log(MR_LOG_WARN,
+           "%s:%ld:%zu: column '%s' was read as string: %s of %s values are numbers; the first that is not is %s "
+           "(declare it as a null token or fix the value)",
+           r->path, first->line, first->field, r->names[j], group_digits(numbers, a), group_digits(values, b),
+           first->value);
+}
+
 /* ---- chunks ----------------------------------------------------------- */
 
 typedef struct bad_rec {
@@ -238,6 +304,8 @@ typedef struct chunk {
     size_t begin, end; /* byte range in the window */
     long line;         /* physical line of begin */
     size_t max_rows;   /* newlines in range + 1: an upper bound on records */
+    non_number *nn;    /* n_cols or NULL: first non-number that promoted an inferred column
+                        * to string (kept across re-parses: before n_rows) */
     size_t n_rows;
     int has_err, err_hint;
     mr_status err_code;
@@ -307,6 +375,10 @@ static __attribute__((cold, noinline)) int misfit(wjob *w, chunk *c, size_t j, c
         return 1;
     }
     mr_dtype k = f->esc ? MR_T_STRING : mr__classify(f->s, f->len);
+    if (!is_number_type(k) && is_number_type(w->types[j])) {
+        if (!c->nn) c->nn = mr_calloc(r->n_cols, sizeof(non_number)); /* NULL: no warning, nothing worse */
+        if (c->nn && !c->nn[j].line) note_non_number(&c->nn[j], line, j + 1, f);
+    }
     rowneed[j] = mr__type_join(rowneed[j], mr__type_join(w->types[j], k));
     *row_need = 1;
     return 0;
@@ -470,6 +542,7 @@ static void free_job(wjob *w, size_t n_cols)
         for (size_t k = 0; k < w->n_ch; k++) {
             mr_free(w->ch[k].bad);
             mr_free(w->ch[k].need);
+            mr_free(w->ch[k].nn);
         }
     mr_free(w->ch);
     w->ch = NULL;
@@ -481,6 +554,27 @@ static mr_status report_chunk_error(mr_csv_reader *r, const chunk *c, mr_error *
     mr_error_at(err, r->path, c->err_line, c->err_col);
     if (c->err_hint) mr_error_hint(err, "declare the column's type in the schema, or raise sample_rows");
     return rc;
+}
+
+/* An inferred numeric column that a later value promoted to string: counts
+ * the numbers among its values and warns as at inference. */
+static __attribute__((cold, noinline)) void warn_promoted(const mr_csv_reader *r, const wjob *w, const mr_table *t,
+                                                          size_t j)
+{
+    const non_number *first = NULL;
+    for (size_t k = 0; k < w->n_ch && !first; k++)
+        if (w->ch[k].nn && w->ch[k].nn[j].line) first = &w->ch[k].nn[j];
+    if (!first) return;
+    const mr_column *c = t->cols[j];
+    size_t values = 0, numbers = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        if (mr_column_is_null(c, i)) continue;
+        size_t len;
+        const char *s = mr_column_str(c, i, &len);
+        values++;
+        numbers += is_number_type(mr__classify(s, len));
+    }
+    warn_numeric_strings(r, j, first, numbers, values);
 }
 
 /* Parses the complete records at buf[pos, len) (all of it at EOF); sets
@@ -602,7 +696,10 @@ static mr_status parse_window(mr_csv_reader *r, size_t *consumed, mr_table **out
     }
     rc = mr__cb_table(r->names, types, n_cols, w.cbs, w.n_ch, r->c.threads, out, err);
     if (rc != MR_OK) goto done;
-    for (size_t j = 0; j < n_cols; j++) r->types[j] = (*out)->cols[j]->type;
+    for (size_t j = 0; j < n_cols; j++) {
+        if (is_number_type(r->types[j]) && (*out)->cols[j]->type == MR_T_STRING) warn_promoted(r, &w, *out, j);
+        r->types[j] = (*out)->cols[j]->type;
+    }
     *consumed = complete;
     r->line += (long)line_at[w.n_ch];
     goto done;
@@ -712,6 +809,10 @@ static mr_status read_header(mr_csv_reader *r, mr_error *err)
             r->names = nn;
         }
         char *name = r->c.no_header || f.len == 0 ? mr_asprintf("c%zu", j) : unescape(&f, r->c.quote);
+        if (name && !name[0]) { /* a name that starts with a NUL byte is as empty as an empty field */
+            mr_free(name);
+            name = mr_asprintf("c%zu", j);
+        }
         if (!name) return MR_ERR(err, MR_E_NOMEM, "out of memory");
         r->names[r->n_cols++] = name;
         if (t == F_EOR) break;
@@ -733,20 +834,30 @@ static mr_status read_header(mr_csv_reader *r, mr_error *err)
     return MR_OK;
 }
 
-/* Infers column types from the first sample_rows complete records. */
-static void infer(mr_csv_reader *r, mr_dtype *types)
+/* Infers column types from the first sample_rows complete records, and
+ * counts per column the non-null values and those that are numbers, with the
+ * first value that is not (for warn_numeric_strings). */
+static mr_status infer(mr_csv_reader *r, mr_dtype *types)
 {
     const char *p = r->buf + r->pos, *end = r->buf + r->len;
     long line = r->line;
-    size_t n = 0;
-    mr_dtype *row = mr_calloc(r->n_cols ? r->n_cols : 1, sizeof(mr_dtype));
-    if (!row) return;
+    size_t n = 0, n_cols = r->n_cols;
+    mr_dtype *row = mr_calloc(n_cols ? n_cols : 1, sizeof(mr_dtype));
+    fld *rowf = mr_calloc(n_cols ? n_cols : 1, sizeof(fld));
+    r->sample = mr_calloc(n_cols ? n_cols : 1, sizeof(col_sample));
+    if (!row || !rowf || !r->sample) {
+        mr_free(row);
+        mr_free(rowf);
+        return MR_E_NOMEM;
+    }
     while (p < end && n < r->c.sample_rows) {
         if (*p == '\n' || (*p == '\r' && p[1] == '\n')) {
             p += *p == '\n' ? 1 : 2;
+            line++;
             continue;
         }
         const char *rec = p;
+        const long rline = line;
         size_t j = 0;
         int bad = 0;
         for (;;) {
@@ -755,25 +866,51 @@ static void infer(mr_csv_reader *r, mr_dtype *types)
             if (t < 0) {
                 bad = 1;
                 p = record_end(rec, end, r->c.quote, NULL);
+                line = rline + (long)count_byte(rec, (size_t)(p - rec), '\n');
                 break;
             }
-            if (j < r->n_cols) row[j] = is_null(r, &f) || (f.quoted && !f.len) ? MR_T_NULL
-                                        : f.esc                                ? MR_T_STRING
-                                                                               : mr__classify(f.s, f.len);
+            if (j < n_cols) {
+                row[j] = is_null(r, &f) || (f.quoted && !f.len) ? MR_T_NULL
+                         : f.esc                                ? MR_T_STRING
+                                                                : mr__classify(f.s, f.len);
+                rowf[j] = f;
+            }
             j++;
             if (t == F_EOR) break;
         }
         if (p > end && !r->eof) break; /* cut by the window: incomplete */
-        if (bad || j != r->n_cols) continue;
-        for (size_t q = 0; q < r->n_cols; q++) types[q] = mr__type_join(types[q], row[q]);
+        if (bad || j != n_cols) continue;
+        for (size_t q = 0; q < n_cols; q++) {
+            types[q] = mr__type_join(types[q], row[q]);
+            col_sample *cs = &r->sample[q];
+            if (row[q] == MR_T_NULL) continue;
+            cs->values++;
+            if (is_number_type(row[q])) cs->numbers++;
+            else if (!cs->first.line) note_non_number(&cs->first, rline, q + 1, &rowf[q]);
+        }
         n++;
     }
     mr_free(row);
+    mr_free(rowf);
+    return MR_OK;
+}
+
+/* pandas' default na_values (pandas 2.x, so with "None"), and "-"; the empty
+ * field is null without being listed. docs/data.md lists them; the CSV writer
+ * quotes every string equal to one, so what it writes reads back as it was. */
+static const char *const default_nulls[] = {
+    "#N/A", "#N/A N/A", "#NA",  "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>",
+    "N/A",  "NA",       "NULL", "NaN",     "None",     "n/a",  "nan",  "null",   "-",
+};
+
+const char *const *mr_csv_default_null_tokens(size_t *n_out)
+{
+    *n_out = sizeof(default_nulls) / sizeof(default_nulls[0]);
+    return default_nulls;
 }
 
 static mr_status apply_options(mr_csv_reader *r, const mr_csv_options *o, mr_error *err)
 {
-    static const char *const default_nulls[] = {"NA", "NULL", "null"};
     mr_csv_options d;
     mr_csv_options_init(&d);
     if (!o) o = &d;
@@ -783,16 +920,23 @@ static mr_status apply_options(mr_csv_reader *r, const mr_csv_options *o, mr_err
         r->c.quote == '\r')
         return MR_ERR(err, MR_E_INVALID_ARG, "the delimiter and quote must differ and not be CR or LF");
     r->c.no_header = o->no_header;
-    const char *const *nt = o->null_tokens ? o->null_tokens : default_nulls;
-    size_t n_nt = o->null_tokens ? o->n_null_tokens : 3;
+    size_t n_nt = 0;
+    const char *const *nt = o->null_tokens ? o->null_tokens : mr_csv_default_null_tokens(&n_nt);
+    if (o->null_tokens) n_nt = o->n_null_tokens;
     r->c.nulls = mr_calloc(n_nt ? n_nt : 1, sizeof(char *));
-    if (!r->c.nulls) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    r->c.null_len = mr_calloc(n_nt ? n_nt : 1, sizeof(size_t));
+    if (!r->c.nulls || !r->c.null_len) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     for (size_t i = 0; i < n_nt; i++) {
         r->c.nulls[i] = mr_strdup(nt[i]);
         if (!r->c.nulls[i]) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-        r->c.n_nulls++;
         size_t l = strlen(nt[i]);
+        r->c.null_len[i] = l;
+        r->c.n_nulls++;
+        if (l == 0) continue; /* the empty field is null anyway */
         if (l < 64) r->c.null_lens |= (uint64_t)1 << l;
+        else r->c.null_long = 1;
+        r->null_edge[(uint8_t)nt[i][0]] |= NULL_FIRST;
+        r->null_edge[(uint8_t)nt[i][l - 1]] |= NULL_LAST;
     }
     r->c.sample_rows = o->sample_rows ? o->sample_rows : DEFAULT_SAMPLE;
     r->c.on_error = o->on_error;
@@ -879,9 +1023,15 @@ static mr_status open_impl(const char *path, const mr_csv_options *o, int whole,
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto fail;
     }
-    infer(r, r->types);
+    if (infer(r, r->types) != MR_OK) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto fail;
+    }
     rc = apply_schema(r, o, err);
     if (rc != MR_OK) goto fail;
+    for (size_t j = 0; j < r->n_cols; j++)
+        if (!r->declared[j] && r->types[j] == MR_T_STRING)
+            warn_numeric_strings(r, j, &r->sample[j].first, r->sample[j].numbers, r->sample[j].values);
     if (!whole)
         for (size_t j = 0; j < r->n_cols; j++)
             if (r->types[j] == MR_T_NULL) r->types[j] = MR_T_STRING;
@@ -970,8 +1120,10 @@ void mr_csv_reader_close(mr_csv_reader *r, mr_csv_stats *stats)
     mr_free(r->names);
     mr_free(r->types);
     mr_free(r->declared);
+    mr_free(r->sample);
     for (size_t i = 0; i < r->c.n_nulls; i++) mr_free(r->c.nulls[i]);
     mr_free(r->c.nulls);
+    mr_free(r->c.null_len);
     mr_free(r->buf);
     mr_free(r->path);
     mr_free(r);

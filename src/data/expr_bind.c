@@ -97,14 +97,10 @@ static mr_status bind_case(binder *b, enode *n, const char *who)
     return MR_OK;
 }
 
-static mr_status bind_node(binder *b, enode *n)
+/* Which single string column (if any) the subtree at n reads, so that
+ * evaluation can work on that column's dictionary codes. */
+static void set_dict_col(enode *n)
 {
-    mr_status rc;
-    for (size_t i = 0; i < n->n_kids; i++) {
-        rc = bind_node(b, n->kids[i]);
-        if (rc != MR_OK) return rc;
-    }
-    /* which single string column (if any) this subtree reads */
     if (n->kind == E_LIT) {
         n->dict_col = DICT_CONST;
     } else if (n->kind != E_COL) {
@@ -117,26 +113,156 @@ static mr_status bind_node(binder *b, enode *n)
         }
         n->dict_col = d;
     }
+}
+
+/* A column reference: its index and type in the schema, or MR_E_NOT_FOUND
+ * with the closest name as a hint. */
+static mr_status bind_column(binder *b, enode *n)
+{
+    for (size_t i = 0; i < b->n_cols; i++) {
+        if (!b->names[i] || strcmp(b->names[i], n->str)) continue;
+        n->col = (int)i;
+        n->col_type = b->types[i];
+        n->type = n->col_type == MR_T_FLOAT32 ? MR_T_FLOAT64 : n->col_type;
+        n->dict_col = n->type == MR_T_STRING ? (int)i : DICT_NONE;
+        return MR_OK;
+    }
+    const char *near = mr_closest(n->str, b->names, b->n_cols);
+    if (b->err && !mr_error_is_set(b->err)) {
+        MR_ERR(b->err, MR_E_NOT_FOUND, "%s: unknown column '%s'", b->e->label, n->str);
+        b->err->col = n->pos;
+        if (near) mr_error_hint(b->err, "did you mean '%s'?", near);
+    }
+    return MR_E_NOT_FOUND;
+}
+
+/* + - * / %: numbers; '/' is float64, the others int64 unless an operand
+ * is float64. */
+static mr_status bind_arith(binder *b, enode *n)
+{
+    const enode *k0 = n->kids[0], *k1 = n->kids[1];
+    static const char *const names[] = {"+", "-", "*", "/", "%"};
+    int ok0 = is_num(k0->type) || k0->type == MR_T_NULL, ok1 = is_num(k1->type) || k1->type == MR_T_NULL;
+    if (!ok0 || !ok1) {
+        char d0[160], d1[160];
+        mr__expr_describe(k0, d0, sizeof(d0));
+        mr__expr_describe(k1, d1, sizeof(d1));
+        return type_err(b, n, "cannot apply '%s' to %s and %s", names[n->op], d0, d1);
+    }
+    if (n->op == OP_DIV) n->type = MR_T_FLOAT64;
+    else if (k0->type == MR_T_FLOAT64 || k1->type == MR_T_FLOAT64) n->type = MR_T_FLOAT64;
+    else n->type = MR_T_INT64;
+    n->op_type = n->type;
+    return MR_OK;
+}
+
+/* A function call: what each function takes and gives (docs/expressions.md). */
+static mr_status bind_call(binder *b, enode *n)
+{
+    mr_status rc;
+    const enode *k0 = n->kids[0], *k1 = n->n_kids > 1 ? n->kids[1] : NULL;
+    char who[32];
+    snprintf(who, sizeof(who), "%s()", mr__expr_fn_name(n->op));
+    mr_dtype t0 = k0->type;
+    int null0 = t0 == MR_T_NULL;
+    switch (n->op) {
+    case FN_ABS:
+        rc = want(b, n, k0, is_num(t0) || null0, who, "a number");
+        if (rc != MR_OK) return rc;
+        n->type = n->op_type = null0 ? MR_T_INT64 : t0;
+        return MR_OK;
+    case FN_LOG:
+    case FN_EXP:
+    case FN_SQRT:
+        rc = want(b, n, k0, is_num(t0) || null0, who, "a number");
+        if (rc != MR_OK) return rc;
+        n->type = n->op_type = MR_T_FLOAT64;
+        return MR_OK;
+    case FN_LOWER:
+    case FN_UPPER:
+    case FN_LENGTH:
+        rc = want(b, n, k0, t0 == MR_T_STRING || null0, who, "a string");
+        if (rc != MR_OK) return rc;
+        n->op_type = MR_T_STRING;
+        n->type = n->op == FN_LENGTH ? MR_T_INT64 : MR_T_STRING;
+        return MR_OK;
+    case FN_CONTAINS:
+        rc = want(b, n, k0, t0 == MR_T_STRING || null0, who, "string arguments");
+        if (rc != MR_OK) return rc;
+        rc = want(b, n, k1, k1->type == MR_T_STRING || k1->type == MR_T_NULL, who, "string arguments");
+        if (rc != MR_OK) return rc;
+        n->op_type = MR_T_STRING;
+        n->type = MR_T_BOOL;
+        return MR_OK;
+    case FN_COALESCE: {
+        mr_dtype t = MR_T_NULL;
+        for (size_t i = 0; i < n->n_kids; i++) {
+            if (common_type(t, n->kids[i]->type, &t)) continue;
+            char d0[160], d1[160];
+            mr__expr_describe(n->kids[0], d0, sizeof(d0));
+            mr__expr_describe(n->kids[i], d1, sizeof(d1));
+            return type_err(b, n->kids[i], "coalesce() arguments must share a type: %s and %s", d0, d1);
+        }
+        /* all NULL: the call is NULL; give it a concrete type */
+        n->type = n->op_type = t == MR_T_NULL ? MR_T_INT64 : t;
+        return MR_OK;
+    }
+    case FN_IF: return bind_case(b, n, "if()");
+    case FN_CLIP: {
+        mr_dtype t = MR_T_NULL;
+        for (size_t i = 0; i < n->n_kids; i++) {
+            mr_dtype ti = n->kids[i]->type;
+            rc = want(b, n, n->kids[i], is_num(ti) || ti == MR_T_NULL, who, "numbers");
+            if (rc != MR_OK) return rc;
+            if (ti == MR_T_FLOAT64 || t == MR_T_FLOAT64) t = MR_T_FLOAT64;
+            else if (ti == MR_T_INT64) t = MR_T_INT64;
+        }
+        n->type = n->op_type = t == MR_T_NULL ? MR_T_INT64 : t;
+        return MR_OK;
+    }
+    case FN_DAYS_BETWEEN:
+        for (size_t i = 0; i < 2; i++) {
+            mr_dtype ti = n->kids[i]->type;
+            rc = want(b, n, n->kids[i], ti == MR_T_DATE || ti == MR_T_TIMESTAMP || ti == MR_T_NULL, who,
+                      "dates or timestamps");
+            if (rc != MR_OK) return rc;
+        }
+        n->op_type = MR_T_DATE;
+        n->type = MR_T_INT64;
+        return MR_OK;
+    case FN_HASH:
+        n->op_type = null0 ? MR_T_INT64 : t0;
+        n->type = MR_T_INT64;
+        return MR_OK;
+    case FN_YEAR:
+    case FN_MONTH:
+    case FN_DAY:
+    case FN_DAYOFWEEK:
+    case FN_HOUR:
+    case FN_MINUTE:
+    case FN_SECOND:
+        rc = want(b, n, k0, t0 == MR_T_DATE || t0 == MR_T_TIMESTAMP || null0, who, "a date or timestamp");
+        if (rc != MR_OK) return rc;
+        n->op_type = null0 ? MR_T_DATE : t0;
+        n->type = MR_T_INT64;
+        return MR_OK;
+    default: break;
+    }
+    return type_err(b, n, "internal: unhandled expression node");
+}
+
+static mr_status bind_node(binder *b, enode *n)
+{
+    mr_status rc;
+    for (size_t i = 0; i < n->n_kids; i++) {
+        rc = bind_node(b, n->kids[i]);
+        if (rc != MR_OK) return rc;
+    }
+    set_dict_col(n);
     enode *k0 = n->n_kids > 0 ? n->kids[0] : NULL, *k1 = n->n_kids > 1 ? n->kids[1] : NULL;
     switch (n->kind) {
     case E_LIT: n->type = n->lit_type; return MR_OK;
-    case E_COL: {
-        for (size_t i = 0; i < b->n_cols; i++) {
-            if (!b->names[i] || strcmp(b->names[i], n->str)) continue;
-            n->col = (int)i;
-            n->col_type = b->types[i];
-            n->type = n->col_type == MR_T_FLOAT32 ? MR_T_FLOAT64 : n->col_type;
-            n->dict_col = n->type == MR_T_STRING ? (int)i : DICT_NONE;
-            return MR_OK;
-        }
-        const char *near = mr_closest(n->str, b->names, b->n_cols);
-        if (b->err && !mr_error_is_set(b->err)) {
-            MR_ERR(b->err, MR_E_NOT_FOUND, "%s: unknown column '%s'", b->e->label, n->str);
-            b->err->col = n->pos;
-            if (near) mr_error_hint(b->err, "did you mean '%s'?", near);
-        }
-        return MR_E_NOT_FOUND;
-    }
+    case E_COL: return bind_column(b, n);
     case E_NEG:
         rc = want(b, n, k0, is_num(k0->type) || k0->type == MR_T_NULL, "unary '-'", "a number");
         if (rc != MR_OK)
@@ -159,21 +285,7 @@ static mr_status bind_node(binder *b, enode *n)
         }
         n->type = MR_T_BOOL;
         return MR_OK;
-    case E_ARITH: {
-        static const char *const names[] = {"+", "-", "*", "/", "%"};
-        int ok0 = is_num(k0->type) || k0->type == MR_T_NULL, ok1 = is_num(k1->type) || k1->type == MR_T_NULL;
-        if (!ok0 || !ok1) {
-            char d0[160], d1[160];
-            mr__expr_describe(k0, d0, sizeof(d0));
-            mr__expr_describe(k1, d1, sizeof(d1));
-            return type_err(b, n, "cannot apply '%s' to %s and %s", names[n->op], d0, d1);
-        }
-        if (n->op == OP_DIV) n->type = MR_T_FLOAT64;
-        else if (k0->type == MR_T_FLOAT64 || k1->type == MR_T_FLOAT64) n->type = MR_T_FLOAT64;
-        else n->type = MR_T_INT64;
-        n->op_type = n->type;
-        return MR_OK;
-    }
+    case E_ARITH: return bind_arith(b, n);
     case E_CMP:
         if (!common_type(k0->type, k1->type, &n->op_type)) return cmp_err(b, n, k0, k1, "");
         n->type = MR_T_BOOL;
@@ -190,96 +302,7 @@ static mr_status bind_node(binder *b, enode *n)
     }
     case E_ISNULL: n->type = MR_T_BOOL; return MR_OK;
     case E_CASE: return bind_case(b, n, "CASE");
-    case E_CALL: {
-        char who[32];
-        snprintf(who, sizeof(who), "%s()", mr__expr_fn_name(n->op));
-        mr_dtype t0 = k0->type;
-        int null0 = t0 == MR_T_NULL;
-        switch (n->op) {
-        case FN_ABS:
-            rc = want(b, n, k0, is_num(t0) || null0, who, "a number");
-            if (rc != MR_OK) return rc;
-            n->type = n->op_type = null0 ? MR_T_INT64 : t0;
-            return MR_OK;
-        case FN_LOG:
-        case FN_EXP:
-        case FN_SQRT:
-            rc = want(b, n, k0, is_num(t0) || null0, who, "a number");
-            if (rc != MR_OK) return rc;
-            n->type = n->op_type = MR_T_FLOAT64;
-            return MR_OK;
-        case FN_LOWER:
-        case FN_UPPER:
-        case FN_LENGTH:
-            rc = want(b, n, k0, t0 == MR_T_STRING || null0, who, "a string");
-            if (rc != MR_OK) return rc;
-            n->op_type = MR_T_STRING;
-            n->type = n->op == FN_LENGTH ? MR_T_INT64 : MR_T_STRING;
-            return MR_OK;
-        case FN_CONTAINS:
-            rc = want(b, n, k0, t0 == MR_T_STRING || null0, who, "string arguments");
-            if (rc != MR_OK) return rc;
-            rc = want(b, n, k1, k1->type == MR_T_STRING || k1->type == MR_T_NULL, who, "string arguments");
-            if (rc != MR_OK) return rc;
-            n->op_type = MR_T_STRING;
-            n->type = MR_T_BOOL;
-            return MR_OK;
-        case FN_COALESCE: {
-            mr_dtype t = MR_T_NULL;
-            for (size_t i = 0; i < n->n_kids; i++) {
-                if (common_type(t, n->kids[i]->type, &t)) continue;
-                char d0[160], d1[160];
-                mr__expr_describe(n->kids[0], d0, sizeof(d0));
-                mr__expr_describe(n->kids[i], d1, sizeof(d1));
-                return type_err(b, n->kids[i], "coalesce() arguments must share a type: %s and %s", d0, d1);
-            }
-            /* all NULL: the call is NULL; give it a concrete type */
-            n->type = n->op_type = t == MR_T_NULL ? MR_T_INT64 : t;
-            return MR_OK;
-        }
-        case FN_IF: return bind_case(b, n, "if()");
-        case FN_CLIP: {
-            mr_dtype t = MR_T_NULL;
-            for (size_t i = 0; i < n->n_kids; i++) {
-                mr_dtype ti = n->kids[i]->type;
-                rc = want(b, n, n->kids[i], is_num(ti) || ti == MR_T_NULL, who, "numbers");
-                if (rc != MR_OK) return rc;
-                if (ti == MR_T_FLOAT64 || t == MR_T_FLOAT64) t = MR_T_FLOAT64;
-                else if (ti == MR_T_INT64) t = MR_T_INT64;
-            }
-            n->type = n->op_type = t == MR_T_NULL ? MR_T_INT64 : t;
-            return MR_OK;
-        }
-        case FN_DAYS_BETWEEN:
-            for (size_t i = 0; i < 2; i++) {
-                mr_dtype ti = n->kids[i]->type;
-                rc = want(b, n, n->kids[i], ti == MR_T_DATE || ti == MR_T_TIMESTAMP || ti == MR_T_NULL, who,
-                          "dates or timestamps");
-                if (rc != MR_OK) return rc;
-            }
-            n->op_type = MR_T_DATE;
-            n->type = MR_T_INT64;
-            return MR_OK;
-        case FN_HASH:
-            n->op_type = null0 ? MR_T_INT64 : t0;
-            n->type = MR_T_INT64;
-            return MR_OK;
-        case FN_YEAR:
-        case FN_MONTH:
-        case FN_DAY:
-        case FN_DAYOFWEEK:
-        case FN_HOUR:
-        case FN_MINUTE:
-        case FN_SECOND:
-            rc = want(b, n, k0, t0 == MR_T_DATE || t0 == MR_T_TIMESTAMP || null0, who, "a date or timestamp");
-            if (rc != MR_OK) return rc;
-            n->op_type = null0 ? MR_T_DATE : t0;
-            n->type = MR_T_INT64;
-            return MR_OK;
-        default: break;
-        }
-        break;
-    }
+    case E_CALL: return bind_call(b, n);
     }
     return type_err(b, n, "internal: unhandled expression node");
 }

@@ -1066,6 +1066,156 @@ done:
     return rc;
 }
 
+/* A literal: a constant vector of one value (borrowing the node's storage
+ * for numbers and strings). */
+static mr_status eval_literal(const enode *n, vec *out)
+{
+    out->type = n->lit_type;
+    out->is_const = 1;
+    out->n = 1;
+    out->valid = n->lit_type == MR_T_NULL ? zero_bytes : NULL;
+    switch (n->lit_type) {
+    case MR_T_NULL: make_null(out, MR_T_NULL); break;
+    case MR_T_BOOL: {
+        uint8_t *d = vec_alloc(out, 1);
+        if (!d) return MR_E_NOMEM;
+        d[0] = (uint8_t)n->i;
+        out->data = d;
+        break;
+    }
+    case MR_T_DATE: {
+        int32_t *d = vec_alloc(out, sizeof(int32_t));
+        if (!d) return MR_E_NOMEM;
+        d[0] = (int32_t)n->i;
+        out->data = d;
+        break;
+    }
+    case MR_T_INT64:
+    case MR_T_TIMESTAMP: out->data = &n->i; break;
+    case MR_T_FLOAT64: out->data = &n->f; break;
+    case MR_T_STRING: {
+        int64_t *off = vec_alloc(out, 2 * sizeof(int64_t));
+        if (!off) return MR_E_NOMEM;
+        off[0] = 0;
+        off[1] = (int64_t)n->str_len;
+        out->off = off;
+        out->bytes = n->str;
+        break;
+    }
+    default: break;
+    }
+    return MR_OK;
+}
+
+/* AND / OR over two or more operands, folded left to right (three-valued). */
+static mr_status eval_andor(ectx *c, const enode *n, vec *out)
+{
+    vec a, b;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    mr_status rc = eval_cast(c, n->kids[0], MR_T_BOOL, &a);
+    for (size_t k = 1; rc == MR_OK && k < n->n_kids; k++) {
+        vec r;
+        rc = eval_cast(c, n->kids[k], MR_T_BOOL, &b);
+        if (rc != MR_OK) break;
+        rc = k_logic(c, n->kind == E_AND, &a, &b, &r);
+        if (rc != MR_OK) {
+            vec_free(&r);
+            break;
+        }
+        vec_free(&a);
+        vec_free(&b);
+        a = r;
+    }
+    if (rc == MR_OK) {
+        *out = a;
+        memset(&a, 0, sizeof(a));
+    }
+    vec_free(&a);
+    vec_free(&b);
+    return rc;
+}
+
+/* x IS [NOT] NULL: never null itself. */
+static mr_status eval_isnull(ectx *c, const enode *n, vec *out)
+{
+    vec a;
+    memset(&a, 0, sizeof(a));
+    mr_status rc = eval_node(c, n->kids[0], &a);
+    if (rc == MR_OK) rc = out_init(out, MR_T_BOOL, a.is_const, c->n);
+    if (rc == MR_OK) {
+        const uint8_t *va = V(c, &a);
+        uint8_t *od = OUT_DATA(out, uint8_t), *ov = OUT_VALID(out);
+        for (size_t i = 0; i < out->n; i++) {
+            od[i] = n->negated ? va[i] : !va[i];
+            ov[i] = 1;
+        }
+    }
+    vec_free(&a);
+    return rc;
+}
+
+/* A function call: the multi-argument functions have their own steps; the
+ * others evaluate their argument in the node's operand type and run one
+ * kernel. */
+static mr_status eval_call(ectx *c, const enode *n, vec *out)
+{
+    mr_status rc = MR_OK;
+    vec a, b;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    switch (n->op) {
+    case FN_COALESCE: return eval_coalesce(c, n, out);
+    case FN_IF: return eval_case(c, n, out);
+    case FN_CLIP: {
+        vec hi, t1;
+        memset(&hi, 0, sizeof(hi));
+        memset(&t1, 0, sizeof(t1));
+        rc = eval_cast(c, n->kids[0], n->op_type, &a);
+        if (rc == MR_OK) rc = eval_cast(c, n->kids[1], n->op_type, &b);
+        if (rc == MR_OK) rc = eval_cast(c, n->kids[2], n->op_type, &hi);
+        if (rc == MR_OK) rc = k_minmax(c, 1, &a, &b, &t1);
+        if (rc == MR_OK) rc = k_minmax(c, 0, &t1, &hi, out);
+        vec_free(&hi);
+        vec_free(&t1);
+        goto done;
+    }
+    case FN_DAYS_BETWEEN:
+        rc = eval_node(c, n->kids[0], &a);
+        if (rc == MR_OK && a.type == MR_T_NULL) rc = cast(&a, MR_T_DATE);
+        if (rc == MR_OK) rc = eval_node(c, n->kids[1], &b);
+        if (rc == MR_OK && b.type == MR_T_NULL) rc = cast(&b, MR_T_DATE);
+        if (rc == MR_OK) rc = k_days_between(c, &a, &b, out);
+        goto done;
+    case FN_CONTAINS:
+        rc = eval_cast(c, n->kids[0], MR_T_STRING, &a);
+        if (rc == MR_OK) rc = eval_cast(c, n->kids[1], MR_T_STRING, &b);
+        if (rc == MR_OK) rc = k_contains(c, &a, &b, out);
+        goto done;
+    default: break;
+    }
+    rc = eval_cast(c, n->kids[0], n->op_type, &a);
+    if (rc != MR_OK) goto done;
+    switch (n->op) {
+    case FN_ABS:
+    case FN_LOG:
+    case FN_EXP:
+    case FN_SQRT: rc = k_unary_num(c, n->op, &a, n->type, out); break;
+    case FN_LOWER:
+    case FN_UPPER: rc = k_case(c, n->op == FN_UPPER, &a, out); break;
+    case FN_LENGTH: rc = k_length(c, &a, out); break;
+    case FN_HASH: rc = k_hash(c, &a, out); break;
+    default: rc = k_date_part(c, n->op, &a, out); break;
+    }
+done:
+    vec_free(&a);
+    vec_free(&b);
+    return rc;
+}
+
+/* Evaluates node n over the batch into *out (owned by the caller; freed here
+ * on error). A subtree that reads one dictionary-encoded string column is
+ * evaluated once per dictionary entry instead (eval_on_dict). */
 static mr_status eval_node(ectx *c, const enode *n, vec *out)
 {
     mr_status rc = MR_OK;
@@ -1079,42 +1229,7 @@ static mr_status eval_node(ectx *c, const enode *n, vec *out)
             return eval_on_dict(c, n, col, out);
     }
     switch (n->kind) {
-    case E_LIT:
-        out->type = n->lit_type;
-        out->is_const = 1;
-        out->n = 1;
-        out->valid = n->lit_type == MR_T_NULL ? zero_bytes : NULL;
-        switch (n->lit_type) {
-        case MR_T_NULL: make_null(out, MR_T_NULL); break;
-        case MR_T_BOOL: {
-            uint8_t *d = vec_alloc(out, 1);
-            if (!d) return MR_E_NOMEM;
-            d[0] = (uint8_t)n->i;
-            out->data = d;
-            break;
-        }
-        case MR_T_DATE: {
-            int32_t *d = vec_alloc(out, sizeof(int32_t));
-            if (!d) return MR_E_NOMEM;
-            d[0] = (int32_t)n->i;
-            out->data = d;
-            break;
-        }
-        case MR_T_INT64:
-        case MR_T_TIMESTAMP: out->data = &n->i; break;
-        case MR_T_FLOAT64: out->data = &n->f; break;
-        case MR_T_STRING: {
-            int64_t *off = vec_alloc(out, 2 * sizeof(int64_t));
-            if (!off) return MR_E_NOMEM;
-            off[0] = 0;
-            off[1] = (int64_t)n->str_len;
-            out->off = off;
-            out->bytes = n->str;
-            break;
-        }
-        default: break;
-        }
-        return MR_OK;
+    case E_LIT: return eval_literal(n, out);
     case E_COL: return load_col(c, n, out);
     case E_NEG:
         rc = eval_cast(c, n->kids[0], n->op_type, &a);
@@ -1141,88 +1256,12 @@ static mr_status eval_node(ectx *c, const enode *n, vec *out)
         rc = k_cmp(c, n->op, &a, &b, out);
         break;
     case E_AND:
-    case E_OR:
-        rc = eval_cast(c, n->kids[0], MR_T_BOOL, &a);
-        if (rc != MR_OK) goto done;
-        for (size_t k = 1; k < n->n_kids; k++) {
-            vec r;
-            rc = eval_cast(c, n->kids[k], MR_T_BOOL, &b);
-            if (rc != MR_OK) goto done;
-            rc = k_logic(c, n->kind == E_AND, &a, &b, &r);
-            if (rc != MR_OK) {
-                vec_free(&r);
-                goto done;
-            }
-            vec_free(&a);
-            vec_free(&b);
-            a = r;
-        }
-        *out = a;
-        memset(&a, 0, sizeof(a));
-        break;
+    case E_OR: rc = eval_andor(c, n, out); break;
     case E_IN: rc = eval_in(c, n, out); break;
     case E_BETWEEN: rc = eval_between(c, n, out); break;
-    case E_ISNULL: {
-        rc = eval_node(c, n->kids[0], &a);
-        if (rc != MR_OK) goto done;
-        rc = out_init(out, MR_T_BOOL, a.is_const, c->n);
-        if (rc != MR_OK) goto done;
-        const uint8_t *va = V(c, &a);
-        uint8_t *od = OUT_DATA(out, uint8_t), *ov = OUT_VALID(out);
-        for (size_t i = 0; i < out->n; i++) {
-            od[i] = n->negated ? va[i] : !va[i];
-            ov[i] = 1;
-        }
-        break;
-    }
+    case E_ISNULL: rc = eval_isnull(c, n, out); break;
     case E_CASE: rc = eval_case(c, n, out); break;
-    case E_CALL:
-        switch (n->op) {
-        case FN_COALESCE: rc = eval_coalesce(c, n, out); goto done;
-        case FN_IF: rc = eval_case(c, n, out); goto done;
-        case FN_CLIP: {
-            vec hi, t1;
-            memset(&hi, 0, sizeof(hi));
-            memset(&t1, 0, sizeof(t1));
-            rc = eval_cast(c, n->kids[0], n->op_type, &a);
-            if (rc == MR_OK) rc = eval_cast(c, n->kids[1], n->op_type, &b);
-            if (rc == MR_OK) rc = eval_cast(c, n->kids[2], n->op_type, &hi);
-            if (rc == MR_OK) rc = k_minmax(c, 1, &a, &b, &t1);
-            if (rc == MR_OK) rc = k_minmax(c, 0, &t1, &hi, out);
-            vec_free(&hi);
-            vec_free(&t1);
-            goto done;
-        }
-        case FN_DAYS_BETWEEN:
-            rc = eval_node(c, n->kids[0], &a);
-            if (rc == MR_OK && a.type == MR_T_NULL) rc = cast(&a, MR_T_DATE);
-            if (rc == MR_OK) rc = eval_node(c, n->kids[1], &b);
-            if (rc == MR_OK && b.type == MR_T_NULL) rc = cast(&b, MR_T_DATE);
-            if (rc == MR_OK) rc = k_days_between(c, &a, &b, out);
-            goto done;
-        case FN_CONTAINS:
-            rc = eval_cast(c, n->kids[0], MR_T_STRING, &a);
-            if (rc != MR_OK) goto done;
-            rc = eval_cast(c, n->kids[1], MR_T_STRING, &b);
-            if (rc != MR_OK) goto done;
-            rc = k_contains(c, &a, &b, out);
-            goto done;
-        default: break;
-        }
-        rc = eval_cast(c, n->kids[0], n->op_type, &a);
-        if (rc != MR_OK) goto done;
-        switch (n->op) {
-        case FN_ABS:
-        case FN_LOG:
-        case FN_EXP:
-        case FN_SQRT: rc = k_unary_num(c, n->op, &a, n->type, out); break;
-        case FN_LOWER:
-        case FN_UPPER: rc = k_case(c, n->op == FN_UPPER, &a, out); break;
-        case FN_LENGTH: rc = k_length(c, &a, out); break;
-        case FN_HASH: rc = k_hash(c, &a, out); break;
-        default: rc = k_date_part(c, n->op, &a, out); break;
-        }
-        break;
+    case E_CALL: rc = eval_call(c, n, out); break;
     }
 done:
     vec_free(&a);

@@ -447,6 +447,86 @@ fail:
     return rc;
 }
 
+/* DATE 'YYYY-MM-DD' or TIMESTAMP '...': t is the keyword, str the string
+ * token after it. */
+static mr_status parse_typed_literal(parser *p, const tok *t, const tok *str, int is_date, enode **out)
+{
+    enode *n = node_new(p, E_LIT, t->start);
+    if (!n) return MR_E_NOMEM;
+    size_t sl;
+    char *body = unquote(p, str, &sl);
+    if (!body) {
+        node_free(n);
+        return perr(p, t->start, MR_E_NOMEM, "out of memory");
+    }
+    int bad;
+    if (is_date) {
+        int32_t days = 0;
+        n->lit_type = MR_T_DATE;
+        bad = mr_parse_date(body, sl, &days) != 0;
+        n->i = days;
+    } else {
+        n->lit_type = MR_T_TIMESTAMP;
+        bad = mr_parse_timestamp(body, sl, &n->i) != 0;
+        /* canonical form prints 4-digit UTC years; keep the range printable */
+        const int64_t lo = mr__days_to_us(mr_days_from_civil(0, 1, 1));
+        const int64_t hi = mr__days_to_us(mr_days_from_civil(10000, 1, 1));
+        if (!bad && (n->i < lo || n->i >= hi)) bad = 1;
+    }
+    mr_free(body);
+    if (bad) {
+        node_free(n);
+        return perr(p, str->start, MR_E_PARSE, "invalid %s literal %.*s (expected '%s')", is_date ? "DATE" : "TIMESTAMP",
+                    (int)(str->end - str->start > 40 ? 40 : str->end - str->start), p->text + str->start,
+                    is_date ? "YYYY-MM-DD" : "YYYY-MM-DD HH:MM:SS[.ffffff]");
+    }
+    *out = n;
+    return MR_OK;
+}
+
+/* name(args): t is the name, lparen the '(' after it. Checks the function
+ * exists (with a did-you-mean) and its argument count; the parser is left
+ * after the ')'. */
+static mr_status parse_call(parser *p, const tok *t, const tok *lparen, enode **out)
+{
+    size_t len = t->end - t->start;
+    const char *s = p->text + t->start;
+    int fn = mr__expr_fn_lookup(s, len);
+    if (fn < 0) {
+        char name[64];
+        snprintf(name, sizeof(name), "%.*s", (int)(len > 60 ? 60 : len), s);
+        const char *cands[FN__COUNT];
+        for (int k = 0; k < FN__COUNT; k++) cands[k] = fn_table[k].name;
+        const char *near = mr_closest(name, cands, FN__COUNT);
+        mr_status rc = perr(p, t->start, MR_E_NOT_FOUND, "unknown function '%s'", name);
+        if (near) mr_error_hint(p->err, "did you mean '%s'?", near);
+        return rc;
+    }
+    enode *n = node_new(p, E_CALL, t->start);
+    if (!n) return MR_E_NOMEM;
+    n->op = fn;
+    p->tok = *lparen;
+    char ctx[64];
+    snprintf(ctx, sizeof(ctx), "arguments of %s()", fn_table[fn].name);
+    mr_status rc = parse_list(p, n, ctx, 1);
+    if (rc != MR_OK) goto fail;
+    int lo = fn_table[fn].min_args, hi = fn_table[fn].max_args;
+    if ((int)n->n_kids < lo || (hi >= 0 && (int)n->n_kids > hi)) {
+        if (lo == hi)
+            rc = perr(p, t->start, MR_E_PARSE, "%s() takes %d argument%s, got %zu", fn_table[fn].name, lo,
+                      lo == 1 ? "" : "s", n->n_kids);
+        else
+            rc = perr(p, t->start, MR_E_PARSE, "%s() takes at least %d argument%s, got %zu", fn_table[fn].name, lo,
+                      lo == 1 ? "" : "s", n->n_kids);
+        goto fail;
+    }
+    *out = n;
+    return MR_OK; /* parse_list consumed the ')' */
+fail:
+    node_free(n);
+    return rc;
+}
+
 static mr_status parse_primary(parser *p, enode **out)
 {
     mr_status rc = MR_OK;
@@ -521,68 +601,12 @@ static mr_status parse_primary(parser *p, enode **out)
         }
         int is_date = ieq_n(s, len, "date"), is_ts = ieq_n(s, len, "timestamp");
         if ((is_date || is_ts) && next.kind == T_STR) {
-            n = node_new(p, E_LIT, t.start);
-            if (!n) return MR_E_NOMEM;
-            size_t sl;
-            char *body = unquote(p, &next, &sl);
-            if (!body) goto nomem;
-            int bad;
-            if (is_date) {
-                int32_t days = 0;
-                n->lit_type = MR_T_DATE;
-                bad = mr_parse_date(body, sl, &days) != 0;
-                n->i = days;
-            } else {
-                n->lit_type = MR_T_TIMESTAMP;
-                bad = mr_parse_timestamp(body, sl, &n->i) != 0;
-                /* canonical form prints 4-digit UTC years; keep the range printable */
-                const int64_t lo = mr__days_to_us(mr_days_from_civil(0, 1, 1));
-                const int64_t hi = mr__days_to_us(mr_days_from_civil(10000, 1, 1));
-                if (!bad && (n->i < lo || n->i >= hi)) bad = 1;
-            }
-            mr_free(body);
-            if (bad) {
-                node_free(n);
-                return perr(p, next.start, MR_E_PARSE, "invalid %s literal %.*s (expected '%s')",
-                            is_date ? "DATE" : "TIMESTAMP", (int)(next.end - next.start > 40 ? 40 : next.end - next.start),
-                            p->text + next.start, is_date ? "YYYY-MM-DD" : "YYYY-MM-DD HH:MM:SS[.ffffff]");
-            }
+            rc = parse_typed_literal(p, &t, &next, is_date, &n);
+            if (rc != MR_OK) return rc;
             p->tok = next;
             break;
         }
-        if (next.kind == T_LPAREN) {
-            int fn = mr__expr_fn_lookup(s, len);
-            if (fn < 0) {
-                char name[64];
-                snprintf(name, sizeof(name), "%.*s", (int)(len > 60 ? 60 : len), s);
-                const char *cands[FN__COUNT];
-                for (int k = 0; k < FN__COUNT; k++) cands[k] = fn_table[k].name;
-                const char *near = mr_closest(name, cands, FN__COUNT);
-                rc = perr(p, t.start, MR_E_NOT_FOUND, "unknown function '%s'", name);
-                if (near) mr_error_hint(p->err, "did you mean '%s'?", near);
-                return rc;
-            }
-            n = node_new(p, E_CALL, t.start);
-            if (!n) return MR_E_NOMEM;
-            n->op = fn;
-            p->tok = next;
-            char ctx[64];
-            snprintf(ctx, sizeof(ctx), "arguments of %s()", fn_table[fn].name);
-            rc = parse_list(p, n, ctx, 1);
-            if (rc != MR_OK) goto fail;
-            int lo = fn_table[fn].min_args, hi = fn_table[fn].max_args;
-            if ((int)n->n_kids < lo || (hi >= 0 && (int)n->n_kids > hi)) {
-                if (lo == hi)
-                    rc = perr(p, t.start, MR_E_PARSE, "%s() takes %d argument%s, got %zu", fn_table[fn].name, lo,
-                              lo == 1 ? "" : "s", n->n_kids);
-                else
-                    rc = perr(p, t.start, MR_E_PARSE, "%s() takes at least %d argument%s, got %zu",
-                              fn_table[fn].name, lo, lo == 1 ? "" : "s", n->n_kids);
-                goto fail;
-            }
-            *out = n;
-            return MR_OK; /* parse_list consumed the ')' */
-        }
+        if (next.kind == T_LPAREN) return parse_call(p, &t, &next, out);
         n = node_new(p, E_COL, t.start);
         if (!n) return MR_E_NOMEM;
         n->str = mr_strndup(s, len);

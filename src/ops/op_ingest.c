@@ -21,7 +21,7 @@ static const mr_param_def ingest_params[] = {
     {"schema", MR_PT_MAP, 0, "declared column types: {name: int64|float64|float32|bool|string|date|timestamp}"},
     {"delimiter", MR_PT_STR, 0, "CSV field separator: one character, or \\t / tab (default ',')"},
     {"header", MR_PT_BOOL, 0, "the first CSV record names the columns (default true)"},
-    {"null_values", MR_PT_STRSEQ, 0, "unquoted CSV fields read as null (default NA, NULL, null; empty is always null)"},
+    {"null_values", MR_PT_STRSEQ, 0, "unquoted CSV fields read as null (default: pandas' missing-value tokens and -, docs/data.md; empty is always null)"},
     {"on_error", MR_PT_STR, 0, "bad rows: fail (default), skip, or quarantine (kept in quarantine.csv in the output)"},
     {"filter", MR_PT_STR, 0, "keep only rows where this expression is true (docs/expressions.md)"},
     {"partition_by", MR_PT_STRSEQ, 0, "hive partition columns (key=value directories)"},
@@ -196,7 +196,7 @@ done:
 
 const mr_op mr_op_ingest = {
     .name = "ingest",
-    .version = 1,
+    .version = 2, /* 2: the CSV reader's default null tokens grew to pandas' set (n/a, NaN, None, -, ...) */
     .params = ingest_params,
     .outputs = NULL,
     .run = run_ingest,

@@ -107,12 +107,12 @@ expect_exit 2 mr data head parts --filter "contry = 'DE'"
 assert_contains "$T_ERR" "country" "an unknown filter column gets a did-you-mean"
 
 # ---- bad values, skip and quarantine ----------------------------------------
-printf 'id,score,day\n1,0.5,2024-01-01\n2,n/a,2024-01-02\n3,1.5,2024-01-03\n4,2.5,not-a-date\n5,3.5,2024-01-05\n' >bad.csv
+printf 'id,score,day\n1,0.5,2024-01-01\n2,??,2024-01-02\n3,1.5,2024-01-03\n4,2.5,not-a-date\n5,3.5,2024-01-05\n' >bad.csv
 printf 'score: float64\nday: date\n' >schema.yaml
 expect_exit 1 mr data ingest bad.csv bad_ds --schema schema.yaml
 assert_contains "$T_ERR" "bad.csv:3:2" "a bad value names file:line:field"
 assert_contains "$T_ERR" "column 'score'" "... the column"
-assert_contains "$T_ERR" '"n/a"' "... and the value"
+assert_contains "$T_ERR" '"??"' "... and the value"
 assert_no_file bad_ds "a failed ingest leaves no dataset"
 assert_eq "$(ls -d bad_ds.tmp.* 2>/dev/null | wc -l)" 0 "a failed ingest leaves no staging directory"
 expect_exit 0 mr data ingest bad.csv skip_ds --schema schema.yaml --on-error skip --json
@@ -121,7 +121,7 @@ assert_eq "$(json 'd["rows_written"]')" 3 "skip: good rows written"
 assert_no_file skip_ds/quarantine.csv "skip writes no quarantine file"
 expect_exit 0 mr data ingest bad.csv q_ds --schema schema.yaml --on-error quarantine --json
 assert_eq "$(json 'd["rows_quarantined"]')" 2 "quarantine: bad rows counted"
-assert_file_content q_ds/quarantine.csv "$(printf '2,n/a,2024-01-02\n4,2.5,not-a-date')" "quarantine: bad rows kept unchanged inside the dataset"
+assert_file_content q_ds/quarantine.csv "$(printf '2,??,2024-01-02\n4,2.5,not-a-date')" "quarantine: bad rows kept unchanged inside the dataset"
 expect_exit 2 mr data ingest bad.csv x --on-error maybe
 expect_exit 2 mr data frobnicate
 assert_contains "$T_ERR" "unknown subcommand" "unknown subcommand is a usage error"
