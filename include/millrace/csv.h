@@ -60,6 +60,13 @@
 #ifndef MILLRACE_CSV_H
 #define MILLRACE_CSV_H
 
+/* The version of what reading a CSV file means (null tokens, inference):
+ * bumped whenever the same bytes may read as a different table. A stage of
+ * a built-in op that reads a CSV file has it in its cache key (docs/engine.md
+ * "Cache keys"), so results read under other rules are never reused.
+ * 2: pandas' missing-value tokens are null (2026-12). */
+#define MR_CSV_READER_VERSION 2
+
 #include "millrace/table.h"
 
 #ifdef __cplusplus

@@ -21,6 +21,8 @@ typedef struct mr__stage_paths {
 const mr__stage_paths *mr__dag_paths(const mr_dag *dag, size_t i);
 const mr_spec *mr__dag_spec(const mr_dag *dag);
 ssize_t mr__dag_index(const mr_dag *dag, const char *name);
+/* 1 if a built-in op reading path reads CSV (mr_table_read_file's rules). */
+int mr__reads_csv(const char *path);
 /* 1 if path a equals b or lies under directory b. */
 int mr__path_within(const char *a, const char *b);
 

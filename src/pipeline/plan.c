@@ -6,6 +6,9 @@
  *   {"def":{...},"inputs":{"name":"id",...},"op":"exec","op_version":1,
  *    "params":{"a.b":value,...},"smoke":false}
  *
+ * plus "csv_reader": N when a built-in op reads a CSV file (the reader's
+ * rules are part of what its result depends on).
+ *
  * "def" is the stage's interpolated definition without the keys that cannot
  * change a result (op, desc, resources). Canonical JSON sorts map keys
  * bytewise and prints numbers in one shortest round-trip form, so the order
@@ -14,8 +17,10 @@
  * version or the smoke flag always does. The document itself is stored with
  * the cache entry, which is how `millrace status` explains what changed. */
 #include "pipeline_int.h"
+#include "millrace/csv.h"
 
 #include <glob.h>
+#include <strings.h>
 #include <string.h>
 #include <sys/types.h>
 
@@ -244,6 +249,22 @@ done:
     return rc;
 }
 
+/* 1 if mr_table_read_file would read path as CSV: a .csv/.tsv/.txt file, a
+ * glob of them, or a folder of data files (a directory that is not a
+ * millrace dataset). */
+int mr__reads_csv(const char *path)
+{
+    static const char *const ext[] = {".csv", ".tsv", ".txt"};
+    size_t n = strlen(path);
+    for (int k = 0; k < 3; k++)
+        if (n > 4 && (!strcasecmp(path + n - 4, ext[k]) || (strpbrk(path, "*?[") && strstr(path, ext[k])))) return 1;
+    if (!mr_fs_is_dir(path)) return 0;
+    char *manifest = mr_path_join(path, "manifest.json");
+    int dataset = manifest && mr_fs_exists(manifest);
+    mr_free(manifest);
+    return !dataset;
+}
+
 /* Flattened params this stage depends on: {"a.b": value}. */
 static mr_status stage_params(const mr_spec *spec, const mr_stage_spec *s, mr_value **flat_out, mr_value **nested_out)
 {
@@ -286,6 +307,13 @@ mr_status mr__plan_key(const mr_spec *spec, size_t i, int smoke, mr__plan *p, mr
     for (size_t k = 0; k < p->n_ins; k++) {
         MR_ASSERT(p->ins[k].id[0]);
         if (mr_value_map_set(inputs, p->ins[k].name, mr_value_new_str(p->ins[k].id)) != MR_OK) goto oom;
+    }
+    /* A built-in op that reads a CSV file reads it under the CSV reader's
+     * rules: their version is part of what the result depends on. */
+    if (!(s->op->flags & MR_OP_WORKSPACE_OUTPUTS)) {
+        int csv = 0;
+        for (size_t k = 0; k < p->n_ins && !csv; k++) csv = mr__reads_csv(p->ins[k].path);
+        if (csv && mr_value_map_set(doc, "csv_reader", mr_value_new_int(MR_CSV_READER_VERSION)) != MR_OK) goto oom;
     }
     mr_value *tmp[6] = {mr_value_new_str(s->op->name), mr_value_new_int(s->op->version), mr_value_new_bool(smoke),
                         def, inputs, flat};

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "millrace/csv.h"
 #include "pipeline/pipeline_int.h"
 
 #define assert_contains(hay, needle)                                                         \
@@ -473,6 +474,30 @@ static int plan_oom_child(void)
     return rc;
 }
 
+/* A built-in op reading a CSV file has the CSV reader's version in its key;
+ * one reading Parquet does not (its key does not change with the reader). */
+static void test_key_csv_reader(void **state)
+{
+    (void)state;
+    char key[33];
+    char *doc = NULL;
+    key_of("stages:\n  m: {op: train, train: data/t.csv, label: y}\n", NULL, 0, 0, NULL, "m", key, &doc);
+    char want[64];
+    snprintf(want, sizeof(want), "\"csv_reader\":%d", MR_CSV_READER_VERSION);
+    assert_contains(doc, want);
+    mr_free(doc);
+    key_of("stages:\n  m: {op: train, train: data/t.tsv, label: y}\n", NULL, 0, 0, NULL, "m", key, &doc);
+    assert_contains(doc, want);
+    mr_free(doc);
+    key_of("stages:\n  m: {op: train, train: data/t.parquet, label: y}\n", NULL, 0, 0, NULL, "m", key, &doc);
+    assert_null(strstr(doc, "csv_reader"));
+    mr_free(doc);
+    /* an exec stage reads its files itself */
+    key_of("stages:\n  e: {op: exec, cmd: cat a.csv, deps: [a.csv], outs: [b.txt]}\n", NULL, 0, 0, NULL, "e", key, &doc);
+    assert_null(strstr(doc, "csv_reader"));
+    mr_free(doc);
+}
+
 static void test_plan_oom(void **state)
 {
     (void)state;
@@ -502,6 +527,7 @@ int main(void)
         cmocka_unit_test(test_key_op_version),
         cmocka_unit_test(test_key_ignores_desc_and_resources),
         cmocka_unit_test(test_key_int_vs_float),
+        cmocka_unit_test(test_key_csv_reader),
         cmocka_unit_test(test_plan_oom),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
