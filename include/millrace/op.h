@@ -141,6 +141,11 @@ typedef struct mr_op {
     mr_status (*validate)(const mr_op_validate_ctx *vc, mr_error *err);
 } mr_op;
 
+/* 1 if v is a string holding a ${stages.X...} reference: its value (a path,
+ * or a value read from X's outputs) is known only when the stage runs, so a
+ * validate hook leaves it alone. */
+int mr_op_value_deferred(const mr_value *v);
+
 mr_status mr_op_register(const mr_op *op);
 const mr_op *mr_op_find(const char *name);
 /* All registered op names, for "did you mean"; valid until the next register. */

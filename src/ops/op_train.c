@@ -105,7 +105,32 @@ static mr_status validate_train(const mr_op_validate_ctx *vc, mr_error *err)
 {
     mr_train_opts o;
     mr_train_opts_init(&o);
-    return train_settings(vc->def, &o, err);
+    /* Params that come from another stage's outputs are checked when it ran. */
+    const mr_value *params = mr_value_get(vc->def, "params");
+    mr_value *known = NULL, *def = NULL;
+    int deferred = 0;
+    for (size_t k = 0; params && params->kind == MR_V_MAP && k < params->n; k++) deferred |= mr_op_value_deferred(params->items[k]);
+    if (deferred) {
+        def = mr_value_clone(vc->def);
+        known = def ? mr_value_new(MR_V_MAP) : NULL;
+        for (size_t k = 0; known && k < params->n; k++) {
+            if (mr_op_value_deferred(params->items[k])) continue;
+            if (mr_value_map_set(known, params->keys[k], mr_value_clone(params->items[k])) != MR_OK) {
+                mr_value_free(known);
+                known = NULL;
+                break;
+            }
+            known->key_lines[known->n - 1] = params->key_lines[k];
+            known->key_cols[known->n - 1] = params->key_cols[k];
+        }
+        if (!known || mr_value_map_set(def, "params", known) != MR_OK) {
+            mr_value_free(def);
+            return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        }
+    }
+    mr_status rc = train_settings(def ? def : vc->def, &o, err);
+    mr_value_free(def);
+    return rc;
 }
 
 static mr_status run_train(mr_op_ctx *ctx, mr_error *err)

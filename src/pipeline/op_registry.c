@@ -49,3 +49,8 @@ const mr_param_def *mr_op_param_find(const mr_op *op, const char *key)
         if (!strcmp(p->name, key)) return p;
     return NULL;
 }
+
+int mr_op_value_deferred(const mr_value *v)
+{
+    return v && v->kind == MR_V_STR && v->str && strstr(v->str, "${stages.") != NULL;
+}

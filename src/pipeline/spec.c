@@ -732,8 +732,96 @@ static mr_status load_stage(ctx *c, size_t idx)
     if (res) st = parse_resources(c, res);
     const mr_value *declared = mr_value_get(sg->def, "params");
     if (st == MR_OK && declared && (sg->op->flags & MR_OP_DECLARED_PARAMS)) st = declared_params(c, declared);
+    if (st == MR_OK && sg->op->validate) {
+        /* The op checks its own definition now, before anything runs. */
+        mr_op_validate_ctx vc = {sg->name, sg->def};
+        st = sg->op->validate(&vc, c->err);
+        if (st != MR_OK) {
+            mr_error_stage(c->err, sg->name);
+            mr_error_at(c->err, c->path, c->err->line ? c->err->line : sg->line, c->err->line ? c->err->col : sg->col);
+            if (st != MR_E_NOMEM) st = MR_E_SCHEMA;
+            c->err->code = st;
+        }
+    }
 done:
     finish_paths(c);
+    return st;
+}
+
+/* ---- ${stages.X.OUT}: X has an output OUT ------------------------------- */
+
+/* The output names of stage s as the plan will have them (normalised paths
+ * for ops that write the workspace). Up to max names, borrowed or, for
+ * paths, copied into owned[] (caller frees); returns how many there are. */
+static size_t stage_outputs(const mr_stage_spec *s, const char **names, char **owned, size_t max)
+{
+    size_t n = 0;
+    if (s->op->flags & MR_OP_WORKSPACE_OUTPUTS) {
+        static const char *const keys[] = {"outs", "metrics"};
+        for (int q = 0; q < 2; q++) {
+            const char **items = NULL;
+            size_t ni = 0;
+            if (mr_value_strings(s->def, keys[q], &items, &ni) != MR_OK) continue;
+            for (size_t k = 0; k < ni && n < max; k++) {
+                if (strstr(items[k], "${")) continue;
+                char *p = mr_path_normalize(items[k], 0);
+                if (!p) continue;
+                owned[n] = p;
+                names[n++] = p;
+            }
+            mr_free(items);
+        }
+        return n;
+    }
+    if (s->op->outputs_of) return s->op->outputs_of(s->def, names, max);
+    if (!s->op->outputs) {
+        names[0] = "out";
+        return 1;
+    }
+    for (const char *const *o = s->op->outputs; *o; o++) {
+        if (n < max) names[n] = *o;
+        n++;
+    }
+    return n;
+}
+
+/* Every ${stages.X.OUT} names an output X has; ${stages.X.FILE.PATH}, a
+ * value read from one of X's outputs, is checked when X has run. */
+static mr_status check_ref_outputs(ctx *c, const mr_stage_spec *sg)
+{
+    mr_status st = MR_OK;
+    for (size_t r = 0; st == MR_OK && r < sg->n_refs; r++) {
+        const mr_stage_ref *ref = &sg->refs[r];
+        const mr_stage_spec *target = mr_spec_stage(c->spec, ref->stage);
+        if (!ref->output || !target) continue;
+        enum { MAX_OUTS = 64 };
+        const char *names[MAX_OUTS];
+        char *owned[MAX_OUTS] = {NULL};
+        size_t n = stage_outputs(target, names, owned, MAX_OUTS);
+        if (n > MAX_OUTS) n = MAX_OUTS;
+        int found = 0;
+        for (size_t k = 0; k < n && !found; k++) found = !strcmp(names[k], ref->output);
+        if (!found && !strchr(ref->output, '.')) {
+            char list[MR_ERR_MSG_MAX];
+            size_t off = 0;
+            list[0] = '\0';
+            for (size_t k = 0; k < n && off < sizeof(list); k++) {
+                int w = snprintf(list + off, sizeof(list) - off, "%s%s", k ? ", " : "", names[k]);
+                if (w > 0) off += (size_t)w;
+            }
+            st = fail_at(c->err, c->path, ref->line, ref->col, MR_E_SCHEMA,
+                         "stage '%s': ${stages.%s.%s}: stage '%s' (op %s) has no output '%s'", sg->name, ref->stage,
+                         ref->output, ref->stage, target->op->name, ref->output);
+            const char *best = mr_closest(ref->output, names, n);
+            if (best)
+                mr_error_hint(c->err, "did you mean '${stages.%s.%s}'? its outputs: %s", ref->stage, best, list);
+            else if (n)
+                mr_error_hint(c->err, "its outputs: %s (or ${stages.%s} for all of them)", list, ref->stage);
+            else
+                mr_error_hint(c->err, "stage '%s' declares no outputs", ref->stage);
+        }
+        for (size_t k = 0; k < MAX_OUTS; k++) mr_free(owned[k]);
+    }
     return st;
 }
 
@@ -840,6 +928,7 @@ mr_status mr_spec_parse(const char *text, size_t len, const char *path,
         spec->n_stages++;
         st = load_stage(&c, i);
     }
+    for (size_t i = 0; st == MR_OK && i < spec->n_stages; i++) st = check_ref_outputs(&c, &spec->stages[i]);
 done:
     if (st == MR_OK) {
         *out = spec;

@@ -130,6 +130,81 @@ YAML
 expect_exit 2 mr run
 assert_match "$T_ERR" "millrace\.yaml:[0-9]+:[0-9]+: invalid YAML" "invalid YAML: file:line:col"
 
+# Mistakes an op finds in its own definition are reported at load, before
+# any stage runs: a prep stage ahead of the mistake never executes.
+prep_stage='  prep:
+    op: exec
+    cmd: "printf '"'"'x,y\n1,0\n2,1\n'"'"' > data.csv"
+    outs: [data.csv]'
+spec <<YAML
+stages:
+$prep_stage
+  model:
+    op: train
+    train: \${stages.prep}
+    label: y
+    params:
+      objective: binary
+      num_leafs: 31
+YAML
+for verb in run status dag params; do
+    expect_exit 2 mr $verb
+    assert_contains "$T_ERR" "millrace.yaml:12:7: stage 'model': unknown gbdt parameter 'num_leafs'" "$verb: a train param typo at its line:col"
+    assert_contains "$T_ERR" "did you mean 'num_leaves'?" "$verb: the hint names the canonical parameter, not an alias"
+done
+assert_no_file data.csv "a spec mistake in a later stage runs no stage"
+assert_eq "$(ls .millrace/logs 2>/dev/null | wc -l)" 0 "no run was started"
+spec <<YAML
+stages:
+$prep_stage
+  model:
+    op: train
+    train: \${stages.prep}
+    label: y
+    params: {objective: binary, num_leaves: many, learning_rate: 0.1}
+YAML
+expect_exit 2 mr run
+assert_contains "$T_ERR" "millrace.yaml:10:45: stage 'model': parameter 'num_leaves': expected an integer, got \"many\"" "a param of the wrong type: line:col, expected, got"
+spec <<YAML
+stages:
+$prep_stage
+  model:
+    op: train
+    train: \${stages.prep}
+    label: y
+    params: {objective: binary, bagging_fraction: 1.5}
+YAML
+expect_exit 2 mr run
+assert_contains "$T_ERR" "millrace.yaml:10:51: stage 'model': parameter 'bagging_fraction': expected a number in (0, 1], got \"1.5\"" "a param out of range"
+spec <<YAML
+stages:
+$prep_stage
+  model:
+    op: train
+    train: \${stages.prep}
+    label: y
+    model: forest
+YAML
+expect_exit 2 mr run
+assert_contains "$T_ERR" "millrace.yaml:10:12: stage 'model': unknown model 'forest' (expected gbdt or linear)" "an unknown model kind"
+# An output name that the referenced stage does not have: the error lists its outputs.
+spec <<YAML
+stages:
+$prep_stage
+  split:
+    op: split
+    input: \${stages.prep}
+    parts: {train: 0.8, test: 0.2}
+  model:
+    op: train
+    train: \${stages.split.trian}
+    label: y
+YAML
+expect_exit 2 mr run
+assert_contains "$T_ERR" "millrace.yaml:12:12: stage 'model': \${stages.split.trian}: stage 'split' (op split) has no output 'trian'" "unknown output name at its line:col"
+assert_contains "$T_ERR" "did you mean '\${stages.split.train}'? its outputs: train, test" "the hint lists the outputs"
+assert_no_file data.csv "an unknown output name runs no stage"
+
 # Unknown top-level key, no spec at all.
 spec <<'YAML'
 stagez:

@@ -87,7 +87,7 @@ static const char *BASIC =
     "    rounds: ${params.train.rounds}\n"
     "    learning_rate: ${params.train.lr}\n"
     "    extra: {layers: \"${params.train.layers}\", opt: \"${params.train.opt}\", flag: \"${params.train.on}\"}\n"
-    "    desc: \"lr=${params.train.lr} on=${params.train.on} model=${stages.prepare.out} $${HOME}\"\n"
+    "    desc: \"lr=${params.train.lr} on=${params.train.on} model=${stages.prepare.clean.csv} $${HOME}\"\n"
     "    resources: {cpus: 2, mem: 512M}\n";
 
 /* ---- happy path -------------------------------------------------------- */
@@ -139,14 +139,14 @@ static void test_basic(void **state)
     /* stage refs are left verbatim; $${ is an escape */
     assert_string_equal(mr_value_get(f->def, "source")->str, "${stages.prepare}");
     assert_string_equal(mr_value_get(f->def, "desc")->str,
-                        "lr=0.1 on=true model=${stages.prepare.out} ${HOME}");
+                        "lr=0.1 on=true model=${stages.prepare.clean.csv} ${HOME}");
     assert_int_equal(f->n_refs, 2);
     assert_string_equal(f->refs[0].stage, "prepare");
     assert_null(f->refs[0].output);
     assert_int_equal(f->refs[0].line, 12);
     assert_int_equal(f->refs[0].col, 13);
     assert_string_equal(f->refs[1].stage, "prepare");
-    assert_string_equal(f->refs[1].output, "out");
+    assert_string_equal(f->refs[1].output, "clean.csv");
     assert_int_equal(f->refs[1].line, 16);
     /* sorted, unique */
     const char *want[] = {"train.layers", "train.lr", "train.on", "train.opt", "train.rounds"};
@@ -462,7 +462,7 @@ static void test_stage_refs(void **state)
                              "  b:\n"
                              "    op: exec\n"
                              "    cmd: [\"cat ${stages.a.model} ${stages.c}\", x]\n"
-                             "  a: {op: exec, cmd: y}\n"
+                             "  a: {op: exec, cmd: y, outs: [model]}\n"
                              "  c: {op: exec, cmd: \"${stages.a}\"}\n");
     const mr_stage_spec *b = &spec->stages[0];
     assert_int_equal(b->n_refs, 2);
