@@ -28,6 +28,10 @@ int cli_common_opt(cli_common *c, int argc, char **argv, int *i)
         c->json = 1;
         return 1;
     }
+    if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { /* also accepted before the verb */
+        mr_log_set_level(MR_LOG_WARN);
+        return 1;
+    }
     if (!strcmp(a, "--smoke")) {
         c->smoke = 1;
         return 1;

@@ -41,11 +41,54 @@ static const verb verbs[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: millrace [--version] [-q|-v] [-C DIR] <verb> [options]\n\n"
+    fprintf(f, "usage: millrace [-V|--version] [-q|-v] [-C DIR] <verb> [options]\n\n"
                "millrace runs a training pipeline (millrace.yaml) as a cached DAG of stages.\n\nverbs:\n");
     for (size_t k = 0; k < sizeof(verbs) / sizeof(verbs[0]); k++) fprintf(f, "  %-11s %s\n", verbs[k].name, verbs[k].summary);
-    fprintf(f, "\nRun `millrace <verb> --help` for a verb's options. Exit codes: 0 ok, 1 a stage failed,\n"
-               "2 usage or spec error.\n");
+    fprintf(f, "  %-11s %s\n", "help", "this list, or `millrace help VERB` for a verb's options");
+    fprintf(f, "  %-11s %s\n", "version", "print the version");
+    fprintf(f, "\nStart with `millrace init`, then `millrace run`. Run `millrace help VERB` (or\n"
+               "`millrace VERB --help`) for a verb's options.\n"
+               "Exit codes: 0 ok; 1 a failure at run time (a stage failed, a file is missing or\n"
+               "unreadable, the run was interrupted); 2 a usage or spec error (bad options or\n"
+               "arguments, a mistake in millrace.yaml).\n");
+}
+
+static const verb *find_verb(const char *name)
+{
+    for (size_t k = 0; k < sizeof(verbs) / sizeof(verbs[0]); k++)
+        if (!strcmp(verbs[k].name, name)) return &verbs[k];
+    return NULL;
+}
+
+static int unknown_verb(const char *name)
+{
+    const char *names[sizeof(verbs) / sizeof(verbs[0]) + 2];
+    size_t n = 0;
+    for (size_t k = 0; k < sizeof(verbs) / sizeof(verbs[0]); k++) names[n++] = verbs[k].name;
+    names[n++] = "help";
+    names[n++] = "version";
+    const char *best = mr_closest(name, names, n);
+    fprintf(stderr, "millrace: error: unknown verb '%s'\n", name);
+    if (best) fprintf(stderr, "hint: did you mean 'millrace %s'?\n", best);
+    else fprintf(stderr, "hint: `millrace help` lists the verbs\n");
+    return EXIT_USAGE;
+}
+
+/* millrace help [VERB]: the verb list, or the verb's own --help. */
+static int cmd_help(int argc, char **argv)
+{
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        printf("usage: millrace help [VERB]\n\nLists the verbs, or prints VERB's options (as `millrace VERB --help`).\n");
+        return EXIT_OK;
+    }
+    if (argc < 2) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    const verb *v = find_verb(argv[1]);
+    if (!v) return unknown_verb(argv[1]);
+    char *args[] = {argv[1], "--help", NULL};
+    return v->fn(2, args);
 }
 
 int main(int argc, char **argv)
@@ -81,8 +124,8 @@ int main(int argc, char **argv)
             mr_buf_free(&all);
             return EXIT_OK;
         }
-        if (!strcmp(argv[i], "--version")) {
-            printf("millrace %s\n", MILLRACE_VERSION);
+        if (!strcmp(argv[i], "--version") || !strcmp(argv[i], "-V")) {
+            printf("millrace %s\n", mr_version());
             mr_buf_free(&all);
             return EXIT_OK;
         }
@@ -103,23 +146,23 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    if (i >= argc) {
-        usage(stderr);
+    if (i >= argc) { /* bare `millrace`: what it is and what to type, as git, cargo or docker do */
+        usage(stdout);
         mr_buf_free(&all);
-        return EXIT_USAGE;
+        return EXIT_OK;
     }
     mr_ops_register_builtin();
-    int rc = -1;
-    for (size_t k = 0; k < sizeof(verbs) / sizeof(verbs[0]); k++)
-        if (!strcmp(verbs[k].name, argv[i])) rc = verbs[k].fn(argc - i, argv + i);
-    if (rc < 0) {
-        const char *names[sizeof(verbs) / sizeof(verbs[0])];
-        for (size_t k = 0; k < sizeof(verbs) / sizeof(verbs[0]); k++) names[k] = verbs[k].name;
-        const char *best = mr_closest(argv[i], names, sizeof(verbs) / sizeof(verbs[0]));
-        fprintf(stderr, "millrace: error: unknown verb '%s'\n", argv[i]);
-        if (best) fprintf(stderr, "hint: did you mean 'millrace %s'?\n", best);
-        rc = EXIT_USAGE;
-    }
+    int rc;
+    const verb *v = find_verb(argv[i]);
+    if (v) rc = v->fn(argc - i, argv + i);
+    else if (!strcmp(argv[i], "help")) rc = cmd_help(argc - i, argv + i);
+    else if (!strcmp(argv[i], "version")) {
+        if (i + 1 < argc && (!strcmp(argv[i + 1], "--help") || !strcmp(argv[i + 1], "-h")))
+            printf("usage: millrace version\n\nPrints the version (as `millrace --version` or `-V`).\n");
+        else
+            printf("millrace %s\n", mr_version());
+        rc = EXIT_OK;
+    } else rc = unknown_verb(argv[i]);
     mr_pool_shutdown();
     mr_buf_free(&all);
     return rc;

@@ -131,7 +131,11 @@ void mr_error_format(const mr_error *err, char *buf, size_t buf_len)
             if (k_ > 0) off += (size_t)k_;                                       \
         }                                                                        \
     } while (0)
-    if (err->file[0]) {
+    /* An error names a path once: a message that already starts with its
+     * file ("x.csv: cannot open") is not prefixed with it again. */
+    size_t flen = strlen(err->file);
+    int named = flen && !err->line && !err->row && !strncmp(err->msg, err->file, flen) && err->msg[flen] == ':';
+    if (err->file[0] && !named) {
         APPEND("%s", err->file);
         if (err->line) {
             APPEND(":%ld", err->line);

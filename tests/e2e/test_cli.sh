@@ -23,8 +23,20 @@ expect_exit 2 mr frobnicate
 assert_contains "$T_ERR" "unknown verb 'frobnicate'" "unknown verb named"
 expect_exit 2 mr rnu
 assert_contains "$T_ERR" "did you mean 'millrace run'?" "unknown verb: did-you-mean hint"
-expect_exit 2 mr
-assert_contains "$T_ERR" "usage: millrace" "no verb: usage on stderr"
+# As in git, cargo or docker: bare millrace says what it is and what to type.
+expect_exit 0 mr
+assert_contains "$T_OUT" "usage: millrace" "no verb: usage on stdout, exit 0"
+assert_contains "$T_OUT" "millrace init" "no verb: it says how to start"
+expect_exit 0 mr help
+assert_contains "$T_OUT" "usage: millrace" "millrace help lists the verbs"
+expect_exit 0 mr help run
+assert_contains "$T_OUT" "usage: millrace run" "millrace help VERB is VERB --help"
+expect_exit 2 mr help frobnicate
+assert_contains "$T_ERR" "unknown verb 'frobnicate'" "help of an unknown verb"
+expect_exit 0 mr -V
+assert_match "$T_OUT" "^millrace [0-9]+\.[0-9]+" "-V prints the version"
+expect_exit 0 mr version
+assert_match "$T_OUT" "^millrace [0-9]+\.[0-9]+" "millrace version prints the version"
 expect_exit 2 mr --bogus
 expect_exit 2 mr run --bogus
 assert_contains "$T_ERR" "unknown option '--bogus'" "run: unknown option named"
