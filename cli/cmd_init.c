@@ -7,8 +7,11 @@ int cmd_init(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
         fputs("usage: millrace init [DIR] [--force]\n\n"
-              "Writes a starter millrace.yaml (two exec stages), .gitignore entries and\n"
-              ".millrace/ (artifact store, run store) in DIR (default: the current directory).\n",
+              "Writes a starter pipeline in DIR (default: the current directory): millrace.yaml\n"
+              "with a churn model on a generated table (ingest -> split -> features -> train ->\n"
+              "evaluate -> report), data/customers.csv (3,000 rows), .gitignore entries and\n"
+              ".millrace/ (artifact store, run store). `millrace run` runs it as it is.\n"
+              "--force overwrites an existing millrace.yaml (data/customers.csv is kept).\n",
               stdout);
         return EXIT_OK;
     }
@@ -26,6 +29,8 @@ int cmd_init(int argc, char **argv)
         mr_log_error(&err);
         return st == MR_E_STATE ? EXIT_USAGE : EXIT_FAILED;
     }
-    printf("initialised millrace workspace in %s: edit millrace.yaml, then `millrace run`\n", dir);
+    printf("initialised a millrace workspace in %s: a churn model on data/customers.csv\n"
+           "next: `millrace run`, then `millrace show` and out/report/report.html\n",
+           dir);
     return EXIT_OK;
 }

@@ -91,25 +91,97 @@ fail:
     return rc;
 }
 
+/* The starter pipeline `millrace init` writes: a small but real model on a
+ * generated table, every built-in step a new user needs (ingest, split,
+ * features, train, evaluate, report), runnable at once. */
 static const char starter_yaml[] =
-    "# millrace.yaml: the pipeline, as a DAG of stages. See docs/spec.md.\n"
+    "# millrace.yaml: a churn model on a generated customer table (data/customers.csv).\n"
+    "#\n"
+    "#   millrace run                               # every stage runs once\n"
+    "#   millrace run                               # nothing changed: all from the cache\n"
+    "#   millrace run -S train.learning_rate=0.05   # only the model and what reads it re-run\n"
+    "#   millrace show; millrace report -o report.html\n"
+    "#\n"
+    "# Replace data/customers.csv with your own table (and the column names below).\n"
+    "# docs/spec.md describes every op and key.\n"
     "params:\n"
-    "  sample:\n"
-    "    rows: 1000\n"
+    "  train:\n"
+    "    learning_rate: 0.1\n"
+    "    num_leaves: 15\n"
     "\n"
     "stages:\n"
-    "  generate:\n"
-    "    op: exec\n"
-    "    cmd: seq 1 ${params.sample.rows} > data/numbers.txt\n"
-    "    outs: [data/numbers.txt]\n"
+    "  customers:\n"
+    "    op: ingest                 # CSV -> a Parquet dataset; types are inferred\n"
+    "    source: data/customers.csv\n"
     "\n"
-    "  summarize:\n"
-    "    op: exec\n"
-    "    cmd: >-\n"
-    "      awk '{ s += $1 } END { printf \"{\\\"rows\\\": %d, \\\"sum\\\": %d}\\n\", NR, s }'\n"
-    "      data/numbers.txt > metrics.json\n"
-    "    deps: [data/numbers.txt]\n"
-    "    metrics: [metrics.json]\n";
+    "  split:\n"
+    "    op: split                  # each part keeps the churn rate of the whole\n"
+    "    input: ${stages.customers}\n"
+    "    method: stratified\n"
+    "    label: churned\n"
+    "    parts: {train: 0.7, valid: 0.15, test: 0.15}\n"
+    "\n"
+    "  features:\n"
+    "    op: features               # fitted on train only, applied to valid and test\n"
+    "    fit: ${stages.split.train}\n"
+    "    apply: {valid: \"${stages.split.valid}\", test: \"${stages.split.test}\"}\n"
+    "    label: churned\n"
+    "    steps:\n"
+    "      - standardize: {columns: [age, monthly_spend, tenure_months, support_calls]}\n"
+    "      - onehot: {columns: [plan]}\n"
+    "\n"
+    "  model:\n"
+    "    op: train                  # gradient-boosted trees, LightGBM's parameter names\n"
+    "    train: ${stages.features.train}\n"
+    "    valid: ${stages.features.valid}\n"
+    "    label: churned\n"
+    "    exclude: [customer_id]\n"
+    "    params:\n"
+    "      objective: binary\n"
+    "      metric: auc\n"
+    "      learning_rate: ${params.train.learning_rate}\n"
+    "      num_leaves: ${params.train.num_leaves}\n"
+    "      num_iterations: 300\n"
+    "      early_stopping_round: 30\n"
+    "\n"
+    "  eval:\n"
+    "    op: evaluate               # metrics with confidence intervals, curves, slices\n"
+    "    model: ${stages.model}\n"
+    "    data: ${stages.features.test}\n"
+    "    label: churned\n"
+    "\n"
+    "  report:\n"
+    "    op: report                 # one self-contained HTML page: out/report/report.html\n"
+    "    evaluate: ${stages.eval}\n"
+    "    model: ${stages.model}\n";
+
+/* data/customers.csv: 3,000 customers with a churn label that depends on
+ * their features (plus noise), from a fixed seed, so every `millrace init`
+ * writes the same bytes. */
+static mr_status write_example_data(const char *path, mr_error *err)
+{
+    static const char *const plans[] = {"basic", "plus", "pro"};
+    mr_rng rng;
+    mr_rng_seed(&rng, 20261201);
+    mr_buf b;
+    mr_buf_init(&b);
+    mr_status rc = mr_buf_puts(&b, "customer_id,age,plan,monthly_spend,tenure_months,support_calls,churned\n");
+    for (int i = 0; i < 3000 && rc == MR_OK; i++) {
+        int age = 18 + (int)mr_rng_below(&rng, 60);
+        int plan = (int)mr_rng_below(&rng, 3);
+        double spend = 10.0 + 25.0 * plan + 30.0 * mr_rng_uniform(&rng);
+        int tenure = 1 + (int)mr_rng_below(&rng, 72);
+        int calls = (int)(mr_rng_uniform(&rng) * mr_rng_uniform(&rng) * 9.0);
+        double z = -1.2 + 0.45 * calls - 0.035 * tenure + 0.012 * (spend - 40.0) - 0.4 * (plan == 2) +
+                   0.01 * (40 - age) + 0.8 * mr_rng_normal(&rng);
+        int churned = z > 0;
+        rc = mr_buf_printf(&b, "%d,%d,%s,%.2f,%d,%d,%d\n", 100000 + i, age, plans[plan], spend, tenure, calls, churned);
+    }
+    if (rc != MR_OK) rc = MR_ERR(err, rc, "out of memory writing the example data");
+    else rc = mr_fs_write_atomic(path, b.data, b.len, err);
+    mr_buf_free(&b);
+    return rc;
+}
 
 mr_status mr_workspace_init(const char *dir, int force, mr_error *err)
 {
@@ -118,7 +190,8 @@ mr_status mr_workspace_init(const char *dir, int force, mr_error *err)
     char *dot = mr_path_join(dir, ".millrace");
     char *data = mr_path_join(dir, "data");
     char *gi = mr_path_join(dir, ".gitignore");
-    if (!spec || !dot || !data || !gi) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    char *csv = mr_path_join(dir, "data/customers.csv");
+    if (!spec || !dot || !data || !gi || !csv) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     if (rc == MR_OK && mr_fs_exists(spec) && !force) {
         rc = MR_ERR(err, MR_E_STATE, "%s already exists", spec);
         mr_error_hint(err, "use --force to overwrite it");
@@ -126,6 +199,7 @@ mr_status mr_workspace_init(const char *dir, int force, mr_error *err)
     if (rc == MR_OK) rc = mr_fs_write_atomic(spec, starter_yaml, sizeof(starter_yaml) - 1, err);
     if (rc == MR_OK) rc = mr_fs_mkdirs(dot, err);
     if (rc == MR_OK) rc = mr_fs_mkdirs(data, err);
+    if (rc == MR_OK && !mr_fs_exists(csv)) rc = write_example_data(csv, err);
     if (rc == MR_OK && !mr_fs_exists(gi)) {
         static const char ignore[] = "/.millrace/\n/out/\n";
         rc = mr_fs_write_atomic(gi, ignore, sizeof(ignore) - 1, err);
@@ -139,5 +213,6 @@ mr_status mr_workspace_init(const char *dir, int force, mr_error *err)
     mr_free(dot);
     mr_free(data);
     mr_free(gi);
+    mr_free(csv);
     return rc;
 }

@@ -55,9 +55,23 @@ assert_file millrace.yaml "init writes millrace.yaml"
 assert_file .millrace "init creates .millrace/"
 expect_exit 2 mr init
 assert_contains "$T_ERR" "--force" "second init: hint to use --force"
-expect_exit 0 mr run
+assert_file data/customers.csv "init writes the example table"
+assert_eq "$(wc -l < data/customers.csv)" 3001 "3,000 generated customers and a header"
+assert_eq "$(mr dag --json | python3 -c 'import json,sys; print(" ".join(s["op"] for s in json.load(sys.stdin)["stages"]))')" \
+    "ingest split features train evaluate report" "the scaffold is a real ML pipeline: ingest, split, features, train, evaluate, report"
+expect_exit 0 mr run --json
+assert_eq "$(json 'd["executed"]')" "6" "the scaffolded pipeline runs as it is"
+assert_file out/report/report.html "it writes the report"
+auc=$(python3 -c "import json; print(json.load(open('out/eval/metrics.json'))['metrics']['auc']['value'] > 0.8)" 2>/dev/null || echo "no auc")
+assert_eq "$auc" True "the scaffolded model learns something (test AUC > 0.8)"
 expect_exit 0 mr run --json
 assert_eq "$(json 'd["executed"]')" "0" "the scaffolded pipeline re-runs from the cache"
+expect_exit 0 mr run --json -S train.learning_rate=0.05
+assert_eq "$(json '" ".join(s["stage"] for s in d["stages"] if s["status"] == "executed")')" "model eval report" \
+    "a learning-rate change re-runs the model and what reads it, never the data stages"
+second=$(new_ws init2)
+expect_exit 0 mr init "$second"
+assert_eq "$(cmp -s data/customers.csv "$second/data/customers.csv" && echo same)" same "init writes the same example bytes every time"
 expect_exit 0 mr verify
 expect_exit 0 mr runs
 assert_match "$T_OUT" "^RUN " "runs prints a header"
