@@ -29,7 +29,8 @@ asan: deps
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) --timeout 600
 
-bench: deps
+bench:
+	@./scripts/install-deps.sh --bench
 	$(MAKE) build
 	./bench/$(NAME)/run.sh $(CURDIR)/$(BUILD)/millrace
 

@@ -5,7 +5,22 @@
 # time, curl and wrk serve the tests and bench/. None of them is a runtime
 # dependency of millrace.
 # Idempotent: only calls apt-get for packages that are missing.
+#
+#   scripts/install-deps.sh           what make demo and make test need
+#   scripts/install-deps.sh --bench   also every benchmark peer Debian packages
+#                                     (make bench calls it this way): Optuna for
+#                                     bench/tune. npm peers (DuckDB, ONNX Runtime) are
+#                                     installed by the benches themselves, LightGBM
+#                                     comes from ../shared/peers
 set -eu
+
+BENCH=0
+for a in "$@"; do
+    case "$a" in
+    --bench) BENCH=1 ;;
+    *) echo "usage: $0 [--bench]" >&2; exit 2 ;;
+    esac
+done
 
 PKGS="build-essential cmake pkg-config git \
 libyaml-dev libxxhash-dev libsqlite3-dev libjansson-dev libcmocka-dev \
@@ -13,6 +28,9 @@ libsnappy-dev libzstd-dev zlib1g-dev libmicrohttpd-dev \
 sqlite3 python3 procps coreutils \
 python3-numpy python3-pandas python3-sklearn python3-xgboost curl wrk bc time \
 chromium"
+if [ "$BENCH" = 1 ]; then
+    PKGS="$PKGS python3-optuna"
+fi
 
 missing=""
 for p in $PKGS; do

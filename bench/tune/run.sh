@@ -26,7 +26,7 @@ ROUNDS=${ROUNDS:-300}
 gen=$repo/../shared/bench/gen_higgs_like.py
 [ -f "$gen" ] || gen=/work/shared/bench/gen_higgs_like.py
 [ -x "$MR" ] || { echo "build millrace first ($MR)" >&2; exit 2; }
-"$PY" -c "import optuna, xgboost" 2>/dev/null || { echo "needs python3-optuna and python3-xgboost" >&2; exit 2; }
+"$PY" -c "import optuna, xgboost" 2>/dev/null || { echo "bench/tune: needs python3-optuna and python3-xgboost: run scripts/install-deps.sh --bench (make bench does)" >&2; exit 2; }
 data=/tmp/millrace-bench-tune
 if [ ! -f "$data/train.csv" ] || [ ! -f "$data/test_X.npy" ]; then
     echo "# generating 160000 + 40000 rows into $data"
