@@ -218,16 +218,16 @@ static mr_status check_valid_data(const mr_gbdt_data *tr, const mr_gbdt_data *va
     return MR_OK;
 }
 
-mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, const mr_gbdt_data *valid,
-                        mr_gbdt_round_fn cb, void *cb_ctx, mr_gbdt_model **out, mr_error *err)
+/* The data can be trained on: params valid, a label, rows, a matching
+ * validation set, labels the objective accepts. */
+static mr_status check_inputs(const mr_gbdt_params *p, const mr_gbdt_data *train, const mr_gbdt_data *valid, int K,
+                              mr_error *err)
 {
-    *out = NULL;
     mr_status st = mr_gbdt_params_validate(p, err);
     if (st != MR_OK) return st;
     if (!train || !train->label) return MR_ERR(err, MR_E_INVALID_ARG, "training data has no label");
     if (train->n_rows == 0) return MR_ERR(err, MR_E_INVALID_ARG, "training data has no rows");
     if (valid && (st = check_valid_data(train, valid, err)) != MR_OK) return st;
-    const int K = p->objective == MR_GBDT_MULTICLASS ? p->num_class : 1;
     if ((st = mr__objective_check_labels(p->objective, K, train->label, train->n_rows, err)) != MR_OK) {
         mr_error_key(err, "train");
         return st;
@@ -236,49 +236,56 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
         mr_error_key(err, "valid");
         return st;
     }
-    /* metrics */
-    mr_gbdt_metric metrics[MR_GBDT_MAX_METRICS];
-    int n_metrics = p->n_metrics;
-    if (n_metrics == 0) {
-        metrics[0] = mr__objective_default_metric(p->objective);
-        n_metrics = 1;
-    } else if (n_metrics < 0) {
-        n_metrics = 0;
-    } else {
-        memcpy(metrics, p->metric, sizeof(metrics[0]) * (size_t)n_metrics);
-    }
+    return MR_OK;
+}
 
-    trainer t;
-    memset(&t, 0, sizeof(t));
-    t.p = p;
-    t.train = train;
-    t.valid = valid;
-    t.K = K;
-    t.n = train->n_rows;
-    t.nv = valid ? valid->n_rows : 0;
-    t.bagging = p->bagging_freq > 0 && p->bagging_fraction < 1.0;
-    const size_t F = train->n_features, n = t.n, nblk = n / GRAD_BLOCK + 1;
-    mr_gbdt_model *m = NULL;
-    double t0 = mr_now();
-    t.score = mr_malloc(n * (size_t)K * sizeof(double));
-    t.vscore = mr_malloc((t.nv ? t.nv : 1) * (size_t)K * sizeof(double));
-    t.grad = mr_malloc(n * (size_t)K * sizeof(float));
-    t.hess = mr_malloc(n * (size_t)K * sizeof(float));
-    t.gh = mr_malloc(n * sizeof(mr__ghq));
-    t.bag = mr_malloc(n * sizeof(uint32_t));
-    t.bad_row = mr_calloc(nblk, sizeof(size_t));
-    t.blk_gmax = mr_calloc(nblk, sizeof(float));
-    t.blk_hmax = mr_calloc(nblk, sizeof(float));
-    t.feats = mr_malloc((F + 1) * sizeof(uint32_t));
-    t.feat_mask = mr_malloc(F);
-    t.perm = mr_malloc(F * sizeof(uint32_t));
-    if (!t.score || !t.vscore || !t.grad || !t.hess || !t.gh || !t.bag || !t.bad_row || !t.blk_gmax ||
-        !t.blk_hmax || !t.feats || !t.feat_mask || !t.perm || mr__tree_alloc(&t.tree, p->num_leaves) != MR_OK) {
-        st = MR_ERR(err, MR_E_NOMEM, "out of memory for training state (%zu rows)", n);
-        goto fail;
+/* The metrics each round reports: the params', the objective's default when
+ * none is given, none when explicitly none. Returns how many. */
+static int round_metrics_of(const mr_gbdt_params *p, mr_gbdt_metric *metrics)
+{
+    if (p->n_metrics == 0) {
+        metrics[0] = mr__objective_default_metric(p->objective);
+        return 1;
     }
-    if ((st = mr__grower_new(train, p->num_leaves, p->num_threads, &t.grower, err)) != MR_OK) goto fail;
-    if ((st = mr__model_new(F, &m, err)) != MR_OK) goto fail;
+    if (p->n_metrics < 0) return 0;
+    memcpy(metrics, p->metric, sizeof(metrics[0]) * (size_t)p->n_metrics);
+    return p->n_metrics;
+}
+
+/* The trainer's per-row and per-feature state. */
+static mr_status trainer_alloc(trainer *t, const mr_gbdt_params *p, const mr_gbdt_data *train, mr_error *err)
+{
+    const size_t F = train->n_features, n = t->n, nblk = n / GRAD_BLOCK + 1;
+    const int K = t->K;
+    t->score = mr_malloc(n * (size_t)K * sizeof(double));
+    t->vscore = mr_malloc((t->nv ? t->nv : 1) * (size_t)K * sizeof(double));
+    t->grad = mr_malloc(n * (size_t)K * sizeof(float));
+    t->hess = mr_malloc(n * (size_t)K * sizeof(float));
+    t->gh = mr_malloc(n * sizeof(mr__ghq));
+    t->bag = mr_malloc(n * sizeof(uint32_t));
+    t->bad_row = mr_calloc(nblk, sizeof(size_t));
+    t->blk_gmax = mr_calloc(nblk, sizeof(float));
+    t->blk_hmax = mr_calloc(nblk, sizeof(float));
+    t->feats = mr_malloc((F + 1) * sizeof(uint32_t));
+    t->feat_mask = mr_malloc(F);
+    t->perm = mr_malloc(F * sizeof(uint32_t));
+    if (!t->score || !t->vscore || !t->grad || !t->hess || !t->gh || !t->bag || !t->bad_row || !t->blk_gmax ||
+        !t->blk_hmax || !t->feats || !t->feat_mask || !t->perm || mr__tree_alloc(&t->tree, p->num_leaves) != MR_OK)
+        return MR_ERR(err, MR_E_NOMEM, "out of memory for training state (%zu rows)", n);
+    return mr__grower_new(train, p->num_leaves, p->num_threads, &t->grower, err);
+}
+
+/* An empty model for this training (feature names and kinds, the params'
+ * text) and the initial scores it starts every row from. */
+static mr_status model_start(trainer *t, const mr_gbdt_params *p, const mr_gbdt_data *train, mr_gbdt_model **out,
+                             mr_error *err)
+{
+    const size_t F = train->n_features;
+    const int K = t->K;
+    mr_gbdt_model *m = NULL;
+    mr_status st = mr__model_new(F, &m, err);
+    if (st != MR_OK) return st;
+    *out = m;
     m->objective = p->objective;
     m->num_class = K;
     m->num_tree_per_iteration = K;
@@ -289,21 +296,139 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
         if (!(m->names[j] = mr_strdup(train->names[j]))) goto nomem;
         m->kind[j] = train->feat[j].kind;
     }
-    {
-        mr_buf pt;
-        mr_buf_init(&pt);
-        if (mr_gbdt_params_to_text(p, &pt) != MR_OK) {
-            mr_buf_free(&pt);
-            goto nomem;
-        }
-        m->params_text = pt.data ? pt.data : mr_strdup("");
-        if (!m->params_text) goto nomem;
+    mr_buf pt;
+    mr_buf_init(&pt);
+    if (mr_gbdt_params_to_text(p, &pt) != MR_OK) {
+        mr_buf_free(&pt);
+        goto nomem;
     }
-    if (p->boost_from_average) mr__objective_init_score(p->objective, K, train->label, n, m->init_score);
-    for (size_t i = 0; i < n; i++)
-        for (int c = 0; c < K; c++) t.score[i * (size_t)K + (size_t)c] = m->init_score[c];
-    for (size_t i = 0; i < t.nv; i++)
-        for (int c = 0; c < K; c++) t.vscore[i * (size_t)K + (size_t)c] = m->init_score[c];
+    m->params_text = pt.data ? pt.data : mr_strdup("");
+    if (!m->params_text) goto nomem;
+    if (p->boost_from_average) mr__objective_init_score(p->objective, K, train->label, t->n, m->init_score);
+    for (size_t i = 0; i < t->n; i++)
+        for (int c = 0; c < K; c++) t->score[i * (size_t)K + (size_t)c] = m->init_score[c];
+    for (size_t i = 0; i < t->nv; i++)
+        for (int c = 0; c < K; c++) t->vscore[i * (size_t)K + (size_t)c] = m->init_score[c];
+    return MR_OK;
+nomem:
+    return MR_ERR(err, MR_E_NOMEM, "out of memory");
+}
+
+/* Gradients of every row for this round; a non-finite one is divergence. */
+static mr_status round_gradients(trainer *t, int iter, mr_error *err)
+{
+    const mr_gbdt_params *p = t->p;
+    const size_t nblk = t->n / GRAD_BLOCK + 1;
+    mr_parallel_for_capped(t->n, GRAD_BLOCK, p->num_threads, grad_task, t);
+    for (size_t b = 0; b < nblk; b++) {
+        if (!t->bad_row[b]) continue;
+        size_t r = t->bad_row[b] - 1;
+        mr_status st = MR_ERR(err, MR_E_FAILED, "training diverged at iteration %d: non-finite gradient at row %zu (raw score %g)",
+                              iter, r + 1, t->score[r * (size_t)t->K]);
+        mr_error_hint(err, "lower learning_rate, or check the label scale");
+        return st;
+    }
+    return MR_OK;
+}
+
+/* One tree for class c: sample features, quantise the gradients to the
+ * round's scale, grow, check the leaves, update the scores. */
+static mr_status grow_class_tree(trainer *t, int iter, int c, mr__split_cfg *scfg, const mr__grow_cfg *gcfg,
+                                 mr_gbdt_model *m, mr_error *err)
+{
+    const mr_gbdt_params *p = t->p;
+    const size_t F = t->train->n_features, n = t->n, nblk = n / GRAD_BLOCK + 1;
+    t->cls = c;
+    sample_features(t, iter, c);
+    size_t n_feats = t->feats[F];
+    mr_parallel_for_capped(n, GRAD_BLOCK, p->num_threads, max_task, t);
+    float gm = 0, hm = 0;
+    for (size_t b = 0; b < nblk; b++) {
+        gm = t->blk_gmax[b] > gm ? t->blk_gmax[b] : gm;
+        hm = t->blk_hmax[b] > hm ? t->blk_hmax[b] : hm;
+    }
+    t->gscale = pow2_scale(gm);
+    t->hscale = pow2_scale(hm);
+    mr_parallel_for_capped(n, GRAD_BLOCK, p->num_threads, quant_task, t);
+    scfg->inv_gscale = 1.0 / t->gscale;
+    scfg->inv_hscale = 1.0 / t->hscale;
+    memcpy(mr__grower_rows(t->grower), t->bag, t->n_bag * sizeof(uint32_t));
+    mr__grower_grow(t->grower, t->n_bag, t->gh, t->feats, n_feats, t->feat_mask, scfg, gcfg, &t->tree);
+    for (int l = 0; l < t->tree.n_leaves; l++) {
+        if (isfinite(t->tree.leaf_value[l])) continue;
+        mr_status st = MR_ERR(err, MR_E_FAILED, "training diverged at iteration %d: leaf value is %g", iter,
+                              t->tree.leaf_value[l]);
+        mr_error_hint(err, "lower learning_rate, or raise lambda_l2 / min_sum_hessian_in_leaf");
+        return st;
+    }
+    mr_status st = mr__tree_finish_categorical(&t->tree, t->train, err);
+    if (st != MR_OK) return st;
+    upd_ctx u = {.t = t, .tree = &t->tree, .d = t->train, .score = t->score};
+    if (t->bagging)
+        mr_parallel_for_capped(n, GRAD_BLOCK, p->num_threads, upd_traverse, &u);
+    else
+        mr_parallel_for_capped((size_t)t->tree.n_leaves, 1, p->num_threads, upd_leaves, &u);
+    if (t->valid) {
+        upd_ctx uv = {.t = t, .tree = &t->tree, .d = t->valid, .score = t->vscore};
+        mr_parallel_for_capped(t->nv, GRAD_BLOCK, p->num_threads, upd_traverse, &uv);
+    }
+    return mr__model_push_tree(m, &t->tree, err);
+}
+
+/* The round's train and valid metrics into info; a non-finite one is divergence. */
+static mr_status round_metrics(trainer *t, int iter, const mr_gbdt_metric *metrics, int n_metrics,
+                               mr_gbdt_round_info *info, mr_error *err)
+{
+    const mr_gbdt_params *p = t->p;
+    memset(info, 0, sizeof(*info));
+    info->iteration = iter;
+    info->n_metrics = n_metrics;
+    for (int k = 0; k < n_metrics; k++) {
+        info->metric[k] = metrics[k];
+        info->train_metric[k] = NAN;
+        info->valid_metric[k] = NAN;
+        if (p->is_provide_training_metric)
+            info->train_metric[k] =
+                mr__metric_eval(metrics[k], p->objective, t->K, p->alpha, t->train->label, t->score, t->n, p->num_threads);
+        if (t->valid)
+            info->valid_metric[k] =
+                mr__metric_eval(metrics[k], p->objective, t->K, p->alpha, t->valid->label, t->vscore, t->nv, p->num_threads);
+        double v[2] = {info->train_metric[k], info->valid_metric[k]};
+        int have[2] = {p->is_provide_training_metric, t->valid != NULL};
+        for (int s = 0; s < 2; s++) {
+            if (!have[s] || isfinite(v[s])) continue;
+            mr_status st = MR_ERR(err, MR_E_FAILED, "training diverged at iteration %d: %s %s is %g", iter,
+                                  s ? "valid" : "train", mr_gbdt_metric_name(metrics[k]), v[s]);
+            mr_error_hint(err, "lower learning_rate, or check the label scale");
+            return st;
+        }
+    }
+    return MR_OK;
+}
+
+mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, const mr_gbdt_data *valid,
+                        mr_gbdt_round_fn cb, void *cb_ctx, mr_gbdt_model **out, mr_error *err)
+{
+    *out = NULL;
+    const int K = p->objective == MR_GBDT_MULTICLASS ? p->num_class : 1;
+    mr_status st = check_inputs(p, train, valid, K, err);
+    if (st != MR_OK) return st;
+    mr_gbdt_metric metrics[MR_GBDT_MAX_METRICS];
+    int n_metrics = round_metrics_of(p, metrics);
+
+    trainer t;
+    memset(&t, 0, sizeof(t));
+    t.p = p;
+    t.train = train;
+    t.valid = valid;
+    t.K = K;
+    t.n = train->n_rows;
+    t.nv = valid ? valid->n_rows : 0;
+    t.bagging = p->bagging_freq > 0 && p->bagging_fraction < 1.0;
+    mr_gbdt_model *m = NULL;
+    double t0 = mr_now();
+    if ((st = trainer_alloc(&t, p, train, err)) != MR_OK) goto fail;
+    if ((st = model_start(&t, p, train, &m, err)) != MR_OK) goto fail;
 
     const mr__grow_cfg gcfg = {.num_leaves = p->num_leaves, .max_depth = p->max_depth,
                                .learning_rate = p->learning_rate, .max_threads = p->num_threads};
@@ -320,55 +445,11 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
     make_bag(&t, 0);
     for (int iter = 0; iter < p->num_iterations; iter++) {
         if (t.bagging && iter % p->bagging_freq == 0) make_bag(&t, iter);
-        mr_parallel_for_capped(n, GRAD_BLOCK, p->num_threads, grad_task, &t);
-        for (size_t b = 0; b < nblk; b++) {
-            if (t.bad_row[b]) {
-                size_t r = t.bad_row[b] - 1;
-                st = MR_ERR(err, MR_E_FAILED,
-                            "training diverged at iteration %d: non-finite gradient at row %zu (raw score %g)",
-                            iter, r + 1, t.score[r * (size_t)K]);
-                mr_error_hint(err, "lower learning_rate, or check the label scale");
-                goto fail;
-            }
-        }
+        if ((st = round_gradients(&t, iter, err)) != MR_OK) goto fail;
         int all_stumps = 1;
         for (int c = 0; c < K; c++) {
-            t.cls = c;
-            sample_features(&t, iter, c);
-            size_t n_feats = t.feats[F];
-            mr_parallel_for_capped(n, GRAD_BLOCK, p->num_threads, max_task, &t);
-            float gm = 0, hm = 0;
-            for (size_t b = 0; b < nblk; b++) {
-                gm = t.blk_gmax[b] > gm ? t.blk_gmax[b] : gm;
-                hm = t.blk_hmax[b] > hm ? t.blk_hmax[b] : hm;
-            }
-            t.gscale = pow2_scale(gm);
-            t.hscale = pow2_scale(hm);
-            mr_parallel_for_capped(n, GRAD_BLOCK, p->num_threads, quant_task, &t);
-            scfg.inv_gscale = 1.0 / t.gscale;
-            scfg.inv_hscale = 1.0 / t.hscale;
-            memcpy(mr__grower_rows(t.grower), t.bag, t.n_bag * sizeof(uint32_t));
-            mr__grower_grow(t.grower, t.n_bag, t.gh, t.feats, n_feats, t.feat_mask, &scfg, &gcfg, &t.tree);
-            for (int l = 0; l < t.tree.n_leaves; l++) {
-                if (!isfinite(t.tree.leaf_value[l])) {
-                    st = MR_ERR(err, MR_E_FAILED, "training diverged at iteration %d: leaf value is %g", iter,
-                                t.tree.leaf_value[l]);
-                    mr_error_hint(err, "lower learning_rate, or raise lambda_l2 / min_sum_hessian_in_leaf");
-                    goto fail;
-                }
-            }
+            if ((st = grow_class_tree(&t, iter, c, &scfg, &gcfg, m, err)) != MR_OK) goto fail;
             if (t.tree.n_leaves > 1) all_stumps = 0;
-            if ((st = mr__tree_finish_categorical(&t.tree, train, err)) != MR_OK) goto fail;
-            upd_ctx u = {.t = &t, .tree = &t.tree, .d = train, .score = t.score};
-            if (t.bagging)
-                mr_parallel_for_capped(n, GRAD_BLOCK, p->num_threads, upd_traverse, &u);
-            else
-                mr_parallel_for_capped((size_t)t.tree.n_leaves, 1, p->num_threads, upd_leaves, &u);
-            if (valid) {
-                upd_ctx uv = {.t = &t, .tree = &t.tree, .d = valid, .score = t.vscore};
-                mr_parallel_for_capped(t.nv, GRAD_BLOCK, p->num_threads, upd_traverse, &uv);
-            }
-            if ((st = mr__model_push_tree(m, &t.tree, err)) != MR_OK) goto fail;
         }
         if (all_stumps) {
             /* No leaf can be split any more (LightGBM stops here too): drop
@@ -378,30 +459,7 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
             break;
         }
         mr_gbdt_round_info info;
-        memset(&info, 0, sizeof(info));
-        info.iteration = iter;
-        info.n_metrics = n_metrics;
-        for (int k = 0; k < n_metrics; k++) {
-            info.metric[k] = metrics[k];
-            info.train_metric[k] = NAN;
-            info.valid_metric[k] = NAN;
-            if (p->is_provide_training_metric)
-                info.train_metric[k] =
-                    mr__metric_eval(metrics[k], p->objective, K, p->alpha, train->label, t.score, n, p->num_threads);
-            if (valid)
-                info.valid_metric[k] =
-                    mr__metric_eval(metrics[k], p->objective, K, p->alpha, valid->label, t.vscore, t.nv, p->num_threads);
-            double v[2] = {info.train_metric[k], info.valid_metric[k]};
-            int have[2] = {p->is_provide_training_metric, valid != NULL};
-            for (int s = 0; s < 2; s++) {
-                if (have[s] && !isfinite(v[s])) {
-                    st = MR_ERR(err, MR_E_FAILED, "training diverged at iteration %d: %s %s is %g", iter,
-                                s ? "valid" : "train", mr_gbdt_metric_name(metrics[k]), v[s]);
-                    mr_error_hint(err, "lower learning_rate, or check the label scale");
-                    goto fail;
-                }
-            }
-        }
+        if ((st = round_metrics(&t, iter, metrics, n_metrics, &info, err)) != MR_OK) goto fail;
         int stop = 0;
         if (es_on) stop = mr__es_update(&es, iter, info.valid_metric[0]);
         info.best_iteration = es_on ? es.best_iter : -1;
@@ -421,8 +479,6 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
     trainer_free(&t);
     *out = m;
     return MR_OK;
-nomem:
-    st = MR_ERR(err, MR_E_NOMEM, "out of memory");
 fail:
     trainer_free(&t);
     mr_gbdt_model_free(m);
