@@ -125,11 +125,11 @@ mr_hash128 mr_table_content_hash(const mr_table *t);
 mr_status mr_column_format(const mr_column *c, size_t i, mr_buf *out);
 
 /* Calendar helpers (proleptic Gregorian, UTC). */
-int32_t mr_days_from_civil(int64_t y, unsigned m, unsigned d);
-void mr_civil_from_days(int32_t days, int64_t *y, unsigned *m, unsigned *d);
+int32_t mr_date_from_civil(int64_t y, unsigned m, unsigned d);
+void mr_date_to_civil(int32_t days, int64_t *y, unsigned *m, unsigned *d);
 /* Parses "YYYY-MM-DD" -> days; "YYYY-MM-DD[T ]HH:MM:SS[.ffffff][Z|+HH:MM]" -> us. 0 on success. */
-int mr_parse_date(const char *s, size_t len, int32_t *days_out);
-int mr_parse_timestamp(const char *s, size_t len, int64_t *us_out);
+int mr_date_parse(const char *s, size_t len, int32_t *days_out);
+int mr_timestamp_parse(const char *s, size_t len, int64_t *us_out);
 
 #ifdef __cplusplus
 }

@@ -241,7 +241,7 @@ static inline int convert(const mr_csv_reader *r, mr__cb *b, const fld *f, mr_st
         break;
     }
     case MR_T_DATE:
-        if (mr_parse_date(f->s, f->len, &((int32_t *)b->data)[i])) return 1;
+        if (mr_date_parse(f->s, f->len, &((int32_t *)b->data)[i])) return 1;
         break;
     case MR_T_TIMESTAMP:
         if (mr__parse_ts(f->s, f->len, &((int64_t *)b->data)[i])) return 1;

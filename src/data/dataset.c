@@ -44,7 +44,7 @@ static int format_date(int32_t days, char *buf, size_t n)
 {
     int64_t y;
     unsigned m, d;
-    mr_civil_from_days(days, &y, &m, &d);
+    mr_date_to_civil(days, &y, &m, &d);
     if (y < 0 || y > 9999) return -1;
     snprintf(buf, n, "%04lld-%02u-%02u", (long long)y, m, d);
     return 0;
@@ -131,7 +131,7 @@ static int json_value(const json_t *j, mr_dtype t, tval *v)
             return 0;
         }
         int32_t d;
-        if (!json_is_string(j) || mr_parse_date(json_string_value(j), json_string_length(j), &d)) return -1;
+        if (!json_is_string(j) || mr_date_parse(json_string_value(j), json_string_length(j), &d)) return -1;
         v->i = d;
         return 0;
     }
@@ -140,7 +140,7 @@ static int json_value(const json_t *j, mr_dtype t, tval *v)
             v->i = json_integer_value(j);
             return 0;
         }
-        if (!json_is_string(j) || mr_parse_timestamp(json_string_value(j), json_string_length(j), &v->i)) return -1;
+        if (!json_is_string(j) || mr_timestamp_parse(json_string_value(j), json_string_length(j), &v->i)) return -1;
         return 0;
     case MR_T_STRING:
         if (!json_is_string(j)) return -1;

@@ -537,7 +537,7 @@ static mr_status k_date_part(const ectx *c, int fn, vec *a, vec *o)
         case FN_MINUTE: od[i] = sod / 60 % 60; break;
         case FN_SECOND: od[i] = sod % 60; break;
         default:
-            mr_civil_from_days((int32_t)days, &y, &m, &d);
+            mr_date_to_civil((int32_t)days, &y, &m, &d);
             od[i] = fn == FN_YEAR ? y : fn == FN_MONTH ? (int64_t)m : (int64_t)d;
             break;
         }

@@ -463,14 +463,14 @@ static mr_status parse_typed_literal(parser *p, const tok *t, const tok *str, in
     if (is_date) {
         int32_t days = 0;
         n->lit_type = MR_T_DATE;
-        bad = mr_parse_date(body, sl, &days) != 0;
+        bad = mr_date_parse(body, sl, &days) != 0;
         n->i = days;
     } else {
         n->lit_type = MR_T_TIMESTAMP;
-        bad = mr_parse_timestamp(body, sl, &n->i) != 0;
+        bad = mr_timestamp_parse(body, sl, &n->i) != 0;
         /* canonical form prints 4-digit UTC years; keep the range printable */
-        const int64_t lo = mr__days_to_us(mr_days_from_civil(0, 1, 1));
-        const int64_t hi = mr__days_to_us(mr_days_from_civil(10000, 1, 1));
+        const int64_t lo = mr__days_to_us(mr_date_from_civil(0, 1, 1));
+        const int64_t hi = mr__days_to_us(mr_date_from_civil(10000, 1, 1));
         if (!bad && (n->i < lo || n->i >= hi)) bad = 1;
     }
     mr_free(body);
@@ -1091,7 +1091,7 @@ void mr__expr_format_date(int64_t days, char *buf, size_t buf_len)
 {
     int64_t y;
     unsigned m, d;
-    mr_civil_from_days((int32_t)days, &y, &m, &d);
+    mr_date_to_civil((int32_t)days, &y, &m, &d);
     snprintf(buf, buf_len, "%04lld-%02u-%02u", (long long)y, m, d);
 }
 

@@ -225,7 +225,7 @@ static int put_value(mr__cb *b, json_t *v, mr_status *rc)
             break;
         }
         case MR_T_DATE:
-            if (mr_parse_date(s, len, &((int32_t *)b->data)[i])) return 1;
+            if (mr_date_parse(s, len, &((int32_t *)b->data)[i])) return 1;
             break;
         case MR_T_TIMESTAMP:
             if (mr__parse_ts(s, len, &((int64_t *)b->data)[i])) return 1;

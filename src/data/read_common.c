@@ -60,8 +60,8 @@ mr_dtype mr__classify(const char *s, size_t len)
     if (!mr__parse_i64(s, len, &i)) return MR_T_INT64;
     if (!mr__parse_f64(s, len, &d)) return MR_T_FLOAT64;
     if (!mr__parse_bool(s, len, &b)) return MR_T_BOOL;
-    if (len == 10 && !mr_parse_date(s, len, &day)) return MR_T_DATE;
-    if (len >= 19 && !mr_parse_timestamp(s, len, &i)) return MR_T_TIMESTAMP;
+    if (len == 10 && !mr_date_parse(s, len, &day)) return MR_T_DATE;
+    if (len >= 19 && !mr_timestamp_parse(s, len, &i)) return MR_T_TIMESTAMP;
     return MR_T_STRING;
 }
 

@@ -103,11 +103,11 @@ static inline int mr__parse_ts(const char *s, size_t len, int64_t *out)
 {
     int32_t d;
     if (len == 10) {
-        if (mr_parse_date(s, len, &d)) return -1;
+        if (mr_date_parse(s, len, &d)) return -1;
         *out = (int64_t)d * 86400 * 1000000;
         return 0;
     }
-    return mr_parse_timestamp(s, len, out);
+    return mr_timestamp_parse(s, len, out);
 }
 
 /* The narrowest type of one non-null text value: int64, float64, bool, date,

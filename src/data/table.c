@@ -550,7 +550,7 @@ mr_status mr_table_project(mr_table *t, const char *const *names, size_t n, mr_e
 
 /* ---- formatting and calendars ----------------------------------------- */
 
-int32_t mr_days_from_civil(int64_t y, unsigned m, unsigned d)
+int32_t mr_date_from_civil(int64_t y, unsigned m, unsigned d)
 {
     y -= m <= 2;
     int64_t era = (y >= 0 ? y : y - 399) / 400;
@@ -560,7 +560,7 @@ int32_t mr_days_from_civil(int64_t y, unsigned m, unsigned d)
     return (int32_t)(era * 146097 + (int64_t)doe - 719468);
 }
 
-void mr_civil_from_days(int32_t days, int64_t *y, unsigned *m, unsigned *d)
+void mr_date_to_civil(int32_t days, int64_t *y, unsigned *m, unsigned *d)
 {
     int64_t z = (int64_t)days + 719468;
     int64_t era = (z >= 0 ? z : z - 146096) / 146097;
@@ -591,21 +591,21 @@ static int days_in_month(int64_t y, unsigned m)
     return m == 2 ? 28 + leap : dm[m - 1];
 }
 
-int mr_parse_date(const char *s, size_t len, int32_t *days_out)
+int mr_date_parse(const char *s, size_t len, int32_t *days_out)
 {
     int64_t y, m, d;
     if (len != 10 || s[4] != '-' || s[7] != '-' || digits(s, 4, &y) || digits(s + 5, 2, &m) || digits(s + 8, 2, &d))
         return -1;
     if (m < 1 || m > 12 || d < 1 || d > days_in_month(y, (unsigned)m)) return -1;
-    *days_out = mr_days_from_civil(y, (unsigned)m, (unsigned)d);
+    *days_out = mr_date_from_civil(y, (unsigned)m, (unsigned)d);
     return 0;
 }
 
-int mr_parse_timestamp(const char *s, size_t len, int64_t *us_out)
+int mr_timestamp_parse(const char *s, size_t len, int64_t *us_out)
 {
     int32_t days;
     int64_t hh, mm, ss, frac = 0, offset_s = 0;
-    if (len < 19 || mr_parse_date(s, 10, &days) || (s[10] != 'T' && s[10] != ' ') || s[13] != ':' || s[16] != ':' ||
+    if (len < 19 || mr_date_parse(s, 10, &days) || (s[10] != 'T' && s[10] != ' ') || s[13] != ':' || s[16] != ':' ||
         digits(s + 11, 2, &hh) || digits(s + 14, 2, &mm) || digits(s + 17, 2, &ss) || hh > 23 || mm > 59 || ss > 60)
         return -1;
     size_t p = 19;
@@ -657,7 +657,7 @@ mr_status mr_column_format(const mr_column *c, size_t i, mr_buf *out)
     case MR_T_DATE: {
         int64_t y;
         unsigned m, d;
-        mr_civil_from_days(((const int32_t *)c->data)[i], &y, &m, &d);
+        mr_date_to_civil(((const int32_t *)c->data)[i], &y, &m, &d);
         return mr_buf_printf(out, "%04lld-%02u-%02u", (long long)y, m, d);
     }
     case MR_T_TIMESTAMP: {
@@ -666,7 +666,7 @@ mr_status mr_column_format(const mr_column *c, size_t i, mr_buf *out)
         int64_t days = floor_div(secs, 86400), sod = secs - days * 86400;
         int64_t y;
         unsigned m, d;
-        mr_civil_from_days((int32_t)days, &y, &m, &d);
+        mr_date_to_civil((int32_t)days, &y, &m, &d);
         mr_status rc = mr_buf_printf(out, "%04lld-%02u-%02u %02lld:%02lld:%02lld", (long long)y, m, d, (long long)(sod / 3600),
                                      (long long)(sod / 60 % 60), (long long)(sod % 60));
         if (rc == MR_OK && frac) rc = mr_buf_printf(out, ".%06lld", (long long)frac);

@@ -102,11 +102,11 @@ static mr_status parse_cutoff(mr_dtype t, const char *text, double *out, mr_erro
     if (t == MR_T_DATE || t == MR_T_TIMESTAMP) {
         int32_t days;
         int64_t us;
-        if (mr_parse_date(text, len, &days) == 0) {
+        if (mr_date_parse(text, len, &days) == 0) {
             *out = (double)days * 86400e6;
             return MR_OK;
         }
-        if (mr_parse_timestamp(text, len, &us) == 0) {
+        if (mr_timestamp_parse(text, len, &us) == 0) {
             *out = (double)us;
             return MR_OK;
         }

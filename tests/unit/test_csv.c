@@ -265,8 +265,8 @@ static void test_inference(void **state)
     assert_true(mr_column_is_null(t->cols[1], 2));
     assert_true(isnan(f64(t, 2, 1))); /* a quoted "nan" is a value; unquoted it is a null token */
     assert_true(f64(t, 2, 2) == -2000.0);
-    assert_int_equal(((const int32_t *)t->cols[3]->data)[1], mr_days_from_civil(2024, 2, 29));
-    int64_t us = (int64_t)mr_days_from_civil(2024, 1, 31) * 86400000000LL;
+    assert_int_equal(((const int32_t *)t->cols[3]->data)[1], mr_date_from_civil(2024, 2, 29));
+    int64_t us = (int64_t)mr_date_from_civil(2024, 1, 31) * 86400000000LL;
     assert_int_equal(i64(t, 4, 0), us + 36000000000LL);
     assert_int_equal(i64(t, 4, 1), us + 36000250000LL);
     assert_int_equal(i64(t, 4, 2), us);
@@ -288,7 +288,7 @@ static void test_promotion(void **state)
     check_str(t, 1, 0, "1");
     check_str(t, 1, 3, "four");
     assert_int_equal(t->cols[3]->type, MR_T_TIMESTAMP);
-    assert_int_equal(i64(t, 3, 3), ((int64_t)mr_days_from_civil(2024, 1, 4) * 86400 + 43200) * 1000000);
+    assert_int_equal(i64(t, 3, 3), ((int64_t)mr_date_from_civil(2024, 1, 4) * 86400 + 43200) * 1000000);
     mr_table_free(t);
     /* bool then int -> string */
     t = read_ok("a\ntrue\nfalse\n1\n", &o);

@@ -100,7 +100,7 @@ static mr_table *sample_table(int dict)
             assert_int_equal(mr_column_append_null(c), MR_OK);
             continue;
         }
-        assert_int_equal(mr_parse_date(d[i], strlen(d[i]), &days), 0);
+        assert_int_equal(mr_date_parse(d[i], strlen(d[i]), &days), 0);
         assert_int_equal(mr_column_append_int32(c, days), MR_OK);
     }
     add(t, c);
@@ -113,7 +113,7 @@ static mr_table *sample_table(int dict)
             assert_int_equal(mr_column_append_null(c), MR_OK);
             continue;
         }
-        assert_int_equal(mr_parse_timestamp(ts[i], strlen(ts[i]), &us), 0);
+        assert_int_equal(mr_timestamp_parse(ts[i], strlen(ts[i]), &us), 0);
         assert_int_equal(mr_column_append_int64(c, us), MR_OK);
     }
     add(t, c);
@@ -693,7 +693,7 @@ static void test_eval_new_functions(void **state)
         mr_expr_free(e);
         e = bound("hash(d)", t, 0);
         assert_int_equal(mr_expr_eval(e, t, &c, NULL), MR_OK);
-        int32_t days = mr_days_from_civil(2024, 1, 31);
+        int32_t days = mr_date_from_civil(2024, 1, 31);
         const uint8_t le_d[4] = {(uint8_t)days, (uint8_t)(days >> 8), (uint8_t)(days >> 16), (uint8_t)(days >> 24)};
         assert_int_equal((uint64_t)((const int64_t *)c->data)[0], XXH3_64bits(le_d, 4));
         mr_column_free(c);
@@ -968,7 +968,7 @@ static mr_table *random_table(rng *r, int dict, mr_col_stats *st, rng *stat_rng)
         s[i] = rint_(r, 100) < nullish[3] ? NULL : str_dom[rint_(r, 5)];
         p[i] = rint_(r, 100) < nullish[4] ? -1 : rint_(r, 2);
         if (rint_(r, 100) < nullish[5]) mr_column_append_null(dc);
-        else mr_column_append_int32(dc, mr_days_from_civil(2024, 1, 1 + (unsigned)rint_(r, 5)));
+        else mr_column_append_int32(dc, mr_date_from_civil(2024, 1, 1 + (unsigned)rint_(r, 5)));
     }
     mr_table *t;
     assert_int_equal(mr_table_new(&t, NULL), MR_OK);
@@ -1142,8 +1142,8 @@ static void test_prune_cases(void **state)
     st[1].null_count = 5;
     st[2].min.f = -1.5; /* f in [-1.5, 2.5] */
     st[2].max.f = 2.5;
-    st[3].min.i = mr_days_from_civil(2024, 1, 1); /* d in January 2024 */
-    st[3].max.i = mr_days_from_civil(2024, 1, 31);
+    st[3].min.i = mr_date_from_civil(2024, 1, 1); /* d in January 2024 */
+    st[3].max.i = mr_date_from_civil(2024, 1, 31);
     st[4].min.b = 1; /* p always true */
     st[4].max.b = 1;
     static const struct {

@@ -80,7 +80,7 @@ static void test_basic(void **state)
     assert_true(mr_column_is_null(t->cols[0], 2));
     check_str(t, 1, 1, "y");
     assert_true(mr_column_is_null(t->cols[2], 1));
-    assert_int_equal(((int32_t *)t->cols[3]->data)[1], mr_days_from_civil(2024, 1, 2));
+    assert_int_equal(((int32_t *)t->cols[3]->data)[1], mr_date_from_civil(2024, 1, 2));
     check_str(t, 4, 2, "{\"k\":[1,2]}");
     check_str(t, 5, 0, NULL);
     check_str(t, 5, 2, "3");

@@ -137,14 +137,14 @@ static void test_calendar_and_format(void **state)
 {
     (void)state;
     int32_t d;
-    assert_int_equal(mr_parse_date("1970-01-02", 10, &d), 0);
+    assert_int_equal(mr_date_parse("1970-01-02", 10, &d), 0);
     assert_int_equal(d, 1);
-    assert_int_equal(mr_parse_date("2023-02-29", 10, &d), -1);
-    assert_int_equal(mr_parse_date("2024-02-29", 10, &d), 0);
+    assert_int_equal(mr_date_parse("2023-02-29", 10, &d), -1);
+    assert_int_equal(mr_date_parse("2024-02-29", 10, &d), 0);
     int64_t us;
-    assert_int_equal(mr_parse_timestamp("1970-01-01T00:00:01.5+01:00", 27, &us), 0);
+    assert_int_equal(mr_timestamp_parse("1970-01-01T00:00:01.5+01:00", 27, &us), 0);
     assert_int_equal(us, 1500000 - 3600000000LL);
-    assert_int_equal(mr_parse_timestamp("1970-01-01 00:00:00x", 20, &us), -1);
+    assert_int_equal(mr_timestamp_parse("1970-01-01 00:00:00x", 20, &us), -1);
     mr_column *c = NULL;
     assert_int_equal(mr_column_new("t", MR_T_TIMESTAMP, 0, &c, NULL), MR_OK);
     assert_int_equal(mr_column_append_int64(c, 86400000001LL), MR_OK);

@@ -52,7 +52,7 @@ static mr_table *events(int dict)
             assert_int_equal(mr_column_append_null(c), MR_OK);
             continue;
         }
-        assert_int_equal(mr_parse_date(day[i], strlen(day[i]), &d), 0);
+        assert_int_equal(mr_date_parse(day[i], strlen(day[i]), &d), 0);
         assert_int_equal(mr_column_append_int32(c, d), MR_OK);
     }
     add(t, c);
