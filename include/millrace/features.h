@@ -147,6 +147,7 @@ typedef enum mr_cell_kind {
     MR_CELL_INT = 2,  /* i (also DATE days and TIMESTAMP microseconds) */
     MR_CELL_STR = 3,  /* str[0..len), need not be NUL-terminated */
     MR_CELL_BOOL = 4, /* i: 0 or 1 */
+    MR_CELL_OTHER = 5, /* a value of no kind an input takes (a JSON array or object); str/len may name it */
 } mr_cell_kind;
 
 typedef struct mr_cell {

@@ -222,64 +222,63 @@ static int set_error(job *j, int status, const char *msg, const char *field, lon
     return -1;
 }
 
-/* dry: only checks. Otherwise appends the job's rows to cols (one per input). */
+/* A JSON value as the cell mr_bundle_coerce_value takes (NULL: absent).
+ * Strings are borrowed from the document. */
+static const mr_cell *json_cell(const json_t *v, mr_cell *c)
+{
+    if (!v) return NULL;
+    memset(c, 0, sizeof(*c));
+    switch (json_typeof(v)) {
+    case JSON_NULL: c->kind = MR_CELL_NULL; break;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        c->kind = MR_CELL_BOOL;
+        c->i = json_is_true(v);
+        break;
+    case JSON_INTEGER:
+        c->kind = MR_CELL_INT;
+        c->i = (int64_t)json_integer_value(v);
+        break;
+    case JSON_REAL:
+        c->kind = MR_CELL_NUM;
+        c->num = json_real_value(v);
+        break;
+    case JSON_STRING:
+        c->kind = MR_CELL_STR;
+        c->str = json_string_value(v);
+        c->len = json_string_length(v);
+        break;
+    default:
+        c->kind = MR_CELL_OTHER;
+        c->str = json_is_array(v) ? "an array" : "an object";
+        c->len = strlen(c->str);
+        break;
+    }
+    return c;
+}
+
+/* dry: only checks. Otherwise appends the job's rows to cols (one per input,
+ * of mr_bundle_input_column_type). The rules and messages are the bundle's
+ * (mr_bundle_coerce_value): a bad value is a 422 naming field and row. */
 static int job_fill(job *j, const mr_bundle *b, mr_column **cols, int dry)
 {
     size_t n_in = mr_bundle_n_inputs(b);
     for (size_t r = 0; r < j->n_rows; r++) {
         for (size_t i = 0; i < n_in; i++) {
-            const mr_bundle_input *in = mr_bundle_input_at(b, i);
-            json_t *v = job_value(j, in->name, r);
-            char msg[512];
-            mr_status st = MR_OK;
-            if (!v) {
-                if (in->required) {
-                    snprintf(msg, sizeof(msg), "missing feature '%s'", in->name);
-                    return set_error(j, 422, msg, in->name, (long)r);
-                }
-                if (!dry) st = mr_column_append_null(cols[i]);
-            } else if (json_is_null(v)) {
-                if (!dry) st = mr_column_append_null(cols[i]);
-            } else if (cols[i]->type == MR_T_FLOAT64) {
-                if (!json_is_number(v) && !json_is_boolean(v)) {
-                    snprintf(msg, sizeof(msg), "feature '%s' must be a number", in->name);
-                    return set_error(j, 422, msg, in->name, (long)r);
-                }
-                double d = json_is_boolean(v) ? (json_is_true(v) ? 1.0 : 0.0)
-                           : json_is_integer(v) ? (double)json_integer_value(v)
-                                                : json_real_value(v);
-                if (!dry) st = mr_column_append_float64(cols[i], d);
-            } else if (cols[i]->type == MR_T_STRING) {
-                if (!json_is_string(v)) {
-                    snprintf(msg, sizeof(msg), "feature '%s' must be a string", in->name);
-                    return set_error(j, 422, msg, in->name, (long)r);
-                }
-                if (!dry) st = mr_column_append_str(cols[i], json_string_value(v), json_string_length(v));
-            } else if (cols[i]->type == MR_T_BOOL) {
-                if (!json_is_boolean(v)) {
-                    snprintf(msg, sizeof(msg), "feature '%s' must be true or false", in->name);
-                    return set_error(j, 422, msg, in->name, (long)r);
-                }
-                if (!dry) st = mr_column_append_bool(cols[i], json_is_true(v));
-            } else { /* INT64 category */
-                if (!json_is_integer(v)) {
-                    snprintf(msg, sizeof(msg), "feature '%s' must be an integer", in->name);
-                    return set_error(j, 422, msg, in->name, (long)r);
-                }
-                if (!dry) st = mr_column_append_int64(cols[i], (int64_t)json_integer_value(v));
+            mr_cell cell;
+            mr_bundle_bad bad;
+            const mr_cell *v = json_cell(job_value(j, mr_bundle_input_at(b, i)->name, r), &cell);
+            mr_status st = mr_bundle_coerce_value(b, i, v, 0, dry ? NULL : cols[i], &bad);
+            if (st == MR_E_PARSE) {
+                char msg[512];
+                bad.row = r;
+                mr_bundle_bad_format(&bad, msg, sizeof(msg));
+                return set_error(j, 422, msg, bad.column, (long)r);
             }
             if (st != MR_OK) return set_error(j, 500, "out of memory", NULL, -1);
         }
     }
     return 0;
-}
-
-static mr_dtype column_type(const mr_bundle_input *in)
-{
-    if (!in->categorical) return MR_T_FLOAT64;
-    if (in->type == MR_T_INT64) return MR_T_INT64;
-    if (in->type == MR_T_BOOL) return MR_T_BOOL;
-    return MR_T_STRING;
 }
 
 static void fmt_double(mr_buf *b, double v)
@@ -298,7 +297,7 @@ static void process_batch(mr_server *s, job **jobs, size_t n_jobs, const mr_bund
     int ok = cols && mr_table_new(&t, &err) == MR_OK;
     for (size_t i = 0; ok && i < n_in; i++) {
         const mr_bundle_input *in = mr_bundle_input_at(b, i);
-        ok = mr_column_new(in->name, column_type(in), 64, &cols[i], &err) == MR_OK;
+        ok = mr_column_new(in->name, mr_bundle_input_column_type(in), 64, &cols[i], &err) == MR_OK;
     }
     for (size_t q = 0; ok && q < n_jobs; q++) {
         job *j = jobs[q];
