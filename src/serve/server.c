@@ -29,8 +29,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -657,6 +660,51 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 /* ---- lifecycle --------------------------------------------------------------- */
 
+/* libmicrohttpd's own messages go to the log sink (the library never prints). */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char buf[512];
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    buf[strcspn(buf, "\r\n")] = '\0';
+    mr_log(MR_LOG_WARN, "http: %s", buf);
+}
+
+/* Binds and listens on addr here rather than in libmicrohttpd, whose bind
+ * failure names neither the address nor the port ("port 0" for an address
+ * given as a sockaddr). The options are libmicrohttpd's defaults:
+ * SO_REUSEADDR (a restart need not wait out TIME_WAIT), IPV6_V6ONLY (::
+ * is IPv6 only), a SOMAXCONN backlog. shown: "127.0.0.1" or "[::1]". */
+static mr_status listen_socket(const struct sockaddr *addr, socklen_t addr_len, const char *shown, int port, int *fd_out,
+                               mr_error *err)
+{
+    *fd_out = -1;
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "cannot listen on %s:%d: cannot create a socket", shown, port);
+    int on = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (addr->sa_family == AF_INET6) (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+    if (bind(fd, addr, addr_len) != 0 || listen(fd, SOMAXCONN) != 0) {
+        int e = errno;
+        close(fd);
+        if (e == EADDRINUSE) {
+            MR_ERR(err, MR_E_IO, "cannot listen on %s:%d: port %d is already in use", shown, port, port);
+            mr_error_hint(err,
+                          "another process listens on %s:%d; stop it, or give --port another number (0 picks a free one)",
+                          shown, port);
+            return MR_E_IO;
+        }
+        if (e == EADDRNOTAVAIL) {
+            MR_ERR(err, MR_E_IO, "cannot listen on %s:%d: no interface of this machine has the address %s", shown, port,
+                   shown);
+            return MR_E_IO;
+        }
+        return MR_ERR_SYS(err, MR_E_IO, e, "cannot listen on %s:%d", shown, port);
+    }
+    *fd_out = fd;
+    return MR_OK;
+}
+
 static void server_free(mr_server *s)
 {
     while (s->old) {
@@ -756,20 +804,32 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
      * about a pool size below 2, so the option is left out then) */
     struct MHD_OptionItem pool_opt[2] = {{MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)pool, NULL}, {MHD_OPTION_END, 0, NULL}};
     if (pool < 2) pool_opt[0].option = MHD_OPTION_END;
-    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-                            v6 ? (struct sockaddr *)&addr6 : (struct sockaddr *)&addr4, MHD_OPTION_ARRAY, pool_opt,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->max_connections ? o->max_connections : 512),
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                            (size_t)16 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+    char addr_txt[INET6_ADDRSTRLEN] = "", shown[INET6_ADDRSTRLEN + 2];
+    if (v6) inet_ntop(AF_INET6, &addr6.sin6_addr, addr_txt, sizeof(addr_txt));
+    else inet_ntop(AF_INET, &addr4.sin_addr, addr_txt, sizeof(addr_txt));
+    snprintf(shown, sizeof(shown), v6 ? "[%s]" : "%s", addr_txt);
+    int fd = -1;
+    rc = v6 ? listen_socket((struct sockaddr *)&addr6, sizeof(addr6), shown, o->port, &fd, err)
+            : listen_socket((struct sockaddr *)&addr4, sizeof(addr4), shown, o->port, &fd, err);
+    if (rc == MR_OK)
+        s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                                MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_ARRAY, pool_opt, MHD_OPTION_CONNECTION_LIMIT,
+                                (unsigned)(o->max_connections ? o->max_connections : 512), MHD_OPTION_CONNECTION_TIMEOUT,
+                                (unsigned)30, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
+                                MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->d) {
         int e = errno;
+        /* A started daemon owns the socket (MHD_stop_daemon closes it); one
+         * that failed to start may have closed it already. */
+        if (fd >= 0 && fcntl(fd, F_GETFD) != -1) close(fd);
         pthread_mutex_lock(&s->mu);
         s->stopping = 1;
         pthread_cond_signal(&s->work_cv);
         pthread_mutex_unlock(&s->mu);
         pthread_join(s->batcher, NULL);
         server_free(s);
-        return MR_ERR_SYS(err, MR_E_IO, e, "cannot listen on %s:%d", host, o->port);
+        if (rc != MR_OK) return rc;
+        return MR_ERR_SYS(err, MR_E_IO, e, "cannot serve on %s:%d: the HTTP daemon did not start", shown, o->port);
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? (int)info->port : o->port;
