@@ -2,14 +2,14 @@
  * dataset batch by batch (memory holds one batch: a row group or 64Ki CSV
  * rows), validating every row against the bundle's input schema. Rows that
  * fail are reported with their row numbers and either fail the run or go to
- * a quarantine file; none is dropped silently. Scoring is
- * mr_bundle_predict_table, the path serve and evaluate use too. */
+ * a quarantine file; none is dropped silently. Values are checked and
+ * converted by the bundle's own rules (mr_bundle_conform_table, the ones
+ * serve uses) and scored by mr_bundle_predict_table. */
 #include "cli.h"
 #include "millrace/bundle.h"
 #include "millrace/dataset.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,12 +33,6 @@ static const char predict_help[] =
     "  --quarantine FILE      where quarantined rows go (default OUTPUT.quarantine.csv)\n"
     "  --json                 print the summary as JSON\n";
 
-typedef struct bad_rows {
-    FILE *qf;           /* quarantine file, or NULL in fail mode */
-    uint64_t n;         /* rows quarantined */
-    mr_error *err;      /* fail mode: the first bad row */
-} bad_rows;
-
 static int ends_with(const char *s, const char *suf)
 {
     size_t n = strlen(s), m = strlen(suf);
@@ -55,145 +49,65 @@ static void csv_field(FILE *f, const char *s, size_t len)
     fputc('"', f);
 }
 
-/* Strict numeric text: the whole field must parse (surrounding blanks ok). */
-static int parse_num(const char *s, size_t len, double *out)
+/* ---- the command line --------------------------------------------------------- */
+
+typedef struct predict_opts {
+    const char *bundle_path, *input, *output, *qpath; /* qpath: NULL in fail mode */
+    char **ids;                                       /* --id columns (cli_split_list) */
+    size_t n_ids, batch_rows;
+    int raw, json, threads;
+    char *qdefault;                                   /* owned default quarantine path */
+} predict_opts;
+
+static void opts_free(predict_opts *o)
 {
-    char buf[128];
-    if (len == 0 || len >= sizeof(buf)) return 0;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(buf, &end);
-    while (end && (*end == ' ' || *end == '\t')) end++;
-    if (end == buf || !end || *end != '\0') return 0;
-    if (!strcmp(buf, "true") || !strcmp(buf, "false")) return 0;
-    *out = v;
-    return 1;
+    cli_free_list(o->ids);
+    mr_free(o->qdefault);
 }
 
-static int parse_int(const char *s, size_t len, int64_t *out)
+/* Fills o from argv; returns EXIT_OK or the usage error's exit code. */
+static int parse_args(int argc, char **argv, predict_opts *o)
 {
-    char buf[32];
-    if (len == 0 || len >= sizeof(buf)) return 0;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(buf, &end, 10);
-    if (end == buf || *end != '\0' || errno == ERANGE) return 0;
-    *out = (int64_t)v;
-    return 1;
-}
-
-static void str_at(const mr_column *c, size_t i, const char **s, size_t *len)
-{
-    const mr_column *d = c->codes ? c->dict : c;
-    size_t k = c->codes ? (size_t)c->codes[i] : i;
-    *s = d->bytes + d->offsets[k];
-    *len = (size_t)(d->offsets[k + 1] - d->offsets[k]);
-}
-
-/* Converts a STRING column the schema wants as numbers (or integer
- * categories) into FLOAT64 / INT64, marking rows whose text does not parse.
- * Returns the new column (caller owns) or NULL on OOM. */
-static mr_column *convert_column(const mr_column *c, const mr_bundle_input *in, uint8_t *bad, size_t *first_bad,
-                                 mr_error *err)
-{
-    int want_int = in->categorical && (in->type == MR_T_INT64 || in->type == MR_T_BOOL);
-    mr_column *out = NULL;
-    if (mr_column_new(c->name, want_int ? MR_T_INT64 : MR_T_FLOAT64, c->n, &out, err) != MR_OK) return NULL;
-    for (size_t i = 0; i < c->n; i++) {
-        mr_status st;
-        if (mr_column_is_null(c, i)) {
-            st = mr_column_append_null(out);
-        } else {
-            const char *s;
-            size_t len;
-            str_at(c, i, &s, &len);
-            double v = 0;
-            int64_t iv = 0;
-            int ok = want_int ? parse_int(s, len, &iv) : parse_num(s, len, &v);
-            if (!ok && want_int && in->type == MR_T_BOOL) {
-                ok = (len == 4 && !memcmp(s, "true", 4)) || (len == 5 && !memcmp(s, "false", 5));
-                iv = len == 4;
-            }
-            if (!ok) {
-                bad[i] = 1;
-                if (*first_bad == SIZE_MAX) *first_bad = i;
-                st = mr_column_append_null(out);
-            } else {
-                st = want_int ? mr_column_append_int64(out, iv) : mr_column_append_float64(out, v);
-            }
+    const char *on_error = "fail", *qpath = NULL;
+    memset(o, 0, sizeof(*o));
+    o->batch_rows = 65536;
+    int rc = EXIT_OK;
+    for (int i = 1; i < argc && rc == EXIT_OK; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = 1;
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) o->output = v;
+        else if (!strcmp(a, "--id")) {
+            if (v) o->ids = cli_split_list(v, &o->n_ids);
+        } else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) o->threads = v ? (int)strtol(v, NULL, 10) : 0;
+        else if (!strcmp(a, "--batch-rows")) o->batch_rows = v ? (size_t)strtoull(v, NULL, 10) : 0;
+        else if (!strcmp(a, "--on-error")) on_error = v;
+        else if (!strcmp(a, "--quarantine")) qpath = v;
+        else {
+            takes = 0;
+            if (!strcmp(a, "--raw")) o->raw = 1;
+            else if (!strcmp(a, "--json")) o->json = 1;
+            else if (a[0] == '-' && a[1]) rc = cli_usage_error("predict", "unknown option '%s'", a);
+            else if (!o->bundle_path) o->bundle_path = a;
+            else if (!o->input) o->input = a;
+            else rc = cli_usage_error("predict", "unexpected argument '%s'", a);
         }
-        if (st != MR_OK) {
-            mr_column_free(out);
-            MR_ERR(err, MR_E_NOMEM, "out of memory");
-            return NULL;
+        if (takes) {
+            if (!v) rc = cli_usage_error("predict", "option '%s' needs a value", a);
+            i++;
         }
     }
-    return out;
-}
-
-/* Validates and converts one batch in place. bad[i] = 1 for rows that fail;
- * they are reported (fail mode: the error names the first; quarantine mode:
- * one line per bad field). row0: 1-based number of the batch's first row. */
-static mr_status validate_batch(const mr_bundle *b, mr_table *t, uint64_t row0, uint8_t *bad, bad_rows *br,
-                                const char *input, mr_error *err)
-{
-    for (size_t j = 0; j < t->n_cols; j++) {
-        mr_column *c = t->cols[j];
-        ssize_t ii = mr_bundle_input_index(b, c->name);
-        if (ii < 0) continue;
-        const mr_bundle_input *in = mr_bundle_input_at(b, (size_t)ii);
-        int numeric_ok = c->type == MR_T_BOOL || c->type == MR_T_INT64 || c->type == MR_T_FLOAT64 ||
-                         c->type == MR_T_FLOAT32 || c->type == MR_T_NULL;
-        if (c->type != MR_T_STRING || (in->categorical && in->type == MR_T_STRING)) {
-            if (in->categorical ? c->type == MR_T_FLOAT64 || c->type == MR_T_FLOAT32 : !numeric_ok) {
-                MR_ERR(err, MR_E_SCHEMA, "%s: column '%s' has type %s; the bundle expects %s", input, c->name,
-                       mr_dtype_name(c->type), in->categorical ? "a category" : "a number");
-                mr_error_key(err, c->name);
-                return MR_E_SCHEMA;
-            }
-            continue;
-        }
-        size_t first_bad = SIZE_MAX;
-        uint8_t *col_bad = mr_calloc(t->n_rows ? t->n_rows : 1, 1);
-        if (!col_bad) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-        mr_column *conv = convert_column(c, in, col_bad, &first_bad, err);
-        if (!conv) {
-            mr_free(col_bad);
-            return MR_E_NOMEM;
-        }
-        if (first_bad != SIZE_MAX) {
-            for (size_t i = first_bad; i < t->n_rows; i++) {
-                if (!col_bad[i]) continue;
-                const char *s;
-                size_t len;
-                str_at(c, i, &s, &len);
-                if (!br->qf) {
-                    MR_ERR(err, MR_E_PARSE, "%s: row %llu: column '%s': expected %s, got \"%.*s\"", input,
-                           (unsigned long long)(row0 + i), c->name, in->categorical ? "an integer category" : "a number",
-                           (int)(len > 64 ? 64 : len), s);
-                    mr_error_key(err, c->name);
-                    mr_error_hint(err, "--on-error quarantine writes invalid rows to a file and scores the rest");
-                    mr_free(col_bad);
-                    mr_column_free(conv);
-                    return MR_E_PARSE;
-                }
-                fprintf(br->qf, "%llu,", (unsigned long long)(row0 + i));
-                csv_field(br->qf, c->name, strlen(c->name));
-                fputc(',', br->qf);
-                csv_field(br->qf, s, len);
-                fprintf(br->qf, ",%s\n", in->categorical ? "expected an integer category" : "expected a number");
-                bad[i] = 1;
-            }
-        }
-        mr_free(col_bad);
-        mr_column_free(c);
-        t->cols[j] = conv;
+    if (rc == EXIT_OK && (!o->bundle_path || !o->input || !o->output))
+        rc = cli_usage_error("predict", "expected BUNDLE INPUT -o OUTPUT");
+    if (rc == EXIT_OK && on_error && strcmp(on_error, "fail") && strcmp(on_error, "quarantine"))
+        rc = cli_usage_error("predict", "--on-error takes fail or quarantine, not '%s'", on_error);
+    if (rc == EXIT_OK && (o->batch_rows == 0 || o->threads < 0))
+        rc = cli_usage_error("predict", "--batch-rows and -j take positive numbers");
+    if (rc == EXIT_OK && !strcmp(on_error, "quarantine")) {
+        o->qpath = qpath;
+        if (!qpath) o->qpath = o->qdefault = mr_asprintf("%s.quarantine.csv", o->output);
+        if (!o->qpath) rc = EXIT_FAILED;
     }
-    return MR_OK;
+    return rc;
 }
 
 /* ---- output: Parquet (streaming writer) or CSV (our own streaming writer) ---- */
@@ -304,187 +218,216 @@ static mr_status csv_schema(const mr_bundle *b, const char *path, char delim, co
     return rc;
 }
 
+/* ---- one run ------------------------------------------------------------------ */
+
+typedef struct predict_run {
+    const predict_opts *o;
+    mr_bundle *b;
+    mr_source *src;
+    const char **snames;  /* CSV input: the schema the reader is given */
+    mr_dtype *stypes;
+    out_sink sink;
+    int sink_opened;
+    FILE *qf;             /* quarantine file, or NULL in fail mode */
+    uint64_t rows_in, rows_out, n_bad;
+    double predict_s;     /* time inside mr_bundle_predict_table */
+} predict_run;
+
+/* Opens the bundle, the input (CSV: the bundle's inputs read as text, so
+ * that every value is checked by the bundle's rules), the quarantine file
+ * and the output. */
+static mr_status open_run(predict_run *r, mr_error *err)
+{
+    const predict_opts *o = r->o;
+    mr_status st = mr_bundle_load(o->bundle_path, &r->b, err);
+    if (st == MR_OK) st = mr_pool_init(o->threads, err);
+    int is_csv = ends_with(o->input, ".csv") || ends_with(o->input, ".tsv");
+    mr_csv_options co;
+    mr_csv_options_init(&co);
+    size_t n_schema = 0;
+    if (st == MR_OK && is_csv) {
+        char delim = ends_with(o->input, ".tsv") ? '\t' : ',';
+        st = csv_schema(r->b, o->input, delim, &r->snames, &r->stypes, &n_schema, err);
+        co.schema_names = r->snames;
+        co.schema_types = r->stypes;
+        co.n_schema = n_schema;
+    }
+    if (st == MR_OK) st = mr_source_open(o->input, MR_SRC_AUTO, is_csv ? &co : NULL, &r->src, err);
+    if (st == MR_OK && o->qpath) {
+        r->qf = fopen(o->qpath, "wb");
+        if (!r->qf) st = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot create quarantine file", o->qpath);
+        else fputs("row,column,value,error\n", r->qf);
+    }
+    if (st == MR_OK) {
+        st = sink_open(&r->sink, o->output, err);
+        r->sink_opened = 1;
+    }
+    return st;
+}
+
+/* --on-error quarantine: one line per value the bundle's rules refuse. */
+static void quarantine_value(void *ctx, const mr_bundle_bad *bad)
+{
+    FILE *qf = ctx;
+    fprintf(qf, "%llu,", (unsigned long long)bad->row);
+    csv_field(qf, bad->column, strlen(bad->column));
+    fputc(',', qf);
+    if (bad->text) csv_field(qf, bad->text, bad->text_len);
+    else csv_field(qf, bad->got, strlen(bad->got));
+    fprintf(qf, ",expected %s\n", bad->missing ? "a value" : bad->expected);
+}
+
+/* The --id columns of use, then one column per model output. */
+static mr_status result_table(const predict_run *r, const mr_table *use, const double *pred, size_t k, mr_table **out,
+                              mr_error *err)
+{
+    mr_table *res = NULL;
+    mr_status st = mr_table_new(&res, err);
+    for (size_t q = 0; st == MR_OK && q < r->o->n_ids; q++) {
+        const char *id = r->o->ids[q];
+        const mr_column *c = mr_table_column(use, id);
+        mr_column *copy = NULL;
+        if (!c) {
+            st = MR_ERR(err, MR_E_NOT_FOUND, "--id column '%s' is not in %s", id, r->o->input);
+            break;
+        }
+        st = mr_column_slice(c, 0, c->n, &copy, err);
+        if (st == MR_OK) st = mr_table_add_column(res, copy, err);
+    }
+    for (size_t q = 0; st == MR_OK && q < k; q++) {
+        mr_column *c = NULL;
+        st = mr_column_new(mr_bundle_output_name(r->b, q), MR_T_FLOAT64, use->n_rows, &c, err);
+        for (size_t i = 0; st == MR_OK && i < use->n_rows; i++) st = mr_column_append_float64(c, pred[i * k + q]);
+        if (st == MR_OK) st = mr_table_add_column(res, c, err);
+        else mr_column_free(c);
+    }
+    if (st == MR_OK && res->n_cols) res->n_rows = use->n_rows;
+    if (st != MR_OK) {
+        mr_table_free(res);
+        res = NULL;
+    }
+    *out = res;
+    return st;
+}
+
+/* Fits one batch to the bundle's schema (the bundle's rules: bad values
+ * fail the run or go to quarantine), scores the good rows and writes them. */
+static mr_status score_batch(predict_run *r, mr_table *batch, mr_error *err)
+{
+    size_t n = batch->n_rows, n_keep = 0, k = 0;
+    uint8_t *bad = mr_calloc(n ? n : 1, 1);
+    uint32_t *keep = mr_malloc((n ? n : 1) * sizeof(uint32_t));
+    mr_table *good = NULL, *res = NULL;
+    double *pred = NULL;
+    mr_status st = bad && keep ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_bundle_conform_opts co;
+    mr_bundle_conform_opts_init(&co);
+    co.text = 1;
+    co.row_base = r->rows_in + 1;
+    co.on_bad = r->qf ? quarantine_value : NULL;
+    co.ctx = r->qf;
+    co.bad_rows = bad;
+    if (st == MR_OK) {
+        st = mr_bundle_conform_table(r->b, batch, &co, err);
+        if (st == MR_E_PARSE)
+            mr_error_hint(err, "--on-error quarantine writes invalid rows to a file and scores the rest");
+    }
+    for (size_t i = 0; st == MR_OK && i < n; i++) {
+        if (bad[i]) r->n_bad++;
+        else keep[n_keep++] = (uint32_t)i;
+    }
+    if (st == MR_OK && n_keep < n) st = mr_table_take(batch, keep, n_keep, &good, err);
+    const mr_table *use = good ? good : batch;
+    double tp = mr_now();
+    if (st == MR_OK) st = mr_bundle_predict_table(r->b, use, r->o->raw, r->o->threads, &pred, &k, err);
+    r->predict_s += mr_now() - tp;
+    if (st == MR_OK) st = result_table(r, use, pred, k, &res, err);
+    if (st == MR_OK && use->n_rows) st = sink_write(&r->sink, res, err);
+    r->rows_in += n;
+    if (st == MR_OK) r->rows_out += use->n_rows;
+    mr_free(pred);
+    mr_table_free(res);
+    mr_table_free(good);
+    mr_free(bad);
+    mr_free(keep);
+    return st;
+}
+
+/* Closes output and quarantine (publishing the output only after success);
+ * an empty CSV result still gets its header. */
+static mr_status close_run(predict_run *r, mr_status st, mr_error *err)
+{
+    const predict_opts *o = r->o;
+    if (st == MR_OK && r->rows_out == 0 && r->sink.csv && !r->sink.header_done) {
+        for (size_t q = 0; q < o->n_ids; q++) fprintf(r->sink.csv, "%s%s", q ? "," : "", o->ids[q]);
+        for (size_t q = 0; q < mr_bundle_n_outputs(r->b); q++)
+            fprintf(r->sink.csv, "%s%s", q || o->n_ids ? "," : "", mr_bundle_output_name(r->b, q));
+        fputc('\n', r->sink.csv);
+    }
+    if (r->sink_opened) {
+        mr_status cst = sink_close(&r->sink, st == MR_OK, err);
+        if (st == MR_OK) st = cst;
+    }
+    if (r->qf && fclose(r->qf) != 0 && st == MR_OK) st = MR_ERR_SYS(err, MR_E_IO, errno, "%s: write failed", o->qpath);
+    r->qf = NULL;
+    mr_source_close(r->src, NULL);
+    r->src = NULL;
+    return st;
+}
+
+static void print_summary(const predict_run *r, double secs)
+{
+    const predict_opts *o = r->o;
+    if (o->json)
+        printf("{\"rows\": %llu, \"scored\": %llu, \"quarantined\": %llu, \"output\": \"%s\", \"seconds\": %.6f, "
+               "\"predict_seconds\": %.6f}\n",
+               (unsigned long long)r->rows_in, (unsigned long long)r->rows_out, (unsigned long long)r->n_bad, o->output,
+               secs, r->predict_s);
+    else
+        printf("scored %llu of %llu rows in %.3fs -> %s\n", (unsigned long long)r->rows_out,
+               (unsigned long long)r->rows_in, secs, o->output);
+    if (r->n_bad)
+        fprintf(stderr, "millrace: warning: %llu invalid row%s quarantined -> %s\n", (unsigned long long)r->n_bad,
+                r->n_bad == 1 ? "" : "s", o->qpath);
+}
+
 int cmd_predict(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
         fputs(predict_help, stdout);
         return EXIT_OK;
     }
-    const char *bundle_path = NULL, *input = NULL, *output = NULL, *qpath = NULL, *on_error = "fail";
-    char **ids = NULL;
-    size_t n_ids = 0, batch_rows = 65536;
-    int raw = 0, json = 0, threads = 0, rc = EXIT_OK;
-    for (int i = 1; i < argc && rc == EXIT_OK; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int takes = 1;
-        if (!strcmp(a, "-o") || !strcmp(a, "--output")) output = v;
-        else if (!strcmp(a, "--id")) {
-            if (v) ids = cli_split_list(v, &n_ids);
-        } else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) threads = v ? (int)strtol(v, NULL, 10) : 0;
-        else if (!strcmp(a, "--batch-rows")) batch_rows = v ? (size_t)strtoull(v, NULL, 10) : 0;
-        else if (!strcmp(a, "--on-error")) on_error = v;
-        else if (!strcmp(a, "--quarantine")) qpath = v;
-        else {
-            takes = 0;
-            if (!strcmp(a, "--raw")) raw = 1;
-            else if (!strcmp(a, "--json")) json = 1;
-            else if (a[0] == '-' && a[1]) rc = cli_usage_error("predict", "unknown option '%s'", a);
-            else if (!bundle_path) bundle_path = a;
-            else if (!input) input = a;
-            else rc = cli_usage_error("predict", "unexpected argument '%s'", a);
-        }
-        if (takes) {
-            if (!v) rc = cli_usage_error("predict", "option '%s' needs a value", a);
-            i++;
-        }
-    }
-    if (rc == EXIT_OK && (!bundle_path || !input || !output)) rc = cli_usage_error("predict", "expected BUNDLE INPUT -o OUTPUT");
-    if (rc == EXIT_OK && on_error && strcmp(on_error, "fail") && strcmp(on_error, "quarantine"))
-        rc = cli_usage_error("predict", "--on-error takes fail or quarantine, not '%s'", on_error);
-    if (rc == EXIT_OK && (batch_rows == 0 || threads < 0)) rc = cli_usage_error("predict", "--batch-rows and -j take positive numbers");
+    predict_opts o;
+    int rc = parse_args(argc, argv, &o);
     if (rc != EXIT_OK) {
-        cli_free_list(ids);
+        opts_free(&o);
         return rc;
     }
-    int quarantine = !strcmp(on_error, "quarantine");
-    char *qdefault = quarantine && !qpath ? mr_asprintf("%s.quarantine.csv", output) : NULL;
-    if (qdefault) qpath = qdefault;
-
     mr_error err;
     mr_error_init(&err);
-    mr_bundle *b = NULL;
-    mr_source *src = NULL;
-    mr_table *batch = NULL, *good = NULL, *res = NULL;
-    double *pred = NULL;
-    uint8_t *bad = NULL;
-    uint32_t *keep = NULL;
-    const char **snames = NULL;
-    mr_dtype *stypes = NULL;
-    size_t n_schema = 0;
-    out_sink sink;
-    int sink_opened = 0;
-    bad_rows br = {0};
-    uint64_t rows_in = 0, rows_out = 0;
-    double predict_s = 0; /* time inside mr_bundle_predict_table */
+    predict_run r;
+    memset(&r, 0, sizeof(r));
+    r.o = &o;
     double t0 = mr_now();
-    mr_status st = mr_bundle_load(bundle_path, &b, &err);
-    if (st == MR_OK) st = mr_pool_init(threads, &err);
-    int is_csv = ends_with(input, ".csv") || ends_with(input, ".tsv");
-    mr_csv_options co;
-    mr_csv_options_init(&co);
-    if (st == MR_OK && is_csv) {
-        st = csv_schema(b, input, ends_with(input, ".tsv") ? '\t' : ',', &snames, &stypes, &n_schema, &err);
-        co.schema_names = snames;
-        co.schema_types = stypes;
-        co.n_schema = n_schema;
-    }
-    if (st == MR_OK) st = mr_source_open(input, MR_SRC_AUTO, is_csv ? &co : NULL, &src, &err);
-    if (st == MR_OK && quarantine) {
-        br.qf = fopen(qpath, "wb");
-        if (!br.qf) st = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: cannot create quarantine file", qpath);
-        else fputs("row,column,value,error\n", br.qf);
-    }
-    if (st == MR_OK) {
-        st = sink_open(&sink, output, &err);
-        sink_opened = 1;
-    }
+    mr_status st = open_run(&r, &err);
     while (st == MR_OK) {
-        st = mr_source_next(src, batch_rows, &batch, &err);
+        mr_table *batch = NULL;
+        st = mr_source_next(r.src, o.batch_rows, &batch, &err);
         if (st != MR_OK || !batch) break;
-        size_t n = batch->n_rows;
-        bad = mr_calloc(n ? n : 1, 1);
-        keep = mr_malloc((n ? n : 1) * sizeof(uint32_t));
-        if (!bad || !keep) {
-            st = MR_ERR(&err, MR_E_NOMEM, "out of memory");
-            break;
-        }
-        st = validate_batch(b, batch, rows_in + 1, bad, &br, input, &err);
-        size_t n_keep = 0;
-        for (size_t i = 0; st == MR_OK && i < n; i++) {
-            if (bad[i]) br.n++;
-            else keep[n_keep++] = (uint32_t)i;
-        }
-        if (st == MR_OK && n_keep < n) st = mr_table_take(batch, keep, n_keep, &good, &err);
-        const mr_table *use = good ? good : batch;
-        size_t k = 0;
-        double tp = mr_now();
-        if (st == MR_OK) st = mr_bundle_predict_table(b, use, raw, threads, &pred, &k, &err);
-        predict_s += mr_now() - tp;
-        if (st == MR_OK) st = mr_table_new(&res, &err);
-        for (size_t q = 0; st == MR_OK && q < n_ids; q++) {
-            const mr_column *c = mr_table_column(use, ids[q]);
-            mr_column *copy = NULL;
-            if (!c) {
-                st = MR_ERR(&err, MR_E_NOT_FOUND, "--id column '%s' is not in %s", ids[q], input);
-                break;
-            }
-            st = mr_column_slice(c, 0, c->n, &copy, &err);
-            if (st == MR_OK) st = mr_table_add_column(res, copy, &err);
-        }
-        for (size_t q = 0; st == MR_OK && q < k; q++) {
-            mr_column *c = NULL;
-            st = mr_column_new(mr_bundle_output_name(b, q), MR_T_FLOAT64, use->n_rows, &c, &err);
-            for (size_t r = 0; st == MR_OK && r < use->n_rows; r++) st = mr_column_append_float64(c, pred[r * k + q]);
-            if (st == MR_OK) st = mr_table_add_column(res, c, &err);
-            else mr_column_free(c);
-        }
-        if (st == MR_OK && res->n_cols) res->n_rows = use->n_rows;
-        if (st == MR_OK && use->n_rows) st = sink_write(&sink, res, &err);
-        rows_in += n;
-        rows_out += use->n_rows;
-        mr_free(pred);
-        pred = NULL;
-        mr_table_free(res);
-        res = NULL;
-        mr_table_free(good);
-        good = NULL;
+        st = score_batch(&r, batch, &err);
         mr_table_free(batch);
-        batch = NULL;
-        mr_free(bad);
-        bad = NULL;
-        mr_free(keep);
-        keep = NULL;
     }
-    if (st == MR_OK && rows_out == 0 && sink.csv && !sink.header_done) {
-        for (size_t q = 0; q < n_ids; q++) fprintf(sink.csv, "%s%s", q ? "," : "", ids[q]);
-        for (size_t q = 0; q < mr_bundle_n_outputs(b); q++)
-            fprintf(sink.csv, "%s%s", q || n_ids ? "," : "", mr_bundle_output_name(b, q));
-        fputc('\n', sink.csv);
-    }
-    if (sink_opened) {
-        mr_status cst = sink_close(&sink, st == MR_OK, &err);
-        if (st == MR_OK) st = cst;
-    }
-    if (br.qf && fclose(br.qf) != 0 && st == MR_OK) st = MR_ERR_SYS(&err, MR_E_IO, errno, "%s: write failed", qpath);
+    st = close_run(&r, st, &err);
     if (st != MR_OK) {
-        if (!err.file[0] && st != MR_E_PARSE) mr_error_at(&err, input, 0, 0);
+        if (!err.file[0]) mr_error_at(&err, o.input, 0, 0);
         mr_log_error(&err);
         rc = st == MR_E_INVALID_ARG || st == MR_E_SCHEMA || st == MR_E_NOT_FOUND ? EXIT_USAGE : EXIT_FAILED;
     } else {
-        double secs = mr_now() - t0;
-        if (json)
-            printf("{\"rows\": %llu, \"scored\": %llu, \"quarantined\": %llu, \"output\": \"%s\", \"seconds\": %.6f, "
-                   "\"predict_seconds\": %.6f}\n",
-                   (unsigned long long)rows_in, (unsigned long long)rows_out, (unsigned long long)br.n, output, secs,
-                   predict_s);
-        else
-            printf("scored %llu of %llu rows in %.3fs -> %s\n", (unsigned long long)rows_out,
-                   (unsigned long long)rows_in, secs, output);
-        if (br.n)
-            fprintf(stderr, "millrace: warning: %llu invalid row%s quarantined -> %s\n", (unsigned long long)br.n,
-                    br.n == 1 ? "" : "s", qpath);
+        print_summary(&r, mr_now() - t0);
     }
-    mr_source_close(src, NULL);
-    mr_table_free(batch);
-    mr_table_free(good);
-    mr_table_free(res);
-    mr_free(pred);
-    mr_free(bad);
-    mr_free(keep);
-    mr_free((void *)snames);
-    mr_free(stypes);
-    mr_bundle_free(b);
-    mr_free(qdefault);
-    cli_free_list(ids);
+    mr_free((void *)r.snames);
+    mr_free(r.stypes);
+    mr_bundle_free(r.b);
+    opts_free(&o);
     return rc;
 }

@@ -118,25 +118,109 @@ typedef struct mr_bundle_section_info {
 size_t mr_bundle_n_sections(const mr_bundle *b);
 void mr_bundle_section(const mr_bundle *b, size_t i, mr_bundle_section_info *out);
 
-/* Checks t's columns against the input schema: every required input is
- * present with a usable type (numeric inputs: BOOL/INT64/FLOAT64/FLOAT32;
- * categorical: STRING/INT64/BOOL). MR_E_NOT_FOUND / MR_E_SCHEMA name it. */
-mr_status mr_bundle_check_table(const mr_bundle *b, const mr_table *t, mr_error *err);
+/* ---- fitting values to the input schema ------------------------------------
+ * The one implementation of the rules by which raw values become a bundle's
+ * inputs. mr_bundle_predict_table, `millrace predict` (files, through
+ * mr_bundle_conform_table) and `millrace serve` (JSON values, through
+ * mr_bundle_coerce_value) all use it, so they accept and refuse the same
+ * values and say so in the same words:
+ *   row 10: column 'x1': expected a number, got "oops"
+ *   row 0: input column 'x2' is missing
+ *
+ * Each input has a column type, mr_bundle_input_column_type: FLOAT64 for a
+ * numeric input; STRING, INT64 or BOOL for a categorical one (its training
+ * type). A value fits an input as follows; "text" is a field of a text file
+ * read as a string (CSV), which is parsed:
+ *
+ *   input              typed value              text
+ *   numeric            NUM, INT, BOOL (1 / 0)   a number that parses completely
+ *                                               (blanks around it allowed; "nan" is missing)
+ *   STRING category    STR                      the text as it is
+ *   INT64 category     INT                      a decimal integer
+ *   BOOL category      BOOL                     true or false
+ *
+ * NULL fits every input (a missing value). A value that is absent (no
+ * column, no JSON key) fits an input no model feature depends on (required
+ * = 0) and reads as NULL; for a required input it is an error. A whole table
+ * column fits as it is when its type does (numeric inputs: BOOL, INT64,
+ * FLOAT64, FLOAT32; categorical ones: STRING, INT64, BOOL; an all-null
+ * column fits any): the features transform reads those types directly. */
+
+/* The column type input `in` is converted to (see above). */
+mr_dtype mr_bundle_input_column_type(const mr_bundle_input *in);
+
+/* One value that does not fit its input. */
+typedef struct mr_bundle_bad {
+    uint64_t row;         /* the row as the caller numbers it (mr_bundle_conform_table: row_base + index) */
+    size_t input;         /* the input's index (mr_bundle_input_at) */
+    const char *column;   /* its name (borrowed from the bundle) */
+    int missing;          /* 1: a required input has no value; expected and got are then unset */
+    const char *expected; /* "a number", "a string", "an integer category", "true or false" (static) */
+    char got[80];         /* the value as written: "\"oops\"" (quoted, cut at 64 bytes), "7", "true", "an array" */
+    const char *text;     /* a string value's bytes (borrowed from the caller's cell or column), else NULL */
+    size_t text_len;
+} mr_bundle_bad;
+
+/* "row 10: column 'x1': expected a number, got \"oops\"" or "row 3: input
+ * column 'x2' is missing" into buf (always NUL-terminated). */
+void mr_bundle_bad_format(const mr_bundle_bad *bad, char *buf, size_t buf_len);
+
+/* Converts value v for input i (< mr_bundle_n_inputs) and appends it to
+ * col, a column of mr_bundle_input_column_type(input i); col NULL only
+ * checks. v NULL: the value is absent. text: a STR value is text to parse.
+ * Returns MR_OK (it fits: appended), MR_E_PARSE (it does not: *bad filled
+ * except bad->row, which the caller sets; nothing appended) or MR_E_NOMEM.
+ * Allocates only through col; reentrant. */
+mr_status mr_bundle_coerce_value(const mr_bundle *b, size_t i, const mr_cell *v, int text, mr_column *col,
+                                 mr_bundle_bad *bad);
+
+/* How mr_bundle_conform_table treats values that do not fit. */
+typedef struct mr_bundle_conform_opts {
+    int text;           /* STRING columns of non-string inputs hold text to parse (CSV); else they do not fit */
+    uint64_t row_base;  /* what row 0 of the table is called in messages (1 = count from one) */
+    /* NULL: the bad value of the lowest row fails the call (MR_E_PARSE, the
+     * message of mr_bundle_bad_format, key = the column). Else called once
+     * per bad value (inputs in schema order, rows ascending; bad is borrowed
+     * for the call), the value reads as NULL and the call goes on. */
+    void (*on_bad)(void *ctx, const mr_bundle_bad *bad);
+    void *ctx;
+    uint8_t *bad_rows;  /* optional, t->n_rows bytes: set to 1 for each row holding a bad value */
+} mr_bundle_conform_opts;
+void mr_bundle_conform_opts_init(mr_bundle_conform_opts *o); /* text 0, row_base 0, no callback */
+
+/* Makes t fit the input schema, in place: each text column converted
+ * (o->text) replaces t's column (the old one is freed; other columns, and
+ * columns the bundle does not read, stay as they are), and an absent input
+ * no model feature depends on is appended as an all-null column. o may be
+ * NULL (typed values only, the first bad value fails). On an error t is
+ * unchanged (after MR_E_NOMEM it may hold some converted columns; it stays
+ * a valid table).
+ * Errors: MR_E_NOT_FOUND (a required input column is absent, key = it),
+ * MR_E_SCHEMA (a column whose type cannot fit, key = it: "input column 'x1'
+ * has type date; the bundle expects a number (float64)"), MR_E_PARSE (a bad
+ * value, without on_bad), MR_E_NOMEM. */
+mr_status mr_bundle_conform_table(const mr_bundle *b, mr_table *t, const mr_bundle_conform_opts *o, mr_error *err);
 
 /* The prediction path: n_rows * n_outputs doubles, row-major (caller frees).
- * Optional inputs missing from t read as null. raw: margins. num_threads:
- * 0 = all pool threads; the result never depends on it. */
+ * t's columns must fit the schema as they are (a table built by
+ * mr_bundle_conform_table does; text is not parsed here); optional inputs
+ * missing from t read as null. raw: margins. num_threads: 0 = all pool
+ * threads; the result never depends on it. Errors: as
+ * mr_bundle_conform_table without text, and those of the features transform
+ * and the predictor. */
 mr_status mr_bundle_predict_table(const mr_bundle *b, const mr_table *t, int raw, int num_threads, double **out,
                                   size_t *n_outputs, mr_error *err);
 
 /* Writes the bundle as an ONNX model (ir_version 8; opsets "" 17 and
- * ai.onnx.ml 3) to out: input "input" float [N, n_features] in the model's
- * feature order, output "score" float [N, 1]. gbdt regression/binary become
- * a TreeEnsembleRegressor (+ Sigmoid for binary) whose splits, float
- * thresholds and missing-value directions match the compiled predictor;
- * linear models become Imputer (training means) + LinearRegressor (+ Sigmoid).
- * Refused with MR_E_SCHEMA errors naming the cause: a
- * features transform, categorical splits (naming the feature), multiclass. */
+ * ai.onnx.ml 3) to out (docs/bundle.md, "ONNX export"): input "input" float
+ * [N, n_inputs] in the bundle's input order (plus "input_cat", string, when
+ * the model uses a categorical input), output "score" float [N, K]. The
+ * features transform runs in the graph; gbdt models become a
+ * TreeEnsembleRegressor (+ Sigmoid / Softmax) whose splits, float thresholds
+ * and missing-value directions match the compiled predictor; linear models
+ * Imputer + LinearRegressor (+ Sigmoid). Refused with MR_E_SCHEMA naming the
+ * cause: a hash encoding (naming the column), a categorical vocabulary
+ * holding the empty string, an objective ONNX cannot express. */
 mr_status mr_bundle_export_onnx(const mr_bundle *b, mr_buf *out, mr_error *err);
 
 #ifdef __cplusplus

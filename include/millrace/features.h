@@ -38,8 +38,13 @@
  *   columns categorical; an INT64/BOOL column named explicitly by an
  *   encoding step (onehot, ordinal, hash, target_encode) is categorical (its
  *   values as decimal text / "true"/"false"). Numeric inputs with no step
- *   pass through; STRING, DATE and TIMESTAMP columns that no step encodes
- *   are dropped, as are columns named by `drop`.
+ *   pass through.
+ * - No column is lost without a word: every column is an input, a label,
+ *   kept (mr_features_spec_set_keep: an id the caller copies unchanged into
+ *   its outputs; not an input unless onehot/hash/target_encode encode it) or
+ *   named by `drop`. A STRING column that no step encodes, or a DATE or
+ *   TIMESTAMP column, that is neither kept nor dropped fails the fit
+ *   (MR_E_SCHEMA naming it and the encodings that fit).
  * - The output is a table of FLOAT64 columns, one group per input in the
  *   training table's column order, with no validity bitmap: a missing value
  *   is NaN. Names are stable: `age`, `age#missing` (impute indicator),
@@ -75,6 +80,17 @@ typedef struct mr_features_spec mr_features_spec;
 mr_status mr_features_spec_parse(const mr_value *steps, const char *source, mr_features_spec **out, mr_error *err);
 void mr_features_spec_free(mr_features_spec *s);
 size_t mr_features_spec_n_steps(const mr_features_spec *s);
+/* Declares the columns the caller copies unchanged into its outputs (the
+ * features op's `keep:`, ids kept for joining): keep is a column name or a
+ * sequence of them (positions are used in errors), NULL for none; replaces
+ * an earlier list. At fit time a kept column must exist (MR_E_NOT_FOUND);
+ * it is not an input, and selectors skip it, unless onehot, hash or
+ * target_encode encode it (their outputs have other names, so the raw
+ * column and its encoding both appear); a step that names a kept column
+ * and would output a feature under the column's own name (a numeric step,
+ * ordinal) is MR_E_SCHEMA with a hint saying which to remove.
+ * Errors: MR_E_PARSE (not a name, a name twice; line:col), MR_E_NOMEM. */
+mr_status mr_features_spec_set_keep(mr_features_spec *s, const mr_value *keep, mr_error *err);
 
 /* ---- fitted transform ----------------------------------------------------- */
 typedef struct mr_features mr_features;
@@ -95,10 +111,12 @@ typedef struct mr_features_output {
 
 /* Fits spec on train. label (may be NULL) is excluded from the inputs and is
  * the default label of target_encode steps.
- * Errors: MR_E_NOT_FOUND (a column the spec or label names is absent; hint
- * with the closest name; error position = the step's line:col), MR_E_SCHEMA
- * (a step that cannot take the column's type, a column encoded twice,
- * duplicate output names), MR_E_INVALID_ARG, MR_E_NOMEM, MR_E_LIMIT. */
+ * Errors: MR_E_NOT_FOUND (a column the spec, keep or label names is absent;
+ * hint with the closest name; error position = the name's line:col),
+ * MR_E_SCHEMA (a step that cannot take the column's type, a column encoded
+ * twice, duplicate output names, a column that would be lost: a string no
+ * step encodes or a date, neither kept nor dropped; key = the column, hint =
+ * how to exclude it), MR_E_INVALID_ARG, MR_E_NOMEM, MR_E_LIMIT. */
 mr_status mr_features_fit(const mr_features_spec *spec, const mr_table *train, const char *label, mr_features **out,
                           mr_error *err);
 /* Fits, and returns the transformed training table in which every
@@ -129,6 +147,7 @@ typedef enum mr_cell_kind {
     MR_CELL_INT = 2,  /* i (also DATE days and TIMESTAMP microseconds) */
     MR_CELL_STR = 3,  /* str[0..len), need not be NUL-terminated */
     MR_CELL_BOOL = 4, /* i: 0 or 1 */
+    MR_CELL_OTHER = 5, /* a value of no kind an input takes (a JSON array or object); str/len may name it */
 } mr_cell_kind;
 
 typedef struct mr_cell {

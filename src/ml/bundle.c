@@ -2,7 +2,7 @@
  * checksums, the derived input schema, and the one prediction path used by
  * predict, serve and evaluate. Loading only parses data; it never runs
  * anything a bundle contains. */
-#include "millrace/bundle.h"
+#include "ml/bundle_int.h"
 #include "millrace/gbdt.h"
 #include "millrace/linear.h"
 
@@ -103,6 +103,10 @@ static mr_status derive_schema(const mr_model *m, const mr_features *fx, mr_bund
                 mr_free(in);
                 MR_ERR(err, MR_E_SCHEMA, "model feature '%s' is not an output of the features transform", name);
                 mr_error_key(err, name);
+                mr_error_hint(err,
+                              "a column the features stage keeps (an id) or that it never saw is no feature: train "
+                              "without it (the train stage's exclude: [%s])",
+                              name);
                 return MR_E_SCHEMA;
             }
             in[o->input].required = 1;
@@ -522,75 +526,26 @@ void mr_bundle_section(const mr_bundle *b, size_t i, mr_bundle_section_info *out
 
 /* ---- prediction ------------------------------------------------------------ */
 
-static int type_ok(const mr_bundle_input *in, mr_dtype t)
-{
-    if (in->categorical) return t == MR_T_STRING || t == MR_T_INT64 || t == MR_T_BOOL || t == MR_T_NULL;
-    return t == MR_T_BOOL || t == MR_T_INT64 || t == MR_T_FLOAT64 || t == MR_T_FLOAT32 || t == MR_T_NULL;
-}
-
-mr_status mr_bundle_check_table(const mr_bundle *b, const mr_table *t, mr_error *err)
-{
-    for (size_t i = 0; i < b->n_inputs; i++) {
-        const mr_bundle_input *in = &b->inputs[i];
-        const mr_column *c = mr_table_column_hint(t, i, in->name);
-        if (!c) {
-            if (!in->required) continue;
-            MR_ERR(err, MR_E_NOT_FOUND, "input column '%s' is missing", in->name);
-            mr_error_key(err, in->name);
-            return MR_E_NOT_FOUND;
-        }
-        if (!type_ok(in, c->type)) {
-            MR_ERR(err, MR_E_SCHEMA, "input column '%s' has type %s; the bundle expects %s (%s)", in->name,
-                   mr_dtype_name(c->type), in->categorical ? "a category (string, int or bool)" : "a number",
-                   mr_dtype_name(in->type));
-            mr_error_key(err, in->name);
-            return MR_E_SCHEMA;
-        }
-    }
-    return MR_OK;
-}
-
 mr_status mr_bundle_predict_table(const mr_bundle *b, const mr_table *t, int raw, int num_threads, double **out,
                                   size_t *n_outputs, mr_error *err)
 {
     *out = NULL;
-    mr_status rc = mr_bundle_check_table(b, t, err);
+    mr_table view, *xt = NULL;
+    mr_column **owned = NULL;
+    mr_status rc = mr__bundle_input_view(b, t, &view, &owned, err); /* the inputs in schema order */
     if (rc != MR_OK) return rc;
     size_t n = t->n_rows, k = b->n_outputs;
-    mr_table view = *t, *xt = NULL;
-    mr_column **extra = NULL;
-    size_t n_extra = 0;
     float *x = NULL;
     double *pred = mr_malloc((n * k > 0 ? n * k : 1) * sizeof(double));
-    if (!pred) return MR_ERR(err, MR_E_NOMEM, "out of memory for %zu predictions", n);
-    const mr_table *feat_in = t;
+    if (!pred) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory for %zu predictions", n);
+        goto done;
+    }
     if (b->features) {
-        /* Optional inputs that t lacks read as all-null columns: a shallow
-         * view that borrows t's columns and owns only the added ones. */
-        for (size_t i = 0; i < b->n_inputs; i++) n_extra += mr_table_column_hint(t, i, b->inputs[i].name) == NULL;
-        if (n_extra) {
-            view.cols = mr_calloc(t->n_cols + n_extra, sizeof(mr_column *));
-            extra = mr_calloc(n_extra, sizeof(mr_column *));
-            if (!view.cols || !extra) {
-                rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-                goto done;
-            }
-            memcpy(view.cols, t->cols, t->n_cols * sizeof(mr_column *));
-            size_t e = 0;
-            for (size_t i = 0; rc == MR_OK && i < b->n_inputs; i++) {
-                if (mr_table_column_hint(t, i, b->inputs[i].name)) continue;
-                mr_dtype ty = b->inputs[i].categorical ? MR_T_STRING : MR_T_FLOAT64;
-                rc = mr_column_new(b->inputs[i].name, ty, n, &extra[e], err);
-                for (size_t r = 0; rc == MR_OK && r < n; r++) rc = mr_column_append_null(extra[e]);
-                if (rc == MR_OK) view.cols[view.n_cols++] = extra[e++];
-            }
-            if (rc != MR_OK) goto done;
-            feat_in = &view;
-        }
-        rc = mr_features_apply(b->features, feat_in, &xt, err);
+        rc = mr_features_apply(b->features, &view, &xt, err);
         if (rc != MR_OK) goto done;
     }
-    rc = mr_model_matrix(b->model, xt ? xt : t, &x, err);
+    rc = mr_model_matrix(b->model, xt ? xt : &view, &x, err);
     if (rc != MR_OK || !n) goto done;
     if (b->pred)
         rc = mr_gbdt_predictor_batch(b->pred, x, n, MR_GBDT_COL_MAJOR, raw, num_threads, pred, err);
@@ -599,9 +554,7 @@ mr_status mr_bundle_predict_table(const mr_bundle *b, const mr_table *t, int raw
 done:
     mr_free(x);
     mr_table_free(xt);
-    for (size_t e = 0; extra && e < n_extra; e++) mr_column_free(extra[e]);
-    mr_free(extra);
-    if (view.cols != t->cols) mr_free(view.cols);
+    mr__bundle_input_view_free(b, &view, owned);
     if (rc != MR_OK) {
         mr_free(pred);
         return rc;

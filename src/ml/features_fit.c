@@ -26,7 +26,12 @@ typedef struct colplan {
     int forced_cat;   /* INT64/BOOL named by an encoding step */
     int dropped;
     int encoded;      /* an encoding step has been added */
+    int enc_step;     /* its ft_step_kind, when encoded */
     int indicator;    /* an impute with indicator has been added */
+    int kept;         /* listed under keep (mr_features_spec_set_keep) */
+    int kept_only;    /* kept and not a feature: no program */
+    size_t named_step; /* first step naming the column in its list; SIZE_MAX: none */
+    size_t named_ci;   /* the name's index in that list */
     size_t n_chain;
     size_t *chain;    /* step indices, in order */
 } colplan;
@@ -124,11 +129,18 @@ static mr_status add_to_chain(fitctx *c, size_t s, size_t j, size_t ci, int expl
     if (p->kind == K_NUM && st->kind == FT_STEP_IMPUTE && st->strategy == FT_CONSTANT && !st->has_fill_num &&
         st->has_fill_str)
         return step_err(c, st, ci, MR_E_SCHEMA, "is numeric; the constant must be a number", name);
-    if (is_encoding(st->kind)) p->encoded = 1;
+    if (is_encoding(st->kind)) {
+        p->encoded = 1;
+        p->enc_step = (int)st->kind;
+    }
     size_t *ch = mr_realloc(p->chain, (p->n_chain + 1) * sizeof(size_t));
     if (!ch) return MR_ERR(c->err, MR_E_NOMEM, "features: out of memory");
     p->chain = ch;
     p->chain[p->n_chain++] = s;
+    if (explicit_ && p->named_step == SIZE_MAX) {
+        p->named_step = s;
+        p->named_ci = ci;
+    }
     return MR_OK;
 }
 
@@ -140,6 +152,113 @@ static int is_label_name(const fitctx *c, const char *name)
         if (st->kind == FT_STEP_TARGET && st->label && strcmp(st->label, name) == 0) return 1;
     }
     return 0;
+}
+
+/* ---- every column accounted for ---------------------------------------------
+ * A column of the training table is a feature input, a label, kept (copied
+ * unchanged by the caller) or dropped by a step; none is lost without a word.
+ * A column with no program (a string nobody encodes, a date or timestamp)
+ * that is neither kept nor dropped is an error naming it. A kept column
+ * is not a feature unless a step encodes it into columns of other names
+ * (onehot, hash, target_encode): its own name is taken by the copy. */
+
+/* Is text a whole number (blanks around allowed)? */
+static int looks_numeric(const char *s, size_t len)
+{
+    char buf[64];
+    if (len == 0 || len >= sizeof(buf)) return 0;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    char *end = NULL;
+    (void)strtod(buf, &end);
+    while (end && (*end == ' ' || *end == '\t')) end++;
+    return end && end != buf && *end == '\0';
+}
+
+static mr_status unaccounted(fitctx *c, const colplan *p)
+{
+    const char *name = p->col->name;
+    mr_status rc;
+    if (p->kind == K_OTHER) {
+        rc = MR_ERR(c->err, MR_E_SCHEMA,
+                    "features: column '%s' is a %s column and steps take numeric or string columns, so it would be lost",
+                    name, mr_dtype_name(p->col->type));
+        mr_error_hint(c->err,
+                      "leave it out deliberately with `- drop: {columns: [%s]}`, copy it unchanged with `keep: [%s]`, or "
+                      "derive a number from it in a transform stage first",
+                      name, name);
+    } else {
+        /* A string column: say so when most of its values are numbers (one
+         * stray token turns a numeric column into strings). */
+        size_t n_val = 0, n_num = 0, first_bad = SIZE_MAX;
+        const char *bad_s = NULL;
+        size_t bad_len = 0;
+        for (size_t i = 0; i < p->col->n; i++) {
+            if (mr_column_is_null(p->col, i)) continue;
+            size_t len = 0;
+            const char *s = mr_column_str(p->col, i, &len);
+            n_val++;
+            if (looks_numeric(s, len)) n_num++;
+            else if (first_bad == SIZE_MAX) first_bad = i, bad_s = s, bad_len = len;
+        }
+        if (n_num > 0 && 2 * n_num > n_val && first_bad != SIZE_MAX)
+            rc = MR_ERR(c->err, MR_E_SCHEMA,
+                        "features: column '%s' is a string column that no step encodes (%zu of its %zu values are "
+                        "numbers, but row %zu holds \"%.*s\"); encode it with onehot, ordinal, hash or target_encode, "
+                        "or exclude it",
+                        name, n_num, n_val, first_bad + 1, (int)(bad_len > 40 ? 40 : bad_len), bad_s);
+        else
+            rc = MR_ERR(c->err, MR_E_SCHEMA,
+                        "features: column '%s' is a string column that no step encodes; encode it with onehot, ordinal, "
+                        "hash or target_encode, or exclude it",
+                        name);
+        mr_error_hint(c->err,
+                      "`- drop: {columns: [%s]}` leaves it out of the outputs, `keep: [%s]` copies it unchanged (not a "
+                      "feature)%s",
+                      name, name, n_num > 0 && 2 * n_num > n_val ? "; if it is numeric, clean or type it upstream" : "");
+    }
+    mr_error_at(c->err, c->spec->source, 0, 0);
+    mr_error_key(c->err, name);
+    return rc;
+}
+
+static mr_status kept_conflict(fitctx *c, const colplan *p)
+{
+    const ft_step *st = &c->spec->steps[p->named_step];
+    const char *name = p->col->name;
+    mr_status rc = step_err(c, st, p->named_ci, MR_E_SCHEMA,
+                            "is under keep (copied unchanged, under its own name, into every output), so it cannot also "
+                            "be a feature of that name",
+                            name);
+    mr_error_hint(c->err,
+                  "to keep '%s' as an id only, take it out of this step's columns; to use it as a feature, take it out "
+                  "of keep",
+                  name);
+    return rc;
+}
+
+static int has_program(const colplan *p)
+{
+    if (p->dropped || p->kept_only || p->kind == K_SKIP || p->kind == K_OTHER) return 0;
+    return p->kind == K_NUM || p->encoded;
+}
+
+static mr_status account(fitctx *c)
+{
+    for (size_t j = 0; j < c->t->n_cols; j++) {
+        colplan *p = &c->plans[j];
+        if (p->kind == K_SKIP || p->dropped) continue;
+        int none = !has_program(p);
+        if (!p->kept) {
+            if (none) return unaccounted(c, p);
+            continue;
+        }
+        /* numeric programs and ordinal codes keep the column's name */
+        int same_name = !none && (p->kind == K_NUM || p->enc_step == FT_STEP_ORDINAL);
+        if (same_name && p->named_step != SIZE_MAX) return kept_conflict(c, p);
+        if (none || same_name) p->kept_only = 1;
+    }
+    return MR_OK;
 }
 
 static mr_status resolve(fitctx *c)
@@ -157,6 +276,14 @@ static mr_status resolve(fitctx *c)
                   : ty == MR_T_STRING ? K_CAT
                   : mr__ml_is_numeric(ty) ? K_NUM
                                           : K_OTHER;
+        p->named_step = SIZE_MAX;
+    }
+    for (size_t k = 0; k < c->spec->n_keep; k++) {
+        ssize_t j = mr_table_column_index(t, c->spec->keep[k]);
+        if (j < 0)
+            return missing_col(c, "features: keep: column", c->spec->keep[k], c->spec->keep_lines[k],
+                               c->spec->keep_cols[k]);
+        c->plans[j].kept = 1;
     }
     /* Pass A: explicit names exist, are not labels, and fix the kind of
      * integer columns named by an encoding step. */
@@ -215,7 +342,7 @@ static mr_status resolve(fitctx *c)
             if ((rc = add_to_chain(c, s, j, (size_t)-1, 0)) != MR_OK) return rc;
         }
     }
-    return MR_OK;
+    return account(c);
 }
 
 /* ---- numeric fitting ------------------------------------------------------ */
@@ -672,18 +799,12 @@ static mr_status fit_impl(const mr_features_spec *spec, const mr_table *train, c
     if (!f) return MR_ERR(err, MR_E_NOMEM, "features: out of memory");
     if (train->n_cols && !(c.plans = mr_calloc(train->n_cols, sizeof(colplan)))) goto oom;
     if ((rc = resolve(&c)) != MR_OK) goto fail;
-    for (size_t j = 0; j < train->n_cols; j++) {
-        colplan *p = &c.plans[j];
-        if (p->dropped || p->kind == K_SKIP || p->kind == K_OTHER) continue;
-        if (p->kind == K_CAT && !p->encoded) continue; /* strings nobody encodes are dropped */
-        n_prog++;
-    }
+    for (size_t j = 0; j < train->n_cols; j++) n_prog += has_program(&c.plans[j]);
     if (n_prog && !(f->cols = mr_calloc(n_prog, sizeof(ft_col)))) goto oom;
     if (want_oof && n_prog && !(c.oof = mr_calloc(n_prog, sizeof(double *)))) goto oom;
     for (size_t j = 0; j < train->n_cols; j++) {
         colplan *p = &c.plans[j];
-        if (p->dropped || p->kind == K_SKIP || p->kind == K_OTHER) continue;
-        if (p->kind == K_CAT && !p->encoded) continue;
+        if (!has_program(p)) continue;
         ft_col *fc = &f->cols[f->n_cols];
         fc->categorical = p->kind == K_CAT;
         fc->train_type = (uint8_t)p->col->type;

@@ -69,6 +69,11 @@ struct mr_features_spec {
     char *source;
     size_t n_steps;
     ft_step *steps;
+    /* mr_features_spec_set_keep: columns the caller copies unchanged into
+     * its outputs (ids kept for joining) */
+    size_t n_keep;
+    char **keep;
+    long *keep_lines, *keep_cols;
 };
 
 const char *mr__ft_step_name(ft_step_kind k);

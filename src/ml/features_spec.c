@@ -248,11 +248,23 @@ static void step_free(ft_step *st)
     mr_free(st->label);
 }
 
+static void keep_free(mr_features_spec *s)
+{
+    for (size_t i = 0; i < s->n_keep; i++) mr_free(s->keep[i]);
+    mr_free(s->keep);
+    mr_free(s->keep_lines);
+    mr_free(s->keep_cols);
+    s->keep = NULL;
+    s->keep_lines = s->keep_cols = NULL;
+    s->n_keep = 0;
+}
+
 void mr_features_spec_free(mr_features_spec *s)
 {
     if (!s) return;
     for (size_t i = 0; i < s->n_steps; i++) step_free(&s->steps[i]);
     mr_free(s->steps);
+    keep_free(s);
     mr_free(s->source);
     mr_free(s);
 }
@@ -306,4 +318,41 @@ mr_status mr_features_spec_parse(const mr_value *steps, const char *source, mr_f
 fail:
     mr_features_spec_free(s);
     return rc;
+}
+
+mr_status mr_features_spec_set_keep(mr_features_spec *s, const mr_value *keep, mr_error *err)
+{
+    pctx p = {.source = s->source, .err = err};
+    keep_free(s);
+    if (!keep) return MR_OK;
+    const mr_value *const *items = &keep;
+    size_t n = 1;
+    if (keep->kind == MR_V_SEQ) {
+        items = (const mr_value *const *)keep->items;
+        n = keep->n;
+    }
+    if (n && (!(s->keep = mr_calloc(n, sizeof(char *))) || !(s->keep_lines = mr_calloc(n, sizeof(long))) ||
+              !(s->keep_cols = mr_calloc(n, sizeof(long))))) {
+        keep_free(s);
+        return MR_ERR(err, MR_E_NOMEM, "features: out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        const mr_value *c = items[i];
+        mr_status rc = MR_OK;
+        if (c->kind != MR_V_STR || !c->str[0])
+            rc = PERR(&p, c, "features: keep: expected a column name or a list of them%s%s", "", "");
+        for (size_t j = 0; rc == MR_OK && j < s->n_keep; j++)
+            if (strcmp(s->keep[j], c->str) == 0)
+                rc = PERR(&p, c, "features: keep: column '%s' is listed twice%s", c->str, "");
+        if (rc == MR_OK && !(s->keep[s->n_keep] = mr_strdup(c->str)))
+            rc = MR_ERR(err, MR_E_NOMEM, "features: out of memory");
+        if (rc != MR_OK) {
+            keep_free(s);
+            return rc;
+        }
+        s->keep_lines[s->n_keep] = c->line;
+        s->keep_cols[s->n_keep] = c->col;
+        s->n_keep++;
+    }
+    return MR_OK;
 }

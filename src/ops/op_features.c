@@ -17,7 +17,7 @@ static const mr_param_def features_params[] = {
     {"apply", MR_PT_MAP | MR_PT_PATH, 0, "{NAME: data, ...}: other data to transform with the fitted steps"},
     {"steps", MR_PT_SEQ, 1, "impute / standardize / minmax / log1p / clip / bucketize / onehot / ordinal / hash / target_encode"},
     {"label", MR_PT_STR, 0, "the label: never a feature, default of target_encode, kept in every output"},
-    {"keep", MR_PT_STRSEQ, 0, "columns copied unchanged into every output (ids, the label)"},
+    {"keep", MR_PT_STRSEQ, 0, "columns copied unchanged into every output and not features (ids kept for joining)"},
     {NULL, 0, 0, NULL},
 };
 
@@ -59,7 +59,11 @@ static mr_status keep_columns(const mr_value *def, const mr_table *src, mr_table
             return rc;
         }
         if (mr_table_column(dst, names[k])) {
-            mr_status rc = MR_ERR(err, MR_E_SCHEMA, "keep: '%s' is also a feature output name", names[k]);
+            /* the fit refuses a kept column that is a feature of its own
+             * name; what is left is another column's output of that name */
+            mr_status rc = MR_ERR(err, MR_E_SCHEMA, "keep: column '%s' has the name of a feature output", names[k]);
+            mr_error_key(err, "keep");
+            mr_error_hint(err, "a kept column is copied under its own name: rename it in an earlier transform stage");
             return rc;
         }
         mr_status rc = mr_column_slice(c, 0, c->n, &copy, err);
@@ -80,6 +84,7 @@ static mr_status run_features(mr_op_ctx *ctx, mr_error *err)
     mr_buf bytes;
     mr_buf_init(&bytes);
     mr_status rc = mr_features_spec_parse(mr_value_get(def, "steps"), NULL, &spec, err);
+    if (rc == MR_OK) rc = mr_features_spec_set_keep(spec, mr_value_get(def, "keep"), err);
     if (rc == MR_OK) rc = mr__read_input(ctx, fit->str, &train, err);
     if (rc == MR_OK) rc = mr_features_fit_apply_train(spec, train, lab, &f, &train_out, err);
     if (rc == MR_OK) rc = keep_columns(def, train, train_out, err);

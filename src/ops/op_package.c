@@ -16,7 +16,8 @@
 
 static const mr_param_def package_params[] = {
     {"model", MR_PT_STR | MR_PT_PATH, 1, "the train stage (${stages.train}: its model.bin) or a model file"},
-    {"features", MR_PT_STR | MR_PT_PATH, 0, "the fitted features transform: an MRFT file or a directory holding one"},
+    {"features", MR_PT_STR | MR_PT_PATH, 0,
+     "the fitted features transform: ${stages.X} of a features stage, an MRFT file or a directory holding one"},
     {"metrics", MR_PT_STR | MR_PT_PATH, 0, "metrics snapshot: a JSON object file or a directory with metrics.json"},
     {"name", MR_PT_STR, 0, "a name recorded in the bundle (default: the stage name)"},
     {NULL, 0, 0, NULL},
@@ -59,6 +60,54 @@ static mr_status find_features(const char *dir, char **out, mr_error *err)
     return MR_OK;
 }
 
+/* Does value list path as one of its space-separated words? */
+static int lists_path(const char *value, const char *path)
+{
+    size_t n = strlen(path);
+    for (const char *p = value; n && (p = strstr(p, path)) != NULL; p++)
+        if ((p == value || p[-1] == ' ') && (p[n] == '\0' || p[n] == ' ')) return 1;
+    return 0;
+}
+
+/* The MRFT file the `features` value names: a file, a directory holding
+ * one, or ${stages.X} of a features stage. A reference to a stage with
+ * several outputs reads as all their paths, space-separated ("out/f/transform
+ * out/f/train ..."); the one output among the stage's inputs that holds a
+ * fitted transform is taken. *out: caller frees. */
+static mr_status locate_features(const mr_op_ctx *ctx, const char *value, char **out, mr_error *err)
+{
+    *out = NULL;
+    if (mr_fs_is_dir(value)) return find_features(value, out, err);
+    if (mr_fs_exists(value) || !strchr(value, ' ')) {
+        *out = mr_strdup(value); /* a file; reading it reports a missing one */
+        return *out ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    const char *hit_name = NULL;
+    for (size_t k = 0; k < ctx->n_inputs; k++) {
+        char *p = NULL;
+        const mr_op_io *in = &ctx->inputs[k];
+        if (!lists_path(value, in->path) || !mr_fs_is_dir(in->path)) continue;
+        if (find_features(in->path, &p, NULL) != MR_OK) continue; /* a dataset output */
+        if (*out) {
+            mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "two of the outputs it names hold a fitted transform: %s and %s",
+                                  hit_name, in->name);
+            mr_error_hint(err, "name one output: ${%s}", hit_name);
+            mr_free(p);
+            mr_free(*out);
+            *out = NULL;
+            return rc;
+        }
+        *out = p;
+        hit_name = in->name;
+    }
+    if (!*out) {
+        mr_status rc = MR_ERR(err, MR_E_NOT_FOUND, "none of '%s' holds a fitted features transform (MRFT file)", value);
+        mr_error_hint(err, "give the features stage (${stages.features}), its transform output or an MRFT file");
+        return rc;
+    }
+    return MR_OK;
+}
+
 static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
 {
     const mr_value *def = ctx->def;
@@ -81,9 +130,7 @@ static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
         goto done;
     }
     if (vfeat && vfeat->kind == MR_V_STR) {
-        if (mr_fs_is_dir(vfeat->str)) rc = find_features(vfeat->str, &feat_path, err);
-        else feat_path = mr_strdup(vfeat->str);
-        if (rc == MR_OK && !feat_path) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        rc = locate_features(ctx, vfeat->str, &feat_path, err);
         if (rc == MR_OK) rc = mr_fs_read_file(feat_path, (size_t)1 << 31, &fbytes, &flen, err);
         if (rc == MR_OK) rc = mr_features_load(fbytes, flen, &fx, err);
         if (rc != MR_OK) {

@@ -29,8 +29,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,64 +225,63 @@ static int set_error(job *j, int status, const char *msg, const char *field, lon
     return -1;
 }
 
-/* dry: only checks. Otherwise appends the job's rows to cols (one per input). */
+/* A JSON value as the cell mr_bundle_coerce_value takes (NULL: absent).
+ * Strings are borrowed from the document. */
+static const mr_cell *json_cell(const json_t *v, mr_cell *c)
+{
+    if (!v) return NULL;
+    memset(c, 0, sizeof(*c));
+    switch (json_typeof(v)) {
+    case JSON_NULL: c->kind = MR_CELL_NULL; break;
+    case JSON_TRUE:
+    case JSON_FALSE:
+        c->kind = MR_CELL_BOOL;
+        c->i = json_is_true(v);
+        break;
+    case JSON_INTEGER:
+        c->kind = MR_CELL_INT;
+        c->i = (int64_t)json_integer_value(v);
+        break;
+    case JSON_REAL:
+        c->kind = MR_CELL_NUM;
+        c->num = json_real_value(v);
+        break;
+    case JSON_STRING:
+        c->kind = MR_CELL_STR;
+        c->str = json_string_value(v);
+        c->len = json_string_length(v);
+        break;
+    default:
+        c->kind = MR_CELL_OTHER;
+        c->str = json_is_array(v) ? "an array" : "an object";
+        c->len = strlen(c->str);
+        break;
+    }
+    return c;
+}
+
+/* dry: only checks. Otherwise appends the job's rows to cols (one per input,
+ * of mr_bundle_input_column_type). The rules and messages are the bundle's
+ * (mr_bundle_coerce_value): a bad value is a 422 naming field and row. */
 static int job_fill(job *j, const mr_bundle *b, mr_column **cols, int dry)
 {
     size_t n_in = mr_bundle_n_inputs(b);
     for (size_t r = 0; r < j->n_rows; r++) {
         for (size_t i = 0; i < n_in; i++) {
-            const mr_bundle_input *in = mr_bundle_input_at(b, i);
-            json_t *v = job_value(j, in->name, r);
-            char msg[512];
-            mr_status st = MR_OK;
-            if (!v) {
-                if (in->required) {
-                    snprintf(msg, sizeof(msg), "missing feature '%s'", in->name);
-                    return set_error(j, 422, msg, in->name, (long)r);
-                }
-                if (!dry) st = mr_column_append_null(cols[i]);
-            } else if (json_is_null(v)) {
-                if (!dry) st = mr_column_append_null(cols[i]);
-            } else if (cols[i]->type == MR_T_FLOAT64) {
-                if (!json_is_number(v) && !json_is_boolean(v)) {
-                    snprintf(msg, sizeof(msg), "feature '%s' must be a number", in->name);
-                    return set_error(j, 422, msg, in->name, (long)r);
-                }
-                double d = json_is_boolean(v) ? (json_is_true(v) ? 1.0 : 0.0)
-                           : json_is_integer(v) ? (double)json_integer_value(v)
-                                                : json_real_value(v);
-                if (!dry) st = mr_column_append_float64(cols[i], d);
-            } else if (cols[i]->type == MR_T_STRING) {
-                if (!json_is_string(v)) {
-                    snprintf(msg, sizeof(msg), "feature '%s' must be a string", in->name);
-                    return set_error(j, 422, msg, in->name, (long)r);
-                }
-                if (!dry) st = mr_column_append_str(cols[i], json_string_value(v), json_string_length(v));
-            } else if (cols[i]->type == MR_T_BOOL) {
-                if (!json_is_boolean(v)) {
-                    snprintf(msg, sizeof(msg), "feature '%s' must be true or false", in->name);
-                    return set_error(j, 422, msg, in->name, (long)r);
-                }
-                if (!dry) st = mr_column_append_bool(cols[i], json_is_true(v));
-            } else { /* INT64 category */
-                if (!json_is_integer(v)) {
-                    snprintf(msg, sizeof(msg), "feature '%s' must be an integer", in->name);
-                    return set_error(j, 422, msg, in->name, (long)r);
-                }
-                if (!dry) st = mr_column_append_int64(cols[i], (int64_t)json_integer_value(v));
+            mr_cell cell;
+            mr_bundle_bad bad;
+            const mr_cell *v = json_cell(job_value(j, mr_bundle_input_at(b, i)->name, r), &cell);
+            mr_status st = mr_bundle_coerce_value(b, i, v, 0, dry ? NULL : cols[i], &bad);
+            if (st == MR_E_PARSE) {
+                char msg[512];
+                bad.row = r;
+                mr_bundle_bad_format(&bad, msg, sizeof(msg));
+                return set_error(j, 422, msg, bad.column, (long)r);
             }
             if (st != MR_OK) return set_error(j, 500, "out of memory", NULL, -1);
         }
     }
     return 0;
-}
-
-static mr_dtype column_type(const mr_bundle_input *in)
-{
-    if (!in->categorical) return MR_T_FLOAT64;
-    if (in->type == MR_T_INT64) return MR_T_INT64;
-    if (in->type == MR_T_BOOL) return MR_T_BOOL;
-    return MR_T_STRING;
 }
 
 static void fmt_double(mr_buf *b, double v)
@@ -298,7 +300,7 @@ static void process_batch(mr_server *s, job **jobs, size_t n_jobs, const mr_bund
     int ok = cols && mr_table_new(&t, &err) == MR_OK;
     for (size_t i = 0; ok && i < n_in; i++) {
         const mr_bundle_input *in = mr_bundle_input_at(b, i);
-        ok = mr_column_new(in->name, column_type(in), 64, &cols[i], &err) == MR_OK;
+        ok = mr_column_new(in->name, mr_bundle_input_column_type(in), 64, &cols[i], &err) == MR_OK;
     }
     for (size_t q = 0; ok && q < n_jobs; q++) {
         job *j = jobs[q];
@@ -658,6 +660,51 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 /* ---- lifecycle --------------------------------------------------------------- */
 
+/* libmicrohttpd's own messages go to the log sink (the library never prints). */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    char buf[512];
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    buf[strcspn(buf, "\r\n")] = '\0';
+    mr_log(MR_LOG_WARN, "http: %s", buf);
+}
+
+/* Binds and listens on addr here rather than in libmicrohttpd, whose bind
+ * failure names neither the address nor the port ("port 0" for an address
+ * given as a sockaddr). The options are libmicrohttpd's defaults:
+ * SO_REUSEADDR (a restart need not wait out TIME_WAIT), IPV6_V6ONLY (::
+ * is IPv6 only), a SOMAXCONN backlog. shown: "127.0.0.1" or "[::1]". */
+static mr_status listen_socket(const struct sockaddr *addr, socklen_t addr_len, const char *shown, int port, int *fd_out,
+                               mr_error *err)
+{
+    *fd_out = -1;
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "cannot listen on %s:%d: cannot create a socket", shown, port);
+    int on = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+    if (addr->sa_family == AF_INET6) (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
+    if (bind(fd, addr, addr_len) != 0 || listen(fd, SOMAXCONN) != 0) {
+        int e = errno;
+        close(fd);
+        if (e == EADDRINUSE) {
+            MR_ERR(err, MR_E_IO, "cannot listen on %s:%d: port %d is already in use", shown, port, port);
+            mr_error_hint(err,
+                          "another process listens on %s:%d; stop it, or give --port another number (0 picks a free one)",
+                          shown, port);
+            return MR_E_IO;
+        }
+        if (e == EADDRNOTAVAIL) {
+            MR_ERR(err, MR_E_IO, "cannot listen on %s:%d: no interface of this machine has the address %s", shown, port,
+                   shown);
+            return MR_E_IO;
+        }
+        return MR_ERR_SYS(err, MR_E_IO, e, "cannot listen on %s:%d", shown, port);
+    }
+    *fd_out = fd;
+    return MR_OK;
+}
+
 static void server_free(mr_server *s)
 {
     while (s->old) {
@@ -757,20 +804,32 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
      * about a pool size below 2, so the option is left out then) */
     struct MHD_OptionItem pool_opt[2] = {{MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)pool, NULL}, {MHD_OPTION_END, 0, NULL}};
     if (pool < 2) pool_opt[0].option = MHD_OPTION_END;
-    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-                            v6 ? (struct sockaddr *)&addr6 : (struct sockaddr *)&addr4, MHD_OPTION_ARRAY, pool_opt,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)(o->max_connections ? o->max_connections : 512),
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                            (size_t)16 * 1024, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+    char addr_txt[INET6_ADDRSTRLEN] = "", shown[INET6_ADDRSTRLEN + 2];
+    if (v6) inet_ntop(AF_INET6, &addr6.sin6_addr, addr_txt, sizeof(addr_txt));
+    else inet_ntop(AF_INET, &addr4.sin_addr, addr_txt, sizeof(addr_txt));
+    snprintf(shown, sizeof(shown), v6 ? "[%s]" : "%s", addr_txt);
+    int fd = -1;
+    rc = v6 ? listen_socket((struct sockaddr *)&addr6, sizeof(addr6), shown, o->port, &fd, err)
+            : listen_socket((struct sockaddr *)&addr4, sizeof(addr4), shown, o->port, &fd, err);
+    if (rc == MR_OK)
+        s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                                MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_ARRAY, pool_opt, MHD_OPTION_CONNECTION_LIMIT,
+                                (unsigned)(o->max_connections ? o->max_connections : 512), MHD_OPTION_CONNECTION_TIMEOUT,
+                                (unsigned)30, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
+                                MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
     if (!s->d) {
         int e = errno;
+        /* A started daemon owns the socket (MHD_stop_daemon closes it); one
+         * that failed to start may have closed it already. */
+        if (fd >= 0 && fcntl(fd, F_GETFD) != -1) close(fd);
         pthread_mutex_lock(&s->mu);
         s->stopping = 1;
         pthread_cond_signal(&s->work_cv);
         pthread_mutex_unlock(&s->mu);
         pthread_join(s->batcher, NULL);
         server_free(s);
-        return MR_ERR_SYS(err, MR_E_IO, e, "cannot listen on %s:%d", host, o->port);
+        if (rc != MR_OK) return rc;
+        return MR_ERR_SYS(err, MR_E_IO, e, "cannot serve on %s:%d: the HTTP daemon did not start", shown, o->port);
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? (int)info->port : o->port;

@@ -4,7 +4,9 @@
 # `millrace predict` equals `millrace model predict` on the transformed rows
 # bit for bit (CSV and Parquet in/out, ids passed through); invalid rows are
 # reported with row numbers and fail the run or go to quarantine; corrupt,
-# truncated and wrong-version bundles are refused naming the section.
+# truncated and wrong-version bundles are refused naming the section; in a
+# pipeline, `features: ${stages.features}` packages the features stage's
+# fitted transform (as ${stages.features.transform} does).
 . "$(dirname "$0")/lib.sh" "$@"
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)
 ws=$(new_ws bundle)
@@ -76,4 +78,46 @@ chmod u+w v.mrb
 printf '\x00' | dd of=v.mrb bs=1 seek=8 conv=notrunc 2>/dev/null
 expect_exit 1 mr bundle verify v.mrb
 assert_contains "$T_ERR" "unsupported bundle format version 0" "an older format version is refused clearly"
+# The package op given a whole features stage (${stages.features}, which
+# reads as all of its outputs) takes the output holding the fitted transform.
+pw=$(new_ws pipeline)
+cp train.csv "$pw/" && cd "$pw" || fail "cd"
+pkg_pipeline() { # FEATURES-VALUE
+    cat >millrace.yaml <<Y
+stages:
+  data: {op: ingest, source: train.csv}
+  split: {op: split, input: "\${stages.data}", method: random, parts: {train: 0.8, test: 0.2}}
+  features:
+    op: features
+    fit: \${stages.split.train}
+    apply: {test: "\${stages.split.test}"}
+    label: label
+    keep: [id]
+    steps:
+      - impute: {columns: [x1], strategy: median}
+      - onehot: {columns: [plan]}
+  model:
+    op: train
+    train: \${stages.features.train}
+    label: label
+    exclude: [id]
+    params: {objective: binary, num_iterations: 10}
+  pkg: {op: package, model: "\${stages.model}", features: "$1"}
+Y
+}
+pkg_pipeline '${stages.features}'
+expect_exit 0 mr run
+expect_exit 0 mr bundle inspect out/pkg/model.mrb --json
+fsec() { json '[s["xxh3_128"] for s in d["sections"] if s["name"] == "features"][0]'; }
+whole=$(fsec)
+assert_match "$whole" '^[0-9a-f]{32}$' "the bundle has a features section"
+assert_eq "$(json '[i["name"] for i in d["inputs"]]' | tr '\n' ' ')" "x1 x2 plan n " "\${stages.features}: the bundle holds the stage's transform"
+pkg_pipeline '${stages.features.transform}'
+expect_exit 0 mr run
+expect_exit 0 mr bundle inspect out/pkg/model.mrb --json
+assert_eq "$(fsec)" "$whole" "\${stages.features} and \${stages.features.transform} package the same transform"
+pkg_pipeline '${stages.split}'
+expect_exit 1 mr run
+assert_contains "$T_OUT$T_ERR" "holds a fitted features transform" "a stage without a transform is refused"
+assert_contains "$T_OUT$T_ERR" "hint: give the features stage" "... saying what to give"
 t_done

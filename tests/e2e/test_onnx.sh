@@ -206,7 +206,7 @@ fi
 
 # A hash encoding cannot be expressed (the hash is not an ONNX op): refused
 # naming the column and step, nothing written.
-printf -- '- hash: {columns: [zip], n_features: 8}\n- ordinal: {columns: [city, plan]}\n' >hfeat.yaml
+printf -- '- hash: {columns: [zip], n_features: 8}\n- ordinal: {columns: [city, plan]}\n- drop: {columns: [region]}\n' >hfeat.yaml
 "$TOOLS/mr_feattool" fit hfeat.yaml train.csv test.csv label h.mrft >/dev/null || fail "mr_feattool fit (hash)"
 "$TOOLS/mr_feattool" apply h.mrft train.csv >htx.csv || fail "mr_feattool apply (hash)"
 cut -d, -f6 train.csv | paste -d, htx.csv - >train_h.csv

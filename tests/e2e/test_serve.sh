@@ -29,6 +29,11 @@ start_server() { # LOG ARGS...: starts serve on a free port; sets SPID and PORT
 }
 start_server s1.log live.mrb --max-body 100000
 assert_contains "$(cat s1.log)" "http://127.0.0.1:" "binds 127.0.0.1 by default"
+# a busy port: which address and port, exit 1 like other runtime failures
+expect_exit 1 mr serve live.mrb --port "$PORT"
+assert_contains "$T_ERR" "cannot listen on 127.0.0.1:$PORT: port $PORT is already in use" "a busy port is named with its address"
+assert_contains "$T_ERR" "hint:" "a busy port says what to do"
+assert_not_contains "$T_ERR" "port 0" "not libmicrohttpd's 'port 0'"
 client "$PORT" equal test.csv pred.csv
 client "$PORT" mixed
 client "$PORT" metrics

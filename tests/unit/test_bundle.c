@@ -4,7 +4,9 @@
  * transform, linear without one), every section corrupted or truncated is
  * refused naming the section, older/newer format versions are refused
  * clearly, a hostile compiled section with consistent checksums is refused,
- * and optional inputs may be absent. Data come from a fixed seed (SEED). */
+ * optional inputs may be absent, and the one set of rules fitting values to
+ * the input schema (every input type, typed and text values, messages naming
+ * row, column and expected type, fail and report modes). Data come from a fixed seed (SEED). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -347,6 +349,312 @@ static void test_bad_metrics_and_schema(void **state)
     mr_buf_free(&buf);
 }
 
+/* ---- fitting values to the input schema --------------------------------------- */
+
+/* A bundle whose inputs have every column type: x (numeric), plan (string
+ * category), zone (int64 category: ordinal), flag (bool category: onehot),
+ * opt (numeric, read by no model feature: optional). */
+static mr_bundle *typed_bundle(void)
+{
+    mr_error err;
+    mr_error_init(&err);
+    size_t n = 400;
+    mr_table *t = NULL;
+    mr_column *x, *plan, *zone, *flag, *opt, *y;
+    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+    mr_column_new("x", MR_T_FLOAT64, n, &x, NULL);
+    mr_column_new("plan", MR_T_STRING, n, &plan, NULL);
+    mr_column_new("zone", MR_T_INT64, n, &zone, NULL);
+    mr_column_new("flag", MR_T_BOOL, n, &flag, NULL);
+    mr_column_new("opt", MR_T_FLOAT64, n, &opt, NULL);
+    mr_column_new("y", MR_T_FLOAT64, n, &y, NULL);
+    rs = SEED + 9;
+    static const char *plans[] = {"basic", "pro"};
+    for (size_t i = 0; i < n; i++) {
+        double a = urand() * 2 - 1;
+        int p = urand() < 0.5, fl = urand() < 0.5;
+        int64_t z = (int64_t)(urand() * 3) + 10;
+        mr_column_append_float64(x, a);
+        mr_column_append_str(plan, plans[p], strlen(plans[p]));
+        mr_column_append_int64(zone, z);
+        mr_column_append_bool(flag, fl);
+        mr_column_append_float64(opt, urand());
+        double s = 2 * a + p - fl + 0.5 * (double)(z - 11);
+        mr_column_append_float64(y, urand() < 1 / (1 + exp(-s)) ? 1.0 : 0.0);
+    }
+    mr_table_add_column(t, x, NULL);
+    mr_table_add_column(t, plan, NULL);
+    mr_table_add_column(t, zone, NULL);
+    mr_table_add_column(t, flag, NULL);
+    mr_table_add_column(t, opt, NULL);
+    mr_table_add_column(t, y, NULL);
+    static const char yaml[] = "- onehot: {columns: [plan, flag]}\n- ordinal: {columns: [zone]}\n";
+    mr_value *v = NULL;
+    mr_features_spec *spec = NULL;
+    mr_features *fx = NULL;
+    mr_table *xt = NULL;
+    if (mr_yaml_parse(yaml, strlen(yaml), "f.yaml", &v, &err) != MR_OK ||
+        mr_features_spec_parse(v, "f.yaml", &spec, &err) != MR_OK ||
+        mr_features_fit_apply_train(spec, t, "y", &fx, &xt, &err) != MR_OK)
+        fail_msg("features: %s", err.msg);
+    mr_column *ycopy = NULL;
+    mr_column_slice(y, 0, n, &ycopy, NULL);
+    mr_table_add_column(xt, ycopy, NULL);
+    mr_train_opts o;
+    mr_train_opts_init(&o);
+    o.label = "y";
+    const char *kv = "{objective: binary, num_iterations: 10, num_leaves: 7, min_data_in_leaf: 5}";
+    mr_value *pm = NULL;
+    if (mr_yaml_parse(kv, strlen(kv), "p.yaml", &pm, &err) != MR_OK) fail_msg("params: %s", err.msg);
+    const char *ex[] = {"opt"};
+    o.params = pm;
+    o.exclude = ex;
+    o.n_exclude = 1;
+    mr_model *m = NULL;
+    if (mr_model_train(xt, NULL, &o, &m, &err) != MR_OK) fail_msg("train: %s", err.msg);
+    mr_value_free(pm);
+    mr_bundle_build bb;
+    mr_bundle_build_init(&bb);
+    bb.model = m;
+    bb.features = fx;
+    mr_buf buf;
+    mr_buf_init(&buf);
+    mr_bundle *b = NULL;
+    if (mr_bundle_write(&bb, &buf, &err) != MR_OK || mr_bundle_from_bytes(buf.data, buf.len, &b, &err) != MR_OK)
+        fail_msg("bundle: %s", err.msg);
+    mr_buf_free(&buf);
+    mr_model_free(m);
+    mr_features_free(fx);
+    mr_features_spec_free(spec);
+    mr_value_free(v);
+    mr_table_free(xt);
+    mr_table_free(t);
+    return b;
+}
+
+static mr_cell cell_num(double x) { return (mr_cell){.kind = MR_CELL_NUM, .num = x}; }
+static mr_cell cell_int(int64_t i) { return (mr_cell){.kind = MR_CELL_INT, .i = i}; }
+static mr_cell cell_bool(int v) { return (mr_cell){.kind = MR_CELL_BOOL, .i = v}; }
+static mr_cell cell_str(const char *s) { return (mr_cell){.kind = MR_CELL_STR, .str = s, .len = strlen(s)}; }
+
+/* The message coerce_value gives for v at input name (row 3), or "" when it fits. */
+static const char *coerce_msg(const mr_bundle *b, const char *name, const mr_cell *v, int text)
+{
+    static char msg[256];
+    mr_bundle_bad bad;
+    ssize_t i = mr_bundle_input_index(b, name);
+    assert_true(i >= 0);
+    msg[0] = '\0';
+    mr_status rc = mr_bundle_coerce_value(b, (size_t)i, v, text, NULL, &bad);
+    if (rc == MR_OK) return msg;
+    assert_int_equal(rc, MR_E_PARSE);
+    assert_int_equal(bad.input, (size_t)i);
+    assert_string_equal(bad.column, name);
+    bad.row = 3;
+    mr_bundle_bad_format(&bad, msg, sizeof(msg));
+    return msg;
+}
+
+static void test_coerce_value_rules(void **state)
+{
+    (void)state;
+    mr_bundle *b = typed_bundle();
+    assert_int_equal(mr_bundle_n_inputs(b), 5);
+    const mr_bundle_input *in = mr_bundle_input_at(b, (size_t)mr_bundle_input_index(b, "zone"));
+    assert_int_equal(mr_bundle_input_column_type(in), MR_T_INT64);
+    in = mr_bundle_input_at(b, (size_t)mr_bundle_input_index(b, "flag"));
+    assert_int_equal(mr_bundle_input_column_type(in), MR_T_BOOL);
+    in = mr_bundle_input_at(b, (size_t)mr_bundle_input_index(b, "plan"));
+    assert_int_equal(mr_bundle_input_column_type(in), MR_T_STRING);
+    in = mr_bundle_input_at(b, (size_t)mr_bundle_input_index(b, "opt"));
+    assert_int_equal(mr_bundle_input_column_type(in), MR_T_FLOAT64);
+    assert_false(in->required);
+    mr_cell v;
+    /* numeric: numbers, integers, booleans; text only when it is text */
+    v = cell_num(1.5), assert_string_equal(coerce_msg(b, "x", &v, 0), "");
+    v = cell_int(2), assert_string_equal(coerce_msg(b, "x", &v, 0), "");
+    v = cell_bool(1), assert_string_equal(coerce_msg(b, "x", &v, 0), "");
+    v = cell_str(" 2.5e1 "), assert_string_equal(coerce_msg(b, "x", &v, 1), "");
+    v = cell_str("2.5 e1"), assert_string_equal(coerce_msg(b, "x", &v, 1), "row 3: column 'x': expected a number, got \"2.5 e1\"");
+    v = cell_str("2.5"), assert_string_equal(coerce_msg(b, "x", &v, 0), "row 3: column 'x': expected a number, got \"2.5\"");
+    v = cell_str("oops"), assert_string_equal(coerce_msg(b, "x", &v, 1), "row 3: column 'x': expected a number, got \"oops\"");
+    v = cell_str("1e"), assert_string_equal(coerce_msg(b, "x", &v, 1), "row 3: column 'x': expected a number, got \"1e\"");
+    /* string categories: strings only */
+    v = cell_str("pro"), assert_string_equal(coerce_msg(b, "plan", &v, 0), "");
+    v = cell_int(7), assert_string_equal(coerce_msg(b, "plan", &v, 0), "row 3: column 'plan': expected a string, got 7");
+    /* integer categories: integers; text must be a whole integer */
+    v = cell_int(11), assert_string_equal(coerce_msg(b, "zone", &v, 0), "");
+    v = cell_num(11.0), assert_string_equal(coerce_msg(b, "zone", &v, 0), "row 3: column 'zone': expected an integer category, got 11");
+    v = cell_str("12"), assert_string_equal(coerce_msg(b, "zone", &v, 1), "");
+    v = cell_str("12.5"), assert_string_equal(coerce_msg(b, "zone", &v, 1), "row 3: column 'zone': expected an integer category, got \"12.5\"");
+    v = cell_str("99999999999999999999"), assert_string_equal(coerce_msg(b, "zone", &v, 1), "row 3: column 'zone': expected an integer category, got \"99999999999999999999\"");
+    /* bool categories: booleans, text true/false */
+    v = cell_bool(0), assert_string_equal(coerce_msg(b, "flag", &v, 0), "");
+    v = cell_str("true"), assert_string_equal(coerce_msg(b, "flag", &v, 1), "");
+    v = cell_str("1"), assert_string_equal(coerce_msg(b, "flag", &v, 1), "row 3: column 'flag': expected true or false, got \"1\"");
+    v = cell_int(1), assert_string_equal(coerce_msg(b, "flag", &v, 0), "row 3: column 'flag': expected true or false, got 1");
+    /* a JSON array or object */
+    v = (mr_cell){.kind = MR_CELL_OTHER, .str = "an array", .len = 8};
+    assert_string_equal(coerce_msg(b, "x", &v, 0), "row 3: column 'x': expected a number, got an array");
+    /* null fits everything; absent fits optional inputs only */
+    v = (mr_cell){.kind = MR_CELL_NULL};
+    assert_string_equal(coerce_msg(b, "zone", &v, 0), "");
+    assert_string_equal(coerce_msg(b, "opt", NULL, 0), "");
+    assert_string_equal(coerce_msg(b, "x", NULL, 0), "row 3: input column 'x' is missing");
+    /* appending: the column gets the converted value */
+    mr_column *c = NULL;
+    mr_bundle_bad bad;
+    assert_int_equal(mr_column_new("zone", MR_T_INT64, 2, &c, NULL), MR_OK);
+    v = cell_str("42");
+    assert_int_equal(mr_bundle_coerce_value(b, (size_t)mr_bundle_input_index(b, "zone"), &v, 1, c, &bad), MR_OK);
+    v = cell_str("x");
+    assert_int_equal(mr_bundle_coerce_value(b, (size_t)mr_bundle_input_index(b, "zone"), &v, 1, c, &bad), MR_E_PARSE);
+    assert_int_equal(c->n, 1);
+    assert_int_equal(((const int64_t *)c->data)[0], 42);
+    assert_non_null(bad.text);
+    assert_int_equal(bad.text_len, 1);
+    mr_column_free(c);
+    mr_bundle_free(b);
+}
+
+static mr_column *text_col(const char *name, const char *const *v, size_t n)
+{
+    mr_column *c = NULL;
+    assert_int_equal(mr_column_new(name, MR_T_STRING, n, &c, NULL), MR_OK);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(v[i] ? mr_column_append_str(c, v[i], strlen(v[i])) : mr_column_append_null(c), MR_OK);
+    return c;
+}
+
+/* A text table of the typed bundle's inputs (opt absent), as a CSV reads. */
+static mr_table *text_table(const char *const *x, const char *const *zone, const char *const *flag, size_t n)
+{
+    static const char *plan[] = {"pro", "basic", "pro", "basic", "pro"};
+    mr_table *t = NULL;
+    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+    assert_int_equal(mr_table_add_column(t, text_col("id", (const char *[]){"a", "b", "c", "d", "e"}, n), NULL), MR_OK);
+    assert_int_equal(mr_table_add_column(t, text_col("x", x, n), NULL), MR_OK);
+    assert_int_equal(mr_table_add_column(t, text_col("plan", plan, n), NULL), MR_OK);
+    assert_int_equal(mr_table_add_column(t, text_col("zone", zone, n), NULL), MR_OK);
+    assert_int_equal(mr_table_add_column(t, text_col("flag", flag, n), NULL), MR_OK);
+    return t;
+}
+
+typedef struct seen {
+    int n;
+    char lines[8][160];
+} seen;
+
+static void note_bad(void *ctx, const mr_bundle_bad *bad)
+{
+    seen *s = ctx;
+    if (s->n < 8) mr_bundle_bad_format(bad, s->lines[s->n], sizeof(s->lines[0]));
+    s->n++;
+}
+
+static void test_conform_table(void **state)
+{
+    (void)state;
+    mr_bundle *b = typed_bundle();
+    mr_error err;
+    mr_error_init(&err);
+    const char *x[] = {"0.5", "-0.25", NULL, "1", "0"};
+    const char *zone[] = {"10", "11", "12", NULL, "13"};
+    const char *flag[] = {"true", "false", "true", "false", NULL};
+    mr_table *t = text_table(x, zone, flag, 5);
+    mr_bundle_conform_opts o;
+    mr_bundle_conform_opts_init(&o);
+    /* without text, strings cannot stand for numbers */
+    assert_int_equal(mr_bundle_conform_table(b, t, &o, &err), MR_E_SCHEMA);
+    assert_string_equal(err.key, "x");
+    assert_string_equal(err.msg, "input column 'x' has type string; the bundle expects a number (float64)");
+    mr_error_clear(&err);
+    o.text = 1;
+    o.row_base = 1;
+    assert_int_equal(mr_bundle_conform_table(b, t, &o, &err), MR_OK);
+    assert_int_equal(mr_table_column(t, "x")->type, MR_T_FLOAT64);
+    assert_int_equal(mr_table_column(t, "plan")->type, MR_T_STRING);
+    assert_int_equal(mr_table_column(t, "zone")->type, MR_T_INT64);
+    assert_int_equal(mr_table_column(t, "flag")->type, MR_T_BOOL);
+    assert_int_equal(mr_table_column(t, "id")->type, MR_T_STRING); /* not an input: untouched */
+    const mr_column *opt = mr_table_column(t, "opt");                /* absent optional input: all null */
+    assert_non_null(opt);
+    assert_true(mr_column_is_null(opt, 0) && mr_column_is_null(opt, 4));
+    assert_true(mr_column_is_null(mr_table_column(t, "x"), 2));
+    /* the converted table predicts exactly as a typed one does */
+    mr_table *typed = NULL;
+    assert_int_equal(mr_table_new(&typed, NULL), MR_OK);
+    mr_column *c = NULL;
+    mr_column_new("x", MR_T_FLOAT64, 5, &c, NULL);
+    mr_column_append_float64(c, 0.5), mr_column_append_float64(c, -0.25), mr_column_append_null(c);
+    mr_column_append_float64(c, 1), mr_column_append_float64(c, 0);
+    mr_table_add_column(typed, c, NULL);
+    mr_column_slice(mr_table_column(t, "plan"), 0, 5, &c, NULL), mr_table_add_column(typed, c, NULL);
+    mr_column_new("zone", MR_T_INT64, 5, &c, NULL);
+    mr_column_append_int64(c, 10), mr_column_append_int64(c, 11), mr_column_append_int64(c, 12);
+    mr_column_append_null(c), mr_column_append_int64(c, 13);
+    mr_table_add_column(typed, c, NULL);
+    mr_column_new("flag", MR_T_BOOL, 5, &c, NULL);
+    mr_column_append_bool(c, 1), mr_column_append_bool(c, 0), mr_column_append_bool(c, 1);
+    mr_column_append_bool(c, 0), mr_column_append_null(c);
+    mr_table_add_column(typed, c, NULL);
+    double *p1 = NULL, *p2 = NULL;
+    size_t k = 0;
+    assert_int_equal(mr_bundle_predict_table(b, t, 0, 0, &p1, &k, &err), MR_OK);
+    assert_int_equal(mr_bundle_predict_table(b, typed, 0, 0, &p2, &k, &err), MR_OK);
+    assert_memory_equal(p1, p2, 5 * sizeof(double)); /* text "true" is the BOOL true, key "true" */
+    mr_free(p1);
+    mr_free(p2);
+    mr_table_free(typed);
+    mr_table_free(t);
+
+    /* bad values: the lowest row fails the call, naming row and column */
+    const char *xb[] = {"0.5", "0.1", "0.2", "oops", "0"};
+    const char *zb[] = {"10", "11", "x", NULL, "13"};
+    t = text_table(xb, zb, flag, 5);
+    mr_bundle_conform_opts_init(&o);
+    o.text = 1;
+    o.row_base = 101;
+    assert_int_equal(mr_bundle_conform_table(b, t, &o, &err), MR_E_PARSE);
+    assert_string_equal(err.msg, "row 103: column 'zone': expected an integer category, got \"x\"");
+    assert_string_equal(err.key, "zone");
+    mr_error_clear(&err);
+    mr_table_free(t);
+    /* ... or each one is reported, read as null and its row marked */
+    t = text_table(xb, zb, flag, 5);
+    seen sn = {0};
+    uint8_t bad_rows[5] = {0};
+    o.on_bad = note_bad;
+    o.ctx = &sn;
+    o.bad_rows = bad_rows;
+    assert_int_equal(mr_bundle_conform_table(b, t, &o, &err), MR_OK);
+    assert_int_equal(sn.n, 2);
+    assert_string_equal(sn.lines[0], "row 104: column 'x': expected a number, got \"oops\"");
+    assert_string_equal(sn.lines[1], "row 103: column 'zone': expected an integer category, got \"x\"");
+    assert_memory_equal(bad_rows, ((uint8_t[]){0, 0, 1, 1, 0}), 5);
+    assert_true(mr_column_is_null(mr_table_column(t, "x"), 3));
+    mr_table_free(t);
+
+    /* a missing required input; a column whose type cannot fit */
+    t = text_table(x, zone, flag, 5);
+    mr_table_project(t, (const char *[]){"x", "plan", "flag"}, 3, NULL);
+    assert_int_equal(mr_bundle_conform_table(b, t, &o, &err), MR_E_NOT_FOUND);
+    assert_string_equal(err.msg, "input column 'zone' is missing");
+    mr_error_clear(&err);
+    mr_table_free(t);
+    t = text_table(x, zone, flag, 5);
+    mr_table_project(t, (const char *[]){"x", "plan", "flag"}, 3, NULL);
+    mr_column_new("zone", MR_T_FLOAT64, 5, &c, NULL);
+    for (int i = 0; i < 5; i++) mr_column_append_float64(c, 10.5);
+    assert_int_equal(mr_table_add_column(t, c, NULL), MR_OK);
+    assert_int_equal(mr_bundle_conform_table(b, t, &o, &err), MR_E_SCHEMA);
+    assert_string_equal(err.msg, "input column 'zone' has type float64; the bundle expects a category (string, int or bool) (int64)");
+    assert_string_equal(err.key, "zone");
+    mr_error_clear(&err);
+    mr_table_free(t);
+    mr_bundle_free(b);
+}
+
 int main(void)
 {
     mr_pool_init(2, NULL);
@@ -357,6 +665,8 @@ int main(void)
         cmocka_unit_test(test_hostile_compiled),
         cmocka_unit_test(test_linear_without_features),
         cmocka_unit_test(test_bad_metrics_and_schema),
+        cmocka_unit_test(test_coerce_value_rules),
+        cmocka_unit_test(test_conform_table),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     mr_pool_shutdown();

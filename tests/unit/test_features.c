@@ -1,7 +1,7 @@
 /* Unit tests for feature transforms (src/ml/features_*.c): values computed
  * by hand for every step, output names and metadata, selectors, the
- * target-encoding leak test, batch == single-row bit for bit, thread-count
- * independence, the MRFT artifact (round trip, determinism, truncation and
+ * no column lost without a word, kept ids, the target-encoding leak test,
+ * batch == single-row bit for bit, thread-count independence, the MRFT artifact (round trip, determinism, truncation and
  * corruption) and spec/fit/apply errors. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -308,11 +308,11 @@ static void test_selectors_and_passthrough(void **state)
     mr_column *cols[] = {fcol("a", a, 3), icol("id", id, 3), scol("s", s, 3), fcol("b", b, 3), scol("txt", txt, 3),
                          icol("y", y, 3)};
     mr_table *t = table_of(cols, 6);
-    mr_features *f = fit("- drop: {columns: [id]}\n"
+    mr_features *f = fit("- drop: {columns: [id, txt]}\n"
                          "- standardize: {columns: numeric}\n"
                          "- ordinal: {columns: [s]}\n",
                          t, "y");
-    /* a, b standardized; id dropped; s ordinal; txt (unencoded string) dropped; y label */
+    /* a, b standardized; id and txt dropped; s ordinal; y label */
     const char *names[] = {"a", "s", "b"};
     assert_int_equal(mr_features_n_outputs(f), 3);
     for (size_t j = 0; j < 3; j++) assert_string_equal(mr_features_output_at(f, j)->name, names[j]);
@@ -323,6 +323,192 @@ static void test_selectors_and_passthrough(void **state)
     f = fit("- minmax: {columns: all}\n- onehot: {columns: categorical, top_k: 0, other: false}\n", t, "y");
     assert_int_equal(mr_features_n_outputs(f), 8); /* a id s=u s=v b txt=p txt=q txt=r */
     mr_features_free(f);
+    mr_table_free(t);
+}
+
+/* ---- every column is accounted for; keep ------------------------------------------ */
+
+/* Fits yaml with the keep list keep_yaml (a YAML flow sequence, or NULL);
+ * returns the status, the fitted transform in *out (or NULL). */
+static mr_status fit_keep(const char *yaml, const char *keep_yaml, const mr_table *t, const char *label,
+                          mr_features **out, mr_error *err)
+{
+    mr_features_spec *s = spec_of(yaml);
+    mr_value *k = NULL;
+    if (keep_yaml) assert_int_equal(mr_yaml_parse(keep_yaml, strlen(keep_yaml), "keep.yaml", &k, NULL), MR_OK);
+    mr_status rc = mr_features_spec_set_keep(s, k, err);
+    *out = NULL;
+    if (rc == MR_OK) rc = mr_features_fit(s, t, label, out, err);
+    mr_value_free(k);
+    mr_features_spec_free(s);
+    return rc;
+}
+
+static void save_bytes(const mr_features *f, mr_buf *b)
+{
+    mr_buf_init(b);
+    assert_int_equal(mr_features_save(f, b), MR_OK);
+}
+
+static int has_output(const mr_features *f, const char *name)
+{
+    for (size_t j = 0; j < mr_features_n_outputs(f); j++)
+        if (!strcmp(mr_features_output_at(f, j)->name, name)) return 1;
+    return 0;
+}
+
+static void test_no_column_lost(void **state)
+{
+    (void)state;
+    mr_error err;
+    mr_error_init(&err);
+    mr_features *f = NULL;
+    double a[] = {1, 2, 3, 4, 5};
+    int64_t y[] = {0, 1, 0, 1, 1};
+    const char *txt[] = {"p", "q", NULL, "r", "p"};
+    /* a numeric column that became strings through one stray token */
+    const char *age[] = {"31", "n/a", "45", "28", "52"};
+    mr_column *cols[] = {fcol("a", a, 5), scol("txt", txt, 5), icol("y", y, 5)};
+    mr_table *t = table_of(cols, 3);
+
+    /* an unencoded string column is an error naming it and the encodings that fit */
+    assert_int_equal(fit_keep("- standardize: {columns: [a]}\n", NULL, t, "y", &f, &err), MR_E_SCHEMA);
+    assert_null(f);
+    assert_string_equal(err.key, "txt");
+    assert_non_null(strstr(err.msg, "column 'txt' is a string column that no step encodes"));
+    assert_non_null(strstr(err.msg, "onehot, ordinal, hash or target_encode"));
+    assert_non_null(strstr(err.hint, "- drop: {columns: [txt]}"));
+    assert_non_null(strstr(err.hint, "keep: [txt]"));
+    assert_null(strstr(err.msg, "are numbers")); /* none of p, q, r is */
+    mr_error_clear(&err);
+    /* a categorical impute alone is no encoding */
+    assert_int_equal(fit_keep("- impute: {columns: [txt], strategy: most_frequent}\n", NULL, t, "y", &f, &err),
+                     MR_E_SCHEMA);
+    assert_string_equal(err.key, "txt");
+    mr_error_clear(&err);
+    /* excluded deliberately: dropped or kept, or encoded */
+    assert_int_equal(fit_keep("- drop: {columns: [txt]}\n", NULL, t, "y", &f, &err), MR_OK);
+    assert_int_equal(mr_features_n_inputs(f), 1);
+    mr_features_free(f);
+    assert_int_equal(fit_keep("- standardize: {columns: [a]}\n", "[txt]", t, "y", &f, &err), MR_OK);
+    assert_int_equal(mr_features_n_inputs(f), 1);
+    assert_int_equal(mr_features_n_outputs(f), 1);
+    mr_features_free(f);
+    assert_int_equal(fit_keep("- hash: {columns: [txt], n_features: 2}\n", NULL, t, "y", &f, &err), MR_OK);
+    assert_int_equal(mr_features_n_inputs(f), 2);
+    mr_features_free(f);
+
+    /* mostly numbers: the message says so and shows the first stray value */
+    assert_int_equal(mr_table_add_column(t, scol("age", age, 5), NULL), MR_OK);
+    assert_int_equal(fit_keep("- drop: {columns: [txt]}\n", NULL, t, "y", &f, &err), MR_E_SCHEMA);
+    assert_string_equal(err.key, "age");
+    assert_non_null(strstr(err.msg, "4 of its 5 values are numbers, but row 2 holds \"n/a\""));
+    assert_non_null(strstr(err.hint, "if it is numeric"));
+    mr_error_clear(&err);
+
+    /* a date column is not silently lost either */
+    mr_column *d = NULL;
+    assert_int_equal(mr_column_new("signup", MR_T_DATE, 5, &d, NULL), MR_OK);
+    for (int32_t i = 0; i < 5; i++) assert_int_equal(mr_column_append_int32(d, 19000 + i), MR_OK);
+    assert_int_equal(mr_table_add_column(t, d, NULL), MR_OK);
+    assert_int_equal(fit_keep("- drop: {columns: [txt, age]}\n", NULL, t, "y", &f, &err), MR_E_SCHEMA);
+    assert_string_equal(err.key, "signup");
+    assert_non_null(strstr(err.msg, "is a date column"));
+    assert_non_null(strstr(err.hint, "- drop: {columns: [signup]}"));
+    mr_error_clear(&err);
+    assert_int_equal(fit_keep("- drop: {columns: [txt, age, signup]}\n", NULL, t, "y", &f, &err), MR_OK);
+    mr_features_free(f);
+    assert_int_equal(fit_keep("- drop: {columns: [txt, age]}\n", "[signup]", t, "y", &f, &err), MR_OK);
+    assert_int_equal(mr_features_n_inputs(f), 1);
+    mr_features_free(f);
+    mr_table_free(t);
+}
+
+static void test_keep(void **state)
+{
+    (void)state;
+    mr_error err;
+    mr_error_init(&err);
+    mr_features *f = NULL, *g = NULL;
+    mr_buf b1, b2;
+    double a[] = {1, 2, 3, 4, 5};
+    int64_t id[] = {101, 102, 103, 104, 105}, y[] = {0, 1, 0, 1, 1};
+    const char *plan[] = {"x", "y", "x", "z", "x"};
+    mr_column *cols[] = {icol("customer_id", id, 5), fcol("a", a, 5), scol("plan", plan, 5), icol("y", y, 5)};
+    mr_table *t = table_of(cols, 4);
+
+    /* an id kept for joining: not an input, skipped by selectors */
+    assert_int_equal(fit_keep("- standardize: {columns: numeric}\n- onehot: {columns: [plan]}\n", "[customer_id]", t, "y",
+                              &f, &err),
+                     MR_OK);
+    assert_int_equal(mr_features_n_inputs(f), 2);
+    assert_false(has_output(f, "customer_id"));
+    assert_true(has_output(f, "a"));
+    /* ... the very transform the old spelling (drop + keep) fits */
+    assert_int_equal(fit_keep("- drop: {columns: [customer_id]}\n- standardize: {columns: numeric}\n"
+                              "- onehot: {columns: [plan]}\n",
+                              "[customer_id]", t, "y", &g, &err),
+                     MR_OK);
+    save_bytes(f, &b1);
+    save_bytes(g, &b2);
+    assert_int_equal(b1.len, b2.len);
+    assert_memory_equal(b1.data, b2.data, b1.len);
+    mr_buf_free(&b1);
+    mr_buf_free(&b2);
+    mr_features_free(f);
+    mr_features_free(g);
+
+    /* a single name works too */
+    assert_int_equal(fit_keep("- onehot: {columns: [plan]}\n", "customer_id", t, "y", &f, &err), MR_OK);
+    assert_false(has_output(f, "customer_id"));
+    mr_features_free(f);
+
+    /* a kept column that onehot encodes stays encoded: the outputs have
+     * other names, and the transform is the one fitted without keep */
+    assert_int_equal(fit_keep("- onehot: {columns: categorical}\n- drop: {columns: [customer_id]}\n", "[plan]", t, "y", &f,
+                              &err),
+                     MR_OK);
+    assert_true(has_output(f, "plan=x"));
+    assert_int_equal(fit_keep("- onehot: {columns: categorical}\n- drop: {columns: [customer_id]}\n", NULL, t, "y", &g, &err),
+                     MR_OK);
+    save_bytes(f, &b1);
+    save_bytes(g, &b2);
+    assert_int_equal(b1.len, b2.len);
+    assert_memory_equal(b1.data, b2.data, b1.len);
+    mr_buf_free(&b1);
+    mr_buf_free(&b2);
+    mr_features_free(f);
+    mr_features_free(g);
+
+    /* the conflicting case: a step would make a feature under the kept name */
+    assert_int_equal(fit_keep("- onehot: {columns: [plan]}\n- standardize: {columns: [a, customer_id]}\n", "[customer_id]",
+                              t, "y", &f, &err),
+                     MR_E_SCHEMA);
+    assert_null(f);
+    assert_string_equal(err.key, "customer_id");
+    assert_non_null(strstr(err.msg, "under keep"));
+    assert_non_null(strstr(err.hint, "take it out of this step's columns"));
+    assert_non_null(strstr(err.hint, "take it out of keep"));
+    assert_int_equal(err.line, 2);
+    assert_int_equal(err.col, 30); /* the name in the step's list */
+    mr_error_clear(&err);
+    assert_int_equal(fit_keep("- ordinal: {columns: [plan]}\n- drop: {columns: [customer_id]}\n", "[plan]", t, "y", &f, &err),
+                     MR_E_SCHEMA);
+    assert_string_equal(err.key, "plan");
+    mr_error_clear(&err);
+
+    /* an unknown kept column: did-you-mean and its position */
+    assert_int_equal(fit_keep("- onehot: {columns: [plan]}\n", "[customer_idd]", t, "y", &f, &err), MR_E_NOT_FOUND);
+    assert_string_equal(err.hint, "did you mean 'customer_id'?");
+    assert_int_equal(err.line, 1);
+    assert_int_equal(err.col, 2);
+    mr_error_clear(&err);
+    /* the list itself */
+    assert_int_equal(fit_keep("- onehot: {columns: [plan]}\n", "[customer_id, customer_id]", t, "y", &f, &err), MR_E_PARSE);
+    assert_non_null(strstr(err.msg, "listed twice"));
+    mr_error_clear(&err);
+    assert_int_equal(fit_keep("- onehot: {columns: [plan]}\n", "[{a: 1}]", t, "y", &f, &err), MR_E_PARSE);
+    mr_error_clear(&err);
     mr_table_free(t);
 }
 
@@ -730,6 +916,8 @@ int main(void)
         cmocka_unit_test(test_numeric_steps),
         cmocka_unit_test(test_categorical_steps),
         cmocka_unit_test(test_selectors_and_passthrough),
+        cmocka_unit_test(test_no_column_lost),
+        cmocka_unit_test(test_keep),
         cmocka_unit_test(test_target_encoding_no_leak),
         cmocka_unit_test(test_batch_equals_row),
         cmocka_unit_test(test_save_load),
