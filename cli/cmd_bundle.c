@@ -114,6 +114,7 @@ int cmd_bundle(int argc, char **argv)
     int json = 0, onnx = !strcmp(sub, "export-onnx");
     if (strcmp(sub, "inspect") && strcmp(sub, "verify") && !onnx)
         return cli_usage_error("bundle", "unknown subcommand '%s' (inspect, verify, export-onnx)", sub);
+    if (path[0] == '-') return cli_usage_error("bundle", "expected a bundle file before the options, got '%s'", path);
     for (int i = 3; i < argc; i++) {
         if (!onnx && !strcmp(argv[i], "--json")) json = 1;
         else if (onnx && (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc) onnx_out = argv[++i];

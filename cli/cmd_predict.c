@@ -421,7 +421,7 @@ int cmd_predict(int argc, char **argv)
     if (st != MR_OK) {
         if (!err.file[0]) mr_error_at(&err, o.input, 0, 0);
         mr_log_error(&err);
-        rc = st == MR_E_INVALID_ARG || st == MR_E_SCHEMA || st == MR_E_NOT_FOUND ? EXIT_USAGE : EXIT_FAILED;
+        rc = EXIT_FAILED; /* the arguments were fine (parse_args): a missing or bad input is a run-time failure */
     } else {
         print_summary(&r, mr_now() - t0);
     }

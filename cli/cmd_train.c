@@ -271,6 +271,7 @@ int cmd_model(int argc, char **argv)
     const char *sub = argv[1];
     if (strcmp(sub, "inspect") && strcmp(sub, "dump") && strcmp(sub, "predict"))
         return cli_usage_error("model", "unknown subcommand '%s' (inspect, dump, predict)", sub);
+    if (argv[2][0] == '-') return cli_usage_error("model", "expected a model file before the options, got '%s'", argv[2]);
     mr_error err;
     mr_error_init(&err);
     mr_model *m = NULL;
