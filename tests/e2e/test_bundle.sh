@@ -39,7 +39,7 @@ assert_eq "$(md5sum <pred1.csv)" "$(md5sum <pred.csv)" "thread count and batch s
 expect_exit 0 mr predict out/pkg/model.mrb test.csv -o pred.parquet --id id
 "$TOOLS/mr_pqtool" dump pred.parquet >pq.csv || fail "dump"
 assert_eq "$(tail -n +2 pq.csv | md5sum)" "$(tail -n +2 pred.csv | md5sum)" "Parquet output holds the same values"
-expect_exit 2 mr predict out/pkg/model.mrb pred.parquet -o x.csv
+expect_exit 1 mr predict out/pkg/model.mrb pred.parquet -o x.csv
 assert_contains "$T_ERR" "input column 'x1' is missing" "Parquet input is checked against the schema"
 expect_exit 0 mr predict out/pkg/model.mrb test.csv -o pred_j.csv --json
 assert_eq "$(json 'd["scored"]')" 800 "--json summary"
@@ -56,9 +56,9 @@ assert_contains "$T_ERR" "2 invalid rows quarantined" "quarantined rows are coun
 assert_eq "$(tail -n +2 q.csv | cut -d, -f1,2 | tr '\n' ' ')" '10,"x1" 20,"x2" ' "the quarantine file names row and column"
 assert_eq "$(tail -n +2 bad_pred.csv | wc -l)" 798 "the other rows are scored"
 
-# a missing required column is a usage error naming it
+# a missing required column fails the run (exit 1, as any input it cannot use), naming it
 cut -d, -f1,2,4,5 test.csv >nox2.csv
-expect_exit 2 mr predict out/pkg/model.mrb nox2.csv -o x.csv
+expect_exit 1 mr predict out/pkg/model.mrb nox2.csv -o x.csv
 assert_contains "$T_ERR" "'x2'" "a missing input is named"
 
 # corrupt / truncated / wrong version
