@@ -1,6 +1,6 @@
 /* Unit tests for src/report: escaping, nice ticks, section id rules, that
- * charts escape their text and mark their data, and that the document holds
- * no scripts or external references. The browser rendering test is
+ * charts escape their text and mark their data, that legends sit below the
+ * plot, and that the document holds no scripts or external references. The browser rendering test is
  * tests/e2e/test_report_chromium.sh. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "millrace/report.h"
@@ -120,12 +121,66 @@ static void test_document(void **state)
     mr_report_free(NULL);
 }
 
+/* The value of attribute name in the first element at or after p. */
+static double attr(const char *p, const char *name)
+{
+    char key[32];
+    snprintf(key, sizeof(key), " %s=\"", name);
+    const char *a = strstr(p, key);
+    return a ? strtod(a + strlen(key), NULL) : NAN;
+}
+
+/* Legends sit below the plot area (never over a curve) and wrap into rows;
+ * faint series are grey, thin and left out of the legend. */
+static void test_legend_below_plot(void **state)
+{
+    (void)state;
+    mr_buf b;
+    mr_buf_init(&b);
+    mr_chart c;
+    mr_chart_init(&c);
+    double x[] = {0, 0.5, 1}, y[] = {0, 0.9, 1};
+    mr_series s[6] = {{"first series", x, y, 3, MR_SERIES_LINE},    {"second series", x, y, 3, MR_SERIES_STEP},
+                      {"a third, longer series name", x, y, 3, MR_SERIES_LINE}, {"fourth", x, y, 3, MR_SERIES_POINTS},
+                      {"never listed", x, y, 3, MR_SERIES_FAINT},  {"fifth series name", x, y, 3, MR_SERIES_LINE}};
+    assert_int_equal(mr_report_chart_line(&b, &c, s, 6, NULL), MR_OK);
+    const char *plot = strstr(b.data, "fill=\"#fafafa\""); /* the plot area's rect */
+    assert_non_null(plot);
+    while (plot > b.data && strncmp(plot, "<rect", 5)) plot--;
+    double plot_bottom = attr(plot, "y") + attr(plot, "height");
+    double svg_h = attr(b.data, "height");
+    assert_true(svg_h > 340); /* grown for the legend rows */
+    int n_items = 0, rows_seen = 0;
+    double last_y = -1;
+    for (const char *p = strstr(b.data, "width=\"10\" height=\"10\""); p; p = strstr(p + 1, "width=\"10\" height=\"10\"")) {
+        const char *r = p;
+        while (r > b.data && strncmp(r, "<rect", 5)) r--;
+        double ly = attr(r, "y");
+        assert_true(ly > plot_bottom + 14); /* under the x tick labels and axis label */
+        assert_true(ly + 10 <= svg_h);
+        if (ly != last_y) rows_seen++;
+        last_y = ly;
+        n_items++;
+    }
+    assert_int_equal(n_items, 5);
+    assert_true(rows_seen >= 2); /* five names do not fit one row of 520 px */
+    assert_null(strstr(b.data, "never listed"));
+    assert_non_null(strstr(b.data, "stroke=\"#c5ccd3\" stroke-width=\"1\""));
+    /* Without names: no legend, no extra height. */
+    b.len = 0;
+    mr_series anon = {NULL, x, y, 3, MR_SERIES_LINE};
+    assert_int_equal(mr_report_chart_line(&b, &c, &anon, 1, NULL), MR_OK);
+    assert_true(attr(b.data, "height") == 340);
+    mr_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_escape_ticks),
         cmocka_unit_test(test_charts),
         cmocka_unit_test(test_document),
+        cmocka_unit_test(test_legend_below_plot),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
