@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # evaluate's raw input: the model reads standardised features, but slices,
 # error lists and passthrough columns show the rows before the features
-# stage (raw: ${stages.split.test}), in the data's own units. Without raw
-# they show the standardised values. A raw table that
+# stage (raw: ${stages.split.test}), in the data's own units; the report
+# says so. Without raw they show the standardised values. A raw table that
 # is not the same rows is an error naming both row counts.
 . "$(dirname "$0")/lib.sh" "$@"
 
@@ -90,6 +90,7 @@ run_cmd "$PQTOOL" dump out/eval/predictions.parquet
 assert_eq "$(printf '%s\n' "$T_OUT" | head -1)" "row,id,label,score,income,plan,age" "predictions: passthrough and slice columns"
 assert_eq "$(printf '%s\n' "$T_OUT" | sed 1d | awk -F, '$5 < 20000 || $7 < 18 { bad++ } END { print bad + 0 }')" 0 \
     "passthrough and slice columns hold raw values"
+assert_contains "$(cat out/report/report.md)" "raw data's (before the features stage)" "the report says the values are raw"
 
 # raw must be the same rows.
 sed -i 's|raw: ${stages.split.test}|raw: ${stages.split.train}|' millrace.yaml
