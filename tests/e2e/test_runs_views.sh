@@ -133,8 +133,20 @@ assert_contains "$(cat cmp.html)" "Metric deltas (run 3 - run 1)" "a delta chart
 expect_exit 2 mr compare 1
 assert_contains "$T_ERR" "two runs or more" "one run is a usage error"
 
-# ---- the report op's artifact ---------------------------------------------------------
+# ---- status after run -S ------------------------------------------------------------
 expect_exit 0 mr run -S train.learning_rate=0.05
+expect_exit 0 mr status
+assert_match "$T_OUT" "stale +model" "after run -S, model is stale for the spec"
+assert_contains "$T_OUT" "the workspace holds the outputs of run 4 (-S train.learning_rate=0.05)" \
+    "status says whose outputs the workspace holds, with the override"
+assert_contains "$T_OUT" "param 'train.learning_rate' changed: 0.05 -> 0.1" "and the param, as written"
+assert_not_contains "$T_OUT" "0.10000000000000001" "no binary expansion of a param"
+assert_not_contains "$T_OUT" "outputs missing or modified" "not 'missing or modified': they are neither"
+chmod -R u+w out/model && rm -rf out/model
+expect_exit 0 mr status
+assert_contains "$T_OUT" "'out/model' is missing" "a missing output is named"
+
+# ---- the report op's artifact ---------------------------------------------------------
 expect_exit 0 mr run
 md=out/report/report.md
 assert_file "$md" "the report stage writes report.md"
