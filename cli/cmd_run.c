@@ -21,6 +21,8 @@ static const char run_help[] =
     "                        on it (default: start nothing new, let running stages finish)\n"
     "      --dry             show what would run; run nothing\n"
     "      --smoke           smoke mode: ops shrink their work; cached separately\n"
+    "      --name NAME       name the run (runs and show print it; show NAME finds it)\n"
+    "      --tag KEY[=VALUE] tag the run (repeatable; runs --tag KEY[=VALUE] filters)\n"
     "  -v, --verbose         print each stage's log when it finishes\n"
     "      --json            print a JSON summary on stdout\n"
     "  -C DIR                run in DIR instead of the current directory\n"
@@ -179,8 +181,8 @@ int cmd_run(int argc, char **argv)
     cli_common c = {0};
     mr_run_opts o = mr_run_opts_default();
     printer pr = {0};
-    const char **force = NULL, **down = NULL, **targets = NULL;
-    size_t n_force = 0, n_down = 0, n_targets = 0;
+    const char **force = NULL, **down = NULL, **targets = NULL, **tags = NULL;
+    size_t n_force = 0, n_down = 0, n_targets = 0, n_tags = 0;
     int rc = EXIT_OK;
     for (int i = 1; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i];
@@ -213,6 +215,19 @@ int cmd_run(int argc, char **argv)
             o.dry = 1;
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             pr.verbose = 1;
+        } else if (!strcmp(a, "--name") || !strcmp(a, "--tag")) {
+            mr_error e;
+            mr_error_init(&e);
+            if (i + 1 >= argc)
+                rc = cli_usage_error("run", "%s needs a value", a);
+            else if (a[2] == 'n' && mr_run_name_check(argv[i + 1], &e) != MR_OK)
+                rc = cli_usage_error("run", "%s", e.msg);
+            else if (a[2] == 't' && mr_run_tag_check(argv[i + 1], &e) != MR_OK)
+                rc = cli_usage_error("run", "%s", e.msg);
+            else if (a[2] == 'n')
+                o.name = argv[++i];
+            else
+                push(&tags, &n_tags, argv[++i]);
         } else if (a[0] == '-') {
             rc = cli_usage_error("run", "unknown option '%s'", a);
         } else {
@@ -232,6 +247,8 @@ int cmd_run(int argc, char **argv)
         o.n_downstream = n_down;
         o.targets = targets;
         o.n_targets = n_targets;
+        o.tags = tags;
+        o.n_tags = n_tags;
         o.smoke = c.smoke;
         o.argv = cli_argv_joined;
         o.self_exe = cli_self_exe;
@@ -257,6 +274,7 @@ int cmd_run(int argc, char **argv)
     mr_free(force);
     mr_free(down);
     mr_free(targets);
+    mr_free(tags);
     cli_common_free(&c);
     return rc;
 }

@@ -1,36 +1,80 @@
-/* millrace runs / show / compare / verify / gc: the run store and the
- * artifact store. Text output is rendered here from the library's JSON. */
+/* millrace runs / show / compare: the run store's read views, printed as
+ * aligned text tables or (--json) as the library's JSON documents. */
 #include "cli.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
+/* ---- a text table: columns sized to their widest cell --------------------- */
 
-static int open_ws(cli_common *c, const char *verb, int argc, char **argv, const char **pos, int max_pos, int *n_pos,
-                   mr_workspace **ws, int *keep_runs, int *dry)
+#define MAX_COLS 64
+
+typedef struct table {
+    const char *head[MAX_COLS];
+    int right[MAX_COLS]; /* right-aligned (numbers) */
+    size_t n_cols;
+    char **cells;        /* row-major, owned */
+    size_t n_rows, cap;
+} table;
+
+static void table_col(table *t, const char *head, int right)
 {
-    *n_pos = 0;
-    for (int i = 1; i < argc; i++) {
-        int k = cli_common_opt(c, argc, argv, &i);
-        if (k < 0) return cli_usage_error(verb, "option '%s' needs a value", argv[i]);
-        if (k) continue;
-        if (keep_runs && !strcmp(argv[i], "--keep-runs")) {
-            char *end = NULL;
-            long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : -1;
-            if (i + 1 >= argc || !end || *end || v < 0) return cli_usage_error(verb, "--keep-runs expects a number >= 0");
-            *keep_runs = (int)v;
-            i++;
-        } else if (dry && (!strcmp(argv[i], "--dry") || !strcmp(argv[i], "--dry-run"))) {
-            *dry = 1;
-        } else if (argv[i][0] == '-' && !(argv[i][1] >= '0' && argv[i][1] <= '9')) {
-            return cli_usage_error(verb, "unknown option '%s'", argv[i]);
-        } else if (*n_pos < max_pos) {
-            pos[(*n_pos)++] = argv[i];
-        } else {
-            return cli_usage_error(verb, "unexpected argument '%s'", argv[i]);
+    if (t->n_cols == MAX_COLS) return;
+    t->head[t->n_cols] = head;
+    t->right[t->n_cols++] = right;
+}
+
+/* Appends one row (n_cols cells, copied). */
+static int table_row(table *t, char *const *cells)
+{
+    if (t->n_rows == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 32;
+        char **c = mr_realloc(t->cells, cap * t->n_cols * sizeof(*c));
+        if (!c) return -1;
+        t->cells = c;
+        t->cap = cap;
+    }
+    for (size_t j = 0; j < t->n_cols; j++) t->cells[t->n_rows * t->n_cols + j] = mr_strdup(cells[j] ? cells[j] : "");
+    t->n_rows++;
+    return 0;
+}
+
+static void table_print(const table *t, const char *indent)
+{
+    size_t w[MAX_COLS];
+    mr_buf line;
+    mr_buf_init(&line);
+    for (size_t j = 0; j < t->n_cols; j++) {
+        w[j] = strlen(t->head[j]);
+        for (size_t i = 0; i < t->n_rows; i++) {
+            const char *c = t->cells[i * t->n_cols + j];
+            if (c && strlen(c) > w[j]) w[j] = strlen(c);
         }
     }
+    for (size_t i = 0; i <= t->n_rows; i++) {
+        line.len = 0;
+        mr_buf_puts(&line, indent);
+        for (size_t j = 0; j < t->n_cols; j++) {
+            const char *c = i == 0 ? t->head[j] : t->cells[(i - 1) * t->n_cols + j];
+            mr_buf_printf(&line, t->right[j] ? "%*s  " : "%-*s  ", (int)w[j], c ? c : "");
+        }
+        while (line.len && line.data[line.len - 1] == ' ') line.len--; /* no trailing blanks */
+        printf("%.*s\n", (int)line.len, line.data ? line.data : "");
+    }
+    mr_buf_free(&line);
+}
+
+static void table_free(table *t)
+{
+    for (size_t i = 0; t->cells && i < t->n_rows * t->n_cols; i++) mr_free(t->cells[i]);
+    mr_free(t->cells);
+}
+
+/* ---- shared helpers -------------------------------------------------------- */
+
+static int open_store(const cli_common *c, mr_workspace **ws)
+{
     mr_error err;
     mr_error_init(&err);
     if (mr_workspace_open(c->dir ? c->dir : ".", 1, 0, ws, &err) != MR_OK) {
@@ -40,316 +84,415 @@ static int open_ws(cli_common *c, const char *verb, int argc, char **argv, const
     return EXIT_OK;
 }
 
-static json_t *parse_buf(const mr_buf *b) { return json_loadb(b->data ? b->data : "{}", b->len, 0, NULL); }
+static int is_run_ref(const char *a) { return a[0] != '-' || (a[1] >= '0' && a[1] <= '9'); }
 
-static const char *jstr(json_t *o, const char *k)
+/* A value for a table cell: params as written, a metric's float "%.6g". */
+static char *cell_text(const mr_value *v)
 {
-    const char *s = json_string_value(json_object_get(o, k));
-    return s ? s : "";
+    mr_buf b;
+    mr_buf_init(&b);
+    if (v && v->kind == MR_V_FLOAT && !v->str)
+        mr_buf_printf(&b, "%.6g", v->u.f);
+    else
+        mr_runstore_value_text(v, &b);
+    char *s = mr_strdup(b.data ? b.data : "");
+    mr_buf_free(&b);
+    return s;
 }
 
-static void fmt_num(json_t *v, char *buf, size_t n)
+static void tags_text(const mr_run_summary *r, mr_buf *b)
 {
-    if (!v || json_is_null(v)) snprintf(buf, n, "-");
-    else if (json_is_integer(v)) snprintf(buf, n, "%lld", (long long)json_integer_value(v));
-    else if (json_is_real(v)) snprintf(buf, n, "%.6g", json_real_value(v));
-    else {
-        char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-        snprintf(buf, n, "%s", t ? t : "?");
-        free(t);
+    for (size_t i = 0; i < r->n_tags; i++)
+        mr_buf_printf(b, "%s%s%s%s", i ? "," : "", r->tags[i].key, r->tags[i].value ? "=" : "",
+                      r->tags[i].value ? r->tags[i].value : "");
+}
+
+/* Appends v to a growable array of strings (the repeatable options). */
+static int push(const char ***arr, size_t *n, const char *v)
+{
+    const char **a = mr_realloc(*arr, (*n + 1) * sizeof(*a));
+    if (!a) return -1;
+    a[(*n)++] = v;
+    *arr = a;
+    return 0;
+}
+
+/* ---- runs ------------------------------------------------------------------ */
+
+static const char runs_help[] =
+    "usage: millrace runs [N] [--columns COL,...] [--sort [-]COL] [--tag KEY[=VALUE]]... [--json] [-C DIR]\n"
+    "\n"
+    "Lists the newest N runs (default 20; 0 = all), or with --sort the first N in that order.\n"
+    "\n"
+    "  --columns COL,...    extra columns: params.PATH (params.train.learning_rate),\n"
+    "                       metrics.STAGE.NAME (a metric's final value: metrics.eval.test.auc),\n"
+    "                       or a run field: id name status started seconds ran cached failed\n"
+    "                       skipped commit tags\n"
+    "  --sort COL           sort by a column, ascending; --sort -COL descending. Runs without\n"
+    "                       a value come last\n"
+    "  --tag KEY[=VALUE]    only runs tagged KEY (with that VALUE); repeatable, all must match\n";
+
+static void runs_table(const mr_run_list *l)
+{
+    table t;
+    memset(&t, 0, sizeof(t));
+    int any_name = 0, any_tags = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        any_name |= l->runs[i].name != NULL;
+        any_tags |= l->runs[i].n_tags > 0;
     }
+    table_col(&t, "RUN", 0);
+    if (any_name) table_col(&t, "NAME", 0);
+    table_col(&t, "STARTED", 0);
+    table_col(&t, "STATUS", 0);
+    table_col(&t, "SECONDS", 1);
+    table_col(&t, "RAN", 1);
+    table_col(&t, "CACHED", 1);
+    table_col(&t, "FAILED", 1);
+    table_col(&t, "COMMIT", 0);
+    for (size_t j = 0; j < l->n_columns; j++) table_col(&t, l->columns[j], 1);
+    if (any_tags) table_col(&t, "TAGS", 0);
+    for (size_t i = 0; i < l->n; i++) {
+        const mr_run_summary *r = &l->runs[i];
+        char *cells[MAX_COLS] = {0};
+        char started[32];
+        size_t k = 0;
+        mr_iso_time(r->started, started, sizeof(started));
+        cells[k++] = mr_asprintf("%lld", (long long)r->id);
+        if (any_name) cells[k++] = mr_strdup(r->name ? r->name : "");
+        cells[k++] = mr_strdup(started);
+        cells[k++] = mr_strdup(r->status ? r->status : "");
+        cells[k++] = isnan(r->ended) ? mr_strdup("-") : mr_asprintf("%.2f", r->ended - r->started);
+        cells[k++] = mr_asprintf("%lld", (long long)r->n_executed);
+        cells[k++] = mr_asprintf("%lld", (long long)r->n_cached);
+        cells[k++] = mr_asprintf("%lld", (long long)r->n_failed);
+        cells[k++] = mr_asprintf("%.10s%s%s", r->git_commit ? r->git_commit : "", r->git_dirty ? "+dirty" : "",
+                                 r->smoke ? " (smoke)" : "");
+        for (size_t j = 0; j < l->n_columns && k < MAX_COLS; j++) cells[k++] = cell_text(l->cells[i * l->n_columns + j]);
+        if (any_tags && k < MAX_COLS) {
+            mr_buf b;
+            mr_buf_init(&b);
+            tags_text(r, &b);
+            cells[k++] = mr_strdup(b.data ? b.data : "");
+            mr_buf_free(&b);
+        }
+        table_row(&t, cells);
+        for (size_t q = 0; q < k; q++) mr_free(cells[q]);
+    }
+    table_print(&t, "");
+    table_free(&t);
 }
 
 int cmd_runs(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
-        fputs("usage: millrace runs [N] [--json] [-C DIR]\n\nLists the newest N runs (default 20; 0 = all).\n", stdout);
+        fputs(runs_help, stdout);
         return EXIT_OK;
     }
     cli_common c = {0};
-    const char *pos[1];
-    int n_pos;
+    const char **tags = NULL, *limit_arg = NULL, *sort = NULL;
+    char **columns = NULL;
+    size_t n_tags = 0, n_columns = 0;
     mr_workspace *ws = NULL;
-    int rc = open_ws(&c, "runs", argc, argv, pos, 1, &n_pos, &ws, NULL, NULL);
+    int rc = EXIT_OK;
+    for (int i = 1; i < argc && rc == EXIT_OK; i++) {
+        int k = cli_common_opt(&c, argc, argv, &i);
+        if (k < 0) rc = cli_usage_error("runs", "option '%s' needs a value", argv[i]);
+        if (k) continue;
+        if (!strcmp(argv[i], "--columns") || !strcmp(argv[i], "--tag") || !strcmp(argv[i], "--sort")) {
+            if (i + 1 >= argc) {
+                rc = cli_usage_error("runs", "%s needs a value", argv[i]);
+            } else if (!strcmp(argv[i], "--sort")) {
+                sort = argv[++i];
+            } else if (!strcmp(argv[i], "--tag")) {
+                push(&tags, &n_tags, argv[++i]);
+            } else if (columns) {
+                rc = cli_usage_error("runs", "--columns given twice (list them once: --columns A,B)");
+            } else if (!(columns = cli_split_list(argv[++i], &n_columns))) {
+                rc = EXIT_FAILED;
+            }
+        } else if (is_run_ref(argv[i]) && !limit_arg) {
+            char *end = NULL;
+            long v = strtol(argv[i], &end, 10);
+            if (!end || *end || v < 0) rc = cli_usage_error("runs", "N must be a number >= 0, got '%s'", argv[i]);
+            limit_arg = argv[i];
+        } else if (argv[i][0] == '-') {
+            rc = cli_usage_error("runs", "unknown option '%s'", argv[i]);
+        } else {
+            rc = cli_usage_error("runs", "unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (rc == EXIT_OK) rc = open_store(&c, &ws);
     if (rc == EXIT_OK) {
-        int limit = n_pos ? (int)strtol(pos[0], NULL, 10) : 20;
-        mr_buf out;
-        mr_buf_init(&out);
         mr_error err;
         mr_error_init(&err);
-        if (mr_runstore_runs_json(ws->rs, limit, &out, &err) != MR_OK) {
+        mr_runs_query q = {limit_arg ? (int)strtol(limit_arg, NULL, 10) : 20, tags, n_tags,
+                           (const char *const *)columns, n_columns, sort};
+        mr_run_list *l = NULL;
+        mr_buf out;
+        mr_buf_init(&out);
+        mr_status st = mr_runstore_runs(ws->rs, &q, &l, &err);
+        if (st == MR_OK && c.json) st = mr_run_list_json(l, &out, &err);
+        if (st != MR_OK) {
             mr_log_error(&err);
-            rc = EXIT_FAILED;
+            rc = cli_status_exit(st == MR_E_NOT_FOUND ? MR_E_INVALID_ARG : st);
         } else if (c.json) {
             cli_print(&out);
             printf("\n");
         } else {
-            json_t *j = parse_buf(&out);
-            printf("%-5s %-20s %-11s %8s %5s %6s %6s  %s\n", "RUN", "STARTED", "STATUS", "SECONDS", "RAN", "CACHED", "FAILED",
-                   "COMMIT");
-            size_t k;
-            json_t *r;
-            json_array_foreach(json_object_get(j, "runs"), k, r)
-            {
-                char dur[32];
-                fmt_num(json_object_get(r, "duration_s"), dur, sizeof(dur));
-                if (json_is_real(json_object_get(r, "duration_s")))
-                    snprintf(dur, sizeof(dur), "%.2f", json_real_value(json_object_get(r, "duration_s")));
-                const char *commit = jstr(r, "git_commit");
-                printf("%-5lld %-20s %-11s %8s %5lld %6lld %6lld  %.10s%s%s\n", (long long)json_integer_value(json_object_get(r, "id")),
-                       jstr(r, "started"), jstr(r, "status"), dur, (long long)json_integer_value(json_object_get(r, "n_executed")),
-                       (long long)json_integer_value(json_object_get(r, "n_cached")),
-                       (long long)json_integer_value(json_object_get(r, "n_failed")), commit,
-                       json_is_true(json_object_get(r, "git_dirty")) ? "+dirty" : "",
-                       json_is_true(json_object_get(r, "smoke")) ? " (smoke)" : "");
-            }
-            json_decref(j);
+            runs_table(l);
         }
         mr_buf_free(&out);
+        mr_run_list_free(l);
     }
     mr_workspace_close(ws);
+    mr_free(tags);
+    cli_free_list(columns);
     cli_common_free(&c);
     return rc;
+}
+
+/* ---- show ------------------------------------------------------------------ */
+
+static void show_text(const mr_run_detail *d)
+{
+    const mr_run_summary *run = &d->run;
+    char started[32];
+    mr_iso_time(run->started, started, sizeof(started));
+    printf("run %lld  %s  started %s", (long long)run->id, run->status ? run->status : "", started);
+    if (!isnan(run->ended)) printf("  %.2fs", run->ended - run->started);
+    printf("\n");
+    if (run->name) printf("  name:    %s\n", run->name);
+    if (run->n_tags) {
+        mr_buf b;
+        mr_buf_init(&b);
+        tags_text(run, &b);
+        printf("  tags:    %s\n", b.data ? b.data : "");
+        mr_buf_free(&b);
+    }
+    printf("  command: %s\n", run->argv ? run->argv : "");
+    if (run->git_commit && run->git_commit[0]) printf("  commit:  %s%s\n", run->git_commit, run->git_dirty ? " (dirty)" : "");
+    mr_buf pj;
+    mr_buf_init(&pj);
+    mr_value_to_json(run->params, 1, &pj);
+    printf("  params:  %s\n\n", pj.data ? pj.data : "{}");
+    mr_buf_free(&pj);
+    printf("  %-20s %-9s %8s %8s %9s %10s %10s\n", "STAGE", "STATUS", "WALL s", "CPU s", "RSS MB", "READ MB", "WRITE MB");
+    for (size_t k = 0; k < d->n_stages; k++) {
+        const mr_stage_run *s = &d->stages[k];
+        double wall = isnan(s->wall_s) ? 0 : s->wall_s, cpu = (isnan(s->user_s) ? 0 : s->user_s) + (isnan(s->sys_s) ? 0 : s->sys_s);
+        printf("  %-20s %-9s %8.2f %8.2f %9.1f %10.2f %10.2f\n", s->stage, s->status, wall, cpu, (double)s->max_rss_kb / 1024.0,
+               (double)s->bytes_read / 1e6, (double)s->bytes_written / 1e6);
+        if (s->error) printf("      error: %s\n", s->error);
+    }
+    /* The final value of each metric, with the number of steps of a curve. */
+    if (run->n_finals) printf("\n  %-20s %-30s %14s %8s\n", "STAGE", "METRIC", "FINAL", "STEPS");
+    for (size_t q = 0; q < run->n_finals; q++) {
+        const mr_run_final *f = &run->finals[q];
+        char v[64];
+        if (isnan(f->value))
+            snprintf(v, sizeof(v), "-");
+        else
+            snprintf(v, sizeof(v), "%.6g", f->value);
+        printf("  %-20s %-30s %14s %8zu\n", f->stage, f->name, v, f->n_steps);
+    }
 }
 
 int cmd_show(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
         fputs("usage: millrace show [RUN] [--json] [-C DIR]\n\n"
-              "Shows one run (default: the latest): status, git commit, params, and per stage\n"
-              "its key, cached or executed, wall and CPU time, peak RSS, bytes read/written and\n"
-              "metrics. RUN is an id, 'latest', or -N for the N-th newest.\n",
+              "Shows one run (default: the latest): status, name, tags, git commit, params, and per\n"
+              "stage its key, cached or executed, wall and CPU time, peak RSS, bytes read/written and\n"
+              "metrics. RUN is an id, a run name, 'latest', or -N for the N-th newest.\n",
               stdout);
         return EXIT_OK;
     }
     cli_common c = {0};
-    const char *pos[1];
-    int n_pos;
+    const char *ref = NULL;
     mr_workspace *ws = NULL;
-    int rc = open_ws(&c, "show", argc, argv, pos, 1, &n_pos, &ws, NULL, NULL);
+    int rc = EXIT_OK;
+    for (int i = 1; i < argc && rc == EXIT_OK; i++) {
+        int k = cli_common_opt(&c, argc, argv, &i);
+        if (k < 0) rc = cli_usage_error("show", "option '%s' needs a value", argv[i]);
+        if (k) continue;
+        if (!is_run_ref(argv[i]))
+            rc = cli_usage_error("show", "unknown option '%s'", argv[i]);
+        else if (ref)
+            rc = cli_usage_error("show", "unexpected argument '%s'", argv[i]);
+        else
+            ref = argv[i];
+    }
+    if (rc == EXIT_OK) rc = open_store(&c, &ws);
     if (rc == EXIT_OK) {
         mr_error err;
         mr_error_init(&err);
-        int64_t id;
+        int64_t id = 0;
+        mr_run_detail *d = NULL;
         mr_buf out;
         mr_buf_init(&out);
-        if (mr_runstore_resolve_run(ws->rs, n_pos ? pos[0] : "latest", &id, &err) != MR_OK ||
-            mr_runstore_show_json(ws->rs, id, &out, &err) != MR_OK) {
+        mr_status st = mr_runstore_resolve_run(ws->rs, ref ? ref : "latest", &id, &err);
+        if (st == MR_OK) st = mr_runstore_run_detail(ws->rs, id, &d, &err);
+        if (st == MR_OK && c.json) st = mr_run_detail_json(d, &out, &err);
+        if (st != MR_OK) {
             mr_log_error(&err);
-            rc = EXIT_USAGE;
+            rc = st == MR_E_NOT_FOUND ? EXIT_USAGE : cli_status_exit(st);
         } else if (c.json) {
             cli_print(&out);
             printf("\n");
         } else {
-            json_t *j = parse_buf(&out), *run = json_object_get(j, "run");
-            printf("run %lld  %s  started %s", (long long)id, jstr(run, "status"), jstr(run, "started"));
-            if (json_is_real(json_object_get(run, "duration_s")))
-                printf("  %.2fs", json_real_value(json_object_get(run, "duration_s")));
-            printf("\n  command: %s\n", jstr(run, "argv"));
-            if (jstr(run, "git_commit")[0])
-                printf("  commit:  %s%s\n", jstr(run, "git_commit"), json_is_true(json_object_get(run, "git_dirty")) ? " (dirty)" : "");
-            char *params = json_dumps(json_object_get(run, "params"), JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY | JSON_REAL_PRECISION(15));
-            printf("  params:  %s\n\n", params ? params : "{}");
-            free(params);
-            printf("  %-20s %-9s %8s %8s %9s %10s %10s\n", "STAGE", "STATUS", "WALL s", "CPU s", "RSS MB", "READ MB", "WRITE MB");
-            size_t k;
-            json_t *s;
-            json_array_foreach(json_object_get(j, "stages"), k, s)
-            {
-                double cpu = json_number_value(json_object_get(s, "user_s")) + json_number_value(json_object_get(s, "sys_s"));
-                printf("  %-20s %-9s %8.2f %8.2f %9.1f %10.2f %10.2f\n", jstr(s, "stage"), jstr(s, "status"),
-                       json_number_value(json_object_get(s, "wall_s")), cpu,
-                       json_number_value(json_object_get(s, "max_rss_kb")) / 1024.0,
-                       json_number_value(json_object_get(s, "bytes_read")) / 1e6,
-                       json_number_value(json_object_get(s, "bytes_written")) / 1e6);
-                if (json_is_string(json_object_get(s, "error"))) printf("      error: %s\n", jstr(s, "error"));
-            }
-            /* Metrics arrive ordered by stage, name, step: print the final
-             * value of each, with the number of steps of a curve. */
-            json_t *mets = json_object_get(j, "metrics");
-            size_t n_m = json_array_size(mets);
-            if (n_m) printf("\n  %-20s %-30s %14s %8s\n", "STAGE", "METRIC", "FINAL", "STEPS");
-            size_t run_len = 0;
-            for (size_t q = 0; q < n_m; q++) {
-                json_t *m = json_array_get(mets, q), *next = q + 1 < n_m ? json_array_get(mets, q + 1) : NULL;
-                run_len++;
-                if (next && !strcmp(jstr(m, "stage"), jstr(next, "stage")) && !strcmp(jstr(m, "name"), jstr(next, "name")))
-                    continue;
-                char v[64];
-                fmt_num(json_object_get(m, "value"), v, sizeof(v));
-                printf("  %-20s %-30s %14s %8zu\n", jstr(m, "stage"), jstr(m, "name"), v, run_len);
-                run_len = 0;
-            }
-            json_decref(j);
+            show_text(d);
         }
         mr_buf_free(&out);
+        mr_run_detail_free(d);
     }
     mr_workspace_close(ws);
     cli_common_free(&c);
     return rc;
+}
+
+/* ---- compare --------------------------------------------------------------- */
+
+static void compare_text(const mr_run_compare *cmp, const char *const *refs)
+{
+    size_t n = cmp->n_runs;
+    table t;
+    memset(&t, 0, sizeof(t));
+    table_col(&t, "PARAM", 0);
+    for (size_t r = 0; r < n; r++) table_col(&t, refs[r], 1);
+    table_col(&t, "", 0);
+    for (size_t i = 0; i < cmp->n_params; i++) {
+        char *cells[MAX_COLS] = {0};
+        cells[0] = mr_strdup(cmp->params[i].path);
+        for (size_t r = 0; r < n && r + 2 < MAX_COLS; r++) cells[r + 1] = cell_text(cmp->params[i].values[r]);
+        cells[n + 1] = mr_strdup(cmp->params[i].changed ? "*" : "");
+        table_row(&t, cells);
+        for (size_t q = 0; q < n + 2; q++) mr_free(cells[q]);
+    }
+    table_print(&t, "");
+    table_free(&t);
+
+    memset(&t, 0, sizeof(t));
+    table_col(&t, "METRIC", 0);
+    for (size_t r = 0; r < n; r++) table_col(&t, refs[r], 1);
+    if (n == 2) table_col(&t, "DELTA", 1);
+    table_col(&t, "", 0);
+    for (size_t i = 0; i < cmp->n_metrics; i++) {
+        const mr_compare_metric *m = &cmp->metrics[i];
+        char *cells[MAX_COLS] = {0};
+        size_t k = 0;
+        cells[k++] = mr_asprintf("%s.%s", m->stage, m->name);
+        for (size_t r = 0; r < n && k + 2 < MAX_COLS; r++)
+            cells[k++] = m->present[r] && !isnan(m->values[r]) ? mr_asprintf("%.6g", m->values[r]) : mr_strdup("-");
+        if (n == 2)
+            cells[k++] = m->present[0] && m->present[1] && !isnan(m->values[1] - m->values[0])
+                             ? mr_asprintf("%.6g", m->values[1] - m->values[0])
+                             : mr_strdup("-");
+        cells[k++] = mr_strdup(m->changed ? "*" : "");
+        table_row(&t, cells);
+        for (size_t q = 0; q < k; q++) mr_free(cells[q]);
+    }
+    printf("\n");
+    table_print(&t, "");
+    table_free(&t);
+    printf("\n");
+    for (size_t i = 0; i < cmp->n_stages; i++)
+        if (cmp->stages[i].changed) printf("stage %s: key changed\n", cmp->stages[i].stage);
+}
+
+static const char compare_help[] =
+    "usage: millrace compare RUN RUN [RUN...] [--json | --html [-o FILE]] [-C DIR]\n\n"
+    "Params and final metrics of two or more runs side by side; rows whose values differ\n"
+    "are marked *, two runs also get the metric deltas, and stages whose key differs are\n"
+    "listed. --html writes a self-contained HTML page instead (default compare-A-B[-C...].html):\n"
+    "the params and metrics tables with differences highlighted, charts of each run's metric\n"
+    "changes from the first, and the evaluation curves of every run overlaid.\n";
+
+/* The default page name: compare-A-B[-C...].html. */
+static char *default_html(const int64_t *ids, size_t n)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    mr_buf_puts(&b, "compare");
+    for (size_t r = 0; r < n; r++) mr_buf_printf(&b, "-%lld", (long long)ids[r]);
+    mr_buf_puts(&b, ".html");
+    char *s = mr_strdup(b.data ? b.data : "compare.html");
+    mr_buf_free(&b);
+    return s;
 }
 
 int cmd_compare(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
-        fputs("usage: millrace compare RUN_A RUN_B [--json | --html [-o FILE]] [-C DIR]\n\n"
-              "Params and final metrics of two runs side by side; changed params and metric\n"
-              "deltas are marked, and stages whose key differs are listed. --html writes a\n"
-              "self-contained HTML page instead (default compare-A-B.html): params diff, metric\n"
-              "deltas chart, and the evaluation curves of both runs overlaid.\n",
-              stdout);
+        fputs(compare_help, stdout);
         return EXIT_OK;
     }
     cli_common c = {0};
-    const char *pos[2];
-    int n_pos;
+    const char **refs = NULL, *html_out = NULL;
+    size_t n = 0;
+    int html = 0, rc = EXIT_OK;
     mr_workspace *ws = NULL;
-    /* --html and -o FILE are taken out before the common parsing. */
-    int html = 0, nargc = 0;
-    const char *html_out = NULL;
-    char **nargv = mr_calloc((size_t)argc + 1, sizeof(char *));
-    if (!nargv) return EXIT_FAILED;
-    for (int i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "--html")) html = 1;
-        else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc) html_out = argv[++i];
-        else nargv[nargc++] = argv[i];
+    int64_t *ids = NULL;
+    char *def_out = NULL;
+    for (int i = 1; i < argc && rc == EXIT_OK; i++) {
+        int k = cli_common_opt(&c, argc, argv, &i);
+        if (k < 0) rc = cli_usage_error("compare", "option '%s' needs a value", argv[i]);
+        if (k) continue;
+        if (!strcmp(argv[i], "--html"))
+            html = 1;
+        else if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc)
+            html_out = argv[++i];
+        else if (!is_run_ref(argv[i]))
+            rc = cli_usage_error("compare", "unknown option '%s'", argv[i]);
+        else if (push(&refs, &n, argv[i]) != 0)
+            rc = EXIT_FAILED;
     }
-    int rc = open_ws(&c, "compare", nargc, nargv, pos, 2, &n_pos, &ws, NULL, NULL);
-    if (rc == EXIT_OK && n_pos != 2) rc = cli_usage_error("compare", "expected two runs, e.g. `millrace compare 3 4`");
+    if (rc == EXIT_OK && n < 2)
+        rc = cli_usage_error("compare", "expected two runs or more, e.g. `millrace compare 3 4` or `millrace compare 3 4 5`");
     if (rc == EXIT_OK && html_out && !html) rc = cli_usage_error("compare", "-o needs --html");
-    if (rc == EXIT_OK && html) {
+    if (rc == EXIT_OK) rc = open_store(&c, &ws);
+    if (rc == EXIT_OK && !(ids = mr_calloc(n, sizeof(*ids)))) rc = EXIT_FAILED;
+    if (rc == EXIT_OK) {
         mr_error err;
         mr_error_init(&err);
-        int64_t a, b;
-        char def_out[96];
-        if (mr_runstore_resolve_run(ws->rs, pos[0], &a, &err) != MR_OK || mr_runstore_resolve_run(ws->rs, pos[1], &b, &err) != MR_OK) {
+        mr_status st = MR_OK;
+        for (size_t r = 0; r < n && st == MR_OK; r++) st = mr_runstore_resolve_run(ws->rs, refs[r], &ids[r], &err);
+        if (st != MR_OK) {
             mr_log_error(&err);
             rc = EXIT_USAGE;
-        } else {
-            snprintf(def_out, sizeof(def_out), "compare-%lld-%lld.html", (long long)a, (long long)b);
-            if (!html_out) html_out = def_out;
+        } else if (html) {
+            if (!html_out) html_out = def_out = default_html(ids, n);
             mr_pool_init(0, NULL);
-            if (mr_run_compare_html(ws, a, b, html_out, &err) != MR_OK) {
+            st = html_out ? mr_run_compare_html(ws, ids, n, html_out, &err) : MR_ERR(&err, MR_E_NOMEM, "out of memory");
+            if (st != MR_OK) {
                 mr_log_error(&err);
                 rc = cli_status_exit(err.code);
             } else {
                 printf("wrote %s\n", html_out);
             }
-        }
-    } else if (rc == EXIT_OK) {
-        mr_error err;
-        mr_error_init(&err);
-        int64_t a, b;
-        mr_buf out;
-        mr_buf_init(&out);
-        if (mr_runstore_resolve_run(ws->rs, pos[0], &a, &err) != MR_OK || mr_runstore_resolve_run(ws->rs, pos[1], &b, &err) != MR_OK ||
-            mr_runstore_compare_json(ws->rs, a, b, &out, &err) != MR_OK) {
-            mr_log_error(&err);
-            rc = EXIT_USAGE;
-        } else if (c.json) {
-            cli_print(&out);
-            printf("\n");
         } else {
-            json_t *j = parse_buf(&out);
-            size_t k;
-            json_t *p;
-            printf("%-32s %16s %16s\n", "PARAM", pos[0], pos[1]);
-            json_array_foreach(json_object_get(j, "params"), k, p)
-            {
-                char va[64], vb[64];
-                fmt_num(json_object_get(p, "a"), va, sizeof(va));
-                fmt_num(json_object_get(p, "b"), vb, sizeof(vb));
-                printf("%-32s %16s %16s%s\n", jstr(p, "path"), va, vb, json_is_true(json_object_get(p, "changed")) ? "  *" : "");
+            mr_run_compare *cmp = NULL;
+            mr_buf out;
+            mr_buf_init(&out);
+            st = mr_runstore_compare(ws->rs, ids, n, &cmp, &err);
+            if (st == MR_OK && c.json) st = mr_run_compare_json(cmp, &out, &err);
+            if (st != MR_OK) {
+                mr_log_error(&err);
+                rc = cli_status_exit(st);
+            } else if (c.json) {
+                cli_print(&out);
+                printf("\n");
+            } else {
+                compare_text(cmp, refs);
             }
-            printf("\n%-32s %16s %16s %14s\n", "METRIC", pos[0], pos[1], "DELTA");
-            json_array_foreach(json_object_get(j, "metrics"), k, p)
-            {
-                char va[64], vb[64], vd[64], name[256];
-                fmt_num(json_object_get(p, "a"), va, sizeof(va));
-                fmt_num(json_object_get(p, "b"), vb, sizeof(vb));
-                fmt_num(json_object_get(p, "delta"), vd, sizeof(vd));
-                snprintf(name, sizeof(name), "%s.%s", jstr(p, "stage"), jstr(p, "name"));
-                printf("%-32s %16s %16s %14s\n", name, va, vb, vd);
-            }
-            printf("\n");
-            json_array_foreach(json_object_get(j, "stages"), k, p)
-            {
-                if (json_is_true(json_object_get(p, "changed"))) printf("stage %s: key changed\n", jstr(p, "stage"));
-            }
-            json_decref(j);
+            mr_buf_free(&out);
+            mr_run_compare_free(cmp);
         }
-        mr_buf_free(&out);
     }
     mr_workspace_close(ws);
-    cli_common_free(&c);
-    mr_free(nargv);
-    return rc;
-}
-
-int cmd_verify(int argc, char **argv)
-{
-    if (cli_wants_help(argc, argv)) {
-        fputs("usage: millrace verify [--json] [-C DIR]\n\n"
-              "Re-hashes every artifact in .millrace/objects and checks that every output\n"
-              "millrace.lock names is present. Exit 1 if anything is corrupt or missing.\n",
-              stdout);
-        return EXIT_OK;
-    }
-    cli_common c = {0};
-    const char *pos[1];
-    int n_pos;
-    mr_workspace *ws = NULL;
-    int rc = open_ws(&c, "verify", argc, argv, pos, 0, &n_pos, &ws, NULL, NULL);
-    if (rc == EXIT_OK) {
-        mr_error err;
-        mr_error_init(&err);
-        mr_buf out;
-        mr_buf_init(&out);
-        int n_problems = 0;
-        mr_pool_init(0, NULL);
-        if (mr_pipeline_verify(ws, c.json, &out, &n_problems, &err) != MR_OK) {
-            mr_log_error(&err);
-            rc = EXIT_FAILED;
-        } else {
-            cli_print(&out);
-            rc = n_problems ? EXIT_FAILED : EXIT_OK;
-        }
-        mr_buf_free(&out);
-    }
-    mr_workspace_close(ws);
-    cli_common_free(&c);
-    return rc;
-}
-
-int cmd_gc(int argc, char **argv)
-{
-    if (cli_wants_help(argc, argv)) {
-        fputs("usage: millrace gc [--keep-runs N] [--dry] [--json] [-C DIR]\n\n"
-              "Deletes every artifact that neither millrace.lock nor one of the newest N runs\n"
-              "references (default: keep every run's artifacts; --keep-runs 0 keeps only what\n"
-              "the lock references). Cache entries whose artifacts are gone are dropped.\n",
-              stdout);
-        return EXIT_OK;
-    }
-    cli_common c = {0};
-    const char *pos[1];
-    int n_pos, keep = -1, dry = 0;
-    mr_workspace *ws = NULL;
-    int rc = open_ws(&c, "gc", argc, argv, pos, 0, &n_pos, &ws, &keep, &dry);
-    if (rc == EXIT_OK) {
-        mr_error err;
-        mr_error_init(&err);
-        mr_buf out;
-        mr_buf_init(&out);
-        if (mr_pipeline_gc(ws, keep, dry, c.json, &out, &err) != MR_OK) {
-            mr_log_error(&err);
-            rc = EXIT_FAILED;
-        } else {
-            cli_print(&out);
-        }
-        mr_buf_free(&out);
-    }
-    mr_workspace_close(ws);
+    mr_free(ids);
+    mr_free(def_out);
+    mr_free(refs);
     cli_common_free(&c);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* millrace tune show STAGE [--json]: the leaderboard of the newest study
- * of a tune stage (from the run store's tune_trials), and parameter
- * importances (fANOVA-lite, mr_tune_importance) over its complete trials. */
+ * of a tune stage (the run store's trials, mr_runstore_trials), and
+ * parameter importances (fANOVA-lite, mr_tune_importance) over its
+ * complete trials. */
 #include "cli.h"
 
 #include <math.h>
@@ -9,183 +10,221 @@
 
 #include <jansson.h>
 
+static int status_rank(const char *st) { return !strcmp(st, "complete") ? 0 : !strcmp(st, "pruned") ? 1 : 2; }
+
 static int maximize_g;
 
+/* Complete trials first, then pruned, then failed; by value (best first,
+ * missing last), then by trial number. */
 static int cmp_trials(const void *a, const void *b)
 {
-    json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-    const char *sx = json_string_value(json_object_get(x, "status")), *sy = json_string_value(json_object_get(y, "status"));
-    int rx = sx && !strcmp(sx, "complete") ? 0 : sx && !strcmp(sx, "pruned") ? 1 : 2;
-    int ry = sy && !strcmp(sy, "complete") ? 0 : sy && !strcmp(sy, "pruned") ? 1 : 2;
+    const mr_trial_record *x = *(const mr_trial_record *const *)a, *y = *(const mr_trial_record *const *)b;
+    int rx = status_rank(x->status), ry = status_rank(y->status);
     if (rx != ry) return rx - ry;
-    json_t *vx = json_object_get(x, "value"), *vy = json_object_get(y, "value");
-    if (json_is_number(vx) && json_is_number(vy)) {
-        double a1 = json_number_value(vx), b1 = json_number_value(vy);
-        if (a1 != b1) return (maximize_g ? a1 > b1 : a1 < b1) ? -1 : 1;
-    } else if (json_is_number(vx) != json_is_number(vy)) {
-        return json_is_number(vx) ? -1 : 1;
+    if (!isnan(x->value) && !isnan(y->value)) {
+        if (x->value != y->value) return (maximize_g ? x->value > y->value : x->value < y->value) ? -1 : 1;
+    } else if (isnan(x->value) != isnan(y->value)) {
+        return isnan(x->value) ? 1 : -1;
     }
-    return (int)(json_integer_value(json_object_get(x, "trial")) - json_integer_value(json_object_get(y, "trial")));
+    return x->trial - y->trial;
 }
 
-/* Importances over complete trials; params as numbers or categories. */
-static json_t *importances(json_t *trials)
+static const mr_value *params_of(const mr_trial_record *t) { return mr_value_get(t->record, "params"); }
+
+/* Parameter importances over the complete trials: numbers as they are,
+ * anything else as a category (its canonical text). Names in first-seen
+ * order; *names_out borrowed from the trials. */
+static mr_status importances(const mr_trial_list *t, const char ***names_out, double **imp_out, size_t *m_out)
 {
-    json_t *names = json_object(), *out = json_object();
-    size_t i;
-    json_t *t;
-    json_array_foreach(trials, i, t)
-    {
-        const char *k;
-        json_t *v;
-        json_object_foreach(json_object_get(t, "params"), k, v) json_object_set_new(names, k, json_true());
+    size_t m = 0, rows = 0, n = t->n;
+    const char **names = mr_calloc(64, sizeof(*names));
+    for (size_t i = 0; names && i < n; i++) {
+        const mr_value *p = params_of(&t->trials[i]);
+        for (size_t k = 0; p && p->kind == MR_V_MAP && k < p->n && m < 64; k++) {
+            size_t j = 0;
+            while (j < m && strcmp(names[j], p->keys[k])) j++;
+            if (j == m) names[m++] = p->keys[k];
+        }
     }
-    size_t m = json_object_size(names), n = json_array_size(trials), rows = 0;
-    const char **keys = mr_calloc(m ? m : 1, sizeof(*keys));
     double *x = mr_calloc((n ? n : 1) * (m ? m : 1), sizeof(double)), *y = mr_calloc(n ? n : 1, sizeof(double));
     double *imp = mr_calloc(m ? m : 1, sizeof(double));
     int *cat = mr_calloc(m ? m : 1, sizeof(int));
-    json_t **cats = mr_calloc(m ? m : 1, sizeof(json_t *));
-    if (!keys || !x || !y || !imp || !cat || !cats) goto done;
-    size_t j = 0;
-    const char *k;
-    json_t *v;
-    json_object_foreach(names, k, v) keys[j++] = k;
-    json_array_foreach(trials, i, t)
-    {
-        const char *st = json_string_value(json_object_get(t, "status"));
-        json_t *val = json_object_get(t, "value");
-        if (!st || strcmp(st, "complete") || !json_is_number(val)) continue;
-        json_t *p = json_object_get(t, "params");
-        for (j = 0; j < m; j++) {
-            json_t *pv = json_object_get(p, keys[j]);
+    char **cats = mr_calloc((m ? m : 1) * (n ? n : 1), sizeof(char *)); /* category texts per param */
+    size_t *n_cats = mr_calloc(m ? m : 1, sizeof(size_t));
+    mr_status st = names && x && y && imp && cat && cats && n_cats ? MR_OK : MR_E_NOMEM;
+    for (size_t i = 0; st == MR_OK && i < n; i++) {
+        const mr_trial_record *tr = &t->trials[i];
+        if (strcmp(tr->status, "complete") || isnan(tr->value)) continue;
+        for (size_t j = 0; j < m && st == MR_OK; j++) {
+            const mr_value *v = mr_value_get(params_of(tr), names[j]);
             double d = NAN;
-            if (json_is_number(pv)) {
-                d = json_number_value(pv);
-            } else if (pv) {
+            if (v && (v->kind == MR_V_INT || v->kind == MR_V_FLOAT)) {
+                d = v->kind == MR_V_INT ? (double)v->u.i : v->u.f;
+            } else if (v) {
+                mr_buf b;
+                mr_buf_init(&b);
+                mr_value_to_json(v, 1, &b);
                 cat[j] = 1;
-                if (!cats[j]) cats[j] = json_array();
-                char *txt = json_dumps(pv, JSON_ENCODE_ANY);
-                size_t q, found = (size_t)-1;
-                json_t *c;
-                json_array_foreach(cats[j], q, c) if (txt && !strcmp(json_string_value(c), txt)) found = q;
-                if (found == (size_t)-1 && txt) {
-                    found = json_array_size(cats[j]);
-                    json_array_append_new(cats[j], json_string(txt));
+                size_t q = 0;
+                while (q < n_cats[j] && strcmp(cats[j * n + q], b.data ? b.data : "")) q++;
+                if (q == n_cats[j]) {
+                    cats[j * n + q] = mr_strdup(b.data ? b.data : "");
+                    if (!cats[j * n + q]) st = MR_E_NOMEM;
+                    n_cats[j]++;
                 }
-                free(txt);
-                d = (double)found;
+                mr_buf_free(&b);
+                d = (double)q;
             }
             x[rows * m + j] = d;
         }
-        y[rows++] = json_number_value(val);
+        y[rows++] = tr->value;
     }
-    if (mr_tune_importance(x, y, rows, m, cat, imp, NULL) == MR_OK)
-        for (j = 0; j < m; j++) json_object_set_new(out, keys[j], json_real(imp[j]));
-done:
-    for (j = 0; cats && j < m; j++) json_decref(cats[j]);
+    for (size_t i = 0; cats && i < (m ? m : 1) * (n ? n : 1); i++) mr_free(cats[i]);
+    if (st == MR_OK && mr_tune_importance(x, y, rows, m, cat, imp, NULL) != MR_OK) m = 0;
     mr_free(cats);
-    mr_free(keys);
+    mr_free(n_cats);
     mr_free(x);
     mr_free(y);
-    mr_free(imp);
     mr_free(cat);
-    json_decref(names);
-    return out;
+    if (st != MR_OK) {
+        mr_free(names);
+        mr_free(imp);
+        return st;
+    }
+    *names_out = names;
+    *imp_out = imp;
+    *m_out = m;
+    return MR_OK;
+}
+
+/* A record as jansson JSON (the --json leaderboard's rows). */
+static json_t *record_json(const mr_trial_record *t)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    json_t *rec = mr_value_to_json(t->record, 1, &b) == MR_OK ? json_loads(b.data ? b.data : "{}", 0, NULL) : NULL;
+    mr_buf_free(&b);
+    return rec ? rec : json_object();
+}
+
+static const char *record_str(const mr_trial_record *t, const char *key)
+{
+    const mr_value *v = mr_value_get(t->record, key);
+    return v && v->kind == MR_V_STR ? v->str : NULL;
+}
+
+static int64_t record_int(const mr_trial_record *t, const char *key)
+{
+    const mr_value *v = mr_value_get(t->record, key);
+    return v && v->kind == MR_V_INT ? v->u.i : 0;
+}
+
+static void print_json(const char *stage, const mr_trial_list *t, mr_trial_record **rows, const int *counts, int n_cached,
+                       const char *metric, const char **names, const double *imp, size_t m)
+{
+    json_t *board = json_array(), *ji = json_object();
+    for (size_t i = 0; i < t->n; i++) json_array_append_new(board, record_json(rows[i]));
+    for (size_t j = 0; j < m; j++) json_object_set_new(ji, names[j], json_real(imp[j]));
+    json_t *o = json_pack("{s:s,s:I,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:o,s:o}", "stage", stage, "run_id", (json_int_t)t->run_id,
+                          "metric", metric ? metric : "", "direction", maximize_g ? "maximize" : "minimize", "n_trials",
+                          (int)t->n, "n_complete", counts[0], "n_pruned", counts[1], "n_failed", counts[2], "n_cached",
+                          n_cached, "leaderboard", board, "importance", ji);
+    if (counts[0]) json_object_set_new(o, "best", record_json(rows[0]));
+    char *text = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+    if (text) printf("%s\n", text);
+    free(text);
+    json_decref(o);
+}
+
+static void print_text(const char *stage, const mr_trial_list *t, mr_trial_record **rows, const int *counts, int n_cached,
+                       const char *metric, const char **names, double *imp, size_t m)
+{
+    printf("study %s (run %lld): %zu trials: %d complete, %d pruned, %d failed (%d from the cache); %s, %s\n", stage,
+           (long long)t->run_id, t->n, counts[0], counts[1], counts[2], n_cached, maximize_g ? "maximize" : "minimize",
+           metric ? metric : "?");
+    printf("\n%4s %6s %12s %-9s %6s  %s\n", "rank", "trial", metric ? metric : "value", "status", "round", "params");
+    for (size_t i = 0; i < t->n && i < 20; i++) {
+        const mr_trial_record *r = rows[i];
+        mr_buf p;
+        mr_buf_init(&p);
+        mr_runstore_value_text(params_of(r), &p);
+        char val[32];
+        if (!isnan(r->value))
+            snprintf(val, sizeof(val), "%.6f", r->value);
+        else
+            snprintf(val, sizeof(val), "-");
+        printf("%4zu %6d %12s %-9s %6lld  %s\n", i + 1, r->trial, val, r->status, (long long)record_int(r, "round"),
+               p.data ? p.data : "{}");
+        mr_buf_free(&p);
+    }
+    if (t->n > 20) printf("  ... %zu more (--json lists all)\n", t->n - 20);
+    printf("\nparameter importance (complete trials)\n");
+    /* sorted by importance, descending */
+    for (size_t a = 0; a < m; a++)
+        for (size_t c = a + 1; c < m; c++)
+            if (imp[c] > imp[a]) {
+                double ti = imp[a];
+                const char *tn = names[a];
+                imp[a] = imp[c];
+                names[a] = names[c];
+                imp[c] = ti;
+                names[c] = tn;
+            }
+    for (size_t a = 0; a < m; a++) {
+        char bar[41];
+        int w = (int)lround(imp[a] * 40);
+        if (w < 0) w = 0;
+        if (w > 40) w = 40;
+        memset(bar, '#', (size_t)w);
+        bar[w] = '\0';
+        printf("  %-24s %5.3f %s\n", names[a], imp[a], bar);
+    }
 }
 
 static int show(const char *stage, int json_out, mr_workspace *ws)
 {
     mr_error err;
     mr_error_init(&err);
-    mr_buf b;
-    mr_buf_init(&b);
-    int64_t run = 0;
-    if (mr_runstore_trials_json(ws->rs, stage, &run, &b, &err) != MR_OK) {
+    mr_trial_list *t = NULL;
+    if (mr_runstore_trials(ws->rs, stage, &t, &err) != MR_OK) {
         mr_log_error(&err);
-        mr_buf_free(&b);
         return EXIT_FAILED;
     }
-    json_t *trials = json_loadb(b.data ? b.data : "[]", b.len, 0, NULL);
-    mr_buf_free(&b);
-    size_t n = json_array_size(trials);
-    if (!n) {
+    if (!t->n) {
         fprintf(stderr, "millrace: error: no trials recorded for stage '%s'\nhint: run the tune stage first (millrace run %s)\n",
                 stage, stage);
-        json_decref(trials);
+        mr_trial_list_free(t);
         return EXIT_FAILED;
     }
-    json_t *first = json_array_get(trials, 0);
-    const char *metric = json_string_value(json_object_get(first, "metric"));
-    const char *dir = json_string_value(json_object_get(first, "direction"));
+    const char *metric = record_str(&t->trials[0], "metric"), *dir = record_str(&t->trials[0], "direction");
     maximize_g = !dir || !strcmp(dir, "maximize");
-    json_t **rows = mr_calloc(n, sizeof(*rows));
-    int counts[3] = {0, 0, 0}, n_cached = 0;
-    for (size_t i = 0; rows && i < n; i++) {
-        rows[i] = json_array_get(trials, i);
-        const char *st = json_string_value(json_object_get(rows[i], "status"));
-        counts[st && !strcmp(st, "complete") ? 0 : st && !strcmp(st, "pruned") ? 1 : 2]++;
-        n_cached += json_is_true(json_object_get(rows[i], "cached"));
+    mr_trial_record **rows = mr_calloc(t->n, sizeof(*rows));
+    int counts[3] = {0, 0, 0}, n_cached = 0, rc = EXIT_OK;
+    const char **names = NULL;
+    double *imp = NULL;
+    size_t m = 0;
+    if (!rows || importances(t, &names, &imp, &m) != MR_OK) {
+        fprintf(stderr, "millrace: error: out of memory\n");
+        rc = EXIT_FAILED;
+        goto done;
     }
-    if (rows) qsort(rows, n, sizeof(*rows), cmp_trials);
-    json_t *imp = importances(trials);
-    if (json_out) {
-        json_t *board = json_array();
-        for (size_t i = 0; rows && i < n; i++) json_array_append(board, rows[i]);
-        json_t *o = json_pack("{s:s,s:I,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:o,s:o}", "stage", stage, "run_id", (json_int_t)run,
-                              "metric", metric ? metric : "", "direction", maximize_g ? "maximize" : "minimize", "n_trials",
-                              (int)n, "n_complete", counts[0], "n_pruned", counts[1], "n_failed", counts[2], "n_cached",
-                              n_cached, "leaderboard", board, "importance", json_incref(imp));
-        if (rows && counts[0]) json_object_set(o, "best", rows[0]);
-        char *t = json_dumps(o, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
-        if (t) printf("%s\n", t);
-        free(t);
-        json_decref(o);
-    } else {
-        printf("study %s (run %lld): %zu trials: %d complete, %d pruned, %d failed (%d from the cache); %s, %s\n", stage,
-               (long long)run, n, counts[0], counts[1], counts[2], n_cached, maximize_g ? "maximize" : "minimize",
-               metric ? metric : "?");
-        printf("\n%4s %6s %12s %-9s %6s  %s\n", "rank", "trial", metric ? metric : "value", "status", "round", "params");
-        for (size_t i = 0; rows && i < n && i < 20; i++) {
-            json_t *r = rows[i], *v = json_object_get(r, "value");
-            char *p = json_dumps(json_object_get(r, "params"), JSON_COMPACT | JSON_SORT_KEYS | JSON_REAL_PRECISION(6));
-            char val[32];
-            if (json_is_number(v)) snprintf(val, sizeof(val), "%.6f", json_number_value(v));
-            else snprintf(val, sizeof(val), "-");
-            printf("%4zu %6lld %12s %-9s %6lld  %s\n", i + 1, (long long)json_integer_value(json_object_get(r, "trial")), val,
-                   json_string_value(json_object_get(r, "status")), (long long)json_integer_value(json_object_get(r, "round")),
-                   p ? p : "{}");
-            free(p);
-        }
-        if (n > 20) printf("  ... %zu more (--json lists all)\n", n - 20);
-        printf("\nparameter importance (complete trials)\n");
-        const char *k;
-        json_t *v;
-        /* sorted by importance, descending */
-        size_t m = json_object_size(imp), q = 0;
-        const char **ks = mr_calloc(m ? m : 1, sizeof(*ks));
-        json_object_foreach(imp, k, v) if (ks) ks[q++] = k;
-        for (size_t a = 0; ks && a < m; a++)
-            for (size_t c = a + 1; c < m; c++)
-                if (json_real_value(json_object_get(imp, ks[c])) > json_real_value(json_object_get(imp, ks[a]))) {
-                    const char *tmp = ks[a];
-                    ks[a] = ks[c];
-                    ks[c] = tmp;
-                }
-        for (size_t a = 0; ks && a < m; a++) {
-            double d = json_real_value(json_object_get(imp, ks[a]));
-            char bar[41];
-            int w = (int)lround(d * 40);
-            memset(bar, '#', (size_t)w);
-            bar[w] = '\0';
-            printf("  %-24s %5.3f %s\n", ks[a], d, bar);
-        }
-        mr_free(ks);
+    for (size_t i = 0; i < t->n; i++) {
+        const mr_value *cached = mr_value_get(t->trials[i].record, "cached");
+        rows[i] = &t->trials[i];
+        counts[status_rank(rows[i]->status)]++;
+        n_cached += cached && cached->kind == MR_V_BOOL && cached->u.b;
     }
-    json_decref(imp);
+    qsort(rows, t->n, sizeof(*rows), cmp_trials);
+    if (json_out)
+        print_json(stage, t, rows, counts, n_cached, metric, names, imp, m);
+    else
+        print_text(stage, t, rows, counts, n_cached, metric, names, imp, m);
+done:
+    mr_free(names);
+    mr_free(imp);
     mr_free(rows);
-    json_decref(trials);
-    return EXIT_OK;
+    mr_trial_list_free(t);
+    return rc;
 }
 
 int cmd_tune(int argc, char **argv)

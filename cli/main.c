@@ -23,7 +23,7 @@ static const verb verbs[] = {
     {"params", cmd_params, "print the effective params after overrides"},
     {"runs", cmd_runs, "list recorded runs"},
     {"show", cmd_show, "show one run: stages, resources, params, metrics"},
-    {"compare", cmd_compare, "compare two runs: params and metrics side by side"},
+    {"compare", cmd_compare, "compare two or more runs: params and metrics side by side"},
     {"report", cmd_report, "write the HTML report of a run (any past run, from its artifacts)"},
     {"verify", cmd_verify, "re-hash every artifact; report corrupt or missing ones"},
     {"gc", cmd_gc, "delete artifacts that no kept run or millrace.lock references"},

@@ -100,6 +100,9 @@ typedef struct mr_run_opts {
     mr_run_event_fn on_event; /* NULL: no events */
     void *event_ctx;
     int ticks;             /* 1: also send MR_RUN_TICK while stages run (a live progress line) */
+    const char *name;      /* run --name: recorded in the run store (NULL = none) */
+    const char *const *tags; /* run --tag: "KEY" or "KEY=VALUE" (mr_run_tag_check) */
+    size_t n_tags;
 } mr_run_opts;
 mr_run_opts mr_run_opts_default(void);
 

@@ -50,15 +50,23 @@ typedef struct mr_chart {
 } mr_chart;
 void mr_chart_init(mr_chart *c);
 
-typedef enum mr_series_kind { MR_SERIES_LINE = 0, MR_SERIES_STEP = 1, MR_SERIES_POINTS = 2 } mr_series_kind;
+/* MR_SERIES_FAINT: a thin grey line, never in the legend (the many
+ * background series of one chart: every trial of a study). */
+typedef enum mr_series_kind {
+    MR_SERIES_LINE = 0,
+    MR_SERIES_STEP = 1,
+    MR_SERIES_POINTS = 2,
+    MR_SERIES_FAINT = 3
+} mr_series_kind;
 typedef struct mr_series {
     const char *name; /* legend entry; NULL = none */
     const double *x, *y;
     size_t n;
     mr_series_kind kind;
 } mr_series;
-/* Lines/steps/points, several series, a legend when any series is named.
- * Series of more than 2,000 points are thinned by index (both ends kept). */
+/* Lines/steps/points, several series, and a legend (below the plot, never
+ * over it) when any series is named. Series of more than 2,000 points are
+ * thinned by index (both ends kept). */
 mr_status mr_report_chart_line(mr_buf *out, const mr_chart *c, const mr_series *s, size_t n_series, mr_error *err);
 /* Scatter of at most max_points points (every n/max_points-th; 0 = 2,000)
  * with a dashed y = 0 line when 0 is in range (residual plots). */

@@ -3,7 +3,10 @@
  * passthrough/slice columns); every metric, interval, curve, slice and error
  * list is then computed from those arrays, never by predicting again.
  * tier fast: a stratified subsample and point metrics only; tier full adds
- * bootstrap intervals, curves, slices and error analysis. Same code path. */
+ * bootstrap intervals, curves, slices and error analysis. Same code path.
+ * The optional raw input (the same rows before the features stage) gives
+ * slices and error lists the data's own units. Artifacts hold no timing:
+ * the same inputs give the same bytes. */
 #include "millrace/features.h"
 #include "millrace/io.h"
 #include "millrace/metrics.h"
@@ -26,6 +29,7 @@ static const mr_param_def evaluate_params[] = {
     {"id", MR_PT_STR, 0, "id column copied into the predictions and error lists"},
     {"passthrough", MR_PT_STRSEQ, 0, "columns copied into the predictions artifact"},
     {"features", MR_PT_STR | MR_PT_PATH, 0, "fitted features artifact (MRFT file, or a directory holding features.bin) applied before predicting"},
+    {"raw", MR_PT_STR | MR_PT_PATH, 0, "the same rows before the features stage (${stages.split.test}): slices, error lists and passthrough columns show its values"},
     {"tier", MR_PT_STR, 0, "fast (stratified subsample, point metrics) or full (default: + intervals, curves, slices, errors)"},
     {"sample_size", MR_PT_INT, 0, "fast tier: rows in the stratified subsample (default 10000)"},
     {"seed", MR_PT_INT, 0, "fast tier: subsample seed (default 0)"},
@@ -263,18 +267,21 @@ static json_t *slice_json(const char *column, const mr_slice *s, int regression)
     return o;
 }
 
-/* {name: text} of the model's features for one row of t. */
-static json_t *row_features(const mr_model *m, const mr_table *t, size_t row)
+/* {name: text} of the model's features for one row: the value in shown
+ * (the raw rows) where it has a column of that name, else the model's
+ * input value from t. */
+static json_t *row_features(const mr_model *m, const mr_table *t, const mr_table *shown, size_t row)
 {
     json_t *o = json_object();
     mr_buf b;
     mr_buf_init(&b);
     for (size_t j = 0; j < mr_model_num_features(m); j++) {
-        const mr_column *c = mr_table_column(t, mr_model_feature_name(m, j));
+        const char *name = mr_model_feature_name(m, j);
+        const mr_column *c = shown ? mr_table_column(shown, name) : NULL;
+        if (!c) c = mr_table_column(t, name);
         if (!c) continue;
         b.len = 0;
-        if (mr_column_format(c, row, &b) == MR_OK)
-            json_object_set_new(o, mr_model_feature_name(m, j), json_string(b.data ? b.data : ""));
+        if (mr_column_format(c, row, &b) == MR_OK) json_object_set_new(o, name, json_string(b.data ? b.data : ""));
     }
     mr_buf_free(&b);
     return o;
@@ -288,6 +295,7 @@ typedef struct eval_state {
     size_t K;
     const mr_table *preds; /* the predictions artifact (metrics read from its columns) */
     const mr_table *feat;  /* the table the model read (feature values for error lists) */
+    const mr_table *shown; /* the same rows before the features stage (raw values), or NULL */
     const mr_model *model;
     json_t *metrics, *undefined;
     mr_interval slice_overall;
@@ -475,7 +483,7 @@ static json_t *error_row(eval_state *s, size_t row, const char *key, double v)
         json_object_set_new(o, "prediction", jnum(s->d.score[row]));
     }
     json_object_set_new(o, key, jnum(v));
-    json_object_set_new(o, "features", row_features(s->model, s->feat, row));
+    json_object_set_new(o, "features", row_features(s->model, s->feat, s->shown, row));
     return o;
 }
 
@@ -517,207 +525,266 @@ static mr_status add_f64(mr_table *t, const char *name, const double *v, size_t 
     return mr_table_add_column(t, c, err);
 }
 
-static mr_status run_evaluate(mr_op_ctx *ctx, mr_error *err)
-{
-    const mr_value *def = ctx->def;
+/* Everything one evaluation holds, released by eval_run_free. */
+typedef struct eval_run {
+    mr_op_ctx *ctx;
     eval_cfg c;
-    mr_model *model = NULL;
-    mr_table *data = NULL, *sub = NULL, *fx_out = NULL, *preds = NULL;
-    mr_features *fx = NULL;
-    double *y = NULL, *pred = NULL, *score = NULL;
-    size_t *idx = NULL;
-    uint32_t *idx32 = NULL;
-    char *model_file = NULL, *fx_file = NULL, *fx_bytes = NULL, *pred_path = NULL;
-    json_t *mj = json_object(), *cj = json_object(), *sj = json_object(), *ej = json_object();
+    mr_model *model;
+    const char *objective;
+    mr_table *data, *raw;           /* as read; raw: the rows before the features stage (optional) */
+    mr_table *sub, *raw_sub;        /* the fast tier's subsample of each */
+    mr_table *fx_out, *preds;       /* features applied; the predictions artifact */
+    mr_features *fx;
+    double *y, *pred, *score;       /* labels (n); predictions (n, K); row-major proba for metrics */
+    size_t *idx;                    /* evaluated rows: indices into data */
+    uint32_t *idx32;
+    size_t n, n_all, K;
+    char *fx_bytes;
+    json_t *mj, *cj, *sj, *ej;      /* metrics.json, curves.json, slices.json, errors.json */
     eval_state s;
-    memset(&s, 0, sizeof(s));
-    mr_status rc = parse_cfg(def, &c, err);
-    if (rc != MR_OK) goto done;
-    if (!mj || !cj || !sj || !ej) {
-        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        goto done;
+} eval_run;
+
+static void eval_run_free(eval_run *e)
+{
+    mr_free((void *)e->c.pass);
+    mr_free((void *)e->c.cats);
+    mr_free((void *)e->c.nums);
+    mr_free(e->fx_bytes);
+    mr_free(e->y);
+    mr_free(e->pred);
+    mr_free(e->score);
+    mr_free(e->idx);
+    mr_free(e->idx32);
+    mr_features_free(e->fx);
+    mr_table_free(e->fx_out);
+    mr_table_free(e->preds);
+    mr_table_free(e->sub);
+    mr_table_free(e->raw_sub);
+    mr_table_free(e->raw);
+    mr_table_free(e->data);
+    mr_model_free(e->model);
+    json_decref(e->mj);
+    json_decref(e->cj);
+    json_decref(e->sj);
+    json_decref(e->ej);
+}
+
+static mr_status nomem(mr_error *err) { return MR_ERR(err, MR_E_NOMEM, "out of memory"); }
+
+/* The rows evaluated (the data or its subsample) and, when given, the same
+ * rows of the raw table. */
+static const mr_table *eval_table(const eval_run *e) { return e->sub ? e->sub : e->data; }
+static const mr_table *raw_table(const eval_run *e) { return e->raw_sub ? e->raw_sub : e->raw; }
+
+/* Step 1: the model, the data (and raw rows), the task and the labels. */
+static mr_status load_inputs(eval_run *e, mr_error *err)
+{
+    const mr_value *def = e->ctx->def;
+    mr_status rc;
+    char *model_file = mr__file_in(mr__opt_str(def, "model", ""), "model.bin");
+    if (!model_file) return nomem(err);
+    rc = mr_model_load(model_file, &e->model, err);
+    mr_free(model_file);
+    if (rc == MR_OK) rc = mr_table_read_file(mr__opt_str(def, "data", ""), &e->data, err);
+    const char *raw = mr__opt_str(def, "raw", NULL);
+    if (rc == MR_OK && raw) rc = mr_table_read_file(raw, &e->raw, err);
+    if (rc != MR_OK) return rc;
+    e->n_all = e->data->n_rows;
+    if (e->raw && e->raw->n_rows != e->n_all) {
+        rc = MR_ERR(err, MR_E_INVALID_ARG, "raw has %zu rows but data has %zu: raw must hold the same rows, in the same order",
+                    e->raw->n_rows, e->n_all);
+        mr_error_key(err, "raw");
+        mr_error_hint(err, "give the input of the features stage that made data, e.g. raw: ${stages.split.test}");
+        return rc;
     }
-    model_file = mr__file_in(mr__opt_str(def, "model", ""), "model.bin");
-    if (!model_file) {
-        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        goto done;
-    }
-    if ((rc = mr_model_load(model_file, &model, err)) != MR_OK) goto done;
-    if ((rc = mr_table_read_file(mr__opt_str(def, "data", ""), &data, err)) != MR_OK) goto done;
-    const char *obj = mr_model_objective_name(model);
-    s.task = !strcmp(obj, "binary") ? MR_TASK_BINARY : !strcmp(obj, "multiclass") ? MR_TASK_MULTICLASS : MR_TASK_REGRESSION;
-    s.K = mr_model_num_outputs(model);
-    size_t n_all = data->n_rows;
-    const mr_column *lc = need_column(data, c.label, "label", err);
-    if (!lc) {
-        rc = MR_E_NOT_FOUND;
-        goto done;
-    }
-    y = mr_malloc((n_all ? n_all : 1) * sizeof(double));
-    if (!y) {
-        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        goto done;
-    }
-    if ((rc = column_doubles(lc, y, err)) != MR_OK) goto done;
-    for (size_t i = 0; i < n_all; i++)
-        if (isnan(y[i])) {
-            rc = MR_ERR(err, MR_E_INVALID_ARG, "row %zu: the label '%s' is missing", i + 1, c.label);
-            mr_error_key(err, c.label);
-            goto done;
+    e->objective = mr_model_objective_name(e->model);
+    e->s.task = !strcmp(e->objective, "binary")       ? MR_TASK_BINARY
+                : !strcmp(e->objective, "multiclass") ? MR_TASK_MULTICLASS
+                                                      : MR_TASK_REGRESSION;
+    e->K = mr_model_num_outputs(e->model);
+    const mr_column *lc = need_column(e->data, e->c.label, "label", err);
+    if (!lc) return MR_E_NOT_FOUND;
+    e->y = mr_malloc((e->n_all ? e->n_all : 1) * sizeof(double));
+    if (!e->y) return nomem(err);
+    if ((rc = column_doubles(lc, e->y, err)) != MR_OK) return rc;
+    for (size_t i = 0; i < e->n_all; i++)
+        if (isnan(e->y[i])) {
+            rc = MR_ERR(err, MR_E_INVALID_ARG, "row %zu: the label '%s' is missing", i + 1, e->c.label);
+            mr_error_key(err, e->c.label);
+            return rc;
         }
-    /* Row selection: every row (full) or a stratified subsample (fast). */
-    size_t n = n_all;
-    idx = mr_malloc((n_all ? n_all : 1) * sizeof(size_t));
-    idx32 = mr_malloc((n_all ? n_all : 1) * sizeof(uint32_t));
-    if (!idx || !idx32) {
-        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        goto done;
-    }
-    if (!c.full && c.sample_size < n_all) {
-        if ((rc = mr_metric_subsample_stratified(y, n_all, c.sample_size, c.seed, idx, &n, err)) != MR_OK) goto done;
+    return MR_OK;
+}
+
+/* Step 2: every row (full) or a stratified subsample (fast). */
+static mr_status select_rows(eval_run *e, mr_error *err)
+{
+    mr_status rc = MR_OK;
+    size_t n_all = e->n_all;
+    e->n = n_all;
+    e->idx = mr_malloc((n_all ? n_all : 1) * sizeof(size_t));
+    e->idx32 = mr_malloc((n_all ? n_all : 1) * sizeof(uint32_t));
+    if (!e->idx || !e->idx32) return nomem(err);
+    if (!e->c.full && e->c.sample_size < n_all) {
+        if ((rc = mr_metric_subsample_stratified(e->y, n_all, e->c.sample_size, e->c.seed, e->idx, &e->n, err)) != MR_OK)
+            return rc;
     } else {
-        for (size_t i = 0; i < n_all; i++) idx[i] = i;
+        for (size_t i = 0; i < n_all; i++) e->idx[i] = i;
     }
-    if (n_all > UINT32_MAX) {
-        rc = MR_ERR(err, MR_E_LIMIT, "evaluation data has more than 2^32 rows");
-        goto done;
+    if (n_all > UINT32_MAX) return MR_ERR(err, MR_E_LIMIT, "evaluation data has more than 2^32 rows");
+    for (size_t i = 0; i < e->n; i++) e->idx32[i] = (uint32_t)e->idx[i];
+    if (e->n != n_all) {
+        if ((rc = mr_table_take(e->data, e->idx32, e->n, &e->sub, err)) != MR_OK) return rc;
+        if (e->raw && (rc = mr_table_take(e->raw, e->idx32, e->n, &e->raw_sub, err)) != MR_OK) return rc;
+        for (size_t i = 0; i < e->n; i++) e->y[i] = e->y[e->idx[i]];
     }
-    for (size_t i = 0; i < n; i++) idx32[i] = (uint32_t)idx[i];
-    if (n != n_all) {
-        if ((rc = mr_table_take(data, idx32, n, &sub, err)) != MR_OK) goto done;
-        for (size_t i = 0; i < n; i++) y[i] = y[idx[i]];
-    }
-    const mr_table *et = sub ? sub : data;
-    dprintf(ctx->log_fd, "evaluating %s %s model on %zu of %zu rows (tier %s)\n", mr_model_kind_name(model), obj, n, n_all,
-            c.tier);
-    /* Fitted features, when given, are applied exactly as at training time. */
-    const char *fxp = mr__opt_str(def, "features", NULL);
+    dprintf(e->ctx->log_fd, "evaluating %s %s model on %zu of %zu rows (tier %s)\n", mr_model_kind_name(e->model),
+            e->objective, e->n, n_all, e->c.tier);
+    return rc;
+}
+
+/* Step 3: fitted features, when given, applied exactly as at training time;
+ * then one prediction pass. Its timing goes to the run store, never into an
+ * artifact (the same inputs must give the same bytes). */
+static mr_status predict(eval_run *e, mr_error *err)
+{
+    mr_status rc = MR_OK;
+    const char *fxp = mr__opt_str(e->ctx->def, "features", NULL);
     if (fxp) {
         size_t len = 0;
-        fx_file = mr__file_in(fxp, "features.bin");
-        if (!fx_file) {
-            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-            goto done;
-        }
-        if ((rc = mr_fs_read_file(fx_file, (size_t)1 << 30, &fx_bytes, &len, err)) != MR_OK) goto done;
-        if ((rc = mr_features_load(fx_bytes, len, &fx, err)) != MR_OK) goto done;
-        if ((rc = mr_features_apply(fx, et, &fx_out, err)) != MR_OK) goto done;
+        char *fx_file = mr__file_in(fxp, "features.bin");
+        if (!fx_file) return nomem(err);
+        rc = mr_fs_read_file(fx_file, (size_t)1 << 30, &e->fx_bytes, &len, err);
+        mr_free(fx_file);
+        if (rc == MR_OK) rc = mr_features_load(e->fx_bytes, len, &e->fx, err);
+        if (rc == MR_OK) rc = mr_features_apply(e->fx, eval_table(e), &e->fx_out, err);
+        if (rc != MR_OK) return rc;
     }
-    const mr_table *xt = fx_out ? fx_out : et;
-    size_t K = 0;
+    const mr_table *xt = e->fx_out ? e->fx_out : eval_table(e);
     double t0 = mr_now();
-    if ((rc = mr_model_predict_table(model, xt, 0, &pred, &K, err)) != MR_OK) goto done;
-    double pred_s = mr_now() - t0;
-    dprintf(ctx->log_fd, "predicted %zu rows in %.3fs\n", n, pred_s);
+    if ((rc = mr_model_predict_table(e->model, xt, 0, &e->pred, &e->K, err)) != MR_OK) return rc;
+    double secs = mr_now() - t0;
+    mr_op_metric(e->ctx, "predict_seconds", 0, secs);
+    dprintf(e->ctx->log_fd, "predicted %zu rows in %.3fs\n", e->n, secs);
+    return MR_OK;
+}
 
-    /* The predictions artifact. */
-    if ((rc = mr_table_new(&preds, err)) != MR_OK) goto done;
-    {
-        mr_column *rowc = NULL;
-        rc = mr_column_new("row", MR_T_INT64, n, &rowc, err);
-        for (size_t i = 0; rc == MR_OK && i < n; i++) rc = mr_column_append_int64(rowc, (int64_t)idx[i]);
-        if (rc == MR_OK) rc = mr_table_add_column(preds, rowc, err);
-        else mr_column_free(rowc);
-    }
-    const char *id_name = c.id;
-    if (rc == MR_OK && id_name) {
-        const mr_column *ic = need_column(et, id_name, "id", err);
-        mr_column *copy = NULL;
-        rc = ic ? mr_column_slice(ic, 0, n, &copy, err) : MR_E_NOT_FOUND;
-        if (rc == MR_OK) rc = mr_table_add_column(preds, copy, err);
-    }
-    if (rc == MR_OK) rc = add_f64(preds, "label", y, n, 1, err);
-    if (rc == MR_OK && s.task != MR_TASK_MULTICLASS) rc = add_f64(preds, "score", pred, n, 1, err);
-    for (size_t k = 0; rc == MR_OK && s.task == MR_TASK_MULTICLASS && k < K; k++) {
+/* The table whose values slices, error lists and passthrough columns show:
+ * the raw rows when given (or the data itself when evaluate applies the
+ * features), so they read in the units the data came in. NULL: only the
+ * model's inputs are known. */
+static const mr_table *shown_table(const eval_run *e)
+{
+    if (e->raw) return raw_table(e);
+    return e->fx_out ? eval_table(e) : NULL;
+}
+
+/* A copy of column name for the predictions: from the shown table when it
+ * has it, else from the evaluated rows. */
+static mr_status copy_column(const eval_run *e, const char *name, const char *role, mr_error *err)
+{
+    const mr_table *shown = shown_table(e);
+    const mr_column *c = shown ? mr_table_column(shown, name) : NULL;
+    if (!c) c = need_column(eval_table(e), name, role, err);
+    mr_column *copy = NULL;
+    mr_status rc = c ? mr_column_slice(c, 0, e->n, &copy, err) : MR_E_NOT_FOUND;
+    if (rc == MR_OK) rc = mr_table_add_column(e->preds, copy, err);
+    return rc;
+}
+
+/* Step 4: the predictions artifact: row, id, label, score or proba_k, then
+ * passthrough and slice columns. */
+static mr_status write_predictions(eval_run *e, mr_error *err)
+{
+    const eval_cfg *c = &e->c;
+    size_t n = e->n, K = e->K;
+    mr_status rc = mr_table_new(&e->preds, err);
+    if (rc != MR_OK) return rc;
+    mr_column *rowc = NULL;
+    rc = mr_column_new("row", MR_T_INT64, n, &rowc, err);
+    for (size_t i = 0; rc == MR_OK && i < n; i++) rc = mr_column_append_int64(rowc, (int64_t)e->idx[i]);
+    if (rc == MR_OK)
+        rc = mr_table_add_column(e->preds, rowc, err);
+    else
+        mr_column_free(rowc);
+    if (rc == MR_OK && c->id) rc = copy_column(e, c->id, "id", err);
+    if (rc == MR_OK) rc = add_f64(e->preds, "label", e->y, n, 1, err);
+    if (rc == MR_OK && e->s.task != MR_TASK_MULTICLASS) rc = add_f64(e->preds, "score", e->pred, n, 1, err);
+    for (size_t k = 0; rc == MR_OK && e->s.task == MR_TASK_MULTICLASS && k < K; k++) {
         char name[32];
         snprintf(name, sizeof(name), "proba_%zu", k);
-        rc = add_f64(preds, name, pred + k, n, K, err);
+        rc = add_f64(e->preds, name, e->pred + k, n, K, err);
     }
-    /* Passthrough columns, then slice columns not already there. */
-    for (size_t k = 0; rc == MR_OK && k < c.n_pass + c.n_cats + c.n_nums; k++) {
-        const char *name = k < c.n_pass ? c.pass[k] : k < c.n_pass + c.n_cats ? c.cats[k - c.n_pass] : c.nums[k - c.n_pass - c.n_cats];
-        if (mr_table_column(preds, name)) continue;
-        const mr_column *pc = need_column(et, name, k < c.n_pass ? "passthrough" : "slice", err);
-        mr_column *copy = NULL;
-        rc = pc ? mr_column_slice(pc, 0, n, &copy, err) : MR_E_NOT_FOUND;
-        if (rc == MR_OK) rc = mr_table_add_column(preds, copy, err);
+    for (size_t k = 0; rc == MR_OK && k < c->n_pass + c->n_cats + c->n_nums; k++) {
+        const char *name = k < c->n_pass          ? c->pass[k]
+                           : k < c->n_pass + c->n_cats ? c->cats[k - c->n_pass]
+                                                       : c->nums[k - c->n_pass - c->n_cats];
+        if (mr_table_column(e->preds, name)) continue;
+        rc = copy_column(e, name, k < c->n_pass ? "passthrough" : "slice", err);
     }
-    if (rc != MR_OK) goto done;
-    pred_path = mr_path_join(ctx->outputs[0].path, "predictions.parquet");
-    if (!pred_path) {
-        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        goto done;
-    }
-    if ((rc = mr_table_write_file(pred_path, preds, err)) != MR_OK) goto done;
+    if (rc != MR_OK) return rc;
+    char *path = mr_path_join(e->ctx->outputs[0].path, "predictions.parquet");
+    rc = path ? mr_table_write_file(path, e->preds, err) : nomem(err);
+    mr_free(path);
+    return rc;
+}
 
-    /* From here on every number reads the predictions table's columns. */
-    const double *py = mr_table_column(preds, "label")->data;
-    if (s.task == MR_TASK_BINARY) {
-        mr_metric_data_binary(&s.d, py, mr_table_column(preds, "score")->data, NULL, n);
-    } else if (s.task == MR_TASK_REGRESSION) {
-        mr_metric_data_regression(&s.d, py, mr_table_column(preds, "score")->data, NULL, n);
+/* Step 5: the metric arrays, read back from the predictions' columns. */
+static mr_status metric_data(eval_run *e, mr_error *err)
+{
+    size_t n = e->n, K = e->K;
+    const double *py = mr_table_column(e->preds, "label")->data;
+    if (e->s.task == MR_TASK_BINARY) {
+        mr_metric_data_binary(&e->s.d, py, mr_table_column(e->preds, "score")->data, NULL, n);
+    } else if (e->s.task == MR_TASK_REGRESSION) {
+        mr_metric_data_regression(&e->s.d, py, mr_table_column(e->preds, "score")->data, NULL, n);
     } else {
         /* Metrics want a row-major (n, K) matrix: gathered from proba_k. */
-        score = mr_malloc(((n * K) > 0 ? n * K : 1) * sizeof(double));
-        if (!score) {
-            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-            goto done;
-        }
+        e->score = mr_malloc(((n * K) > 0 ? n * K : 1) * sizeof(double));
+        if (!e->score) return nomem(err);
         for (size_t k = 0; k < K; k++) {
             char name[32];
             snprintf(name, sizeof(name), "proba_%zu", k);
-            const double *pk = mr_table_column(preds, name)->data;
-            for (size_t i = 0; i < n; i++) score[i * K + k] = pk[i];
+            const double *pk = mr_table_column(e->preds, name)->data;
+            for (size_t i = 0; i < n; i++) e->score[i * K + k] = pk[i];
         }
-        mr_metric_data_multiclass(&s.d, py, score, K, NULL, n);
+        mr_metric_data_multiclass(&e->s.d, py, e->score, K, NULL, n);
     }
-    if ((rc = mr_metric_validate(&s.d, 0, err)) != MR_OK) {
-        mr_error_key(err, c.label);
-        goto done;
-    }
-    s.ctx = ctx;
-    s.c = &c;
-    s.preds = preds;
-    s.feat = xt;
-    s.model = model;
-    s.metrics = json_object();
-    s.undefined = json_object();
-    json_object_set_new(mj, "metrics", s.metrics);
-    json_object_set_new(mj, "undefined", s.undefined);
-    s.slice_overall = (mr_interval){NAN, NAN, NAN, 0, 0};
-    s.slice_id = s.task == MR_TASK_BINARY ? MR_METRIC_ROC_AUC : s.task == MR_TASK_MULTICLASS ? MR_METRIC_ACCURACY : MR_METRIC_RMSE;
-    if (c.slice_metric) {
-        const char *nm = !strcmp(c.slice_metric, "auc") ? "roc_auc" : !strcmp(c.slice_metric, "ap") ? "avg_precision" : c.slice_metric;
-        if ((rc = mr_metric_by_name(nm, &s.slice_id, err)) != MR_OK) {
-            mr_error_key(err, "slices.metric");
-            goto done;
-        }
-    }
-    if ((rc = compute_metrics(&s, err)) != MR_OK) goto done;
-    mr_op_metric(ctx, "eval_rows", 0, (double)n);
-    json_object_set_new(mj, "task", json_string(s.task == MR_TASK_BINARY ? "binary" : s.task == MR_TASK_MULTICLASS ? "multiclass" : "regression"));
-    json_object_set_new(mj, "tier", json_string(c.tier));
-    json_object_set_new(mj, "rows", json_integer((json_int_t)n));
-    json_object_set_new(mj, "rows_total", json_integer((json_int_t)n_all));
-    json_object_set_new(mj, "label", json_string(c.label));
-    json_object_set_new(mj, "model_kind", json_string(mr_model_kind_name(model)));
-    json_object_set_new(mj, "objective", json_string(obj));
-    json_object_set_new(mj, "predict_seconds", json_real(pred_s));
-    if (s.task == MR_TASK_BINARY) json_object_set_new(mj, "threshold", json_real(c.threshold));
-    json_object_set_new(mj, "bootstrap", c.full && c.n_boot ? json_pack("{s:I,s:f,s:I}", "n", (json_int_t)c.n_boot, "alpha", c.alpha, "seed", (json_int_t)c.boot_seed) : json_null());
-    /* Confusion matrix (classification). */
-    if (s.task == MR_TASK_BINARY) {
-        mr_binary_scores bs;
-        if (mr_metric_binary_at(&s.d, c.threshold, &bs, NULL) == MR_OK)
-            json_object_set_new(mj, "confusion", json_pack("{s:[ss],s:[[ff][ff]]}", "labels", "0", "1", "matrix", bs.cm.tn,
-                                                           bs.cm.fp, bs.cm.fn, bs.cm.tp));
-        mr_binary_scores opt;
-        if (mr_metric_f1_optimal(&s.d, &opt, NULL) == MR_OK)
-            json_object_set_new(mj, "f1_optimal", json_pack("{s:f,s:f}", "threshold", opt.threshold, "f1", opt.f1));
-    } else if (s.task == MR_TASK_MULTICLASS) {
+    mr_status rc = mr_metric_validate(&e->s.d, 0, err);
+    if (rc != MR_OK) mr_error_key(err, e->c.label);
+    return rc;
+}
+
+/* The metric slices are judged by: the task's default or slices.metric. */
+static mr_status slice_metric(eval_run *e, mr_error *err)
+{
+    eval_state *s = &e->s;
+    s->slice_overall = (mr_interval){NAN, NAN, NAN, 0, 0};
+    s->slice_id = s->task == MR_TASK_BINARY ? MR_METRIC_ROC_AUC : s->task == MR_TASK_MULTICLASS ? MR_METRIC_ACCURACY : MR_METRIC_RMSE;
+    if (!e->c.slice_metric) return MR_OK;
+    const char *nm = !strcmp(e->c.slice_metric, "auc")  ? "roc_auc"
+                     : !strcmp(e->c.slice_metric, "ap") ? "avg_precision"
+                                                        : e->c.slice_metric;
+    mr_status rc = mr_metric_by_name(nm, &s->slice_id, err);
+    if (rc != MR_OK) mr_error_key(err, "slices.metric");
+    return rc;
+}
+
+/* The confusion matrix (classification) and the F1-optimal threshold. */
+static void confusion_json(eval_run *e)
+{
+    size_t K = e->K;
+    if (e->s.task == MR_TASK_BINARY) {
+        mr_binary_scores bs, opt;
+        if (mr_metric_binary_at(&e->s.d, e->c.threshold, &bs, NULL) == MR_OK)
+            json_object_set_new(e->mj, "confusion", json_pack("{s:[ss],s:[[ff][ff]]}", "labels", "0", "1", "matrix",
+                                                              bs.cm.tn, bs.cm.fp, bs.cm.fn, bs.cm.tp));
+        if (mr_metric_f1_optimal(&e->s.d, &opt, NULL) == MR_OK)
+            json_object_set_new(e->mj, "f1_optimal", json_pack("{s:f,s:f}", "threshold", opt.threshold, "f1", opt.f1));
+    } else if (e->s.task == MR_TASK_MULTICLASS) {
         double *cm = mr_calloc(K * K, sizeof(double));
         mr_multiclass_scores ms;
-        if (cm && mr_metric_multiclass(&s.d, &ms, cm, NULL) == MR_OK) {
+        if (cm && mr_metric_multiclass(&e->s.d, &ms, cm, NULL) == MR_OK) {
             json_t *labels = json_array(), *mat = json_array();
             for (size_t a = 0; a < K; a++) {
                 char t[24];
@@ -725,51 +792,104 @@ static mr_status run_evaluate(mr_op_ctx *ctx, mr_error *err)
                 json_array_append_new(labels, json_string(t));
                 json_array_append_new(mat, jarr(cm + a * K, K));
             }
-            json_object_set_new(mj, "confusion", json_pack("{s:o,s:o}", "labels", labels, "matrix", mat));
+            json_object_set_new(e->mj, "confusion", json_pack("{s:o,s:o}", "labels", labels, "matrix", mat));
         }
         mr_free(cm);
     }
-    json_object_set_new(cj, "tier", json_string(c.tier));
-    json_object_set_new(sj, "tier", json_string(c.tier));
-    json_object_set_new(ej, "tier", json_string(c.tier));
-    if (c.full) {
-        if ((rc = compute_curves(&s, cj, err)) != MR_OK) goto done;
-        if ((rc = compute_slices(&s, sj, err)) != MR_OK) goto done;
-        if ((rc = compute_errors(&s, ej, err)) != MR_OK) goto done;
+}
+
+/* Step 6: metrics.json: the metrics with intervals, what the evaluation
+ * was (task, tier, rows, label, model), and the confusion matrix. Nothing
+ * in it depends on the machine or the clock. */
+static mr_status describe(eval_run *e, mr_error *err)
+{
+    const eval_cfg *c = &e->c;
+    mr_status rc;
+    e->s.metrics = json_object();
+    e->s.undefined = json_object();
+    json_object_set_new(e->mj, "metrics", e->s.metrics);
+    json_object_set_new(e->mj, "undefined", e->s.undefined);
+    if ((rc = compute_metrics(&e->s, err)) != MR_OK) return rc;
+    mr_op_metric(e->ctx, "eval_rows", 0, (double)e->n);
+    const char *task = e->s.task == MR_TASK_BINARY ? "binary" : e->s.task == MR_TASK_MULTICLASS ? "multiclass" : "regression";
+    json_object_set_new(e->mj, "task", json_string(task));
+    json_object_set_new(e->mj, "tier", json_string(c->tier));
+    json_object_set_new(e->mj, "rows", json_integer((json_int_t)e->n));
+    json_object_set_new(e->mj, "rows_total", json_integer((json_int_t)e->n_all));
+    json_object_set_new(e->mj, "label", json_string(c->label));
+    json_object_set_new(e->mj, "model_kind", json_string(mr_model_kind_name(e->model)));
+    json_object_set_new(e->mj, "objective", json_string(e->objective));
+    if (e->s.task == MR_TASK_BINARY) json_object_set_new(e->mj, "threshold", json_real(c->threshold));
+    json_object_set_new(e->mj, "bootstrap", c->full && c->n_boot ? json_pack("{s:I,s:f,s:I}", "n", (json_int_t)c->n_boot, "alpha",
+                                                                              c->alpha, "seed", (json_int_t)c->boot_seed)
+                                                                  : json_null());
+    confusion_json(e);
+    return MR_OK;
+}
+
+/* Step 7 (full tier): curves, slices and error lists; then every file. */
+static mr_status analyse_and_write(eval_run *e, mr_error *err)
+{
+    mr_status rc = MR_OK;
+    const char *dir = e->ctx->outputs[0].path;
+    json_object_set_new(e->cj, "tier", json_string(e->c.tier));
+    json_object_set_new(e->sj, "tier", json_string(e->c.tier));
+    json_object_set_new(e->ej, "tier", json_string(e->c.tier));
+    if (e->c.full) {
+        /* raw: true when the values shown are the data's own units. */
+        json_object_set_new(e->sj, "raw", json_boolean(shown_table(e) != NULL));
+        json_object_set_new(e->ej, "raw", json_boolean(shown_table(e) != NULL));
+        if ((rc = compute_curves(&e->s, e->cj, err)) != MR_OK) return rc;
+        if ((rc = compute_slices(&e->s, e->sj, err)) != MR_OK) return rc;
+        if ((rc = compute_errors(&e->s, e->ej, err)) != MR_OK) return rc;
     }
-    if ((rc = write_json(ctx->outputs[0].path, "metrics.json", mj, err)) != MR_OK) goto done;
-    if ((rc = write_json(ctx->outputs[0].path, "curves.json", cj, err)) != MR_OK) goto done;
-    if ((rc = write_json(ctx->outputs[0].path, "slices.json", sj, err)) != MR_OK) goto done;
-    rc = write_json(ctx->outputs[0].path, "errors.json", ej, err);
+    if ((rc = write_json(dir, "metrics.json", e->mj, err)) != MR_OK) return rc;
+    if ((rc = write_json(dir, "curves.json", e->cj, err)) != MR_OK) return rc;
+    if ((rc = write_json(dir, "slices.json", e->sj, err)) != MR_OK) return rc;
+    return write_json(dir, "errors.json", e->ej, err);
+}
+
+static mr_status run_evaluate(mr_op_ctx *ctx, mr_error *err)
+{
+    eval_run e;
+    memset(&e, 0, sizeof(e));
+    e.ctx = ctx;
+    mr_status rc = parse_cfg(ctx->def, &e.c, err);
+    if (rc != MR_OK) goto done;
+    e.mj = json_object();
+    e.cj = json_object();
+    e.sj = json_object();
+    e.ej = json_object();
+    if (!e.mj || !e.cj || !e.sj || !e.ej) {
+        rc = nomem(err);
+        goto done;
+    }
+    e.s.ctx = ctx;
+    e.s.c = &e.c;
+    if ((rc = load_inputs(&e, err)) != MR_OK) goto done;
+    if ((rc = select_rows(&e, err)) != MR_OK) goto done;
+    if ((rc = predict(&e, err)) != MR_OK) goto done;
+    if ((rc = write_predictions(&e, err)) != MR_OK) goto done;
+    if ((rc = metric_data(&e, err)) != MR_OK) goto done;
+    e.s.K = e.K;
+    e.s.preds = e.preds;
+    e.s.feat = e.fx_out ? e.fx_out : eval_table(&e);
+    e.s.shown = shown_table(&e);
+    e.s.model = e.model;
+    if ((rc = slice_metric(&e, err)) != MR_OK) goto done;
+    if ((rc = describe(&e, err)) != MR_OK) goto done;
+    rc = analyse_and_write(&e, err);
 done:
-    mr_free((void *)c.pass);
-    mr_free((void *)c.cats);
-    mr_free((void *)c.nums);
-    mr_free(model_file);
-    mr_free(fx_file);
-    mr_free(fx_bytes);
-    mr_free(pred_path);
-    mr_free(y);
-    mr_free(pred);
-    mr_free(score);
-    mr_free(idx);
-    mr_free(idx32);
-    mr_features_free(fx);
-    mr_table_free(fx_out);
-    mr_table_free(preds);
-    mr_table_free(sub);
-    mr_table_free(data);
-    mr_model_free(model);
-    json_decref(mj);
-    json_decref(cj);
-    json_decref(sj);
-    json_decref(ej);
+    eval_run_free(&e);
     return rc;
 }
 
+/* Version 2: metrics.json no longer holds predict_seconds (a timing: it is
+ * the run-store metric predict_seconds now), and the optional raw input
+ * gives slices, error lists and passthrough columns the data's own units. */
 const mr_op mr_op_evaluate = {
     .name = "evaluate",
-    .version = 1,
+    .version = 2,
     .params = evaluate_params,
     .outputs = NULL,
     .run = run_evaluate,

@@ -1,22 +1,42 @@
 /* The report op: writes report.html (self-contained, charts as inline SVG)
- * and report.md for the running run, from the run store (summary, timeline,
- * training curves) and the evaluate / train / check outputs it is given.
- * The layout lives in src/report/run_report.c, shared with `millrace report RUN`. */
+ * and report.md from the evaluate / train / check / tune outputs it is
+ * given and the run store's records of the stages that produced them. The
+ * artifact holds only what those inputs determine (no run id, time, path or
+ * timing: the same inputs give the same bytes). The layout lives in
+ * src/report/run_report.c, shared with `millrace report RUN`. */
 #include "millrace/op.h"
 #include "millrace/runreport.h"
 #include "millrace/runstore.h"
 #include "ops_int.h"
 
 #include <stdio.h>
+#include <string.h>
 
 static const mr_param_def report_params[] = {
     {"evaluate", MR_PT_STR | MR_PT_PATH, 0, "an evaluate stage's output: ${stages.EVAL}"},
     {"model", MR_PT_STR | MR_PT_PATH, 0, "the model (feature importance): ${stages.TRAIN} or a model file"},
     {"check", MR_PT_STR | MR_PT_PATH, 0, "a check stage's output: ${stages.CHECK}"},
     {"tune", MR_PT_STR | MR_PT_PATH, 0, "a tune stage's output: ${stages.TUNE} (metric by trial, importances, leaderboard)"},
-    {"title", MR_PT_STR, 0, "report title (default: workspace directory and run id)"},
+    {"title", MR_PT_STR, 0, "report title (default: \"Model report\")"},
     {NULL, 0, 0, NULL},
 };
+
+/* The stage whose output is the input read at path (inputs named
+ * "stages.X.OUT"), written into buf; NULL for a plain file. */
+static const char *stage_of(const mr_op_ctx *ctx, const char *path, char *buf, size_t cap)
+{
+    for (size_t k = 0; path && k < ctx->n_inputs; k++) {
+        const char *name = ctx->inputs[k].name;
+        if (!ctx->inputs[k].path || strcmp(ctx->inputs[k].path, path) || strncmp(name, "stages.", 7)) continue;
+        const char *dot = strchr(name + 7, '.');
+        size_t n = dot ? (size_t)(dot - name - 7) : strlen(name + 7);
+        if (n == 0 || n >= cap) continue;
+        memcpy(buf, name + 7, n);
+        buf[n] = '\0';
+        return buf;
+    }
+    return NULL;
+}
 
 static mr_status run_report(mr_op_ctx *ctx, mr_error *err)
 {
@@ -24,14 +44,24 @@ static mr_status run_report(mr_op_ctx *ctx, mr_error *err)
     char *db = mr_asprintf("%s/.millrace/runs.db", ctx->workspace);
     char *html = mr_path_join(ctx->outputs[0].path, "report.html");
     char *md = mr_path_join(ctx->outputs[0].path, "report.md");
+    char st_eval[256], st_model[256], st_check[256], st_tune[256];
     mr_status rc = db && html && md ? mr_runstore_open(db, &rs, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
     if (rc == MR_OK) {
-        mr_run_report_inputs in = {mr__opt_str(ctx->def, "title", NULL), mr__opt_str(ctx->def, "evaluate", NULL),
-                                   mr__opt_str(ctx->def, "model", NULL), mr__opt_str(ctx->def, "check", NULL),
-                                   mr__opt_str(ctx->def, "tune", NULL)};
+        const char *ev = mr__opt_str(ctx->def, "evaluate", NULL), *mo = mr__opt_str(ctx->def, "model", NULL);
+        const char *ch = mr__opt_str(ctx->def, "check", NULL), *tu = mr__opt_str(ctx->def, "tune", NULL);
+        mr_run_report_inputs in = {mr__opt_str(ctx->def, "title", NULL),
+                                   ev,
+                                   mo,
+                                   ch,
+                                   tu,
+                                   stage_of(ctx, ev, st_eval, sizeof(st_eval)),
+                                   stage_of(ctx, mo, st_model, sizeof(st_model)),
+                                   stage_of(ctx, ch, st_check, sizeof(st_check)),
+                                   stage_of(ctx, tu, st_tune, sizeof(st_tune)),
+                                   1};
         rc = mr_run_report_write(rs, ctx->run_id, &in, html, md, err);
     }
-    if (rc == MR_OK) dprintf(ctx->log_fd, "wrote report.html and report.md for run %lld\n", (long long)ctx->run_id);
+    if (rc == MR_OK) dprintf(ctx->log_fd, "wrote report.html and report.md\n");
     mr_runstore_close(rs);
     mr_free(db);
     mr_free(html);
@@ -39,9 +69,12 @@ static mr_status run_report(mr_op_ctx *ctx, mr_error *err)
     return rc;
 }
 
+/* Version 2: the report holds only what its inputs determine (no run id,
+ * run status, times or timeline; the stages reported and their outcome),
+ * the tune section draws all trials in one chart, legends sit below plots. */
 const mr_op mr_op_report = {
     .name = "report",
-    .version = 1,
+    .version = 2,
     .params = report_params,
     .outputs = NULL,
     .run = run_report,

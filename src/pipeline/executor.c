@@ -666,7 +666,10 @@ static mr_status begin_run(run_ctx *c, mr_error *err)
                        .git_dirty = dirty,
                        .params_json = pj.data ? pj.data : "{}",
                        .overrides = ov.data ? ov.data : "",
-                       .smoke = c->o->smoke};
+                       .smoke = c->o->smoke,
+                       .name = c->o->name,
+                       .tags = c->o->tags,
+                       .n_tags = c->o->n_tags};
     mr_status rc = mr_runstore_run_begin(c->ws->rs, &rb, &c->run_id, err);
     mr_buf_free(&pj);
     mr_buf_free(&ov);

@@ -1,7 +1,9 @@
 /* `millrace status`, `verify` and `gc`. Status plans every stage as a run
  * would (hashing inputs through the stat cache) without running anything,
  * and explains a stale stage by diffing its key document against the one
- * recorded for its last result. */
+ * recorded for its last result; a cached stage whose workspace outputs are
+ * someone else's is traced to the run that produced them. Values print as
+ * written (the value tree keeps each scalar's text). */
 #include "pipeline_int.h"
 
 #include <string.h>
@@ -19,40 +21,89 @@ static void add_reason(json_t *reasons, const char *fmt, ...)
     json_array_append_new(reasons, json_string(buf));
 }
 
-static char *short_json(json_t *v)
+/* A value as status prints it: scalars as written ("0.1", never
+ * 0.10000000000000001), strings quoted, lists and maps as canonical JSON;
+ * cut to 60 bytes. Caller frees. */
+static char *short_text(const mr_value *v)
 {
-    if (!v) return mr_strdup("(none)");
-    char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    char *r = mr_strdup(t ? t : "?");
-    free(t);
-    if (r && strlen(r) > 60) memcpy(r + 56, "...", 4);
+    mr_buf b;
+    mr_buf_init(&b);
+    if (!v)
+        mr_buf_puts(&b, "(none)");
+    else if (v->kind == MR_V_STR)
+        mr_buf_json_str(&b, v->str ? v->str : "");
+    else
+        mr_runstore_value_text(v, &b);
+    char *r = mr_strdup(b.data ? b.data : "?");
+    mr_buf_free(&b);
+    if (r && strlen(r) > 60) {
+        size_t k = 56;
+        while (k > 0 && ((unsigned char)r[k] & 0xC0) == 0x80) k--; /* not inside a UTF-8 sequence */
+        memcpy(r + k, "...", 4);
+    }
     return r;
 }
 
-static void diff_objects(json_t *old, json_t *cur, const char *what, json_t *reasons)
+/* Adds a reason per entry of cur that old lacks, holds otherwise, or has
+ * lost. Settings that are maps recurse ("setting 'params.learning_rate'"). */
+static void diff_maps(const mr_value *old, const mr_value *cur, const char *what, const char *prefix, json_t *reasons)
 {
-    const char *k;
-    json_t *v;
-    json_object_foreach(cur, k, v)
-    {
-        json_t *o = json_object_get(old, k);
+    char path[512];
+    for (size_t k = 0; cur && cur->kind == MR_V_MAP && k < cur->n; k++) {
+        const mr_value *o = mr_value_get(old, cur->keys[k]), *v = cur->items[k];
+        snprintf(path, sizeof(path), "%s%s%s", prefix ? prefix : "", prefix ? "." : "", cur->keys[k]);
         if (!o) {
-            add_reason(reasons, "%s '%s' added", what, k);
-        } else if (!json_equal(o, v)) {
-            if (!strcmp(what, "input")) {
-                add_reason(reasons, "input '%s' changed", k);
-            } else {
-                char *a = short_json(o), *b = short_json(v);
-                add_reason(reasons, "%s '%s' changed: %s -> %s", what, k, a ? a : "", b ? b : "");
-                mr_free(a);
-                mr_free(b);
-            }
+            add_reason(reasons, "%s '%s' added", what, path);
+        } else if (mr_value_equal(o, v)) {
+            continue;
+        } else if (!strcmp(what, "input")) {
+            add_reason(reasons, "input '%s' changed", path);
+        } else if (!strcmp(what, "setting") && o->kind == MR_V_MAP && v->kind == MR_V_MAP) {
+            diff_maps(o, v, what, path, reasons);
+        } else {
+            char *a = short_text(o), *b = short_text(v);
+            add_reason(reasons, "%s '%s' changed: %s -> %s", what, path, a ? a : "", b ? b : "");
+            mr_free(a);
+            mr_free(b);
         }
     }
-    json_object_foreach(old, k, v)
-    {
-        if (!json_object_get(cur, k)) add_reason(reasons, "%s '%s' removed", what, k);
+    for (size_t k = 0; old && old->kind == MR_V_MAP && k < old->n; k++)
+        if (!mr_value_get(cur, old->keys[k]))
+            add_reason(reasons, "%s '%s%s%s' removed", what, prefix ? prefix : "", prefix ? "." : "", old->keys[k]);
+}
+
+/* Parses a key document (canonical JSON) into a value tree; NULL if unreadable. */
+static mr_value *parse_doc(const char *doc)
+{
+    mr_value *v = NULL;
+    if (doc && doc[0] && mr_yaml_parse(doc, strlen(doc), "key document", &v, NULL) != MR_OK) v = NULL;
+    if (v && v->kind != MR_V_MAP) {
+        mr_value_free(v);
+        v = NULL;
     }
+    return v;
+}
+
+/* What differs between the key document of a result (prev) and the one the
+ * spec now gives (cur); returns how many reasons it added. */
+static size_t diff_docs(const char *prev, const char *cur, json_t *reasons)
+{
+    size_t before = json_array_size(reasons);
+    mr_value *o = parse_doc(prev), *c = parse_doc(cur);
+    if (o && c) {
+        const mr_value *ov = mr_value_get(o, "op_version"), *cv = mr_value_get(c, "op_version");
+        if (!(ov && cv && mr_value_equal(ov, cv)))
+            add_reason(reasons, "op version changed: %lld -> %lld", ov && ov->kind == MR_V_INT ? (long long)ov->u.i : 0LL,
+                       cv && cv->kind == MR_V_INT ? (long long)cv->u.i : 0LL);
+        const mr_value *os = mr_value_get(o, "smoke"), *cs = mr_value_get(c, "smoke");
+        if (!(os && cs && mr_value_equal(os, cs))) add_reason(reasons, "smoke mode differs from the cached result");
+        diff_maps(mr_value_get(o, "params"), mr_value_get(c, "params"), "param", NULL, reasons);
+        diff_maps(mr_value_get(o, "def"), mr_value_get(c, "def"), "setting", NULL, reasons);
+        diff_maps(mr_value_get(o, "inputs"), mr_value_get(c, "inputs"), "input", NULL, reasons);
+    }
+    mr_value_free(o);
+    mr_value_free(c);
+    return json_array_size(reasons) - before;
 }
 
 static void explain(mr_workspace *ws, const mr_value *lock, const char *stage, const char *cur_doc, json_t *reasons)
@@ -67,22 +118,75 @@ static void explain(mr_workspace *ws, const mr_value *lock, const char *stage, c
         mr_free(prev_doc);
         return;
     }
-    json_t *o = json_loads(prev_doc, 0, NULL), *c = json_loads(cur_doc, 0, NULL);
+    if (diff_docs(prev_doc, cur_doc, reasons) == 0)
+        add_reason(reasons, "its cached result is gone (gc) or was never recorded");
     mr_free(prev_doc);
-    size_t before = json_array_size(reasons);
-    if (o && c) {
-        if (!json_equal(json_object_get(o, "op_version"), json_object_get(c, "op_version")))
-            add_reason(reasons, "op version changed: %lld -> %lld", (long long)json_integer_value(json_object_get(o, "op_version")),
-                       (long long)json_integer_value(json_object_get(c, "op_version")));
-        if (!json_equal(json_object_get(o, "smoke"), json_object_get(c, "smoke")))
-            add_reason(reasons, "smoke mode differs from the cached result");
-        diff_objects(json_object_get(o, "params"), json_object_get(c, "params"), "param", reasons);
-        diff_objects(json_object_get(o, "def"), json_object_get(c, "def"), "setting", reasons);
-        diff_objects(json_object_get(o, "inputs"), json_object_get(c, "inputs"), "input", reasons);
+}
+
+/* The stage is cached, but its outputs in the workspace are not the cached
+ * ones: say which are missing, or whose outputs the workspace holds (a run
+ * with other params, an -S override) and what differs, or that they were
+ * modified. A run restores the cached outputs in every case. */
+static void explain_workspace(mr_workspace *ws, const mr__plan *p, const char *stage, const char *cur_doc,
+                              json_t *reasons)
+{
+    const char **paths = mr_calloc(p->n_outs + 1, sizeof(*paths)), **names = mr_calloc(p->n_outs + 1, sizeof(*names));
+    const char **ids = mr_calloc(p->n_outs + 1, sizeof(*ids));
+    char(*hex)[MR_ARTIFACT_ID_LEN] = mr_calloc(p->n_outs + 1, sizeof(*hex));
+    mr_artifact *arts = mr_calloc(p->n_outs + 1, sizeof(*arts));
+    mr_run_detail *d = NULL;
+    char *key = NULL, *doc = NULL;
+    int64_t run = 0;
+    size_t n_missing = 0;
+    if (!paths || !names || !ids || !hex || !arts) goto modified;
+    for (size_t k = 0; k < p->n_outs; k++) {
+        paths[k] = p->outs[k].path;
+        names[k] = p->outs[k].name;
+        if (mr_fs_exists(paths[k])) continue;
+        add_reason(reasons, "outputs missing or modified in the workspace: '%s' is missing (a run restores it from the cache)",
+                   paths[k]);
+        n_missing++;
     }
-    if (json_array_size(reasons) == before) add_reason(reasons, "its cached result is gone (gc) or was never recorded");
-    json_decref(o);
-    json_decref(c);
+    if (n_missing) goto done;
+    if (mr_store_hash_paths(ws->store, ws->sc, paths, p->n_outs, arts, NULL, NULL) != MR_OK) goto modified;
+    for (size_t k = 0; k < p->n_outs; k++) {
+        mr_artifact_id(&arts[k], hex[k]);
+        ids[k] = hex[k];
+    }
+    if (mr_runstore_find_outputs(ws->rs, stage, names, ids, p->n_outs, &run, &key, NULL) != MR_OK ||
+        mr_runstore_run_detail(ws->rs, run, &d, NULL) != MR_OK)
+        goto modified;
+    if (d->run.overrides && d->run.overrides[0]) {
+        mr_buf ov;
+        mr_buf_init(&ov);
+        const char *o = d->run.overrides;
+        while (*o) { /* "a=1 b=2" -> "-S a=1 -S b=2" */
+            size_t n = strcspn(o, " ");
+            mr_buf_printf(&ov, "%s-S %.*s", ov.len ? " " : "", (int)n, o);
+            o += n;
+            o += strspn(o, " ");
+        }
+        add_reason(reasons, "the workspace holds the outputs of run %lld (%s), not this spec's cached result (a run restores it)",
+                   (long long)run, ov.data ? ov.data : "");
+        mr_buf_free(&ov);
+    } else {
+        add_reason(reasons, "the workspace holds the outputs of run %lld, not this spec's cached result (a run restores it)",
+                   (long long)run);
+    }
+    if (key && mr_runstore_cache_get(ws->rs, key, NULL, NULL, &doc, NULL) == MR_OK) diff_docs(doc, cur_doc, reasons);
+    goto done;
+modified:
+    add_reason(reasons, "outputs missing or modified in the workspace: modified since a run wrote them (no recorded run "
+                        "produced them; a run restores the cached result)");
+done:
+    mr_run_detail_free(d);
+    mr_free(key);
+    mr_free(doc);
+    mr_free(paths);
+    mr_free(names);
+    mr_free(ids);
+    mr_free(hex);
+    mr_free(arts);
 }
 
 /* Hashes every workspace dep that no stage produces in one parallel batch
@@ -176,8 +280,7 @@ mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, i
                 mr__plan_key(spec, i, smoke, &plans[i], &e) != MR_OK) {
                 add_reason(reasons, "%s", e.msg);
             } else if (mr__plan_cache_lookup(ws, &plans[i], NULL)) {
-                if (!mr__plan_outputs_in_place(ws, &plans[i]))
-                    add_reason(reasons, "outputs missing or modified in the workspace (a run restores them from the cache)");
+                if (!mr__plan_outputs_in_place(ws, &plans[i])) explain_workspace(ws, &plans[i], name, plans[i].key_doc, reasons);
             } else {
                 explain(ws, lock, name, plans[i].key_doc, reasons);
             }

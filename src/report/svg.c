@@ -17,6 +17,7 @@
 static const char *const PALETTE[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
                                       "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 #define N_PALETTE (sizeof PALETTE / sizeof PALETTE[0])
+#define FAINT "#c5ccd3" /* faint series: grey, thin */
 
 void mr_chart_init(mr_chart *c)
 {
@@ -187,16 +188,47 @@ static void set_range(double *lo, double *hi, double fixed_lo, double fixed_hi)
     if (*hi <= *lo) *hi = *lo + 1;
 }
 
-static mr_status legend(mr_buf *b, const frame *f, const char *const *names, const char *const *colors, size_t n)
+/* The legend sits below the plot, under the x-axis label, in rows that
+ * wrap at the plot's width, so it never covers a curve. Text width is
+ * estimated (LEGEND_CHAR_W per character at font-size 11). */
+#define LEGEND_ROW 16
+#define LEGEND_CHAR_W 6.5
+#define LEGEND_GAP 18
+
+static double legend_item_w(const char *name) { return 14 + LEGEND_CHAR_W * (double)strlen(name) + LEGEND_GAP; }
+
+/* Rows the legend of these names needs between x0 and x1 (0: none named). */
+static int legend_rows(const char *const *names, size_t n, double x0, double x1)
+{
+    int rows = 0;
+    double x = x1;
+    for (size_t i = 0; i < n; i++) {
+        if (!names[i]) continue;
+        double w = legend_item_w(names[i]);
+        if (rows == 0 || x + w > x1) {
+            rows++;
+            x = x0;
+        }
+        x += w;
+    }
+    return rows;
+}
+
+/* Draws the legend rows from y0 (the top of the first row) down. */
+static mr_status legend(mr_buf *b, const frame *f, double y0, const char *const *names, const char *const *colors, size_t n)
 {
     mr_status st = MR_OK;
-    double y = f->y0 + 8;
+    double x = f->x1, y = y0 - LEGEND_ROW;
     for (size_t i = 0; i < n && st == MR_OK; i++) {
         if (!names[i]) continue;
-        double x = f->x1 - 130;
+        double w = legend_item_w(names[i]);
+        if (x + w > f->x1) {
+            x = f->x0;
+            y += LEGEND_ROW;
+        }
         st = mr_buf_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"10\" height=\"10\" fill=\"%s\"/>", x, y, colors[i]);
         if (st == MR_OK) st = text(b, x + 14, y + 9, "start", NULL, names[i]);
-        y += 15;
+        x += w;
     }
     return st;
 }
@@ -218,7 +250,19 @@ mr_status mr_report_chart_line(mr_buf *out, const mr_chart *c, const mr_series *
     f.dx0 = xl, f.dx1 = xh, f.dy0 = yl, f.dy1 = yh;
     set_range(&f.dx0, &f.dx1, c->x_min, c->x_max);
     set_range(&f.dy0, &f.dy1, c->y_min, c->y_max);
-    mr_status st = svg_open(out, c, f.w, f.h);
+    /* Colours go to the series that are not faint, in order; the legend
+     * names those (at most one palette round). */
+    const char *names[N_PALETTE], *colors[N_PALETTE];
+    size_t n_leg = 0;
+    for (size_t k = 0; k < n_series && n_leg < N_PALETTE; k++) {
+        if (s[k].kind == MR_SERIES_FAINT) continue;
+        names[n_leg] = s[k].name;
+        colors[n_leg] = PALETTE[n_leg];
+        n_leg++;
+    }
+    int rows = legend_rows(names, n_leg, f.x0, f.x1);
+    double total_h = f.h + (rows ? rows * LEGEND_ROW + 6 : 0);
+    mr_status st = svg_open(out, c, f.w, total_h);
     if (st == MR_OK) st = axes(&f, c, 1, 1);
     if (st == MR_OK && c->diagonal) {
         double a = fmax(f.dx0, f.dy0), z = fmin(f.dx1, f.dy1);
@@ -226,24 +270,21 @@ mr_status mr_report_chart_line(mr_buf *out, const mr_chart *c, const mr_series *
             st = mr_buf_printf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#999999\" stroke-dasharray=\"4 3\"/>",
                                px(&f, a), py(&f, a), px(&f, z), py(&f, z));
     }
-    const char *names[N_PALETTE], *colors[N_PALETTE];
-    size_t n_leg = 0;
+    size_t n_col = 0;
     for (size_t k = 0; k < n_series && st == MR_OK; k++) {
-        const char *col = PALETTE[k % N_PALETTE];
+        int faint = s[k].kind == MR_SERIES_FAINT;
+        const char *col = faint ? FAINT : PALETTE[n_col++ % N_PALETTE];
+        const char *width = faint ? "1" : "2";
         size_t n = s[k].n, step = n > MAX_LINE_POINTS ? (n + MAX_LINE_POINTS - 1) / MAX_LINE_POINTS : 1;
-        if (n_leg < N_PALETTE) {
-            names[n_leg] = s[k].name;
-            colors[n_leg++] = col;
-        }
         if (s[k].kind == MR_SERIES_POINTS) {
             for (size_t i = 0; i < n && st == MR_OK; i += step) {
                 if (!isfinite(s[k].x[i]) || !isfinite(s[k].y[i])) continue;
-                st = mr_buf_printf(out, "<circle class=\"mark\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>",
-                                   px(&f, s[k].x[i]), py(&f, s[k].y[i]), col);
+                st = mr_buf_printf(out, "<circle class=\"mark\" cx=\"%.1f\" cy=\"%.1f\" r=\"%s\" fill=\"%s\"/>",
+                                   px(&f, s[k].x[i]), py(&f, s[k].y[i]), faint ? "2" : "3", col);
             }
             continue;
         }
-        st = mr_buf_printf(out, "<path class=\"mark\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" d=\"", col);
+        st = mr_buf_printf(out, "<path class=\"mark\" fill=\"none\" stroke=\"%s\" stroke-width=\"%s\" d=\"", col, width);
         int pen = 0;
         double prev_y = 0;
         for (size_t i = 0; i < n && st == MR_OK; i = (i + step < n || i == n - 1) ? i + step : n - 1) {
@@ -260,9 +301,7 @@ mr_status mr_report_chart_line(mr_buf *out, const mr_chart *c, const mr_series *
         }
         if (st == MR_OK) st = mr_buf_puts(out, "\"/>");
     }
-    int any_name = 0;
-    for (size_t i = 0; i < n_leg; i++) any_name |= names[i] != NULL;
-    if (st == MR_OK && any_name) st = legend(out, &f, names, colors, n_leg);
+    if (st == MR_OK && rows) st = legend(out, &f, f.h + 2, names, colors, n_leg); /* under the x-axis label */
     if (st == MR_OK) st = mr_buf_puts(out, "</svg>");
     if (st != MR_OK) return MR_ERR(err, st, "line chart: cannot grow the output buffer");
     return MR_OK;

@@ -1,7 +1,10 @@
-/* Unit tests for the run store (src/pipeline/runstore.c): schema creation
- * and reopening, run/stage/metric recording and the JSON views, the stage
- * and stat caches, reaping dead runs, run references, concurrent writers,
- * kept artifacts and cache pruning. Each test works in its own temp dir. */
+/* Unit tests for the run store (src/pipeline/runstore*.c): schema creation,
+ * reopening and the migration of a version-1 store, run/stage/metric
+ * recording, the read views (structs) and their JSON documents, run names
+ * and tags, list columns and sorting, N-run comparison, tune trials, the
+ * stage and stat caches, reaping dead runs, run references, concurrent
+ * writers, kept artifacts and cache pruning. Each test works in its own
+ * temp dir. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +21,7 @@
 #include <unistd.h>
 
 #include "millrace/runstore.h"
+#include "millrace/spec.h"
 #include "millrace/store.h"
 
 typedef struct fixture {
@@ -61,7 +65,7 @@ static mr_runstore *open_ok(const char *path)
 
 static int64_t begin_run(mr_runstore *rs, const char *params)
 {
-    mr_run_begin info = {"millrace run -j2", "/work/x", "abc123", 1, params, "train.rounds=300", 0};
+    mr_run_begin info = {"millrace run -j2", "/work/x", "abc123", 1, params, "train.rounds=300", 0, NULL, NULL, 0};
     int64_t id = 0;
     assert_int_equal(mr_runstore_run_begin(rs, &info, &id, NULL), MR_OK);
     assert_true(id > 0);
@@ -78,19 +82,40 @@ static json_t *view(mr_buf *b)
     return v;
 }
 
-static json_t *runs_view(mr_runstore *rs)
+/* The --json document of `runs` (limit 0 = all), printed from the view. */
+static json_t *runs_view_n(mr_runstore *rs, int limit)
 {
+    mr_runs_query q = {limit, NULL, 0, NULL, 0, NULL};
+    mr_run_list *l = NULL;
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_runstore_runs_json(rs, 0, &b, NULL), MR_OK);
+    assert_int_equal(mr_runstore_runs(rs, &q, &l, NULL), MR_OK);
+    assert_int_equal(mr_run_list_json(l, &b, NULL), MR_OK);
+    mr_run_list_free(l);
     return view(&b);
 }
 
+static json_t *runs_view(mr_runstore *rs) { return runs_view_n(rs, 0); }
+
 static json_t *show_view(mr_runstore *rs, int64_t id)
 {
+    mr_run_detail *d = NULL;
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_runstore_show_json(rs, id, &b, NULL), MR_OK);
+    assert_int_equal(mr_runstore_run_detail(rs, id, &d, NULL), MR_OK);
+    assert_int_equal(mr_run_detail_json(d, &b, NULL), MR_OK);
+    mr_run_detail_free(d);
+    return view(&b);
+}
+
+static json_t *compare_view(mr_runstore *rs, const int64_t *ids, size_t n)
+{
+    mr_run_compare *c = NULL;
+    mr_buf b;
+    mr_buf_init(&b);
+    assert_int_equal(mr_runstore_compare(rs, ids, n, &c, NULL), MR_OK);
+    assert_int_equal(mr_run_compare_json(c, &b, NULL), MR_OK);
+    mr_run_compare_free(c);
     return view(&b);
 }
 
@@ -104,6 +129,8 @@ static void raw_exec(const char *db, const char *sql)
     if (rc != SQLITE_OK) fail_msg("%s: %s", sql, msg ? msg : "?");
     sqlite3_close(h);
 }
+
+static int64_t count_rows(const char *db, const char *sql);
 
 static const char *jget_str(json_t *o, const char *k)
 {
@@ -130,7 +157,7 @@ static void test_open_twice(void **state)
     mr_runstore_close(NULL);
 
     /* A newer schema is refused with a clear error. */
-    raw_exec(f->db, "UPDATE meta SET value = 2 WHERE key = 'schema_version'");
+    raw_exec(f->db, "UPDATE meta SET value = 3 WHERE key = 'schema_version'");
     mr_error err;
     mr_error_init(&err);
     rs = (mr_runstore *)1;
@@ -190,10 +217,7 @@ static void test_run_begin_end(void **state)
     assert_null(json_object_get(r, "cwd")); /* only in show */
     json_decref(v);
 
-    mr_buf buf;
-    mr_buf_init(&buf);
-    assert_int_equal(mr_runstore_runs_json(rs, 1, &buf, NULL), MR_OK);
-    v = view(&buf);
+    v = runs_view_n(rs, 1);
     assert_int_equal(json_array_size(json_object_get(v, "runs")), 1);
     json_decref(v);
 
@@ -253,10 +277,9 @@ static void test_stages_show(void **state)
 
     mr_error err;
     mr_error_init(&err);
-    mr_buf b;
-    mr_buf_init(&b);
-    assert_int_equal(mr_runstore_show_json(rs, 12345, &b, &err), MR_E_NOT_FOUND);
-    mr_buf_free(&b);
+    mr_run_detail *d = (mr_run_detail *)&err; /* set to NULL on failure */
+    assert_int_equal(mr_runstore_run_detail(rs, 12345, &d, &err), MR_E_NOT_FOUND);
+    assert_null(d);
     mr_runstore_close(rs);
 }
 
@@ -295,10 +318,8 @@ static void test_compare(void **state)
     assert_int_equal(mr_runstore_stage_record(rs, b, &tb, NULL), MR_OK);
     assert_int_equal(mr_runstore_stage_record(rs, b, &eb, NULL), MR_OK);
 
-    mr_buf buf;
-    mr_buf_init(&buf);
-    assert_int_equal(mr_runstore_compare_json(rs, a, b, &buf, NULL), MR_OK);
-    json_t *v = view(&buf);
+    int64_t ab[2] = {a, b};
+    json_t *v = compare_view(rs, ab, 2);
     assert_int_equal(json_integer_value(json_object_get(v, "a")), a);
     assert_int_equal(json_integer_value(json_object_get(v, "b")), b);
 
@@ -345,9 +366,343 @@ static void test_compare(void **state)
     assert_true(json_is_true(json_object_get(eval, "changed")));
     json_decref(v);
 
-    mr_buf_init(&buf);
-    assert_int_equal(mr_runstore_compare_json(rs, a, 777, &buf, NULL), MR_E_NOT_FOUND);
-    mr_buf_free(&buf);
+    int64_t bad[2] = {a, 777};
+    mr_run_compare *cmp = NULL;
+    assert_int_equal(mr_runstore_compare(rs, bad, 2, &cmp, NULL), MR_E_NOT_FOUND);
+    assert_null(cmp);
+    mr_runstore_close(rs);
+}
+
+/* ---- migration, names and tags --------------------------------------------*/
+
+/* The schema of version 1 (before names and tags), as older millrace wrote it. */
+static const char V1_SQL[] =
+    "CREATE TABLE meta(key TEXT PRIMARY KEY, value);"
+    "CREATE TABLE runs(id INTEGER PRIMARY KEY AUTOINCREMENT, started REAL NOT NULL, ended REAL,"
+    " status TEXT NOT NULL, argv TEXT, cwd TEXT, git_commit TEXT, git_dirty INTEGER NOT NULL DEFAULT 0,"
+    " params_json TEXT, overrides TEXT, smoke INTEGER NOT NULL DEFAULT 0, pid INTEGER, pid_start INTEGER,"
+    " n_executed INTEGER NOT NULL DEFAULT 0, n_cached INTEGER NOT NULL DEFAULT 0,"
+    " n_failed INTEGER NOT NULL DEFAULT 0, n_skipped INTEGER NOT NULL DEFAULT 0);"
+    "CREATE TABLE stage_runs(id INTEGER PRIMARY KEY, run_id INTEGER NOT NULL, stage TEXT NOT NULL, op TEXT, key TEXT,"
+    " status TEXT NOT NULL, started REAL, wall_s REAL, user_s REAL, sys_s REAL, max_rss_kb INTEGER,"
+    " bytes_read INTEGER, bytes_written INTEGER, error TEXT, outputs_json TEXT);"
+    "CREATE TABLE metrics(run_id INTEGER NOT NULL, stage TEXT NOT NULL, name TEXT NOT NULL, step INTEGER NOT NULL, value REAL);"
+    "CREATE TABLE lineage(run_id INTEGER NOT NULL, stage TEXT NOT NULL, role TEXT NOT NULL, name TEXT, artifact TEXT NOT NULL);"
+    "CREATE TABLE stage_cache(key TEXT PRIMARY KEY, stage TEXT NOT NULL, op TEXT, key_doc TEXT, outputs_json TEXT,"
+    " metrics_json TEXT, created REAL NOT NULL, run_id INTEGER);"
+    "CREATE TABLE stat_cache(path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ino INTEGER NOT NULL,"
+    " hash TEXT NOT NULL);"
+    "INSERT INTO meta VALUES('schema_version', 1);"
+    "INSERT INTO runs(started, ended, status, argv, params_json) VALUES(1.7e9, 1.7e9 + 4, 'ok', 'millrace run',"
+    " '{\"train\":{\"lr\":0.1}}');";
+
+static void test_migrate_v1(void **state)
+{
+    fixture *f = *state;
+    raw_exec(f->db, V1_SQL);
+    mr_runstore *rs = open_ok(f->db);
+    assert_int_equal(count_rows(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 2);
+    mr_run_detail *d = NULL;
+    assert_int_equal(mr_runstore_run_detail(rs, 1, &d, NULL), MR_OK);
+    assert_string_equal(d->run.status, "ok");
+    assert_null(d->run.name);
+    assert_int_equal(d->run.n_tags, 0);
+    assert_true(fabs(d->run.ended - d->run.started - 4) < 1e-9);
+    mr_run_detail_free(d);
+    /* The migrated store takes names and tags. */
+    const char *tags[] = {"exp=lr-sweep"};
+    mr_run_begin info = {"millrace run", "/w", "", 0, "{}", "", 0, "second", tags, 1};
+    int64_t id = 0;
+    assert_int_equal(mr_runstore_run_begin(rs, &info, &id, NULL), MR_OK);
+    assert_int_equal(id, 2);
+    mr_runstore_close(rs);
+    rs = open_ok(f->db); /* and reopens at version 2 without migrating again */
+    assert_int_equal(mr_runstore_resolve_run(rs, "second", &id, NULL), MR_OK);
+    assert_int_equal(id, 2);
+    mr_runstore_close(rs);
+}
+
+static int64_t begin_named(mr_runstore *rs, const char *params, const char *name, const char *const *tags, size_t n_tags)
+{
+    mr_run_begin info = {"millrace run", "/w", "", 0, params, "", 0, name, tags, n_tags};
+    int64_t id = 0;
+    assert_int_equal(mr_runstore_run_begin(rs, &info, &id, NULL), MR_OK);
+    return id;
+}
+
+static size_t list_ids(mr_runstore *rs, const mr_runs_query *q, int64_t *ids, size_t cap)
+{
+    mr_run_list *l = NULL;
+    mr_error err;
+    mr_error_init(&err);
+    if (mr_runstore_runs(rs, q, &l, &err) != MR_OK) fail_msg("runs: %s", err.msg);
+    size_t n = l->n;
+    for (size_t i = 0; i < n && i < cap; i++) ids[i] = l->runs[i].id;
+    mr_run_list_free(l);
+    return n;
+}
+
+static void test_names_tags(void **state)
+{
+    fixture *f = *state;
+    mr_runstore *rs = open_ok(f->db);
+    const char *t1[] = {"exp=lr", "gpu"}, *t2[] = {"exp=depth", "exp=lr"}, *t3[] = {"gpu"};
+    int64_t a = begin_named(rs, "{}", "baseline", t1, 2);
+    int64_t b = begin_named(rs, "{}", NULL, t2, 2); /* a key given twice keeps the last value */
+    int64_t c = begin_named(rs, "{}", "baseline", t3, 1);
+
+    mr_run_detail *d = NULL;
+    assert_int_equal(mr_runstore_run_detail(rs, a, &d, NULL), MR_OK);
+    assert_string_equal(d->run.name, "baseline");
+    assert_int_equal(d->run.n_tags, 2);
+    assert_string_equal(d->run.tags[0].key, "exp");
+    assert_string_equal(d->run.tags[0].value, "lr");
+    assert_string_equal(d->run.tags[1].key, "gpu");
+    assert_null(d->run.tags[1].value);
+    mr_run_detail_free(d);
+    assert_int_equal(mr_runstore_run_detail(rs, b, &d, NULL), MR_OK);
+    assert_null(d->run.name);
+    assert_int_equal(d->run.n_tags, 1);
+    assert_string_equal(d->run.tags[0].value, "lr");
+    mr_run_detail_free(d);
+
+    /* Filters: KEY matches any value, KEY=VALUE exactly, several must all match. */
+    int64_t ids[8];
+    const char *f_gpu[] = {"gpu"}, *f_lr[] = {"exp=lr"}, *f_both[] = {"exp=lr", "gpu"}, *f_none[] = {"exp=none"};
+    mr_runs_query q = {0, f_gpu, 1, NULL, 0, NULL};
+    assert_int_equal(list_ids(rs, &q, ids, 8), 2);
+    assert_int_equal(ids[0], c);
+    assert_int_equal(ids[1], a);
+    q.tags = f_lr;
+    assert_int_equal(list_ids(rs, &q, ids, 8), 2);
+    assert_int_equal(ids[0], b);
+    assert_int_equal(ids[1], a);
+    q.tags = f_both;
+    q.n_tags = 2;
+    assert_int_equal(list_ids(rs, &q, ids, 8), 1);
+    assert_int_equal(ids[0], a);
+    q.tags = f_none;
+    q.n_tags = 1;
+    assert_int_equal(list_ids(rs, &q, ids, 8), 0);
+
+    /* --json carries name and tags. */
+    json_t *v = runs_view(rs);
+    json_t *r0 = json_array_get(json_object_get(v, "runs"), 0), *r2 = json_array_get(json_object_get(v, "runs"), 2);
+    assert_string_equal(jget_str(r0, "name"), "baseline");
+    assert_true(json_is_null(json_object_get(json_object_get(r0, "tags"), "gpu")));
+    assert_string_equal(jget_str(json_object_get(r2, "tags"), "exp"), "lr");
+    assert_true(json_is_null(json_object_get(json_array_get(json_object_get(v, "runs"), 1), "name")));
+    json_decref(v);
+
+    /* A name resolves to its newest run. */
+    int64_t id = 0;
+    assert_int_equal(mr_runstore_resolve_run(rs, "baseline", &id, NULL), MR_OK);
+    assert_int_equal(id, c);
+
+    /* Malformed tags are refused, naming the problem, and record nothing. */
+    const char *bad[] = {"=x", "a b", "k=line\nbreak", "caf\xc3\xa9"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+        mr_error err;
+        mr_error_init(&err);
+        mr_run_begin info = {"r", "/", "", 0, "{}", "", 0, NULL, &bad[i], 1};
+        assert_int_equal(mr_runstore_run_begin(rs, &info, &id, &err), MR_E_INVALID_ARG);
+        assert_non_null(strstr(err.msg, "tag"));
+    }
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM runs"), 3);
+    mr_runstore_close(rs);
+}
+
+/* ---- list columns and sorting ---------------------------------------------*/
+
+static void test_columns_sort(void **state)
+{
+    fixture *f = *state;
+    mr_runstore *rs = open_ok(f->db);
+    int64_t r1 = begin_run(rs, "{\"train\":{\"lr\":0.1,\"depth\":4}}");
+    int64_t r2 = begin_run(rs, "{\"train\":{\"lr\":0.05,\"depth\":6}}");
+    int64_t r3 = begin_run(rs, "{\"train\":{\"lr\":0.3}}");
+    int64_t r4 = begin_run(rs, "{\"train\":{\"lr\":0.2,\"depth\":8}}");
+    mr_metric m1[] = {{"test.auc", 0, 0.81}}, m2[] = {{"test.auc", 0, 0.86}}, m4[] = {{"test.auc", 0, 0.79}};
+    assert_int_equal(mr_runstore_metrics_add(rs, r1, "eval", m1, 1, NULL), MR_OK);
+    assert_int_equal(mr_runstore_metrics_add(rs, r2, "eval", m2, 1, NULL), MR_OK);
+    assert_int_equal(mr_runstore_metrics_add(rs, r4, "eval", m4, 1, NULL), MR_OK);
+
+    const char *cols[] = {"params.train.lr", "metrics.eval.test.auc", "params.train.depth"};
+    mr_runs_query q = {0, NULL, 0, cols, 3, "-metrics.eval.test.auc"};
+    mr_run_list *l = NULL;
+    assert_int_equal(mr_runstore_runs(rs, &q, &l, NULL), MR_OK);
+    assert_int_equal(l->n, 4);
+    assert_int_equal(l->n_columns, 3);
+    /* Best AUC first; the run without one last. */
+    int64_t want[] = {r2, r1, r4, r3};
+    for (size_t i = 0; i < 4; i++) assert_int_equal(l->runs[i].id, want[i]);
+    mr_buf b;
+    mr_buf_init(&b);
+    assert_int_equal(mr_runstore_value_text(l->cells[0 * 3 + 0], &b), MR_OK);
+    assert_string_equal(b.data, "0.05"); /* as written, not 0.050000000000000003 */
+    assert_true(fabs(l->cells[0 * 3 + 1]->u.f - 0.86) < 1e-12);
+    assert_null(l->cells[3 * 3 + 1]); /* r3 has no AUC */
+    assert_null(l->cells[3 * 3 + 2]); /* nor a depth */
+    mr_buf_free(&b);
+    mr_buf_init(&b);
+    assert_int_equal(mr_run_list_json(l, &b, NULL), MR_OK);
+    json_t *v = view(&b);
+    json_t *first = json_object_get(json_array_get(json_object_get(v, "runs"), 0), "columns");
+    assert_true(fabs(json_number_value(json_object_get(first, "params.train.lr")) - 0.05) < 1e-15);
+    assert_true(json_is_null(json_object_get(json_object_get(json_array_get(json_object_get(v, "runs"), 3), "columns"),
+                                             "metrics.eval.test.auc")));
+    json_decref(v);
+    mr_run_list_free(l);
+
+    /* Ascending with a limit: the N first in sort order, not the N newest. */
+    int64_t ids[8];
+    mr_runs_query asc = {2, NULL, 0, NULL, 0, "params.train.lr"};
+    assert_int_equal(list_ids(rs, &asc, ids, 8), 2);
+    assert_int_equal(ids[0], r2);
+    assert_int_equal(ids[1], r1);
+    mr_runs_query byid = {0, NULL, 0, NULL, 0, "+id"};
+    assert_int_equal(list_ids(rs, &byid, ids, 8), 4);
+    assert_int_equal(ids[0], r1);
+    assert_int_equal(ids[3], r4);
+
+    /* Unknown columns name the closest ones. */
+    const char *typo[] = {"params.train.lrr"};
+    mr_runs_query bad = {0, NULL, 0, typo, 1, NULL};
+    mr_error err;
+    mr_error_init(&err);
+    l = (mr_run_list *)&err;
+    assert_int_equal(mr_runstore_runs(rs, &bad, &l, &err), MR_E_NOT_FOUND);
+    assert_null(l);
+    assert_non_null(strstr(err.msg, "params.train.lrr"));
+    assert_non_null(strstr(err.hint, "'params.train.lr'"));
+    mr_error_clear(&err);
+    mr_runs_query bad_sort = {0, NULL, 0, NULL, 0, "-metrics.eval.auc"};
+    assert_int_equal(mr_runstore_runs(rs, &bad_sort, &l, &err), MR_E_NOT_FOUND);
+    assert_non_null(strstr(err.hint, "'metrics.eval.test.auc'"));
+    mr_error_clear(&err);
+    const char *junk[] = {"stauts"};
+    mr_runs_query bad_field = {0, NULL, 0, junk, 1, NULL};
+    assert_int_equal(mr_runstore_runs(rs, &bad_field, &l, &err), MR_E_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "unknown column 'stauts'"));
+    assert_non_null(strstr(err.hint, "'status'"));
+    mr_runstore_close(rs);
+}
+
+/* ---- N runs side by side --------------------------------------------------*/
+
+static void test_compare_three(void **state)
+{
+    fixture *f = *state;
+    mr_runstore *rs = open_ok(f->db);
+    int64_t r[3] = {begin_run(rs, "{\"lr\":0.1,\"n\":100}"), begin_run(rs, "{\"lr\":0.1,\"n\":200}"),
+                    begin_run(rs, "{\"lr\":0.1,\"n\":100}")};
+    mr_metric m[] = {{"auc", 0, 0.8}};
+    for (int k = 0; k < 3; k++) assert_int_equal(mr_runstore_metrics_add(rs, r[k], "eval", m, 1, NULL), MR_OK);
+    mr_metric extra[] = {{"rmse", 0, 1.5}};
+    assert_int_equal(mr_runstore_metrics_add(rs, r[2], "eval", extra, 1, NULL), MR_OK);
+    mr_stage_record s = {"train", "train", "k1", "executed", 0, 0, 0, 0, 0, 0, 0, NULL, NULL};
+    assert_int_equal(mr_runstore_stage_record(rs, r[0], &s, NULL), MR_OK);
+    assert_int_equal(mr_runstore_stage_record(rs, r[1], &s, NULL), MR_OK);
+    s.key = "k2";
+    assert_int_equal(mr_runstore_stage_record(rs, r[2], &s, NULL), MR_OK);
+
+    mr_run_compare *c = NULL;
+    assert_int_equal(mr_runstore_compare(rs, r, 3, &c, NULL), MR_OK);
+    assert_int_equal(c->n_runs, 3);
+    assert_int_equal(c->n_params, 2);
+    assert_string_equal(c->params[0].path, "lr");
+    assert_false(c->params[0].changed);
+    assert_string_equal(c->params[1].path, "n");
+    assert_true(c->params[1].changed);
+    assert_int_equal(c->params[1].values[1]->u.i, 200);
+    assert_int_equal(c->n_metrics, 2);
+    assert_false(c->metrics[0].changed); /* auc equal in all three */
+    assert_true(c->metrics[1].changed);  /* rmse only in the third */
+    assert_false(c->metrics[1].present[0]);
+    assert_true(c->metrics[1].present[2]);
+    assert_int_equal(c->n_stages, 1);
+    assert_true(c->stages[0].changed);
+    assert_string_equal(c->stages[0].keys[2], "k2");
+    mr_run_compare_free(c);
+
+    json_t *v = compare_view(rs, r, 3);
+    assert_int_equal(json_array_size(json_object_get(v, "runs")), 3);
+    assert_null(json_object_get(v, "a")); /* a/b belong to the two-run shape */
+    json_t *n = json_array_get(json_object_get(v, "params"), 1);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(n, "values"), 1)), 200);
+    assert_null(json_object_get(n, "a"));
+    json_decref(v);
+    /* Two runs keep the a/b fields beside values. */
+    v = compare_view(rs, r, 2);
+    assert_int_equal(json_integer_value(json_object_get(v, "a")), r[0]);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(v, "params"), 1), "b")), 200);
+    json_decref(v);
+    mr_runstore_close(rs);
+}
+
+/* ---- trials, produced outputs, value text ---------------------------------*/
+
+static void test_trials_outputs_text(void **state)
+{
+    fixture *f = *state;
+    mr_runstore *rs = open_ok(f->db);
+    mr_trial_list *t = NULL;
+    assert_int_equal(mr_runstore_trials(rs, "tune", &t, NULL), MR_OK); /* no table yet */
+    assert_int_equal(t->run_id, 0);
+    assert_int_equal(t->n, 0);
+    mr_trial_list_free(t);
+    int64_t a = begin_run(rs, "{}"), b = begin_run(rs, "{}");
+    assert_int_equal(mr_runstore_trial_add(rs, a, "tune", 0, "k0", "complete", 0.5, "{\"trial\":0}", NULL), MR_OK);
+    assert_int_equal(mr_runstore_trial_add(rs, b, "tune", 1, "k1", "pruned", NAN, "{\"trial\":1,\"params\":{\"lr\":0.1}}", NULL),
+                     MR_OK);
+    assert_int_equal(mr_runstore_trial_add(rs, b, "tune", 0, "k0", "failed", NAN, "{\"trial\":0}", NULL), MR_OK);
+    assert_int_equal(mr_runstore_trial_add(rs, b, "tune", 0, "k0", "complete", 0.75, "{\"trial\":0,\"x\":1}", NULL), MR_OK);
+    assert_int_equal(mr_runstore_trials(rs, "tune", &t, NULL), MR_OK);
+    assert_int_equal(t->run_id, b); /* the newest run's trials */
+    assert_int_equal(t->n, 2);
+    assert_int_equal(t->trials[0].trial, 0);
+    assert_string_equal(t->trials[0].status, "complete"); /* the last record of trial 0 */
+    assert_true(fabs(t->trials[0].value - 0.75) < 1e-12);
+    assert_non_null(mr_value_get(t->trials[0].record, "x"));
+    assert_true(isnan(t->trials[1].value));
+    mr_buf b1;
+    mr_buf_init(&b1);
+    assert_int_equal(mr_runstore_value_text(mr_value_get_path(t->trials[1].record, "params.lr"), &b1), MR_OK);
+    assert_string_equal(b1.data, "0.1");
+    mr_trial_list_free(t);
+
+    /* The run that produced given outputs. */
+    mr_stage_record s = {"model", "train", "kA", "executed", 0, 0, 0, 0, 0, 0, 0, NULL, "{\"out\":\"aaa\"}"};
+    assert_int_equal(mr_runstore_stage_record(rs, a, &s, NULL), MR_OK);
+    s.key = "kB";
+    s.outputs_json = "{\"out\":\"bbb\"}";
+    assert_int_equal(mr_runstore_stage_record(rs, b, &s, NULL), MR_OK);
+    const char *names[] = {"out"}, *ida[] = {"aaa"}, *idz[] = {"zzz"};
+    int64_t run = 0;
+    char *key = NULL;
+    assert_int_equal(mr_runstore_find_outputs(rs, "model", names, ida, 1, &run, &key, NULL), MR_OK);
+    assert_int_equal(run, a);
+    assert_string_equal(key, "kA");
+    mr_free(key);
+    assert_int_equal(mr_runstore_find_outputs(rs, "model", names, idz, 1, &run, &key, NULL), MR_E_NOT_FOUND);
+    assert_null(key);
+
+    /* Display text: scalars as written, containers as canonical JSON, NULL as "-". */
+    mr_buf_free(&b1);
+    mr_buf_init(&b1);
+    mr_value *tree = NULL;
+    const char *doc = "{a: 1e-5, b: [1, 2.50], c: {d: x}}";
+    assert_int_equal(mr_yaml_parse(doc, strlen(doc), "t", &tree, NULL), MR_OK);
+    assert_int_equal(mr_runstore_value_text(mr_value_get(tree, "a"), &b1), MR_OK);
+    assert_string_equal(b1.data, "1e-5");
+    b1.len = 0;
+    assert_int_equal(mr_runstore_value_text(mr_value_get(tree, "b"), &b1), MR_OK);
+    assert_string_equal(b1.data, "[1,2.5]");
+    b1.len = 0;
+    assert_int_equal(mr_runstore_value_text(NULL, &b1), MR_OK);
+    assert_string_equal(b1.data, "-");
+    mr_value_free(tree);
+    mr_buf_free(&b1);
     mr_runstore_close(rs);
 }
 
@@ -562,7 +917,7 @@ static void writer_child(const char *db)
     int rc = 1;
     if (mr_runstore_open(db, &rs, NULL) != MR_OK) goto done;
     for (int i = 0; i < N_RUNS_EACH; i++) {
-        mr_run_begin info = {"w", "/", "", 0, "{}", "", 0};
+        mr_run_begin info = {"w", "/", "", 0, "{}", "", 0, NULL, NULL, 0};
         int64_t id = 0;
         mr_metric m[3] = {{"loss", 0, 1.0}, {"loss", 1, 0.5}, {"loss", 2, 0.25}};
         mr_stage_record rec = {"s", "op", "k", "executed", 0, 0, 0, 0, 0, 0, 0, NULL, "{}"};
@@ -736,10 +1091,24 @@ static void test_alloc_failures(void **state)
             st = mr_runstore_cache_get(rs, "k", &o, NULL, &d, NULL);
             all &= st == MR_OK;
             assert_true(ok_or_nomem(st));
-            st = mr_runstore_show_json(rs, a, &buf, NULL);
+            mr_run_detail *det = NULL;
+            st = mr_runstore_run_detail(rs, a, &det, NULL);
+            if (st == MR_OK) st = mr_run_detail_json(det, &buf, NULL);
+            mr_run_detail_free(det);
             all &= st == MR_OK;
             assert_true(ok_or_nomem(st));
-            st = mr_runstore_compare_json(rs, a, b, &buf, NULL);
+            int64_t ab[2] = {a, b};
+            mr_run_compare *cmp = NULL;
+            st = mr_runstore_compare(rs, ab, 2, &cmp, NULL);
+            if (st == MR_OK) st = mr_run_compare_json(cmp, &buf, NULL);
+            mr_run_compare_free(cmp);
+            all &= st == MR_OK;
+            assert_true(ok_or_nomem(st));
+            mr_runs_query q = {0, NULL, 0, NULL, 0, "-params.x.y"};
+            mr_run_list *l = NULL;
+            st = mr_runstore_runs(rs, &q, &l, NULL);
+            if (st == MR_OK) st = mr_run_list_json(l, &buf, NULL);
+            mr_run_list_free(l);
             all &= st == MR_OK;
             assert_true(ok_or_nomem(st));
             st = mr_runstore_kept_artifacts(rs, -1, &ids, &n, NULL);
@@ -766,6 +1135,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_run_begin_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stages_show, setup, teardown),
         cmocka_unit_test_setup_teardown(test_compare, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_names_tags, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_columns_sort, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compare_three, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_trials_outputs_text, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_statcache_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reap, setup, teardown),
