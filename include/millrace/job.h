@@ -43,6 +43,13 @@ typedef struct mr_job_io {
     int metrics; /* outputs: 1 for a metrics file (exec), 0 otherwise */
 } mr_job_io;
 
+/* A workspace path the worker locks while it works there: exclusive for
+ * what the stage writes, shared for what it only reads. */
+typedef struct mr_job_lock {
+    char *path;
+    int exclusive;
+} mr_job_lock;
+
 typedef struct mr_job {
     char *stage;          /* stage name */
     char *op;             /* op name */
@@ -57,12 +64,14 @@ typedef struct mr_job {
     char *workspace;      /* absolute workspace root */
     char *spec_path;      /* the file the origins of def and params refer to */
     char *result_path;    /* where the worker writes its mr_job_result */
-    mr_value *def;        /* the stage definition, interpolated, ${stages.X} resolved to paths */
+    mr_value *def;        /* the stage definition, interpolated; ${stages.X} are resolved by the worker */
     mr_value *params;     /* MAP: the params the stage depends on, nested ("train": {"lr": ...}) */
     mr_job_io *inputs;
     size_t n_inputs;
     mr_job_io *outputs;
     size_t n_outputs;
+    mr_job_lock *locks;   /* workspace paths the worker locks while it works there (sorted by path) */
+    size_t n_locks;
 } mr_job;
 
 void mr_job_init(mr_job *job);

@@ -295,11 +295,13 @@ static mr_status write_job(run_ctx *c, size_t i, mr_error *err)
         outs[k].path = p->outs[k].path;
         outs[k].metrics = k >= p->n_outs - p->n_metrics;
     }
-    mr_value *def = NULL;
-    if (rc == MR_OK) rc = mr__resolve_refs(s->def, c->dag, c->plans, &def, err);
+    mr_value *def = rc == MR_OK ? mr_value_clone(s->def) : NULL;
+    if (rc == MR_OK && !def) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) rc = mr__plan_locks(c->dag, i, c->plans, p, err);
     if (rc == MR_OK) {
         /* Ops see maps in canonical order: the key cannot see the order of
-         * millrace.yaml, so no result may depend on it. */
+         * millrace.yaml, so no result may depend on it. ${stages.X} stay
+         * unresolved: the worker resolves them where it reads the inputs. */
         mr_value_sort_keys(def);
         mr_value_sort_keys(p->params);
         job.stage = s->name;
@@ -321,6 +323,8 @@ static mr_status write_job(run_ctx *c, size_t i, mr_error *err)
         job.n_inputs = p->n_ins;
         job.outputs = outs;
         job.n_outputs = p->n_outs;
+        job.locks = p->locks;
+        job.n_locks = p->n_locks;
         rc = mr_job_write(&job, r->job_path, err);
     }
     mr_value_free(def);

@@ -307,6 +307,8 @@ void mr_job_deinit(mr_job *job)
     mr_value_free(job->params);
     free_ios(job->inputs, job->n_inputs);
     free_ios(job->outputs, job->n_outputs);
+    for (size_t k = 0; k < job->n_locks; k++) mr_free(job->locks[k].path);
+    mr_free(job->locks);
     memset(job, 0, sizeof(*job));
 }
 
@@ -346,10 +348,17 @@ mr_status mr_job_encode(const mr_job *job, mr_buf *out, mr_error *err)
         json_object_set_new(j, "result", json_string(job->result_path));
         json_object_set_new(j, "inputs", enc_ios(job->inputs, job->n_inputs, 0));
         json_object_set_new(j, "outputs", enc_ios(job->outputs, job->n_outputs, 1));
+        json_t *locks = json_array();
+        for (size_t k = 0; locks && k < job->n_locks; k++)
+            if (json_array_append_new(locks, json_pack("[s,s]", job->locks[k].exclusive ? "x" : "s", job->locks[k].path)) != 0) {
+                json_decref(locks);
+                locks = NULL;
+            }
+        json_object_set_new(j, "locks", locks);
         json_object_set_new(j, "def", job->def ? enc_value(job->def) : NULL);
         json_object_set_new(j, "params", job->params ? enc_value(job->params) : NULL);
         /* a NULL from any constructor (OOM, non-UTF-8 text) leaves a field out */
-        if (json_object_size(j) != 19) {
+        if (json_object_size(j) != 20) {
             json_decref(j);
             j = NULL;
         }
@@ -408,6 +417,20 @@ mr_status mr_job_decode(const char *text, size_t len, const char *path, mr_job *
     if (rc == MR_OK) rc = get_str(&d, j, "result", &job->result_path);
     if (rc == MR_OK) rc = dec_ios(&d, json_object_get(j, "inputs"), 0, &job->inputs, &job->n_inputs);
     if (rc == MR_OK) rc = dec_ios(&d, json_object_get(j, "outputs"), 1, &job->outputs, &job->n_outputs);
+    const json_t *locks = json_object_get(j, "locks");
+    if (rc == MR_OK && !json_is_array(locks)) rc = bad(&d, "field 'locks' is missing or not a list");
+    if (rc == MR_OK && json_array_size(locks)) {
+        job->locks = mr_calloc(json_array_size(locks), sizeof(*job->locks));
+        if (!job->locks) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    for (size_t k = 0; rc == MR_OK && k < json_array_size(locks); k++) {
+        const json_t *e = json_array_get(locks, k);
+        const char *mode = json_string_value(json_array_get(e, 0)), *s = json_string_value(json_array_get(e, 1));
+        if (json_array_size(e) != 2 || !mode || !s || (strcmp(mode, "x") && strcmp(mode, "s")))
+            rc = bad(&d, "a lock is not [\"x\" or \"s\", path]");
+        else if (!(job->locks[job->n_locks].path = mr_strdup(s))) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        else job->locks[job->n_locks++].exclusive = mode[0] == 'x';
+    }
     if (rc == MR_OK) rc = dec_value(&d, json_object_get(j, "def"), &job->def);
     if (rc == MR_OK) rc = dec_value(&d, json_object_get(j, "params"), &job->params);
     if (rc == MR_OK && (job->def->kind != MR_V_MAP || job->params->kind != MR_V_MAP))

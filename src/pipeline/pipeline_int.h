@@ -45,6 +45,8 @@ typedef struct mr__plan {
     char key[MR_HASH_HEX_LEN + 1];
     char *key_doc;     /* canonical JSON the key hashes */
     mr_value *params;  /* the stage's params, nested ({"train": {"lr": 0.1}}), positions kept */
+    mr_job_lock *locks; /* workspace paths the stage's worker locks (sorted, unique): see mr__plan_locks */
+    size_t n_locks;
 } mr__plan;
 
 void mr__plan_free(mr__plan *p);
@@ -59,6 +61,14 @@ mr_status mr__plan_hash_inputs(mr_workspace *ws, mr__plan *plans, const size_t *
                                uint64_t *bytes_hashed, mr_error *err);
 /* Computes key_doc and key (all inputs must have ids). */
 mr_status mr__plan_key(const mr_spec *spec, size_t i, int smoke, mr__plan *p, mr_error *err);
+/* The workspace paths stage i writes there (its output paths: an exec
+ * stage's outs, where a built-in op's results are checked out), locked
+ * exclusive, and the ones an exec stage reads there (its deps), shared;
+ * plus, in the same mode, every output path of any stage that contains or
+ * lies within one of them. Two stages that touch the same workspace file
+ * share a path, so their workers exclude each other (worker.c,
+ * "Isolation"). Sorted by path, each path once in its strongest mode. */
+mr_status mr__plan_locks(const mr_dag *dag, size_t i, const mr__plan *plans, mr__plan *p, mr_error *err);
 /* Outputs JSON {"name": "id"} of a plan whose outputs are known. */
 mr_status mr__plan_outputs_json(const mr__plan *p, mr_buf *out);
 /* Looks the key up; on a hit whose objects are all in the store, fills the
@@ -66,9 +76,12 @@ mr_status mr__plan_outputs_json(const mr__plan *p, mr_buf *out);
 int mr__plan_cache_lookup(mr_workspace *ws, mr__plan *p, char **metrics_json);
 /* 1 if every output exists in the workspace with the planned content. */
 int mr__plan_outputs_in_place(mr_workspace *ws, mr__plan *p);
-/* The def with ${stages.X[.O]} replaced by the referenced output paths. */
-mr_status mr__resolve_refs(const mr_value *def, const mr_dag *dag, const mr__plan *plans, mr_value **out,
-                           mr_error *err);
+/* Resolves, in place, every ${stages.X[.O]} in def to the path(s) that the
+ * stage's inputs named "stages.X.O" give, and every ${stages.X.FILE.PATH}
+ * to that value of FILE.json in one of those paths (a whole-string
+ * reference takes the value's type). The worker calls it once it knows
+ * where the inputs are (private checkouts, or workspace paths). */
+mr_status mr__resolve_refs(mr_value *def, const mr_job_io *ins, size_t n_ins, mr_error *err);
 
 /* ---- millrace.lock (lockfile.c) ----------------------------------------- */
 /* Reads the lock (missing file -> empty map). */

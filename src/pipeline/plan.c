@@ -20,6 +20,7 @@
 #include "millrace/csv.h"
 
 #include <glob.h>
+#include <stdlib.h>
 #include <strings.h>
 #include <string.h>
 #include <sys/types.h>
@@ -39,6 +40,8 @@ void mr__plan_free(mr__plan *p)
     mr_free(p->ins);
     mr_free(p->key_doc);
     mr_value_free(p->params);
+    for (size_t k = 0; k < p->n_locks; k++) mr_free(p->locks[k].path);
+    mr_free(p->locks);
     memset(p, 0, sizeof(*p));
 }
 
@@ -346,6 +349,51 @@ done:
     return rc;
 }
 
+static int cmp_lock(const void *a, const void *b)
+{
+    return strcmp(((const mr_job_lock *)a)->path, ((const mr_job_lock *)b)->path);
+}
+
+static mr_status lock_add(mr__plan *p, const char *path, int exclusive)
+{
+    for (size_t k = 0; k < p->n_locks; k++)
+        if (!strcmp(p->locks[k].path, path)) {
+            p->locks[k].exclusive |= exclusive;
+            return MR_OK;
+        }
+    mr_job_lock *nl = mr_realloc(p->locks, (p->n_locks + 1) * sizeof(*nl));
+    if (!nl) return MR_E_NOMEM;
+    p->locks = nl;
+    if (!(p->locks[p->n_locks].path = mr_strdup(path))) return MR_E_NOMEM;
+    p->locks[p->n_locks++].exclusive = exclusive;
+    return MR_OK;
+}
+
+mr_status mr__plan_locks(const mr_dag *dag, size_t i, const mr__plan *plans, mr__plan *p, mr_error *err)
+{
+    const mr_stage_spec *s = &mr__dag_spec(dag)->stages[i];
+    const mr__stage_paths *sp = mr__dag_paths(dag, i);
+    size_t n_stages = mr_dag_n(dag);
+    mr_status rc = MR_OK;
+    for (size_t k = 0; k < p->n_locks; k++) mr_free(p->locks[k].path);
+    p->n_locks = 0;
+    for (size_t o = 0; o < p->n_outs && rc == MR_OK; o++) rc = lock_add(p, p->outs[o].path, 1);
+    /* A built-in op reads its inputs from private checkouts, not the workspace. */
+    for (size_t d = 0; (s->op->flags & MR_OP_WORKSPACE_OUTPUTS) && d < sp->n_deps && rc == MR_OK; d++)
+        rc = lock_add(p, sp->deps[d], 0);
+    size_t own = p->n_locks;
+    for (size_t k = 0; k < own && rc == MR_OK; k++)
+        for (size_t j = 0; j < n_stages && rc == MR_OK; j++)
+            for (size_t o = 0; o < plans[j].n_outs && rc == MR_OK; o++) {
+                const char *op = plans[j].outs[o].path;
+                if (mr__path_within(op, p->locks[k].path) || mr__path_within(p->locks[k].path, op))
+                    rc = lock_add(p, op, p->locks[k].exclusive);
+            }
+    if (rc != MR_OK) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (p->n_locks > 1) qsort(p->locks, p->n_locks, sizeof(*p->locks), cmp_lock);
+    return MR_OK;
+}
+
 mr_status mr__plan_outputs_json(const mr__plan *p, mr_buf *out)
 {
     mr_status rc = mr_buf_puts(out, "{");
@@ -417,12 +465,28 @@ int mr__plan_outputs_in_place(mr_workspace *ws, mr__plan *p)
     return ok;
 }
 
-static mr_status value_ref(const char *ref, size_t len, const mr_dag *dag, const mr__plan *plans, mr_value **out,
+/* The inputs of a stage that are outputs of stage X ("stages.X.NAME"), in
+ * order; name_out gets NAME. Returns the index of the next one from k, or
+ * n when there is none. */
+static size_t next_output_of(const mr_job_io *ins, size_t n, size_t k, const char *stage, size_t stage_len,
+                             const char **name_out)
+{
+    for (; k < n; k++) {
+        const char *nm = ins[k].name;
+        if (strncmp(nm, "stages.", 7) || strncmp(nm + 7, stage, stage_len) || nm[7 + stage_len] != '.') continue;
+        *name_out = nm + 8 + stage_len;
+        return k;
+    }
+    return n;
+}
+
+static mr_status value_ref(const char *ref, size_t len, const mr_job_io *ins, size_t n_ins, mr_value **out,
                            mr_error *err);
 
-/* Replaces every ${stages.X} / ${stages.X.O} in s by the output path(s),
- * and every ${stages.X.FILE.PATH} by the text of that value. */
-static mr_status resolve_str(const char *s, const mr_dag *dag, const mr__plan *plans, mr_buf *out, mr_error *err)
+/* Replaces every ${stages.X} / ${stages.X.O} in s by the path(s) the
+ * inputs give that output, and every ${stages.X.FILE.PATH} by the text of
+ * that value. */
+static mr_status resolve_str(const char *s, const mr_job_io *ins, size_t n_ins, mr_buf *out, mr_error *err)
 {
     mr_status rc = MR_OK;
     const char *p = s;
@@ -442,33 +506,32 @@ static mr_status resolve_str(const char *s, const mr_dag *dag, const mr__plan *p
         if (!end) return MR_ERR(err, MR_E_PARSE, "unterminated reference in '%s'", s);
         const char *name = ref + 9;
         const char *dot = memchr(name, '.', (size_t)(end - name));
-        char *stage = mr_strndup(name, (size_t)((dot ? dot : end) - name));
+        size_t stage_len = (size_t)((dot ? dot : end) - name);
         char *output = dot ? mr_strndup(dot + 1, (size_t)(end - dot - 1)) : NULL;
-        ssize_t j = stage ? mr__dag_index(dag, stage) : -1;
         mr_value *val = NULL;
-        mr_status vr = j >= 0 ? value_ref(name, (size_t)(end - name), dag, plans, &val, err) : MR_OK;
+        mr_status vr = value_ref(name, (size_t)(end - name), ins, n_ins, &val, err);
         if (vr == MR_OK && val) {
             rc = val->kind == MR_V_MAP || val->kind == MR_V_SEQ ? mr_value_to_json(val, 1, out) : mr_value_scalar_text(val, out);
             mr_value_free(val);
-            mr_free(stage);
             mr_free(output);
             p = end + 1;
             continue;
         }
         if (vr != MR_OK) {
             rc = vr;
-        } else if (j < 0) {
-            rc = MR_ERR(err, MR_E_NOT_FOUND, "unknown stage in '%s'", s);
         } else {
             int first = 1;
-            for (size_t o = 0; o < plans[j].n_outs && rc == MR_OK; o++) {
-                if (output && strcmp(plans[j].outs[o].name, output) != 0) continue;
+            const char *oname;
+            for (size_t k = next_output_of(ins, n_ins, 0, name, stage_len, &oname); rc == MR_OK && k < n_ins;
+                 k = next_output_of(ins, n_ins, k + 1, name, stage_len, &oname)) {
+                if (output && strcmp(oname, output) != 0) continue;
                 if (!first) rc = mr_buf_puts(out, " ");
-                if (rc == MR_OK) rc = mr_buf_puts(out, plans[j].outs[o].path);
+                if (rc == MR_OK) rc = mr_buf_puts(out, ins[k].path);
                 first = 0;
             }
+            if (rc == MR_OK && first)
+                rc = MR_ERR(err, MR_E_NOT_FOUND, "'%.*s': no input of the stage is that output", (int)(end + 1 - ref), ref);
         }
-        mr_free(stage);
         mr_free(output);
         p = end + 1;
     }
@@ -480,7 +543,7 @@ static mr_status resolve_str(const char *s, const mr_dag *dag, const mr__plan *p
  * X's output directories, e.g. ${stages.tune.best.learning_rate} reads
  * out/tune/best.json. *out gets a typed clone (caller frees), or NULL
  * (and MR_OK) when ref is not of that form: a path reference. */
-static mr_status value_ref(const char *ref, size_t len, const mr_dag *dag, const mr__plan *plans, mr_value **out,
+static mr_status value_ref(const char *ref, size_t len, const mr_job_io *ins, size_t n_ins, mr_value **out,
                            mr_error *err)
 {
     mr_status rc = MR_OK;
@@ -491,13 +554,15 @@ static mr_status value_ref(const char *ref, size_t len, const mr_dag *dag, const
     char *dot1 = strchr(whole, '.');
     char *dot2 = dot1 ? strchr(dot1 + 1, '.') : NULL;
     if (!dot2) goto done;
+    size_t stage_len = (size_t)(dot1 - whole);
+    const char *oname;
+    for (size_t k = next_output_of(ins, n_ins, 0, whole, stage_len, &oname); k < n_ins;
+         k = next_output_of(ins, n_ins, k + 1, whole, stage_len, &oname))
+        if (!strcmp(oname, dot1 + 1)) goto done; /* an output name (with dots): a path reference */
     *dot1 = *dot2 = '\0';
-    ssize_t j = mr__dag_index(dag, whole);
-    if (j < 0) goto done;
-    for (size_t o = 0; o < plans[j].n_outs; o++)
-        if (!strcmp(plans[j].outs[o].name, dot1 + 1)) goto done; /* an output name: a path reference */
-    for (size_t o = 0; o < plans[j].n_outs && !path; o++) {
-        char *cand = mr_asprintf("%s/%s.json", plans[j].outs[o].path, dot1 + 1);
+    for (size_t k = next_output_of(ins, n_ins, 0, whole, stage_len, &oname); k < n_ins && !path;
+         k = next_output_of(ins, n_ins, k + 1, whole, stage_len, &oname)) {
+        char *cand = mr_asprintf("%s/%s.json", ins[k].path, dot1 + 1);
         if (cand && mr_fs_exists(cand)) path = cand;
         else mr_free(cand);
     }
@@ -525,14 +590,14 @@ done:
     return rc;
 }
 
-static mr_status resolve_tree(mr_value *v, const mr_dag *dag, const mr__plan *plans, mr_error *err)
+static mr_status resolve_tree(mr_value *v, const mr_job_io *ins, size_t n_ins, mr_error *err)
 {
     if (v->kind == MR_V_STR && strstr(v->str, "${stages.")) {
         /* Exactly one value reference: the node takes the value's type. */
         size_t n = strlen(v->str);
         if (!strncmp(v->str, "${stages.", 9) && v->str[n - 1] == '}' && !memchr(v->str + 9, '}', n - 10)) {
             mr_value *val = NULL;
-            mr_status rc = value_ref(v->str + 9, n - 10, dag, plans, &val, err);
+            mr_status rc = value_ref(v->str + 9, n - 10, ins, n_ins, &val, err);
             if (rc != MR_OK) return rc;
             if (val) {
                 char *old_str = v->str;
@@ -547,9 +612,10 @@ static mr_status resolve_tree(mr_value *v, const mr_dag *dag, const mr__plan *pl
         }
         mr_buf b;
         mr_buf_init(&b);
-        mr_status rc = resolve_str(v->str, dag, plans, &b, err);
+        mr_status rc = resolve_str(v->str, ins, n_ins, &b, err);
         if (rc != MR_OK) {
             mr_buf_free(&b);
+            if (v->line) mr_error_at(err, NULL, v->line, v->col);
             return rc;
         }
         mr_free(v->str);
@@ -558,21 +624,13 @@ static mr_status resolve_tree(mr_value *v, const mr_dag *dag, const mr__plan *pl
     }
     if (v->kind == MR_V_MAP || v->kind == MR_V_SEQ)
         for (size_t k = 0; k < v->n; k++) {
-            mr_status rc = resolve_tree(v->items[k], dag, plans, err);
+            mr_status rc = resolve_tree(v->items[k], ins, n_ins, err);
             if (rc != MR_OK) return rc;
         }
     return MR_OK;
 }
 
-mr_status mr__resolve_refs(const mr_value *def, const mr_dag *dag, const mr__plan *plans, mr_value **out, mr_error *err)
+mr_status mr__resolve_refs(mr_value *def, const mr_job_io *ins, size_t n_ins, mr_error *err)
 {
-    mr_value *c = mr_value_clone(def);
-    if (!c) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    mr_status rc = resolve_tree(c, dag, plans, err);
-    if (rc != MR_OK) {
-        mr_value_free(c);
-        return rc;
-    }
-    *out = c;
-    return MR_OK;
+    return resolve_tree(def, ins, n_ins, err);
 }

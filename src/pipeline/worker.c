@@ -5,7 +5,31 @@
  * outputs atomically, records the cache entry and writes the result file.
  * It prints nothing itself: the op writes its log to stderr (the stage log
  * the runner opened), warnings go through core's log into the result, and
- * the error goes back in the result and to the caller. */
+ * the error goes back in the result and to the caller.
+ *
+ * Isolation. Several runners may work on one workspace at once, with
+ * different params. The guarantee: a stage's output is stored under its key
+ * only if every input it read had, for the whole time the stage ran, the
+ * content its key was computed from; an exec stage never sees another
+ * runner's outputs.
+ *  - A built-in op reads every input that is an artifact in the store from
+ *    a private, read-only checkout of exactly that artifact (hard links of
+ *    the immutable objects in the stage's scratch directory), never from the
+ *    workspace, so nothing another runner does to the workspace can reach
+ *    it. A user's file that no stage produced is read in place and checked
+ *    again after the op.
+ *  - An exec stage runs in the workspace. Its worker locks the stage's
+ *    workspace paths for the whole stage (the plan lists them: outs
+ *    exclusive, deps shared, plus every output path of any stage that
+ *    overlaps one of them), all at once in sorted order, so two stages that
+ *    touch one file exclude each other and no lock order can deadlock. Under
+ *    the locks each dep is made to hold the content the key names: a dep
+ *    another runner replaced is restored from the store (its lock taken
+ *    exclusive for that). After the command every dep is checked again; one
+ *    whose content changed fails the stage, and nothing is cached.
+ *  - A built-in op's results are checked out into out/<stage>/ under its
+ *    exclusive locks, so an exec stage reading them never sees another
+ *    runner's version mid-replacement. */
 #define _GNU_SOURCE
 #include "pipeline_int.h"
 
@@ -31,6 +55,9 @@ typedef struct worker {
     char *tmp_dir;
     char **staging;    /* built-in ops: private output directories, one per output */
     mr_op_io *ins, *outs;
+    char **private_in; /* built-in ops: inputs[k]'s private checkout, or NULL (read in place) */
+    mr_flock *locks;   /* the job's path locks, while held */
+    size_t n_held;
     int staged;        /* the op writes into staging directories */
 } worker;
 
@@ -201,6 +228,196 @@ static mr_status enter_workspace(worker *w, mr_error *err)
     if (!w->lock_path) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     /* inherit=1: the command keeps the lock alive even if we are killed. */
     return mr_flock_acquire(&w->lk, w->lock_path, MR_LOCK_EXCLUSIVE, 1, 1, err);
+}
+
+/* ---- isolation ------------------------------------------------------------ */
+
+static void release_path_locks(worker *w)
+{
+    for (size_t k = w->n_held; k-- > 0;) mr_flock_release(&w->locks[k]);
+    w->n_held = 0;
+}
+
+/* Takes the job's path locks in order; force_exclusive (or NULL) names
+ * paths to take exclusive although the plan says shared. */
+static mr_status take_path_locks(worker *w, const int *force_exclusive, mr_error *err)
+{
+    if (!w->job.n_locks) return MR_OK;
+    if (!w->locks && !(w->locks = mr_calloc(w->job.n_locks, sizeof(*w->locks))))
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < w->job.n_locks; k++) {
+        const mr_job_lock *l = &w->job.locks[k];
+        char hex[MR_HASH_HEX_LEN + 1];
+        mr_hash_hex(mr_hash_bytes(l->path, strlen(l->path)), hex);
+        char *path = mr_asprintf("%s/locks/path-%s.lock", w->ws->dot, hex);
+        if (!path) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        int ex = l->exclusive || (force_exclusive && force_exclusive[k]);
+        /* inherit=1: the command keeps the locks alive even if we are killed */
+        mr_status rc = mr_flock_acquire(&w->locks[k], path, ex ? MR_LOCK_EXCLUSIVE : MR_LOCK_SHARED, 1, 1, err);
+        mr_free(path);
+        if (rc != MR_OK) {
+            release_path_locks(w);
+            return rc;
+        }
+        w->n_held = k + 1;
+    }
+    return MR_OK;
+}
+
+/* The id a workspace path has now (through the stat cache: free when its
+ * stat identity is unchanged), into id (MR_ARTIFACT_ID_LEN); "" if missing. */
+static mr_status current_id(worker *w, const char *path, char *id, mr_error *err)
+{
+    id[0] = '\0';
+    if (!mr_fs_exists(path)) return MR_OK;
+    const char *one[1] = {path};
+    mr_artifact a;
+    mr_status rc = mr_store_hash_paths(w->ws->store, w->ws->sc, one, 1, &a, NULL, err);
+    if (rc == MR_OK) mr_artifact_id(&a, id);
+    return rc;
+}
+
+/* Index of the lock on path, or n_locks. */
+static size_t lock_of(const worker *w, const char *path)
+{
+    size_t k = 0;
+    while (k < w->job.n_locks && strcmp(w->job.locks[k].path, path)) k++;
+    return k;
+}
+
+/* Exec, holding the path locks: makes each dep hold the content its key was
+ * computed from, restoring from the store what another runner replaced
+ * (after taking that dep's lock exclusive). */
+static mr_status deps_as_planned(worker *w, mr_error *err)
+{
+    int *stale = mr_calloc(w->job.n_locks ? w->job.n_locks : 1, sizeof(int));
+    int any = 0;
+    mr_status rc = stale ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (int pass = 0; rc == MR_OK && pass < 2; pass++) {
+        any = 0;
+        for (size_t k = 0; k < w->job.n_inputs && rc == MR_OK; k++) {
+            const mr_job_io *in = &w->job.inputs[k];
+            char id[MR_ARTIFACT_ID_LEN];
+            if (!in->id || !in->id[0] || strpbrk(in->path, "*?[")) continue;
+            rc = current_id(w, in->path, id, err);
+            if (rc != MR_OK || !strcmp(id, in->id)) continue;
+            mr_artifact a;
+            if (mr_artifact_parse(in->id, &a) != MR_OK || !mr_store_has(w->ws->store, &a)) {
+                rc = MR_ERR(err, MR_E_STATE, "input '%s' changed after the run planned the stage (it no longer has the content the key names)",
+                            in->path);
+                mr_error_hint(err, "run again: the stage is planned with the new content");
+                break;
+            }
+            size_t l = lock_of(w, in->path);
+            if (pass == 0) { /* restore it holding its lock exclusive */
+                if (l < w->job.n_locks) stale[l] = 1;
+                any = 1;
+                continue;
+            }
+            rc = mr_fs_rmtree(in->path, err);
+            if (rc == MR_OK) rc = mr_store_checkout(w->ws->store, w->ws->sc, &a, in->path, err);
+        }
+        if (rc != MR_OK || !any || pass == 1) break;
+        release_path_locks(w);
+        rc = take_path_locks(w, stale, err);
+    }
+    mr_free(stale);
+    return rc;
+}
+
+/* After the command: every dep still holds what the key names. */
+static mr_status deps_unchanged(worker *w, mr_error *err)
+{
+    for (size_t k = 0; k < w->job.n_inputs; k++) {
+        const mr_job_io *in = &w->job.inputs[k];
+        char id[MR_ARTIFACT_ID_LEN];
+        if (!in->id || !in->id[0] || strpbrk(in->path, "*?[") || (w->private_in && w->private_in[k])) continue;
+        mr_status rc = current_id(w, in->path, id, err);
+        if (rc != MR_OK) return rc;
+        if (strcmp(id, in->id) != 0) {
+            rc = MR_ERR(err, MR_E_FAILED, "input '%s' changed while the stage ran; its result was not cached", in->path);
+            mr_error_hint(err, "another process wrote it; run again");
+            return rc;
+        }
+    }
+    return MR_OK;
+}
+
+/* Built-in ops: every input that is an artifact in the store is checked out
+ * privately (read-only hard links) in the scratch directory, keeping its
+ * file name (readers go by the extension); the op reads that copy. */
+static mr_status checkout_private_inputs(worker *w, mr_error *err)
+{
+    w->private_in = mr_calloc(w->job.n_inputs ? w->job.n_inputs : 1, sizeof(*w->private_in));
+    if (!w->private_in) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < w->job.n_inputs; k++) {
+        const mr_job_io *in = &w->job.inputs[k];
+        mr_artifact a;
+        if (!in->id || mr_artifact_parse(in->id, &a) != MR_OK || !mr_store_has(w->ws->store, &a)) continue;
+        const char *base = strrchr(in->path, '/');
+        base = base ? base + 1 : in->path;
+        char *dir = mr_asprintf("%s/in-%zu", w->tmp_dir, k);
+        char *dest = dir ? mr_path_join(dir, base) : NULL;
+        mr_status rc = dest ? mr_fs_mkdirs(dir, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (rc == MR_OK) rc = mr_store_checkout(w->ws->store, NULL, &a, dest, err);
+        mr_free(dir);
+        if (rc != MR_OK) {
+            mr_free(dest);
+            return rc;
+        }
+        w->private_in[k] = dest;
+        w->ins[k].path = dest;
+    }
+    return MR_OK;
+}
+
+/* A built-in op's path params that name an input literally ("source:
+ * data/raw/users.csv") read its private checkout. */
+static mr_status point_paths_at_private(worker *w, mr_error *err)
+{
+    for (const mr_param_def *pd = w->op->params; pd && pd->name; pd++) {
+        if (!(pd->types & MR_PT_PATH)) continue;
+        mr_value *v = mr_value_get(w->job.def, pd->name);
+        size_t n = v && v->kind == MR_V_SEQ ? v->n : 1;
+        for (size_t i = 0; v && i < n; i++) {
+            mr_value *s = v->kind == MR_V_SEQ ? v->items[i] : v;
+            if (s->kind != MR_V_STR || !s->str) continue;
+            char *norm = mr_path_normalize(s->str, 0);
+            for (size_t k = 0; norm && k < w->job.n_inputs; k++) {
+                if (!w->private_in[k] || strcmp(w->job.inputs[k].name, norm) != 0) continue;
+                char *np = mr_strdup(w->private_in[k]);
+                if (!np) {
+                    mr_free(norm);
+                    return MR_ERR(err, MR_E_NOMEM, "out of memory");
+                }
+                mr_free(s->str);
+                s->str = np;
+                break;
+            }
+            mr_free(norm);
+        }
+    }
+    return MR_OK;
+}
+
+/* Where the op reads its inputs: private checkouts (built-in ops) or the
+ * workspace (exec, under its locks); then ${stages.X} resolved to those. */
+static mr_status place_inputs(worker *w, mr_error *err)
+{
+    mr_status rc = MR_OK;
+    if (w->staged) {
+        rc = checkout_private_inputs(w, err);
+        if (rc == MR_OK) rc = point_paths_at_private(w, err);
+    }
+    mr_job_io *view = mr_calloc(w->job.n_inputs ? w->job.n_inputs : 1, sizeof(*view));
+    if (rc == MR_OK && !view) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t k = 0; rc == MR_OK && k < w->job.n_inputs; k++) {
+        view[k] = w->job.inputs[k];
+        view[k].path = (char *)w->ins[k].path;
+    }
+    if (rc == MR_OK) rc = mr__resolve_refs(w->job.def, view, w->job.n_inputs, err);
+    mr_free(view);
+    return rc;
 }
 
 /* Restoring from the cache re-hashes the stored objects first: an output
@@ -407,6 +624,16 @@ static mr_status run_op(worker *w, mr_error *err)
     mr_status rc = w->op->run(&ctx, err);
     /* An error about a value of the definition points into millrace.yaml. */
     if (rc != MR_OK && err && err->line > 0 && !err->file[0]) mr_error_at(err, w->job.spec_path, err->line, err->col);
+    /* Nothing is published from inputs that changed while the op ran. */
+    if (rc == MR_OK || rc == MR_E_FAILED) {
+        mr_error de;
+        mr_error_init(&de);
+        if (deps_unchanged(w, &de) != MR_OK) {
+            if (err) mr_error_clear(err);
+            if (err) *err = de;
+            return de.code;
+        }
+    }
     if (rc == MR_E_FAILED && w->staged) {
         /* The op ran to completion and judged its result a failure (a check
          * that did not pass): publish what it wrote, so the run records it
@@ -428,6 +655,10 @@ static void worker_free(worker *w)
 {
     if (w->tmp_dir) mr_fs_rmtree(w->tmp_dir, NULL);
     mr_workspace_close(w->ws); /* saves the stat cache entries of published outputs */
+    release_path_locks(w);
+    mr_free(w->locks);
+    for (size_t k = 0; w->private_in && k < w->job.n_inputs; k++) mr_free(w->private_in[k]);
+    mr_free(w->private_in);
     mr_flock_release(&w->lk);
     mr_free(w->lock_path);
     mr_free(w->tmp_dir);
@@ -451,8 +682,11 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
     int served = 0;
     mr_status rc = load_job(&w, err);
     if (rc == MR_OK) rc = enter_workspace(&w, err);
+    if (rc == MR_OK) rc = take_path_locks(&w, NULL, err);
     if (rc == MR_OK) rc = serve_from_cache(&w, &served, err);
+    if (rc == MR_OK && !served && !w.staged) rc = deps_as_planned(&w, err);
     if (rc == MR_OK && !served) rc = prepare(&w, err);
+    if (rc == MR_OK && !served) rc = place_inputs(&w, err);
     if (rc == MR_OK && !served) rc = run_op(&w, err);
     if (rc != MR_OK) {
         w.res.status = MR_JOB_FAILED;

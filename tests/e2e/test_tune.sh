@@ -76,8 +76,8 @@ assert_eq "$(grep -c "^trial [0-9]*: \(complete\|pruned\) at .*bins from cache" 
     "every trial loads the binned matrices (its params do not change binning)"
 assert_file out/tune/best.json "best.json is published"
 best_lr=$(python3 -c "import json; print(repr(json.load(open('out/tune/best.json'))['learning_rate']))")
-job_lr=$("$MR_BIN" stage show --job .millrace/logs/run-1/final.job.json --json | python3 -c "import json,sys; print(repr(json.load(sys.stdin)['def']['params']['learning_rate']))")
-assert_eq "$job_lr" "$best_lr" "the downstream train gets \${stages.tune.best.learning_rate} as a number"
+model_lr=$("$MR_BIN" model dump out/final/model.bin | python3 -c "import json,sys; print(repr(float(json.load(sys.stdin)['params']['learning_rate'])))")
+assert_eq "$model_lr" "$best_lr" "the downstream train is trained with \${stages.tune.best.learning_rate}, as a number"
 first6=$(python3 -c "import json; print(' '.join(t['key'] for t in json.load(open('out/tune/trials.json'))))")
 
 expect_exit 0 mr run --json
