@@ -1,0 +1,102 @@
+# Mistakes an op finds in its own definition are reported when
+# millrace.yaml is loaded, before any stage runs: exit 2, "millrace.yaml:
+# LINE:COL: stage 'x': what was expected, what was found", and a hint; a
+# definition without mistakes loads. One section per op. Each case puts the
+# mistake after a prep stage whose output must never appear.
+. "$(dirname "$0")/lib.sh" "$@"
+
+ws=$(new_ws validate)
+cd "$ws" || fail "cd"
+# Lines 2-5; the stage under test starts at line 6.
+prep='  prep:
+    op: exec
+    cmd: "printf '"'"'x,y\n1,0\n2,1\n'"'"' > data.csv"
+    outs: [data.csv]'
+# The stage under test: $S when a helper below set it, else stdin.
+S=""
+spec() {
+    if [ -n "$S" ]; then printf 'stages:\n%s\n%s\n' "$prep" "$S"; else { printf 'stages:\n%s\n' "$prep"; cat; }; fi >millrace.yaml
+    S=""
+}
+# refused WHERE STAGE MESSAGE HINT WHAT: `millrace run` refuses the spec.
+refused() {
+    spec
+    expect_exit 2 mr run
+    assert_contains "$T_ERR" "millrace.yaml:$1: stage '$2': $3" "$5: the message at millrace.yaml:$1"
+    if [ -n "$4" ]; then assert_contains "$T_ERR" "hint: $4" "$5: the hint"; fi
+    assert_no_file data.csv "$5: no stage ran"
+}
+# loads: the spec passes the load (`millrace dag`).
+loads() {
+    spec
+    expect_exit 0 mr dag
+}
+
+# ---- exec -------------------------------------------------------------------
+refused 9:19 use "'outs' entry \"\${stages.prep}\" names another stage's output: an exec stage's outs are the paths its command writes" \
+    "list what the command reads under 'deps:' (deps: [\${stages.prep}]), and the files it writes under 'outs:'" \
+    "exec: another stage's output under outs" <<'YAML'
+  use:
+    op: exec
+    cmd: "cat data.csv > u.txt"
+    outs: [u.txt, "${stages.prep}"]
+YAML
+refused 9:14 use "'metrics' entry \"\${stages.prep}/m.json\" names another stage's output" "list what the command reads under 'deps:'" \
+    "exec: another stage's output under metrics" <<'YAML'
+  use:
+    op: exec
+    cmd: "true"
+    metrics: "${stages.prep}/m.json"
+YAML
+for verb in status dag params; do
+    expect_exit 2 mr $verb
+    assert_contains "$T_ERR" "millrace.yaml:9:14: stage 'use': 'metrics' entry" "$verb checks the exec definition at load too"
+done
+refused 8:10 use "'cmd' is an empty list: the stage would run nothing" "give the command to run, e.g. cmd: python train.py" \
+    "exec: an empty command list" <<'YAML'
+  use:
+    op: exec
+    cmd: []
+YAML
+refused 8:21 use "'cmd' item 2 is an empty command" "give the command to run" "exec: an empty command in the list" <<'YAML'
+  use:
+    op: exec
+    cmd: ["echo a", "  "]
+YAML
+refused 8:10 use "'cmd' is an empty command: the stage would run nothing" "" "exec: an empty command" <<'YAML'
+  use:
+    op: exec
+    cmd: ""
+YAML
+refused 9:11 use "env: 'MY-VAR' is not a valid environment variable name" "names are letters, digits and '_', not starting with a digit" \
+    "exec: an invalid variable name" <<'YAML'
+  use:
+    op: exec
+    cmd: "true"
+    env: {MY-VAR: 1}
+YAML
+refused 10:14 use "env.FLAGS: expected a string, number or bool, got a list" "an environment variable holds one value: write it as one string" \
+    "exec: a list as an environment value" <<'YAML'
+  use:
+    op: exec
+    cmd: "true"
+    env:
+      FLAGS: [a, b]
+YAML
+refused 9:19 use "'deps' holds an empty path" "" "exec: an empty path" <<'YAML'
+  use:
+    op: exec
+    cmd: "true"
+    deps: [a.txt, ""]
+YAML
+loads <<'YAML'
+  use:
+    op: exec
+    cmd: ["cat data.csv > u.txt", "echo $N >> u.txt"]
+    deps: ["${stages.prep}"]
+    outs: [u.txt]
+    env: {N: 3, MODE: fast, DEBUG: false}
+YAML
+
+assert_eq "$(ls .millrace/logs 2>/dev/null | wc -l)" 0 "no run was ever started"
+t_done
