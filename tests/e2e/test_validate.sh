@@ -98,5 +98,60 @@ loads <<'YAML'
     env: {N: 3, MODE: fast, DEBUG: false}
 YAML
 
+# ---- split ------------------------------------------------------------------
+refused 9:13 split "split: unknown method 'stratifed' (random, stratified, group, time)" "did you mean 'stratified'?" \
+    "split: a method typo" <<'YAML'
+  split:
+    op: split
+    input: ${stages.prep}
+    method: stratifed
+    parts: {train: 0.8, test: 0.2}
+YAML
+refused 9:13 split "split: method stratified needs a 'label' column" "add 'label: COLUMN'" "split: the key a method needs" <<'YAML'
+  split:
+    op: split
+    input: ${stages.prep}
+    method: stratified
+    parts: {train: 0.8, test: 0.2}
+YAML
+refused 9:12 split "split: fractions sum to 1.1, not 1" "" "split: fractions that do not sum to 1" <<'YAML'
+  split:
+    op: split
+    input: ${stages.prep}
+    parts: {train: 0.8, test: 0.3}
+YAML
+refused 9:29 split "split: fraction of part 'test' must be in (0, 1], got 0" "a part of fraction 0 would be empty: leave it out" \
+    "split: an empty part" <<'YAML'
+  split:
+    op: split
+    input: ${stages.prep}
+    parts: {train: 1, test: 0}
+YAML
+refused 12:29 split "split: cut-offs must increase (\"2023-06-01\" after \"2024-01-01\")" "" "split: cut-offs out of order" <<'YAML'
+  split:
+    op: split
+    input: ${stages.prep}
+    method: time
+    time: ts
+    parts: [train, valid, test]
+    cutoffs: ["2024-01-01", "2023-06-01"]
+YAML
+refused 12:14 split "split: 3 parts need 2 cut-offs, got 1" "" "split: cut-offs = parts - 1" <<'YAML'
+  split:
+    op: split
+    input: ${stages.prep}
+    method: time
+    time: ts
+    parts: [train, valid, test]
+    cutoffs: ["2024-01-01"]
+YAML
+refused 10:11 split "split: 'seed' must be a non-negative integer" "" "split: a negative seed" <<'YAML'
+  split:
+    op: split
+    input: ${stages.prep}
+    parts: {train: 0.5, test: 0.5}
+    seed: -1
+YAML
+
 assert_eq "$(ls .millrace/logs 2>/dev/null | wc -l)" 0 "no run was ever started"
 t_done
