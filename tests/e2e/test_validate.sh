@@ -153,5 +153,61 @@ refused 10:11 split "split: 'seed' must be a non-negative integer" "" "split: a 
     seed: -1
 YAML
 
+# ---- transform --------------------------------------------------------------
+refused 10:17 xf "step 1 (filter): column 10: expected an expression, got end of input" "" \
+    "transform: expression syntax" <<'YAML'
+  xf:
+    op: transform
+    input: ${stages.prep}
+    steps:
+      - filter: "x > 1 and"
+YAML
+refused 11:9 xf "step 2: unknown step 'filtr'" "did you mean 'filter'?" "transform: a step kind typo" <<'YAML'
+  xf:
+    op: transform
+    input: ${stages.prep}
+    steps:
+      - limit: 10
+      - filtr: "x > 1"
+YAML
+refused 10:33 xf "step 1 (aggregate): 'n': unknown aggregate function 'cnt'" "did you mean 'count'?" \
+    "transform: an aggregate function typo" <<'YAML'
+  xf:
+    op: transform
+    input: ${stages.prep}
+    steps:
+      - aggregate: {by: [x], n: "cnt(y)"}
+YAML
+refused 10:19 xf "memory_limit: expected bytes or a size like 2G, got \"2X\"" \
+    "a size is a number with K, M or G (binary multiples): 512M, 2G, 1.5G" "transform: a memory limit" <<'YAML'
+  xf:
+    op: transform
+    input: ${stages.prep}
+    steps: [{limit: 5}]
+    memory_limit: 2X
+YAML
+# A value read from another stage's output is checked when it runs; the
+# steps around it are checked now, with their own numbers.
+refused 12:17 xf "step 3 (select): select needs at least one column" "" "transform: the steps beside a deferred one" <<'YAML'
+  xf:
+    op: transform
+    input: ${stages.prep}
+    steps:
+      - limit: 5
+      - filter: "x > ${stages.prep.data.csv.x}"
+      - select: []
+YAML
+loads <<'YAML'
+  xf:
+    op: transform
+    input: ${stages.prep}
+    memory_limit: 1.5GiB
+    steps:
+      - filter: "x > ${stages.prep.data.csv.x}"
+      - join: {with: "${stages.prep}", on: [x], how: left}
+      - derive: {z: "x * 2"}
+      - sort: [z desc]
+YAML
+
 assert_eq "$(ls .millrace/logs 2>/dev/null | wc -l)" 0 "no run was ever started"
 t_done
