@@ -209,5 +209,45 @@ loads <<'YAML'
       - sort: [z desc]
 YAML
 
+# ---- ingest -----------------------------------------------------------------
+ingest() { S=$(printf '  ing:\n    op: ingest\n    source: ${stages.prep}\n%s' "$1"); }
+ingest '    format: parqet'
+refused 9:13 ing "unknown format 'parqet' (expected csv, tsv, jsonl, parquet, dataset, auto)" \
+    "did you mean 'parquet'?" "ingest: a format typo"
+ingest '    on_error: skp'
+refused 9:15 ing "unknown on_error 'skp' (expected fail, skip, quarantine)" "did you mean 'skip'?" \
+    "ingest: an on_error typo"
+ingest '    delimiter: ";;"'
+refused 9:16 ing "delimiter ';;' must be one character (or \\t), not a quote or line break" \
+    'delimiter: ";", delimiter: "|" or delimiter: tab' "ingest: a delimiter"
+ingest '    filter: "y >= "'
+refused 9:13 ing "filter: column 6: expected an expression, got end of input" "" \
+    "ingest: filter syntax"
+ingest '    schema: {x: int64, y: integr}'
+refused 9:27 ing "schema: column 'y' has unknown type 'integr'" \
+    "did you mean 'integer'? types: bool, int64, float64, float32, string, date, timestamp" "ingest: a declared type"
+ingest '    codec: lz4'
+refused 9:12 ing "unknown codec 'lz4' (expected zstd, snappy, gzip, none)" "" "ingest: a codec"
+ingest '    rows_per_shard: 0'
+refused 9:21 ing "rows_per_shard must be positive, got 0" "" "ingest: a shard size"
+ingest '    null_values: ["NA", "a,b"]'
+refused 9:25 ing "null_values: token \"a,b\" holds the delimiter, so no unquoted field can equal it" \
+    "" "ingest: a null token no field can hold"
+ingest '    columns: [x, y, x]'
+refused 9:21 ing "'columns' lists column 'x' twice" "" "ingest: a column kept twice"
+ingest '    columns: [x]
+    partition_by: [y]'
+refused 10:20 ing "partition column 'y' is not among the columns kept ('columns')" \
+    "add 'y' to columns, or partition by a kept column" "ingest: a partition column that is dropped"
+ingest '    format: csv
+    delimiter: tab
+    schema: {x: int, y: float64}
+    null_values: ["", "?"]
+    filter: "x > 0 and y is not null"
+    columns: [x, y]
+    partition_by: [x]
+    codec: snappy'
+loads
+
 assert_eq "$(ls .millrace/logs 2>/dev/null | wc -l)" 0 "no run was ever started"
 t_done
