@@ -249,5 +249,62 @@ ingest '    format: csv
     codec: snappy'
 loads
 
+# ---- check ------------------------------------------------------------------
+check() { S=$(printf '  chk:\n    op: check\n    model: ${stages.prep}\n%s' "$1"); }
+check '    inputs: sample'
+refused 9:13 chk "inputs must be 'sampled' or 'generated', got 'sample'" "did you mean 'sampled'?" \
+    "check: inputs"
+check '    rows: 0'
+refused 9:11 chk "rows must be in [1, 1000000], got 0" "" "check: rows"
+check '    batch_size: -3'
+refused 9:17 chk "batch_size must be in [1, 10000000], got -3" "" "check: batch_size"
+check '    limits: {latency_p99: 5}'
+refused 9:14 chk "limits: unknown key 'latency_p99'" "did you mean 'latency_p99_us'?" \
+    "check: a limit's name"
+check '    data: data.csv
+    limits: {model_size_mb: 0}'
+refused 10:29 chk "limits.model_size_mb must be a positive number, got 0" "" "check: a limit's bound"
+check '    limits: {latency_p99_us: 10}'
+refused 9:14 chk "limits.latency_p99_us needs rows to measure on: give \`data:\`" "" \
+    "check: a measurement without data"
+check '    gates: ["auc > "]'
+refused 9:13 chk "gate 'auc > ': expected NAME OP NUMBER, e.g. \"auc >= 0.85\"" \
+    "OP is one of >=, <=, >, <, ==, !=" "check: gate syntax"
+check '    metrics: ${stages.prep}
+    gates: ["auc >= 0.8", "aucc.lo >= 0.7"]'
+refused 10:27 chk "gate 'aucc.lo >= 0.7': no value named 'aucc.lo'" \
+    "did you mean 'auc.lo'?" "check: a gate's metric name"
+check '    gates: ["model_size_mb <= 5", "slices.min >= 0.1"]'
+refused 9:35 chk \
+    "gate 'slices.min >= 0.1': 'slices.min' is read from an evaluate stage, and the stage has no \`metrics:\`" \
+    "give \`metrics: \${stages.EVAL}\`" "check: a metric gate without metrics"
+check '    properties: [{type: consistency}]'
+refused 9:17 chk "properties need rows to test: give \`data:\`" "" \
+    "check: properties without data"
+check '    data: data.csv
+    properties: [{type: monotnic, feature: x}]'
+refused 10:25 chk "unknown property type 'monotnic'" \
+    "did you mean 'monotonic'?" "check: a property type typo"
+check '    data: data.csv
+    properties: [{type: monotonic}]'
+refused 10:18 chk "property monotonic needs a feature" \
+    "add \`feature: COLUMN\` (a model feature)" "check: a property's required key"
+check '    data: data.csv
+    properties: [{type: monotonic, feature: x, direction: upwards}]'
+refused 10:59 chk \
+    "direction must be increasing/up/1 or decreasing/down/-1, got 'upwards'" "" "check: a direction"
+check '    data: data.csv
+    properties: [{type: robustness, fraction: 1.5}]'
+refused 10:47 chk \
+    "property robustness: fraction must be in [0, 1], got 1.5" "" "check: a property's range"
+check '    data: data.csv
+    metrics: ${stages.prep}
+    gates: ["auc.lo >= 0.7", "slice[plan=basic] >= 0.6", "latency_p50_us <= 100", "slices.flagged == 0"]
+    limits: {model_size_mb: 5, throughput_rows_s: 1000}
+    properties:
+      - {type: consistency}
+      - {type: directional, feature: x, from: 0, to: 1, fraction: 0.8}'
+loads
+
 assert_eq "$(ls .millrace/logs 2>/dev/null | wc -l)" 0 "no run was ever started"
 t_done
