@@ -306,5 +306,108 @@ check '    data: data.csv
       - {type: directional, feature: x, from: 0, to: 1, fraction: 0.8}'
 loads
 
+# ---- tune -------------------------------------------------------------------
+tune() { S=$(printf '  tune:\n    op: tune\n    train: ${stages.prep}\n    valid: ${stages.prep}\n    label: y\n%s' "$1"); }
+base='    params: {objective: binary, metric: auc, num_iterations: 20}'
+tune "$base
+    space: {learning_rate: {loguniform: [0.01, 0.3]}, num_leafs: {int: [4, 64]}}"
+    refused 12:55 tune "space.num_leafs: unknown gbdt parameter 'num_leafs'" "did you mean 'num_leaves'?" \
+        "tune: a space parameter the trainer does not take"
+tune "$base
+    space: {num_leaves: {uniform: [4.5, 64]}}"
+refused 12:35 tune \
+    "space.num_leaves: parameter 'num_leaves': expected an integer, got \"34.25\"" "" "tune: a float range for an integer parameter"
+tune "$base
+    space: {learning_rate: {uniform: [0.05, 0.2]}, metric: {choice: [auc, binary_logloss, rmsee]}}"
+refused 12:91 tune "space.metric: parameter 'metric': expected auc, " "did you mean rmse?" "tune: every option of a choice is a value the trainer takes"
+tune '    params: {objective: binary, metric: auc, learning_rat: 0.1}
+    space: {num_leaves: {int: [4, 64]}}'
+refused 11:46 tune "unknown gbdt parameter 'learning_rat'" \
+    "did you mean 'learning_rate'?" "tune: a fixed param typo"
+tune '    metric: aucc
+    params: {objective: binary}
+    space: {num_leaves: {int: [4, 64]}}'
+refused 11:13 tune "parameter 'metric': expected auc, " "did you mean auc?" \
+    "tune: the study's metric is a training metric"
+tune "$base
+    space: {num_leaves: {int: [4, 64], whne: {}}}"
+refused 12:40 tune "space.num_leaves: unknown key 'whne'" \
+    "did you mean 'when'?" "tune: the search space"
+tune "$base
+    space: {num_leaves: {int: [4, 64]}}
+    sampler: {type: tpe, gama: 0.2}"
+refused 13:26 tune "sampler: unknown key 'gama'" "did you mean 'gamma'?" \
+    "tune: a sampler option"
+tune "$base
+    space: {num_leaves: {int: [4, 64]}}
+    sampler: {gamma: 0}"
+refused 13:22 tune "sampler.gamma must be in (0, 1], got 0" "" "tune: a sampler option's range"
+tune "$base
+    space: {num_leaves: {int: [4, 64]}}
+    pruner: medain"
+refused 13:13 tune "pruner: unknown type 'medain'" "did you mean 'median'?" "tune: a pruner"
+tune "$base
+    space: {num_leaves: {int: [4, 64]}}
+    pruner: {type: asha, min_resource: 0}"
+refused 13:40 tune "pruner.min_resource must be >= 1, got 0" "" \
+    "tune: a pruner option"
+tune "$base
+    space: {num_leaves: {int: [4, 64]}}
+    direction: maximise"
+refused 13:16 tune "direction: expected maximize or minimize, got 'maximise'" \
+    "did you mean 'maximize'?" "tune: the direction"
+tune "$base
+    space: {num_leaves: {int: [4, 64]}}
+    n_trials: 0"
+refused 13:15 tune "n_trials must be >= 1, got 0" "" "tune: n_trials"
+tune "$base
+    space: {num_leaves: {int: [4, 64]}}
+    parallel: 0"
+refused 13:15 tune "parallel must be >= 1, got 0" "" "tune: parallel"
+tune "$base
+    space: {num_leaves: {int: [4, 64]}}
+    timeout_s: -5"
+refused 13:16 tune "timeout_s must be >= 0, got -5" "" "tune: timeout_s"
+tune "$base
+    space: {num_leaves: {int: [4, 64]}}
+    model: forest"
+refused 13:12 tune "unknown model 'forest' (expected gbdt or linear)" "" "tune: the model kind"
+S=$(printf '  tune:\n    op: tune\n    train: ${stages.prep}\n    label: y\n%s\n    space: {num_leaves: {int: [4, 64]}}' "$base")
+    refused 6:3 tune "the train objective needs train, valid and label (missing: valid)" \
+    "or give an exec: {cmd, metrics} objective" "tune: the built-in objective's keys"
+exec_tune() { S=$(printf '  tune:\n    op: tune\n    space: {x: {uniform: [0, 1]}}\n%s' "$1"); }
+exec_tune '    exec: {cmd: python3 objective.py, metric: score, grace: 2}'
+refused 9:54 tune "exec: unknown key 'grace'" \
+    "did you mean 'grace_s'?" "tune: the exec objective's keys"
+exec_tune "    exec: {cmd: '', metric: score}"
+refused 9:17 tune "exec: needs cmd (a command string), got an empty string" \
+    "exec: {cmd: python objective.py, metric: score}" "tune: the exec objective's command"
+exec_tune '    exec: {cmd: run, metric: score, env: {1X: a}}'
+refused 9:43 tune \
+    "exec.env: '1X' is not a valid environment variable name" "" "tune: the exec objective's env"
+exec_tune '    exec: {cmd: run}'
+refused 6:3 tune "say which validation metric the study optimises" \
+    "add \`metric: auc\` (or set params.metric)" "tune: the metric"
+tune "$base
+    space:
+      learning_rate: {loguniform: [0.01, 0.3]}
+      num_leaves: {int: [4, 64]}
+      max_depth: {choice: [-1, 4]}
+      lambda_l2: {uniform: [0, 10], when: {max_depth: -1}}
+    sampler: {type: tpe, n_startup_trials: 3}
+    pruner: {type: asha, min_resource: 3, reduction_factor: 3}
+    n_trials: 4
+    parallel: 2
+    timeout_s: 0"
+loads
+# Parameters the trainer needs together: the space may give the fixed params' companions.
+tune '    params: {objective: multiclass, metric: multi_logloss}
+    space: {num_class: {choice: [3, 4]}, learning_rate: {uniform: [0.05, 0.2]}}'
+loads
+exec_tune '    exec: {cmd: python3 objective.py, metric: score, grace_s: 2, env: {MODE: fast}}
+    direction: maximize
+    sampler: random'
+loads
+
 assert_eq "$(ls .millrace/logs 2>/dev/null | wc -l)" 0 "no run was ever started"
 t_done
