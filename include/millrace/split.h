@@ -86,19 +86,24 @@ int mr_split_part_index(const mr_split_spec *s, const char *name);
 
 /* Fills s from a YAML mapping (the `split` op's params):
  *   method: random | stratified | group | time      (default random)
- *   parts: {train: 0.7, valid: 0.15, test: 0.15}    (fractions, source order)
+ *   parts: {train: 0.7, valid: 0.15, test: 0.15}    (fractions in (0, 1], source order)
  *          or [train, test] with `cutoffs` (time only)
  *   label: COL | group: COL | time: COL              (as the method needs)
  *   cutoffs: ["2024-01-01", ...]                      (time; n_parts - 1 of them)
  *   seed: INT                                         (default 0)
- * Unknown keys are MR_E_PARSE with a did-you-mean hint and the node's
- * line:col. s borrows strings from v: keep v alive while s is used. Also
- * checks what mr_split_check checks without a table. */
+ * Also checks what mr_split_check checks without a table: part names and
+ * count, the fractions' sum, the column the method needs, and that the
+ * cut-offs are all dates/timestamps or all numbers, strictly increasing.
+ * Errors: MR_E_PARSE (unknown key or method, with a did-you-mean hint; a
+ * value of the wrong kind; a fraction outside (0, 1]) and MR_E_INVALID_ARG
+ * (the checks above), each with err->line/col of the offending node (a
+ * part's value, a part name's key, a cut-off, the method) when v carries
+ * positions. s borrows strings from v: keep v alive while s is used. */
 mr_status mr_split_spec_from_value(const mr_value *v, mr_split_spec *s, mr_error *err);
 
-/* Validates s against t: part count and names, fractions (MR_E_INVALID_ARG
- * "fractions sum to 0.9, not 1"), columns (MR_E_NOT_FOUND with a
- * did-you-mean hint), column types and cut-offs (MR_E_INVALID_ARG). */
+/* Validates s against t: part count and names, fractions in [0, 1]
+ * (MR_E_INVALID_ARG "fractions sum to 0.9, not 1"), columns (MR_E_NOT_FOUND
+ * with a did-you-mean hint), column types and cut-offs (MR_E_INVALID_ARG). */
 mr_status mr_split_check(const mr_split_spec *s, const mr_table *t, mr_error *err);
 
 /* Assigns each row of t to a part.

@@ -52,29 +52,100 @@ static int uses_fractions(const mr_split_spec *s)
     return !(s->method == MR_SPLIT_TIME && s->n_cutoffs > 0);
 }
 
-static mr_status check_static(const mr_split_spec *s, mr_error *err)
+/* Where a spec check failed, so that mr_split_spec_from_value can point at
+ * the YAML node: the key ("parts", "method", "cutoffs") and, for parts and
+ * cut-offs, the item (-1: the key's value as a whole). */
+typedef struct blame {
+    const char *key;
+    int item;
+} blame;
+
+static mr_status blamed(blame *b, const char *key, int item, mr_status rc)
+{
+    if (b) {
+        b->key = key;
+        b->item = item;
+    }
+    return rc;
+}
+
+static mr_status parse_cutoff(mr_dtype t, const char *text, double *out, mr_error *err);
+
+/* Cut-offs without a column: all dates/timestamps or all numbers (a column
+ * has one type), strictly increasing as that kind. */
+static mr_status check_cutoffs_static(const mr_split_spec *s, blame *b, mr_error *err)
+{
+    int all_time = 1, all_num = 1;
+    double v;
+    for (size_t k = 0; k < s->n_cutoffs; k++) {
+        if (!s->cutoffs[k])
+            return blamed(b, "cutoffs", (int)k, MR_ERR(err, MR_E_INVALID_ARG, "split: cut-off %zu is missing", k + 1));
+        all_time &= parse_cutoff(MR_T_TIMESTAMP, s->cutoffs[k], &v, NULL) == MR_OK;
+        all_num &= parse_cutoff(MR_T_FLOAT64, s->cutoffs[k], &v, NULL) == MR_OK;
+    }
+    if (!all_time && !all_num) {
+        int first_time = parse_cutoff(MR_T_TIMESTAMP, s->cutoffs[0], &v, NULL) == MR_OK;
+        int first_num = parse_cutoff(MR_T_FLOAT64, s->cutoffs[0], &v, NULL) == MR_OK;
+        for (size_t k = 0; k < s->n_cutoffs; k++) {
+            int t = parse_cutoff(MR_T_TIMESTAMP, s->cutoffs[k], &v, NULL) == MR_OK;
+            int n = parse_cutoff(MR_T_FLOAT64, s->cutoffs[k], &v, NULL) == MR_OK;
+            if (!t && !n)
+                return blamed(b, "cutoffs", (int)k,
+                              MR_ERR(err, MR_E_INVALID_ARG, "split: cut-off \"%s\" is not a date, timestamp or number",
+                                     s->cutoffs[k]));
+            if ((first_time && !t) || (first_num && !n))
+                return blamed(b, "cutoffs", (int)k,
+                              MR_ERR(err, MR_E_INVALID_ARG,
+                                     "split: cut-off \"%s\" is %s but \"%s\" is %s: a time column has one type",
+                                     s->cutoffs[k], t ? "a date or timestamp" : "a number", s->cutoffs[0],
+                                     first_time ? "a date or timestamp" : "a number"));
+        }
+    }
+    mr_dtype kind = all_time ? MR_T_TIMESTAMP : MR_T_FLOAT64;
+    int also_num = all_time && all_num; /* increasing as either kind is enough */
+    double prev = 0, prev_num = 0;
+    for (size_t k = 0; k < s->n_cutoffs; k++) {
+        double x = 0, xn = 0;
+        parse_cutoff(kind, s->cutoffs[k], &x, NULL);
+        if (also_num) parse_cutoff(MR_T_FLOAT64, s->cutoffs[k], &xn, NULL);
+        if (k && !(x > prev) && !(also_num && xn > prev_num))
+            return blamed(b, "cutoffs", (int)k,
+                          MR_ERR(err, MR_E_INVALID_ARG, "split: cut-offs must increase (\"%s\" after \"%s\")",
+                                 s->cutoffs[k], s->cutoffs[k - 1]));
+        prev = x;
+        prev_num = xn;
+    }
+    return MR_OK;
+}
+
+/* Everything about s that needs no table. */
+static mr_status check_static(const mr_split_spec *s, blame *b, mr_error *err)
 {
     if ((unsigned)s->method > MR_SPLIT_TIME)
-        return MR_ERR(err, MR_E_INVALID_ARG, "split: unknown method %d", (int)s->method);
+        return blamed(b, "method", -1, MR_ERR(err, MR_E_INVALID_ARG, "split: unknown method %d", (int)s->method));
     if (s->n_parts < 2 || s->n_parts > MR_SPLIT_MAX_PARTS)
-        return MR_ERR(err, MR_E_INVALID_ARG, "split: needs 2 to %d parts, got %zu", MR_SPLIT_MAX_PARTS, s->n_parts);
+        return blamed(b, "parts", -1,
+                      MR_ERR(err, MR_E_INVALID_ARG, "split: needs 2 to %d parts, got %zu", MR_SPLIT_MAX_PARTS, s->n_parts));
     for (size_t k = 0; k < s->n_parts; k++) {
-        if (!s->names[k] || !s->names[k][0]) return MR_ERR(err, MR_E_INVALID_ARG, "split: part %zu has no name", k);
+        if (!s->names[k] || !s->names[k][0])
+            return blamed(b, "parts", (int)k, MR_ERR(err, MR_E_INVALID_ARG, "split: part %zu has no name", k + 1));
         for (size_t j = 0; j < k; j++)
             if (strcmp(s->names[j], s->names[k]) == 0)
-                return MR_ERR(err, MR_E_INVALID_ARG, "split: part name '%s' appears twice", s->names[k]);
+                return blamed(b, "parts", (int)k,
+                              MR_ERR(err, MR_E_INVALID_ARG, "split: part name '%s' appears twice", s->names[k]));
     }
     if (uses_fractions(s)) {
         double sum = 0.0;
         for (size_t k = 0; k < s->n_parts; k++) {
             double f = s->fractions[k];
             if (!isfinite(f) || f < 0.0 || f > 1.0)
-                return MR_ERR(err, MR_E_INVALID_ARG, "split: fraction of part '%s' is %.17g, not in [0, 1]",
-                              s->names[k], f);
+                return blamed(b, "parts", (int)k,
+                              MR_ERR(err, MR_E_INVALID_ARG, "split: fraction of part '%s' is %.17g, not in [0, 1]",
+                                     s->names[k], f));
             sum += f;
         }
         if (fabs(sum - 1.0) > MR_SPLIT_FRACTION_TOL)
-            return MR_ERR(err, MR_E_INVALID_ARG, "split: fractions sum to %.12g, not 1", sum);
+            return blamed(b, "parts", -1, MR_ERR(err, MR_E_INVALID_ARG, "split: fractions sum to %.12g, not 1", sum));
     }
     const char *need = NULL, *col = NULL;
     switch (s->method) {
@@ -83,14 +154,19 @@ static mr_status check_static(const mr_split_spec *s, mr_error *err)
     case MR_SPLIT_TIME: need = "time", col = s->time; break;
     default: break;
     }
-    if (need && (!col || !col[0]))
-        return MR_ERR(err, MR_E_INVALID_ARG, "split: method %s needs a '%s' column", mr_split_method_name(s->method),
-                      need);
+    if (need && (!col || !col[0])) {
+        mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "split: method %s needs a '%s' column",
+                              mr_split_method_name(s->method), need);
+        mr_error_hint(err, "add '%s: COLUMN'", need);
+        return blamed(b, "method", -1, rc);
+    }
     if (s->method == MR_SPLIT_TIME && s->n_cutoffs && s->n_cutoffs != s->n_parts - 1)
-        return MR_ERR(err, MR_E_INVALID_ARG, "split: %zu parts need %zu cut-offs, got %zu", s->n_parts,
-                      s->n_parts - 1, s->n_cutoffs);
+        return blamed(b, "cutoffs", -1,
+                      MR_ERR(err, MR_E_INVALID_ARG, "split: %zu parts need %zu cut-offs, got %zu", s->n_parts,
+                             s->n_parts - 1, s->n_cutoffs));
     if (s->method != MR_SPLIT_TIME && s->n_cutoffs)
-        return MR_ERR(err, MR_E_INVALID_ARG, "split: cut-offs apply to method time only");
+        return blamed(b, "cutoffs", -1, MR_ERR(err, MR_E_INVALID_ARG, "split: cut-offs apply to method time only"));
+    if (s->method == MR_SPLIT_TIME) return check_cutoffs_static(s, b, err);
     return MR_OK;
 }
 
@@ -139,7 +215,7 @@ static mr_status find_col(const mr_table *t, const char *what, const char *name,
 
 mr_status mr_split_check(const mr_split_spec *s, const mr_table *t, mr_error *err)
 {
-    mr_status rc = check_static(s, err);
+    mr_status rc = check_static(s, NULL, err);
     if (rc != MR_OK) return rc;
     const mr_column *c = NULL;
     switch (s->method) {
@@ -476,6 +552,12 @@ mr_status mr_split_spec_from_value(const mr_value *v, mr_split_spec *s, mr_error
             if (it->kind == MR_V_INT) f = (double)it->u.i;
             else if (it->kind == MR_V_FLOAT) f = it->u.f;
             else return at(err, it, MR_ERR(err, MR_E_PARSE, "split: fraction of part '%s' must be a number", p->keys[i]));
+            if (!(f > 0.0 && f <= 1.0)) {
+                MR_ERR(err, MR_E_PARSE, "split: fraction of part '%s' must be in (0, 1], got %s", p->keys[i],
+                       it->str ? it->str : "a number outside it");
+                if (f == 0.0) mr_error_hint(err, "a part of fraction 0 would be empty: leave it out");
+                return at(err, it, MR_E_PARSE);
+            }
             mr_split_spec_add_part(s, p->keys[i], f);
         }
     }
@@ -500,6 +582,18 @@ mr_status mr_split_spec_from_value(const mr_value *v, mr_split_spec *s, mr_error
     }
     if (p->kind == MR_V_SEQ && !(s->method == MR_SPLIT_TIME && s->n_cutoffs))
         return at(err, p, MR_ERR(err, MR_E_PARSE, "split: 'parts' as a list needs method time with cutoffs; give fractions"));
-    if ((rc = check_static(s, err)) != MR_OK) return at(err, v, rc);
+    blame b = {NULL, -1};
+    if ((rc = check_static(s, &b, err)) != MR_OK) {
+        /* The node the failed check is about: a part's name (a key of the
+         * parts mapping, or an item of the list), a cut-off, else the key's
+         * value. Fractions were checked above, at their values. */
+        const mr_value *node = b.key ? mr_value_get(v, b.key) : NULL;
+        int item = node && b.item >= 0 && (size_t)b.item < node->n;
+        if (item && node->kind == MR_V_MAP && node->key_lines)
+            mr_error_at(err, NULL, node->key_lines[b.item], node->key_cols[b.item]);
+        else if (item && (node->kind == MR_V_MAP || node->kind == MR_V_SEQ))
+            node = node->items[b.item];
+        return at(err, node ? node : v, rc);
+    }
     return MR_OK;
 }

@@ -8,6 +8,7 @@
 #include "millrace/check.h"
 #include "millrace/features.h"
 #include "millrace/io.h"
+#include "millrace/metrics.h"
 #include "millrace/model.h"
 #include "millrace/op.h"
 #include "ops_int.h"
@@ -148,8 +149,18 @@ static mr_status parse_direction(const mr_value *v, int *out, mr_error *err)
             return MR_OK;
         }
     }
-    mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "direction must be increasing/up/1 or decreasing/down/-1");
+    mr_buf t;
+    mr_buf_init(&t);
+    if (v->kind != MR_V_MAP && v->kind != MR_V_SEQ) mr_value_scalar_text(v, &t);
+    mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "direction must be increasing/up/1 or decreasing/down/-1, got %s%s%s",
+                          t.data ? "'" : "", t.data ? t.data : mr_vkind_name(v->kind), t.data ? "'" : "");
+    mr_buf_free(&t);
     mr_error_at(err, NULL, v->line, v->col);
+    if (v->kind == MR_V_STR) {
+        static const char *const dirs[] = {"increasing", "decreasing", "up", "down"};
+        const char *best = mr_closest(v->str, dirs, 4);
+        if (best) mr_error_hint(err, "did you mean '%s'?", best);
+    }
     return rc;
 }
 
@@ -172,48 +183,89 @@ static mr_status feature_index(const mr_model *m, const char *name, size_t *out,
     return rc;
 }
 
-static mr_status parse_prop(const mr_value *pv, const mr_model *m, mr_prop *p, char *label, size_t label_len, mr_error *err)
+/* An optional number of a property: finite, and >= lo (or in [lo, hi]). */
+static mr_status prop_num(const mr_value *pv, const char *type, const char *key, double dflt, double lo, double hi,
+                          double *out, mr_error *err)
+{
+    mr_status rc = mr__opt_num(pv, type, key, dflt, out, err);
+    const mr_value *v = mr_value_get(pv, key);
+    if (rc != MR_OK) {
+        if (v) mr_error_at(err, NULL, v->line, v->col);
+        return rc;
+    }
+    if (v && (*out < lo || *out > hi)) {
+        if (isinf(hi))
+            return mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "property %s: %s must be >= %g, got %g", type, key,
+                               lo, *out);
+        return mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "property %s: %s must be in [%g, %g], got %g", type,
+                           key, lo, hi, *out);
+    }
+    return MR_OK;
+}
+
+/* One property's settings, everything but the feature's index (which
+ * needs the model): *feature_out is its name (borrowed) or NULL. */
+static mr_status prop_settings(const mr_value *pv, mr_prop *p, const char **feature_out, char *label, size_t label_len,
+                               mr_error *err)
 {
     static const char *const keys[] = {"type", "name", "feature", "direction", "epsilon", "perturb", "noise", "delta",
                                        "fraction", "from", "to", "grid", "output", "seed"};
+    *feature_out = NULL;
+    if (pv->kind != MR_V_MAP) {
+        mr_status rc = mr__fail_at(err, pv->line, pv->col, MR_E_INVALID_ARG,
+                                   "properties: each item must be a mapping such as {type: consistency}, got a %s",
+                                   mr_vkind_name(pv->kind));
+        return rc;
+    }
     mr_status rc = mr__check_keys(pv, "properties item", keys, sizeof(keys) / sizeof(*keys), err);
     if (rc != MR_OK) return rc;
-    const char *type = mr__opt_str(pv, "type", NULL);
+    const mr_value *vtype = mr_value_get(pv, "type");
+    const char *type = vtype && vtype->kind == MR_V_STR ? vtype->str : NULL;
     if (!type) {
-        rc = MR_ERR(err, MR_E_INVALID_ARG, "each property needs a type (consistency, monotonic, invariance, robustness, directional)");
-        mr_error_at(err, NULL, pv->line, pv->col);
+        rc = mr__fail_at(err, vtype ? vtype->line : pv->line, vtype ? vtype->col : pv->col, MR_E_INVALID_ARG,
+                         "each property needs a type (consistency, monotonic, invariance, robustness, directional)");
         return rc;
     }
     mr_prop_kind kind;
-    if ((rc = mr_prop_kind_parse(type, &kind, err)) != MR_OK) return rc;
+    if ((rc = mr_prop_kind_parse(type, &kind, err)) != MR_OK) {
+        mr_error_at(err, NULL, vtype->line, vtype->col);
+        return rc;
+    }
     mr_prop_init(p, kind);
-    const char *feat = mr__opt_str(pv, "feature", NULL);
+    const mr_value *vfeat = mr_value_get(pv, "feature");
+    if (vfeat && (vfeat->kind != MR_V_STR || !vfeat->str[0]))
+        return mr__fail_at(err, vfeat->line, vfeat->col, MR_E_INVALID_ARG,
+                           "property %s: feature must name a model feature, got %s", type,
+                           vfeat->kind == MR_V_STR ? "an empty string" : mr_vkind_name(vfeat->kind));
+    const char *feat = vfeat ? vfeat->str : NULL;
     if (feat) {
-        if ((rc = feature_index(m, feat, &p->feature, err)) != MR_OK) return rc;
+        *feature_out = feat;
     } else if (kind == MR_PROP_ROBUSTNESS) {
         p->feature = SIZE_MAX;
     } else if (kind != MR_PROP_CONSISTENCY) {
-        rc = MR_ERR(err, MR_E_INVALID_ARG, "property %s needs a feature", type);
-        mr_error_at(err, NULL, pv->line, pv->col);
+        rc = mr__fail_at(err, pv->line, pv->col, MR_E_INVALID_ARG, "property %s needs a feature", type);
+        mr_error_hint(err, "add `feature: COLUMN` (a model feature)");
         return rc;
     }
     if ((rc = parse_direction(mr_value_get(pv, "direction"), &p->direction, err)) != MR_OK) return rc;
     double v;
-    if ((rc = mr__opt_num(pv, type, "epsilon", p->epsilon, &p->epsilon, err)) != MR_OK) return rc;
-    if ((rc = mr__opt_num(pv, type, "noise", p->noise, &p->noise, err)) != MR_OK) return rc;
-    if ((rc = mr__opt_num(pv, type, "delta", p->delta, &p->delta, err)) != MR_OK) return rc;
-    if ((rc = mr__opt_num(pv, type, "fraction", p->fraction, &p->fraction, err)) != MR_OK) return rc;
-    if (mr_value_get(pv, "perturb") && (rc = mr__opt_num(pv, type, "perturb", 0, &p->perturb, err)) != MR_OK) return rc;
-    if (mr_value_get(pv, "from") && (rc = mr__opt_num(pv, type, "from", 0, &p->from, err)) != MR_OK) return rc;
-    if (mr_value_get(pv, "to") && (rc = mr__opt_num(pv, type, "to", 0, &p->to, err)) != MR_OK) return rc;
-    if (isnan(p->from) != isnan(p->to)) return MR_ERR(err, MR_E_INVALID_ARG, "property %s: give both from and to, or neither", type);
-    if ((rc = mr__opt_num(pv, type, "grid", 8, &v, err)) != MR_OK) return rc;
-    if (v < 2 || v > 256) return MR_ERR(err, MR_E_INVALID_ARG, "property %s: grid must be in [2, 256]", type);
+    if ((rc = prop_num(pv, type, "epsilon", p->epsilon, 0, INFINITY, &p->epsilon, err)) != MR_OK) return rc;
+    if ((rc = prop_num(pv, type, "noise", p->noise, 0, INFINITY, &p->noise, err)) != MR_OK) return rc;
+    if ((rc = prop_num(pv, type, "delta", p->delta, 0, INFINITY, &p->delta, err)) != MR_OK) return rc;
+    if ((rc = prop_num(pv, type, "fraction", p->fraction, 0, 1, &p->fraction, err)) != MR_OK) return rc;
+    if (mr_value_get(pv, "perturb") && (rc = prop_num(pv, type, "perturb", 0, -INFINITY, INFINITY, &p->perturb, err)) != MR_OK)
+        return rc;
+    if (mr_value_get(pv, "from") && (rc = prop_num(pv, type, "from", 0, -INFINITY, INFINITY, &p->from, err)) != MR_OK) return rc;
+    if (mr_value_get(pv, "to") && (rc = prop_num(pv, type, "to", 0, -INFINITY, INFINITY, &p->to, err)) != MR_OK) return rc;
+    if (isnan(p->from) != isnan(p->to)) {
+        const mr_value *one = mr_value_get(pv, "from") ? mr_value_get(pv, "from") : mr_value_get(pv, "to");
+        return mr__fail_at(err, one->line, one->col, MR_E_INVALID_ARG, "property %s: give both from and to, or neither", type);
+    }
+    if ((rc = prop_num(pv, type, "grid", 8, 2, 256, &v, err)) != MR_OK) return rc;
     p->grid = (size_t)v;
-    if ((rc = mr__opt_num(pv, type, "output", 0, &v, err)) != MR_OK) return rc;
-    if (v < 0) return MR_ERR(err, MR_E_INVALID_ARG, "property %s: output must be >= 0", type);
+    if ((rc = prop_num(pv, type, "output", 0, 0, INFINITY, &v, err)) != MR_OK) return rc;
     p->output = (size_t)v;
-    if ((rc = mr__opt_num(pv, type, "seed", 0, &v, err)) != MR_OK) return rc;
+    if ((rc = prop_num(pv, type, "seed", 0, -INFINITY, INFINITY, &v, err)) != MR_OK) return rc;
     p->seed = (uint64_t)(int64_t)v;
     const char *name = mr__opt_str(pv, "name", NULL);
     if (name) snprintf(label, label_len, "%s", name);
@@ -311,8 +363,113 @@ static mr_status measure(check_run *cr, const mr_model *m, const char *model_fil
 }
 
 /* ---- gates ----------------------------------------------------------------- */
+/* Measurement limits (`limits:` keys); model_size_mb needs no data. */
 static const char *const measured_names[] = {"model_size_mb", "latency_p50_us", "latency_p99_us", "throughput_rows_s",
                                              "peak_rss_mb"};
+/* Also in `measured` (with data), so a gate may read them. */
+static const char *const measured_extra[] = {"batch_size", "threads"};
+/* Gate names over an evaluate stage's slices.json. */
+static const char *const slice_names[] = {"slices.min", "slices.max", "slices.worst", "slices.flagged"};
+#define N_OF(a) (sizeof(a) / sizeof(*(a)))
+
+/* The name of a metric in an evaluate stage's metrics.json: the library's
+ * name, but AUC and average precision go by their short names. */
+static const char *json_metric_name(mr_metric_id id)
+{
+    return id == MR_METRIC_ROC_AUC ? "auc" : id == MR_METRIC_AVG_PRECISION ? "ap" : mr_metric_name(id);
+}
+
+/* A gate's metric name as metrics.json spells it (roc_auc and avg_precision are aliases). */
+static const char *metric_alias(const char *base)
+{
+    return !strcmp(base, "roc_auc") ? "auc" : !strcmp(base, "avg_precision") ? "ap" : base;
+}
+
+/* One gate, "NAME OP NUMBER". */
+typedef struct gate {
+    char name[160];
+    const char *op; /* ">=", "<=", "==", "!=", ">", "<" */
+    double bound;
+} gate;
+
+static mr_status parse_gate(const char *text, gate *g, mr_error *err)
+{
+    static const char *const ops[] = {">=", "<=", "==", "!=", ">", "<"};
+    const char *scan = strrchr(text, ']');
+    scan = scan ? scan : text;
+    const char *at = NULL, *op = NULL;
+    for (size_t k = 0; k < N_OF(ops) && !at; k++)
+        if ((at = strstr(scan, ops[k]))) op = ops[k];
+    char *end = NULL;
+    double bound = at ? strtod(at + strlen(op), &end) : NAN;
+    if (!at || !end || end == at + strlen(op) || end[strspn(end, " \t")] || !isfinite(bound) || at == text) {
+        mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "gate '%s': expected NAME OP NUMBER, e.g. \"auc >= 0.85\"", text);
+        mr_error_key(err, "gates");
+        mr_error_hint(err, "OP is one of >=, <=, >, <, ==, !=");
+        return rc;
+    }
+    size_t len = (size_t)(at - text);
+    while (len && (text[len - 1] == ' ' || text[len - 1] == '\t')) len--;
+    size_t lead = strspn(text, " \t");
+    snprintf(g->name, sizeof(g->name), "%.*s", (int)(len > lead ? len - lead : 0), text + lead);
+    g->op = op;
+    g->bound = bound;
+    return MR_OK;
+}
+
+static int in_list(const char *name, const char *const *list, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (!strcmp(name, list[k])) return 1;
+    return 0;
+}
+
+/* What a gate name reads, known without data: a measurement (needs `data:`
+ * but for model_size_mb), or an evaluate stage's metric or slices (need
+ * `metrics:`). MR_E_INVALID_ARG for a name nothing provides. */
+static mr_status check_gate_name(const char *text, const char *name, int has_data, int has_metrics, mr_error *err)
+{
+    int measured = in_list(name, measured_names, N_OF(measured_names)) || in_list(name, measured_extra, N_OF(measured_extra));
+    if (measured) {
+        if (has_data || !strcmp(name, "model_size_mb")) return MR_OK;
+        mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "gate '%s': %s is measured on rows of data, and the stage has no `data:`",
+                              text, name);
+        mr_error_hint(err, "give `data: FILE` (rows to measure prediction on)");
+        return rc;
+    }
+    char base[160];
+    snprintf(base, sizeof(base), "%s", name);
+    char *dot = strrchr(base, '.');
+    if (dot && (!strcmp(dot, ".lo") || !strcmp(dot, ".hi"))) *dot = '\0';
+    int metric = 0;
+    for (int id = 0; id < MR_METRIC_COUNT_ && !metric; id++)
+        metric = !strcmp(metric_alias(base), json_metric_name((mr_metric_id)id));
+    size_t nl = strlen(name);
+    int slice = in_list(name, slice_names, N_OF(slice_names)) || (!strncmp(name, "slice[", 6) && nl > 7 && name[nl - 1] == ']');
+    if ((metric || slice) && has_metrics) return MR_OK;
+    if (metric || slice) {
+        mr_status rc = MR_ERR(err, MR_E_INVALID_ARG,
+                              "gate '%s': '%s' is read from an evaluate stage, and the stage has no `metrics:`", text, name);
+        mr_error_hint(err, "give `metrics: ${stages.EVAL}`");
+        return rc;
+    }
+    const char *cands[64];
+    size_t nc = 0;
+    for (int id = 0; id < MR_METRIC_COUNT_; id++) cands[nc++] = json_metric_name((mr_metric_id)id);
+    size_t n_metrics = nc;
+    for (size_t k = 0; k < N_OF(measured_names); k++) cands[nc++] = measured_names[k];
+    for (size_t k = 0; k < N_OF(slice_names); k++) cands[nc++] = slice_names[k];
+    mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "gate '%s': no value named '%s'", text, name);
+    /* NAME.lo / NAME.hi: the closest metric, with the same suffix */
+    const char *suffix = strlen(base) < strlen(name) ? name + strlen(base) : "";
+    const char *best = suffix[0] ? mr_closest(base, cands, n_metrics) : mr_closest(name, cands, nc);
+    if (best) mr_error_hint(err, "did you mean '%s%s'?", best, suffix);
+    else
+        mr_error_hint(err, "gates read measurements (%s, ...), evaluate metrics (auc, logloss, rmse, ...; NAME.lo, "
+                           "NAME.hi) and slices (slices.min, slice[LABEL])",
+                      measured_names[0]);
+    return rc;
+}
 
 /* Value of a gate name: measured quantities, evaluate metrics (NAME, NAME.lo,
  * NAME.hi), slices (slices.min, slices.max, slices.flagged, slice[LABEL]). */
@@ -332,8 +489,7 @@ static int gate_value(check_run *cr, const char *name, double *out)
         field = dot + 1;
         *dot = '\0';
     }
-    const char *alias = !strcmp(base, "roc_auc") ? "auc" : !strcmp(base, "avg_precision") ? "ap" : base;
-    v = json_object_get(json_object_get(ms, alias), field);
+    v = json_object_get(json_object_get(ms, metric_alias(base)), field);
     if (json_is_number(v)) {
         *out = json_number_value(v);
         return 1;
@@ -379,24 +535,11 @@ static int gate_value(check_run *cr, const char *name, double *out)
 
 static mr_status run_gate(check_run *cr, const char *text, mr_error *err)
 {
-    static const char *const ops[] = {">=", "<=", "==", "!=", ">", "<"};
-    const char *scan = strrchr(text, ']');
-    scan = scan ? scan : text;
-    const char *at = NULL, *op = NULL;
-    for (size_t k = 0; k < sizeof(ops) / sizeof(*ops) && !at; k++)
-        if ((at = strstr(scan, ops[k]))) op = ops[k];
-    char name[160];
-    char *end = NULL;
-    double bound = at ? strtod(at + strlen(op), &end) : NAN;
-    if (!at || !end || end == at + strlen(op) || end[strspn(end, " \t")] || !isfinite(bound) || at == text) {
-        mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "gate '%s': expected NAME OP NUMBER, e.g. \"auc >= 0.85\"", text);
-        mr_error_key(err, "gates");
-        return rc;
-    }
-    size_t len = (size_t)(at - text);
-    while (len && (text[len - 1] == ' ' || text[len - 1] == '\t')) len--;
-    size_t lead = strspn(text, " \t");
-    snprintf(name, sizeof(name), "%.*s", (int)(len > lead ? len - lead : 0), text + lead);
+    gate g;
+    mr_status rc = parse_gate(text, &g, err);
+    if (rc != MR_OK) return rc;
+    const char *name = g.name, *op = g.op;
+    double bound = g.bound;
     double v = NAN;
     const char *tier = json_string_value(json_object_get(cr->metrics, "tier"));
     if (!gate_value(cr, name, &v) && tier && !strcmp(tier, "fast") && (!strncmp(name, "slice", 5))) {
@@ -407,12 +550,12 @@ static mr_status run_gate(check_run *cr, const char *text, mr_error *err)
         return add_row(cr, "gate", text, 0, NAN, bound, detail, err);
     }
     if (isnan(v) && !gate_value(cr, name, &v)) {
-        mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "gate '%s': no value named '%s'%s", text, name,
-                              cr->metrics ? "" : " (give `metrics: ${stages.EVAL}` for metric gates)");
+        rc = MR_ERR(err, MR_E_INVALID_ARG, "gate '%s': no value named '%s'%s", text, name,
+                    cr->metrics ? "" : " (give `metrics: ${stages.EVAL}` for metric gates)");
         mr_error_key(err, "gates");
         const char *cands[64];
         size_t nc = 0;
-        for (size_t k = 0; k < sizeof(measured_names) / sizeof(*measured_names); k++) cands[nc++] = measured_names[k];
+        for (size_t k = 0; k < N_OF(measured_names); k++) cands[nc++] = measured_names[k];
         const char *key;
         json_t *val;
         json_object_foreach(json_object_get(cr->metrics, "metrics"), key, val) if (nc < 60) cands[nc++] = key;
@@ -440,151 +583,309 @@ static mr_status load_json(const char *dir, const char *name, json_t **out, mr_e
     return rc;
 }
 
-static mr_status run_check(mr_op_ctx *ctx, mr_error *err)
+/* ---- the definition -------------------------------------------------------- */
+
+/* The definition's settings. Paths and values are borrowed from it. */
+typedef struct check_cfg {
+    const char *model;      /* the model (a directory holding model.bin, or a file) */
+    const char *data, *features, *metrics; /* NULL when absent */
+    const char *inputs;     /* "sampled" or "generated" */
+    size_t rows, batch;     /* as declared (smoke mode shrinks them when it runs) */
+    uint64_t seed;
+    const mr_value *props;  /* SEQ of property mappings, or NULL */
+    const mr_value *gates;  /* a string or a SEQ of strings, or NULL */
+    const mr_value *limits; /* MAP measurement -> bound, or NULL */
+} check_cfg;
+
+/* def[key]: a count in [1, max] (dflt when absent). */
+static mr_status check_count(const mr_value *def, const char *key, double dflt, double max, size_t *out, mr_error *err)
 {
-    const mr_value *def = ctx->def;
-    check_run cr = {ctx, NULL, 0, 0, json_object(), NULL, NULL};
-    mr_model *model = NULL;
-    mr_table *data = NULL, *fx_out = NULL;
-    mr_features *fx = NULL;
-    float *x = NULL;
-    size_t n = 0;
-    char *model_file = mr__file_in(mr__opt_str(def, "model", ""), "model.bin"), *fx_file = NULL, *fx_bytes = NULL;
-    json_t *res = json_object();
-    mr_status rc = model_file && cr.measured && res ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
     double v;
-    size_t want = 200, batch = 1024;
-    uint64_t seed = 0;
-    const char *inputs = mr__opt_str(def, "inputs", "sampled");
-    if (rc == MR_OK && strcmp(inputs, "sampled") && strcmp(inputs, "generated")) {
-        rc = MR_ERR(err, MR_E_INVALID_ARG, "inputs must be 'sampled' or 'generated', got '%s'", inputs);
+    mr_status rc = mr__opt_num(def, "check", key, dflt, &v, err);
+    const mr_value *x = mr_value_get(def, key);
+    if (rc == MR_OK && (v < 1 || v > max)) {
+        rc = mr__fail_at(err, x->line, x->col, MR_E_INVALID_ARG, "%s must be in [1, %.0f], got %.17g", key, max, v);
+        mr_error_key(err, key);
+    }
+    *out = rc == MR_OK ? (size_t)v : 0;
+    return rc;
+}
+
+/* Every gate "NAME OP NUMBER", its name one that the stage's data or
+ * metrics provide; the error points at the gate. */
+static mr_status check_gates(const check_cfg *c, mr_error *err)
+{
+    size_t n = !c->gates ? 0 : c->gates->kind == MR_V_SEQ ? c->gates->n : 1;
+    for (size_t k = 0; k < n; k++) {
+        const mr_value *g = c->gates->kind == MR_V_SEQ ? c->gates->items[k] : c->gates;
+        if (g->kind != MR_V_STR || mr_op_value_deferred(g)) continue;
+        gate parsed;
+        mr_status rc = parse_gate(g->str, &parsed, err);
+        if (rc == MR_OK) rc = check_gate_name(g->str, parsed.name, c->data != NULL, c->metrics != NULL, err);
+        if (rc != MR_OK) {
+            mr_error_at(err, NULL, g->line, g->col);
+            mr_error_key(err, "gates");
+            return rc;
+        }
+    }
+    return MR_OK;
+}
+
+/* limits: known measurements, each bound a positive number; all but
+ * model_size_mb are measured on rows of `data:`. */
+static mr_status check_limits(const check_cfg *c, mr_error *err)
+{
+    const mr_value *limits = c->limits;
+    mr_status rc = mr__check_keys(limits, "limits", measured_names, N_OF(measured_names), err);
+    for (size_t k = 0; rc == MR_OK && limits && k < limits->n; k++) {
+        const mr_value *v = limits->items[k];
+        double b;
+        if (mr_op_value_deferred(v)) continue; /* known when the stage runs */
+        if ((rc = mr__opt_num(limits, "limits", limits->keys[k], 0, &b, err)) != MR_OK) break;
+        if (!(b > 0)) {
+            rc = mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "limits.%s must be a positive number, got %.17g",
+                             limits->keys[k], b);
+        } else if (!c->data && strcmp(limits->keys[k], "model_size_mb")) {
+            rc = mr__fail_at(err, limits->key_lines[k], limits->key_cols[k], MR_E_INVALID_ARG,
+                             "limits.%s needs rows to measure on: give `data:`", limits->keys[k]);
+        }
+    }
+    if (rc != MR_OK) mr_error_key(err, "limits");
+    return rc;
+}
+
+/* The definition's settings and every check that needs neither the model
+ * nor the data: inputs, counts, each property's settings, the gates' syntax
+ * and names, the limits. What validate checks at load is what run uses. */
+static mr_status check_settings(const mr_value *def, check_cfg *c, mr_error *err)
+{
+    static const char *const inputs[] = {"sampled", "generated"};
+    memset(c, 0, sizeof(*c));
+    c->model = mr__opt_str(def, "model", "");
+    c->data = mr__opt_str(def, "data", NULL);
+    c->features = mr__opt_str(def, "features", NULL);
+    c->metrics = mr__opt_str(def, "metrics", NULL);
+    c->inputs = mr__opt_str(def, "inputs", "sampled");
+    c->props = mr_value_get(def, "properties");
+    c->gates = mr_value_get(def, "gates");
+    c->limits = mr_value_get(def, "limits");
+    mr_status rc = MR_OK;
+    if (!in_list(c->inputs, inputs, 2)) {
+        const mr_value *v = mr_value_get(def, "inputs");
+        rc = mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "inputs must be 'sampled' or 'generated', got '%s'", c->inputs);
         mr_error_key(err, "inputs");
+        if (mr_closest(c->inputs, inputs, 2)) mr_error_hint(err, "did you mean '%s'?", mr_closest(c->inputs, inputs, 2));
+        return rc;
     }
-    if (rc == MR_OK && (rc = mr__opt_num(def, "check", "rows", 200, &v, err)) == MR_OK) {
-        if (v < 1 || v > 1e6) rc = MR_ERR(err, MR_E_INVALID_ARG, "rows must be in [1, 1000000]");
-        want = (size_t)v;
-    }
-    if (rc == MR_OK && (rc = mr__opt_num(def, "check", "batch_size", 1024, &v, err)) == MR_OK) {
-        if (v < 1 || v > 1e7) rc = MR_ERR(err, MR_E_INVALID_ARG, "batch_size must be in [1, 10000000]");
-        batch = (size_t)v;
-    }
-    if (rc == MR_OK && (rc = mr__opt_num(def, "check", "seed", 0, &v, err)) == MR_OK) seed = (uint64_t)(int64_t)v;
-    if (ctx->smoke) want = want < 50 ? want : 50, batch = batch < 256 ? batch : 256;
-    const mr_value *limits = mr_value_get(def, "limits");
-    if (rc == MR_OK) rc = mr__check_keys(limits, "limits", measured_names, sizeof(measured_names) / sizeof(*measured_names), err);
-    if (rc == MR_OK) rc = mr_model_load(model_file, &model, err);
-    const char *mdir = mr__opt_str(def, "metrics", NULL);
-    if (rc == MR_OK && mdir) {
-        rc = load_json(mdir, "metrics.json", &cr.metrics, err);
-        if (rc == MR_OK) rc = load_json(mdir, "slices.json", &cr.slices, err);
-    }
-    const char *dpath = mr__opt_str(def, "data", NULL);
-    if (rc == MR_OK && dpath) rc = mr_table_read_file(dpath, &data, err);
-    const char *fxp = mr__opt_str(def, "features", NULL);
-    if (rc == MR_OK && data && fxp) {
-        size_t len = 0;
-        fx_file = mr__file_in(fxp, "features.bin");
-        rc = fx_file ? mr_fs_read_file(fx_file, (size_t)1 << 30, &fx_bytes, &len, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
-        if (rc == MR_OK) rc = mr_features_load(fx_bytes, len, &fx, err);
-        if (rc == MR_OK) rc = mr_features_apply(fx, data, &fx_out, err);
-    }
-    if (rc == MR_OK && data) rc = test_matrix(model, fx_out ? fx_out : data, want, !strcmp(inputs, "generated"), seed, &x, &n, err);
-    const mr_value *props = mr_value_get(def, "properties");
-    if (rc == MR_OK && props && props->n && !data) {
-        rc = MR_ERR(err, MR_E_INVALID_ARG, "properties need rows to test: give `data:`");
-        mr_error_key(err, "data");
-    }
-    /* Properties. */
-    mr_scorer sc = {model_score, model, model ? mr_model_num_features(model) : 0, model ? mr_model_num_outputs(model) : 0,
-                    ctx->threads > 1 ? ctx->threads : 4};
-    for (size_t k = 0; rc == MR_OK && props && props->kind == MR_V_SEQ && k < props->n; k++) {
+    double v;
+    if ((rc = check_count(def, "rows", 200, 1e6, &c->rows, err)) != MR_OK) return rc;
+    if ((rc = check_count(def, "batch_size", 1024, 1e7, &c->batch, err)) != MR_OK) return rc;
+    if ((rc = mr__opt_num(def, "check", "seed", 0, &v, err)) != MR_OK) return rc;
+    c->seed = (uint64_t)(int64_t)v;
+    if ((rc = check_limits(c, err)) != MR_OK) return rc;
+    for (size_t k = 0; c->props && c->props->kind == MR_V_SEQ && k < c->props->n; k++) {
         mr_prop p;
+        const char *feature;
+        char label[160];
+        if (mr__value_has_deferred(c->props->items[k])) continue; /* known when the stage runs */
+        if ((rc = prop_settings(c->props->items[k], &p, &feature, label, sizeof(label), err)) != MR_OK) {
+            mr_error_key(err, "properties");
+            return rc;
+        }
+    }
+    if (c->props && c->props->n && !c->data) {
+        rc = mr__fail_at(err, c->props->line, c->props->col, MR_E_INVALID_ARG, "properties need rows to test: give `data:`");
+        mr_error_key(err, "data");
+        return rc;
+    }
+    return check_gates(c, err);
+}
+
+static mr_status validate_check(const mr_op_validate_ctx *vc, mr_error *err)
+{
+    check_cfg c;
+    return check_settings(vc->def, &c, err);
+}
+
+/* ---- running --------------------------------------------------------------- */
+
+/* What a check reads: the model, the data (through the features artifact
+ * when given) and the test rows drawn from it. */
+typedef struct check_inputs {
+    char *model_file;
+    mr_model *model;
+    mr_table *data, *fx_out;
+    mr_features *fx;
+    char *fx_file, *fx_bytes;
+    float *x; /* (n, n_features) row-major test rows; NULL without data */
+    size_t n;
+} check_inputs;
+
+static void check_inputs_free(check_inputs *in)
+{
+    mr_free(in->x);
+    mr_free(in->model_file);
+    mr_free(in->fx_file);
+    mr_free(in->fx_bytes);
+    mr_features_free(in->fx);
+    mr_table_free(in->fx_out);
+    mr_table_free(in->data);
+    mr_model_free(in->model);
+}
+
+static mr_status load_inputs(check_run *cr, const check_cfg *c, size_t want, check_inputs *in, mr_error *err)
+{
+    in->model_file = mr__file_in(c->model, "model.bin");
+    mr_status rc = in->model_file ? mr_model_load(in->model_file, &in->model, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK && c->metrics) {
+        rc = load_json(c->metrics, "metrics.json", &cr->metrics, err);
+        if (rc == MR_OK) rc = load_json(c->metrics, "slices.json", &cr->slices, err);
+    }
+    if (rc == MR_OK && c->data) rc = mr_table_read_file(c->data, &in->data, err);
+    if (rc == MR_OK && in->data && c->features) {
+        size_t len = 0;
+        in->fx_file = mr__file_in(c->features, "features.bin");
+        rc = in->fx_file ? mr_fs_read_file(in->fx_file, (size_t)1 << 30, &in->fx_bytes, &len, err)
+                         : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (rc == MR_OK) rc = mr_features_load(in->fx_bytes, len, &in->fx, err);
+        if (rc == MR_OK) rc = mr_features_apply(in->fx, in->data, &in->fx_out, err);
+    }
+    if (rc == MR_OK && in->data)
+        rc = test_matrix(in->model, in->fx_out ? in->fx_out : in->data, want, !strcmp(c->inputs, "generated"), c->seed,
+                         &in->x, &in->n, err);
+    return rc;
+}
+
+static mr_status run_properties(check_run *cr, const check_cfg *c, const check_inputs *in, mr_error *err)
+{
+    mr_scorer sc = {model_score, in->model, mr_model_num_features(in->model), mr_model_num_outputs(in->model),
+                    cr->ctx->threads > 1 ? cr->ctx->threads : 4};
+    mr_status rc = MR_OK;
+    for (size_t k = 0; rc == MR_OK && c->props && c->props->kind == MR_V_SEQ && k < c->props->n; k++) {
+        mr_prop p;
+        const char *feature;
         char label[160];
         mr_prop_result pr;
-        if (props->items[k]->kind != MR_V_MAP) {
-            rc = MR_ERR(err, MR_E_INVALID_ARG, "properties: each item must be a mapping");
-            break;
-        }
-        rc = parse_prop(props->items[k], model, &p, label, sizeof(label), err);
-        if (rc == MR_OK) rc = mr_prop_check(&p, &sc, x, n, &pr, err);
-        if (rc == MR_OK) rc = add_row(&cr, "property", label, pr.passed, NAN, NAN, pr.detail, err);
+        rc = prop_settings(c->props->items[k], &p, &feature, label, sizeof(label), err);
+        if (rc == MR_OK && feature) rc = feature_index(in->model, feature, &p.feature, err);
+        if (rc == MR_OK) rc = mr_prop_check(&p, &sc, in->x, in->n, &pr, err);
+        if (rc == MR_OK) rc = add_row(cr, "property", label, pr.passed, NAN, NAN, pr.detail, err);
         if (rc != MR_OK) mr_error_key(err, "properties");
     }
-    /* Measurements, then gates over them and the evaluate metrics. */
-    if (rc == MR_OK) rc = measure(&cr, model, model_file, x, n, batch, err);
-    const mr_value *gates = mr_value_get(def, "gates");
+    return rc;
+}
+
+/* Gates, then the limits as measurement gates. */
+static mr_status run_gates(check_run *cr, const check_cfg *c, mr_error *err)
+{
+    const mr_value *gates = c->gates, *limits = c->limits;
+    mr_status rc = MR_OK;
     for (size_t k = 0; rc == MR_OK && gates && k < (gates->kind == MR_V_SEQ ? gates->n : 1); k++) {
         const mr_value *g = gates->kind == MR_V_SEQ ? gates->items[k] : gates;
-        if (g->kind == MR_V_STR) rc = run_gate(&cr, g->str, err);
+        if (g->kind == MR_V_STR) rc = run_gate(cr, g->str, err);
     }
     for (size_t k = 0; rc == MR_OK && limits && k < limits->n; k++) {
         double b;
         if ((rc = mr__opt_num(limits, "limits", limits->keys[k], 0, &b, err)) != MR_OK) break;
         char g[200];
         snprintf(g, sizeof(g), "%s %s %.17g", limits->keys[k], !strcmp(limits->keys[k], "throughput_rows_s") ? ">=" : "<=", b);
-        if (!json_is_number(json_object_get(cr.measured, limits->keys[k]))) {
+        if (!json_is_number(json_object_get(cr->measured, limits->keys[k]))) {
             rc = MR_ERR(err, MR_E_INVALID_ARG, "limits.%s needs rows to measure on: give `data:`", limits->keys[k]);
             break;
         }
-        rc = run_gate(&cr, g, err);
+        rc = run_gate(cr, g, err);
     }
-    if (rc != MR_OK) goto done;
-    /* Results artifact, then the verdict. */
-    size_t n_fail = 0;
-    json_t *arr = json_array();
-    for (size_t k = 0; k < cr.n; k++) {
-        check_row *r = &cr.rows[k];
-        n_fail += !r->passed;
+    return rc;
+}
+
+/* results.json: the verdict, every check and the measurements. */
+static mr_status write_results(const check_run *cr, const check_cfg *c, size_t n_tested, size_t n_fail, mr_error *err)
+{
+    json_t *res = json_object(), *arr = json_array();
+    if (!res || !arr) {
+        json_decref(res);
+        json_decref(arr);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    for (size_t k = 0; k < cr->n; k++) {
+        const check_row *r = &cr->rows[k];
         json_t *o = json_pack("{s:s,s:s,s:b,s:s}", "name", r->name, "kind", r->kind, "passed", r->passed, "detail", r->detail);
         if (o && !isnan(r->value)) json_object_set_new(o, "value", json_real(r->value));
         if (o && !isnan(r->bound)) json_object_set_new(o, "bound", json_real(r->bound));
         json_array_append_new(arr, o);
     }
     json_object_set_new(res, "passed", json_boolean(n_fail == 0));
-    json_object_set_new(res, "n_checks", json_integer((json_int_t)cr.n));
+    json_object_set_new(res, "n_checks", json_integer((json_int_t)cr->n));
     json_object_set_new(res, "n_failed", json_integer((json_int_t)n_fail));
-    json_object_set_new(res, "rows_tested", json_integer((json_int_t)n));
-    json_object_set_new(res, "inputs", json_string(inputs));
+    json_object_set_new(res, "rows_tested", json_integer((json_int_t)n_tested));
+    json_object_set_new(res, "inputs", json_string(c->inputs));
     json_object_set_new(res, "checks", arr);
-    json_object_set(res, "measured", cr.measured);
-    {
-        char *path = mr_path_join(ctx->outputs[0].path, "results.json");
-        char *t = json_dumps(res, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
-        rc = path && t ? mr_fs_write_atomic(path, t, strlen(t), err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
-        free(t);
-        mr_free(path);
-    }
-    if (rc != MR_OK) goto done;
+    json_object_set(res, "measured", cr->measured);
+    char *path = mr_path_join(cr->ctx->outputs[0].path, "results.json");
+    char *t = json_dumps(res, JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+    mr_status rc = path && t ? mr_fs_write_atomic(path, t, strlen(t), err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    free(t);
+    mr_free(path);
+    json_decref(res);
+    return rc;
+}
+
+/* The measurements as check.* metrics, the table of every check in the
+ * stage log, and the verdict: MR_E_FAILED naming the failures. */
+static mr_status report_verdict(check_run *cr, size_t n_fail, mr_error *err)
+{
+    mr_op_ctx *ctx = cr->ctx;
     const char *key;
     json_t *mv;
-    json_object_foreach(cr.measured, key, mv) if (json_is_real(mv)) {
+    json_object_foreach(cr->measured, key, mv) if (json_is_real(mv)) {
         char name[128];
         snprintf(name, sizeof(name), "check.%s", key);
         mr_op_metric(ctx, name, 0, json_real_value(mv));
     }
     mr_op_metric(ctx, "check.failed", 0, (double)n_fail);
-    /* The table: every check, failures marked, in the stage log. */
     dprintf(ctx->log_fd, "%-6s %-9s %-36s %s\n", "RESULT", "KIND", "CHECK", "DETAIL");
-    for (size_t k = 0; k < cr.n; k++)
-        dprintf(ctx->log_fd, "%-6s %-9s %-36s %s\n", cr.rows[k].passed ? "pass" : "FAIL", cr.rows[k].kind, cr.rows[k].name,
-                cr.rows[k].detail);
-    if (n_fail) {
-        /* The failures again, last, so the log tail the runner prints shows them. */
-        dprintf(ctx->log_fd, "\n%zu failed:\n", n_fail);
-        for (size_t k = 0; k < cr.n; k++)
-            if (!cr.rows[k].passed)
-                dprintf(ctx->log_fd, "%-6s %-9s %-36s %s\n", "FAIL", cr.rows[k].kind, cr.rows[k].name, cr.rows[k].detail);
-        mr_buf b;
-        mr_buf_init(&b);
-        mr_buf_printf(&b, "%zu of %zu checks failed:", n_fail, cr.n);
-        for (size_t k = 0; k < cr.n; k++)
-            if (!cr.rows[k].passed) mr_buf_printf(&b, " [%s: %s]", cr.rows[k].name, cr.rows[k].detail);
-        rc = MR_ERR(err, MR_E_FAILED, "%s", b.data ? b.data : "checks failed");
-        mr_buf_free(&b);
-    } else {
-        dprintf(ctx->log_fd, "all %zu checks passed\n", cr.n);
+    for (size_t k = 0; k < cr->n; k++)
+        dprintf(ctx->log_fd, "%-6s %-9s %-36s %s\n", cr->rows[k].passed ? "pass" : "FAIL", cr->rows[k].kind, cr->rows[k].name,
+                cr->rows[k].detail);
+    if (!n_fail) {
+        dprintf(ctx->log_fd, "all %zu checks passed\n", cr->n);
+        return MR_OK;
     }
-done:
+    /* The failures again, last, so the log tail the runner prints shows them. */
+    dprintf(ctx->log_fd, "\n%zu failed:\n", n_fail);
+    for (size_t k = 0; k < cr->n; k++)
+        if (!cr->rows[k].passed)
+            dprintf(ctx->log_fd, "%-6s %-9s %-36s %s\n", "FAIL", cr->rows[k].kind, cr->rows[k].name, cr->rows[k].detail);
+    mr_buf b;
+    mr_buf_init(&b);
+    mr_buf_printf(&b, "%zu of %zu checks failed:", n_fail, cr->n);
+    for (size_t k = 0; k < cr->n; k++)
+        if (!cr->rows[k].passed) mr_buf_printf(&b, " [%s: %s]", cr->rows[k].name, cr->rows[k].detail);
+    mr_status rc = MR_ERR(err, MR_E_FAILED, "%s", b.data ? b.data : "checks failed");
+    mr_buf_free(&b);
+    return rc;
+}
+
+static mr_status run_check(mr_op_ctx *ctx, mr_error *err)
+{
+    check_run cr = {ctx, NULL, 0, 0, json_object(), NULL, NULL};
+    check_inputs in;
+    memset(&in, 0, sizeof(in));
+    check_cfg c;
+    memset(&c, 0, sizeof(c));
+    mr_status rc = cr.measured ? check_settings(ctx->def, &c, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    size_t want = c.rows, batch = c.batch;
+    if (ctx->smoke) want = want < 50 ? want : 50, batch = batch < 256 ? batch : 256;
+    if (rc == MR_OK) rc = load_inputs(&cr, &c, want, &in, err);
+    if (rc == MR_OK) rc = run_properties(&cr, &c, &in, err);
+    /* Measurements, then gates over them and the evaluate metrics. */
+    if (rc == MR_OK) rc = measure(&cr, in.model, in.model_file, in.x, in.n, batch, err);
+    if (rc == MR_OK) rc = run_gates(&cr, &c, err);
+    /* Results artifact, then the verdict. */
+    size_t n_fail = 0;
+    for (size_t k = 0; k < cr.n; k++) n_fail += !cr.rows[k].passed;
+    if (rc == MR_OK) rc = write_results(&cr, &c, in.n, n_fail, err);
+    if (rc == MR_OK) rc = report_verdict(&cr, n_fail, err);
     for (size_t k = 0; k < cr.n; k++) {
         mr_free(cr.rows[k].name);
         mr_free(cr.rows[k].detail);
@@ -593,15 +894,7 @@ done:
     json_decref(cr.measured);
     json_decref(cr.metrics);
     json_decref(cr.slices);
-    json_decref(res);
-    mr_free(x);
-    mr_free(model_file);
-    mr_free(fx_file);
-    mr_free(fx_bytes);
-    mr_features_free(fx);
-    mr_table_free(fx_out);
-    mr_table_free(data);
-    mr_model_free(model);
+    check_inputs_free(&in);
     return rc;
 }
 
@@ -611,4 +904,5 @@ const mr_op mr_op_check = {
     .params = check_params,
     .outputs = NULL,
     .run = run_check,
+    .validate = validate_check,
 };

@@ -43,8 +43,104 @@ static void set_param_env(const mr_value *v, const char *prefix)
     mr_buf_free(&b);
 }
 
+/* ---- the definition ------------------------------------------------------ */
+
+/* What the op runs, from its definition (borrowed from it). */
+typedef struct exec_settings {
+    const char **cmds;   /* the commands, in order (array owned by the caller: mr_free) */
+    size_t n_cmds;
+    const mr_value *env; /* the env mapping, or NULL */
+} exec_settings;
+
+static int blank(const char *s)
+{
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
+    return !*s;
+}
+
+/* `outs`, `metrics` and `deps`: workspace paths, each a non-empty string;
+ * what the stage writes cannot be another stage's output. */
+static mr_status check_paths(const mr_value *def, const char *key, mr_error *err)
+{
+    const mr_value *v = mr_value_get(def, key);
+    size_t n = v && v->kind == MR_V_SEQ ? v->n : v ? 1 : 0;
+    for (size_t k = 0; k < n; k++) {
+        const mr_value *it = v->kind == MR_V_SEQ ? v->items[k] : v;
+        if (it->kind != MR_V_STR)
+            return mr__fail_at(err, it->line, it->col, MR_E_SCHEMA, "'%s' lists paths: expected a string, got %s", key,
+                               mr_vkind_name(it->kind));
+        if (blank(it->str))
+            return mr__fail_at(err, it->line, it->col, MR_E_SCHEMA, "'%s' holds an empty path", key);
+        if (strcmp(key, "deps") && strstr(it->str, "${stages.")) {
+            mr_status rc = mr__fail_at(err, it->line, it->col, MR_E_SCHEMA,
+                                       "'%s' entry \"%s\" names another stage's output: an exec stage's %s are the "
+                                       "paths its command writes",
+                                       key, it->str, key);
+            mr_error_hint(err, "list what the command reads under 'deps:' (deps: [%s]), and the files it writes "
+                               "under '%s:'", it->str, key);
+            return rc;
+        }
+    }
+    return MR_OK;
+}
+
+/* The definition's settings: one or more non-empty commands, an env of
+ * variable names to scalars, and the declared paths. What validate checks
+ * at load is what run uses. */
+static mr_status exec_settings_of(const mr_value *def, exec_settings *x, mr_error *err)
+{
+    memset(x, 0, sizeof(*x));
+    const mr_value *cmd = mr_value_get(def, "cmd");
+    mr_status rc = MR_OK;
+    if (!cmd) return MR_ERR(err, MR_E_SCHEMA, "exec stage without a cmd");
+    if (cmd->kind != MR_V_STR && cmd->kind != MR_V_SEQ)
+        return mr__fail_at(err, cmd->line, cmd->col, MR_E_SCHEMA, "'cmd' must be a command or a list of commands, got %s",
+                           mr_vkind_name(cmd->kind));
+    if (cmd->kind == MR_V_SEQ && cmd->n == 0) {
+        rc = mr__fail_at(err, cmd->line, cmd->col, MR_E_SCHEMA, "'cmd' is an empty list: the stage would run nothing");
+        mr_error_hint(err, "give the command to run, e.g. cmd: python train.py");
+        return rc;
+    }
+    size_t n = cmd->kind == MR_V_SEQ ? cmd->n : 1;
+    for (size_t k = 0; k < n; k++) {
+        const mr_value *it = cmd->kind == MR_V_SEQ ? cmd->items[k] : cmd;
+        if (it->kind != MR_V_STR)
+            return mr__fail_at(err, it->line, it->col, MR_E_SCHEMA, "'cmd' item %zu must be a command (a string), got %s",
+                               k + 1, mr_vkind_name(it->kind));
+        if (blank(it->str)) {
+            if (cmd->kind == MR_V_SEQ)
+                rc = mr__fail_at(err, it->line, it->col, MR_E_SCHEMA, "'cmd' item %zu is an empty command", k + 1);
+            else
+                rc = mr__fail_at(err, it->line, it->col, MR_E_SCHEMA, "'cmd' is an empty command: the stage would run nothing");
+            mr_error_hint(err, "give the command to run, e.g. cmd: python train.py");
+            return rc;
+        }
+    }
+    static const char *const path_keys[] = {"outs", "metrics", "deps"};
+    for (size_t q = 0; q < 3 && rc == MR_OK; q++) rc = check_paths(def, path_keys[q], err);
+    x->env = mr_value_get(def, "env");
+    if (rc == MR_OK) rc = mr__check_env(x->env, "env", err);
+    if (rc != MR_OK) return rc;
+    x->cmds = mr_calloc(n, sizeof(*x->cmds));
+    if (!x->cmds) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < n; k++) x->cmds[k] = (cmd->kind == MR_V_SEQ ? cmd->items[k] : cmd)->str;
+    x->n_cmds = n;
+    return MR_OK;
+}
+
+static mr_status validate_exec(const mr_op_validate_ctx *vc, mr_error *err)
+{
+    exec_settings x;
+    mr_status rc = exec_settings_of(vc->def, &x, err);
+    mr_free(x.cmds);
+    return rc;
+}
+
+/* ---- running ------------------------------------------------------------- */
+
 typedef struct command {
     mr_op_ctx *ctx;
+    const exec_settings *x;
     const char *cmd;
     const char *params_file;
 } command;
@@ -68,8 +164,8 @@ static int command_child(void *arg)
         setenv("MILLRACE_MEM_BYTES", buf, 1);
     }
     set_param_env(ctx->params, "");
-    const mr_value *env = mr_value_get(ctx->def, "env");
-    for (size_t k = 0; env && env->kind == MR_V_MAP && k < env->n; k++) {
+    const mr_value *env = x->x->env;
+    for (size_t k = 0; env && k < env->n; k++) {
         mr_buf b;
         mr_buf_init(&b);
         mr_value_scalar_text(env->items[k], &b);
@@ -83,10 +179,11 @@ static int command_child(void *arg)
 
 /* The command runs in the worker's process group: a stopped stage takes it
  * (and whatever it started) down with the worker. */
-static mr_status run_one(mr_op_ctx *ctx, const char *cmd, const char *params_file, mr_error *err)
+static mr_status run_one(mr_op_ctx *ctx, const exec_settings *xs, const char *cmd, const char *params_file,
+                         mr_error *err)
 {
     dprintf(ctx->log_fd, "$ %s\n", cmd);
-    command x = {ctx, cmd, params_file};
+    command x = {ctx, xs, cmd, params_file};
     mr_proc p;
     mr_status rc = mr_proc_spawn(&p, NULL, command_child, &x, err);
     if (rc != MR_OK) return rc;
@@ -102,23 +199,18 @@ static mr_status exec_run(mr_op_ctx *ctx, mr_error *err)
     mr_buf pj;
     mr_buf_init(&pj);
     char *params_file = mr_path_join(ctx->tmp_dir, "params.json");
-    mr_status rc = MR_OK;
+    exec_settings x;
+    mr_status rc = exec_settings_of(ctx->def, &x, err);
+    if (rc != MR_OK) goto done;
     if (!params_file || mr_value_to_json(ctx->params, 0, &pj) != MR_OK) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto done;
     }
     rc = mr_fs_write_atomic(params_file, pj.data, pj.len, err);
     if (rc != MR_OK) goto done;
-    const mr_value *cmd = mr_value_get(ctx->def, "cmd");
-    if (cmd && cmd->kind == MR_V_STR) {
-        rc = run_one(ctx, cmd->str, params_file, err);
-    } else if (cmd && cmd->kind == MR_V_SEQ) {
-        for (size_t k = 0; k < cmd->n && rc == MR_OK; k++)
-            if (cmd->items[k]->kind == MR_V_STR) rc = run_one(ctx, cmd->items[k]->str, params_file, err);
-    } else {
-        rc = MR_ERR(err, MR_E_SCHEMA, "exec stage without a cmd");
-    }
+    for (size_t k = 0; k < x.n_cmds && rc == MR_OK; k++) rc = run_one(ctx, &x, x.cmds[k], params_file, err);
 done:
+    mr_free(x.cmds);
     mr_free(params_file);
     mr_buf_free(&pj);
     return rc;
@@ -141,5 +233,6 @@ const mr_op mr_op_exec = {
     .params = exec_params,
     .outputs = NULL,
     .run = exec_run,
+    .validate = validate_exec,
     .flags = MR_OP_WORKSPACE_OUTPUTS | MR_OP_DECLARED_PARAMS,
 };

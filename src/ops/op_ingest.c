@@ -5,6 +5,7 @@
  * or are skipped / quarantined and counted; quarantined rows are kept inside
  * the artifact (quarantine.csv or quarantine.jsonl next to manifest.json). */
 #include "millrace/dataset.h"
+#include "millrace/expr.h"
 #include "millrace/op.h"
 #include "ops_int.h"
 
@@ -32,21 +33,6 @@ static const mr_param_def ingest_params[] = {
     {NULL, 0, 0, NULL},
 };
 
-/* Values of a string-list key, borrowed from the def (caller frees the array). */
-static const char **strings_of(const mr_value *def, const char *key, size_t *n)
-{
-    const char **arr = NULL;
-    if (mr_value_strings(def, key, &arr, n) != MR_OK) *n = 0;
-    return arr;
-}
-
-static mr_status bad_param(mr_error *err, const char *key, const char *fmt, const char *val)
-{
-    mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, fmt, val);
-    mr_error_key(err, key);
-    return rc;
-}
-
 typedef struct ingest_log {
     mr_op_ctx *ctx;
     uint64_t next; /* log again once this many rows are read */
@@ -61,87 +47,208 @@ static void log_progress(void *vctx, const mr_ingest_stats *st)
     l->next = st->rows_read + 1000000;
 }
 
-/* Fills o from the stage definition. The arrays it allocates go to the
- * out-params (owned by the caller; strings borrowed from the def). */
-static mr_status read_params(mr_op_ctx *ctx, mr_ingest_opts *o, const char ***schema_names, mr_dtype **schema_types,
-                             const char ***nulls, const char ***parts, const char ***cols, mr_error *err)
+/* What the options point into besides the definition (owned; strings are
+ * borrowed from the def). */
+typedef struct ingest_arrays {
+    const char **schema_names;
+    mr_dtype *schema_types;
+    const char **nulls, **parts, **cols;
+} ingest_arrays;
+
+static void ingest_arrays_free(ingest_arrays *a)
 {
-    const mr_value *def = ctx->def, *v;
+    mr_free(a->schema_names);
+    mr_free(a->schema_types);
+    mr_free(a->nulls);
+    mr_free(a->parts);
+    mr_free(a->cols);
+    memset(a, 0, sizeof(*a));
+}
+
+/* An unknown name among choices, at v, with did-you-mean or the choices. */
+static mr_status bad_choice(mr_error *err, const mr_value *v, const char *key, const char *const *choices, size_t n)
+{
+    char list[256];
+    size_t off = 0;
+    list[0] = '\0';
+    for (size_t k = 0; k < n && off < sizeof(list); k++) {
+        int w = snprintf(list + off, sizeof(list) - off, "%s%s", k ? ", " : "", choices[k]);
+        if (w > 0) off += (size_t)w;
+    }
+    mr_status rc = mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "unknown %s '%s' (expected %s)", key, v->str, list);
+    mr_error_key(err, key);
+    const char *best = mr_closest(v->str, choices, n);
+    if (best) mr_error_hint(err, "did you mean '%s'?", best);
+    return rc;
+}
+
+/* A list of names (columns, partition_by): strings, none empty or twice. */
+static mr_status names_of(const mr_value *def, const char *key, const char ***out, size_t *n_out, mr_error *err)
+{
+    const mr_value *v = mr_value_get(def, key);
+    size_t n = v->kind == MR_V_SEQ ? v->n : 1;
+    for (size_t k = 0; k < n; k++) {
+        const mr_value *it = v->kind == MR_V_SEQ ? v->items[k] : v;
+        if (it->kind != MR_V_STR || !it->str[0])
+            return mr__fail_at(err, it->line, it->col, MR_E_INVALID_ARG, "'%s' lists column names, got %s", key,
+                               it->kind == MR_V_STR ? "an empty string" : mr_vkind_name(it->kind));
+        for (size_t q = 0; q < k; q++)
+            if (!strcmp(v->items[q]->str, it->str))
+                return mr__fail_at(err, it->line, it->col, MR_E_INVALID_ARG, "'%s' lists column '%s' twice", key, it->str);
+    }
+    if (mr_value_strings(def, key, out, n_out) != MR_OK || !*out) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    return MR_OK;
+}
+
+/* The definition's settings, into o: format, CSV options (delimiter,
+ * header, null tokens, declared schema, bad rows), filter (its syntax),
+ * columns, partitioning and the writer's sizes and codec. The arrays o
+ * points to go to a (caller frees with ingest_arrays_free). What validate
+ * checks at load is what run uses; the source's columns are checked when
+ * it is read. */
+static mr_status ingest_settings(const mr_value *def, mr_ingest_opts *o, ingest_arrays *a, mr_error *err)
+{
+    static const char *const formats[] = {"csv", "tsv", "jsonl", "parquet", "dataset", "auto"};
+    static const char *const on_errors[] = {"fail", "skip", "quarantine"};
+    static const char *const codecs[] = {"zstd", "snappy", "gzip", "none"};
+    const mr_value *v;
+    mr_status rc;
+    memset(a, 0, sizeof(*a));
+    mr_ingest_opts_init(o);
     if ((v = mr_value_get(def, "format")) && v->kind == MR_V_STR && mr_source_format_parse(v->str, &o->format) != MR_OK)
-        return bad_param(err, "format", "unknown format '%s' (csv, tsv, jsonl, parquet, dataset, auto)", v->str);
+        return bad_choice(err, v, "format", formats, 6);
     if ((v = mr_value_get(def, "delimiter")) && v->kind == MR_V_STR) {
         if (!strcmp(v->str, "\\t") || !strcasecmp(v->str, "tab") || !strcmp(v->str, "\t")) o->csv.delimiter = '\t';
-        else if (strlen(v->str) == 1) o->csv.delimiter = v->str[0];
-        else return bad_param(err, "delimiter", "delimiter '%s' must be one character (or \\t)", v->str);
+        else if (strlen(v->str) == 1 && v->str[0] != '"' && v->str[0] != '\n' && v->str[0] != '\r') o->csv.delimiter = v->str[0];
+        else {
+            rc = mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG,
+                             "delimiter '%s' must be one character (or \\t), not a quote or line break", v->str);
+            mr_error_key(err, "delimiter");
+            mr_error_hint(err, "delimiter: \";\", delimiter: \"|\" or delimiter: tab");
+            return rc;
+        }
     }
     if ((v = mr_value_get(def, "header")) && v->kind == MR_V_BOOL) o->csv.no_header = !v->u.b;
     if ((v = mr_value_get(def, "on_error")) && v->kind == MR_V_STR) {
         if (!strcmp(v->str, "fail")) o->csv.on_error = MR_ON_ERROR_FAIL;
         else if (!strcmp(v->str, "skip")) o->csv.on_error = MR_ON_ERROR_SKIP;
         else if (!strcmp(v->str, "quarantine")) o->csv.on_error = MR_ON_ERROR_QUARANTINE;
-        else return bad_param(err, "on_error", "on_error '%s' must be fail, skip or quarantine", v->str);
+        else return bad_choice(err, v, "on_error", on_errors, 3);
     }
-    if ((v = mr_value_get(def, "filter")) && v->kind == MR_V_STR) o->filter = v->str;
-    if ((v = mr_value_get(def, "rows_per_shard")) && v->kind == MR_V_INT) {
-        if (v->u.i <= 0) return bad_param(err, "rows_per_shard", "rows_per_shard must be positive%s", "");
-        o->write.rows_per_shard = (size_t)v->u.i;
+    if ((v = mr_value_get(def, "filter")) && v->kind == MR_V_STR) {
+        o->filter = v->str;
+        mr_expr *e = NULL;
+        rc = mr_expr_parse(v->str, strlen(v->str), "filter", &e, err);
+        mr_expr_free(e);
+        if (rc != MR_OK) {
+            /* the message names the column inside the expression; the position is the YAML value's */
+            if (err && !err->line) {
+                err->line = v->line;
+                err->col = v->col;
+            }
+            mr_error_key(err, "filter");
+            return rc;
+        }
     }
-    if ((v = mr_value_get(def, "row_group_rows")) && v->kind == MR_V_INT) {
-        if (v->u.i <= 0) return bad_param(err, "row_group_rows", "row_group_rows must be positive%s", "");
-        o->write.row_group_rows = (size_t)v->u.i;
+    static const char *const size_keys[] = {"rows_per_shard", "row_group_rows"};
+    for (size_t k = 0; k < 2; k++) {
+        if (!(v = mr_value_get(def, size_keys[k])) || v->kind != MR_V_INT) continue;
+        if (v->u.i <= 0) {
+            rc = mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "%s must be positive, got %lld", size_keys[k],
+                             (long long)v->u.i);
+            mr_error_key(err, size_keys[k]);
+            return rc;
+        }
+        *(k ? &o->write.row_group_rows : &o->write.rows_per_shard) = (size_t)v->u.i;
     }
     if ((v = mr_value_get(def, "codec")) && v->kind == MR_V_STR) {
         if (!strcasecmp(v->str, "none")) o->write.codec = MR_PQ_UNCOMPRESSED;
-        else if (mr_parquet_codec_parse(v->str, &o->write.codec) != MR_OK)
-            return bad_param(err, "codec", "unknown codec '%s' (zstd, snappy, gzip, none)", v->str);
+        else if (mr_parquet_codec_parse(v->str, &o->write.codec) != MR_OK) return bad_choice(err, v, "codec", codecs, 4);
     }
     if ((v = mr_value_get(def, "schema")) && v->kind == MR_V_MAP && v->n) {
-        *schema_names = mr_calloc(v->n, sizeof **schema_names);
-        *schema_types = mr_calloc(v->n, sizeof **schema_types);
-        if (!*schema_names || !*schema_types) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        a->schema_names = mr_calloc(v->n, sizeof *a->schema_names);
+        a->schema_types = mr_calloc(v->n, sizeof *a->schema_types);
+        if (!a->schema_names || !a->schema_types) return MR_ERR(err, MR_E_NOMEM, "out of memory");
         for (size_t k = 0; k < v->n; k++) {
+            static const char *const types[] = {"bool",    "int64", "float64", "float32", "string",  "date",    "timestamp",
+                                                "integer", "int",   "float",   "double",  "boolean", "datetime"};
             const mr_value *t = v->items[k];
-            (*schema_names)[k] = v->keys[k];
-            if (t->kind != MR_V_STR || mr_dtype_parse(t->str, &(*schema_types)[k]) != MR_OK) {
-                mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "schema: column '%s' has unknown type '%s'", v->keys[k],
-                                      t->kind == MR_V_STR ? t->str : mr_vkind_name(t->kind));
-                mr_error_hint(err, "types: bool, int64, float64, float32, string, date, timestamp");
+            a->schema_names[k] = v->keys[k];
+            if (t->kind != MR_V_STR || mr_dtype_parse(t->str, &a->schema_types[k]) != MR_OK) {
+                rc = mr__fail_at(err, t->line, t->col, MR_E_INVALID_ARG, "schema: column '%s' has unknown type '%s'",
+                                 v->keys[k], t->kind == MR_V_STR ? t->str : mr_vkind_name(t->kind));
+                const char *best = t->kind == MR_V_STR ? mr_closest(t->str, types, sizeof(types) / sizeof(*types)) : NULL;
+                if (best)
+                    mr_error_hint(err, "did you mean '%s'? types: bool, int64, float64, float32, string, date, timestamp",
+                                  best);
+                else mr_error_hint(err, "types: bool, int64, float64, float32, string, date, timestamp");
                 return rc;
             }
         }
-        o->csv.schema_names = *schema_names;
-        o->csv.schema_types = *schema_types;
+        o->csv.schema_names = a->schema_names;
+        o->csv.schema_types = a->schema_types;
         o->csv.n_schema = v->n;
     }
-    if (mr_value_get(def, "null_values")) {
-        *nulls = strings_of(def, "null_values", &o->csv.n_null_tokens);
-        if (!*nulls) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-        o->csv.null_tokens = *nulls;
-    }
-    if (mr_value_get(def, "partition_by")) {
-        *parts = strings_of(def, "partition_by", &o->write.n_partition_by);
-        if (!*parts) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-        o->write.partition_by = *parts;
+    if ((v = mr_value_get(def, "null_values"))) {
+        char delim = o->csv.delimiter ? o->csv.delimiter : ',';
+        size_t n = v->kind == MR_V_SEQ ? v->n : 1;
+        for (size_t k = 0; k < n; k++) {
+            const mr_value *it = v->kind == MR_V_SEQ ? v->items[k] : v;
+            if (it->kind != MR_V_STR) continue; /* the engine refused it */
+            if (strchr(it->str, delim) || strpbrk(it->str, "\r\n")) {
+                rc = mr__fail_at(err, it->line, it->col, MR_E_INVALID_ARG,
+                                 "null_values: token \"%s\" holds %s, so no unquoted field can equal it", it->str,
+                                 strchr(it->str, delim) ? "the delimiter" : "a line break");
+                mr_error_key(err, "null_values");
+                return rc;
+            }
+        }
+        if (mr_value_strings(def, "null_values", &a->nulls, &o->csv.n_null_tokens) != MR_OK || !a->nulls)
+            return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        o->csv.null_tokens = a->nulls;
     }
     if (mr_value_get(def, "columns")) {
-        *cols = strings_of(def, "columns", &o->n_columns);
-        if (!*cols) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-        o->columns = *cols;
+        if ((rc = names_of(def, "columns", &a->cols, &o->n_columns, err)) != MR_OK) return rc;
+        o->columns = a->cols;
+    }
+    if ((v = mr_value_get(def, "partition_by"))) {
+        if ((rc = names_of(def, "partition_by", &a->parts, &o->write.n_partition_by, err)) != MR_OK) return rc;
+        o->write.partition_by = a->parts;
+        if (o->write.n_partition_by > MR_DATASET_MAX_PARTITION_COLS)
+            return mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "partition_by: at most %d columns, got %zu",
+                               MR_DATASET_MAX_PARTITION_COLS, o->write.n_partition_by);
+        for (size_t k = 0; o->columns && k < o->write.n_partition_by; k++) {
+            size_t q = 0;
+            while (q < o->n_columns && strcmp(o->columns[q], a->parts[k])) q++;
+            if (q < o->n_columns) continue;
+            const mr_value *it = v->kind == MR_V_SEQ ? v->items[k] : v;
+            rc = mr__fail_at(err, it->line, it->col, MR_E_INVALID_ARG,
+                             "partition column '%s' is not among the columns kept ('columns')", a->parts[k]);
+            mr_error_hint(err, "add '%s' to columns, or partition by a kept column", a->parts[k]);
+            return rc;
+        }
     }
     return MR_OK;
+}
+
+static mr_status validate_ingest(const mr_op_validate_ctx *vc, mr_error *err)
+{
+    mr_ingest_opts o;
+    ingest_arrays a;
+    mr_status rc = ingest_settings(vc->def, &o, &a, err);
+    ingest_arrays_free(&a);
+    return rc;
 }
 
 static mr_status run_ingest(mr_op_ctx *ctx, mr_error *err)
 {
     const char *source = mr_value_get(ctx->def, "source")->str;
-    const char **schema_names = NULL, **nulls = NULL, **parts = NULL, **cols = NULL;
-    mr_dtype *schema_types = NULL;
+    ingest_arrays a;
     char *qpath = NULL;
     mr_ingest_opts o;
-    mr_ingest_opts_init(&o);
     mr_ingest_stats st;
     memset(&st, 0, sizeof st);
-    mr_status rc = read_params(ctx, &o, &schema_names, &schema_types, &nulls, &parts, &cols, err);
+    mr_status rc = ingest_settings(ctx->def, &o, &a, err);
     if (rc != MR_OK) goto done;
     if (o.csv.on_error == MR_ON_ERROR_QUARANTINE) {
         const char *dot = strrchr(source, '.');
@@ -185,11 +292,7 @@ static mr_status run_ingest(mr_op_ctx *ctx, mr_error *err)
             (unsigned long long)st.rows_quarantined, (unsigned long long)st.dataset.shards,
             (unsigned long long)st.dataset.partitions, (unsigned long long)st.dataset.bytes, secs);
 done:
-    mr_free(schema_names);
-    mr_free(schema_types);
-    mr_free(nulls);
-    mr_free(parts);
-    mr_free(cols);
+    ingest_arrays_free(&a);
     mr_free(qpath);
     return rc;
 }
@@ -200,4 +303,5 @@ const mr_op mr_op_ingest = {
     .params = ingest_params,
     .outputs = NULL,
     .run = run_ingest,
+    .validate = validate_ingest,
 };

@@ -56,14 +56,39 @@ static mr_value *split_view(const mr_value *def)
     return v;
 }
 
+/* The definition's settings: the split spec (method, parts, columns,
+ * cut-offs, seed), with every check that needs no data. *view_out holds
+ * what spec borrows (caller frees). What validate checks at load is what
+ * run uses. */
+static mr_status split_settings(const mr_value *def, mr_value **view_out, mr_split_spec *spec, mr_error *err)
+{
+    mr_split_spec_init(spec);
+    *view_out = split_view(def);
+    if (!*view_out) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    return mr_split_spec_from_value(*view_out, spec, err);
+}
+
+static mr_status validate_split(const mr_op_validate_ctx *vc, mr_error *err)
+{
+    mr_value *view = split_view(vc->def);
+    if (!view) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    /* A value read from another stage's outputs is checked when it is known. */
+    int deferred = mr__value_has_deferred(view);
+    mr_value_free(view);
+    if (deferred) return MR_OK;
+    mr_split_spec spec;
+    mr_status rc = split_settings(vc->def, &view, &spec, err);
+    mr_value_free(view);
+    return rc;
+}
+
 static mr_status run_split(mr_op_ctx *ctx, mr_error *err)
 {
     const mr_value *input = mr_value_get(ctx->def, "input");
-    mr_value *view = split_view(ctx->def);
+    mr_value *view = NULL;
     mr_table *t = NULL, *parts[MR_SPLIT_MAX_PARTS] = {0};
     mr_split_spec spec;
-    mr_split_spec_init(&spec);
-    mr_status rc = view ? mr_split_spec_from_value(view, &spec, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = split_settings(ctx->def, &view, &spec, err);
     if (rc == MR_OK) rc = mr__read_input(ctx, input->str, &t, err);
     if (rc == MR_OK) rc = mr_split_table(&spec, t, parts, err);
     for (size_t k = 0; rc == MR_OK && k < spec.n_parts; k++) {
@@ -91,4 +116,5 @@ const mr_op mr_op_split = {
     .outputs = NULL,
     .run = run_split,
     .outputs_of = split_outputs,
+    .validate = validate_split,
 };

@@ -94,6 +94,8 @@ static void schema_of(const mr_table *t, const char *name, const char **names, m
     s->col_types = types;
 }
 
+/* memory_limit: bytes (an int), or a size "512M", "2G", "1.5G" (K, M, G:
+ * binary multiples; "GiB", "GB" read the same). Absent: 0, no limit. */
 static mr_status parse_bytes(const mr_value *v, uint64_t *out, mr_error *err)
 {
     *out = 0;
@@ -112,10 +114,82 @@ static mr_status parse_bytes(const mr_value *v, uint64_t *out, mr_error *err)
         case 'G': mult = 1ull << 30; break;
         default: x = -1;
         }
+        end++;
+        if (*end == 'i') end++;
+        if (*end == 'B' || *end == 'b') end++;
+        if (*end) x = -1;
     }
-    if (x <= 0) return MR_ERR(err, MR_E_INVALID_ARG, "memory_limit: expected bytes or a size like 2G");
+    if (!(x > 0) || !(x * (double)mult < 18446744073709551616.0)) {
+        mr_status rc;
+        if (v->kind == MR_V_INT)
+            rc = mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "memory_limit: expected bytes >= 0, got %lld",
+                             (long long)v->u.i);
+        else
+            rc = mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG,
+                             "memory_limit: expected bytes or a size like 2G, got \"%s\"", v->str ? v->str : "");
+        mr_error_key(err, "memory_limit");
+        mr_error_hint(err, "a size is a number with K, M or G (binary multiples): 512M, 2G, 1.5G");
+        return rc;
+    }
     *out = (uint64_t)(x * (double)mult);
     return MR_OK;
+}
+
+/* The definition's settings: the plan of steps (every step kind, its
+ * settings and the syntax of its expressions, with their positions) and
+ * the memory limit. What validate checks at load is what run uses; binding
+ * the plan to the input's columns needs the data and waits for run. */
+static mr_status transform_settings(const mr_value *steps, const mr_value *memory_limit, mr_transform **plan,
+                                    uint64_t *limit, mr_error *err)
+{
+    *plan = NULL;
+    mr_status rc = mr_transform_parse(steps, plan, err);
+    if (rc == MR_OK) rc = parse_bytes(memory_limit, limit, err);
+    return rc;
+}
+
+/* steps, with every step that holds a value read from another stage's
+ * outputs (known when the stage runs) replaced by `limit: 0`, which parses
+ * whatever the data: its step number stays. A join's `with:` is only a name
+ * until then and stays. NULL on OOM. */
+static mr_value *steps_known(const mr_value *steps)
+{
+    mr_value *c = mr_value_clone(steps);
+    for (size_t k = 0; c && c->kind == MR_V_SEQ && k < c->n; k++) {
+        mr_value *st = c->items[k];
+        if (st->kind != MR_V_MAP || st->n != 1) continue;
+        const mr_value *body = st->items[0];
+        int deferred = 0;
+        for (size_t q = 0; body->kind == MR_V_MAP && q < body->n; q++)
+            deferred |= !(!strcmp(st->keys[0], "join") && !strcmp(body->keys[q], "with")) &&
+                        mr__value_has_deferred(body->items[q]);
+        if (body->kind != MR_V_MAP) deferred = mr__value_has_deferred(body);
+        if (!deferred) continue;
+        mr_value *placeholder = mr_value_new(MR_V_MAP);
+        if (mr_value_map_set(placeholder, "limit", mr_value_new_int(0)) != MR_OK) { /* takes the int, also on failure */
+            mr_value_free(placeholder);
+            mr_value_free(c);
+            return NULL;
+        }
+        placeholder->line = st->line;
+        placeholder->col = st->col;
+        mr_value_free(st);
+        c->items[k] = placeholder;
+    }
+    return c;
+}
+
+static mr_status validate_transform(const mr_op_validate_ctx *vc, mr_error *err)
+{
+    const mr_value *steps = mr_value_get(vc->def, "steps"), *memory_limit = mr_value_get(vc->def, "memory_limit");
+    mr_value *known = steps_known(steps);
+    if (!known) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_transform *plan = NULL;
+    uint64_t limit = 0;
+    mr_status rc = transform_settings(known, mr_op_value_deferred(memory_limit) ? NULL : memory_limit, &plan, &limit, err);
+    mr_transform_free(plan);
+    mr_value_free(known);
+    return rc;
 }
 
 static mr_status run_transform(mr_op_ctx *ctx, mr_error *err)
@@ -129,7 +203,8 @@ static mr_status run_transform(mr_op_ctx *ctx, mr_error *err)
     mr_dtype *jtypes = NULL;
     xf_io io = {.smoke = ctx->smoke};
     mr_table *first = NULL;
-    mr_status rc = mr_transform_parse(steps, &x, err);
+    mr_transform_opts to = {.threads = ctx->threads > 1 ? 0 : 1};
+    mr_status rc = transform_settings(steps, mr_value_get(ctx->def, "memory_limit"), &x, &to.memory_limit_bytes, err);
     if (rc == MR_OK) rc = join_inputs(steps, &joins, &n_joins, err);
     if (rc == MR_OK) rc = mr_source_open(input->str, MR_SRC_AUTO, NULL, &io.src, err);
     /* The input schema comes from its first batch (an empty input has none). */
@@ -168,11 +243,9 @@ static mr_status run_transform(mr_op_ctx *ctx, mr_error *err)
         io.pending = first; /* the source callback hands it out first */
         io.rows_in = first->n_rows;
         first = NULL;
-        mr_transform_opts to = {.threads = ctx->threads > 1 ? 0 : 1};
         mr_transform_stats st;
         memset(&st, 0, sizeof(st));
-        rc = parse_bytes(mr_value_get(ctx->def, "memory_limit"), &to.memory_limit_bytes, err);
-        if (rc == MR_OK) rc = mr_transform_run(x, xf_source, &io, joins, n_joins, xf_sink, &io, &to, &st, err);
+        rc = mr_transform_run(x, xf_source, &io, joins, n_joins, xf_sink, &io, &to, &st, err);
         if (rc == MR_OK) {
             mr_op_metric(ctx, "rows_in", 0, (double)st.rows_in);
             mr_op_metric(ctx, "rows_out", 0, (double)st.rows_out);
@@ -205,4 +278,5 @@ const mr_op mr_op_transform = {
     .outputs = NULL,
     .run = run_transform,
     .outputs_of = NULL,
+    .validate = validate_transform,
 };

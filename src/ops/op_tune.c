@@ -161,116 +161,414 @@ static const char *status_name(mr_trial_status s)
     return s == MR_TRIAL_COMPLETE ? "complete" : s == MR_TRIAL_PRUNED ? "pruned" : "failed";
 }
 
-/* ---- options ------------------------------------------------------------- */
-static int int_opt(const mr_value *m, const char *key, int dflt)
+/* ---- the definition ------------------------------------------------------ */
+
+/* The study's settings from the definition, before the stage's cores and
+ * smoke mode apply. Strings are borrowed from the definition. */
+typedef struct tune_cfg {
+    mr_tune_space *space;   /* owned */
+    mr_tune_sampler_opts so;
+    mr_tune_pruner_opts po;
+    const char *metric;
+    int maximize;
+    int n_trials;           /* as declared (smoke mode caps it) */
+    int parallel;           /* as declared; 0 = the stage's cores */
+    double timeout_s, grace_s;
+    int is_exec;
+    const mr_value *exec;   /* the exec: mapping, or NULL */
+    const char *kind;       /* the built-in objective's model kind */
+    mr_value *fixed;        /* owned: the fixed training params, and the metric for the built-in objective */
+} tune_cfg;
+
+static void tune_cfg_free(tune_cfg *c)
+{
+    mr_tune_space_free(c->space);
+    mr_value_free(c->fixed);
+    c->space = NULL;
+    c->fixed = NULL;
+}
+
+/* An optional integer option of m (a sampler or pruner mapping, or the
+ * stage), at least lo; dflt when absent. */
+static mr_status int_opt(const mr_value *m, const char *what, const char *key, int lo, int dflt, int *out, mr_error *err)
 {
     const mr_value *v = mr_value_get(m, key);
-    return v && v->kind == MR_V_INT ? (int)v->u.i : dflt;
+    *out = dflt;
+    if (!v) return MR_OK;
+    if (v->kind != MR_V_INT)
+        return mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s%s%s: expected an integer, got %s", what, what[0] ? "." : "",
+                           key, mr_vkind_name(v->kind));
+    if (v->u.i < lo || v->u.i > INT32_MAX)
+        return mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s%s%s must be >= %d, got %lld", what, what[0] ? "." : "", key,
+                           lo, (long long)v->u.i);
+    *out = (int)v->u.i;
+    return MR_OK;
 }
 
-static double num_opt(const mr_value *m, const char *key, double dflt)
+/* An optional number of m in [lo, hi] (lo excluded when lo_open); dflt when absent. */
+static mr_status num_opt(const mr_value *m, const char *what, const char *key, double lo, int lo_open, double hi,
+                         double dflt, double *out, mr_error *err)
 {
     const mr_value *v = mr_value_get(m, key);
-    if (v && v->kind == MR_V_INT) return (double)v->u.i;
-    if (v && v->kind == MR_V_FLOAT) return v->u.f;
-    return dflt;
+    *out = dflt;
+    if (!v) return MR_OK;
+    if (v->kind != MR_V_INT && v->kind != MR_V_FLOAT)
+        return mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s%s%s: expected a number, got %s", what, what[0] ? "." : "",
+                           key, mr_vkind_name(v->kind));
+    double x = v->kind == MR_V_INT ? (double)v->u.i : v->u.f;
+    if (!(lo_open ? x > lo : x >= lo) || !(x <= hi)) {
+        if (isinf(hi))
+            return mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s%s%s must be %s %g, got %g", what, what[0] ? "." : "",
+                               key, lo_open ? ">" : ">=", lo, x);
+        return mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s%s%s must be in %s%g, %g], got %g", what, what[0] ? "." : "",
+                           key, lo_open ? "(" : "[", lo, hi, x);
+    }
+    *out = x;
+    return MR_OK;
 }
 
-static const char *type_of(const mr_value *v)
+/* The type of a sampler or pruner: the string, or the mapping's `type`. */
+static mr_status type_of(const mr_value *v, const char *what, const char *const *types, size_t n, const char **out,
+                         mr_error *err)
 {
-    if (!v) return NULL;
-    if (v->kind == MR_V_STR) return v->str;
-    const mr_value *t = mr_value_get(v, "type");
-    return t && t->kind == MR_V_STR ? t->str : NULL;
+    *out = NULL;
+    if (!v) return MR_OK;
+    const mr_value *t = v->kind == MR_V_MAP ? mr_value_get(v, "type") : v;
+    if (!t) return MR_OK;
+    if (t->kind != MR_V_STR)
+        return mr__fail_at(err, t->line, t->col, MR_E_SCHEMA, "%s: type must be a name, got %s", what, mr_vkind_name(t->kind));
+    for (size_t k = 0; k < n; k++)
+        if (!strcmp(t->str, types[k])) {
+            *out = t->str;
+            return MR_OK;
+        }
+    mr_status rc = mr__fail_at(err, t->line, t->col, MR_E_SCHEMA, "%s: unknown type '%s'", what, t->str);
+    mr__hint_choices(err, t->str, types, n);
+    return rc;
 }
 
+static mr_status sampler_settings(const mr_value *def, mr_tune_sampler_opts *so, mr_error *err)
+{
+    static const char *const types[] = {"tpe", "random"};
+    static const char *const keys[] = {"type", "n_startup_trials", "gamma", "n_ei_candidates"};
+    mr_tune_sampler_opts_init(so);
+    const mr_value *vs = mr_value_get(def, "sampler");
+    const char *st;
+    mr_status rc = type_of(vs, "sampler", types, 2, &st, err);
+    if (rc != MR_OK) return rc;
+    if (st && !strcmp(st, "random")) so->kind = MR_SAMPLER_RANDOM;
+    if (!vs || vs->kind != MR_V_MAP) return MR_OK;
+    if ((rc = mr__check_keys(vs, "sampler", keys, 4, err)) != MR_OK) return rc;
+    if ((rc = int_opt(vs, "sampler", "n_startup_trials", 0, so->n_startup_trials, &so->n_startup_trials, err)) != MR_OK) return rc;
+    if ((rc = num_opt(vs, "sampler", "gamma", 0, 1, 1, so->gamma, &so->gamma, err)) != MR_OK) return rc;
+    return int_opt(vs, "sampler", "n_ei_candidates", 1, so->n_ei_candidates, &so->n_ei_candidates, err);
+}
+
+static mr_status pruner_settings(const mr_value *def, mr_tune_pruner_opts *po, mr_error *err)
+{
+    static const char *const types[] = {"none", "asha", "successive_halving", "median"};
+    static const char *const keys[] = {"type", "min_resource", "reduction_factor", "n_startup_trials", "n_warmup_steps",
+                                       "interval_steps"};
+    mr_tune_pruner_opts_init(po);
+    const mr_value *vp = mr_value_get(def, "pruner");
+    const char *pt;
+    mr_status rc = type_of(vp, "pruner", types, 4, &pt, err);
+    if (rc != MR_OK) return rc;
+    if (!pt || !strcmp(pt, "none")) po->kind = MR_PRUNER_NONE;
+    else if (!strcmp(pt, "asha") || !strcmp(pt, "successive_halving")) po->kind = MR_PRUNER_ASHA;
+    else po->kind = MR_PRUNER_MEDIAN;
+    if (!vp || vp->kind != MR_V_MAP) return MR_OK;
+    if ((rc = mr__check_keys(vp, "pruner", keys, 6, err)) != MR_OK) return rc;
+    if ((rc = int_opt(vp, "pruner", "min_resource", 1, po->min_resource, &po->min_resource, err)) != MR_OK) return rc;
+    if ((rc = int_opt(vp, "pruner", "reduction_factor", 2, po->reduction_factor, &po->reduction_factor, err)) != MR_OK) return rc;
+    if ((rc = int_opt(vp, "pruner", "n_startup_trials", 0, po->n_startup_trials, &po->n_startup_trials, err)) != MR_OK) return rc;
+    if ((rc = int_opt(vp, "pruner", "n_warmup_steps", 0, po->n_warmup_steps, &po->n_warmup_steps, err)) != MR_OK) return rc;
+    return int_opt(vp, "pruner", "interval_steps", 1, po->interval_steps, &po->interval_steps, err);
+}
+
+/* The exec objective: {cmd, metrics, metric, env, grace_s}. */
+static mr_status exec_objective(const mr_value *exec, double *grace_s, mr_error *err)
+{
+    static const char *const keys[] = {"cmd", "metrics", "metric", "env", "grace_s"};
+    mr_status rc = mr__check_keys(exec, "exec", keys, 5, err);
+    if (rc != MR_OK) return rc;
+    const mr_value *cmd = mr_value_get(exec, "cmd");
+    if (!cmd || cmd->kind != MR_V_STR || !cmd->str[0]) {
+        rc = mr__fail_at(err, cmd ? cmd->line : exec->line, cmd ? cmd->col : exec->col, MR_E_SCHEMA,
+                         "exec: needs cmd (a command string)%s%s", cmd ? ", got " : "",
+                         cmd ? (cmd->kind == MR_V_STR ? "an empty string" : mr_vkind_name(cmd->kind)) : "");
+        mr_error_hint(err, "exec: {cmd: python objective.py, metric: score}");
+        return rc;
+    }
+    static const char *const names[] = {"metrics", "metric"};
+    for (int q = 0; q < 2; q++) {
+        const mr_value *v = mr_value_get(exec, names[q]);
+        if (v && (v->kind != MR_V_STR || !v->str[0]))
+            return mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "exec.%s: expected a %s, got %s", names[q],
+                               q ? "metric name" : "file name", v->kind == MR_V_STR ? "an empty string" : mr_vkind_name(v->kind));
+    }
+    if ((rc = mr__check_env(mr_value_get(exec, "env"), "exec.env", err)) != MR_OK) return rc;
+    return num_opt(exec, "exec", "grace_s", 0, 0, INFINITY, 5.0, grace_s, err);
+}
+
+/* The metric the study optimises: `metric`, else exec.metric, else the
+ * first of params.metric. The node it came from goes to *at. */
+static const char *study_metric(const mr_value *def, const mr_value *exec, const mr_value **at)
+{
+    const mr_value *vm = mr_value_get(def, "metric"), *fixed = mr_value_get(def, "params");
+    *at = NULL;
+    if (vm && vm->kind == MR_V_STR) return (*at = vm)->str;
+    const mr_value *em = mr_value_get(exec, "metric");
+    if (em && em->kind == MR_V_STR) return (*at = em)->str;
+    const mr_value *pm = mr_value_get(fixed, "metric");
+    if (pm && pm->kind == MR_V_STR) return (*at = pm)->str;
+    if (pm && pm->kind == MR_V_SEQ && pm->n && pm->items[0]->kind == MR_V_STR) return (*at = pm->items[0])->str;
+    return NULL;
+}
+
+/* The fixed params (entries read from another stage's outputs left out:
+ * they are known when the stage runs), with the study's metric for the
+ * built-in objective when they name none. NULL on OOM. */
+static mr_value *fixed_params(const mr_value *def, const tune_cfg *c, const mr_value *metric_at)
+{
+    const mr_value *params = mr_value_get(def, "params");
+    mr_value *fixed = mr_value_new(MR_V_MAP);
+    for (size_t k = 0; fixed && params && params->kind == MR_V_MAP && k < params->n; k++) {
+        if (mr_op_value_deferred(params->items[k])) continue;
+        if (mr_value_map_set(fixed, params->keys[k], mr_value_clone(params->items[k])) != MR_OK) {
+            mr_value_free(fixed);
+            return NULL;
+        }
+        fixed->key_lines[fixed->n - 1] = params->key_lines[k];
+        fixed->key_cols[fixed->n - 1] = params->key_cols[k];
+    }
+    if (fixed && !c->is_exec && !mr_value_get(fixed, "metric")) {
+        mr_value *m = mr_value_new_str(c->metric);
+        if (m && metric_at) {
+            m->line = metric_at->line;
+            m->col = metric_at->col;
+        }
+        if (mr_value_map_set(fixed, "metric", m) != MR_OK) {
+            mr_value_free(fixed);
+            return NULL;
+        }
+    }
+    return fixed;
+}
+
+/* A value a trial may take for space parameter j (spec: its distribution):
+ * the middle of a range, or option k of a choice; positioned at the range
+ * (or the option). NULL when k is past the options, or on OOM. */
+static mr_value *trial_value(const mr_value *spec, size_t k)
+{
+    static const char *const kinds[] = {"uniform", "loguniform", "int", "choice"};
+    for (int q = 0; q < 4; q++) {
+        const mr_value *range = mr_value_get(spec, kinds[q]);
+        if (!range || range->kind != MR_V_SEQ) continue;
+        if (q == 3) return k < range->n ? mr_value_clone(range->items[k]) : NULL;
+        if (k > 0 || range->n != 2) return NULL;
+        double lo = range->items[0]->kind == MR_V_INT ? (double)range->items[0]->u.i : range->items[0]->u.f;
+        double hi = range->items[1]->kind == MR_V_INT ? (double)range->items[1]->u.i : range->items[1]->u.f;
+        const mr_value *vlog = mr_value_get(spec, "log");
+        int log = q == 1 || (vlog && vlog->kind == MR_V_BOOL && vlog->u.b);
+        double mid = log ? sqrt(lo * hi) : (lo + hi) / 2;
+        mr_value *v = q == 2 ? mr_value_new_int((int64_t)floor(mid + 0.5)) : mr_value_new_float(mid);
+        if (v) {
+            v->line = range->line;
+            v->col = range->col;
+        }
+        return v;
+    }
+    return NULL;
+}
+
+/* m with space parameter j set to v (taken), at the space's key position. */
+static mr_status set_trial_param(mr_value *m, const mr_value *space, size_t j, mr_value *v)
+{
+    if (mr_value_map_set(m, space->keys[j], v) != MR_OK) return MR_E_NOMEM;
+    for (size_t q = 0; q < m->n; q++)
+        if (!strcmp(m->keys[q], space->keys[j])) {
+            m->key_lines[q] = space->key_lines[j];
+            m->key_cols[q] = space->key_cols[j];
+        }
+    return MR_OK;
+}
+
+/* mr_model_check_params on params m; an error about a space parameter is
+ * named after it ("space.num_leafs: ..."), at the value (or the space key). */
+static mr_status check_trial(const tune_cfg *c, const mr_value *space, const mr_value *m, mr_error *err)
+{
+    mr_error e;
+    mr_error_init(&e);
+    mr_status rc = mr_model_check_params(c->kind, m, &e);
+    if (rc == MR_OK) return MR_OK;
+    if (rc == MR_E_NOMEM) return MR_ERR(err, rc, "out of memory");
+    for (size_t j = 0; j < space->n; j++)
+        if (!strcmp(space->keys[j], e.key)) {
+            rc = mr__fail_at(err, e.line ? e.line : space->key_lines[j], e.line ? e.col : space->key_cols[j], MR_E_SCHEMA,
+                             "space.%s: %s", space->keys[j], e.msg);
+            if (e.hint[0]) mr_error_hint(err, "%s", e.hint);
+            return rc;
+        }
+    rc = mr__fail_at(err, e.line, e.col, MR_E_SCHEMA, "%s", e.msg);
+    if (e.hint[0]) mr_error_hint(err, "%s", e.hint);
+    return rc;
+}
+
+/* The built-in objective trains with the fixed params and a trial's on top:
+ * each space parameter must be a training parameter, and its values ones
+ * the trainer takes together with the fixed params, so that no trial fails
+ * on a name or a type. Checked with every parameter at its first value (the
+ * middle of a range, a choice's first option), then each other option of
+ * each choice in turn. */
+static mr_status check_space_params(const tune_cfg *c, const mr_value *space, mr_error *err)
+{
+    mr_value *base = mr_value_clone(c->fixed);
+    mr_status rc = base ? MR_OK : MR_E_NOMEM;
+    for (size_t j = 0; rc == MR_OK && j < space->n; j++) {
+        mr_value *v = trial_value(space->items[j], 0);
+        rc = v ? set_trial_param(base, space, j, v) : MR_E_NOMEM;
+    }
+    if (rc != MR_OK) {
+        mr_value_free(base);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    rc = check_trial(c, space, base, err);
+    for (size_t j = 0; rc == MR_OK && j < space->n; j++) {
+        for (size_t k = 1; rc == MR_OK; k++) {
+            mr_value *v = trial_value(space->items[j], k);
+            if (!v) break;
+            mr_value *m = mr_value_clone(base);
+            if (!m || set_trial_param(m, space, j, v) != MR_OK) {
+                if (!m) mr_value_free(v);
+                mr_value_free(m);
+                mr_value_free(base);
+                return MR_ERR(err, MR_E_NOMEM, "out of memory");
+            }
+            rc = check_trial(c, space, m, err);
+            mr_value_free(m);
+        }
+    }
+    mr_value_free(base);
+    return rc;
+}
+
+/* The definition's settings: search space, sampler, pruner, direction,
+ * budget, the objective (built-in: train, valid, label, model kind and the
+ * fixed params the trainer takes, with every space parameter a training
+ * parameter; exec: its mapping) and the metric. What validate checks at
+ * load is what run uses. c owns what it allocates (tune_cfg_free). */
+static mr_status tune_settings(const mr_value *def, tune_cfg *c, mr_error *err)
+{
+    memset(c, 0, sizeof(*c));
+    const mr_value *space = mr_value_get(def, "space"), *v;
+    mr_status rc = MR_OK;
+    int space_known = !mr__value_has_deferred(space);
+    if (space_known) rc = mr_tune_space_parse(space, NULL, &c->space, err);
+    if (rc == MR_OK) rc = sampler_settings(def, &c->so, err);
+    if (rc == MR_OK) rc = pruner_settings(def, &c->po, err);
+    if ((v = mr_value_get(def, "seed")) && v->kind == MR_V_INT) c->so.seed = (uint64_t)(int)v->u.i; /* as it always was */
+    if (rc == MR_OK) rc = int_opt(def, "", "n_trials", 1, 20, &c->n_trials, err);
+    if (rc == MR_OK && c->n_trials > MAX_TRIALS) {
+        v = mr_value_get(def, "n_trials");
+        rc = mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "n_trials must be 1..%d, got %d", MAX_TRIALS, c->n_trials);
+    }
+    if (rc == MR_OK) rc = int_opt(def, "", "parallel", 1, 0, &c->parallel, err);
+    if (rc == MR_OK) rc = num_opt(def, "", "timeout_s", 0, 0, INFINITY, 0, &c->timeout_s, err);
+    if (rc != MR_OK) return rc;
+    c->exec = mr_value_get(def, "exec");
+    c->is_exec = c->exec != NULL;
+    if (c->is_exec && (rc = exec_objective(c->exec, &c->grace_s, err)) != MR_OK) return rc;
+    const mr_value *metric_at = NULL;
+    c->metric = study_metric(def, c->exec, &metric_at);
+    if (!c->metric) {
+        rc = MR_ERR(err, MR_E_SCHEMA, "say which validation metric the study optimises");
+        mr_error_hint(err, "add `metric: auc` (or set params.metric)");
+        return rc;
+    }
+    const mr_value *vd = mr_value_get(def, "direction");
+    if (vd && vd->kind == MR_V_STR) {
+        static const char *const dirs[] = {"maximize", "minimize"};
+        if (!strcmp(vd->str, "maximize")) c->maximize = 1;
+        else if (!strcmp(vd->str, "minimize")) c->maximize = 0;
+        else {
+            rc = mr__fail_at(err, vd->line, vd->col, MR_E_SCHEMA, "direction: expected maximize or minimize, got '%s'", vd->str);
+            if (mr_closest(vd->str, dirs, 2)) mr_error_hint(err, "did you mean '%s'?", mr_closest(vd->str, dirs, 2));
+            return rc;
+        }
+    } else {
+        c->maximize = !strcmp(c->metric, "auc") || !strcmp(c->metric, "average_precision") ||
+                      !strcmp(c->metric, "accuracy") || !strcmp(c->metric, "map") || !strcmp(c->metric, "ndcg");
+    }
+    c->so.maximize = c->po.maximize = c->maximize;
+    const mr_value *vmodel = mr_value_get(def, "model");
+    c->kind = vmodel && vmodel->kind == MR_V_STR ? vmodel->str : "gbdt";
+    if (!c->is_exec) {
+        static const char *const kinds[] = {"gbdt", "linear"};
+        const mr_value *vt = mr_value_get(def, "train"), *vv = mr_value_get(def, "valid"), *vl = mr_value_get(def, "label");
+        if (!vt || vt->kind != MR_V_STR || !vl || vl->kind != MR_V_STR || !vv || vv->kind != MR_V_STR) {
+            const char *missing[3];
+            size_t nm = 0;
+            if (!vt || vt->kind != MR_V_STR) missing[nm++] = "train";
+            if (!vv || vv->kind != MR_V_STR) missing[nm++] = "valid";
+            if (!vl || vl->kind != MR_V_STR) missing[nm++] = "label";
+            rc = MR_ERR(err, MR_E_SCHEMA, "the train objective needs train, valid and label (missing: %s%s%s%s%s)", missing[0],
+                        nm > 1 ? ", " : "", nm > 1 ? missing[1] : "", nm > 2 ? ", " : "", nm > 2 ? missing[2] : "");
+            mr_error_hint(err, "or give an exec: {cmd, metrics} objective");
+            return rc;
+        }
+        if (strcmp(c->kind, kinds[0]) && strcmp(c->kind, kinds[1])) {
+            rc = mr__fail_at(err, vmodel->line, vmodel->col, MR_E_SCHEMA, "unknown model '%s' (expected gbdt or linear)", c->kind);
+            if (mr_closest(c->kind, kinds, 2)) mr_error_hint(err, "did you mean '%s'?", mr_closest(c->kind, kinds, 2));
+            return rc;
+        }
+    }
+    c->fixed = fixed_params(def, c, metric_at);
+    if (!c->fixed) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (!c->is_exec) {
+        const mr_value *params = mr_value_get(def, "params");
+        rc = space_known ? check_space_params(c, space, err) : mr_model_check_params(c->kind, c->fixed, err);
+        if (rc != MR_OK && params) mr_error_at(err, NULL, params->line, params->col); /* when no value was blamed */
+    }
+    return rc;
+}
+
+static mr_status validate_tune(const mr_op_validate_ctx *vc, mr_error *err)
+{
+    tune_cfg c;
+    mr_status rc = tune_settings(vc->def, &c, err);
+    tune_cfg_free(&c);
+    return rc;
+}
+
+/* The study from the settings, on the stage's cores (and smoke mode). */
 static mr_status parse_options(study *s, mr_error *err)
 {
     mr_op_ctx *ctx = s->ctx;
-    const mr_value *def = ctx->def;
-    mr_tune_sampler_opts_init(&s->so);
-    mr_tune_pruner_opts_init(&s->po);
-    const mr_value *vs = mr_value_get(def, "sampler");
-    const char *st = type_of(vs);
-    if (st && !strcmp(st, "random")) s->so.kind = MR_SAMPLER_RANDOM;
-    else if (st && strcmp(st, "tpe") != 0) return MR_ERR(err, MR_E_SCHEMA, "sampler: unknown type '%s' (expected tpe or random)", st);
-    if (vs && vs->kind == MR_V_MAP) {
-        s->so.n_startup_trials = int_opt(vs, "n_startup_trials", s->so.n_startup_trials);
-        s->so.gamma = num_opt(vs, "gamma", s->so.gamma);
-        s->so.n_ei_candidates = int_opt(vs, "n_ei_candidates", s->so.n_ei_candidates);
+    tune_cfg c;
+    mr_status rc = tune_settings(ctx->def, &c, err);
+    if (rc != MR_OK) {
+        tune_cfg_free(&c);
+        return rc;
     }
-    const mr_value *vp = mr_value_get(def, "pruner");
-    const char *pt = type_of(vp);
-    if (!pt || !strcmp(pt, "none")) s->po.kind = MR_PRUNER_NONE;
-    else if (!strcmp(pt, "asha") || !strcmp(pt, "successive_halving")) s->po.kind = MR_PRUNER_ASHA;
-    else if (!strcmp(pt, "median")) s->po.kind = MR_PRUNER_MEDIAN;
-    else return MR_ERR(err, MR_E_SCHEMA, "pruner: unknown type '%s' (expected asha, median or none)", pt);
-    if (vp && vp->kind == MR_V_MAP) {
-        s->po.min_resource = int_opt(vp, "min_resource", s->po.min_resource);
-        s->po.reduction_factor = int_opt(vp, "reduction_factor", s->po.reduction_factor);
-        s->po.n_startup_trials = int_opt(vp, "n_startup_trials", s->po.n_startup_trials);
-        s->po.n_warmup_steps = int_opt(vp, "n_warmup_steps", s->po.n_warmup_steps);
-        s->po.interval_steps = int_opt(vp, "interval_steps", s->po.interval_steps);
-    }
-    if (s->po.min_resource < 1 || s->po.reduction_factor < 2)
-        return MR_ERR(err, MR_E_SCHEMA, "pruner: min_resource must be >= 1 and reduction_factor >= 2");
-    s->so.seed = (uint64_t)int_opt(def, "seed", 0);
-    s->n_trials = int_opt(def, "n_trials", 20);
-    s->parallel = int_opt(def, "parallel", ctx->threads);
-    s->timeout_s = num_opt(def, "timeout_s", 0);
-    if (s->n_trials < 1 || s->n_trials > MAX_TRIALS) return MR_ERR(err, MR_E_SCHEMA, "n_trials must be 1..%d", MAX_TRIALS);
+    s->space = c.space;
+    s->fixed = c.fixed;
+    s->so = c.so;
+    s->po = c.po;
+    s->metric = c.metric;
+    s->maximize = c.maximize;
+    s->n_trials = c.n_trials;
+    s->parallel = c.parallel ? c.parallel : ctx->threads;
+    s->timeout_s = c.timeout_s;
+    s->grace_s = c.grace_s;
+    s->is_exec = c.is_exec;
+    s->exec = c.exec;
     if (ctx->smoke && s->n_trials > 2) s->n_trials = 2;
     if (s->parallel < 1) s->parallel = 1;
     if (s->parallel > MAX_GROUPS) s->parallel = MAX_GROUPS;
     if (s->parallel > s->n_trials) s->parallel = s->n_trials;
     s->threads_per_trial = ctx->threads / s->parallel;
     if (s->threads_per_trial < 1) s->threads_per_trial = 1;
-    s->exec = mr_value_get(def, "exec");
-    s->is_exec = s->exec != NULL;
-    const mr_value *vm = mr_value_get(def, "metric");
-    const mr_value *fixed = mr_value_get(def, "params");
-    if (vm && vm->kind == MR_V_STR) s->metric = vm->str;
-    if (!s->metric && s->is_exec) {
-        const mr_value *em = mr_value_get(s->exec, "metric");
-        if (em && em->kind == MR_V_STR) s->metric = em->str;
-    }
-    if (!s->metric && fixed) {
-        const mr_value *pm = mr_value_get(fixed, "metric");
-        if (pm && pm->kind == MR_V_STR) s->metric = pm->str;
-        if (pm && pm->kind == MR_V_SEQ && pm->n && pm->items[0]->kind == MR_V_STR) s->metric = pm->items[0]->str;
-    }
-    if (!s->metric) {
-        mr_status rc = MR_ERR(err, MR_E_SCHEMA, "say which validation metric the study optimises");
-        mr_error_hint(err, "add `metric: auc` (or set params.metric)");
-        return rc;
-    }
-    const mr_value *vd = mr_value_get(def, "direction");
-    if (vd && vd->kind == MR_V_STR) {
-        if (!strcmp(vd->str, "maximize")) s->maximize = 1;
-        else if (!strcmp(vd->str, "minimize")) s->maximize = 0;
-        else return MR_ERR(err, MR_E_SCHEMA, "direction: expected maximize or minimize, got '%s'", vd->str);
-    } else {
-        s->maximize = !strcmp(s->metric, "auc") || !strcmp(s->metric, "average_precision") ||
-                      !strcmp(s->metric, "accuracy") || !strcmp(s->metric, "map") || !strcmp(s->metric, "ndcg");
-    }
-    s->so.maximize = s->po.maximize = s->maximize;
-    if (!s->is_exec) {
-        const mr_value *vt = mr_value_get(def, "train"), *vv = mr_value_get(def, "valid"), *vl = mr_value_get(def, "label");
-        if (!vt || vt->kind != MR_V_STR || !vl || vl->kind != MR_V_STR || !vv || vv->kind != MR_V_STR) {
-            mr_status rc = MR_ERR(err, MR_E_SCHEMA, "the train objective needs train, valid and label");
-            mr_error_hint(err, "or give an exec: {cmd, metrics} objective");
-            return rc;
-        }
-    } else {
-        const mr_value *cmd = mr_value_get(s->exec, "cmd");
-        if (!cmd || cmd->kind != MR_V_STR) return MR_ERR(err, MR_E_SCHEMA, "exec: needs cmd (a string)");
-        s->grace_s = num_opt(s->exec, "grace_s", 5.0);
-    }
-    s->fixed = fixed && fixed->kind == MR_V_MAP ? mr_value_clone(fixed) : mr_value_new(MR_V_MAP);
-    if (!s->fixed) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    if (!s->is_exec && !mr_value_get(s->fixed, "metric") &&
-        mr_value_map_set(s->fixed, "metric", mr_value_new_str(s->metric)) != MR_OK)
-        return MR_ERR(err, MR_E_NOMEM, "out of memory");
     return MR_OK;
 }
 
@@ -1010,7 +1308,6 @@ static mr_status run_tune(mr_op_ctx *ctx, mr_error *err)
     struct sigaction sa, old;
     int handler = 0;
     mr_status rc = parse_options(&s, err);
-    if (rc == MR_OK) rc = mr_tune_space_parse(mr_value_get(ctx->def, "space"), NULL, &s.space, err);
     if (rc != MR_OK) goto done;
     s.t = mr_calloc((size_t)s.n_trials, sizeof(*s.t));
     s.hist = mr_calloc((size_t)s.n_trials, sizeof(*s.hist));
@@ -1063,4 +1360,5 @@ const mr_op mr_op_tune = {
     .params = tune_params,
     .outputs = NULL,
     .run = run_tune,
+    .validate = validate_tune,
 };

@@ -7,6 +7,8 @@
 #include "ops_int.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 const char *mr__opt_str(const mr_value *map, const char *key, const char *dflt)
@@ -71,6 +73,79 @@ const char **mr__strings_of(const mr_value *def, const char *key, size_t *n)
 char *mr__file_in(const char *path, const char *name)
 {
     return mr_fs_is_dir(path) ? mr_path_join(path, name) : mr_strdup(path);
+}
+
+int mr__value_has_deferred(const mr_value *v)
+{
+    if (!v) return 0;
+    if (mr_op_value_deferred(v)) return 1;
+    for (size_t k = 0; (v->kind == MR_V_MAP || v->kind == MR_V_SEQ) && k < v->n; k++)
+        if (mr__value_has_deferred(v->items[k])) return 1;
+    return 0;
+}
+
+mr_status mr__fail_at(mr_error *err, long line, long col, mr_status code, const char *fmt, ...)
+{
+    char msg[MR_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    MR_ERR(err, code, "%s", msg);
+    mr_error_at(err, NULL, line, col);
+    return code;
+}
+
+void mr__hint_choices(mr_error *err, const char *word, const char *const *choices, size_t n)
+{
+    const char *best = word ? mr_closest(word, choices, n) : NULL;
+    if (best) {
+        mr_error_hint(err, "did you mean '%s'?", best);
+        return;
+    }
+    char list[MR_ERR_MSG_MAX];
+    size_t off = 0;
+    list[0] = '\0';
+    for (size_t k = 0; k < n && off < sizeof(list); k++) {
+        int w = snprintf(list + off, sizeof(list) - off, "%s%s", k ? ", " : "", choices[k]);
+        if (w > 0) off += (size_t)w;
+    }
+    mr_error_hint(err, "expected one of: %s", list);
+}
+
+/* A POSIX shell variable name: letters, digits and '_', not starting with a digit. */
+static int env_name_ok(const char *s)
+{
+    int ok = (*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_';
+    for (const char *p = s + 1; ok && *p; p++)
+        ok = (*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_';
+    return ok;
+}
+
+mr_status mr__check_env(const mr_value *env, const char *what, mr_error *err)
+{
+    if (!env) return MR_OK;
+    if (env->kind != MR_V_MAP)
+        return mr__fail_at(err, env->line, env->col, MR_E_SCHEMA,
+                           "'%s' must map variable names to values, got %s", what, mr_vkind_name(env->kind));
+    for (size_t k = 0; k < env->n; k++) {
+        const mr_value *v = env->items[k];
+        if (!env_name_ok(env->keys[k])) {
+            mr_status rc = mr__fail_at(err, env->key_lines ? env->key_lines[k] : 0, env->key_cols ? env->key_cols[k] : 0,
+                                       MR_E_SCHEMA, "%s: '%s' is not a valid environment variable name", what,
+                                       env->keys[k]);
+            mr_error_hint(err, "names are letters, digits and '_', not starting with a digit");
+            return rc;
+        }
+        if (v->kind == MR_V_MAP || v->kind == MR_V_SEQ) {
+            mr_status rc = mr__fail_at(err, v->line, v->col, MR_E_SCHEMA,
+                                       "%s.%s: expected a string, number or bool, got a %s", what, env->keys[k],
+                                       mr_vkind_name(v->kind));
+            mr_error_hint(err, "an environment variable holds one value: write it as one string");
+            return rc;
+        }
+    }
+    return MR_OK;
 }
 
 mr_status mr__write_dataset(const char *dir, const mr_table *t, mr_error *err)

@@ -30,6 +30,22 @@ const char **mr__strings_of(const mr_value *def, const char *key, size_t *n);
 /* path/name when path is a directory (a stage output), else a copy of path. */
 char *mr__file_in(const char *path, const char *name);
 
+/* ---- definition checks shared by the ops' validate hooks ----------------- */
+/* 1 if v, or any value inside it, holds a ${stages.X...} reference: it is
+ * known only when the stage runs (mr_op_value_deferred, recursively). */
+int mr__value_has_deferred(const mr_value *v);
+/* Sets err to code and the message, at line:col of millrace.yaml (0 = no
+ * position); returns code. */
+mr_status mr__fail_at(mr_error *err, long line, long col, mr_status code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* Hint for a word that is none of choices: "did you mean 'X'?" when one is
+ * close, else "expected one of: a, b, c". */
+void mr__hint_choices(mr_error *err, const char *word, const char *const *choices, size_t n);
+/* An `env:` mapping: every name a valid environment variable name, every
+ * value a scalar (what becomes its text). what names the key in messages
+ * ("env", "exec.env"). MR_E_SCHEMA at the offending key or value. */
+mr_status mr__check_env(const mr_value *env, const char *what, mr_error *err);
+
 /* Rows an op reads of an input in smoke mode. */
 #define MR__SMOKE_ROWS 10000
 /* Writes t as a dataset (one shard set with a manifest) into dir. */

@@ -444,6 +444,63 @@ static void test_from_yaml(void **state)
     mr_error_clear(&err);
 }
 
+/* Checks that need no table point at the YAML node at fault, so the split
+ * op's validate hook can report them at load with millrace.yaml's line and
+ * column. */
+static void test_from_yaml_positions(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *yaml;
+        mr_status rc;
+        long line, col;
+        const char *msg;
+    } cases[] = {
+        {"parts: {train: 0.5, test: 0.4}\n", MR_E_INVALID_ARG, 1, 8, "fractions sum to 0.9, not 1"},
+        {"parts: {train: 1, test: 0}\n", MR_E_PARSE, 1, 25, "fraction of part 'test' must be in (0, 1], got 0"},
+        {"parts: {train: 1.5, test: -0.5}\n", MR_E_PARSE, 1, 16, "fraction of part 'train' must be in (0, 1], got 1.5"},
+        {"method: group\nparts: {a: 0.5, b: 0.5}\n", MR_E_INVALID_ARG, 1, 9, "method group needs a 'group' column"},
+        {"method: time\ntime: ts\nparts: [a, b, c]\ncutoffs: [2024-01-01, 2023-06-01]\n", MR_E_INVALID_ARG, 4, 23,
+         "cut-offs must increase (\"2023-06-01\" after \"2024-01-01\")"},
+        {"method: time\ntime: ts\nparts: [a, b, c]\ncutoffs: [2024-01-01]\n", MR_E_INVALID_ARG, 4, 10,
+         "3 parts need 2 cut-offs, got 1"},
+        {"method: time\ntime: ts\nparts: [a, b]\ncutoffs: [soon]\n", MR_E_INVALID_ARG, 4, 11,
+         "cut-off \"soon\" is not a date, timestamp or number"},
+        {"method: time\ntime: ts\nparts: [a, b, c]\ncutoffs: [2024-01-01, 5]\n", MR_E_INVALID_ARG, 4, 23,
+         "cut-off \"5\" is a number but \"2024-01-01\" is a date or timestamp"},
+        {"method: time\ntime: ts\nparts: [a, b, c]\ncutoffs: [10, 2.5]\n", MR_E_INVALID_ARG, 4, 15,
+         "cut-offs must increase (\"2.5\" after \"10\")"},
+        {"method: time\ntime: ts\nparts: [a, a]\ncutoffs: [3]\n", MR_E_INVALID_ARG, 3, 12, "part name 'a' appears twice"},
+        {"parts: {a: 0.5, b: 0.5}\ncutoffs: [1]\n", MR_E_INVALID_ARG, 2, 10, "cut-offs apply to method time only"},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        mr_value *v = NULL;
+        mr_error err;
+        mr_error_init(&err);
+        mr_split_spec s;
+        assert_int_equal(mr_yaml_parse(cases[k].yaml, strlen(cases[k].yaml), "split.yaml", &v, NULL), MR_OK);
+        mr_status rc = mr_split_spec_from_value(v, &s, &err);
+        if (rc != cases[k].rc || err.line != cases[k].line || err.col != cases[k].col || !strstr(err.msg, cases[k].msg))
+            fail_msg("case %zu (%s): got %s at %ld:%ld \"%s\", expected %s at %ld:%ld \"%s\"", k, cases[k].yaml,
+                     mr_status_name(rc), err.line, err.col, err.msg, mr_status_name(cases[k].rc), cases[k].line,
+                     cases[k].col, cases[k].msg);
+        mr_value_free(v);
+    }
+    /* Increasing cut-offs of one kind pass, and a numeric column still
+     * refuses date cut-offs when the table is known. */
+    const char *y = "method: time\ntime: ts\nparts: [a, b, c]\ncutoffs: [2023-11-16, 2023-11-18T06:00:00Z]\n";
+    mr_value *v = NULL;
+    mr_split_spec s;
+    assert_int_equal(mr_yaml_parse(y, strlen(y), "split.yaml", &v, NULL), MR_OK);
+    assert_int_equal(mr_split_spec_from_value(v, &s, NULL), MR_OK);
+    mr_table *t = make_table(50, 2);
+    assert_int_equal(mr_split_check(&s, t, NULL), MR_OK);
+    s.time = "score"; /* a FLOAT64 column: the date cut-offs are not numbers */
+    assert_int_equal(mr_split_check(&s, t, NULL), MR_E_INVALID_ARG);
+    mr_table_free(t);
+    mr_value_free(v);
+}
+
 static void test_oom(void **state)
 {
     (void)state;
@@ -487,6 +544,7 @@ int main(void)
         cmocka_unit_test(test_split_table),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_from_yaml),
+        cmocka_unit_test(test_from_yaml_positions),
         cmocka_unit_test(test_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
