@@ -139,8 +139,12 @@ mr_status mr_runstore_reap(mr_runstore *rs, int *n_reaped, mr_error *err);
 /* Artifact ids referenced by the outputs of the newest keep_runs runs
  * (keep_runs < 0: all runs). Caller frees ids and the array. */
 mr_status mr_runstore_kept_artifacts(mr_runstore *rs, int keep_runs, char ***ids_out, size_t *n_out, mr_error *err);
-/* Drops stage-cache entries whose outputs are no longer all in the store. */
-mr_status mr_runstore_cache_prune(mr_runstore *rs, mr_store *st, int *n_pruned, mr_error *err);
+/* Drops stage-cache entries whose outputs are not all in the store, or one
+ * of which is in doomed[0..n_doomed) (objects gc is about to delete: their
+ * entries go first, so no entry ever names a missing object). In one
+ * transaction; *n_pruned (may be NULL) gets how many. */
+mr_status mr_runstore_cache_prune(mr_runstore *rs, mr_store *st, const mr_artifact *doomed, size_t n_doomed,
+                                  int *n_pruned, mr_error *err);
 
 /* ==== read views ============================================================ */
 

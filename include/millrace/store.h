@@ -107,10 +107,23 @@ mr_status mr_store_verify(mr_store *st, void (*fn)(void *ctx, const char *id, co
                           void *ctx, mr_verify_stats *stats, mr_error *err);
 
 /* gc: deletes every object whose id is not in keep (directories keep their
- * children). dry_run: only counts. */
+ * children). In two steps, so that a caller can drop its references to the
+ * doomed objects (stage-cache entries) before they go: plan lists them
+ * (directory manifests first), apply deletes them in that order, fsyncing
+ * the object directories after the manifests, so a gc killed at any point
+ * leaves a smaller, valid store: no manifest ever lists a missing file.
+ * mr_store_gc does both (dry_run: plans and counts only). */
 typedef struct mr_gc_stats {
     uint64_t n_kept, n_deleted, bytes_deleted;
 } mr_gc_stats;
+typedef struct mr_gc_plan {
+    mr_artifact *doomed; /* manifests first, then files (owned) */
+    size_t n_doomed;
+    mr_gc_stats stats;
+} mr_gc_plan;
+mr_status mr_store_gc_plan(mr_store *st, const mr_artifact *keep, size_t n_keep, mr_gc_plan *out, mr_error *err);
+mr_status mr_store_gc_apply(mr_store *st, const mr_gc_plan *plan, mr_error *err);
+void mr_store_gc_plan_free(mr_gc_plan *p);
 mr_status mr_store_gc(mr_store *st, const mr_artifact *keep, size_t n_keep, int dry_run,
                       mr_gc_stats *stats, mr_error *err);
 

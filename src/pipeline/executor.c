@@ -752,6 +752,7 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
     c.n = spec->n_stages;
     struct sigaction sa_old_int, sa_old_term;
     int handlers = 0, *done = NULL;
+    mr_flock gc_lock = {-1};
     mr_proc **procs = NULL;
     mr_status rc = check_names(spec, opts->force, opts->n_force, "--force", err);
     if (rc == MR_OK) rc = check_names(spec, opts->downstream, opts->n_downstream, "--downstream", err);
@@ -775,6 +776,9 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
     }
     select_stages(&c);
     if (!opts->dry) {
+        /* gc never runs while this run may publish or use artifacts */
+        rc = mr__workspace_gc_lock(ws, MR_LOCK_SHARED, &gc_lock, err);
+        if (rc != MR_OK) goto done;
         rc = begin_run(&c, err);
         if (rc != MR_OK) goto done;
         struct sigaction sa;
@@ -799,6 +803,7 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
         rc = MR_ERR(err, MR_E_FAILED, "run %lld: %d stage%s failed", (long long)c.run_id, res->n_failed,
                     res->n_failed == 1 ? "" : "s");
 done:
+    mr_flock_release(&gc_lock);
     if (handlers) {
         sigaction(SIGINT, &sa_old_int, NULL);
         sigaction(SIGTERM, &sa_old_term, NULL);

@@ -93,5 +93,10 @@ const char *mr__lock_stage_key(const mr_value *lock, const char *stage);
 mr_status mr__lock_update(mr_workspace *ws, const mr_spec *spec, const mr__plan *plans, const int *done,
                           mr_error *err);
 
+/* .millrace/locks/gc.lock: runs and stage workers hold it shared while they
+ * may publish or read artifacts, gc exclusive (status.c). Blocks; a gc that
+ * has to wait logs why once. inherit-able: a worker's command keeps it. */
+mr_status mr__workspace_gc_lock(mr_workspace *ws, int mode, mr_flock *lk, mr_error *err);
+
 /* git commit and dirty flag of the workspace ("" outside git). */
 void mr__git_info(const char *root, char *commit, size_t commit_len, int *dirty);

@@ -533,8 +533,17 @@ done:
     return st;
 }
 
-/* Whether every output id of a cache entry is present in the store. */
-static int outputs_present(mr_store *store, const char *outputs_json)
+static int cmp_doomed_id(const void *x, const void *y)
+{
+    const mr_artifact *a = x, *b = y;
+    if (a->hash.hi != b->hash.hi) return a->hash.hi < b->hash.hi ? -1 : 1;
+    if (a->hash.lo != b->hash.lo) return a->hash.lo < b->hash.lo ? -1 : 1;
+    return a->is_dir - b->is_dir;
+}
+
+/* Whether every output id of a cache entry is present in the store and
+ * none is about to go (doomed: sorted by cmp_doomed_id, may be NULL). */
+static int outputs_present(mr_store *store, const mr_artifact *doomed, size_t n_doomed, const char *outputs_json)
 {
     int ok = 0;
     json_t *v = outputs_json ? json_loads(outputs_json, 0, NULL) : NULL;
@@ -546,6 +555,7 @@ static int outputs_present(mr_store *store, const char *outputs_json)
     {
         if (!json_is_string(id) || mr_artifact_parse(json_string_value(id), &a) != MR_OK || !mr_store_has(store, &a))
             goto done;
+        if (doomed && bsearch(&a, doomed, n_doomed, sizeof(a), cmp_doomed_id)) goto done;
     }
     ok = 1;
 done:
@@ -553,18 +563,29 @@ done:
     return ok;
 }
 
-mr_status mr_runstore_cache_prune(mr_runstore *rs, mr_store *store, int *n_pruned, mr_error *err)
+mr_status mr_runstore_cache_prune(mr_runstore *rs, mr_store *store, const mr_artifact *doomed, size_t n_doomed,
+                                  int *n_pruned, mr_error *err)
 {
+    mr_artifact *sorted = NULL;
+    if (n_doomed) {
+        sorted = mr_malloc(n_doomed * sizeof(*sorted));
+        if (!sorted) return mr__runstore_nomem(err);
+        for (size_t i = 0; i < n_doomed; i++) {
+            sorted[i] = doomed[i];
+            sorted[i].size = sorted[i].n_files = 0;
+        }
+        qsort(sorted, n_doomed, sizeof(*sorted), cmp_doomed_id);
+    }
     mr_status st = MR_OK;
     sqlite3_stmt *s = NULL;
-    mr__strvec doomed = {0};
+    mr__strvec drop = {0};
     int rc, n = 0;
     st = mr__runstore_prepare(rs, "SELECT key, outputs_json FROM stage_cache", &s, err);
     if (st != MR_OK) goto done;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         const char *key = (const char *)sqlite3_column_text(s, 0);
-        if (!key || outputs_present(store, (const char *)sqlite3_column_text(s, 1))) continue;
-        if (mr__strvec_push(&doomed, key) != MR_OK) {
+        if (!key || outputs_present(store, sorted, n_doomed, (const char *)sqlite3_column_text(s, 1))) continue;
+        if (mr__strvec_push(&drop, key) != MR_OK) {
             st = mr__runstore_nomem(err);
             goto done;
         }
@@ -575,12 +596,12 @@ mr_status mr_runstore_cache_prune(mr_runstore *rs, mr_store *store, int *n_prune
     }
     sqlite3_finalize(s);
     s = NULL;
-    if (doomed.n == 0) goto done;
+    if (drop.n == 0) goto done;
     st = mr__runstore_prepare(rs, "DELETE FROM stage_cache WHERE key = ?1", &s, err);
     if (st == MR_OK) st = mr__runstore_tx_begin(rs, err);
-    for (size_t i = 0; i < doomed.n && st == MR_OK; i++) {
+    for (size_t i = 0; i < drop.n && st == MR_OK; i++) {
         sqlite3_reset(s);
-        mr__runstore_bind_str(s, 1, doomed.v[i]);
+        mr__runstore_bind_str(s, 1, drop.v[i]);
         st = mr__runstore_step_done(rs, s, "pruning the stage cache", err);
         if (st == MR_OK) n += sqlite3_changes(rs->db);
     }
@@ -592,7 +613,8 @@ done:
         mr__runstore_tx_rollback(rs);
         n = 0;
     }
-    mr__strvec_free(&doomed);
+    mr__strvec_free(&drop);
+    mr_free(sorted);
     if (n_pruned) *n_pruned = n;
     return st;
 }

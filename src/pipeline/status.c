@@ -404,6 +404,14 @@ done:
 
 /* ---- gc ------------------------------------------------------------------- */
 
+/* gc runs alone: runs and stage workers hold .millrace/locks/gc.lock shared
+ * for as long as they may publish or read artifacts, gc holds it exclusive,
+ * so it never deletes what a running run may still use or has just
+ * written without recording it yet. The order of deletion keeps the store
+ * and the stage cache consistent at every instant: first the cache
+ * entries that name doomed objects, then the doomed manifests, then the
+ * files (mr_store_gc_apply). A gc killed at any point leaves a smaller,
+ * valid store. */
 mr_status mr_pipeline_gc(mr_workspace *ws, int keep_runs, int dry_run, int json, mr_buf *out, mr_error *err)
 {
     mr_value *lock = NULL;
@@ -412,9 +420,12 @@ mr_status mr_pipeline_gc(mr_workspace *ws, int keep_runs, int dry_run, int json,
     size_t n_run_ids = 0;
     mr_artifact *keep = NULL;
     size_t n_keep = 0;
-    mr_gc_stats stats;
+    mr_gc_plan plan;
+    memset(&plan, 0, sizeof(plan));
     int n_pruned = 0;
-    mr_status rc = mr__lock_read(ws, &lock, err);
+    mr_flock glk = {-1};
+    mr_status rc = mr__workspace_gc_lock(ws, MR_LOCK_EXCLUSIVE, &glk, err);
+    if (rc == MR_OK) rc = mr__lock_read(ws, &lock, err);
     if (rc == MR_OK) rc = mr_runstore_kept_artifacts(ws->rs, keep_runs, &run_ids, &n_run_ids, err);
     if (rc != MR_OK) goto done;
     lock_ids(lock, ids);
@@ -431,18 +442,20 @@ mr_status mr_pipeline_gc(mr_workspace *ws, int keep_runs, int dry_run, int json,
     }
     for (size_t k = 0; k < n_run_ids; k++)
         if (mr_artifact_parse(run_ids[k], &keep[n_keep]) == MR_OK) n_keep++;
-    rc = mr_store_gc(ws->store, keep, n_keep, dry_run, &stats, err);
-    {
+    rc = mr_store_gc_plan(ws->store, keep, n_keep, &plan, err);
+    if (rc == MR_OK && !dry_run) rc = mr_runstore_cache_prune(ws->rs, ws->store, plan.doomed, plan.n_doomed, &n_pruned, err);
+    if (rc == MR_OK && !dry_run) rc = mr_store_gc_apply(ws->store, &plan, err);
+    if (rc == MR_OK && !dry_run) {
         /* Derived caches (binned matrices) are rebuilt on demand: gc empties them. */
         char *bins = mr_path_join(ws->dot, "cache/binned");
-        if (bins && !dry_run && rc == MR_OK) mr_fs_rmtree(bins, NULL);
+        if (bins) mr_fs_rmtree(bins, NULL);
         mr_free(bins);
     }
-    if (rc == MR_OK && !dry_run) rc = mr_runstore_cache_prune(ws->rs, ws->store, &n_pruned, err);
     if (rc != MR_OK) goto done;
+    const mr_gc_stats *stats = &plan.stats;
     if (json) {
-        json_t *doc = json_pack("{s:I,s:I,s:I,s:i,s:b}", "kept", (json_int_t)stats.n_kept, "deleted", (json_int_t)stats.n_deleted,
-                                "bytes_deleted", (json_int_t)stats.bytes_deleted, "cache_entries_dropped", n_pruned,
+        json_t *doc = json_pack("{s:I,s:I,s:I,s:i,s:b}", "kept", (json_int_t)stats->n_kept, "deleted", (json_int_t)stats->n_deleted,
+                                "bytes_deleted", (json_int_t)stats->bytes_deleted, "cache_entries_dropped", n_pruned,
                                 "dry_run", dry_run);
         char *t = json_dumps(doc, JSON_INDENT(2));
         if (t) mr_buf_printf(out, "%s\n", t);
@@ -450,10 +463,12 @@ mr_status mr_pipeline_gc(mr_workspace *ws, int keep_runs, int dry_run, int json,
         json_decref(doc);
     } else {
         mr_buf_printf(out, "%s %llu objects (%.1f MB), kept %llu%s\n", dry_run ? "would delete" : "deleted",
-                      (unsigned long long)stats.n_deleted, (double)stats.bytes_deleted / 1e6, (unsigned long long)stats.n_kept,
+                      (unsigned long long)stats->n_deleted, (double)stats->bytes_deleted / 1e6, (unsigned long long)stats->n_kept,
                       dry_run ? " (dry run)" : "");
     }
 done:
+    mr_flock_release(&glk);
+    mr_store_gc_plan_free(&plan);
     for (size_t k = 0; k < n_run_ids; k++) mr_free(run_ids[k]);
     mr_free(run_ids);
     mr_free(keep);

@@ -51,6 +51,7 @@ typedef struct worker {
     const mr_op *op;
     mr_workspace *ws;
     mr_flock lk;
+    mr_flock gc_lock;  /* shared: gc waits while this worker (or its command) lives */
     char *lock_path;
     char *tmp_dir;
     char **staging;    /* built-in ops: private output directories, one per output */
@@ -660,6 +661,7 @@ static void worker_free(worker *w)
     for (size_t k = 0; w->private_in && k < w->job.n_inputs; k++) mr_free(w->private_in[k]);
     mr_free(w->private_in);
     mr_flock_release(&w->lk);
+    mr_flock_release(&w->gc_lock);
     mr_free(w->lock_path);
     mr_free(w->tmp_dir);
     for (size_t k = 0; w->staging && k < w->job.n_outputs; k++) mr_free(w->staging[k]);
@@ -676,6 +678,7 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
     memset(&w, 0, sizeof(w));
     w.job_path = job_path;
     w.lk.fd = -1;
+    w.gc_lock.fd = -1;
     mr_job_init(&w.job);
     mr_job_result_init(&w.res);
     mr_log_set_sink(MR_LOG_WARN, collect_warning, &w.res);

@@ -91,6 +91,24 @@ fail:
     return rc;
 }
 
+mr_status mr__workspace_gc_lock(mr_workspace *ws, int mode, mr_flock *lk, mr_error *err)
+{
+    char *dir = mr_path_join(ws->dot, "locks");
+    char *path = mr_path_join(ws->dot, "locks/gc.lock");
+    mr_status rc = dir && path ? mr_fs_mkdirs(dir, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_free(dir);
+    if (rc == MR_OK) {
+        rc = mr_flock_acquire(lk, path, mode, 0, 1, err);
+        if (rc == MR_E_STATE) {
+            mr_log(MR_LOG_INFO, "%s", mode == MR_LOCK_EXCLUSIVE ? "gc: waiting for running runs to finish"
+                                                                 : "waiting for a running gc to finish");
+            rc = mr_flock_acquire(lk, path, mode, 1, 1, err);
+        }
+    }
+    mr_free(path);
+    return rc;
+}
+
 /* The starter pipeline `millrace init` writes: a small but real model on a
  * generated table, every built-in step a new user needs (ingest, split,
  * features, train, evaluate, report), runnable at once. */

@@ -185,10 +185,37 @@ static char *join2(const char *a, size_t la, const char *b, size_t lb)
     return p;
 }
 
+/* An output is stored by content, as regular files: a symbolic link in
+ * one is replaced by a copy of the file it points to (a regular file of the
+ * workspace with that content), so nothing outside the workspace is ever
+ * linked into the store, made read-only or changed; a link to a directory,
+ * or a dangling one, is refused. Inputs are only read, through links. */
+static mr_status materialize_link(const char *path, mr_error *err)
+{
+    struct stat tb;
+    if (stat(path, &tb) != 0)
+        return MR_ERR_SYS(err, MR_E_INVALID_ARG, errno, "%s: a symbolic link whose target cannot be read", path);
+    if (!S_ISREG(tb.st_mode)) {
+        mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "%s: a symbolic link to a directory or special file cannot be an output", path);
+        mr_error_hint(err, "outputs are stored by content: write the files themselves there");
+        return rc;
+    }
+    char *tmp = mr_asprintf("%s.mrcopy.%ld", path, (long)getpid());
+    if (!tmp) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    unlink(tmp);
+    mr_status rc = mr_fs_copy_file(path, tmp, err); /* reads through the link, writes a new file */
+    if (rc == MR_OK) chmod(tmp, (tb.st_mode & 0111) ? 0755 : 0644);
+    if (rc == MR_OK && rename(tmp, path) != 0) rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot replace the link by its content", path);
+    if (rc != MR_OK) unlink(tmp);
+    mr_free(tmp);
+    return rc;
+}
+
 /* Collects every regular file under path (any order: walk_artifact sorts).
  * Entries are stat'ed relative to the open directory (fstatat), which
- * skips the kernel's walk of the full path for every file. */
-static mr_status walk_dir(const char *path, const char *rel, int depth, file_list *fl, mr_error *err)
+ * skips the kernel's walk of the full path for every file. publish: links
+ * are materialised (materialize_link) instead of followed. */
+static mr_status walk_dir(const char *path, const char *rel, int depth, int publish, file_list *fl, mr_error *err)
 {
     if (depth > MAX_DIR_DEPTH) return MR_ERR(err, MR_E_LIMIT, "%s: directories nested deeper than %d", path, MAX_DIR_DEPTH);
     DIR *d = opendir(path);
@@ -206,10 +233,13 @@ static mr_status walk_dir(const char *path, const char *rel, int depth, file_lis
         char *crel = join2(rel, lr, name, ln);
         if (!child || !crel) {
             st = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        } else if (fstatat(dfd, name, &sb, 0) != 0) {
+        } else if (fstatat(dfd, name, &sb, publish ? AT_SYMLINK_NOFOLLOW : 0) != 0) {
             st = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot stat", child);
+        } else if (publish && S_ISLNK(sb.st_mode) &&
+                   ((st = materialize_link(child, err)) != MR_OK || fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) != 0)) {
+            if (st == MR_OK) st = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot stat", child);
         } else if (S_ISDIR(sb.st_mode)) {
-            st = walk_dir(child, crel, depth + 1, fl, err);
+            st = walk_dir(child, crel, depth + 1, publish, fl, err);
         } else if (S_ISREG(sb.st_mode)) {
             st = file_list_take(fl, child, crel, &sb);
             child = crel = NULL;
@@ -233,9 +263,9 @@ static int cmp_item_rel(const void *a, const void *b)
  * the manifest format requires (docs/formats.md). walk_dir's per-directory
  * order alone is not that order: "a.b" sorts before "a/c" ('.' < '/') but a
  * depth-first walk visits directory "a" first. */
-static mr_status walk_artifact(const char *path, file_list *fl, mr_error *err)
+static mr_status walk_artifact(const char *path, int publish, file_list *fl, mr_error *err)
 {
-    mr_status rc = walk_dir(path, "", 0, fl, err);
+    mr_status rc = walk_dir(path, "", 0, publish, fl, err);
     if (rc == MR_OK && fl->n > 1) qsort(fl->items, fl->n, sizeof(*fl->items), cmp_item_rel);
     return rc;
 }
@@ -333,7 +363,7 @@ static void walk_range(void *ctx, size_t begin, size_t end, int tid)
     walk_job *j = ctx;
     for (size_t i = begin; i < end; i++) {
         mr_error_init(&j->errs[i]);
-        j->status[i] = j->out[i].is_dir ? walk_artifact(j->paths[i], &j->lists[i], &j->errs[i]) : MR_OK;
+        j->status[i] = j->out[i].is_dir ? walk_artifact(j->paths[i], 0, &j->lists[i], &j->errs[i]) : MR_OK;
     }
 }
 
@@ -525,11 +555,12 @@ mr_status mr_store_publish(mr_store *st, mr_statcache *sc, const char *path, mr_
     mr_buf m;
     mr_buf_init(&m);
     memset(out, 0, sizeof(*out));
-    if (stat(path, &sb) != 0)
+    if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode) && (rc = materialize_link(path, err)) != MR_OK) return rc;
+    if (lstat(path, &sb) != 0)
         return MR_ERR_SYS(err, errno == ENOENT ? MR_E_NOT_FOUND : MR_E_IO, errno, "%s: cannot stat", path);
     if (S_ISDIR(sb.st_mode)) {
         out->is_dir = 1;
-        rc = walk_artifact(path, &fl, err);
+        rc = walk_artifact(path, 1, &fl, err);
     } else if (S_ISREG(sb.st_mode)) {
         if (file_list_push(&fl, path, "", &sb) != MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     } else {
@@ -906,25 +937,50 @@ typedef struct gc_ctx {
     mr_gc_stats *stats;
 } gc_ctx;
 
+typedef struct gc_scan {
+    const mr_artifact *keep;
+    size_t n_keep;
+    mr_gc_plan *plan;
+    size_t cap;
+    int nomem;
+} gc_scan;
+
 static void gc_one(void *vctx, const char *path, const char *id)
 {
-    gc_ctx *g = vctx;
+    gc_scan *g = vctx;
     mr_artifact a;
     if (mr_artifact_parse(id, &a) != MR_OK) return;
     if (bsearch(&a, g->keep, g->n_keep, sizeof(a), cmp_artifact)) {
-        g->stats->n_kept++;
+        g->plan->stats.n_kept++;
         return;
     }
     struct stat sb;
-    if (stat(path, &sb) == 0) g->stats->bytes_deleted += (uint64_t)sb.st_size;
-    g->stats->n_deleted++;
-    if (!g->dry_run) unlink(path);
+    if (stat(path, &sb) == 0) g->plan->stats.bytes_deleted += (uint64_t)sb.st_size;
+    g->plan->stats.n_deleted++;
+    if (g->plan->n_doomed == g->cap) {
+        size_t ncap = g->cap ? g->cap * 2 : 256;
+        mr_artifact *nd = mr_realloc(g->plan->doomed, ncap * sizeof(*nd));
+        if (!nd) {
+            g->nomem = 1;
+            return;
+        }
+        g->plan->doomed = nd;
+        g->cap = ncap;
+    }
+    g->plan->doomed[g->plan->n_doomed++] = a;
 }
 
-mr_status mr_store_gc(mr_store *st, const mr_artifact *keep, size_t n_keep, int dry_run, mr_gc_stats *stats,
-                      mr_error *err)
+/* Directory manifests first, then files; by hash within each. */
+static int cmp_doomed(const void *x, const void *y)
 {
-    memset(stats, 0, sizeof(*stats));
+    const mr_artifact *a = x, *b = y;
+    if (a->is_dir != b->is_dir) return a->is_dir ? -1 : 1;
+    return cmp_artifact(a, b);
+}
+
+mr_status mr_store_gc_plan(mr_store *st, const mr_artifact *keep, size_t n_keep, mr_gc_plan *out, mr_error *err)
+{
+    memset(out, 0, sizeof(*out));
     size_t cap = n_keep + 16, n = 0;
     mr_artifact *all = mr_calloc(cap, sizeof(*all));
     if (!all) return MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -953,9 +1009,70 @@ mr_status mr_store_gc(mr_store *st, const mr_artifact *keep, size_t n_keep, int 
     if (rc == MR_OK) {
         for (size_t i = 0; i < n; i++) all[i].size = all[i].n_files = 0;
         qsort(all, n, sizeof(*all), cmp_artifact);
-        gc_ctx g = {all, n, dry_run, stats};
+        gc_scan g = {all, n, out, 0, 0};
         rc = foreach_object(st, gc_one, &g, err);
+        if (rc == MR_OK && g.nomem) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (rc == MR_OK && out->n_doomed > 1) qsort(out->doomed, out->n_doomed, sizeof(*out->doomed), cmp_doomed);
     }
     mr_free(all);
+    if (rc != MR_OK) mr_store_gc_plan_free(out);
+    return rc;
+}
+
+void mr_store_gc_plan_free(mr_gc_plan *p)
+{
+    if (!p) return;
+    mr_free(p->doomed);
+    p->doomed = NULL;
+    p->n_doomed = 0;
+}
+
+/* fsyncs objects/XX/ of every object of kind is_dir in plan (once each). */
+static void sync_object_dirs(mr_store *st, const mr_gc_plan *plan, int is_dir)
+{
+    unsigned char seen[256] = {0};
+    for (size_t i = 0; i < plan->n_doomed; i++) {
+        const mr_artifact *a = &plan->doomed[i];
+        unsigned top = (unsigned)(a->hash.hi >> 56);
+        if (a->is_dir != is_dir || seen[top]) continue;
+        seen[top] = 1;
+        char *obj = mr_store_object_path(st, a);
+        if (obj) mr_fs_fsync_dir_of(obj, NULL);
+        mr_free(obj);
+    }
+}
+
+mr_status mr_store_gc_apply(mr_store *st, const mr_gc_plan *plan, mr_error *err)
+{
+    /* Manifests go (durably) before any file: at every instant, every
+     * manifest left in the store lists only files that exist. */
+    for (int pass = 1; pass >= 0; pass--) {
+        for (size_t i = 0; i < plan->n_doomed; i++) {
+            const mr_artifact *a = &plan->doomed[i];
+            if (a->is_dir != pass) continue;
+            char *obj = mr_store_object_path(st, a);
+            if (!obj) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+            if (unlink(obj) != 0 && errno != ENOENT) {
+                mr_status rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot delete", obj);
+                mr_free(obj);
+                return rc;
+            }
+            mr_free(obj);
+        }
+        sync_object_dirs(st, plan, pass);
+    }
+    return MR_OK;
+}
+
+mr_status mr_store_gc(mr_store *st, const mr_artifact *keep, size_t n_keep, int dry_run, mr_gc_stats *stats,
+                      mr_error *err)
+{
+    mr_gc_plan plan;
+    mr_status rc = mr_store_gc_plan(st, keep, n_keep, &plan, err);
+    memset(stats, 0, sizeof(*stats));
+    if (rc != MR_OK) return rc;
+    *stats = plan.stats;
+    if (!dry_run) rc = mr_store_gc_apply(st, &plan, err);
+    mr_store_gc_plan_free(&plan);
     return rc;
 }

@@ -1039,13 +1039,20 @@ static void test_kept_artifacts_and_prune(void **state)
     assert_int_equal(mr_runstore_cache_put(rs, "gone", "s", "op", "", outs, "{}", r2, NULL), MR_OK);
     assert_int_equal(mr_runstore_cache_put(rs, "junk", "s", "op", "", "not json", "{}", r2, NULL), MR_OK);
     int pruned = -1;
-    assert_int_equal(mr_runstore_cache_prune(rs, store, &pruned, NULL), MR_OK);
+    assert_int_equal(mr_runstore_cache_prune(rs, store, NULL, 0, &pruned, NULL), MR_OK);
     assert_int_equal(pruned, 2);
     assert_int_equal(mr_runstore_cache_get(rs, "good", NULL, NULL, NULL, NULL), MR_OK);
     assert_int_equal(mr_runstore_cache_get(rs, "empty", NULL, NULL, NULL, NULL), MR_OK);
     assert_int_equal(mr_runstore_cache_get(rs, "gone", NULL, NULL, NULL, NULL), MR_E_NOT_FOUND);
-    assert_int_equal(mr_runstore_cache_prune(rs, store, &pruned, NULL), MR_OK);
+    assert_int_equal(mr_runstore_cache_prune(rs, store, NULL, 0, &pruned, NULL), MR_OK);
     assert_int_equal(pruned, 0);
+    /* an entry whose object is about to go (gc) is dropped before it goes */
+    mr_artifact doomed;
+    assert_int_equal(mr_artifact_parse(present, &doomed), MR_OK);
+    assert_int_equal(mr_runstore_cache_prune(rs, store, &doomed, 1, &pruned, NULL), MR_OK);
+    assert_int_equal(pruned, 1);
+    assert_int_equal(mr_runstore_cache_get(rs, "good", NULL, NULL, NULL, NULL), MR_E_NOT_FOUND);
+    assert_int_equal(mr_runstore_cache_get(rs, "empty", NULL, NULL, NULL, NULL), MR_OK);
 
     mr_runstore_close(rs);
     mr_store_close(store);
