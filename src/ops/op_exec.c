@@ -14,34 +14,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* "train.learning-rate" -> "MILLRACE_PARAM_TRAIN_LEARNING_RATE" */
-static char *param_env_name(const char *path)
-{
-    char *name = mr_asprintf("MILLRACE_PARAM_%s", path);
-    if (!name) return NULL;
-    for (char *p = name + 15; *p; p++) *p = isalnum((unsigned char)*p) ? (char)toupper((unsigned char)*p) : '_';
-    return name;
-}
-
-static void set_param_env(const mr_value *v, const char *prefix)
-{
-    if (v->kind == MR_V_MAP) {
-        for (size_t k = 0; k < v->n; k++) {
-            char *p = prefix[0] ? mr_asprintf("%s.%s", prefix, v->keys[k]) : mr_strdup(v->keys[k]);
-            if (p) set_param_env(v->items[k], p);
-            mr_free(p);
-        }
-        return;
-    }
-    mr_buf b;
-    mr_buf_init(&b);
-    if (v->kind == MR_V_SEQ) mr_value_to_json(v, 0, &b);
-    else mr_value_scalar_text(v, &b);
-    char *name = param_env_name(prefix);
-    if (name) setenv(name, b.data ? b.data : "", 1);
-    mr_free(name);
-    mr_buf_free(&b);
-}
 
 /* ---- the definition ------------------------------------------------------ */
 
@@ -151,27 +123,13 @@ static int command_child(void *arg)
     const command *x = arg;
     mr_op_ctx *ctx = x->ctx;
     char buf[32];
-    setenv("MILLRACE_STAGE", ctx->stage, 1);
-    setenv("MILLRACE_SMOKE", ctx->smoke ? "1" : "0", 1);
     snprintf(buf, sizeof(buf), "%lld", (long long)ctx->run_id);
     setenv("MILLRACE_RUN_ID", buf, 1);
-    snprintf(buf, sizeof(buf), "%d", ctx->threads);
-    setenv("MILLRACE_THREADS", buf, 1);
-    setenv("OMP_NUM_THREADS", buf, 0);
-    setenv("MILLRACE_PARAMS_FILE", x->params_file, 1);
     if (ctx->mem_bytes) {
         snprintf(buf, sizeof(buf), "%llu", (unsigned long long)ctx->mem_bytes);
         setenv("MILLRACE_MEM_BYTES", buf, 1);
     }
-    set_param_env(ctx->params, "");
-    const mr_value *env = x->x->env;
-    for (size_t k = 0; env && k < env->n; k++) {
-        mr_buf b;
-        mr_buf_init(&b);
-        mr_value_scalar_text(env->items[k], &b);
-        setenv(env->keys[k], b.data ? b.data : "", 1);
-        mr_buf_free(&b);
-    }
+    mr__command_env(ctx, ctx->threads, x->params_file, ctx->params, x->x->env);
     execl("/bin/sh", "sh", "-c", x->cmd, (char *)NULL);
     dprintf(2, "cannot run /bin/sh: %s\n", strerror(errno));
     return 127;

@@ -834,21 +834,6 @@ static void warm_bins(study *s, double deadline)
 }
 
 /* ---- the exec objective -------------------------------------------------- */
-static void set_trial_env(const mr_value *params)
-{
-    for (size_t k = 0; k < params->n; k++) {
-        char *name = mr_asprintf("MILLRACE_PARAM_%s", params->keys[k]);
-        if (!name) continue;
-        for (char *p = name + 15; *p; p++) *p = isalnum((unsigned char)*p) ? (char)toupper((unsigned char)*p) : '_';
-        mr_buf b;
-        mr_buf_init(&b);
-        mr_value_scalar_text(params->items[k], &b);
-        setenv(name, b.data ? b.data : "", 1);
-        mr_buf_free(&b);
-        mr_free(name);
-    }
-}
-
 typedef struct exec_trial {
     study *s;
     int n;
@@ -863,25 +848,11 @@ static int exec_trial_child(void *arg)
     const study *s = x->s;
     mr_op_ctx *ctx = s->ctx;
     char buf[32];
-    setenv("MILLRACE_STAGE", ctx->stage, 1);
-    setenv("MILLRACE_SMOKE", ctx->smoke ? "1" : "0", 1);
     snprintf(buf, sizeof(buf), "%d", x->n);
     setenv("MILLRACE_TRIAL", buf, 1);
-    snprintf(buf, sizeof(buf), "%d", s->threads_per_trial);
-    setenv("MILLRACE_THREADS", buf, 1);
-    setenv("OMP_NUM_THREADS", buf, 0);
-    setenv("MILLRACE_PARAMS_FILE", x->params_file, 1);
     setenv("MILLRACE_METRICS_FILE", x->tr->metrics_path, 1);
     setenv("MILLRACE_TRIAL_DIR", x->dir, 1);
-    set_trial_env(x->tr->params);
-    const mr_value *env = mr_value_get(s->exec, "env");
-    for (size_t k = 0; env && env->kind == MR_V_MAP && k < env->n; k++) {
-        mr_buf b;
-        mr_buf_init(&b);
-        mr_value_scalar_text(env->items[k], &b);
-        setenv(env->keys[k], b.data ? b.data : "", 1);
-        mr_buf_free(&b);
-    }
+    mr__command_env(ctx, s->threads_per_trial, x->params_file, x->tr->params, mr_value_get(s->exec, "env"));
     execl("/bin/sh", "sh", "-c", mr_value_get(s->exec, "cmd")->str, (char *)NULL);
     return 127;
 }

@@ -6,7 +6,10 @@
 #include "millrace/value.h"
 #include "ops_int.h"
 
+#include <ctype.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -172,4 +175,53 @@ mr_status mr__read_input(const mr_op_ctx *ctx, const char *path, mr_table **out,
         *out = rc == MR_OK ? head : NULL;
     }
     return rc;
+}
+
+/* "train.learning-rate" -> "MILLRACE_PARAM_TRAIN_LEARNING_RATE" */
+static char *param_env_name(const char *path)
+{
+    char *name = mr_asprintf("MILLRACE_PARAM_%s", path);
+    if (!name) return NULL;
+    for (char *p = name + 15; *p; p++) *p = isalnum((unsigned char)*p) ? (char)toupper((unsigned char)*p) : '_';
+    return name;
+}
+
+static void set_param_env(const mr_value *v, const char *prefix)
+{
+    if (v->kind == MR_V_MAP) {
+        for (size_t k = 0; k < v->n; k++) {
+            char *p = prefix[0] ? mr_asprintf("%s.%s", prefix, v->keys[k]) : mr_strdup(v->keys[k]);
+            if (p) set_param_env(v->items[k], p);
+            mr_free(p);
+        }
+        return;
+    }
+    mr_buf b;
+    mr_buf_init(&b);
+    if (v->kind == MR_V_SEQ) mr_value_to_json(v, 0, &b);
+    else mr_value_scalar_text(v, &b);
+    char *name = param_env_name(prefix);
+    if (name) setenv(name, b.data ? b.data : "", 1);
+    mr_free(name);
+    mr_buf_free(&b);
+}
+
+void mr__command_env(const mr_op_ctx *ctx, int threads, const char *params_file, const mr_value *params,
+                     const mr_value *env)
+{
+    char buf[32];
+    setenv("MILLRACE_STAGE", ctx->stage, 1);
+    setenv("MILLRACE_SMOKE", ctx->smoke ? "1" : "0", 1);
+    snprintf(buf, sizeof(buf), "%d", threads);
+    setenv("MILLRACE_THREADS", buf, 1);
+    setenv("OMP_NUM_THREADS", buf, 0);
+    setenv("MILLRACE_PARAMS_FILE", params_file, 1);
+    if (params) set_param_env(params, "");
+    for (size_t k = 0; env && env->kind == MR_V_MAP && k < env->n; k++) {
+        mr_buf b;
+        mr_buf_init(&b);
+        mr_value_scalar_text(env->items[k], &b);
+        setenv(env->keys[k], b.data ? b.data : "", 1);
+        mr_buf_free(&b);
+    }
 }

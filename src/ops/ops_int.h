@@ -60,4 +60,13 @@ extern const mr_op mr_op_evaluate;
 extern const mr_op mr_op_check;
 extern const mr_op mr_op_report;
 
+/* In a forked child about to run a command for the stage of ctx: the
+ * variables every command millrace starts sees — MILLRACE_STAGE,
+ * MILLRACE_SMOKE, MILLRACE_THREADS (and OMP_NUM_THREADS unless set),
+ * MILLRACE_PARAMS_FILE, one MILLRACE_PARAM_<PATH> per leaf of params
+ * (upper-cased, non-alphanumerics as '_'; lists as JSON) — then the
+ * stage's env mapping. */
+void mr__command_env(const mr_op_ctx *ctx, int threads, const char *params_file, const mr_value *params,
+                     const mr_value *env);
+
 #endif
