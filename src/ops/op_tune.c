@@ -33,7 +33,7 @@
 
 #include <jansson.h>
 
-#define TUNE_OP_VERSION 1
+#define TUNE_OP_VERSION 2 /* 2: trials.json and study.json hold no timings or cache facts */
 #define MAX_TRIALS 100000
 
 static const mr_param_def tune_params[] = {
@@ -928,7 +928,11 @@ static void poll_exec(study *s, trial *tr)
 }
 
 /* ---- trial bookkeeping --------------------------------------------------- */
-static json_t *trial_json(const study *s, int n, const trial *tr)
+/* One trial as JSON. run_facts adds what depends on this run rather than on
+ * the study's inputs — whether it came from the cache, its wall time and
+ * when it finished — for the run store's trial record; the stage's
+ * artifact (trials.json) leaves them out, so it is reproducible. */
+static json_t *trial_json(const study *s, int n, const trial *tr, int run_facts)
 {
     mr_buf pb;
     mr_buf_init(&pb);
@@ -947,9 +951,11 @@ static json_t *trial_json(const study *s, int n, const trial *tr)
     json_object_set_new(j, "round", json_integer((json_int_t)tr->n_curve));
     json_object_set_new(j, "metric_at_stop", tr->n_curve && !isnan(tr->curve[tr->n_curve - 1]) ? json_real(tr->curve[tr->n_curve - 1]) : json_null());
     json_object_set_new(j, "curve", curve);
-    json_object_set_new(j, "cached", json_boolean(tr->cached));
-    json_object_set_new(j, "wall_s", json_real(tr->wall_s));
-    json_object_set_new(j, "done_s", json_real(tr->done_s));
+    if (run_facts) {
+        json_object_set_new(j, "cached", json_boolean(tr->cached));
+        json_object_set_new(j, "wall_s", json_real(tr->wall_s));
+        json_object_set_new(j, "done_s", json_real(tr->done_s));
+    }
     if (tr->error) json_object_set_new(j, "error", json_string(tr->error));
     mr_buf_free(&pb);
     return j;
@@ -969,7 +975,7 @@ static void finish_trial(study *s, int n)
         if (!tr->error) tr->error = mr_strdup("no metric value was reported");
     }
     s->hist[n] = (mr_tune_trial){tr->x, tr->status, tr->value, tr->curve, tr->n_curve};
-    json_t *j = trial_json(s, n, tr);
+    json_t *j = trial_json(s, n, tr, 1);
     char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
     mr_error e;
     mr_error_init(&e);
@@ -1148,7 +1154,7 @@ static mr_status write_outputs(study *s, int n_started, mr_error *err)
             n_pruned, n_failed, n_cached);
     if (best < 0) return MR_ERR(err, MR_E_FAILED, "no trial of the study completed (%d pruned, %d failed)", n_pruned, n_failed);
     json_t *trials = json_array();
-    for (int n = 0; n < n_started; n++) json_array_append_new(trials, trial_json(s, n, &s->t[n]));
+    for (int n = 0; n < n_started; n++) json_array_append_new(trials, trial_json(s, n, &s->t[n], 0));
     /* importances over the complete and pruned trials (their best values) */
     size_t m = mr_tune_space_size(s->space), k = 0;
     double *xs = mr_calloc((size_t)n_started * (m ? m : 1), sizeof(double));
@@ -1171,10 +1177,10 @@ static mr_status write_outputs(study *s, int n_started, mr_error *err)
     mr_free(imp);
     mr_free(cat);
     json_t *bestp = json_object_get(json_array_get(trials, (size_t)best), "params");
-    json_t *study_j = json_pack("{s:O,s:f,s:i,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:o}", "best", bestp, "value", s->t[best].value,
+    json_t *study_j = json_pack("{s:O,s:f,s:i,s:s,s:s,s:i,s:i,s:i,s:i,s:o}", "best", bestp, "value", s->t[best].value,
                                 "trial", best, "metric", s->metric, "direction", s->maximize ? "maximize" : "minimize",
                                 "n_trials", n_started, "n_complete", n_complete, "n_pruned", n_pruned, "n_failed",
-                                n_failed, "n_cached", n_cached, "importance", jimp);
+                                n_failed, "importance", jimp);
     const char *files[3] = {"best.json", "study.json", "trials.json"};
     json_t *docs[3] = {bestp, study_j, trials};
     mr_status rc = MR_OK;

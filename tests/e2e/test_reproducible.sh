@@ -58,6 +58,16 @@ stages:
     slices: {numeric: [age], categorical: [plan]}
     bootstrap: {n: 50, seed: 2}
   report: {op: report, evaluate: "${stages.eval}", model: "${stages.model}"}
+  tune:
+    op: tune
+    train: ${stages.features.train}
+    valid: ${stages.features.valid}
+    label: label
+    exclude: [id]
+    params: {objective: binary, num_iterations: 20, metric: auc}
+    space: {num_leaves: {int: [4, 16]}, learning_rate: {loguniform: [0.05, 0.3]}}
+    n_trials: 3
+    seed: 4
 YAML
     (cd "$1" && python3 gen.py) || fail "gen.py in $1"
 }
@@ -85,26 +95,27 @@ b=$(new_ws workspace-b)
 write_ws "$a"
 write_ws "$b"
 expect_exit 0 mr -C "$a" run --json
-assert_eq "$(json 'd["executed"]')" 6 "workspace A: every stage executes"
+assert_eq "$(json 'd["executed"]')" 7 "workspace A: every stage executes"
 expect_exit 0 mr -C "$b" run -S train.learning_rate=0.3
 expect_exit 0 mr -C "$b" run --json
 assert_eq "$(json '" ".join(s["stage"] + "=" + s["status"] for s in d["stages"])')" \
-    "ingest=cached split=cached features=cached model=executed eval=executed report=executed" \
+    "ingest=cached split=cached features=cached model=executed eval=executed report=executed tune=cached" \
     "workspace B's second run serves the preparation from the cache"
 oa=$(lock_outputs "$a/millrace.lock")
 ob=$(lock_outputs "$b/millrace.lock")
 assert_eq "$(printf '%s\n' "$oa" | cut -d= -f1 | tr '\n' ' ')" \
-    "eval.out features.test features.train features.transform features.valid ingest.out model.out report.out split.test split.train split.valid " \
+    "eval.out features.test features.train features.transform features.valid ingest.out model.out report.out split.test split.train split.valid tune.out " \
     "the lock lists every output of every stage"
-for stage in ingest split features model eval report; do
+for stage in ingest split features model eval report tune; do
     assert_contains "$oa" "$stage." "the lock of A has outputs of $stage"
 done
 assert_eq "$ob" "$oa" "two fresh workspaces give the same output id for every stage"
 
-# Recomputing evaluate and report (forced) publishes the same bytes.
-expect_exit 0 mr -C "$a" run -f eval -f report --json
-assert_eq "$(json '[s["status"] for s in d["stages"] if s["stage"] in ("eval", "report")]' | tr '\n' ' ')" "executed executed " \
-    "forced: evaluate and report execute again"
+# Recomputing evaluate, report and tune (forced; the study's trials now come
+# from its trial cache) publishes the same bytes.
+expect_exit 0 mr -C "$a" run -f eval -f report -f tune --json
+assert_eq "$(json '[s["status"] for s in d["stages"] if s["stage"] in ("eval", "report", "tune")]' | tr '\n' ' ')" \
+    "executed executed executed " "forced: evaluate, report and tune execute again"
 assert_eq "$(lock_outputs "$a/millrace.lock")" "$oa" "and their outputs keep their ids"
 assert_not_contains "$(cat "$a/out/eval/metrics.json")" "seconds" "metrics.json holds no timing"
 expect_exit 0 mr -C "$a" show --json

@@ -55,6 +55,8 @@ stages:
     tune: ${stages.tune}
 YAML
 study() { python3 -c "import json,sys; print(json.load(open('out/tune/study.json'))[sys.argv[1]])" "$1"; }
+# From the run store: whether a trial came from the cache is a fact of the run, not of the artifact.
+n_cached() { "$MR_BIN" tune show tune --json | python3 -c "import json,sys; print(json.load(sys.stdin)['n_cached'])"; }
 
 expect_exit 0 mr run --json
 assert_eq "$(json 'd["executed"]')" 3 "tune, the downstream train and the report run"
@@ -70,7 +72,7 @@ PY
 )
 assert_eq "$tuning" True "the report has a tuning section: metric by trial, per-parameter scatters, importances, leaderboard"
 assert_eq "$(study n_trials)" 6 "the study ran 6 trials"
-assert_eq "$(study n_cached)" 0 "none from the cache the first time"
+assert_eq "$(n_cached)" 0 "none from the cache the first time"
 assert_contains "$(cat .millrace/logs/run-1/tune.log)" "study: data binned once for all trials" "the study bins the data once"
 assert_eq "$(grep -c "^trial [0-9]*: \(complete\|pruned\) at .*bins from cache" .millrace/logs/run-1/tune.log)" 6 \
     "every trial loads the binned matrices (its params do not change binning)"
@@ -85,7 +87,7 @@ assert_eq "$(json 'd["cached"]')" 3 "an unchanged study is one cache hit"
 
 expect_exit 0 mr run --json -S study.n_trials=10
 assert_eq "$(study n_trials)" 10 "raising n_trials to 10 extends the study"
-assert_eq "$(study n_cached)" 6 "the 6 finished trials come from the cache: only 4 new ones run"
+assert_eq "$(n_cached)" 6 "the 6 finished trials come from the cache: only 4 new ones run"
 assert_eq "$(python3 -c "import json; print(' '.join(t['key'] for t in json.load(open('out/tune/trials.json'))[:6]))")" "$first6" \
     "the first 6 trials of the extended study are the same trials"
 n_new=$(grep -c "^trial [0-9]*: \(complete\|pruned\) at" .millrace/logs/run-3/tune.log)
@@ -103,7 +105,7 @@ assert_contains "$T_ERR" "no trials recorded" "tune show of an unknown stage is 
 
 expect_exit 0 mr run --smoke --json tune
 assert_eq "$(study n_trials)" 2 "smoke mode runs two trials"
-assert_eq "$(study n_cached)" 0 "smoke trials never answer for full ones"
+assert_eq "$(n_cached)" 0 "smoke trials never answer for full ones"
 
 # ---- kill -9 mid-study, then resume ---------------------------------------
 ws2=$(new_ws kill)
