@@ -36,6 +36,77 @@ refused() {
     assert_eq "$(ls .millrace/logs 2>/dev/null | wc -l)" 0 "$5: no run was started"
 }
 
+# ---- features -----------------------------------------------------------------
+features() { # STEPS [EXTRA KEYS]: a features stage on prep (steps from line 18)
+    spec <<YAML
+  fx:
+    op: features
+    fit: \${stages.prep}
+    label: y
+$2
+    steps:
+$1
+YAML
+}
+
+features "      - standardise: {columns: [x]}" "    keep: [id]"
+for verb in run status dag params; do
+    expect_exit 2 mr $verb
+    assert_contains "$T_ERR" "millrace.yaml:18:9: stage 'fx': features: unknown step 'standardise'" "$verb: an unknown step at its line:col"
+    assert_contains "$T_ERR" "hint: did you mean 'standardize'?" "$verb: the step's did-you-mean"
+done
+assert_no_file data.csv "an unknown step runs no stage"
+
+features "      - onehot: {columns: [plan], othre: true}" "    keep: [id]"
+refused 18:35 fx "features: onehot: unknown key 'othre'" "did you mean 'other'?" "an unknown key of a step"
+
+features "      - onehot: {columns: [plan], top_k: -1}" "    keep: [id]"
+refused 18:42 fx "features: onehot: 'top_k' must be an integer in 0..1048576, got \"-1\"" "" "an encoding's option out of range"
+
+features "      - standardize: {columns: numerc}" "    keep: [id]"
+refused 18:32 fx "features: standardize: 'columns' is a list of names or one of numeric, categorical, all; got 'numerc'" \
+    "did you mean 'numeric'?" "a columns selector typo"
+
+features "      - clip: {columns: [x], lo: 3, hi: 1}" "    keep: [id]"
+refused 18:41 fx "features: clip: needs lo <= hi, got lo 3 and hi 1" "" "clip bounds the wrong way round"
+
+features "      - impute: {columns: [x], strategy: median, value: 0}" "    keep: [id]"
+refused 18:57 fx "features: impute: 'value' needs strategy constant, got strategy median" "" "an option of another strategy"
+
+# keep: a kept id named by a step that would make a feature of its name
+features "      - onehot: {columns: [plan]}
+      - standardize: {columns: [x, id]}" "    keep: [id]"
+refused 19:36 fx "features: standardize: column 'id' is under keep (copied unchanged, under its own name, into every output), so it cannot also be a feature of that name" \
+    "to keep 'id' as an id only, take it out of this step's columns; to use it as a feature, take it out of keep" \
+    "a kept column a step would make a feature of its name"
+features "      - ordinal: {columns: [plan]}" "    keep: [id, plan]"
+refused 18:29 fx "features: ordinal: column 'plan' is under keep" "to keep 'plan' as an id only, take it out of this step's columns" "a kept column ordinal would encode under its name"
+features "      - onehot: {columns: [plan]}" "    keep: [id, id]"
+refused 16:16 fx "features: keep: column 'id' is listed twice" "" "a column kept twice"
+
+# apply: part names are output names, values data
+features "      - onehot: {columns: [plan]}" "    keep: [id]
+    apply: {train: \"\${stages.prep}\"}"
+refused 17:13 fx "apply: part name 'train' is taken: every features stage has the outputs transform and train" \
+    "name the part otherwise" "an apply part named like a fixed output"
+features "      - onehot: {columns: [plan]}" "    keep: [id]
+    apply: {\"a/b\": \"\${stages.prep}\"}"
+refused 17:13 fx "apply: part name 'a/b' is not an output name" "a part name names an output (out/STAGE/NAME, \${stages.STAGE.NAME}): letters, digits, '_' and '-'" "an apply part name that is no output name"
+features "      - onehot: {columns: [plan]}" "    keep: [id]
+    apply:
+      test: {path: data.csv}"
+refused 18:13 fx "apply.test: expected a data path or \${stages.X}, got a mapping" "" "an apply value that is no data"
+
+# label: a column name
+spec <<'YAML'
+  fx:
+    op: features
+    fit: ${stages.prep}
+    label: ""
+    steps: [{onehot: {columns: [plan]}}]
+YAML
+refused 15:12 fx "label: expected a column name, got an empty string" "" "an empty label"
+
 # ---- package ------------------------------------------------------------------
 spec <<'YAML'
   pkg:
