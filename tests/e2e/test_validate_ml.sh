@@ -107,6 +107,57 @@ spec <<'YAML'
 YAML
 refused 15:12 fx "label: expected a column name, got an empty string" "" "an empty label"
 
+# ---- evaluate -----------------------------------------------------------------
+evaluate() { # EXTRA KEYS (from line 16)
+    spec <<YAML
+  eval:
+    op: evaluate
+    model: \${stages.model}
+    data: \${stages.prep}
+$1
+    label: y
+YAML
+}
+
+evaluate "    tier: fulll"
+for verb in run status dag params; do
+    expect_exit 2 mr $verb
+    assert_contains "$T_ERR" "millrace.yaml:16:11: stage 'eval': tier: expected fast or full, got \"fulll\"" "$verb: an unknown tier at its line:col"
+    assert_contains "$T_ERR" "hint: did you mean 'full'?" "$verb: the tier's did-you-mean"
+done
+assert_no_file data.csv "an unknown tier runs no stage"
+
+evaluate "    bootstrap: {n: 500000, seed: 1}"
+refused 16:20 eval "bootstrap.n: expected an integer in [0, 100000], got \"500000\"" "" "bootstrap resamples out of range"
+evaluate "    bootstrap: {n: 20.5}"
+refused 16:20 eval "bootstrap.n: expected an integer in [0, 100000], got \"20.5\"" "" "a fractional resample count"
+evaluate "    bootstrap: {alpha: 1.5}"
+refused 16:24 eval "bootstrap.alpha: expected a finite number in (0, 1), got \"1.5\"" "" "alpha out of range"
+evaluate "    bootstrap: {nn: 100}"
+refused 16:17 eval "bootstrap: unknown key 'nn'" "did you mean 'n'?" "an unknown bootstrap key"
+evaluate "    slices: {categorical: [plan], metric: acu}"
+refused 16:43 eval "slices.metric: unknown metric 'acu'" "did you mean 'auc'? metrics: auc, ap, roc_auc," "an unknown slice metric"
+evaluate "    slices: {numeric: [x], buckets: 0}"
+refused 16:37 eval "slices.buckets: expected an integer in [1, 100], got \"0\"" "" "slice buckets out of range"
+evaluate "    slices: {numeric: [x], min_rows: -3}"
+refused 16:38 eval "slices.min_rows: expected an integer >= 0, got \"-3\"" "" "a negative slice size"
+evaluate "    slices: {categorical: [plan, 3]}"
+refused 16:34 eval "slices.categorical: expected a column name, got \"3\"" "" "a slice column that is no name"
+evaluate "    slices: {categorical: {plan: 1}}"
+refused 16:27 eval "slices.categorical: expected a column name or a list of them, got a mapping" "" "slice columns that are no list"
+evaluate "    threshold: 1.5"
+refused 16:16 eval "threshold: expected a finite number in [0, 1], got \"1.5\"" "" "a threshold out of [0, 1]"
+evaluate "    top_k_wrong: 20000"
+refused 16:18 eval "top_k_wrong: expected an integer in [0, 10000], got \"20000\"" "" "too many error rows"
+evaluate "    sample_size: 0"
+refused 16:18 eval "sample_size: expected an integer >= 1, got \"0\"" "" "an empty fast-tier sample"
+evaluate "    prefix: \"test set\""
+refused 16:13 eval "prefix: expected a metric-name prefix (letters, digits, '_', '-', '.'), got \"test set\"" \
+    "metrics are recorded as PREFIX.auc" "a prefix that makes no metric name"
+evaluate "    raw: \${stages.prep}"
+refused 16:10 eval "raw: '\${stages.prep}' is the data itself; raw is the same rows before the features stage" \
+    "give the input of the features stage that made data" "raw naming the data itself"
+
 # ---- package ------------------------------------------------------------------
 spec <<'YAML'
   pkg:
@@ -144,5 +195,35 @@ spec <<'YAML'
     title: "churn\tmodel"
 YAML
 refused 15:12 rep "title: expected one line of text, got a control character (0x09) at byte 6" "leave title out" "a title with a tab"
+
+# ---- the same stages, written right, run ---------------------------------------
+spec <<'YAML'
+  fx:
+    op: features
+    fit: ${stages.prep}
+    apply: {again: "${stages.prep}"}
+    label: y
+    keep: [id]
+    steps:
+      - standardize: {columns: [x]}
+      - onehot: {columns: [plan]}
+  eval:
+    op: evaluate
+    model: ${stages.model}
+    data: ${stages.prep}
+    label: y
+    tier: full
+    bootstrap: {n: 1e1, alpha: 0.1, seed: 1}
+    slices: {categorical: [plan], metric: auc, buckets: 2, min_rows: 0}
+    threshold: 0.5
+  pkg: {op: package, model: "${stages.model}", name: churn}
+  rep: {op: report, model: "${stages.model}", evaluate: "${stages.eval}", title: churn model}
+YAML
+expect_exit 0 mr run
+assert_file out/fx/again/manifest.json "features: an apply part runs"
+assert_file out/pkg/model.mrb "package runs"
+assert_file out/rep/report.html "report runs"
+T_OUT=$(cat out/eval/metrics.json)
+assert_eq "$(json 'd["bootstrap"]["n"]')" 10 "evaluate: a whole float (1e1) is an integer setting"
 
 t_done
