@@ -119,8 +119,8 @@ static const char *got_text(const mr_value *v, char *buf, size_t cap)
 static mr_status bad_setting(const mr_value *v, const char *what, const char *want, mr_error *err)
 {
     char g[96];
-    mr_status rc = MR_ERR(err, MR_E_SCHEMA, "%s: expected %s, got %s", what, want, got_text(v, g, sizeof(g)));
-    mr_error_at(err, NULL, v->line, v->col);
+    mr_status rc = mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s: expected %s, got %s", what, want,
+                               got_text(v, g, sizeof(g)));
     mr_error_key(err, what);
     return rc;
 }
@@ -197,20 +197,11 @@ static mr_status slice_metric_setting(const mr_value *slices, eval_cfg *c, mr_er
         return MR_OK;
     }
     const char *names[MR_METRIC_COUNT_ + 2] = {"auc", "ap"};
-    char list[MR_ERR_MSG_MAX];
-    size_t off = 0;
     for (size_t k = 0; k < MR_METRIC_COUNT_; k++) names[k + 2] = mr_metric_name((mr_metric_id)k);
-    for (size_t k = 0; k < MR_METRIC_COUNT_ + 2 && off < sizeof(list); k++) {
-        int w = snprintf(list + off, sizeof(list) - off, "%s%s", k ? ", " : "", names[k]);
-        if (w > 0) off += (size_t)w;
-    }
     const mr_value *v = setting(slices, "metric");
-    rc = MR_ERR(err, MR_E_SCHEMA, "slices.metric: unknown metric '%s'", name);
-    mr_error_at(err, NULL, v->line, v->col);
+    rc = mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "slices.metric: unknown metric '%s'", name);
     mr_error_key(err, "slices.metric");
-    const char *best = mr_closest(name, names, MR_METRIC_COUNT_ + 2);
-    if (best) mr_error_hint(err, "did you mean '%s'? metrics: %s", best, list);
-    else mr_error_hint(err, "metrics: %s", list);
+    mr__hint_choices(err, name, names, MR_METRIC_COUNT_ + 2);
     return rc;
 }
 
@@ -243,9 +234,8 @@ static mr_status eval_settings(const mr_value *def, eval_cfg *c, mr_error *err)
     /* The same text is the same input, a ${stages.X} reference included. */
     const mr_value *data = mr_value_get(def, "data"), *raw = mr_value_get(def, "raw");
     if (data && raw && data->kind == MR_V_STR && raw->kind == MR_V_STR && !strcmp(data->str, raw->str)) {
-        rc = MR_ERR(err, MR_E_SCHEMA, "raw: '%s' is the data itself; raw is the same rows before the features stage",
-                    raw->str);
-        mr_error_at(err, NULL, raw->line, raw->col);
+        rc = mr__fail_at(err, raw->line, raw->col, MR_E_SCHEMA,
+                         "raw: '%s' is the data itself; raw is the same rows before the features stage", raw->str);
         mr_error_key(err, "raw");
         mr_error_hint(err, "give the input of the features stage that made data (e.g. raw: ${stages.split.test}), or "
                            "leave raw out");
@@ -256,11 +246,8 @@ static mr_status eval_settings(const mr_value *def, eval_cfg *c, mr_error *err)
     if ((rc = name_setting(def, "tier", "tier", "fast or full", "full", &c->tier, err)) != MR_OK) return rc;
     if (strcmp(c->tier, "fast") && strcmp(c->tier, "full")) {
         static const char *const tiers[] = {"fast", "full"};
-        const mr_value *t = setting(def, "tier");
-        rc = bad_setting(t, "tier", "fast or full", err);
-        const char *best = mr_closest(c->tier, tiers, 2);
-        if (best) mr_error_hint(err, "did you mean '%s'?", best);
-        else mr_error_hint(err, "fast: a stratified subsample, point metrics; full: every row, intervals, curves, slices, errors");
+        rc = bad_setting(setting(def, "tier"), "tier", "fast or full", err);
+        mr__hint_choices(err, c->tier, tiers, 2);
         return rc;
     }
     c->full = !strcmp(c->tier, "full");

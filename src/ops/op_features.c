@@ -39,17 +39,6 @@ static size_t features_outputs(const mr_value *def, const char **names, size_t m
  * validate (at load) and run call the same functions, so what is checked
  * when millrace.yaml is loaded is exactly what the stage runs with. */
 
-/* Does v, or anything inside it, hold a ${stages.X...} reference (a value
- * known only when the stage runs)? */
-static int deferred_anywhere(const mr_value *v)
-{
-    if (!v) return 0;
-    if (mr_op_value_deferred(v)) return 1;
-    for (size_t k = 0; (v->kind == MR_V_MAP || v->kind == MR_V_SEQ) && k < v->n; k++)
-        if (deferred_anywhere(v->items[k])) return 1;
-    return 0;
-}
-
 /* An output name: a path component (out/STAGE/NAME) and the last part of a
  * ${stages.STAGE.NAME} reference, so letters, digits, '_' and '-', not
  * starting with '-'. */
@@ -68,12 +57,7 @@ static mr_status check_parts(const mr_value *def, mr_error *err)
 {
     const mr_value *label = mr_value_get(def, "label"), *apply = mr_value_get(def, "apply");
     mr_status rc = MR_OK;
-    if (label && label->kind == MR_V_STR && !label->str[0]) {
-        rc = MR_ERR(err, MR_E_SCHEMA, "label: expected a column name, got an empty string");
-        mr_error_at(err, NULL, label->line, label->col);
-        mr_error_key(err, "label");
-        return rc;
-    }
+    if ((rc = mr__check_text(label, "label", "a column name", 0, err)) != MR_OK) return rc;
     for (size_t k = 0; apply && apply->kind == MR_V_MAP && k < apply->n; k++) {
         const char *name = apply->keys[k];
         const mr_value *src = apply->items[k];
@@ -123,7 +107,7 @@ static mr_status validate_features(const mr_op_validate_ctx *vc, mr_error *err)
 {
     mr_status rc = check_parts(vc->def, err);
     /* Steps or keep that read another stage's outputs are checked when it ran. */
-    if (rc != MR_OK || deferred_anywhere(mr_value_get(vc->def, "steps")) || deferred_anywhere(mr_value_get(vc->def, "keep")))
+    if (rc != MR_OK || mr__value_has_deferred(mr_value_get(vc->def, "steps")) || mr__value_has_deferred(mr_value_get(vc->def, "keep")))
         return rc;
     mr_features_spec *spec = NULL;
     rc = spec_of(vc->def, &spec, err);

@@ -158,12 +158,11 @@ mr_status mr__check_text(const mr_value *v, const char *key, const char *want, i
     for (const unsigned char *p = (const unsigned char *)v->str; one_line && *p && !bad; p++)
         if (*p < 0x20 || *p == 0x7f) bad = p;
     if (v->str[0] && !bad) return MR_OK;
-    mr_status rc;
-    if (!v->str[0]) rc = MR_ERR(err, MR_E_SCHEMA, "%s: expected %s, got an empty string", key, want);
-    else
-        rc = MR_ERR(err, MR_E_SCHEMA, "%s: expected %s, got a control character (0x%02x) at byte %zu", key, want, *bad,
-                    (size_t)(bad - (const unsigned char *)v->str) + 1);
-    mr_error_at(err, NULL, v->line, v->col);
+    mr_status rc = !v->str[0]
+                       ? mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s: expected %s, got an empty string", key, want)
+                       : mr__fail_at(err, v->line, v->col, MR_E_SCHEMA,
+                                     "%s: expected %s, got a control character (0x%02x) at byte %zu", key, want, *bad,
+                                     (size_t)(bad - (const unsigned char *)v->str) + 1);
     mr_error_key(err, key);
     return rc;
 }

@@ -136,7 +136,13 @@ refused 16:24 eval "bootstrap.alpha: expected a finite number in (0, 1), got \"1
 evaluate "    bootstrap: {nn: 100}"
 refused 16:17 eval "bootstrap: unknown key 'nn'" "did you mean 'n'?" "an unknown bootstrap key"
 evaluate "    slices: {categorical: [plan], metric: acu}"
-refused 16:43 eval "slices.metric: unknown metric 'acu'" "did you mean 'auc'? metrics: auc, ap, roc_auc," "an unknown slice metric"
+refused 16:43 eval "slices.metric: unknown metric 'acu'" "did you mean 'auc'?" "an unknown slice metric"
+evaluate "    slices: {metric: zzzzzz}"
+refused 16:22 eval "slices.metric: unknown metric 'zzzzzz'" \
+    "expected one of: auc, ap, roc_auc, average_precision, logloss, brier, accuracy, precision, recall, f1, macro_f1, micro_f1, rmse, mae, r2, mape" \
+    "a slice metric far from any: the hint lists them"
+evaluate "    tier: quick"
+refused 16:11 eval "tier: expected fast or full, got \"quick\"" "expected one of: fast, full" "a tier far from both"
 evaluate "    slices: {numeric: [x], buckets: 0}"
 refused 16:37 eval "slices.buckets: expected an integer in [1, 100], got \"0\"" "" "slice buckets out of range"
 evaluate "    slices: {numeric: [x], min_rows: -3}"
