@@ -191,7 +191,7 @@ static mr_status slice_metric_setting(const mr_value *slices, eval_cfg *c, mr_er
     const char *name = NULL;
     mr_status rc = name_setting(slices, "metric", "slices.metric", "a metric name", NULL, &name, err);
     if (rc != MR_OK || !name) return rc;
-    const char *nm = !strcmp(name, "auc") ? "roc_auc" : !strcmp(name, "ap") ? "avg_precision" : name;
+    const char *nm = !strcmp(name, "auc") ? "roc_auc" : !strcmp(name, "ap") ? "average_precision" : name;
     if (mr_metric_by_name(nm, &c->slice_id, NULL) == MR_OK) {
         c->slice_metric = name;
         return MR_OK;

@@ -220,7 +220,7 @@ spec <<'YAML'
     label: y
     tier: full
     bootstrap: {n: 1e1, alpha: 0.1, seed: 1}
-    slices: {categorical: [plan], metric: auc, buckets: 2, min_rows: 0}
+    slices: {categorical: [plan], metric: ap, buckets: 2, min_rows: 0}
     threshold: 0.5
   pkg: {op: package, model: "${stages.model}", name: churn}
   rep: {op: report, model: "${stages.model}", evaluate: "${stages.eval}", title: churn model}
@@ -231,5 +231,7 @@ assert_file out/pkg/model.mrb "package runs"
 assert_file out/rep/report.html "report runs"
 T_OUT=$(cat out/eval/metrics.json)
 assert_eq "$(json 'd["bootstrap"]["n"]')" 10 "evaluate: a whole float (1e1) is an integer setting"
+T_OUT=$(cat out/eval/slices.json)
+assert_eq "$(json 'd["metric"]')" average_precision "evaluate: slices.metric ap is average precision"
 
 t_done
