@@ -86,10 +86,15 @@ size_t mr_features_spec_n_steps(const mr_features_spec *s);
  * an earlier list. At fit time a kept column must exist (MR_E_NOT_FOUND);
  * it is not an input, and selectors skip it, unless onehot, hash or
  * target_encode encode it (their outputs have other names, so the raw
- * column and its encoding both appear); a step that names a kept column
- * and would output a feature under the column's own name (a numeric step,
- * ordinal) is MR_E_SCHEMA with a hint saying which to remove.
- * Errors: MR_E_PARSE (not a name, a name twice; line:col), MR_E_NOMEM. */
+ * column and its encoding both appear). A step that names a kept column
+ * and would output a feature under the column's own name is MR_E_SCHEMA
+ * with a hint saying which to remove: here, for the steps where that needs
+ * no data (standardize, minmax, log1p, clip, bucketize, ordinal; error
+ * position = the name in the step's list, key = the column), and at fit
+ * time for a numeric column under impute. Call it after
+ * mr_features_spec_parse; on error the keep list is empty.
+ * Errors: MR_E_PARSE (not a name, a name twice; line:col), MR_E_SCHEMA,
+ * MR_E_NOMEM. */
 mr_status mr_features_spec_set_keep(mr_features_spec *s, const mr_value *keep, mr_error *err);
 
 /* ---- fitted transform ----------------------------------------------------- */

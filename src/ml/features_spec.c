@@ -1,7 +1,10 @@
 /* Parses a features `steps:` sequence (an mr_value tree from YAML) into
  * ft_step records, checking step names, keys, types and ranges with
- * positions and did-you-mean hints. Column names are resolved later, at fit
- * time, against the training table. */
+ * positions and did-you-mean hints, and the `keep` list against the steps.
+ * Everything here needs no data: the features op runs it when millrace.yaml
+ * is loaded. Column names are resolved later, at fit time, against the
+ * training table. */
+#include <stdio.h>
 #include <string.h>
 
 #include "ml/features_int.h"
@@ -25,6 +28,8 @@ static const char *const *const step_keys[FT_STEP__COUNT] = {
     keys_impute, keys_plain, keys_plain, keys_plain, keys_clip, keys_bucketize,
     keys_onehot, keys_ordinal, keys_hash, keys_target, keys_plain,
 };
+
+static const char *const strategy_names[] = {"mean", "median", "most_frequent", "constant"}; /* ft_strategy order */
 
 /* Caps that keep a typo from allocating gigabytes of output columns. */
 #define MAX_BINS 65536u
@@ -54,15 +59,34 @@ static mr_status perr_at(pctx *p, long line, long col, const char *hint_word, co
 
 #define PERR(p, v, fmt, a, b) perr_at((p), (v) ? (v)->line : 0, (v) ? (v)->col : 0, NULL, NULL, 0, fmt, a, b)
 
+/* What a value is, for "got ...": a scalar's text in quotes, else its kind. */
+static const char *got(const mr_value *v, char *buf, size_t cap)
+{
+    if (!v) return "nothing";
+    if (v->kind == MR_V_MAP) return "a mapping";
+    if (v->kind == MR_V_SEQ) return "a list";
+    if (v->kind == MR_V_NULL || !v->str) return mr_vkind_name(v->kind);
+    snprintf(buf, cap, "\"%s\"", v->str);
+    return buf;
+}
+
+/* "features: STEP: 'KEY' must be WHAT, got ..." at v's position. */
+static mr_status bad_value(pctx *p, const mr_value *v, const char *step, const char *key, const char *what)
+{
+    char g[96];
+    mr_status rc = MR_ERR(p->err, MR_E_PARSE, "features: %s: '%s' must be %s, got %s", step, key, what,
+                          got(v, g, sizeof(g)));
+    mr_error_at(p->err, p->source, v->line, v->col);
+    return rc;
+}
+
 static mr_status get_uint(pctx *p, const mr_value *v, const char *step, const char *key, uint32_t lo, uint32_t hi,
                           uint32_t *out)
 {
     if (v->kind != MR_V_INT || v->u.i < (int64_t)lo || v->u.i > (int64_t)hi) {
         char range[64];
-        snprintf(range, sizeof(range), "%u..%u", lo, hi);
-        mr_status rc = MR_ERR(p->err, MR_E_PARSE, "features: %s: '%s' must be an integer in %s", step, key, range);
-        mr_error_at(p->err, p->source, v->line, v->col);
-        return rc;
+        snprintf(range, sizeof(range), "an integer in %u..%u", lo, hi);
+        return bad_value(p, v, step, key, range);
     }
     *out = (uint32_t)v->u.i;
     return MR_OK;
@@ -72,20 +96,20 @@ static mr_status get_num(pctx *p, const mr_value *v, const char *step, const cha
 {
     if (v->kind == MR_V_INT) *out = (double)v->u.i;
     else if (v->kind == MR_V_FLOAT) *out = v->u.f;
-    else return PERR(p, v, "features: %s: '%s' must be a number", step, key);
+    else return bad_value(p, v, step, key, "a number");
     return MR_OK;
 }
 
 static mr_status get_bool(pctx *p, const mr_value *v, const char *step, const char *key, int *out)
 {
-    if (v->kind != MR_V_BOOL) return PERR(p, v, "features: %s: '%s' must be true or false", step, key);
+    if (v->kind != MR_V_BOOL) return bad_value(p, v, step, key, "true or false");
     *out = v->u.b;
     return MR_OK;
 }
 
 static mr_status get_seed(pctx *p, const mr_value *v, const char *step, uint64_t *out)
 {
-    if (v->kind != MR_V_INT || v->u.i < 0) return PERR(p, v, "features: %s: '%s' must be a non-negative integer", step, "seed");
+    if (v->kind != MR_V_INT || v->u.i < 0) return bad_value(p, v, step, "seed", "a non-negative integer");
     *out = (uint64_t)v->u.i;
     return MR_OK;
 }
@@ -106,7 +130,7 @@ static mr_status parse_columns(pctx *p, ft_step *st, const mr_value *v)
         return MR_OK;
     }
     if (v->kind != MR_V_SEQ || v->n == 0)
-        return PERR(p, v, "features: %s: 'columns' must be a non-empty list of column names%s", sn, "");
+        return bad_value(p, v, sn, "columns", "a non-empty list of column names or numeric, categorical, all");
     st->sel = FT_SEL_LIST;
     st->cols = mr_calloc(v->n, sizeof(char *));
     st->col_lines = mr_calloc(v->n, sizeof(long));
@@ -114,7 +138,7 @@ static mr_status parse_columns(pctx *p, ft_step *st, const mr_value *v)
     if (!st->cols || !st->col_lines || !st->col_cols) return MR_ERR(p->err, MR_E_NOMEM, "features: out of memory");
     for (size_t i = 0; i < v->n; i++) {
         const mr_value *c = v->items[i];
-        if (c->kind != MR_V_STR || !c->str[0]) return PERR(p, c, "features: %s: column names must be strings%s", sn, "");
+        if (c->kind != MR_V_STR || !c->str[0]) return bad_value(p, c, sn, "columns", "a list of column names (strings)");
         for (size_t j = 0; j < st->n_cols; j++)
             if (strcmp(st->cols[j], c->str) == 0)
                 return PERR(p, c, "features: %s: column '%s' is listed twice", sn, c->str);
@@ -134,8 +158,11 @@ static mr_status parse_params(pctx *p, ft_step *st, const mr_value *params)
     size_t n_keys = 0;
     while (keys[n_keys]) n_keys++;
     mr_status rc;
-    if (!params || params->kind != MR_V_MAP)
-        return PERR(p, params, "features: %s: expected a mapping of parameters (at least 'columns')%s", sn, "");
+    if (!params || params->kind != MR_V_MAP) {
+        char g[96];
+        return PERR(p, params, "features: %s: expected a mapping of parameters (at least 'columns'), got %s", sn,
+                    got(params, g, sizeof(g)));
+    }
     for (size_t i = 0; i < params->n; i++) {
         size_t k = 0;
         while (k < n_keys && strcmp(params->keys[i], keys[k]) != 0) k++;
@@ -151,18 +178,22 @@ static mr_status parse_params(pctx *p, ft_step *st, const mr_value *params)
     case FT_STEP_IMPUTE:
         st->strategy = FT_MEAN;
         if ((v = mr_value_get(params, "strategy"))) {
-            static const char *const strat[] = {"mean", "median", "most_frequent", "constant"};
+            const char *const *strat = strategy_names;
             size_t k = 0;
             while (v->kind == MR_V_STR && k < 4 && strcmp(v->str, strat[k]) != 0) k++;
             if (v->kind != MR_V_STR || k == 4)
+            {
+                char g[96];
                 return perr_at(p, v->line, v->col, v->kind == MR_V_STR ? v->str : NULL, strat, 4,
-                               "features: %s: strategy must be mean, median, most_frequent or constant; got '%s'", sn,
-                               v->str ? v->str : "?");
+                               "features: %s: 'strategy' must be mean, median, most_frequent or constant, got %s", sn,
+                               got(v, g, sizeof(g)));
+            }
             st->strategy = (ft_strategy)k;
         }
         if ((v = mr_value_get(params, "value"))) {
             if (st->strategy != FT_CONSTANT)
-                return PERR(p, v, "features: %s: 'value' needs strategy constant%s", sn, "");
+                return PERR(p, v, "features: %s: 'value' needs strategy constant, got strategy %s", sn,
+                            mr_value_get(params, "strategy") ? strategy_names[st->strategy] : "mean (the default)");
             if (v->kind == MR_V_INT || v->kind == MR_V_FLOAT) {
                 st->has_fill_num = 1;
                 st->fill_num = v->kind == MR_V_INT ? (double)v->u.i : v->u.f;
@@ -173,7 +204,7 @@ static mr_status parse_params(pctx *p, ft_step *st, const mr_value *params)
                 st->has_fill_str = 1;
             }
             if (!st->has_fill_num && !st->has_fill_str)
-                return PERR(p, v, "features: %s: 'value' must be a number or a string%s", sn, "");
+                return bad_value(p, v, sn, "value", "a number or a string");
         }
         if ((v = mr_value_get(params, "indicator")) && (rc = get_bool(p, v, sn, "indicator", &st->indicator)) != MR_OK)
             return rc;
@@ -185,8 +216,11 @@ static mr_status parse_params(pctx *p, ft_step *st, const mr_value *params)
         if (!lo && !hi) return PERR(p, params, "features: %s: give 'lo', 'hi' or both%s", sn, "");
         if (lo && (rc = get_num(p, lo, sn, "lo", &st->lo)) != MR_OK) return rc;
         if (hi && (rc = get_num(p, hi, sn, "hi", &st->hi)) != MR_OK) return rc;
-        if (isnan(st->lo) || isnan(st->hi) || st->lo > st->hi)
-            return PERR(p, params, "features: %s: needs lo <= hi%s", sn, "");
+        if (isnan(st->lo) || isnan(st->hi) || st->lo > st->hi) {
+            char g[128];
+            snprintf(g, sizeof(g), "lo %s and hi %s", lo && lo->str ? lo->str : "-inf", hi && hi->str ? hi->str : "inf");
+            return PERR(p, hi ? hi : lo, "features: %s: needs lo <= hi, got %s", sn, g);
+        }
         break;
     }
     case FT_STEP_BUCKETIZE:
@@ -220,7 +254,7 @@ static mr_status parse_params(pctx *p, ft_step *st, const mr_value *params)
         st->folds = 5;
         st->smoothing = 10.0;
         if ((v = mr_value_get(params, "label"))) {
-            if (v->kind != MR_V_STR || !v->str[0]) return PERR(p, v, "features: %s: 'label' must be a column name%s", sn, "");
+            if (v->kind != MR_V_STR || !v->str[0]) return bad_value(p, v, sn, "label", "a column name");
             if (!(st->label = mr_strdup(v->str))) return MR_ERR(p->err, MR_E_NOMEM, "features: out of memory");
         }
         if ((v = mr_value_get(params, "folds")) && (rc = get_uint(p, v, sn, "folds", 2, FT_MAX_FOLDS, &st->folds)) != MR_OK)
@@ -228,7 +262,7 @@ static mr_status parse_params(pctx *p, ft_step *st, const mr_value *params)
         if ((v = mr_value_get(params, "smoothing"))) {
             if ((rc = get_num(p, v, sn, "smoothing", &st->smoothing)) != MR_OK) return rc;
             if (!(st->smoothing >= 0.0) || !isfinite(st->smoothing))
-                return PERR(p, v, "features: %s: 'smoothing' must be a finite number >= 0%s", sn, "");
+                return bad_value(p, v, sn, "smoothing", "a finite number >= 0");
         }
         if ((v = mr_value_get(params, "seed")) && (rc = get_seed(p, v, sn, &st->seed)) != MR_OK) return rc;
         break;
@@ -286,7 +320,9 @@ mr_status mr_features_spec_parse(const mr_value *steps, const char *source, mr_f
         goto fail;
     }
     if (!steps || steps->kind != MR_V_SEQ) {
-        rc = PERR(&p, steps, "features: steps must be a list, e.g. - standardize: {columns: numeric}%s%s", "", "");
+        char g[96];
+        rc = PERR(&p, steps, "features: steps must be a list, e.g. - standardize: {columns: numeric}; got %s%s",
+                  got(steps, g, sizeof(g)), "");
         goto fail;
     }
     if (steps->n && !(s->steps = mr_calloc(steps->n, sizeof(ft_step)))) {
@@ -297,7 +333,10 @@ mr_status mr_features_spec_parse(const mr_value *steps, const char *source, mr_f
         const mr_value *item = steps->items[i];
         ft_step *st = &s->steps[s->n_steps++];
         if (item->kind != MR_V_MAP || item->n != 1) {
-            rc = PERR(&p, item, "features: each step must be a one-key mapping {step: {params}}%s%s", "", "");
+            char g[96];
+            if (item->kind == MR_V_MAP) snprintf(g, sizeof(g), "a mapping of %zu keys", item->n);
+            rc = PERR(&p, item, "features: each step must be a one-key mapping {step: {params}}, got %s%s",
+                      item->kind == MR_V_MAP ? g : got(item, g, sizeof(g)), "");
             goto fail;
         }
         const char *name = item->keys[0];
@@ -320,9 +359,57 @@ fail:
     return rc;
 }
 
+/* Does a step of this kind, naming a column explicitly, always make a
+ * feature under the column's own name (or fail on the column's type)? The
+ * numeric steps and ordinal do; impute depends on the column's type (a
+ * numeric impute keeps the name, a string impute alone makes no feature),
+ * so the fit decides it (features_fit.c, account()); onehot, hash and
+ * target_encode make outputs of other names; drop makes none. */
+static int keeps_own_name(ft_step_kind k)
+{
+    switch (k) {
+    case FT_STEP_STANDARDIZE:
+    case FT_STEP_MINMAX:
+    case FT_STEP_LOG1P:
+    case FT_STEP_CLIP:
+    case FT_STEP_BUCKETIZE:
+    case FT_STEP_ORDINAL: return 1;
+    default: return 0;
+    }
+}
+
+/* A kept column named by a step that would make a feature of its name: the
+ * copy under keep takes that name. Needs no data, so it is found when the
+ * spec is loaded; the same rule, with the column's type known, is checked
+ * again by the fit for impute. */
+static mr_status keep_conflicts(pctx *p, const mr_features_spec *s)
+{
+    for (size_t k = 0; k < s->n_keep; k++)
+        for (size_t j = 0; j < s->n_steps; j++) {
+            const ft_step *st = &s->steps[j];
+            if (st->sel != FT_SEL_LIST || !keeps_own_name(st->kind)) continue;
+            for (size_t i = 0; i < st->n_cols; i++) {
+                if (strcmp(st->cols[i], s->keep[k]) != 0) continue;
+                mr_status rc = MR_ERR(p->err, MR_E_SCHEMA,
+                                      "features: %s: column '%s' is under keep (copied unchanged, under its own name, "
+                                      "into every output), so it cannot also be a feature of that name",
+                                      step_names[st->kind], s->keep[k]);
+                mr_error_hint(p->err,
+                              "to keep '%s' as an id only, take it out of this step's columns; to use it as a feature, "
+                              "take it out of keep",
+                              s->keep[k]);
+                mr_error_at(p->err, p->source, st->col_lines[i], st->col_cols[i]);
+                mr_error_key(p->err, s->keep[k]);
+                return rc;
+            }
+        }
+    return MR_OK;
+}
+
 mr_status mr_features_spec_set_keep(mr_features_spec *s, const mr_value *keep, mr_error *err)
 {
     pctx p = {.source = s->source, .err = err};
+    char g[96];
     keep_free(s);
     if (!keep) return MR_OK;
     const mr_value *const *items = &keep;
@@ -340,7 +427,7 @@ mr_status mr_features_spec_set_keep(mr_features_spec *s, const mr_value *keep, m
         const mr_value *c = items[i];
         mr_status rc = MR_OK;
         if (c->kind != MR_V_STR || !c->str[0])
-            rc = PERR(&p, c, "features: keep: expected a column name or a list of them%s%s", "", "");
+            rc = PERR(&p, c, "features: keep: expected a column name or a list of them, got %s%s", got(c, g, sizeof(g)), "");
         for (size_t j = 0; rc == MR_OK && j < s->n_keep; j++)
             if (strcmp(s->keep[j], c->str) == 0)
                 rc = PERR(&p, c, "features: keep: column '%s' is listed twice%s", c->str, "");
@@ -354,5 +441,7 @@ mr_status mr_features_spec_set_keep(mr_features_spec *s, const mr_value *keep, m
         s->keep_cols[s->n_keep] = c->col;
         s->n_keep++;
     }
-    return MR_OK;
+    mr_status rc = keep_conflicts(&p, s);
+    if (rc != MR_OK) keep_free(s);
+    return rc;
 }

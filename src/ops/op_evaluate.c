@@ -68,7 +68,8 @@ typedef struct eval_cfg {
     double alpha, threshold;
     const char **pass, **cats, **nums;
     size_t n_pass, n_cats, n_nums;
-    const char *slice_metric;
+    const char *slice_metric; /* as written (NULL: the task's default) */
+    mr_metric_id slice_id;    /* what it names, when given */
 } eval_cfg;
 
 /* JSON number, or null when not finite (JSON has no inf/NaN). */
@@ -91,54 +92,217 @@ static mr_status write_json(const char *dir, const char *name, json_t *j, mr_err
     return rc;
 }
 
-static mr_status parse_cfg(const mr_value *def, eval_cfg *c, mr_error *err)
+/* ---- settings: what the definition says, checked without data ------------
+ * eval_settings reads every setting of the definition into an eval_cfg;
+ * validate (at load) and run both call it, so what is checked when
+ * millrace.yaml is loaded is what the stage runs with. Errors point at the
+ * value (line:col) and say what was expected and what was found. */
+
+/* map[key], or NULL when absent, null (the default) or a ${stages.X...}
+ * value, known only when the stage runs (at load; at run time none is left). */
+static const mr_value *setting(const mr_value *map, const char *key)
+{
+    const mr_value *v = map && map->kind == MR_V_MAP ? mr_value_get(map, key) : NULL;
+    return v && v->kind != MR_V_NULL && !mr_op_value_deferred(v) ? v : NULL;
+}
+
+/* "got ..." text of v: a scalar as written, in quotes, else its kind. */
+static const char *got_text(const mr_value *v, char *buf, size_t cap)
+{
+    if (v->kind == MR_V_MAP) return "a mapping";
+    if (v->kind == MR_V_SEQ) return "a list";
+    if (!v->str) return mr_vkind_name(v->kind);
+    snprintf(buf, cap, "\"%s\"", v->str);
+    return buf;
+}
+
+static mr_status bad_setting(const mr_value *v, const char *what, const char *want, mr_error *err)
+{
+    char g[96];
+    mr_status rc = mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s: expected %s, got %s", what, want,
+                               got_text(v, g, sizeof(g)));
+    mr_error_key(err, what);
+    return rc;
+}
+
+/* A number in a range: lo/hi (+-INFINITY: unbounded), open_lo/open_hi
+ * exclude the bound, integral asks for a whole number (1e3 is one). dflt
+ * when absent. what names the setting ("bootstrap.n"). */
+typedef struct num_rule {
+    double lo, hi;
+    int open_lo, open_hi, integral;
+} num_rule;
+
+static mr_status num_setting(const mr_value *map, const char *key, const char *what, double dflt, num_rule r,
+                             double *out, mr_error *err)
+{
+    const mr_value *v = setting(map, key);
+    *out = dflt;
+    if (!v) return MR_OK;
+    double x = v->kind == MR_V_INT ? (double)v->u.i : v->kind == MR_V_FLOAT ? v->u.f : NAN;
+    int ok = (v->kind == MR_V_INT || v->kind == MR_V_FLOAT) && isfinite(x);
+    ok = ok && (r.open_lo ? x > r.lo : x >= r.lo) && (r.open_hi ? x < r.hi : x <= r.hi);
+    ok = ok && (!r.integral || (x == floor(x) && fabs(x) < 9.2e18));
+    if (ok) {
+        *out = x;
+        return MR_OK;
+    }
+    char want[96];
+    int w = snprintf(want, sizeof(want), "%s", r.integral ? "an integer" : "a finite number");
+    if (w > 0 && (size_t)w < sizeof(want) && !(isinf(r.lo) && isinf(r.hi))) {
+        if (isinf(r.hi)) snprintf(want + w, sizeof(want) - (size_t)w, " %s %g", r.open_lo ? ">" : ">=", r.lo);
+        else snprintf(want + w, sizeof(want) - (size_t)w, " in %c%g, %g%c", r.open_lo ? '(' : '[', r.lo, r.hi,
+                      r.open_hi ? ')' : ']');
+    }
+    return bad_setting(v, what, want, err);
+}
+
+/* A string setting that names something (a column, a path): not empty. */
+static mr_status name_setting(const mr_value *map, const char *key, const char *what, const char *want,
+                              const char *dflt, const char **out, mr_error *err)
+{
+    const mr_value *v = setting(map, key);
+    *out = dflt;
+    if (!v) return MR_OK;
+    if (v->kind != MR_V_STR) return bad_setting(v, what, want, err);
+    *out = v->str;
+    return mr__check_text(v, what, want, 0, err);
+}
+
+/* A column list: a name or a list of names (borrowed; array caller-freed). */
+static mr_status columns_setting(const mr_value *map, const char *key, const char *what, const char ***out, size_t *n,
+                                 mr_error *err)
+{
+    const mr_value *v = setting(map, key);
+    *out = NULL;
+    *n = 0;
+    if (v && v->kind != MR_V_STR && v->kind != MR_V_SEQ) return bad_setting(v, what, "a column name or a list of them", err);
+    for (size_t k = 0; v && v->kind == MR_V_SEQ && k < v->n; k++)
+        if (v->items[k]->kind != MR_V_STR || !v->items[k]->str[0])
+            return bad_setting(v->items[k], what, "a column name", err);
+    *out = mr__strings_of(map && map->kind == MR_V_MAP ? map : NULL, key, n);
+    return *out ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+}
+
+/* The metric names slices.metric takes: the short names metrics.json uses
+ * for AUC and AP, then the metrics library's names. */
+static mr_status slice_metric_setting(const mr_value *slices, eval_cfg *c, mr_error *err)
+{
+    const char *name = NULL;
+    mr_status rc = name_setting(slices, "metric", "slices.metric", "a metric name", NULL, &name, err);
+    if (rc != MR_OK || !name) return rc;
+    const char *nm = !strcmp(name, "auc") ? "roc_auc" : !strcmp(name, "ap") ? "average_precision" : name;
+    if (mr_metric_by_name(nm, &c->slice_id, NULL) == MR_OK) {
+        c->slice_metric = name;
+        return MR_OK;
+    }
+    const char *names[MR_METRIC_COUNT_ + 2] = {"auc", "ap"};
+    for (size_t k = 0; k < MR_METRIC_COUNT_; k++) names[k + 2] = mr_metric_name((mr_metric_id)k);
+    const mr_value *v = setting(slices, "metric");
+    rc = mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "slices.metric: unknown metric '%s'", name);
+    mr_error_key(err, "slices.metric");
+    mr__hint_choices(err, name, names, MR_METRIC_COUNT_ + 2);
+    return rc;
+}
+
+/* A metric-name prefix (PREFIX.auc in the run store): letters, digits, '_',
+ * '-' and '.', not starting or ending with '.'. */
+static int prefix_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (!n || s[0] == '.' || s[n - 1] == '.') return 0;
+    for (size_t k = 0; k < n; k++)
+        if (!((s[k] >= 'a' && s[k] <= 'z') || (s[k] >= 'A' && s[k] <= 'Z') || (s[k] >= '0' && s[k] <= '9') ||
+              strchr("_-.", s[k])))
+            return 0;
+    return 1;
+}
+
+static const num_rule ANY_INT = {-INFINITY, INFINITY, 0, 0, 1};
+
+/* Every setting of the definition, typed and in range. c->pass, cats and
+ * nums are caller-freed, also on error. */
+static mr_status eval_settings(const mr_value *def, eval_cfg *c, mr_error *err)
 {
     double v;
     mr_status rc;
+    const char *path = NULL;
     memset(c, 0, sizeof(*c));
-    c->label = mr__opt_str(def, "label", NULL);
-    c->id = mr__opt_str(def, "id", NULL);
-    c->tier = mr__opt_str(def, "tier", "full");
-    c->prefix = mr__opt_str(def, "prefix", "test");
+    static const char *const paths[] = {"model", "data", "features", "raw"};
+    for (size_t k = 0; k < 4; k++)
+        if ((rc = name_setting(def, paths[k], paths[k], "a path or ${stages.X}", NULL, &path, err)) != MR_OK) return rc;
+    /* The same text is the same input, a ${stages.X} reference included. */
+    const mr_value *data = mr_value_get(def, "data"), *raw = mr_value_get(def, "raw");
+    if (data && raw && data->kind == MR_V_STR && raw->kind == MR_V_STR && !strcmp(data->str, raw->str)) {
+        rc = mr__fail_at(err, raw->line, raw->col, MR_E_SCHEMA,
+                         "raw: '%s' is the data itself; raw is the same rows before the features stage", raw->str);
+        mr_error_key(err, "raw");
+        mr_error_hint(err, "give the input of the features stage that made data (e.g. raw: ${stages.split.test}), or "
+                           "leave raw out");
+        return rc;
+    }
+    if ((rc = name_setting(def, "label", "label", "a column name", NULL, &c->label, err)) != MR_OK) return rc;
+    if ((rc = name_setting(def, "id", "id", "a column name", NULL, &c->id, err)) != MR_OK) return rc;
+    if ((rc = name_setting(def, "tier", "tier", "fast or full", "full", &c->tier, err)) != MR_OK) return rc;
     if (strcmp(c->tier, "fast") && strcmp(c->tier, "full")) {
-        rc = MR_ERR(err, MR_E_INVALID_ARG, "tier must be 'fast' or 'full', got '%s'", c->tier);
-        mr_error_key(err, "tier");
+        static const char *const tiers[] = {"fast", "full"};
+        rc = bad_setting(setting(def, "tier"), "tier", "fast or full", err);
+        mr__hint_choices(err, c->tier, tiers, 2);
         return rc;
     }
     c->full = !strcmp(c->tier, "full");
-    if ((rc = mr__opt_num(def, "evaluate", "sample_size", 10000, &v, err)) != MR_OK) return rc;
-    if (v < 1) return MR_ERR(err, MR_E_INVALID_ARG, "sample_size must be >= 1");
+    if ((rc = name_setting(def, "prefix", "prefix", "a metric-name prefix", "test", &c->prefix, err)) != MR_OK) return rc;
+    if (!prefix_ok(c->prefix)) {
+        rc = bad_setting(setting(def, "prefix"), "prefix", "a metric-name prefix (letters, digits, '_', '-', '.')", err);
+        mr_error_hint(err, "metrics are recorded as PREFIX.auc, PREFIX.logloss, ...");
+        return rc;
+    }
+    if ((rc = num_setting(def, "sample_size", "sample_size", 10000, (num_rule){1, INFINITY, 0, 0, 1}, &v, err)) != MR_OK)
+        return rc;
     c->sample_size = (size_t)v;
-    if ((rc = mr__opt_num(def, "evaluate", "seed", 0, &v, err)) != MR_OK) return rc;
+    if ((rc = num_setting(def, "seed", "seed", 0, ANY_INT, &v, err)) != MR_OK) return rc;
     c->seed = (uint64_t)(int64_t)v;
-    if ((rc = mr__opt_num(def, "evaluate", "top_k_wrong", 10, &v, err)) != MR_OK) return rc;
-    if (v < 0 || v > 10000) return MR_ERR(err, MR_E_INVALID_ARG, "top_k_wrong must be in [0, 10000]");
+    if ((rc = num_setting(def, "top_k_wrong", "top_k_wrong", 10, (num_rule){0, 10000, 0, 0, 1}, &v, err)) != MR_OK)
+        return rc;
     c->top_k = (size_t)v;
-    if ((rc = mr__opt_num(def, "evaluate", "threshold", 0.5, &c->threshold, err)) != MR_OK) return rc;
-    const mr_value *b = mr_value_get(def, "bootstrap");
+    if ((rc = num_setting(def, "threshold", "threshold", 0.5, (num_rule){0, 1, 0, 0, 0}, &c->threshold, err)) != MR_OK)
+        return rc;
+    const mr_value *b = setting(def, "bootstrap");
     static const char *const bkeys[] = {"n", "alpha", "seed"};
     if ((rc = mr__check_keys(b, "bootstrap", bkeys, 3, err)) != MR_OK) return rc;
-    if ((rc = mr__opt_num(b, "bootstrap", "n", 200, &v, err)) != MR_OK) return rc;
-    if (v < 0 || v > 100000) return MR_ERR(err, MR_E_INVALID_ARG, "bootstrap.n must be in [0, 100000]");
+    if ((rc = num_setting(b, "n", "bootstrap.n", 200, (num_rule){0, 100000, 0, 0, 1}, &v, err)) != MR_OK) return rc;
     c->n_boot = (size_t)v;
-    if ((rc = mr__opt_num(b, "bootstrap", "alpha", 0.05, &c->alpha, err)) != MR_OK) return rc;
-    if (!(c->alpha > 0 && c->alpha < 1)) return MR_ERR(err, MR_E_INVALID_ARG, "bootstrap.alpha must be in (0, 1)");
-    if ((rc = mr__opt_num(b, "bootstrap", "seed", 0, &v, err)) != MR_OK) return rc;
+    if ((rc = num_setting(b, "alpha", "bootstrap.alpha", 0.05, (num_rule){0, 1, 1, 1, 0}, &c->alpha, err)) != MR_OK)
+        return rc;
+    if ((rc = num_setting(b, "seed", "bootstrap.seed", 0, ANY_INT, &v, err)) != MR_OK) return rc;
     c->boot_seed = (uint64_t)(int64_t)v;
-    const mr_value *s = mr_value_get(def, "slices");
+    const mr_value *s = setting(def, "slices");
     static const char *const skeys[] = {"categorical", "numeric", "buckets", "metric", "min_rows"};
     if ((rc = mr__check_keys(s, "slices", skeys, 5, err)) != MR_OK) return rc;
-    if ((rc = mr__opt_num(s, "slices", "buckets", 4, &v, err)) != MR_OK) return rc;
-    if (v < 1 || v > 100) return MR_ERR(err, MR_E_INVALID_ARG, "slices.buckets must be in [1, 100]");
+    if ((rc = num_setting(s, "buckets", "slices.buckets", 4, (num_rule){1, 100, 0, 0, 1}, &v, err)) != MR_OK) return rc;
     c->buckets = (size_t)v;
-    if ((rc = mr__opt_num(s, "slices", "min_rows", 10, &v, err)) != MR_OK) return rc;
+    if ((rc = num_setting(s, "min_rows", "slices.min_rows", 10, (num_rule){0, INFINITY, 0, 0, 1}, &v, err)) != MR_OK)
+        return rc;
     c->min_rows = v < 1 ? 1 : (size_t)v;
-    c->slice_metric = mr__opt_str(s, "metric", NULL);
-    c->pass = mr__strings_of(def, "passthrough", &c->n_pass);
-    c->cats = mr__strings_of(s, "categorical", &c->n_cats);
-    c->nums = mr__strings_of(s, "numeric", &c->n_nums);
-    if (!c->pass || !c->cats || !c->nums) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    return MR_OK;
+    if ((rc = slice_metric_setting(s, c, err)) != MR_OK) return rc;
+    if ((rc = columns_setting(def, "passthrough", "passthrough", &c->pass, &c->n_pass, err)) != MR_OK) return rc;
+    if ((rc = columns_setting(s, "categorical", "slices.categorical", &c->cats, &c->n_cats, err)) != MR_OK) return rc;
+    return columns_setting(s, "numeric", "slices.numeric", &c->nums, &c->n_nums, err);
+}
+
+static void eval_cfg_free(eval_cfg *c)
+{
+    mr_free((void *)c->pass);
+    mr_free((void *)c->cats);
+    mr_free((void *)c->nums);
+}
+
+static mr_status validate_evaluate(const mr_op_validate_ctx *vc, mr_error *err)
+{
+    eval_cfg c;
+    mr_status rc = eval_settings(vc->def, &c, err);
+    eval_cfg_free(&c);
+    return rc;
 }
 
 /* A numeric column as doubles (NaN for nulls). */
@@ -546,9 +710,7 @@ typedef struct eval_run {
 
 static void eval_run_free(eval_run *e)
 {
-    mr_free((void *)e->c.pass);
-    mr_free((void *)e->c.cats);
-    mr_free((void *)e->c.nums);
+    eval_cfg_free(&e->c);
     mr_free(e->fx_bytes);
     mr_free(e->y);
     mr_free(e->pred);
@@ -756,18 +918,12 @@ static mr_status metric_data(eval_run *e, mr_error *err)
 }
 
 /* The metric slices are judged by: the task's default or slices.metric. */
-static mr_status slice_metric(eval_run *e, mr_error *err)
+static void slice_metric(eval_run *e)
 {
     eval_state *s = &e->s;
     s->slice_overall = (mr_interval){NAN, NAN, NAN, 0, 0};
     s->slice_id = s->task == MR_TASK_BINARY ? MR_METRIC_ROC_AUC : s->task == MR_TASK_MULTICLASS ? MR_METRIC_ACCURACY : MR_METRIC_RMSE;
-    if (!e->c.slice_metric) return MR_OK;
-    const char *nm = !strcmp(e->c.slice_metric, "auc")  ? "roc_auc"
-                     : !strcmp(e->c.slice_metric, "ap") ? "avg_precision"
-                                                        : e->c.slice_metric;
-    mr_status rc = mr_metric_by_name(nm, &s->slice_id, err);
-    if (rc != MR_OK) mr_error_key(err, "slices.metric");
-    return rc;
+    if (e->c.slice_metric) s->slice_id = e->c.slice_id;
 }
 
 /* The confusion matrix (classification) and the F1-optimal threshold. */
@@ -854,7 +1010,7 @@ static mr_status run_evaluate(mr_op_ctx *ctx, mr_error *err)
     eval_run e;
     memset(&e, 0, sizeof(e));
     e.ctx = ctx;
-    mr_status rc = parse_cfg(ctx->def, &e.c, err);
+    mr_status rc = eval_settings(ctx->def, &e.c, err);
     if (rc != MR_OK) goto done;
     e.mj = json_object();
     e.cj = json_object();
@@ -876,7 +1032,7 @@ static mr_status run_evaluate(mr_op_ctx *ctx, mr_error *err)
     e.s.feat = e.fx_out ? e.fx_out : eval_table(&e);
     e.s.shown = shown_table(&e);
     e.s.model = e.model;
-    if ((rc = slice_metric(&e, err)) != MR_OK) goto done;
+    slice_metric(&e);
     if ((rc = describe(&e, err)) != MR_OK) goto done;
     rc = analyse_and_write(&e, err);
 done:
@@ -893,4 +1049,5 @@ const mr_op mr_op_evaluate = {
     .params = evaluate_params,
     .outputs = NULL,
     .run = run_evaluate,
+    .validate = validate_evaluate,
 };

@@ -35,6 +35,86 @@ static size_t features_outputs(const mr_value *def, const char **names, size_t m
     return n;
 }
 
+/* ---- settings: what the definition says, checked without data ------------
+ * validate (at load) and run call the same functions, so what is checked
+ * when millrace.yaml is loaded is exactly what the stage runs with. */
+
+/* An output name: a path component (out/STAGE/NAME) and the last part of a
+ * ${stages.STAGE.NAME} reference, so letters, digits, '_' and '-', not
+ * starting with '-'. */
+static int output_name_ok(const char *s)
+{
+    if (!s[0] || s[0] == '-') return 0;
+    for (const char *c = s; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+            return 0;
+    return 1;
+}
+
+/* label a column name; apply a mapping of part names (output names other
+ * than transform and train) to data paths or ${stages.X}. */
+static mr_status check_parts(const mr_value *def, mr_error *err)
+{
+    const mr_value *label = mr_value_get(def, "label"), *apply = mr_value_get(def, "apply");
+    mr_status rc = MR_OK;
+    if ((rc = mr__check_text(label, "label", "a column name", 0, err)) != MR_OK) return rc;
+    for (size_t k = 0; apply && apply->kind == MR_V_MAP && k < apply->n; k++) {
+        const char *name = apply->keys[k];
+        const mr_value *src = apply->items[k];
+        long line = apply->key_lines ? apply->key_lines[k] : 0, col = apply->key_cols ? apply->key_cols[k] : 0;
+        if (!strcmp(name, "transform") || !strcmp(name, "train")) {
+            rc = MR_ERR(err, MR_E_SCHEMA, "apply: part name '%s' is taken: every features stage has the outputs transform and train",
+                        name);
+            mr_error_hint(err, "name the part otherwise (it becomes the output ${stages.STAGE.NAME}); the fit data "
+                               "transformed is already the output train");
+        } else if (!output_name_ok(name)) {
+            rc = MR_ERR(err, MR_E_SCHEMA, "apply: part name '%s' is not an output name", name);
+            mr_error_hint(err, "a part name names an output (out/STAGE/NAME, ${stages.STAGE.NAME}): letters, digits, "
+                               "'_' and '-', not starting with '-'");
+        } else if (src->kind != MR_V_STR || !src->str[0]) {
+            rc = MR_ERR(err, MR_E_SCHEMA, "apply.%s: expected a data path or ${stages.X}, got %s", name,
+                        src->kind == MR_V_STR   ? "an empty string"
+                        : src->kind == MR_V_MAP ? "a mapping"
+                        : src->kind == MR_V_SEQ ? "a list"
+                                                : mr_vkind_name(src->kind));
+            line = src->line;
+            col = src->col;
+        }
+        if (rc != MR_OK) {
+            mr_error_at(err, NULL, line, col);
+            mr_error_key(err, "apply");
+            return rc;
+        }
+    }
+    return MR_OK;
+}
+
+/* The steps (mr_features_spec_parse: step kinds, keys, values, column
+ * lists) and keep (its conflicts with the steps) as the fit takes them.
+ * *out: caller frees. */
+static mr_status spec_of(const mr_value *def, mr_features_spec **out, mr_error *err)
+{
+    mr_status rc = mr_features_spec_parse(mr_value_get(def, "steps"), NULL, out, err);
+    if (rc == MR_OK) rc = mr_features_spec_set_keep(*out, mr_value_get(def, "keep"), err);
+    if (rc != MR_OK) {
+        mr_features_spec_free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+static mr_status validate_features(const mr_op_validate_ctx *vc, mr_error *err)
+{
+    mr_status rc = check_parts(vc->def, err);
+    /* Steps or keep that read another stage's outputs are checked when it ran. */
+    if (rc != MR_OK || mr__value_has_deferred(mr_value_get(vc->def, "steps")) || mr__value_has_deferred(mr_value_get(vc->def, "keep")))
+        return rc;
+    mr_features_spec *spec = NULL;
+    rc = spec_of(vc->def, &spec, err);
+    mr_features_spec_free(spec);
+    return rc;
+}
+
 /* Appends the keep columns (and the label) of src to dst. */
 static mr_status keep_columns(const mr_value *def, const mr_table *src, mr_table *dst, mr_error *err)
 {
@@ -83,8 +163,8 @@ static mr_status run_features(mr_op_ctx *ctx, mr_error *err)
     mr_table *train = NULL, *train_out = NULL;
     mr_buf bytes;
     mr_buf_init(&bytes);
-    mr_status rc = mr_features_spec_parse(mr_value_get(def, "steps"), NULL, &spec, err);
-    if (rc == MR_OK) rc = mr_features_spec_set_keep(spec, mr_value_get(def, "keep"), err);
+    mr_status rc = check_parts(def, err);
+    if (rc == MR_OK) rc = spec_of(def, &spec, err);
     if (rc == MR_OK) rc = mr__read_input(ctx, fit->str, &train, err);
     if (rc == MR_OK) rc = mr_features_fit_apply_train(spec, train, lab, &f, &train_out, err);
     if (rc == MR_OK) rc = keep_columns(def, train, train_out, err);
@@ -103,11 +183,6 @@ static mr_status run_features(mr_op_ctx *ctx, mr_error *err)
     for (size_t k = 0; rc == MR_OK && apply && apply->kind == MR_V_MAP && k < apply->n; k++) {
         const mr_value *src = apply->items[k];
         mr_table *t = NULL, *out = NULL;
-        if (src->kind != MR_V_STR) {
-            rc = MR_ERR(err, MR_E_SCHEMA, "apply.%s: expected a data path or ${stages.X}", apply->keys[k]);
-            mr_error_at(err, NULL, src->line, src->col);
-            break;
-        }
         rc = mr__read_input(ctx, src->str, &t, err);
         if (rc == MR_OK) rc = mr_features_apply(f, t, &out, err);
         if (rc == MR_OK) rc = keep_columns(def, t, out, err);
@@ -131,4 +206,5 @@ const mr_op mr_op_features = {
     .outputs = NULL,
     .run = run_features,
     .outputs_of = features_outputs,
+    .validate = validate_features,
 };

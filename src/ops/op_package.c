@@ -23,6 +23,37 @@ static const mr_param_def package_params[] = {
     {NULL, 0, 0, NULL},
 };
 
+/* ---- settings: what the definition says, checked without data ------------
+ * validate (at load) and run both call package_settings: the name the
+ * bundle records and the shape of the model, features and metrics values.
+ * What they hold (a model, an MRFT transform, a JSON object) is read when
+ * the stage runs. */
+
+typedef struct package_cfg {
+    const char *name; /* recorded in the bundle; NULL = the stage name */
+} package_cfg;
+
+static mr_status package_settings(const mr_value *def, package_cfg *c, mr_error *err)
+{
+    static const char *const paths[] = {"model", "features", "metrics"};
+    mr_status rc = MR_OK;
+    for (size_t k = 0; k < 3 && rc == MR_OK; k++)
+        rc = mr__check_text(mr_value_get(def, paths[k]), paths[k], "a path or ${stages.X}", 0, err);
+    /* The name identifies the model wherever the bundle is shown (bundle
+     * inspect, serve's /v1/model): one line of text. */
+    const mr_value *vname = mr_value_get(def, "name");
+    if (rc == MR_OK && (rc = mr__check_text(vname, "name", "one line of text", 1, err)) != MR_OK)
+        mr_error_hint(err, "leave name out to record the stage's name");
+    c->name = rc == MR_OK && vname && vname->kind == MR_V_STR ? vname->str : NULL;
+    return rc;
+}
+
+static mr_status validate_package(const mr_op_validate_ctx *vc, mr_error *err)
+{
+    package_cfg c;
+    return package_settings(vc->def, &c, err);
+}
+
 /* path, or dir/file when path is a directory. Caller frees. */
 static char *in_dir(const char *path, const char *file)
 {
@@ -112,13 +143,15 @@ static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
 {
     const mr_value *def = ctx->def;
     const mr_value *vmodel = mr_value_get(def, "model"), *vfeat = mr_value_get(def, "features");
-    const mr_value *vmet = mr_value_get(def, "metrics"), *vname = mr_value_get(def, "name");
+    const mr_value *vmet = mr_value_get(def, "metrics");
+    package_cfg cfg;
     mr_model *model = NULL;
     mr_features *fx = NULL;
     char *model_path = NULL, *feat_path = NULL, *met_path = NULL, *met = NULL, *fbytes = NULL, *out_path = NULL;
     const char **art_names = NULL, **art_ids = NULL;
     size_t flen = 0, mlen = 0;
-    mr_status rc = MR_OK;
+    mr_status rc = package_settings(def, &cfg, err);
+    if (rc != MR_OK) goto done;
     model_path = in_dir(vmodel->str, "model.bin");
     if (!model_path) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -163,7 +196,7 @@ static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
     bb.model = model;
     bb.features = fx;
     bb.metrics_json = met;
-    bb.name = vname && vname->kind == MR_V_STR ? vname->str : ctx->stage;
+    bb.name = cfg.name ? cfg.name : ctx->stage;
     bb.run_id = ctx->run_id;
     bb.stage = ctx->stage;
     bb.stage_key = ctx->stage_key;
@@ -203,4 +236,5 @@ const mr_op mr_op_package = {
     .outputs = NULL,
     .run = run_package,
     .flags = MR_OP_GIT_COMMIT,
+    .validate = validate_package,
 };

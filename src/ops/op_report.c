@@ -21,6 +21,45 @@ static const mr_param_def report_params[] = {
     {NULL, 0, 0, NULL},
 };
 
+/* ---- settings: what the definition says, checked without data ------------
+ * validate (at load) and run both call report_settings. What the inputs
+ * hold is read when the stage runs. */
+
+static const char *const report_inputs[] = {"evaluate", "model", "check", "tune"};
+
+typedef struct report_cfg {
+    const char *in[4]; /* report_inputs, NULL when not given */
+    const char *title; /* NULL = "Model report" */
+} report_cfg;
+
+static mr_status report_settings(const mr_value *def, report_cfg *c, mr_error *err)
+{
+    mr_status rc = MR_OK;
+    memset(c, 0, sizeof(*c));
+    for (size_t k = 0; k < 4 && rc == MR_OK; k++) {
+        const mr_value *v = mr_value_get(def, report_inputs[k]);
+        rc = mr__check_text(v, report_inputs[k], "a stage output (${stages.X}) or a path", 0, err);
+        if (v && v->kind == MR_V_STR) c->in[k] = v->str;
+    }
+    if (rc == MR_OK && !c->in[0] && !c->in[1] && !c->in[2] && !c->in[3]) {
+        /* every section would say it has no data: a report of nothing */
+        rc = MR_ERR(err, MR_E_SCHEMA, "a report needs at least one input: evaluate, model, check or tune");
+        mr_error_hint(err, "e.g. evaluate: ${stages.eval} and model: ${stages.train}");
+    }
+    /* The title heads the HTML page and the Markdown summary (# TITLE): one line. */
+    const mr_value *t = mr_value_get(def, "title");
+    if (rc == MR_OK && (rc = mr__check_text(t, "title", "one line of text", 1, err)) != MR_OK)
+        mr_error_hint(err, "leave title out for \"Model report\"");
+    c->title = rc == MR_OK && t && t->kind == MR_V_STR ? t->str : NULL;
+    return rc;
+}
+
+static mr_status validate_report(const mr_op_validate_ctx *vc, mr_error *err)
+{
+    report_cfg c;
+    return report_settings(vc->def, &c, err);
+}
+
 /* The stage whose output is the input read at path (inputs named
  * "stages.X.OUT"), written into buf; NULL for a plain file. */
 static const char *stage_of(const mr_op_ctx *ctx, const char *path, char *buf, size_t cap)
@@ -45,19 +84,19 @@ static mr_status run_report(mr_op_ctx *ctx, mr_error *err)
     char *html = mr_path_join(ctx->outputs[0].path, "report.html");
     char *md = mr_path_join(ctx->outputs[0].path, "report.md");
     char st_eval[256], st_model[256], st_check[256], st_tune[256];
-    mr_status rc = db && html && md ? mr_runstore_open(db, &rs, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    report_cfg c;
+    mr_status rc = report_settings(ctx->def, &c, err);
+    if (rc == MR_OK) rc = db && html && md ? mr_runstore_open(db, &rs, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
     if (rc == MR_OK) {
-        const char *ev = mr__opt_str(ctx->def, "evaluate", NULL), *mo = mr__opt_str(ctx->def, "model", NULL);
-        const char *ch = mr__opt_str(ctx->def, "check", NULL), *tu = mr__opt_str(ctx->def, "tune", NULL);
-        mr_run_report_inputs in = {mr__opt_str(ctx->def, "title", NULL),
-                                   ev,
-                                   mo,
-                                   ch,
-                                   tu,
-                                   stage_of(ctx, ev, st_eval, sizeof(st_eval)),
-                                   stage_of(ctx, mo, st_model, sizeof(st_model)),
-                                   stage_of(ctx, ch, st_check, sizeof(st_check)),
-                                   stage_of(ctx, tu, st_tune, sizeof(st_tune)),
+        mr_run_report_inputs in = {c.title,
+                                   c.in[0],
+                                   c.in[1],
+                                   c.in[2],
+                                   c.in[3],
+                                   stage_of(ctx, c.in[0], st_eval, sizeof(st_eval)),
+                                   stage_of(ctx, c.in[1], st_model, sizeof(st_model)),
+                                   stage_of(ctx, c.in[2], st_check, sizeof(st_check)),
+                                   stage_of(ctx, c.in[3], st_tune, sizeof(st_tune)),
                                    1};
         rc = mr_run_report_write(rs, ctx->run_id, &in, html, md, err);
     }
@@ -78,4 +117,5 @@ const mr_op mr_op_report = {
     .params = report_params,
     .outputs = NULL,
     .run = run_report,
+    .validate = validate_report,
 };

@@ -151,6 +151,22 @@ mr_status mr__check_env(const mr_value *env, const char *what, mr_error *err)
     return MR_OK;
 }
 
+mr_status mr__check_text(const mr_value *v, const char *key, const char *want, int one_line, mr_error *err)
+{
+    if (!v || v->kind != MR_V_STR || mr_op_value_deferred(v)) return MR_OK;
+    const unsigned char *bad = NULL;
+    for (const unsigned char *p = (const unsigned char *)v->str; one_line && *p && !bad; p++)
+        if (*p < 0x20 || *p == 0x7f) bad = p;
+    if (v->str[0] && !bad) return MR_OK;
+    mr_status rc = !v->str[0]
+                       ? mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s: expected %s, got an empty string", key, want)
+                       : mr__fail_at(err, v->line, v->col, MR_E_SCHEMA,
+                                     "%s: expected %s, got a control character (0x%02x) at byte %zu", key, want, *bad,
+                                     (size_t)(bad - (const unsigned char *)v->str) + 1);
+    mr_error_key(err, key);
+    return rc;
+}
+
 mr_status mr__write_dataset(const char *dir, const mr_table *t, mr_error *err)
 {
     mr_dataset_write_opts o;

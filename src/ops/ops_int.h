@@ -45,6 +45,12 @@ void mr__hint_choices(mr_error *err, const char *word, const char *const *choice
  * value a scalar (what becomes its text). what names the key in messages
  * ("env", "exec.env"). MR_E_SCHEMA at the offending key or value. */
 mr_status mr__check_env(const mr_value *env, const char *what, mr_error *err);
+/* A string setting that must hold text: not empty and, with one_line, no
+ * control character (a name or title shown on one line). NULL, non-string
+ * (the engine checks types) and ${stages.X...} values pass. MR_E_SCHEMA at
+ * the value, key = key: "KEY: expected WANT, got an empty string" or "got a
+ * control character (0x0a) at byte N". */
+mr_status mr__check_text(const mr_value *v, const char *key, const char *want, int one_line, mr_error *err);
 
 /* Rows an op reads of an input in smoke mode. */
 #define MR__SMOKE_ROWS 10000

@@ -5,7 +5,8 @@
 # encodings named, the model never trained); `keep: [customer_id]` alone
 # passes the id through unchanged, is no feature, and fits the very
 # transform the older drop + keep spelling fits; a step that would make a
-# kept id a feature of its own name is refused saying which to remove.
+# kept id a feature of its own name is refused at load, saying which to
+# remove.
 . "$(dirname "$0")/lib.sh" "$@"
 TOOLS=$(dirname "$MR_BIN")/tests
 
@@ -98,12 +99,13 @@ expect_exit 0 mr run
 cmp -s keep_only.mrft out/features/transform/features.mrft || fail "keep alone and drop + keep fit different transforms"
 pass "keep alone and drop + keep fit the same bytes"
 
-# 3. the conflicting case says how
+# 3. the conflicting case says how, when millrace.yaml is loaded (exit 2, at
+# the name in the step's list), before any stage runs
 pipeline clean.csv "    keep: [customer_id]" "      - standardize: {columns: [age, customer_id]}
       - onehot: {columns: [plan]}"
-expect_exit 1 mr run
+expect_exit 2 mr run
 all="$T_OUT$T_ERR"
-assert_contains "$all" "column 'customer_id' is under keep" "the conflict is named"
+assert_contains "$all" "millrace.yaml:17:38: stage 'features': features: standardize: column 'customer_id' is under keep" "the conflict is named at its line:col"
 assert_contains "$all" "take it out of this step's columns" "the hint says how to keep it as an id"
 assert_contains "$all" "take it out of keep" "the hint says how to use it as a feature"
 t_done

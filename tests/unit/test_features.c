@@ -782,6 +782,93 @@ static void test_save_load(void **state)
     mr_table_free(test);
 }
 
+/* keep's conflicts with the steps that need no data are found by
+ * mr_features_spec_set_keep itself (the features op checks them when
+ * millrace.yaml is loaded), at the name in the step's list. */
+static mr_status keep_err(const char *steps, const char *keep, mr_error *err)
+{
+    mr_features_spec *s = spec_of(steps);
+    mr_value *k = NULL;
+    assert_int_equal(mr_yaml_parse(keep, strlen(keep), "keep.yaml", &k, NULL), MR_OK);
+    mr_status rc = mr_features_spec_set_keep(s, k, err);
+    mr_value_free(k);
+    mr_features_spec_free(s);
+    return rc;
+}
+
+static void test_keep_conflicts_without_data(void **state)
+{
+    (void)state;
+    mr_error err;
+    mr_error_init(&err);
+    /* every step whose output keeps the column's name, whatever its type */
+    static const char *const own_name[] = {
+        "- standardize: {columns: [a, id]}\n", "- minmax: {columns: [a, id]}\n",
+        "- log1p: {columns: [a, id]}\n",       "- clip: {columns: [a, id], lo: 0}\n",
+        "- bucketize: {columns: [a, id]}\n",   "- ordinal: {columns: [a, id]}\n",
+    };
+    for (size_t k = 0; k < sizeof(own_name) / sizeof(*own_name); k++) {
+        assert_int_equal(keep_err(own_name[k], "[x, id]", &err), MR_E_SCHEMA);
+        assert_string_equal(err.key, "id");
+        assert_non_null(strstr(err.msg, "column 'id' is under keep"));
+        assert_non_null(strstr(err.hint, "take it out of this step's columns"));
+        assert_string_equal(err.file, "f.yaml");
+        assert_int_equal(err.line, 1);
+        assert_int_equal(err.col, (long)(strchr(own_name[k], ']') - own_name[k]) - 1); /* the name "id" */
+        mr_error_clear(&err);
+    }
+    /* the position is the step's, in a longer list */
+    assert_int_equal(keep_err("- onehot: {columns: [plan]}\n- ordinal: {columns: [city]}\n", "city", &err), MR_E_SCHEMA);
+    assert_int_equal(err.line, 2);
+    assert_int_equal(err.col, 23);
+    assert_non_null(strstr(err.msg, "features: ordinal: column 'city'"));
+    mr_error_clear(&err);
+    /* encodings of other names, drop, impute (its output depends on the
+     * column's type: the fit decides) and selectors are no conflict here */
+    static const char *const fine[] = {
+        "- onehot: {columns: [id]}\n", "- hash: {columns: [id]}\n",  "- target_encode: {columns: [id]}\n",
+        "- drop: {columns: [id]}\n",   "- impute: {columns: [id]}\n", "- standardize: {columns: numeric}\n",
+    };
+    for (size_t k = 0; k < sizeof(fine) / sizeof(*fine); k++) {
+        if (keep_err(fine[k], "[id]", &err) != MR_OK) fprintf(stderr, "%s: %s\n", fine[k], err.msg);
+        assert_int_equal(err.code, MR_OK);
+    }
+}
+
+/* Messages of the step parser say what was expected and what was found. */
+static void test_spec_messages(void **state)
+{
+    (void)state;
+    mr_error err;
+    mr_error_init(&err);
+    static const struct {
+        const char *yaml, *msg;
+        long line, col;
+    } cases[] = {
+        {"- bucketize: {columns: [a], n_bins: 1}\n", "features: bucketize: 'n_bins' must be an integer in 2..65536, got \"1\"", 1, 37},
+        {"- hash: {columns: [a], signed: 1}\n", "features: hash: 'signed' must be true or false, got \"1\"", 1, 32},
+        {"- hash: {columns: [a], seed: -2}\n", "features: hash: 'seed' must be a non-negative integer, got \"-2\"", 1, 30},
+        {"- clip: {columns: [a], lo: x}\n", "features: clip: 'lo' must be a number, got \"x\"", 1, 28},
+        {"- clip: {columns: [a], lo: 3, hi: 1}\n", "features: clip: needs lo <= hi, got lo 3 and hi 1", 1, 35},
+        {"- target_encode: {columns: [a], smoothing: -1}\n",
+         "features: target_encode: 'smoothing' must be a finite number >= 0, got \"-1\"", 1, 44},
+        {"- impute: {columns: [a], strategy: 3}\n",
+         "features: impute: 'strategy' must be mean, median, most_frequent or constant, got \"3\"", 1, 36},
+        {"- impute: {columns: [a], value: 0}\n", "features: impute: 'value' needs strategy constant, got strategy mean (the default)", 1, 33},
+        {"- onehot: {columns: [a, {b: 1}]}\n", "features: onehot: 'columns' must be a list of column names (strings), got a mapping", 1, 25},
+        {"- onehot: {columns: []}\n", "features: onehot: 'columns' must be a non-empty list of column names or numeric, categorical, all, got a list", 1, 21},
+        {"- onehot: [a]\n", "features: onehot: expected a mapping of parameters (at least 'columns'), got a list", 1, 11},
+        {"- {onehot: {columns: [a]}, log1p: {columns: [b]}}\n", "features: each step must be a one-key mapping {step: {params}}, got a mapping of 2 keys", 1, 3},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(*cases); k++) {
+        assert_int_equal(spec_err(cases[k].yaml, &err), MR_E_PARSE);
+        assert_string_equal(err.msg, cases[k].msg);
+        assert_int_equal(err.line, cases[k].line);
+        assert_int_equal(err.col, cases[k].col);
+        mr_error_clear(&err);
+    }
+}
+
 /* ---- errors ---------------------------------------------------------------------- */
 
 static void test_errors(void **state)
@@ -918,6 +1005,8 @@ int main(void)
         cmocka_unit_test(test_selectors_and_passthrough),
         cmocka_unit_test(test_no_column_lost),
         cmocka_unit_test(test_keep),
+        cmocka_unit_test(test_keep_conflicts_without_data),
+        cmocka_unit_test(test_spec_messages),
         cmocka_unit_test(test_target_encoding_no_leak),
         cmocka_unit_test(test_batch_equals_row),
         cmocka_unit_test(test_save_load),
