@@ -47,6 +47,8 @@
 #define MILLRACE_MODEL_H
 
 #include "millrace/core.h"
+#include "millrace/gbdt.h"   /* mr_gbdt_model (mr_model_gbdt) */
+#include "millrace/linear.h" /* mr_linear_model (mr_model_linear) */
 #include "millrace/table.h"
 #include "millrace/value.h"
 
@@ -157,8 +159,6 @@ mr_status mr_model_dump_json(const mr_model *m, mr_buf *out, mr_error *err);
 
 /* The underlying model objects (borrowed; NULL when the kind differs), for
  * bundles and exporters that need the trees or weights. */
-typedef struct mr_gbdt_model mr_gbdt_model;
-typedef struct mr_linear_model mr_linear_model;
 const mr_gbdt_model *mr_model_gbdt(const mr_model *m);
 const mr_linear_model *mr_model_linear(const mr_model *m);
 
