@@ -177,9 +177,10 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
  * serves it from the cache or runs the op, and writes the result file the
  * job names (job.h), failures included. Returns the stage's status (what
  * the process exits with): the op's error, MR_E_NOT_FOUND / MR_E_STATE (an
- * unknown op or another op version than planned), MR_E_INTERRUPTED (the
- * runner is gone), MR_E_IO, the job decoder's errors. Sets the process's
- * log sink for the duration. */
+ * unknown op or another op version than planned), MR_E_STATE / MR_E_FAILED
+ * (an input changed after the run planned the stage / while it ran: the
+ * result is not cached), MR_E_INTERRUPTED (the runner is gone), MR_E_IO,
+ * the job decoder's errors. Sets the process's log sink for the duration. */
 mr_status mr_stage_worker(const char *job_path, mr_error *err);
 
 /* Which stages are stale and why. Appends text or JSON to out; n_stale_out
@@ -193,7 +194,8 @@ mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, i
  * error: MR_OK). MR_E_IO, MR_E_NOMEM. */
 mr_status mr_pipeline_verify(mr_workspace *ws, int json, mr_buf *out, int *n_problems_out, mr_error *err);
 /* Deletes objects that neither millrace.lock nor the newest keep_runs runs
- * reference (keep_runs < 0: all runs). dry_run: only counts. Appends a
+ * reference (keep_runs < 0: all runs). dry_run: only counts. Waits for
+ * running runs to finish (a run waits for a gc the same way). Appends a
  * report to out. MR_E_IO, MR_E_CORRUPT (a kept manifest cannot be read:
  * nothing is deleted), MR_E_NOMEM. */
 mr_status mr_pipeline_gc(mr_workspace *ws, int keep_runs, int dry_run, int json, mr_buf *out, mr_error *err);

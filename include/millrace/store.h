@@ -108,9 +108,11 @@ mr_status mr_store_hash_paths(mr_store *st, mr_statcache *sc, const char *const 
  * and the path is left as a read-only hard link to the stored object (a
  * copy when the store is on another filesystem). The path's stat identity
  * is recorded in sc (may be NULL) so re-hashing it later is free.
- * Files are hashed afresh (sc is not trusted for outputs just written).
+ * Files are hashed afresh (sc is not trusted for outputs just written). A
+ * symbolic link to a file is first replaced by a copy of its content.
  * MR_E_NOT_FOUND (path is missing), MR_E_INVALID_ARG (neither a file nor a
- * directory), MR_E_IO, MR_E_NOMEM. After a failure some blobs may be
+ * directory; a link to a directory, or a dangling one), MR_E_IO,
+ * MR_E_NOMEM. After a failure some blobs may be
  * stored, but a directory's manifest is not, so no id refers to a part. */
 mr_status mr_store_publish(mr_store *st, mr_statcache *sc, const char *path, mr_artifact *out,
                            mr_error *err);
