@@ -8,15 +8,19 @@
  * every load; corrupt, truncated or wrong-version files are refused with
  * MR_E_CORRUPT naming the section that failed.
  *
+ * Example (given const mr_model *model, const mr_features *fx, const mr_table *raw_rows):
+ *
  *   mr_bundle_build bb;
  *   mr_bundle_build_init(&bb);
  *   bb.model = model; bb.features = fx; bb.name = "churn";
- *   mr_bundle_save(&bb, "model.mrb", &err);
+ *   if (mr_bundle_save(&bb, "model.mrb", &err) != MR_OK) { mr_log_error(&err); return; }
  *
  *   mr_bundle *b;
- *   mr_bundle_load("model.mrb", &b, &err);
- *   double *pred; size_t k;
- *   mr_bundle_predict_table(b, raw_rows, 0, 0, &pred, &k, &err);  // n_rows * k
+ *   if (mr_bundle_load("model.mrb", &b, &err) != MR_OK) { mr_log_error(&err); return; }
+ *   double *pred = NULL;
+ *   size_t k;
+ *   if (mr_bundle_predict_table(b, raw_rows, 0, 0, &pred, &k, &err) == MR_OK)   // raw_rows->n_rows * k
+ *       printf("%s = %.3f\n", mr_bundle_output_name(b, 0), pred[0]);
  *   mr_free(pred);
  *   mr_bundle_free(b);
  *
@@ -26,6 +30,18 @@
  * they agree bit for bit with mr_model_predict_table after
  * mr_features_apply.
  *
+ * Ownership: a bundle is the caller's (mr_bundle_free); it owns copies of
+ * everything it was loaded from (the bytes are read during the call), and
+ * its accessors (inputs, output names, model, features, manifest and
+ * metrics JSON, version id) return views borrowed from it until
+ * mr_bundle_free. A build struct only borrows what it points to, for the
+ * call. Prediction arrays are the caller's (mr_free).
+ * Status codes: MR_E_CORRUPT (a bad bundle: magic, version, a section's
+ * bounds or checksum, naming the section), MR_E_NOT_FOUND / MR_E_IO /
+ * MR_E_LIMIT (reading the file: over 4 GiB is refused), MR_E_INVALID_ARG (a
+ * build without a model), MR_E_SCHEMA (schemas that do not fit; what ONNX
+ * cannot express), MR_E_PARSE (a value that does not fit an input; metrics
+ * that are not a JSON object), MR_E_NOMEM.
  * Thread safety: a loaded bundle is immutable; any number of threads may
  * read it. mr_bundle_predict_table uses the core pool, so call it from one
  * thread at a time per process (the server's batcher does). */
@@ -54,7 +70,7 @@ typedef enum mr_bundle_section_id {
     MR_BSEC_COMPILED = 4, /* MRGP bytes (mr_gbdt_predictor_to_bytes); gbdt only */
     MR_BSEC_METRICS = 5,  /* JSON object; optional */
 } mr_bundle_section_id;
-const char *mr_bundle_section_name(uint32_t id); /* "manifest", ..., "?" */
+const char *mr_bundle_section_name(uint32_t id); /* "manifest", ..., "?" (static) */
 
 /* What a bundle is built from (all borrowed during the call). */
 typedef struct mr_bundle_build {
@@ -70,14 +86,14 @@ typedef struct mr_bundle_build {
     const char *const *artifact_ids;   /* their artifact ids (may hold NULLs) */
     size_t n_artifacts;
 } mr_bundle_build;
-void mr_bundle_build_init(mr_bundle_build *b);
+void mr_bundle_build_init(mr_bundle_build *b); /* zeroes b */
 
 /* Appends the bundle bytes to out. The same inputs always give the same
- * bytes (no timestamps). Errors: MR_E_SCHEMA (a model feature that the
- * features transform does not produce, naming it), MR_E_PARSE (metrics not
- * a JSON object), MR_E_NOMEM. */
+ * bytes (no timestamps). Errors: MR_E_INVALID_ARG (no model), MR_E_SCHEMA
+ * (a model feature that the features transform does not produce, naming
+ * it), MR_E_PARSE (metrics not a JSON object), MR_E_NOMEM, MR_E_LIMIT. */
 mr_status mr_bundle_write(const mr_bundle_build *b, mr_buf *out, mr_error *err);
-mr_status mr_bundle_save(const mr_bundle_build *b, const char *path, mr_error *err); /* atomic */
+mr_status mr_bundle_save(const mr_bundle_build *b, const char *path, mr_error *err); /* atomic; also MR_E_IO */
 
 typedef struct mr_bundle mr_bundle;
 
@@ -85,7 +101,8 @@ typedef struct mr_bundle mr_bundle;
  * bounds and checksum, then each section's contents (the compiled predictor
  * is also rebuilt from the model section and must match byte for byte).
  * Errors: MR_E_CORRUPT ("bundle.mrb: section 'model': checksum mismatch"),
- * MR_E_IO, MR_E_NOMEM. */
+ * MR_E_NOT_FOUND (no such file), MR_E_IO, MR_E_LIMIT (over 4 GiB),
+ * MR_E_NOMEM. *out is the caller's. */
 mr_status mr_bundle_load(const char *path, mr_bundle **out, mr_error *err);
 mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr_error *err);
 void mr_bundle_free(mr_bundle *b); /* NULL is a no-op */
@@ -98,6 +115,7 @@ typedef struct mr_bundle_input {
     int required;    /* 0: no model feature depends on it; absent = all null */
 } mr_bundle_input;
 
+/* Accessors (pure reads; views borrowed until mr_bundle_free). */
 size_t mr_bundle_n_inputs(const mr_bundle *b);
 const mr_bundle_input *mr_bundle_input_at(const mr_bundle *b, size_t i); /* borrowed */
 ssize_t mr_bundle_input_index(const mr_bundle *b, const char *name);    /* -1 if absent */
@@ -116,7 +134,7 @@ typedef struct mr_bundle_section_info {
     char hash[MR_HASH_HEX_LEN + 1];
 } mr_bundle_section_info;
 size_t mr_bundle_n_sections(const mr_bundle *b);
-void mr_bundle_section(const mr_bundle *b, size_t i, mr_bundle_section_info *out);
+void mr_bundle_section(const mr_bundle *b, size_t i, mr_bundle_section_info *out); /* i < n_sections; out->name static */
 
 /* ---- fitting values to the input schema ------------------------------------
  * The one implementation of the rules by which raw values become a bundle's
@@ -220,7 +238,8 @@ mr_status mr_bundle_predict_table(const mr_bundle *b, const mr_table *t, int raw
  * and missing-value directions match the compiled predictor; linear models
  * Imputer + LinearRegressor (+ Sigmoid). Refused with MR_E_SCHEMA naming the
  * cause: a hash encoding (naming the column), a categorical vocabulary
- * holding the empty string, an objective ONNX cannot express. */
+ * holding the empty string, an objective ONNX cannot express. Appends to
+ * out; MR_E_NOMEM. */
 mr_status mr_bundle_export_onnx(const mr_bundle *b, mr_buf *out, mr_error *err);
 
 #ifdef __cplusplus

@@ -4,7 +4,9 @@
  * a scoring callback, so the same checks run on any model kind (and the
  * unit tests run them on crafted scorers that violate each property).
  *
- *   mr_scorer s = {score_fn, model, n_features, n_outputs, 4};
+ * Example (given mr_score_fn score_fn, void *model, size_t n_features, const float *x, size_t n_rows):
+ *
+ *   mr_scorer s = {score_fn, model, n_features, 1, 4};
  *   mr_prop p;
  *   mr_prop_init(&p, MR_PROP_MONOTONIC);
  *   p.feature = 2; p.direction = +1;          // score never falls as x2 rises
@@ -15,8 +17,11 @@
  * Inputs: x is row-major (n_rows, n_features) floats, NaN = missing; it is
  * borrowed and never modified. Every check is deterministic for a given seed.
  * Threads: the checks call the scorer from the caller's thread only.
- * Status: MR_E_INVALID_ARG (bad feature index, empty input, bad settings),
- * MR_E_NOMEM, or whatever the scorer returns. */
+ * Ownership: a property, scorer and result live in caller storage and own
+ * nothing; the scorer's ctx is the caller's.
+ * Status: MR_E_INVALID_ARG (bad feature or output index, empty input, no
+ * scorer, bad settings), MR_E_LIMIT (too many rows), MR_E_NOMEM, or
+ * whatever the scorer returns. An unknown property name is MR_E_NOT_FOUND. */
 #ifndef MILLRACE_CHECK_H
 #define MILLRACE_CHECK_H
 
@@ -47,7 +52,7 @@ typedef enum mr_prop_kind {
     MR_PROP_ROBUSTNESS = 3,  /* noise of scale `noise` moves the output by at most delta on >= fraction of rows */
     MR_PROP_DIRECTIONAL = 4, /* flipping `feature` moves the output the declared way on >= fraction of rows */
 } mr_prop_kind;
-const char *mr_prop_kind_name(mr_prop_kind k); /* "consistency", "monotonic", ... */
+const char *mr_prop_kind_name(mr_prop_kind k); /* "consistency", "monotonic", ... (static) */
 /* MR_E_NOT_FOUND with a did-you-mean for an unknown name. */
 mr_status mr_prop_kind_parse(const char *name, mr_prop_kind *out, mr_error *err);
 
@@ -67,7 +72,7 @@ typedef struct mr_prop {
     size_t grid;     /* monotonic: feature values tried per row (its sample quantiles; default 8) */
     uint64_t seed;   /* permutation / noise seed (default 0) */
 } mr_prop;
-void mr_prop_init(mr_prop *p, mr_prop_kind kind);
+void mr_prop_init(mr_prop *p, mr_prop_kind kind); /* the defaults above for kind */
 
 typedef struct mr_prop_result {
     int passed;

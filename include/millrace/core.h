@@ -6,14 +6,49 @@
  * typed value tree, also core's). It knows nothing of pipelines, YAML or
  * the CLI.
  *
- *   mr_error err;
- *   mr_error_init(&err);
+ * Example (given const char *path):
+ *
  *   mr_hash128 h;
- *   if (mr_hash_file("data.csv", &h, &err) != MR_OK) {
- *       mr_log_error(&err);          // "data.csv: cannot open: No such file..."
+ *   uint64_t size;
+ *   if (mr_hash_file(path, &h, &size, &err) != MR_OK) {
+ *       mr_log_error(&err);          // "millrace: error: data.csv: cannot open: No such file or directory"
+ *   } else {
+ *       char hex[MR_HASH_HEX_LEN + 1];
+ *       mr_hash_hex(h, hex);
+ *       mr_log(MR_LOG_INFO, "%s: %s (%llu bytes)", path, hex, (unsigned long long)size);
  *   }
- *   mr_error_clear(&err);
- */
+ *
+ * Conventions of every public header (include/millrace/):
+ * - A fallible function returns mr_status (MR_OK == 0) and takes an
+ *   mr_error *err last: NULL means "code only"; otherwise the first error
+ *   wins (mr_error below). Each function, or its header, lists the codes it
+ *   returns; MR_E_NOMEM may come from any function that allocates.
+ * - Parameters: pointers are [in] and borrowed for the call unless the
+ *   name says out (out, *_out: [out], written on success) or the comment
+ *   says the callee keeps or takes them. A constructor returns its object
+ *   through **out; the caller owns it and ends it with the matching
+ *   _free/_close (NULL is a no-op), never with mr_free.
+ * - Strings and arrays a function returns through a pointer it does not
+ *   document as borrowed are the caller's, freed with mr_free.
+ * - Borrowed views (accessors returning const pointers) live as long as
+ *   the object they come from, until it is freed or mutated.
+ *
+ * Ownership here: mr_malloc'ed memory (mr_strdup, mr_asprintf, mr_path_*,
+ * mr_fs_read_file's data, mr_fs_mkdtemp's path) is freed with mr_free;
+ * an mr_buf owns its data (mr_buf_free); an mr_hasher is freed with
+ * mr_hasher_free; mr_progress_end frees its progress line.
+ * Status codes here: MR_E_IO (an OS call failed: the message names the
+ * path, err->sys_errno keeps errno), MR_E_NOT_FOUND (a file to read does not
+ * exist), MR_E_LIMIT (an mr_buf cap), MR_E_STATE (a lock held elsewhere),
+ * MR_E_PARSE (bad hex), MR_E_INTERNAL (a thread could not start),
+ * MR_E_NOMEM.
+ * Thread safety: allocation, hashing, mr_edit_distance/mr_closest, time,
+ * the RNG and byte encoders are reentrant (one object per thread: an
+ * mr_error, mr_buf, mr_hasher, mr_reader or mr_rng is not shared while it
+ * is written). mr_log and mr_log_error may be called from any thread; the
+ * log, colour and progress settings, mr_pool_init/mr_pool_shutdown and the
+ * process supervisor belong to the main thread (set them before starting
+ * threads). mr_parallel_for is thread-safe (see the thread pool). */
 #ifndef MILLRACE_CORE_H
 #define MILLRACE_CORE_H
 
@@ -21,6 +56,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdarg.h>
+#include <sys/types.h> /* ssize_t: headers stand on their own, without feature-test macros */
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,6 +91,7 @@ typedef enum mr_status {
 #undef MR__STATUS_ENUM
 } mr_status;
 
+/* Static strings ("UNKNOWN" / "unknown status" for a value not in the map). */
 const char *mr_status_name(mr_status s); /* "E_IO" */
 const char *mr_status_str(mr_status s);  /* "input/output error" */
 
@@ -81,8 +118,11 @@ typedef struct mr_error {
     int src_line;
 } mr_error;
 
+/* Zeroes err (code MR_OK, every field empty); clear is the same, for reuse.
+ * NULL is a no-op. An mr_error lives in caller storage and owns nothing. */
 void mr_error_init(mr_error *err);
 void mr_error_clear(mr_error *err);
+/* 1 when err is not NULL and holds an error. */
 int mr_error_is_set(const mr_error *err);
 /* Sets code + message unless already set. Returns code, so callers can
  * `return MR_ERR(err, MR_E_IO, "...")`. */
@@ -103,9 +143,12 @@ void mr_error_at(mr_error *err, const char *file, long line, long col);
 void mr_error_key(mr_error *err, const char *key);
 void mr_error_stage(mr_error *err, const char *stage);
 void mr_error_hint(mr_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Formats "file:line:col: [stage 'x': ]msg" into buf (always NUL-terminated). */
+/* Formats "file:line:col: [stage 'x': ]msg" ("file: row N: ..." when only
+ * the row is known; the file is left out when msg already starts with it)
+ * into buf, always NUL-terminated (truncated to buf_len). No hint. */
 void mr_error_format(const mr_error *err, char *buf, size_t buf_len);
 
+/* A broken invariant (never bad input): prints file:line to stderr and aborts. */
 #define MR_ASSERT(cond)                                                          \
     do {                                                                         \
         if (!(cond)) mr__assert_fail(#cond, __FILE__, __LINE__);                 \
@@ -113,20 +156,27 @@ void mr_error_format(const mr_error *err, char *buf, size_t buf_len);
 _Noreturn void mr__assert_fail(const char *expr, const char *file, int line);
 
 /* ---- allocation --------------------------------------------------------
- * All allocation goes through these. They never return NULL for a non-zero
- * size unless the allocator failed (or the test hook made it fail). */
+ * All allocation goes through these; everything they return is freed with
+ * mr_free. They return NULL only when the allocator failed (or the test
+ * hook made it fail); a size of 0 still gives a unique block. Thread-safe. */
 void *mr_malloc(size_t n);
-void *mr_calloc(size_t count, size_t size); /* overflow-checked */
-void *mr_realloc(void *p, size_t n);        /* on failure the old block stays valid */
-void mr_free(void *p);
-char *mr_strdup(const char *s);
-char *mr_strndup(const char *s, size_t n);
+void *mr_calloc(size_t count, size_t size); /* overflow-checked: NULL when count * size overflows */
+void *mr_realloc(void *p, size_t n);        /* returns the new block (p is dead); on failure NULL and p stays valid */
+void mr_free(void *p);                      /* NULL is a no-op */
+char *mr_strdup(const char *s);             /* NULL for s NULL */
+char *mr_strndup(const char *s, size_t n);  /* s[0..n) + NUL */
 char *mr_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Test hook: make the Nth allocation from now fail (0 disables). */
+/* Test hook: the Nth allocation from now fails, once (0 disables). */
 void mr_alloc_fail_after(long n);
+/* Not tracked yet: always 0. */
 size_t mr_alloc_bytes_in_use(void);
 
-/* Growable byte buffer with a hard cap. */
+/* Growable byte buffer with a hard cap, in caller storage: mr_buf_init,
+ * appends, mr_buf_free (which frees data and leaves an empty buffer). Every
+ * append returns MR_OK, MR_E_LIMIT (it would pass limit; nothing is
+ * appended) or MR_E_NOMEM (nothing appended), and sets no mr_error. A
+ * pointer into data is dead after the next append (it may move). Take the
+ * bytes with data (caller frees with mr_free) and re-init the buffer. */
 typedef struct mr_buf {
     char *data;   /* NUL-terminated while len < cap */
     size_t len;   /* bytes used */
@@ -137,8 +187,8 @@ void mr_buf_init(mr_buf *b);
 void mr_buf_free(mr_buf *b);
 mr_status mr_buf_append(mr_buf *b, const void *p, size_t n);
 mr_status mr_buf_puts(mr_buf *b, const char *s);
-mr_status mr_buf_printf(mr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Appends s as a JSON string literal (quoted and escaped). */
+mr_status mr_buf_printf(mr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3))); /* MR_E_INVALID_ARG: an encoding error */
+/* Appends s as a JSON string literal (quoted and escaped; bytes >= 0x80 as they are). */
 mr_status mr_buf_json_str(mr_buf *b, const char *s);
 /* Appending little-endian encoders (MR_E_NOMEM / MR_E_LIMIT from the buffer). */
 mr_status mr_buf_put_u8(mr_buf *b, uint8_t v);
@@ -148,9 +198,10 @@ mr_status mr_buf_put_u64(mr_buf *b, uint64_t v);
 mr_status mr_buf_put_f64(mr_buf *b, double v);   /* the IEEE-754 bits as u64 */
 mr_status mr_buf_put_str(mr_buf *b, const char *s); /* u32 length + bytes (NULL = "") */
 
-/* A bounds-checked little-endian reader over borrowed bytes. A read past the
- * end returns 0 / NULL and sets `bad`, which stays set: decode a whole
- * record, then check bad once. */
+/* A bounds-checked little-endian reader over borrowed bytes (p must
+ * outlive it; caller storage, nothing to free). A read past the end returns
+ * 0 / NULL and sets `bad`, which stays set: decode a whole record, then
+ * check bad once. */
 typedef struct mr_reader {
     const uint8_t *p;
     size_t len, pos;
@@ -163,11 +214,12 @@ uint16_t mr_reader_u16(mr_reader *r);
 uint32_t mr_reader_u32(mr_reader *r);
 uint64_t mr_reader_u64(mr_reader *r);
 double mr_reader_f64(mr_reader *r);
-char *mr_reader_str(mr_reader *r); /* u32 length + bytes, NUL-terminated copy; NULL on bad or OOM */
+char *mr_reader_str(mr_reader *r); /* u32 length + bytes, NUL-terminated copy (mr_free); NULL on bad or OOM */
 
 /* ---- logging -----------------------------------------------------------
- * Library code never prints directly; it logs through here. The CLI sets the
- * level and whether stderr is a colour terminal. */
+ * Library code never prints directly; it logs through here (stderr, one
+ * line per message, below the level: dropped). The CLI sets the level and
+ * whether stderr is a colour terminal, before starting threads. */
 typedef enum mr_log_level { MR_LOG_DEBUG = 0, MR_LOG_INFO = 1, MR_LOG_WARN = 2, MR_LOG_ERROR = 3, MR_LOG_QUIET = 4 } mr_log_level;
 void mr_log_set_level(mr_log_level lvl);
 mr_log_level mr_log_get_level(void);
@@ -180,9 +232,10 @@ void mr_log(mr_log_level lvl, const char *fmt, ...) __attribute__((format(printf
  * process; set it before starting threads that log. */
 typedef void (*mr_log_sink_fn)(void *ctx, mr_log_level lvl, const char *msg);
 void mr_log_set_sink(mr_log_level min_level, mr_log_sink_fn fn, void *ctx);
-/* Prints "millrace: error: <formatted error>" and a "hint:" line if any. */
+/* Prints "millrace: error: <formatted error>" and a "hint:" line if any,
+ * whatever the level (the sink does not see it). */
 void mr_log_error(const mr_error *err);
-/* ANSI helpers: return "" when colour is off. */
+/* ANSI helpers: static strings, "" when colour is off. */
 const char *mr_c_bold(void);
 const char *mr_c_red(void);
 const char *mr_c_green(void);
@@ -203,9 +256,12 @@ const char *mr_c_reset(void);
 typedef struct mr_progress mr_progress;
 void mr_progress_set_tty(int on); /* the CLI: isatty(2) */
 int mr_progress_tty(void);
-/* total 0 = unknown (no bar, no ETA). NULL on OOM (all calls accept NULL). */
+/* total 0 = unknown (no bar, no ETA). NULL on OOM (all calls accept NULL).
+ * label and unit are copied. Drawn only at MR_LOG_INFO or below. */
 mr_progress *mr_progress_begin(const char *label, uint64_t total, const char *unit);
 void mr_progress_update(mr_progress *p, uint64_t done, const char *detail);
+/* Draws the final line (on a terminal, or when final_detail is given) and
+ * frees p. */
 void mr_progress_end(mr_progress *p, const char *final_detail);
 /* Clears the live line (before other output); the next update redraws it. */
 void mr_progress_clear(void);
@@ -213,7 +269,8 @@ void mr_progress_clear(void);
 /* ---- "did you mean" ----------------------------------------------------
  * Levenshtein distance, and the candidate closest to word (a case-insensitive
  * exact match first, then the smallest optimal-string-alignment distance
- * within max(2, len/3)); NULL if none is close. Borrowed from candidates. */
+ * within max(2, len/3)); NULL if none is close. The result is one of the
+ * candidates (borrowed). Pure functions. */
 size_t mr_edit_distance(const char *a, const char *b);
 const char *mr_closest(const char *word, const char *const *candidates, size_t n);
 
@@ -227,46 +284,60 @@ mr_status mr_buf_utf8_scrub(mr_buf *out, const char *s, size_t len);
 /* ---- time --------------------------------------------------------------*/
 double mr_now(void);          /* monotonic seconds */
 double mr_wall_time(void);    /* seconds since the epoch */
-void mr_iso_time(double epoch_s, char *buf, size_t buf_len); /* "2026-11-30T11:19:15Z" */
+void mr_iso_time(double epoch_s, char *buf, size_t buf_len); /* "2026-11-30T11:19:15Z" (UTC); 21 bytes fit */
 
 /* ---- hashing (xxh3-128) ------------------------------------------------*/
 typedef struct mr_hash128 {
     uint64_t hi, lo;
 } mr_hash128;
 #define MR_HASH_HEX_LEN 32
+/* A streaming hasher (new -> update... -> digest; reset starts over). One
+ * thread at a time; free with mr_hasher_free (NULL is a no-op). */
 typedef struct mr_hasher mr_hasher;
-mr_status mr_hasher_new(mr_hasher **out, mr_error *err);
+mr_status mr_hasher_new(mr_hasher **out, mr_error *err); /* MR_E_NOMEM */
 void mr_hasher_reset(mr_hasher *h);
 void mr_hasher_update(mr_hasher *h, const void *p, size_t n);
 mr_hash128 mr_hasher_digest(const mr_hasher *h);
 void mr_hasher_free(mr_hasher *h);
 mr_hash128 mr_hash_bytes(const void *p, size_t n);
-/* Hashes a whole file with large sequential reads. *size_out may be NULL. */
+/* Hashes a whole file with large sequential reads; size_out (may be NULL)
+ * gets its length. MR_E_NOT_FOUND (no such file), MR_E_IO (cannot open or
+ * read; errno kept), MR_E_NOMEM; the message names the path. */
 mr_status mr_hash_file(const char *path, mr_hash128 *out, uint64_t *size_out, mr_error *err);
 /* Writes 32 lowercase hex digits + NUL into hex (MR_HASH_HEX_LEN + 1 bytes). */
 void mr_hash_hex(mr_hash128 h, char *hex);
+/* Exactly 32 lowercase hex digits; MR_E_PARSE otherwise (no mr_error). */
 mr_status mr_hash_parse(const char *hex, mr_hash128 *out);
 int mr_hash_eq(mr_hash128 a, mr_hash128 b);
 
-/* ---- filesystem --------------------------------------------------------*/
-mr_status mr_fs_mkdirs(const char *path, mr_error *err);     /* mkdir -p */
-mr_status mr_fs_rmtree(const char *path, mr_error *err);     /* rm -rf; missing is ok */
-int mr_fs_exists(const char *path);
+/* ---- filesystem --------------------------------------------------------
+ * Errors are MR_E_IO naming the path with errno kept, or MR_E_NOMEM, unless
+ * a function says more. */
+mr_status mr_fs_mkdirs(const char *path, mr_error *err);     /* mkdir -p; MR_E_IO also when path is a file */
+mr_status mr_fs_rmtree(const char *path, mr_error *err);     /* rm -rf (read-only dirs too); missing is ok */
+int mr_fs_exists(const char *path); /* lstat: a dangling link exists */
 int mr_fs_is_dir(const char *path);
+/* Reads a whole file into a NUL-terminated copy (*data_out, caller frees
+ * with mr_free; len_out may be NULL). limit: bytes at most, 0 = 1 GiB;
+ * a longer file is MR_E_LIMIT. MR_E_NOT_FOUND when path does not exist. */
 mr_status mr_fs_read_file(const char *path, size_t limit, char **data_out, size_t *len_out,
-                          mr_error *err); /* NUL-terminated copy; caller frees */
+                          mr_error *err);
 /* Atomic publish of a small file: write tmp in the same dir, fsync, rename,
- * fsync the directory. Readers see the old or the new content, never a mix. */
+ * fsync the directory. Readers see the old or the new content, never a mix;
+ * on failure the temporary file is removed and path is untouched. */
 mr_status mr_fs_write_atomic(const char *path, const void *data, size_t len, mr_error *err);
 mr_status mr_fs_fsync_path(const char *path, mr_error *err);
 mr_status mr_fs_fsync_dir_of(const char *path, mr_error *err);
-mr_status mr_fs_copy_file(const char *src, const char *dst, mr_error *err); /* dst must not exist */
-/* Creates a fresh private directory under parent with the given prefix. */
+mr_status mr_fs_copy_file(const char *src, const char *dst, mr_error *err); /* dst must not exist; removed on failure */
+/* Creates a fresh private directory "parent/prefix.XXXXXX" (parent is
+ * created if missing); *path_out is the caller's (mr_free). */
 mr_status mr_fs_mkdtemp(const char *parent, const char *prefix, char **path_out, mr_error *err);
-/* Path join: returns a new string "a/b" (b absolute -> copy of b). */
+/* Path join: returns a new string "a/b" (b absolute, a NULL or "" -> copy
+ * of b); caller frees; NULL on OOM. */
 char *mr_path_join(const char *a, const char *b);
 /* Lexically normalises a relative path ("./a//b/../c" -> "a/c"); NULL if it
- * escapes its root ("../x") or is absolute when !allow_abs. Caller frees. */
+ * escapes its root ("../x"), is empty, is absolute when !allow_abs, or on
+ * OOM. Caller frees. */
 char *mr_path_normalize(const char *p, int allow_abs);
 
 /* Advisory lock (flock) on a lock file; created if missing. */
@@ -275,9 +346,11 @@ typedef struct mr_flock {
 } mr_flock;
 #define MR_LOCK_SHARED 0
 #define MR_LOCK_EXCLUSIVE 1
-/* blocking: if nonzero, waits; else returns MR_E_STATE when held elsewhere.
- * inherit: if nonzero the fd is not close-on-exec, so child processes keep
- * the lock alive until they exit too. */
+/* blocking: if nonzero, waits; else returns MR_E_STATE when held elsewhere
+ * (code only: err is not set). inherit: if nonzero the fd is not
+ * close-on-exec, so child processes keep the lock alive until they exit
+ * too. MR_E_IO (cannot open or lock). lk is caller storage; release with
+ * mr_flock_release (safe on a released or failed lock). */
 mr_status mr_flock_acquire(mr_flock *lk, const char *path, int mode, int blocking, int inherit,
                            mr_error *err);
 void mr_flock_release(mr_flock *lk);
@@ -290,9 +363,15 @@ void mr_flock_release(mr_flock *lk);
  * job holds the workers, a call from another thread (or a nested call from
  * inside a job) runs all its blocks on the calling thread, as thread_id 0. */
 typedef void (*mr_range_fn)(void *ctx, size_t begin, size_t end, int thread_id);
-mr_status mr_pool_init(int n_threads, mr_error *err); /* 0 = number of CPUs */
-int mr_pool_threads(void);
-void mr_pool_shutdown(void);
+/* Starts the workers (n_threads in all, the caller included; 0 = number of
+ * CPUs); a second call is a no-op. Main thread, before parallel work.
+ * MR_E_NOMEM, MR_E_INTERNAL (a thread could not start: the pool keeps the
+ * threads that did). Without a pool every job runs on its caller. */
+mr_status mr_pool_init(int n_threads, mr_error *err);
+int mr_pool_threads(void); /* threads a job may use, caller included; 1 without a pool */
+void mr_pool_shutdown(void); /* joins the workers; no job may be running */
+/* Runs fn over [0, n) in blocks of block (0 = 1) and returns when all are
+ * done. fn must not fail or block on other jobs. */
 void mr_parallel_for(size_t n, size_t block, mr_range_fn fn, void *ctx);
 /* The same with at most max_threads threads (0 = the whole pool): the pool
  * runs min(T, blocks) lanes that pull blocks from one counter, so thread_id
@@ -302,7 +381,7 @@ void mr_parallel_for(size_t n, size_t block, mr_range_fn fn, void *ctx);
 void mr_parallel_for_capped(size_t n, size_t block, int max_threads, mr_range_fn fn, void *ctx);
 /* min(pool threads, max_threads) (max_threads <= 0: the pool's), >= 1. */
 int mr_pool_threads_capped(int max_threads);
-int mr_cpu_count(void);
+int mr_cpu_count(void); /* online CPUs, >= 1 */
 
 /* ---- child processes ---------------------------------------------------
  * One supervisor under every child millrace starts (stage workers, exec
@@ -311,18 +390,26 @@ int mr_cpu_count(void);
  * started) and death with the parent; terminate with a grace period
  * (SIGTERM, then SIGKILL); wait with resource usage (wait4).
  *
+ * Example:
+ *
  *   mr_proc p;
  *   mr_proc_opts o;
  *   mr_proc_opts_init(&o);
  *   o.new_group = 1;
- *   char *const argv[] = {"sh", "-c", "sleep 1", NULL};
+ *   char sh[] = "sh", c[] = "-c", cmd[] = "sleep 1";
+ *   char *const argv[] = {sh, c, cmd, NULL};
  *   if (mr_proc_spawn_exec(&p, &o, "/bin/sh", argv, &err) == MR_OK) {
  *       mr_proc_wait(&p, 1);                    // p.status, p.usage
  *       char why[64];
- *       if (!mr_proc_ok(&p)) mr_proc_describe(&p, why, sizeof(why));
+ *       if (!mr_proc_ok(&p)) {
+ *           mr_proc_describe(&p, why, sizeof(why));
+ *           mr_log(MR_LOG_WARN, "sleep: %s", why);
+ *       }
  *   }
  *
- * Not thread-safe: one thread of a process supervises its children. */
+ * An mr_proc lives in caller storage and owns nothing but the child: reap
+ * it (mr_proc_wait, mr_proc_terminate) before it goes. Not thread-safe:
+ * one thread of a process supervises its children. */
 typedef struct mr_proc_usage {
     double user_s, sys_s;  /* CPU seconds of the child and its waited-for descendants */
     int64_t max_rss_kb;    /* peak resident set of the largest of them */
@@ -352,7 +439,8 @@ mr_status mr_proc_spawn(mr_proc *p, const mr_proc_opts *o, int (*child)(void *ar
 mr_status mr_proc_spawn_exec(mr_proc *p, const mr_proc_opts *o, const char *path, char *const argv[],
                              mr_error *err);
 /* Reaps p if it has exited; block: wait for it (EINTR retried). Returns 1
- * once reaped (also when it was already), 0 while it runs, -1 on error. */
+ * once reaped (also when it was already: status and usage are then set), 0
+ * while it runs, -1 on error (errno; e.g. not our child). */
 int mr_proc_wait(mr_proc *p, int block);
 /* Reaps one exited child among procs[0..n) (NULL entries and reaped ones
  * are skipped): the one reaped, or NULL when none has exited (block: waits
@@ -367,9 +455,10 @@ void mr_proc_kill_group(const mr_proc *p);
 /* SIGTERM to every running proc, up to grace_s for them to exit (reaped),
  * then SIGKILL to the rest, which are reaped too. On return all are reaped. */
 void mr_proc_terminate(mr_proc *const *procs, size_t n, double grace_s);
-/* 1 if p exited with status 0. */
+/* 1 if p was reaped and exited with status 0. */
 int mr_proc_ok(const mr_proc *p);
-/* "exited with status 3" / "killed by signal 9 (Killed)" / "running". */
+/* "exited with status 3" / "killed by signal 9 (Killed)" / "running" into
+ * buf (truncated to buf_len). */
 void mr_proc_describe(const mr_proc *p, char *buf, size_t buf_len);
 
 /* ---- seeded random numbers ---------------------------------------------
@@ -380,7 +469,8 @@ void mr_proc_describe(const mr_proc *p, char *buf, size_t buf_len);
  *  - mr_rng: xoshiro256** seeded by four splitmix64 steps from one seed;
  *    for long streams (shuffles, samplers).
  * Every site that draws random numbers documents how it derives its seed,
- * so its results are reproducible at any thread count. */
+ * so its results are reproducible at any thread count. An mr_rng lives in
+ * caller storage (nothing to free); one thread draws from it at a time. */
 static inline uint64_t mr_splitmix64(uint64_t *state)
 {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
@@ -399,15 +489,16 @@ static inline uint64_t mr_scale_below(uint64_t x, uint64_t n)
 typedef struct mr_rng {
     uint64_t s[4];
 } mr_rng;
-void mr_rng_seed(mr_rng *r, uint64_t seed);
-uint64_t mr_rng_next(mr_rng *r);
+void mr_rng_seed(mr_rng *r, uint64_t seed); /* the state from four splitmix64 steps of seed */
+uint64_t mr_rng_next(mr_rng *r);            /* the next 64 random bits */
 uint64_t mr_rng_below(mr_rng *r, uint64_t n); /* uniform in [0, n), n > 0, by rejection (no bias) */
 double mr_rng_uniform(mr_rng *r);             /* [0, 1) with 53 random bits */
 double mr_rng_normal(mr_rng *r);              /* standard normal (Box-Muller, one draw pair per call) */
 
 /* ---- little-endian byte encoding ---------------------------------------
  * Every persistent binary format (model, binned matrix, features, bundle,
- * Parquet) is little-endian whatever the host. Fixed-position helpers: */
+ * Parquet) is little-endian whatever the host. Fixed-position helpers (p
+ * must hold the 2, 4 or 8 bytes; pure): */
 static inline void mr_le_put16(uint8_t *p, uint16_t v)
 {
     p[0] = (uint8_t)v;

@@ -1,6 +1,8 @@
 /* CSV reader (RFC 4180): parallel chunked parsing into mr_table, type
  * inference or declared schema, errors naming file, line and field.
  *
+ * Example:
+ *
  *   mr_csv_options o;
  *   mr_csv_options_init(&o);                 // or a zeroed struct: same defaults
  *   const char *names[] = {"age"};
@@ -10,18 +12,24 @@
  *   mr_csv_stats st;
  *   if (mr_csv_read("train.csv", &o, &t, &st, &err) != MR_OK)
  *       mr_log_error(&err);  // "train.csv:1042:3: column 'age' (field 3): expected int64, got "?""
+ *   else
+ *       printf("%llu rows, %zu columns\n", (unsigned long long)st.rows_read, t->n_cols);
  *   mr_table_free(t);
  *
- * Streaming (bounded memory, for ingest writing shards):
+ * Example, streaming in bounded memory (for ingest writing shards):
  *
+ *   mr_csv_options o;
+ *   mr_csv_options_init(&o);
  *   mr_csv_reader *r;
- *   mr_csv_reader_open("big.csv", &o, &r, &err);
+ *   if (mr_csv_reader_open("big.csv", &o, &r, &err) != MR_OK) { mr_log_error(&err); return; }
  *   mr_table *batch;
  *   while (mr_csv_reader_next(r, 100000, &batch, &err) == MR_OK && batch) {
- *       ...write batch...
+ *       // ... write batch ...
  *       mr_table_free(batch);
  *   }
+ *   mr_csv_stats st;
  *   mr_csv_reader_close(r, &st);
+ *   if (mr_error_is_set(&err)) mr_log_error(&err);
  *
  * Rules (see docs/data.md, "CSV and JSON lines"):
  * - Records end at LF or CRLF outside quotes; a lone CR is data. A UTF-8 BOM
@@ -55,8 +63,21 @@
  *   boundaries depend only on chunk_size and the data.
  * - STRING columns with few distinct values (<= rows/2 and <= 65536) come back
  *   dictionary-encoded (mr_column.codes/dict), others plain.
- * Thread safety: one reader per thread; mr_csv_read may run concurrently with
- * other reads (all share the core pool). */
+ *
+ * Ownership: tables returned (mr_csv_read, each batch of the reader) are
+ * the caller's (mr_table_free); a reader is ended with mr_csv_reader_close
+ * and a writer with mr_csv_writer_close or mr_csv_writer_free. Options are
+ * read during open and copied (null tokens, schema names, paths): nothing
+ * in them is kept. Column names of a reader are borrowed until close.
+ * Status codes: MR_E_IO (open, read, write; errno kept), MR_E_PARSE (a bad
+ * row with on_error FAIL; an empty file that should have a header),
+ * MR_E_LIMIT (a line or field over its cap, a column over the table caps),
+ * MR_E_SCHEMA (a declared column that is absent, duplicate header names; a
+ * streaming misfit), MR_E_INVALID_ARG (bad options), MR_E_STATE (a writer
+ * used after a failure), MR_E_NOMEM. Messages name file:line:field.
+ * Thread safety: one reader or writer per thread; mr_csv_read may run
+ * concurrently with other reads (all share the core pool; do not call it
+ * from inside an mr_parallel_for job). */
 #ifndef MILLRACE_CSV_H
 #define MILLRACE_CSV_H
 
@@ -104,7 +125,7 @@ typedef struct mr_csv_stats {
     uint64_t bytes;            /* input bytes consumed */
 } mr_csv_stats;
 
-void mr_csv_options_init(mr_csv_options *o);
+void mr_csv_options_init(mr_csv_options *o); /* zeroes o: every default above */
 
 /* The null tokens used when mr_csv_options.null_tokens is NULL: pandas'
  * default na_values ("#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN",
@@ -124,16 +145,18 @@ mr_status mr_csv_read(const char *path, const mr_csv_options *o, mr_table **out,
 typedef struct mr_csv_reader mr_csv_reader;
 
 /* Opens path, reads the header and infers the schema from the first
- * sample_rows records. Errors as mr_csv_read. */
+ * sample_rows records (o NULL = defaults). Errors as mr_csv_read. The
+ * reader is the caller's (mr_csv_reader_close). */
 mr_status mr_csv_reader_open(const char *path, const mr_csv_options *o, mr_csv_reader **out, mr_error *err);
-/* Column names and types of every batch (borrowed, valid until close). */
+/* Column names and types of every batch (borrowed, valid until close);
+ * NULL / MR_T_NULL for j past the end. */
 size_t mr_csv_reader_n_cols(const mr_csv_reader *r);
 const char *mr_csv_reader_col_name(const mr_csv_reader *r, size_t j);
 mr_dtype mr_csv_reader_col_type(const mr_csv_reader *r, size_t j);
 /* Next batch of 1..max_rows rows (0 = no limit) in file order; a batch may
  * also end at an internal window boundary (about 8 chunks). *out = NULL at
  * the end. The caller frees each batch. After an error the reader is sticky:
- * later calls return the same status. */
+ * later calls return the same status (and copy the same error into err). */
 mr_status mr_csv_reader_next(mr_csv_reader *r, size_t max_rows, mr_table **out, mr_error *err);
 /* Closes the file (and quarantine file); fills stats if not NULL. NULL is a no-op. */
 void mr_csv_reader_close(mr_csv_reader *r, mr_csv_stats *stats);
@@ -155,10 +178,16 @@ void mr_csv_reader_close(mr_csv_reader *r, mr_csv_stats *stats);
  * - values are printed by mr_column_format (shortest round-trip floats,
  *   YYYY-MM-DD dates, "YYYY-MM-DD HH:MM:SS[.ffffff]" timestamps).
  *
+ * Example (given const mr_table *batch):
+ *
  *   mr_csv_writer *w;
- *   if (mr_csv_writer_open("out.csv", ',', &w, &err) != MR_OK) ...;
- *   while (...) if (mr_csv_writer_write(w, batch, &err) != MR_OK) { mr_csv_writer_free(w); ...; }
- *   if (mr_csv_writer_close(w, &err) != MR_OK) ...;   // out.csv appears only now
+ *   if (mr_csv_writer_open("out.csv", ',', &w, &err) != MR_OK) { mr_log_error(&err); return; }
+ *   if (mr_csv_writer_write(w, batch, &err) != MR_OK) {   // as many batches as you like
+ *       mr_csv_writer_free(w);                              // nothing appears at out.csv
+ *       mr_log_error(&err);
+ *       return;
+ *   }
+ *   if (mr_csv_writer_close(w, &err) != MR_OK) mr_log_error(&err);   // out.csv appears only now
  */
 
 /* Appends s[0, len) to out as one field, quoted by the rules above (the

@@ -5,24 +5,50 @@
  * opens any supported source (CSV, TSV, JSON lines, Parquet, a dataset or a
  * directory/glob of such files) as a stream of batches, for ingest.
  *
+ * Example (given const mr_table *batch):
+ *
  *   mr_dataset_write_opts o;
  *   mr_dataset_write_opts_init(&o);          // zstd, 1M rows/shard, 128Ki-row row groups
  *   const char *parts[] = {"day"};
  *   o.partition_by = parts; o.n_partition_by = 1;
  *   mr_dataset_writer *w;
- *   mr_dataset_writer_open("out", &o, &w, &err);
- *   mr_dataset_writer_write(w, batch, &err);   // as many batches as you like
+ *   if (mr_dataset_writer_open("out", &o, &w, &err) != MR_OK) { mr_log_error(&err); return; }
+ *   if (mr_dataset_writer_write(w, batch, &err) != MR_OK) {   // as many batches as you like
+ *       mr_dataset_writer_free(w);
+ *       mr_log_error(&err);
+ *       return;
+ *   }
  *   mr_dataset_summary sum;
- *   mr_dataset_writer_close(w, &sum, &err);    // writes out/manifest.json last
+ *   if (mr_dataset_writer_close(w, &sum, &err) != MR_OK) { mr_log_error(&err); return; }   // out/manifest.json last
  *
  *   mr_table *t;
  *   const char *cols[] = {"user", "amount"};
- *   mr_dataset_read_all("out", "day >= DATE '2024-03-01'", cols, 2, &t, &err);
+ *   mr_dataset_explain ex;
+ *   if (mr_dataset_read_all("out", "day >= DATE '2024-03-01'", cols, 2, &t, &ex, &err) == MR_OK) {
+ *       printf("%zu rows, %llu shards pruned\n", t->n_rows, (unsigned long long)ex.shards_pruned_stats);
+ *       mr_table_free(t);
+ *   }
  *
  * The on-disk format is specified in docs/data.md ("Datasets").
+ *
+ * Ownership: a dataset, writer, scan and source are the caller's, each
+ * ended by its _close (or mr_dataset_writer_free); every batch and table
+ * returned is the caller's (mr_table_free). Accessors return views
+ * borrowed from the dataset (names, shard paths and hashes, statistics),
+ * valid until mr_dataset_close. Options are read during open (the writer
+ * and the source copy the names and paths they keep).
+ * Status codes: MR_E_NOT_FOUND (no manifest, no matching input, an unknown
+ * column), MR_E_CORRUPT (a malformed manifest; a missing, resized or
+ * changed shard), MR_E_PARSE / MR_E_SCHEMA (a filter that does not parse or
+ * type-check; input files of different schemas; batches that do not match
+ * the first), MR_E_INVALID_ARG (bad options, an unknown file extension),
+ * MR_E_LIMIT, MR_E_IO, MR_E_STATE (a writer, scan or source used after a
+ * failure), MR_E_NOMEM, and the errors of the CSV, JSON-lines and Parquet
+ * readers. Messages name the file or shard.
  * Thread safety: an mr_dataset is read-only after open and may be shared by
- * scans and loaders in several threads; a writer or a scan belongs to one
- * thread at a time. */
+ * scans and loaders in several threads; a writer, scan or source belongs to
+ * one thread at a time. Scans decode on the core pool (do not call them
+ * from inside an mr_parallel_for job). */
 #ifndef MILLRACE_DATASET_H
 #define MILLRACE_DATASET_H
 
@@ -51,7 +77,7 @@ typedef struct mr_dataset_write_opts {
     size_t n_partition_by;
 } mr_dataset_write_opts;
 
-void mr_dataset_write_opts_init(mr_dataset_write_opts *o);
+void mr_dataset_write_opts_init(mr_dataset_write_opts *o); /* the defaults above */
 
 typedef struct mr_dataset_summary {
     uint64_t rows;       /* rows written */
@@ -64,7 +90,9 @@ typedef struct mr_dataset_writer mr_dataset_writer;
 
 /* Starts a dataset in dir (created if missing; it should be empty: files
  * named part-NNNNN.parquet and manifest.json are overwritten). opts NULL =
- * defaults. Errors: MR_E_INVALID_ARG (bad options), MR_E_IO, MR_E_NOMEM. */
+ * defaults. Errors: MR_E_INVALID_ARG (over 16 partition columns, one listed
+ * twice), MR_E_IO (cannot create dir), MR_E_NOMEM. The writer is the
+ * caller's: end it with mr_dataset_writer_close (publish) or _free. */
 mr_status mr_dataset_writer_open(const char *dir, const mr_dataset_write_opts *opts, mr_dataset_writer **out,
                                  mr_error *err);
 /* Appends batch's rows (the batch is not modified and stays the caller's).
@@ -73,17 +101,22 @@ mr_status mr_dataset_writer_open(const char *dir, const mr_dataset_write_opts *o
  * most one row group per open partition. With partition_by, rows are routed
  * to key=value/ directories by the partition columns' values, and those
  * columns are left out of the shard files (they come back from the manifest
- * on read). After an error the writer is sticky-failed (MR_E_STATE). */
+ * on read). MR_E_SCHEMA (another schema; a column of type null),
+ * MR_E_NOT_FOUND (a partition column the first batch lacks),
+ * MR_E_INVALID_ARG (every column is a partition column), MR_E_LIMIT (a
+ * batch over 2^32 - 1 rows), MR_E_IO, MR_E_NOMEM. After an error the writer
+ * is sticky-failed (MR_E_STATE). */
 mr_status mr_dataset_writer_write(mr_dataset_writer *w, const mr_table *batch, mr_error *err);
 /* Flushes and closes every shard, hashes them, and writes manifest.json
  * atomically, last. The writer is freed either way; summary may be NULL.
  * On failure no manifest is written (partial shards stay for the caller to
- * remove with the directory). */
+ * remove with the directory): MR_E_STATE (an earlier write failed), MR_E_IO,
+ * MR_E_NOMEM; w NULL is MR_E_INVALID_ARG. */
 mr_status mr_dataset_writer_close(mr_dataset_writer *w, mr_dataset_summary *summary, mr_error *err);
 /* Abandons a writer without a manifest. NULL is a no-op. */
 void mr_dataset_writer_free(mr_dataset_writer *w);
 
-/* Writes t as a whole dataset (open + write + close). */
+/* Writes t as a whole dataset (open + write + close). Errors as those. */
 mr_status mr_dataset_write_table(const char *dir, const mr_table *t, const mr_dataset_write_opts *opts,
                                  mr_dataset_summary *summary, mr_error *err);
 
@@ -122,11 +155,12 @@ typedef struct mr_dataset_shard_info {
  * columns, shard paths (relative, inside dir), and that every shard exists
  * with the recorded size. Content hashes are checked by mr_dataset_verify.
  * Errors: MR_E_NOT_FOUND (no manifest), MR_E_CORRUPT (malformed manifest; a
- * missing or wrong-sized shard, naming it), MR_E_IO, MR_E_NOMEM. */
+ * missing or wrong-sized shard, naming it), MR_E_IO, MR_E_NOMEM. The dataset
+ * is the caller's (mr_dataset_close). */
 mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err);
 void mr_dataset_close(mr_dataset *ds); /* NULL is a no-op */
 /* Hashes every shard and compares with the manifest (MR_E_CORRUPT names the
- * first mismatch). */
+ * first mismatch; MR_E_NOT_FOUND / MR_E_IO when a shard cannot be read). */
 mr_status mr_dataset_verify(const mr_dataset *ds, mr_error *err);
 /* Scans and loads of this dataset check Parquet page CRCs only when on (the
  * default is off). A shard's integrity is what the manifest's content hash
@@ -137,7 +171,9 @@ mr_status mr_dataset_verify(const mr_dataset *ds, mr_error *err);
  * keep checking them. Not thread-safe against scans in progress. */
 void mr_dataset_set_verify_checksums(mr_dataset *ds, int on);
 
-/* Accessors: borrowed pointers valid until close. */
+/* Accessors: pure reads; borrowed pointers valid until close. An index out
+ * of range gives NULL / MR_T_NULL / 0 / SIZE_MAX (mr_dataset_partition_col)
+ * or a zeroed *out (mr_dataset_shard). */
 const char *mr_dataset_dir(const mr_dataset *ds);
 size_t mr_dataset_n_cols(const mr_dataset *ds);
 const char *mr_dataset_col_name(const mr_dataset *ds, size_t j);
@@ -151,7 +187,7 @@ size_t mr_dataset_n_shards(const mr_dataset *ds);
 size_t mr_dataset_n_partitions(const mr_dataset *ds);
 void mr_dataset_shard(const mr_dataset *ds, size_t i, mr_dataset_shard_info *out);
 /* Statistics of schema column j in shard i (partition columns: min = max =
- * the partition value). */
+ * the partition value); NULL for an index out of range. Borrowed. */
 const mr_dataset_col_stats *mr_dataset_shard_stats(const mr_dataset *ds, size_t i, size_t j);
 
 /* ---- scan ------------------------------------------------------------------ */
@@ -186,24 +222,28 @@ typedef struct mr_dataset_scan mr_dataset_scan;
  * Only the filter's and the output's columns are read from the shards.
  * Errors: MR_E_PARSE / MR_E_SCHEMA / MR_E_NOT_FOUND from the filter (the
  * message names the column; err->hint may say "did you mean"), MR_E_NOT_FOUND
- * for an unknown output column, MR_E_NOMEM. */
+ * for an unknown output column, MR_E_NOMEM. The scan is the caller's
+ * (mr_dataset_scan_close). */
 mr_status mr_dataset_scan_open(const mr_dataset *ds, const char *filter, const char *const *columns, size_t n_columns,
                                mr_dataset_scan **out, mr_error *err);
 /* Next non-empty batch of selected rows (one row group at a time), or *out =
  * NULL at the end. The caller frees each batch. String columns may be
  * dictionary-encoded. Errors: MR_E_IO, MR_E_CORRUPT (a shard, naming it),
- * MR_E_NOMEM; the scan is sticky-failed afterwards. */
+ * MR_E_NOMEM; the scan is sticky-failed afterwards (MR_E_STATE). */
 mr_status mr_dataset_scan_next(mr_dataset_scan *s, mr_table **out, mr_error *err);
+/* The counts so far (see mr_dataset_explain). */
 void mr_dataset_scan_explain(const mr_dataset_scan *s, mr_dataset_explain *out);
 void mr_dataset_scan_close(mr_dataset_scan *s); /* NULL is a no-op */
 
-/* Appends a human-readable multi-line report of ex to out. */
+/* Appends a human-readable multi-line report of ex to out (MR_E_NOMEM,
+ * MR_E_LIMIT). */
 mr_status mr_dataset_explain_format(const mr_dataset_explain *ex, mr_buf *out);
-/* Appends ex as one JSON object. */
+/* Appends ex as one JSON object (MR_E_NOMEM, MR_E_LIMIT). */
 mr_status mr_dataset_explain_json(const mr_dataset_explain *ex, mr_buf *out);
 
 /* Opens dir, scans it and concatenates the batches into one table (which has
- * the output columns even when no row matches). explain may be NULL. */
+ * the output columns even when no row matches; strings plain). explain may
+ * be NULL. Errors: those of mr_dataset_open, _scan_open and _scan_next. */
 mr_status mr_dataset_read_all(const char *dir, const char *filter, const char *const *columns, size_t n_columns,
                               mr_table **out, mr_dataset_explain *explain, mr_error *err);
 
@@ -218,7 +258,8 @@ typedef enum mr_source_format {
     MR_SRC_DATASET = 5, /* a directory with manifest.json */
 } mr_source_format;
 
-/* "csv", "tsv", "jsonl" (also "ndjson"), "parquet", "dataset", "auto". */
+/* "csv", "tsv", "jsonl" (also "ndjson"), "parquet", "dataset", "auto";
+ * MR_E_NOT_FOUND otherwise (no mr_error). */
 mr_status mr_source_format_parse(const char *name, mr_source_format *out);
 
 typedef struct mr_source mr_source;
@@ -229,15 +270,21 @@ typedef struct mr_source mr_source;
  * and TSV files, and its schema/on_error/quarantine/threads fields to JSON
  * lines too. All files must produce the same column names and types
  * (MR_E_SCHEMA names the file that differs). Errors: MR_E_NOT_FOUND (nothing
- * matches), MR_E_INVALID_ARG (unknown extension), reader errors. */
+ * matches), MR_E_INVALID_ARG (unknown extension), MR_E_IO, MR_E_NOMEM;
+ * the files are opened (and their errors found) one by one by
+ * mr_source_next. csv's strings are copied. The source is the caller's
+ * (mr_source_close). */
 mr_status mr_source_open(const char *path, mr_source_format format, const mr_csv_options *csv, mr_source **out,
                          mr_error *err);
 /* Next batch of 1..max_rows rows (0 = reader's choice), or *out = NULL at the
- * end. The caller frees each batch. Sticky after an error. */
+ * end. The caller frees each batch. Errors: the readers' (naming the file),
+ * MR_E_SCHEMA (a file whose columns differ from the first's); after one,
+ * later calls return MR_E_STATE. */
 mr_status mr_source_next(mr_source *src, size_t max_rows, mr_table **out, mr_error *err);
 size_t mr_source_n_files(const mr_source *src);
-const char *mr_source_file(const mr_source *src, size_t i);
-/* Closes the source; stats (may be NULL) sums the readers' counters. */
+const char *mr_source_file(const mr_source *src, size_t i); /* borrowed until close; NULL past the end */
+/* Closes the source; stats (may be NULL) sums the readers' counters. NULL
+ * is a no-op. */
 void mr_source_close(mr_source *src, mr_csv_stats *stats);
 
 
@@ -245,11 +292,16 @@ void mr_source_close(mr_source *src, mr_csv_stats *stats);
  * Streams a source (mr_source_open) through an optional row filter and column
  * projection into a dataset writer, batch by batch, in bounded memory.
  *
+ * Example:
+ *
  *   mr_ingest_opts o;
  *   mr_ingest_opts_init(&o);
  *   o.filter = "country = 'DE'";
  *   mr_ingest_stats st;
- *   mr_dataset_ingest("events.csv", "out/events", &o, &st, &err);
+ *   if (mr_dataset_ingest("events.csv", "out/events", &o, &st, &err) != MR_OK)
+ *       mr_log_error(&err);   // "events.csv:1042:7: ..." (the caller removes out/events)
+ *   else
+ *       printf("%llu of %llu rows kept\n", (unsigned long long)st.rows_written, (unsigned long long)st.rows_read);
  *
  * Bad source rows follow o.csv.on_error (docs/data.md): FAIL stops with the
  * reader's error (file:line:field, column name and value); SKIP and

@@ -3,16 +3,20 @@
  * an mr_table, and checked against per-column min/max statistics so that a
  * reader can skip shards and row groups that cannot match.
  *
+ * Example (given const mr_table *table):
+ *
  *   mr_expr *e = NULL;
- *   mr_error err;
- *   mr_error_init(&err);
  *   const char *text = "country = 'FR' AND age BETWEEN 18 AND 65";
  *   if (mr_expr_parse(text, strlen(text), "filter", &e, &err) != MR_OK ||
  *       mr_expr_bind_table(e, table, MR_EXPR_FILTER, &err) != MR_OK) {
  *       mr_log_error(&err);   // "filter: unknown column 'contry'" + hint
  *   } else {
  *       uint8_t *mask = mr_malloc(table->n_rows ? table->n_rows : 1);
- *       if (mr_expr_eval_filter(e, table, mask, &err) == MR_OK) { ... }
+ *       if (mask && mr_expr_eval_filter(e, table, mask, &err) == MR_OK) {
+ *           size_t kept = 0;
+ *           for (size_t i = 0; i < table->n_rows; i++) kept += mask[i];
+ *           printf("%zu rows match\n", kept);
+ *       }
  *       mr_free(mask);
  *   }
  *   mr_expr_free(e);
@@ -33,6 +37,15 @@
  *     wrapped value and never an error.
  *   - int64 / int64 is float64; int mixed with float is float64.
  *
+ * Ownership: an expression is the caller's (mr_expr_free); it copies what
+ * it keeps of the text and schema, and borrows tables and statistics only
+ * for the call. mr_expr_columns' names are borrowed from the expression;
+ * columns from mr_expr_eval are the caller's.
+ * Status codes: MR_E_PARSE (syntax), MR_E_LIMIT (text or depth caps),
+ * MR_E_NOT_FOUND (an unknown column or function, with a hint), MR_E_SCHEMA
+ * (a type error, a table that does not match the binding), MR_E_STATE
+ * (evaluating an unbound expression), MR_E_INVALID_ARG (binding or printing
+ * an empty expression), MR_E_NOMEM.
  * Thread safety: a bound mr_expr is read-only during evaluation and pruning,
  * so several threads may evaluate the same expression over different tables
  * concurrently. Parsing and binding mutate it. */
@@ -72,7 +85,7 @@ void mr_expr_free(mr_expr *e); /* NULL is a no-op */
  * Errors: MR_E_NOT_FOUND (unknown column or function; err->hint holds "did
  * you mean 'x'?" when one is close), MR_E_SCHEMA (type errors, e.g.
  * "filter: cannot compare string column 'country' with int64 literal 3"),
- * MR_E_NOMEM. */
+ * MR_E_INVALID_ARG (e NULL or empty), MR_E_NOMEM. */
 mr_status mr_expr_bind(mr_expr *e, const char *const *names, const mr_dtype *types, size_t n_cols,
                        unsigned flags, mr_error *err);
 /* Same, with the table's columns as the schema. */
@@ -150,7 +163,8 @@ const char *const *mr_expr_columns(const mr_expr *e, size_t *n_out);
  * that keep the meaning, '!=' for '<>', single spaces around binary
  * operators, floats in shortest round-trip form, DATE/TIMESTAMP literals in
  * ISO form (timestamps in UTC). parse(print(e)) prints the same text, so
- * the text is fit for cache keys. Errors: MR_E_NOMEM, MR_E_LIMIT (mr_buf cap). */
+ * the text is fit for cache keys. Errors: MR_E_NOMEM, MR_E_LIMIT (mr_buf
+ * cap), MR_E_INVALID_ARG (e NULL or empty); no mr_error. */
 mr_status mr_expr_print(const mr_expr *e, mr_buf *out);
 
 #ifdef __cplusplus

@@ -4,22 +4,30 @@
  * row at a time. Training, evaluation, `predict` and `serve` all call the
  * same per-value code, so they cannot diverge.
  *
- *   mr_value *yaml;                           // the `steps:` sequence
- *   mr_yaml_parse(text, len, "features.yaml", &yaml, &err);
- *   mr_features_spec *spec;
- *   mr_features_spec_parse(yaml, "features.yaml", &spec, &err);
- *   mr_features *fx;
- *   mr_table *train_x, *test_x;
- *   mr_features_fit_apply_train(spec, train, "churn", &fx, &train_x, &err);
- *   mr_features_apply(fx, test, &test_x, &err);
- *   for (size_t j = 0; j < mr_features_n_outputs(fx); j++) {
- *       const mr_features_output *o = mr_features_output_at(fx, j);
- *       // o->name "plan=basic", o->source "plan", o->categorical 0/1
+ * Example (given const mr_value *steps, const mr_table *train, const mr_table *test):
+ *
+ *   // steps: the `steps:` sequence as parsed from YAML (mr_yaml_parse, spec.h)
+ *   mr_features_spec *spec = NULL;
+ *   mr_features *fx = NULL;
+ *   mr_table *train_x = NULL, *test_x = NULL;
+ *   if (mr_features_spec_parse(steps, "features.yaml", &spec, &err) != MR_OK ||
+ *       mr_features_fit_apply_train(spec, train, "churn", &fx, &train_x, &err) != MR_OK ||
+ *       mr_features_apply(fx, test, &test_x, &err) != MR_OK) {
+ *       mr_log_error(&err);   // "features.yaml:3:15: features: column 'plna' is not in the table" + hint
+ *   } else {
+ *       for (size_t j = 0; j < mr_features_n_outputs(fx); j++) {
+ *           const mr_features_output *o = mr_features_output_at(fx, j);
+ *           printf("%s <- %s%s\n", o->name, o->source, o->categorical ? " (categorical)" : "");   // "plan=basic <- plan"
+ *       }
+ *       mr_buf b;
+ *       mr_buf_init(&b);
+ *       if (mr_features_save(fx, &b) == MR_OK) printf("%zu bytes\n", b.len);   // the "MRFT" artifact
+ *       mr_buf_free(&b);
  *   }
- *   mr_buf b; mr_buf_init(&b);
- *   mr_features_save(fx, &b);                  // "MRFT" artifact
- *   ...
- *   mr_features_free(fx); mr_features_spec_free(spec); mr_value_free(yaml);
+ *   mr_table_free(test_x);
+ *   mr_table_free(train_x);
+ *   mr_features_free(fx);
+ *   mr_features_spec_free(spec);
  *
  * The YAML (docs/features.md has the full reference):
  *   - impute:        {columns: [age, income], strategy: median, indicator: true}
@@ -52,6 +60,17 @@
  *   `city` (ordinal codes, categorical), `url#hash0` ... (hash), `zip#te`
  *   (target encoding).
  *
+ * Ownership: a spec and a fitted transform are the caller's
+ * (mr_features_spec_free, mr_features_free; NULL is a no-op); neither
+ * borrows from the values or tables it was made from. Tables returned are
+ * the caller's (mr_table_free). Inputs and outputs (mr_features_input_at,
+ * mr_features_output_at) and their names are borrowed from the transform.
+ * Status codes: MR_E_PARSE (the YAML: an unknown step or key, with line:col
+ * and a hint), MR_E_NOT_FOUND (a named column is absent, with a hint),
+ * MR_E_SCHEMA (a step that cannot take a column's type, a column that
+ * would be lost, duplicate outputs), MR_E_INVALID_ARG (bad step values; a
+ * row of the wrong shape), MR_E_CORRUPT (a bad artifact), MR_E_LIMIT,
+ * MR_E_NOMEM.
  * Thread safety: a fitted mr_features is immutable; any number of threads
  * may apply it concurrently. mr_features_apply uses the core pool (do not
  * call it from inside an mr_parallel_for callback); mr_features_apply_row
@@ -76,7 +95,8 @@ typedef struct mr_features_spec mr_features_spec;
  * {step_name: {params}} (a step without params may be the bare name, e.g.
  * `- log1p: {columns: [x]}`). source names the file for error positions
  * (may be NULL). Unknown step names and keys are MR_E_PARSE with a
- * did-you-mean hint and line:col. *out is owned by the caller. */
+ * did-you-mean hint and line:col; two steps with one output name are
+ * MR_E_SCHEMA. *out is owned by the caller (it copies what it keeps). */
 mr_status mr_features_spec_parse(const mr_value *steps, const char *source, mr_features_spec **out, mr_error *err);
 void mr_features_spec_free(mr_features_spec *s);
 size_t mr_features_spec_n_steps(const mr_features_spec *s);
@@ -127,11 +147,13 @@ mr_status mr_features_fit(const mr_features_spec *spec, const mr_table *train, c
 /* Fits, and returns the transformed training table in which every
  * target_encode output holds out-of-fold values (each row encoded with
  * statistics from the other folds, so a row's own label never reaches its
- * features). Every other output equals mr_features_apply(fitted, train). */
+ * features). Every other output equals mr_features_apply(fitted, train).
+ * Errors as mr_features_fit; on failure neither output is set. */
 mr_status mr_features_fit_apply_train(const mr_features_spec *spec, const mr_table *train, const char *label,
                                       mr_features **fitted_out, mr_table **train_out, mr_error *err);
 void mr_features_free(mr_features *f);
 
+/* Accessors (pure reads; what they return is borrowed from f). */
 size_t mr_features_n_inputs(const mr_features *f);
 const mr_features_input *mr_features_input_at(const mr_features *f, size_t i); /* borrowed; NULL past the end */
 size_t mr_features_n_outputs(const mr_features *f);
@@ -169,7 +191,8 @@ typedef struct mr_row_view {
     size_t n_cells; /* must equal mr_features_n_inputs */
 } mr_row_view;
 
-/* Row i of column c as a cell (the batch path reads tables through this). */
+/* Row i of column c as a cell (the batch path reads tables through this);
+ * a string cell borrows the column's bytes. Cannot fail. */
 void mr_features_cell(const mr_column *c, size_t i, mr_cell *out);
 
 /* Applies f to one row: out_vec[j] (j < mr_features_n_outputs) gets output
@@ -182,12 +205,14 @@ mr_status mr_features_apply_row(const mr_features *f, const mr_row_view *row, do
 
 /* ---- artifact ------------------------------------------------------------ */
 /* Appends the versioned binary form of f (docs/features.md, "File format")
- * to out. The same fit always gives the same bytes. */
+ * to out. The same fit always gives the same bytes. MR_E_NOMEM / MR_E_LIMIT
+ * (no mr_error). */
 mr_status mr_features_save(const mr_features *f, mr_buf *out);
 /* Loads and fully validates an artifact. Errors: MR_E_CORRUPT naming what
  * failed (bad magic, unsupported version, checksum, truncation at a named
  * field, out-of-range enum or count, unsorted vocabulary, inconsistent output
- * list), MR_E_NOMEM. */
+ * list), MR_E_NOMEM. data is read during the call only; *out is the
+ * caller's. */
 mr_status mr_features_load(const void *data, size_t len, mr_features **out, mr_error *err);
 
 #ifdef __cplusplus

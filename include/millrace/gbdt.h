@@ -7,24 +7,46 @@
  * Training is reproducible: the same data, params and seed give a
  * byte-identical model file for any thread count (docs/gbdt.md says how).
  *
+ * Example (given const float *x, size_t n_rows, size_t n_feat, const float *y):
+ *
  *   mr_gbdt_params p;
  *   mr_gbdt_params_init(&p);
- *   mr_gbdt_params_set_text(&p, "objective", "binary", &err);
- *   mr_gbdt_params_set_text(&p, "n_estimators", "200", &err);  // alias of num_iterations
+ *   if (mr_gbdt_params_set_text(&p, "objective", "binary", &err) != MR_OK ||
+ *       mr_gbdt_params_set_text(&p, "n_estimators", "200", &err) != MR_OK) {   // alias of num_iterations
+ *       mr_log_error(&err);
+ *       return;
+ *   }
  *   // or from a value tree (millrace.yaml's params: mapping, positions kept):
  *   //   mr_gbdt_params_apply(&p, mr_value_get(def, "params"), &err);
  *   mr_gbdt_data *train = NULL;
- *   mr_gbdt_data_from_matrix(x, n_rows, n_feat, MR_GBDT_ROW_MAJOR, y, NULL, NULL, &p, &train, &err);
  *   mr_gbdt_model *m = NULL;
- *   if (mr_gbdt_train(&p, train, NULL, NULL, NULL, &m, &err) == MR_OK) {
+ *   if (mr_gbdt_data_from_matrix(x, n_rows, n_feat, MR_GBDT_ROW_MAJOR, y, NULL, NULL, &p, &train, &err) == MR_OK &&
+ *       mr_gbdt_train(&p, train, NULL, NULL, NULL, &m, &err) == MR_OK) {
  *       double prob;
- *       mr_gbdt_predict(m, x, 1, MR_GBDT_ROW_MAJOR, 0, 0, &prob, &err);   // first row
- *       mr_gbdt_model_save(m, "model.mrgb", &err);
+ *       if (mr_gbdt_predict(m, x, 1, MR_GBDT_ROW_MAJOR, 0, 0, &prob, &err) == MR_OK)   // first row
+ *           printf("P(y=1) = %.3f\n", prob);
+ *       if (mr_gbdt_model_save(m, "model.mrgb", &err) != MR_OK) mr_log_error(&err);
+ *   } else {
+ *       mr_log_error(&err);
  *   }
  *   mr_gbdt_model_free(m);
  *   mr_gbdt_data_free(train);
  *   mr_gbdt_params_deinit(&p);
  *
+ * Ownership: params live in caller storage (mr_gbdt_params_deinit frees
+ * categorical_feature). Binned data, models and predictors are the
+ * caller's, each freed by its _free (NULL is a no-op); none borrows from
+ * the inputs it was made from (matrices, tables and labels are copied or
+ * binned during the call). Accessors return views borrowed from their
+ * object; prediction writes into caller-allocated arrays.
+ * Status codes: MR_E_INVALID_ARG (an unknown parameter with a did-you-mean
+ * hint, a bad value or range, bad labels, no label or rows, bad shapes),
+ * MR_E_NOT_FOUND (a named column or categorical feature is absent),
+ * MR_E_SCHEMA (a column type gbdt cannot take; data binned with other
+ * edges or of another width than the model), MR_E_LIMIT (over 2^32 - 2 rows
+ * or 65535 features), MR_E_FAILED (training diverged), MR_E_CORRUPT (a bad
+ * model, binned-matrix or predictor file, naming the offset or field),
+ * MR_E_NOT_FOUND / MR_E_IO (loading, saving), MR_E_NOMEM.
  * Threads: training and batch prediction run on core's process-wide pool
  * (mr_pool_init); num_threads caps how many of its threads one call uses
  * (0 = all). Without an initialised pool everything runs on the caller.
@@ -108,23 +130,28 @@ void mr_gbdt_params_deinit(mr_gbdt_params *p); /* frees categorical_feature */
  * is parsed as by mr_gbdt_params_set_text. MR_E_INVALID_ARG names the key
  * and the expected type or range, and carries v's line and column (no
  * file: the caller knows which); an unknown key gets "did you mean" with
- * the canonical name of the closest name or alias. */
+ * the canonical name of the closest name or alias (MR_E_INVALID_ARG, key
+ * set). p is unchanged on failure. */
 mr_status mr_gbdt_params_set(mr_gbdt_params *p, const char *key, const mr_value *v, mr_error *err);
-/* The same from text ("63", "binary", "auc,binary_logloss"): the CLI's -p. */
+/* The same from text ("63", "binary", "auc,binary_logloss"): the CLI's -p.
+ * MR_E_INVALID_ARG (unknown key, bad value; also a NULL argument). */
 mr_status mr_gbdt_params_set_text(mr_gbdt_params *p, const char *key, const char *value, mr_error *err);
 /* Every entry of a mapping (NULL or null: none), in order; the first error
- * stops, positioned at the key when it is unknown, else at the value. */
+ * stops, positioned at the key when it is unknown, else at the value.
+ * MR_E_INVALID_ARG (also when map is not a mapping). */
 mr_status mr_gbdt_params_apply(mr_gbdt_params *p, const mr_value *map, mr_error *err);
 /* The canonical name of a LightGBM name or alias ("n_estimators" ->
  * "num_iterations"), or NULL when it names no parameter. Static string. */
 const char *mr_gbdt_param_canonical(const char *key);
-/* Checks ranges and combinations (e.g. multiclass needs num_class >= 2). */
+/* Checks ranges and combinations (e.g. multiclass needs num_class >= 2):
+ * MR_E_INVALID_ARG naming the parameter. mr_gbdt_train calls it too. */
 mr_status mr_gbdt_params_validate(const mr_gbdt_params *p, mr_error *err);
 /* Canonical "name=value\n" lines of every training parameter (num_threads
- * excluded: it never changes the model). Appends to out. */
+ * excluded: it never changes the model). Appends to out (MR_E_NOMEM,
+ * MR_E_LIMIT). */
 mr_status mr_gbdt_params_to_text(const mr_gbdt_params *p, mr_buf *out);
-const char *mr_gbdt_objective_name(mr_gbdt_objective o);
-const char *mr_gbdt_metric_name(mr_gbdt_metric m);
+const char *mr_gbdt_objective_name(mr_gbdt_objective o); /* "binary" (static) */
+const char *mr_gbdt_metric_name(mr_gbdt_metric m);       /* "auc" (static) */
 
 /* ---- binned data ----------------------------------------------------------
  * Features quantised to <= max_bin value bins per feature plus bin 0 for
@@ -141,7 +168,11 @@ typedef enum mr_gbdt_layout { MR_GBDT_ROW_MAJOR = 0, MR_GBDT_COL_MAJOR = 1 } mr_
  * names or NULL ("f0".."fN-1"). reference: an already binned training set
  * whose edges to reuse, or NULL to compute edges (from params max_bin,
  * bin_construct_sample_cnt, seed, categorical_feature). Categorical features
- * hold non-negative integer codes (< 2^24). Copies what it needs. */
+ * hold non-negative integer codes (< 2^24). Copies what it needs; *out is
+ * the caller's (mr_gbdt_data_free). MR_E_INVALID_ARG (x NULL, n_features
+ * not in [1, 65535], bad categorical_feature), MR_E_NOT_FOUND (a
+ * categorical_feature name no feature has), MR_E_SCHEMA (another width than
+ * reference), MR_E_LIMIT, MR_E_NOMEM. */
 mr_status mr_gbdt_data_from_matrix(const float *x, size_t n_rows, size_t n_features, mr_gbdt_layout layout,
                                    const float *label, const char *const *names, const mr_gbdt_data *reference,
                                    const mr_gbdt_params *p, mr_gbdt_data **out, mr_error *err);
@@ -157,10 +188,15 @@ typedef struct mr_gbdt_table_spec {
     const char *const *categorical;
     size_t n_categorical;
 } mr_gbdt_table_spec;
+/* The same from table columns. MR_E_NOT_FOUND (a label, feature or
+ * categorical column that is absent, key = it), MR_E_SCHEMA (a column of a
+ * type gbdt cannot take), MR_E_INVALID_ARG (no feature columns), and the
+ * errors of mr_gbdt_data_from_matrix. */
 mr_status mr_gbdt_data_from_table(const mr_table *t, const mr_gbdt_table_spec *spec,
                                   const mr_gbdt_data *reference, const mr_gbdt_params *p, mr_gbdt_data **out,
                                   mr_error *err);
 void mr_gbdt_data_free(mr_gbdt_data *d);
+/* Accessors (pure reads; names borrowed until the data is freed). */
 size_t mr_gbdt_data_rows(const mr_gbdt_data *d);
 size_t mr_gbdt_data_features(const mr_gbdt_data *d);
 const char *mr_gbdt_data_feature_name(const mr_gbdt_data *d, size_t j);
@@ -168,11 +204,14 @@ int mr_gbdt_data_is_categorical(const mr_gbdt_data *d, size_t j);
 int mr_gbdt_data_feature_bins(const mr_gbdt_data *d, size_t j); /* including the missing bin */
 const uint8_t *mr_gbdt_data_bins(const mr_gbdt_data *d);   /* (n_rows, n_features); borrowed */
 const float *mr_gbdt_data_label(const mr_gbdt_data *d);    /* NULL if none; borrowed */
-/* Replaces the label (n_rows floats, copied). */
+/* Replaces the label (n_rows floats, copied; views of the old label are
+ * dead). MR_E_NOMEM. Not while another thread reads d. */
 mr_status mr_gbdt_data_set_label(mr_gbdt_data *d, const float *label, mr_error *err);
 /* Serialised binned matrix (format in docs/gbdt.md: "MRGBBIN\0", version 1,
  * LE, xxh3-128 trailer). save publishes atomically; load checks everything
- * and returns MR_E_CORRUPT naming the offset on a bad file. */
+ * and returns MR_E_CORRUPT naming the offset on a bad file (MR_E_NOT_FOUND
+ * / MR_E_IO when it cannot be read; save: MR_E_IO). to_bytes appends to out;
+ * from_bytes copies from data (borrowed for the call). */
 mr_status mr_gbdt_data_save(const mr_gbdt_data *d, const char *path, mr_error *err);
 mr_status mr_gbdt_data_load(const char *path, mr_gbdt_data **out, mr_error *err);
 mr_status mr_gbdt_data_to_bytes(const mr_gbdt_data *d, mr_buf *out, mr_error *err);
@@ -181,7 +220,8 @@ mr_status mr_gbdt_data_from_bytes(const void *data, size_t len, mr_gbdt_data **o
 /* ---- training -------------------------------------------------------------*/
 typedef struct mr_gbdt_model mr_gbdt_model;
 
-/* Reported after every round. Metric values follow params->metric order;
+/* Reported after every round (on the training thread; info and its arrays
+ * are borrowed for the call). Metric values follow params->metric order;
  * train_metric is filled only with is_provide_training_metric. */
 typedef struct mr_gbdt_round_info {
     int iteration;                 /* 0-based round just finished */
@@ -205,16 +245,21 @@ typedef int (*mr_gbdt_round_fn)(void *ctx, const mr_gbdt_round_info *info);
  * been binned with train as reference and carry a label. With
  * early_stopping_round > 0 and a validation set, training stops after that
  * many rounds without improvement of the first metric and the model keeps
- * the rounds up to the best one. Errors: MR_E_INVALID_ARG for bad labels
- * (err->row = 1-based row), MR_E_FAILED when training diverges (NaN/inf
+ * the rounds up to the best one. Errors: those of mr_gbdt_params_validate,
+ * MR_E_INVALID_ARG for bad labels (err->row = 1-based row; key "train" or
+ * "valid"), no label or no rows, MR_E_SCHEMA (valid binned with other edges
+ * or of another width), MR_E_FAILED when training diverges (NaN/inf
  * gradients, scores or metrics), MR_E_NOMEM. A non-zero callback return is
- * a normal stop (MR_OK). */
+ * a normal stop (MR_OK). *out is the caller's (mr_gbdt_model_free). */
 mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, const mr_gbdt_data *valid,
                         mr_gbdt_round_fn cb, void *cb_ctx, mr_gbdt_model **out, mr_error *err);
 
 /* ---- model ----------------------------------------------------------------*/
 void mr_gbdt_model_free(mr_gbdt_model *m);
-/* File format in docs/gbdt.md: "MRGBMOD\0", version 1, LE, xxh3-128 trailer. */
+/* File format in docs/gbdt.md: "MRGBMOD\0", version 1, LE, xxh3-128 trailer.
+ * save publishes atomically (MR_E_IO); load and from_bytes check the magic,
+ * version, checksum and every index (MR_E_CORRUPT; load also MR_E_NOT_FOUND,
+ * MR_E_IO); to_bytes and dump_json append to out. MR_E_NOMEM, MR_E_LIMIT. */
 mr_status mr_gbdt_model_save(const mr_gbdt_model *m, const char *path, mr_error *err);
 mr_status mr_gbdt_model_load(const char *path, mr_gbdt_model **out, mr_error *err);
 mr_status mr_gbdt_model_to_bytes(const mr_gbdt_model *m, mr_buf *out, mr_error *err);
@@ -222,6 +267,7 @@ mr_status mr_gbdt_model_from_bytes(const void *data, size_t len, mr_gbdt_model *
 /* Human-readable JSON: header, params, features, importance, every tree. */
 mr_status mr_gbdt_model_dump_json(const mr_gbdt_model *m, mr_buf *out, mr_error *err);
 
+/* Accessors (pure reads; names borrowed until the model is freed). */
 mr_gbdt_objective mr_gbdt_model_objective(const mr_gbdt_model *m);
 int mr_gbdt_model_num_class(const mr_gbdt_model *m);      /* outputs per row: 1, or num_class */
 int mr_gbdt_model_num_iterations(const mr_gbdt_model *m); /* rounds kept */
@@ -239,10 +285,11 @@ void mr_gbdt_model_importance(const mr_gbdt_model *m, mr_gbdt_importance kind, d
  * raw != 0: raw scores (log-odds, softmax inputs); else transformed
  * (probability for binary, class probabilities for multiclass, the value for
  * regression). out: n_rows * num_class doubles, row-major. num_iteration <= 0
- * uses every round of the model. */
+ * uses every round of the model. Runs on the pool. MR_E_NOMEM, MR_E_LIMIT. */
 mr_status mr_gbdt_predict(const mr_gbdt_model *m, const float *x, size_t n_rows, mr_gbdt_layout layout,
                           int raw, int num_iteration, double *out, mr_error *err);
-/* Same over binned data (bins must come from the model's training data edges). */
+/* Same over binned data (bins must come from the model's training data
+ * edges; MR_E_SCHEMA when the feature count differs). */
 mr_status mr_gbdt_predict_binned(const mr_gbdt_model *m, const mr_gbdt_data *d, int raw, int num_iteration,
                                  double *out, mr_error *err);
 
@@ -251,11 +298,14 @@ mr_status mr_gbdt_predict_binned(const mr_gbdt_model *m, const mr_gbdt_data *d, 
  * the model (the model may be freed). Thread-safe: many threads may call
  * mr_gbdt_predictor_row on one predictor concurrently. */
 typedef struct mr_gbdt_predictor mr_gbdt_predictor;
+/* num_iteration <= 0: every round. *out is the caller's. MR_E_NOMEM,
+ * MR_E_LIMIT (a model too large for the compiled layout). */
 mr_status mr_gbdt_predictor_new(const mr_gbdt_model *m, int num_iteration, mr_gbdt_predictor **out, mr_error *err);
 void mr_gbdt_predictor_free(mr_gbdt_predictor *p);
 int mr_gbdt_predictor_num_class(const mr_gbdt_predictor *p);
 size_t mr_gbdt_predictor_num_features(const mr_gbdt_predictor *p);
-/* x: one row of num_features floats (NaN = missing); out: num_class doubles. */
+/* x: one row of num_features floats (NaN = missing); out: num_class
+ * doubles. Allocates nothing; cannot fail. */
 void mr_gbdt_predictor_row(const mr_gbdt_predictor *p, const float *x, int raw, double *out);
 /* Same with double inputs. */
 void mr_gbdt_predictor_row_f64(const mr_gbdt_predictor *p, const double *x, int raw, double *out);
@@ -266,7 +316,9 @@ void mr_gbdt_predictor_row_f64(const mr_gbdt_predictor *p, const double *x, int 
  * what failed. The same model always gives the same bytes. */
 mr_status mr_gbdt_predictor_to_bytes(const mr_gbdt_predictor *p, mr_buf *out);
 mr_status mr_gbdt_predictor_from_bytes(const void *data, size_t len, mr_gbdt_predictor **out, mr_error *err);
-/* Batch over the pool (rows in blocks; each block written by one thread). */
+/* Batch over the pool (rows in blocks; each block written by one thread;
+ * the result never depends on num_threads, 0 = all). out: n_rows *
+ * num_class doubles. MR_E_NOMEM (scratch). */
 mr_status mr_gbdt_predictor_batch(const mr_gbdt_predictor *p, const float *x, size_t n_rows, mr_gbdt_layout layout,
                                   int raw, int num_threads, double *out, mr_error *err);
 

@@ -10,16 +10,28 @@
  * `spec_path` (millrace.yaml) it came from, so an op's error about a value
  * points into millrace.yaml, never into the job file.
  *
+ * Example (given const char *path):
+ *
  *   mr_job job;
  *   mr_job_init(&job);
  *   if (mr_job_read(path, &job, &err) == MR_OK) {
  *       const mr_value *lr = mr_value_get_path(job.params, "train.learning_rate");
- *       ...
+ *       if (lr && lr->kind == MR_V_FLOAT)   // lr->line, lr->col: where millrace.yaml set it
+ *           printf("%s: learning_rate %g (%s:%ld)\n", job.stage, lr->u.f, job.spec_path, lr->line);
+ *   } else {
+ *       mr_log_error(&err);
  *   }
  *   mr_job_deinit(&job);
  *
- * Ownership: an mr_job / mr_job_result owns every string and tree it points
- * to; _deinit frees them (and is safe on a zeroed or half-decoded struct).
+ * Ownership: an mr_job / mr_job_result lives in caller storage and owns
+ * every string and tree it points to; _deinit frees them (and is safe on a
+ * zeroed or half-decoded struct). The encoders only read; the decoders
+ * (and _read) init the struct first and copy everything out of the text.
+ * Borrowed results (mr_job_result_output) live until _deinit.
+ * Status codes: MR_E_PARSE (malformed JSON, a missing or mistyped field,
+ * naming it and the file), MR_E_STATE (another format or version),
+ * MR_E_INVALID_ARG (a non-finite metric), MR_E_NOT_FOUND / MR_E_IO /
+ * MR_E_LIMIT (reading, writing), MR_E_NOMEM.
  * Thread safety: none needed (plain data). */
 #ifndef MILLRACE_JOB_H
 #define MILLRACE_JOB_H
@@ -74,16 +86,16 @@ typedef struct mr_job {
     size_t n_locks;
 } mr_job;
 
-void mr_job_init(mr_job *job);
-void mr_job_deinit(mr_job *job);
-/* Appends the job's JSON text to out. MR_E_NOMEM. */
+void mr_job_init(mr_job *job);   /* zeroes */
+void mr_job_deinit(mr_job *job); /* frees what job owns and zeroes it */
+/* Appends the job's JSON text to out. MR_E_NOMEM, MR_E_LIMIT. */
 mr_status mr_job_encode(const mr_job *job, mr_buf *out, mr_error *err);
 /* Parses a job file's text. path names the file in errors. MR_E_PARSE for
  * malformed JSON or a missing/mistyped field (the error names it),
  * MR_E_STATE for another format or version, MR_E_NOMEM. On failure job is
  * left deinit-able. */
 mr_status mr_job_decode(const char *text, size_t len, const char *path, mr_job *job, mr_error *err);
-/* Encodes and publishes atomically (mr_fs_write_atomic). */
+/* Encodes and publishes atomically (mr_fs_write_atomic): MR_E_IO, MR_E_NOMEM. */
 mr_status mr_job_write(const mr_job *job, const char *path, mr_error *err);
 /* Reads and decodes (a file over 256 MB is refused: MR_E_LIMIT). */
 mr_status mr_job_read(const char *path, mr_job *job, mr_error *err);
@@ -118,8 +130,8 @@ typedef struct mr_job_result {
     int64_t bytes_read, bytes_written; /* the worker's I/O (/proc/self/io) */
 } mr_job_result;
 
-void mr_job_result_init(mr_job_result *res);
-void mr_job_result_deinit(mr_job_result *res);
+void mr_job_result_init(mr_job_result *res);   /* zeroes, error initialised */
+void mr_job_result_deinit(mr_job_result *res); /* frees what res owns and zeroes it */
 /* Appends an output / a metric / a warning (copies the strings). MR_E_NOMEM;
  * a non-finite metric value is MR_E_INVALID_ARG. */
 mr_status mr_job_result_add_output(mr_job_result *res, const char *name, const char *id);
@@ -127,6 +139,9 @@ mr_status mr_job_result_add_metric(mr_job_result *res, const char *name, int64_t
 mr_status mr_job_result_add_warning(mr_job_result *res, const char *text);
 /* The id of output name, or NULL (borrowed). */
 const char *mr_job_result_output(const mr_job_result *res, const char *name);
+/* The result file, as the job file above: encode appends, decode parses
+ * (MR_E_PARSE, MR_E_STATE; res left deinit-able), write publishes
+ * atomically, read refuses files over 256 MB (MR_E_LIMIT). */
 mr_status mr_job_result_encode(const mr_job_result *res, mr_buf *out, mr_error *err);
 mr_status mr_job_result_decode(const char *text, size_t len, const char *path, mr_job_result *res, mr_error *err);
 mr_status mr_job_result_write(const mr_job_result *res, const char *path, mr_error *err);

@@ -1,5 +1,7 @@
 /* JSON-lines reader: one flat JSON object per line into an mr_table.
  *
+ * Example:
+ *
  *   mr_jsonl_options o;
  *   mr_jsonl_options_init(&o);
  *   mr_table *t = NULL;
@@ -22,7 +24,16 @@
  * - Bad rows (invalid JSON, not an object, declared-type misfit, line longer
  *   than max_line_len) follow on_error exactly as in the CSV reader, and
  *   results never depend on the thread count.
- * Parsing uses jansson. */
+ * Parsing uses jansson; the whole file is read into memory first.
+ *
+ * Ownership: the table is the caller's (mr_table_free); options are read
+ * during the call only.
+ * Status codes: MR_E_NOT_FOUND (no such file), MR_E_IO, MR_E_PARSE (a bad
+ * row with on_error FAIL, naming file:line), MR_E_LIMIT (a line over
+ * max_line_len), MR_E_SCHEMA (the schema names a key no line has),
+ * MR_E_INVALID_ARG (bad options), MR_E_NOMEM.
+ * Thread safety: reentrant; runs on the core pool (do not call it from
+ * inside an mr_parallel_for job). */
 #ifndef MILLRACE_JSONL_H
 #define MILLRACE_JSONL_H
 
@@ -43,11 +54,11 @@ typedef struct mr_jsonl_options {
     size_t chunk_size;               /* 0 = 8 MiB (small values are for tests) */
 } mr_jsonl_options;
 
-void mr_jsonl_options_init(mr_jsonl_options *o);
+void mr_jsonl_options_init(mr_jsonl_options *o); /* zeroes: the defaults above */
 
-/* Reads the whole file into one table (stats may be NULL; the same counters
- * as CSV). Returns MR_E_IO, MR_E_PARSE, MR_E_LIMIT, MR_E_INVALID_ARG,
- * MR_E_NOMEM. The caller frees *out. */
+/* Reads the whole file into one table (o NULL = defaults; stats may be
+ * NULL; the same counters as CSV). Errors as above; *out is NULL on
+ * failure. The caller frees *out. */
 mr_status mr_jsonl_read(const char *path, const mr_jsonl_options *o, mr_table **out, mr_csv_stats *stats,
                         mr_error *err);
 

@@ -4,6 +4,8 @@
  * epoch): it does not depend on the thread count or on timing, so an
  * interrupted epoch can be reopened at (epoch, batch) and continues exactly.
  *
+ * Example:
+ *
  *   mr_loader_opts o;
  *   mr_loader_opts_init(&o);
  *   o.batch_size = 4096;
@@ -13,11 +15,13 @@
  *   if (mr_loader_open("data/train", &o, &ld, &err) != MR_OK) { mr_log_error(&err); return; }
  *   mr_table *b;
  *   while (mr_loader_next(ld, &b, &err) == MR_OK && b) {
- *       ... train on b ...
+ *       // ... train on b ...
  *       mr_table_free(b);
  *   }
+ *   if (mr_error_is_set(&err)) mr_log_error(&err);
  *   mr_loader_stats st;
- *   mr_loader_stats_get(ld, &st);        // st.input_bound_fraction
+ *   mr_loader_stats_get(ld, &st);
+ *   printf("input bound %.0f%% of the time\n", 100 * st.input_bound_fraction);
  *   mr_loader_close(ld);
  *
  * The sequence (the essay is in src/data/loader.c):
@@ -31,7 +35,16 @@
  *      buffer drains the same way);
  *   4. batches are consecutive batch_size rows of the output (the last one
  *      may be short unless drop_last).
- * Thread safety: one consumer thread per loader. */
+ *
+ * Ownership: the loader is the caller's (mr_loader_close); each batch is
+ * the caller's (mr_table_free). Options are read during open only.
+ * Status codes: those of mr_dataset_open and mr_dataset_scan_open at open
+ * (MR_E_NOT_FOUND, MR_E_CORRUPT, MR_E_PARSE, MR_E_SCHEMA), MR_E_INVALID_ARG
+ * (threads or batch_size out of range), MR_E_INTERNAL (a thread could not
+ * start), MR_E_NOMEM; while decoding MR_E_IO, MR_E_CORRUPT, MR_E_LIMIT,
+ * MR_E_NOMEM, returned by mr_loader_next.
+ * Thread safety: one consumer thread per loader; the loader's own threads
+ * decode (through the core pool when it is free). */
 #ifndef MILLRACE_LOADER_H
 #define MILLRACE_LOADER_H
 
@@ -58,7 +71,7 @@ typedef struct mr_loader_opts {
     int drop_last;                 /* 1: no short last batch */
 } mr_loader_opts;
 
-void mr_loader_opts_init(mr_loader_opts *o);
+void mr_loader_opts_init(mr_loader_opts *o); /* the defaults above */
 
 typedef struct mr_loader_stats {
     double wait_seconds;           /* time mr_loader_next spent waiting for data */
@@ -70,15 +83,16 @@ typedef struct mr_loader_stats {
 
 typedef struct mr_loader mr_loader;
 
-/* Opens the dataset at dir, plans the epoch and starts the threads.
- * Errors: as mr_dataset_open and mr_dataset_scan_open (bad filter or
- * column), MR_E_INVALID_ARG, MR_E_NOMEM. */
+/* Opens the dataset at dir, plans the epoch and starts the threads (opts
+ * NULL = defaults). Errors: as mr_dataset_open and mr_dataset_scan_open
+ * (bad filter or column), MR_E_INVALID_ARG, MR_E_INTERNAL, MR_E_NOMEM. */
 mr_status mr_loader_open(const char *dir, const mr_loader_opts *opts, mr_loader **out, mr_error *err);
-/* Next batch (the caller frees it), or *out = NULL at the end of the epoch.
- * String columns come out plain. Errors from decoding (MR_E_IO,
- * MR_E_CORRUPT naming the shard) are sticky. */
+/* Next batch (the caller frees it), or *out = NULL at the end of the epoch;
+ * blocks until one is decoded. String columns come out plain. Errors from
+ * decoding (MR_E_IO, MR_E_CORRUPT naming the shard) are sticky: later
+ * calls return the same status and error. */
 mr_status mr_loader_next(mr_loader *ld, mr_table **out, mr_error *err);
-void mr_loader_stats_get(const mr_loader *ld, mr_loader_stats *out);
+void mr_loader_stats_get(const mr_loader *ld, mr_loader_stats *out); /* the consumer's thread */
 /* Stops the threads and frees everything. NULL is a no-op. */
 void mr_loader_close(mr_loader *ld);
 

@@ -3,13 +3,15 @@
  * functions over arrays. Definitions follow scikit-learn (docs/metrics.md
  * states each one, its tie handling and where millrace differs).
  *
+ * Example (given const double *y, const double *p, size_t n):
+ *
  *   mr_metric_data d;
  *   mr_metric_data_binary(&d, y, p, NULL, n);          // labels 0/1, P(y=1)
  *   double auc, ap;
  *   if (mr_metric_auc_ap(&d, &auc, &ap, &err) != MR_OK) mr_log_error(&err);
  *   mr_interval ci;
- *   mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 1000, 0.05, 42, 0, &ci, &err);
- *   // ci.point, ci.lo, ci.hi: the same for any thread count and seed 42
+ *   if (mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 1000, 0.05, 42, 0, &ci, &err) == MR_OK)
+ *       printf("auc %.4f [%.4f, %.4f]\n", ci.point, ci.lo, ci.hi);   // the same for any thread count, seed 42
  *
  * Inputs (shapes):
  *   y      (n) f64   binary: exactly 0 or 1; multiclass: class index 0..K-1
@@ -22,12 +24,16 @@
  * outside the expected set, negative weights), or for an empty input / zero
  * total weight. Metrics that are undefined for the data (ROC-AUC with one
  * class) return MR_E_INVALID_ARG with a message saying so, never NaN.
+ * Other codes: MR_E_NOT_FOUND (an unknown metric name, with a hint),
+ * MR_E_LIMIT (sizes whose arithmetic would overflow), MR_E_NOMEM.
  *
  * Threads: functions are reentrant. Inputs of 2^20 rows or more use the core
  * pool (mr_parallel_for) with fixed blocks, so results never depend on the
  * thread count; do not call them from inside an mr_parallel_for job (the
  * pool is not reentrant; bootstrap workers are handled internally).
- * Ownership: arrays are borrowed for the call; every *_free(NULL) is a no-op. */
+ * Ownership: arrays are borrowed for the call and never kept; outputs go to
+ * caller-allocated arrays unless a function says it allocates (a curve's
+ * arrays: mr_curve_free; slices: mr_free); every *_free(NULL) is a no-op. */
 #ifndef MILLRACE_METRICS_H
 #define MILLRACE_METRICS_H
 
@@ -54,6 +60,7 @@ typedef struct mr_metric_data {
     const double *w;     /* (n) weights or NULL */
 } mr_metric_data;
 
+/* Fill d (no checks, no copies: d borrows the arrays). */
 void mr_metric_data_binary(mr_metric_data *d, const double *y, const double *score, const double *w, size_t n);
 void mr_metric_data_multiclass(mr_metric_data *d, const double *y, const double *proba, size_t n_classes,
                                const double *w, size_t n);
@@ -142,7 +149,7 @@ typedef enum mr_metric_id {
     MR_METRIC_MAPE = 13,
     MR_METRIC_COUNT_ = 14
 } mr_metric_id;
-const char *mr_metric_name(mr_metric_id id); /* "roc_auc", ... */
+const char *mr_metric_name(mr_metric_id id); /* "roc_auc", ... (static) */
 /* Looks a metric up by name; MR_E_NOT_FOUND names the closest one. */
 mr_status mr_metric_by_name(const char *name, mr_metric_id *out, mr_error *err);
 int mr_metric_higher_is_better(mr_metric_id id);
@@ -151,8 +158,9 @@ mr_status mr_metric_eval(mr_metric_id id, const mr_metric_data *d, double thresh
                          mr_error *err);
 
 /* ---- curves ------------------------------------------------------------
- * A curve is parallel arrays of n points; the caller frees with
- * mr_curve_free. max_points > 0 keeps at most that many points, chosen
+ * A curve is parallel arrays of n points in a caller-storage mr_curve; the
+ * caller frees the arrays with mr_curve_free (which zeroes the struct).
+ * max_points > 0 keeps at most that many points, chosen
  * deterministically (evenly spaced by index, both ends kept); 0 keeps all. */
 typedef struct mr_curve {
     size_t n;

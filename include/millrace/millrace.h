@@ -1,9 +1,19 @@
 /* millrace: the whole public API, one header per module, grouped by room
  * (docs/architecture.md). Including this is the same as including each of
- * them; any name not declared under include/millrace/ is private.
+ * them; any name not declared under include/millrace/ is private. The
+ * conventions every header follows (status codes, mr_error, [in]/[out]
+ * parameters, who frees what) are stated once in core.h; each header adds
+ * its own ownership, status codes and thread safety.
+ *
+ * Example:
  *
  *   #include "millrace/millrace.h"
- *   int main(void) { printf("millrace %s\n", mr_version()); }
+ *   printf("millrace %s\n", mr_version());
+ *
+ * Every header opens with an overview and an example like this one, which
+ * tests/lint/header_examples.sh compiles: an example is the body of a
+ * function whose parameters are the inputs named after "given", and it may
+ * use `err`, an mr_error its caller initialised.
  */
 #ifndef MILLRACE_H
 #define MILLRACE_H

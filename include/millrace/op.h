@@ -3,14 +3,30 @@
  * a params schema, named outputs, and a run function.
  *
  * Ops are registered once at start-up (mr_ops_register_builtin) and looked
- * up by name; later modules add their ops the same way:
+ * up by name; later modules add their ops the same way.
  *
+ * Example:
+ *
+ *   mr_status my_run(mr_op_ctx *ctx, mr_error *err);   // defined elsewhere: reads ctx->inputs, writes ctx->outputs
  *   static const mr_param_def my_params[] = {
- *       {"source", MR_PT_STR, 1, "file or ${stages.X} to read"},
+ *       {"source", MR_PT_STR | MR_PT_PATH, 1, "file or ${stages.X} to read"},
  *       {NULL, 0, 0, NULL}};
- *   static const mr_op my_op = {"ingest", 1, my_params, NULL, my_run};
- *   mr_op_register(&my_op);
- */
+ *   static const mr_op my_op = {.name = "my_op", .version = 1, .params = my_params, .run = my_run};
+ *   if (mr_op_register(&my_op) != MR_OK) mr_log(MR_LOG_ERROR, "too many ops");
+ *   const mr_op *op = mr_op_find("my_op");          // &my_op
+ *   printf("%s v%d\n", op->name, op->version);
+ *
+ * Ownership: the registry keeps the mr_op pointers it is given (an op is a
+ * static const object that outlives the process's use of it) and owns
+ * nothing. Everything an mr_op_ctx or mr_op_validate_ctx points to is the
+ * engine's, borrowed for the duration of the call: an op copies what it
+ * keeps.
+ * Status codes: MR_E_LIMIT (more than 64 ops), MR_E_STATE (an engine hook
+ * called outside a stage worker), MR_E_NOT_FOUND (a cache miss),
+ * MR_E_INVALID_ARG (a bad metric), MR_E_IO (the run store), MR_E_NOMEM.
+ * Thread safety: register at start-up, before threads; lookups are then
+ * read-only and thread-safe. The engine hooks are called from the stage's
+ * thread, one at a time. */
 #ifndef MILLRACE_OP_H
 #define MILLRACE_OP_H
 
@@ -44,7 +60,8 @@ typedef struct mr_param_def {
     const char *doc;  /* one line, shown by `millrace ops` and in errors */
 } mr_param_def;
 
-/* Keys every stage may carry, whatever its op: op, desc, resources. */
+/* Keys every stage may carry, whatever its op: op, desc, resources
+ * (NULL-terminated). */
 extern const mr_param_def mr_stage_common_keys[];
 
 /* One input or output of a running stage. */
@@ -79,7 +96,9 @@ typedef struct mr_op_ctx {
 
 /* Records a metric of the running stage (a curve when step varies): it goes
  * to the run store with the stage's result, and is replayed from the cache
- * when the stage is a hit. Names are dotted paths ("valid.auc"). */
+ * when the stage is a hit. Names are dotted paths ("valid.auc"). Returns
+ * MR_E_INVALID_ARG (no mr_error) for an empty name, a non-finite value or
+ * outside a stage worker; MR_E_NOMEM. */
 mr_status mr_op_metric(mr_op_ctx *ctx, const char *name, int64_t step, double value);
 
 /* A cache for results inside a stage (the trials of a tune stage), kept in
@@ -87,12 +106,14 @@ mr_status mr_op_metric(mr_op_ctx *ctx, const char *name, int64_t step, double va
  * returns MR_E_NOT_FOUND on a miss, else the stored JSON text (caller frees
  * with mr_free). put stores key_doc (canonical JSON the key hashes) and the
  * result JSON. The entry outlives the stage run: a stage killed half-way
- * keeps what it put. */
+ * keeps what it put. Both: MR_E_STATE outside a stage worker, MR_E_IO (the
+ * run store), MR_E_NOMEM. */
 mr_status mr_op_cache_get(mr_op_ctx *ctx, const char *key, char **result_json, mr_error *err);
 mr_status mr_op_cache_put(mr_op_ctx *ctx, const char *kind, const char *key, const char *key_doc,
                           const char *result_json, mr_error *err);
 /* Records one child run of the stage (a tune trial) in the run store:
- * trial number, key, status and the whole record as JSON (docs/tune.md). */
+ * trial number, key, status and the whole record as JSON (docs/tune.md).
+ * MR_E_STATE outside a stage worker, MR_E_IO. */
 mr_status mr_op_trial_record(mr_op_ctx *ctx, int trial, const char *key, const char *status, double value,
                              const char *record_json, mr_error *err);
 
@@ -146,11 +167,17 @@ typedef struct mr_op {
  * validate hook leaves it alone. */
 int mr_op_value_deferred(const mr_value *v);
 
+/* Adds op (kept by pointer); a name already registered keeps the first op
+ * and returns MR_OK. MR_E_LIMIT (no mr_error) past 64 ops. */
 mr_status mr_op_register(const mr_op *op);
-const mr_op *mr_op_find(const char *name);
-/* All registered op names, for "did you mean"; valid until the next register. */
+const mr_op *mr_op_find(const char *name); /* NULL if none (or name NULL) */
+/* All registered op names, NULL-terminated, for "did you mean"; n_out may
+ * be NULL. Borrowed; valid until the next register. */
 const char *const *mr_op_names(size_t *n_out);
+/* Registers every built-in op (`millrace ops` lists them). Idempotent. */
 void mr_ops_register_builtin(void);
+/* The definition of key for op: a common stage key or one of op's params;
+ * NULL if neither. Borrowed from the static tables. */
 const mr_param_def *mr_op_param_find(const mr_op *op, const char *key);
 
 #ifdef __cplusplus

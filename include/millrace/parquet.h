@@ -1,21 +1,26 @@
 /* Parquet files: a reader for flat-schema files written by any tool, and a
  * writer that produces files any Parquet reader (DuckDB, pandas, Spark) opens.
  *
- *   mr_error err;
- *   mr_error_init(&err);
+ * Example:
+ *
  *   mr_parquet_file *pf;
  *   if (mr_parquet_open("data.parquet", &pf, &err) != MR_OK) { mr_log_error(&err); return; }
  *   for (size_t g = 0; g < mr_parquet_num_row_groups(pf); g++) {
  *       mr_table *t;
- *       if (mr_parquet_read_row_group(pf, g, NULL, 0, &t, &err) != MR_OK) break;
- *       ... use t ...
+ *       if (mr_parquet_read_row_group(pf, g, NULL, 0, &t, &err) != MR_OK) {
+ *           mr_log_error(&err);   // names the file, row group and column
+ *           break;
+ *       }
+ *       // ... use t ...
  *       mr_table_free(t);
  *   }
  *   mr_parquet_close(pf);
  *
+ * Example, writing (given const mr_table *t):
+ *
  *   mr_parquet_write_opts o;
  *   mr_parquet_write_opts_init(&o);             // zstd level 3, 1Mi-row row groups
- *   mr_parquet_write_table("out.parquet", t, &o, &err);
+ *   if (mr_parquet_write_table("out.parquet", t, &o, &err) != MR_OK) mr_log_error(&err);
  *
  * Type mapping on read (docs/parquet.md has the full table):
  *   BOOLEAN -> BOOL; INT32/INT64 (plain, INT(8..64, signed or unsigned)) -> INT64;
@@ -28,8 +33,21 @@
  * Dictionary-encoded BYTE_ARRAY chunks come out as dictionary STRING columns.
  * UINT_64 values above INT64_MAX wrap to negative int64 (two's complement).
  *
+ * Ownership: an open file is the caller's (mr_parquet_close); tables read
+ * are the caller's (mr_table_free); column infos, key-value metadata,
+ * created_by and string statistics are borrowed from the file until close.
+ * A writer is ended by mr_parquet_writer_close or mr_parquet_writer_free.
+ * Status codes: MR_E_NOT_FOUND (no such file), MR_E_IO (open, read,
+ * write), MR_E_CORRUPT (bad magic, footer, metadata or pages; a page CRC),
+ * MR_E_SCHEMA (a nested, repeated or unsupported column; a writer batch of
+ * another schema), MR_E_INVALID_ARG (an index out of range, an unsupported
+ * write codec), MR_E_LIMIT, MR_E_STATE (a writer used after a failure),
+ * MR_E_INTERNAL (a codec failed while compressing), MR_E_NOMEM. Messages
+ * name the file.
  * Thread safety: a mr_parquet_file may be read from several threads at once
- * (reads use pread and allocate per call); a writer belongs to one thread. */
+ * (reads use pread and allocate per call; settings such as
+ * mr_parquet_set_verify_checksums are changed before reads start); reads
+ * decode column chunks on the core pool. A writer belongs to one thread. */
 #ifndef MILLRACE_PARQUET_H
 #define MILLRACE_PARQUET_H
 
@@ -64,9 +82,10 @@ typedef enum mr_parquet_codec {
     MR_PQ_LZ4_RAW = 7, /* not supported */
 } mr_parquet_codec;
 
-const char *mr_parquet_type_name(mr_parquet_type t);   /* "INT32" */
-const char *mr_parquet_codec_name(mr_parquet_codec c); /* "ZSTD" */
-/* Parses "none"/"uncompressed", "snappy", "gzip", "zstd" (case-insensitive). */
+const char *mr_parquet_type_name(mr_parquet_type t);   /* "INT32" (static) */
+const char *mr_parquet_codec_name(mr_parquet_codec c); /* "ZSTD" (static) */
+/* Parses "none"/"uncompressed", "snappy", "gzip", "zstd" (case-insensitive);
+ * MR_E_NOT_FOUND otherwise (no mr_error). */
 mr_status mr_parquet_codec_parse(const char *name, mr_parquet_codec *out);
 
 /* Repetition: 0 REQUIRED, 1 OPTIONAL, 2 REPEATED. */
@@ -103,9 +122,9 @@ typedef struct mr_parquet_stats {
 
 typedef struct mr_parquet_file mr_parquet_file;
 
-/* Opens a file and parses its footer. Errors: MR_E_IO (cannot open/read),
- * MR_E_CORRUPT (bad magic, footer, metadata), MR_E_NOMEM. The message names
- * the file. */
+/* Opens a file and parses its footer. Errors: MR_E_NOT_FOUND (no such
+ * file), MR_E_IO (cannot open/read), MR_E_CORRUPT (bad magic, footer,
+ * metadata), MR_E_NOMEM. The message names the file. *out is the caller's. */
 mr_status mr_parquet_open(const char *path, mr_parquet_file **out, mr_error *err);
 /* The same for a file that nothing modifies while it is open (dataset
  * shards): mapped instead of pread, one copy fewer per column chunk. */
@@ -118,6 +137,7 @@ void mr_parquet_close(mr_parquet_file *f); /* NULL is a no-op */
 /* Page CRCs are checked when present (mismatch -> MR_E_CORRUPT); 0 turns it off. */
 void mr_parquet_set_verify_checksums(mr_parquet_file *f, int on);
 
+/* Footer accessors: pure reads of the parsed metadata. */
 int64_t mr_parquet_num_rows(const mr_parquet_file *f);
 size_t mr_parquet_num_row_groups(const mr_parquet_file *f);
 int64_t mr_parquet_row_group_rows(const mr_parquet_file *f, size_t rg);
@@ -137,15 +157,18 @@ size_t mr_parquet_num_kv(const mr_parquet_file *f);
 const char *mr_parquet_kv(const mr_parquet_file *f, size_t i, const char **value_out);
 /* Codec of a column chunk (MR_E_INVALID_ARG for bad indices). */
 mr_status mr_parquet_chunk_codec(const mr_parquet_file *f, size_t rg, size_t col, mr_parquet_codec *out);
-/* Statistics of one column chunk; out->kind is NONE when the chunk has none. */
+/* Statistics of one column chunk; out->kind is NONE when the chunk has none.
+ * MR_E_INVALID_ARG for bad indices. */
 mr_status mr_parquet_column_stats(const mr_parquet_file *f, size_t rg, size_t col, mr_parquet_stats *out,
                                   mr_error *err);
 
 /* Reads row group rg (all columns when cols is NULL, else the n_cols listed
  * leaf indices, in that order) into a new table the caller frees. Errors name
  * the file, row group and column: MR_E_CORRUPT (malformed pages, bad CRC),
- * MR_E_SCHEMA (nested/repeated or unsupported column), MR_E_NOMEM, MR_E_LIMIT,
- * MR_E_IO. */
+ * MR_E_SCHEMA (nested/repeated or unsupported column), MR_E_INVALID_ARG (rg
+ * or a column index out of range), MR_E_NOMEM, MR_E_LIMIT, MR_E_IO.
+ * Column chunks decode in parallel on the core pool; the result does not
+ * depend on the thread count. */
 mr_status mr_parquet_read_row_group(mr_parquet_file *f, size_t rg, const size_t *cols, size_t n_cols,
                                     mr_table **out, mr_error *err);
 /* Reads every row group and concatenates them (dictionary columns stay
@@ -167,22 +190,31 @@ typedef struct mr_parquet_write_opts {
     size_t n_kv;
 } mr_parquet_write_opts;
 
-void mr_parquet_write_opts_init(mr_parquet_write_opts *o);
+void mr_parquet_write_opts_init(mr_parquet_write_opts *o); /* the defaults above */
 
 typedef struct mr_parquet_writer mr_parquet_writer;
-/* Creates (truncates) path. opts NULL = defaults. */
+/* Starts a file: the bytes go to a temporary file next to path
+ * (PATH.tmp.PID.N), which appears at path only when close succeeds, so a
+ * reader never sees half a file. opts NULL = defaults; kv metadata is
+ * copied. MR_E_INVALID_ARG (a codec that cannot be written), MR_E_IO
+ * (cannot create), MR_E_NOMEM. The writer is the caller's. */
 mr_status mr_parquet_writer_open(const char *path, const mr_parquet_write_opts *opts, mr_parquet_writer **out,
                                  mr_error *err);
-/* Appends t's rows as one or more row groups. The first call fixes the schema
- * (every column OPTIONAL); later tables must have the same names and types.
- * After a failure the writer is sticky-failed (MR_E_STATE afterwards). */
+/* Appends t's rows (borrowed for the call) as one or more row groups. The
+ * first call fixes the schema (every column OPTIONAL); later tables must
+ * have the same names and types (MR_E_SCHEMA). MR_E_IO, MR_E_LIMIT,
+ * MR_E_NOMEM. After a failure the writer is sticky-failed (MR_E_STATE
+ * afterwards). */
 mr_status mr_parquet_writer_write(mr_parquet_writer *w, const mr_table *t, mr_error *err);
-/* Writes the footer and closes the file. The writer is freed either way. On
- * failure the partial file stays at path for the caller to delete. */
+/* Writes the footer, closes the file and renames it to path. The writer is
+ * freed either way; on failure the temporary file is removed and path is
+ * untouched. MR_E_SCHEMA (nothing was ever written: no schema), MR_E_STATE
+ * (an earlier write failed), MR_E_IO. NULL is a no-op (MR_OK). */
 mr_status mr_parquet_writer_close(mr_parquet_writer *w, mr_error *err);
-/* Abandons a writer without a footer (the partial file stays). NULL is a no-op. */
+/* Abandons a writer: the temporary file is removed, path is untouched.
+ * NULL is a no-op. */
 void mr_parquet_writer_free(mr_parquet_writer *w);
-/* open + write + close. */
+/* open + write + close: path appears complete or not at all. */
 mr_status mr_parquet_write_table(const char *path, const mr_table *t, const mr_parquet_write_opts *opts,
                                  mr_error *err);
 

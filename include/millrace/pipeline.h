@@ -1,16 +1,44 @@
 /* The pipeline engine: workspace, DAG, cache keys, executor, status, lock
  * file, verify and gc. The CLI verbs are thin wrappers over these calls.
  *
- *   mr_workspace *ws;
- *   mr_workspace_open(".", 0, &ws, &err);
- *   mr_spec *spec;
- *   mr_spec_load(ws->spec_path, NULL, 0, &spec, &err);
- *   mr_run_opts o = mr_run_opts_default();
- *   mr_run_result r;
- *   mr_pipeline_run(ws, spec, &o, &r, &err);   // MR_E_FAILED if a stage failed
+ * Example (given const char *self_exe):
+ *
+ *   mr_workspace *ws = NULL;
+ *   mr_spec *spec = NULL;
+ *   mr_ops_register_builtin();
+ *   if (mr_workspace_open(".", 1, 0, &ws, &err) == MR_OK &&
+ *       mr_spec_load(ws->spec_path, NULL, 0, &spec, &err) == MR_OK) {
+ *       mr_run_opts o = mr_run_opts_default();
+ *       o.self_exe = self_exe;                   // the millrace binary that runs stage workers
+ *       mr_run_result r;
+ *       if (mr_pipeline_run(ws, spec, &o, &r, &err) != MR_OK) mr_log_error(&err);   // MR_E_FAILED if a stage failed
+ *       for (size_t i = 0; i < r.n_stages; i++)
+ *           if (r.stages[i].status) printf("%s: %s\n", r.stages[i].stage, r.stages[i].status);
+ *       mr_run_result_free(&r);
+ *   } else {
+ *       mr_log_error(&err);
+ *   }
  *   mr_spec_free(spec);
  *   mr_workspace_close(ws);
- */
+ *
+ * Ownership: a workspace is the caller's (mr_workspace_close) and owns its
+ * store, run store and stat cache (use them through it; do not close them).
+ * A DAG is the caller's (mr_dag_free) and borrows the spec it was built
+ * from: free the DAG first. A run result lives in caller storage; what it
+ * points to is freed by mr_run_result_free (its stage names are borrowed
+ * from the spec). Text the status, verify and gc calls write is appended
+ * to the caller's mr_buf.
+ * Status codes: MR_E_NOT_FOUND (no millrace.yaml, an unknown stage name),
+ * MR_E_SCHEMA (a cycle, outputs declared twice or overlapping, a path
+ * leaving the workspace), MR_E_FAILED (a stage failed; the result says
+ * which), MR_E_INTERRUPTED (SIGINT/SIGTERM), MR_E_STATE (init over an
+ * existing millrace.yaml), MR_E_IO, MR_E_CORRUPT, MR_E_NOMEM, and the
+ * errors of the store and run store.
+ * Thread safety: a workspace belongs to one thread. mr_pipeline_run
+ * installs SIGINT/SIGTERM handlers for its duration and supervises child
+ * processes: call it from the main thread, one run at a time per process
+ * (other processes may run on the same workspace: the run store and
+ * per-stage locks serialise them). */
 #ifndef MILLRACE_PIPELINE_H
 #define MILLRACE_PIPELINE_H
 
@@ -35,24 +63,36 @@ typedef struct mr_workspace {
 } mr_workspace;
 
 /* Opens the workspace at dir (searching upwards for millrace.yaml when
- * search_up). create: make .millrace/ if missing. */
+ * search_up). create: make .millrace/ if missing. MR_E_NOT_FOUND (no
+ * millrace.yaml and no .millrace/, with a hint to run `millrace init`),
+ * MR_E_IO, and the store's and run store's errors. */
 mr_status mr_workspace_open(const char *dir, int search_up, int create, mr_workspace **out, mr_error *err);
-/* Saves the stat cache and closes everything. */
+/* Saves the stat cache (a failure is logged as a warning) and closes
+ * everything. NULL is a no-op. */
 void mr_workspace_close(mr_workspace *ws);
-/* Writes a starter millrace.yaml (unless present) and .millrace/. */
+/* Scaffolds a pipeline in dir (created): millrace.yaml (the starter ML
+ * pipeline; an existing one is MR_E_STATE unless force), a generated
+ * data/customers.csv and .gitignore (unless present), and .millrace/.
+ * MR_E_IO, MR_E_NOMEM. */
 mr_status mr_workspace_init(const char *dir, int force, mr_error *err);
 
 /* ---- DAG ----------------------------------------------------------------- */
 typedef struct mr_dag mr_dag;
 /* Resolves edges (exec deps that are another stage's outs, ${stages.X}
  * references), rejects cycles (the message prints the cycle) and outputs
- * declared twice, and orders stages topologically (file order among peers). */
+ * declared twice, and orders stages topologically (file order among peers).
+ * MR_E_SCHEMA (a cycle, printed; outputs declared twice or overlapping; a
+ * path outside the workspace), MR_E_NOT_FOUND (an unknown stage
+ * reference), MR_E_NOMEM. spec is borrowed: it must outlive the DAG. */
 mr_status mr_dag_build(const mr_spec *spec, mr_dag **out, mr_error *err);
-void mr_dag_free(mr_dag *dag);
+void mr_dag_free(mr_dag *dag); /* NULL is a no-op */
 size_t mr_dag_n(const mr_dag *dag);
+/* Arrays borrowed from the DAG: mr_dag_n stage indices in topological
+ * order; the indices of stage i's upstreams (*n_out of them). */
 const size_t *mr_dag_order(const mr_dag *dag);                       /* stage indices, topological */
 const size_t *mr_dag_upstream(const mr_dag *dag, size_t i, size_t *n_out);
-/* Text (one line per stage with its inputs), or Graphviz dot. */
+/* Text (one line per stage with its inputs), or Graphviz dot, appended to
+ * out (MR_E_NOMEM, MR_E_LIMIT). */
 mr_status mr_dag_render(const mr_dag *dag, int dot, mr_buf *out);
 
 /* ---- run -----------------------------------------------------------------
@@ -104,7 +144,7 @@ typedef struct mr_run_opts {
     const char *const *tags; /* run --tag: "KEY" or "KEY=VALUE" (mr_run_tag_check) */
     size_t n_tags;
 } mr_run_opts;
-mr_run_opts mr_run_opts_default(void);
+mr_run_opts mr_run_opts_default(void); /* every field 0 / NULL */
 
 /* One stage's outcome. */
 typedef struct mr_run_stage_result {
@@ -127,23 +167,37 @@ typedef struct mr_run_result {
 void mr_run_result_free(mr_run_result *res);
 /* Returns MR_OK when every selected stage succeeded, MR_E_FAILED when a
  * stage failed, MR_E_INTERRUPTED on SIGINT/SIGTERM; res is filled in every
- * case (free it with mr_run_result_free). */
+ * case (free it with mr_run_result_free). Before anything runs: MR_E_NOT_FOUND
+ * (an unknown stage in force, downstream or targets), the DAG's errors,
+ * MR_E_IO, MR_E_NOMEM. opts and spec are borrowed for the call. */
 mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_opts *opts, mr_run_result *res,
                           mr_error *err);
 
-/* The worker side: `millrace stage run NAME --job FILE`. */
+/* The worker side: `millrace stage run NAME --job FILE`. Reads the job,
+ * serves it from the cache or runs the op, and writes the result file the
+ * job names (job.h), failures included. Returns the stage's status (what
+ * the process exits with): the op's error, MR_E_NOT_FOUND / MR_E_STATE (an
+ * unknown op or another op version than planned), MR_E_STATE / MR_E_FAILED
+ * (an input changed after the run planned the stage / while it ran: the
+ * result is not cached), MR_E_INTERRUPTED (the runner is gone), MR_E_IO,
+ * the job decoder's errors. Sets the process's log sink for the duration. */
 mr_status mr_stage_worker(const char *job_path, mr_error *err);
 
 /* Which stages are stale and why. Appends text or JSON to out; n_stale_out
- * counts stale stages. */
+ * counts stale stages. Errors: the DAG's, the store's and run store's
+ * (MR_E_IO), MR_E_NOMEM. */
 mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, int json, mr_buf *out,
                              int *n_stale_out, mr_error *err);
 
 /* Re-hashes every object; also checks what millrace.lock references.
- * Appends a report; *n_problems_out counts problems. */
+ * Appends a report; *n_problems_out counts problems (a problem is not an
+ * error: MR_OK). MR_E_IO, MR_E_NOMEM. */
 mr_status mr_pipeline_verify(mr_workspace *ws, int json, mr_buf *out, int *n_problems_out, mr_error *err);
 /* Deletes objects that neither millrace.lock nor the newest keep_runs runs
- * reference (keep_runs < 0: all runs). */
+ * reference (keep_runs < 0: all runs). dry_run: only counts. Waits for
+ * running runs to finish (a run waits for a gc the same way). Appends a
+ * report to out. MR_E_IO, MR_E_CORRUPT (a kept manifest cannot be read:
+ * nothing is deleted), MR_E_NOMEM. */
 mr_status mr_pipeline_gc(mr_workspace *ws, int keep_runs, int dry_run, int json, mr_buf *out, mr_error *err);
 
 #ifdef __cplusplus

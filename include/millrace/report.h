@@ -3,25 +3,39 @@
  * links outside the file: charts are inline SVG drawn here, styles are one
  * inline <style>. Every piece of text is escaped on the way out.
  *
+ * Example (given const double *fpr, const double *tpr, size_t n):
+ *
  *   mr_report *r = NULL;
- *   if (mr_report_new("churn: run 12", &r, &err) != MR_OK) return ...;
+ *   if (mr_report_new("churn: run 12", &r, &err) != MR_OK) return;
  *   const char *k[] = {"commit", "rows"}, *v[] = {"3f2a9c1", "120000"};
- *   mr_report_section(r, "summary", "Run summary", &err);
- *   mr_report_kv(r, k, v, 2, &err);
- *   mr_buf svg; mr_buf_init(&svg);
- *   mr_chart c; mr_chart_init(&c); c.title = "ROC"; c.diagonal = 1;
+ *   mr_buf svg;
+ *   mr_buf_init(&svg);
+ *   mr_chart c;
+ *   mr_chart_init(&c);
+ *   c.title = "ROC";
+ *   c.diagonal = 1;
  *   mr_series s = {"model", fpr, tpr, n, MR_SERIES_LINE};
- *   mr_report_chart_line(&svg, &c, &s, 1, &err);
- *   mr_report_section(r, "roc", "ROC curve", &err);
- *   mr_report_svg(r, "ROC curve of the test set", svg.data, &err);
- *   mr_report_write(r, "report.html", "report.md", &err);
- *   mr_buf_free(&svg); mr_report_free(r);
+ *   if (mr_report_section(r, "summary", "Run summary", &err) != MR_OK ||
+ *       mr_report_kv(r, k, v, 2, &err) != MR_OK ||
+ *       mr_report_chart_line(&svg, &c, &s, 1, &err) != MR_OK ||
+ *       mr_report_section(r, "roc", "ROC curve", &err) != MR_OK ||
+ *       mr_report_svg(r, "ROC curve of the test set", svg.data, &err) != MR_OK ||
+ *       mr_report_write(r, "report.html", "report.md", &err) != MR_OK)
+ *       mr_log_error(&err);
+ *   mr_buf_free(&svg);
+ *   mr_report_free(r);
  *
  * Chart functions append one <svg> element to an mr_buf; every data mark
  * (line, point, bar, cell, interval) carries class="mark". Non-finite
- * values are skipped. Threads: no shared state; an mr_report is not
- * thread-safe. Status codes: MR_E_INVALID_ARG (bad ids, sizes), MR_E_NOMEM,
- * MR_E_LIMIT (buffer caps), MR_E_IO (write). */
+ * values are skipped.
+ * Ownership: a report is the caller's (mr_report_free, NULL is a no-op)
+ * and copies every string and SVG it is given; arrays (series, labels,
+ * cells) are borrowed for the call. Output goes to the caller's mr_buf or
+ * to files.
+ * Threads: no shared state; an mr_report is not thread-safe.
+ * Status codes: MR_E_INVALID_ARG (bad ids, sizes, an SVG that is not one),
+ * MR_E_STATE (content before the first section), MR_E_NOMEM, MR_E_LIMIT
+ * (buffer caps, more sections than fit), MR_E_IO (write). */
 #ifndef MILLRACE_REPORT_H
 #define MILLRACE_REPORT_H
 
@@ -32,7 +46,8 @@ extern "C" {
 #endif
 
 /* ---- escaping and axis helpers ----------------------------------------- */
-/* Appends s with & < > " ' escaped (HTML and SVG text and attributes). */
+/* Appends s with & < > " ' escaped (HTML and SVG text and attributes).
+ * MR_E_NOMEM, MR_E_LIMIT (no mr_error). */
 mr_status mr_report_escape(mr_buf *out, const char *s);
 /* "Nice" ticks covering [lo, hi]: first tick, step (1, 2 or 5 x 10^k) and
  * count, about `target` of them. lo == hi is widened by 1. */
@@ -48,7 +63,7 @@ typedef struct mr_chart {
     double y_min, y_max;
     int diagonal;        /* line charts: dashed y = x reference */
 } mr_chart;
-void mr_chart_init(mr_chart *c);
+void mr_chart_init(mr_chart *c); /* no labels, default size, limits from the data (NaN) */
 
 /* MR_SERIES_FAINT: a thin grey line, never in the legend (the many
  * background series of one chart: every trial of a study). */
@@ -104,10 +119,12 @@ mr_status mr_report_chart_intervals(mr_buf *out, const mr_chart *c, const mr_int
 
 /* ---- document --------------------------------------------------------- */
 typedef struct mr_report mr_report;
-mr_status mr_report_new(const char *title, mr_report **out, mr_error *err);
+mr_status mr_report_new(const char *title, mr_report **out, mr_error *err); /* MR_E_NOMEM */
 void mr_report_free(mr_report *r);
 /* Starts a section; later content goes into it. id: [A-Za-z0-9_-]{1,64},
- * unique (it becomes the element id and the table of contents anchor). */
+ * unique (it becomes the element id and the table of contents anchor):
+ * MR_E_INVALID_ARG otherwise. The content functions below return
+ * MR_E_STATE before the first section. */
 mr_status mr_report_section(mr_report *r, const char *id, const char *title, mr_error *err);
 mr_status mr_report_text(mr_report *r, const char *text, mr_error *err);
 /* Key-value table. */
@@ -147,12 +164,13 @@ mr_status mr_report_add_slices(mr_report *r, const char *metric_name, const mr_s
 mr_status mr_report_add_checks(mr_report *r, const char *const *names, const int *passed,
                                const char *const *details, size_t n, mr_error *err);
 
-/* Renders the whole document. The HTML references nothing outside itself. */
+/* Renders the whole document, appended to out. The HTML references
+ * nothing outside itself. */
 mr_status mr_report_html(const mr_report *r, mr_buf *out, mr_error *err);
 /* Short Markdown summary: headings, key-values, tables (first 20 rows);
  * charts are named, not drawn. */
 mr_status mr_report_markdown(const mr_report *r, mr_buf *out, mr_error *err);
-/* Writes both atomically (md_path may be NULL). */
+/* Writes both atomically (md_path may be NULL): MR_E_IO as well. */
 mr_status mr_report_write(const mr_report *r, const char *html_path, const char *md_path, mr_error *err);
 
 #ifdef __cplusplus

@@ -4,10 +4,12 @@
  * two or more runs. The report op, `millrace report RUN` and
  * `millrace compare A B ... --html` all call these.
  *
- *   mr_workspace *ws;   // mr_workspace_open(...)
+ * Example (given mr_workspace *ws):
+ *
  *   int64_t run;
- *   mr_runstore_resolve_run(ws->rs, "latest", &run, &err);
- *   mr_run_report_regenerate(ws, run, "report.html", "report.md", &err);
+ *   if (mr_runstore_resolve_run(ws->rs, "latest", &run, &err) != MR_OK ||
+ *       mr_run_report_regenerate(ws, run, "report.html", "report.md", &err) != MR_OK)
+ *       mr_log_error(&err);
  *
  * Two kinds of report share one layout (docs/report.md):
  * - the report op's artifact (inputs.artifact = 1) holds only what its
@@ -20,8 +22,13 @@
  * Sections (element ids): summary timeline training metrics curves
  * confusion importance slices errors residuals checks tuning. A section
  * whose data the run lacks says so in one line instead of drawing an empty
- * chart. Status codes: MR_E_NOT_FOUND (unknown run), MR_E_PARSE (an
- * unreadable artifact), MR_E_IO, MR_E_NOMEM. Not thread-safe (one run
+ * chart.
+ *
+ * Ownership: everything is borrowed for the call (the run store, the
+ * workspace, the inputs); the reports are files written atomically.
+ * Status codes: MR_E_NOT_FOUND (unknown run), MR_E_PARSE (an unreadable
+ * artifact), MR_E_INVALID_ARG (fewer than two runs to compare), MR_E_IO,
+ * MR_E_NOMEM, and the store's checkout errors. Not thread-safe (one run
  * store handle). */
 #ifndef MILLRACE_RUNREPORT_H
 #define MILLRACE_RUNREPORT_H

@@ -14,13 +14,19 @@
  *   tune_trials(run_id, stage, trial, key, status, value, record_json, created)
  * A version-1 store (before names and tags) is migrated when opened.
  *
- * Writes (the executor records here) and read views (the CLI, the report):
+ * Writes (the executor records here) and read views (the CLI, the report).
+ *
+ * Example:
  *
  *   mr_runstore *rs;
- *   mr_runstore_open(".millrace/runs.db", &rs, &err);
+ *   if (mr_runstore_open(".millrace/runs.db", &rs, &err) != MR_OK) { mr_log_error(&err); return; }
+ *   int64_t run;
  *   mr_run_detail *d = NULL;
- *   if (mr_runstore_run_detail(rs, 3, &d, &err) == MR_OK)
+ *   if (mr_runstore_resolve_run(rs, "latest", &run, &err) == MR_OK &&
+ *       mr_runstore_run_detail(rs, run, &d, &err) == MR_OK)
  *       for (size_t i = 0; i < d->n_stages; i++) printf("%s %s\n", d->stages[i].stage, d->stages[i].status);
+ *   else
+ *       mr_log_error(&err);   // "no run 'latest'" + hint "no runs are recorded yet"
  *   mr_run_detail_free(d);
  *   mr_runstore_close(rs);
  *
@@ -28,6 +34,8 @@
  * (NULL is a no-op). Everything it points to (strings, arrays, value trees)
  * is owned by the view and lives until that _free. Views reap dead runs
  * first (mr_runstore_reap), so a run whose process died reads as "killed".
+ * Writes copy every string they are given (SQLite binds copies); strings a
+ * function returns through char ** are the caller's (mr_free).
  *
  * Status codes: MR_E_IO (an SQLite failure, naming the database),
  * MR_E_NOT_FOUND (an unknown run, key, stage or column; the error names it
@@ -50,9 +58,11 @@ extern "C" {
 
 typedef struct mr_runstore mr_runstore;
 
-/* Opens (creating or migrating) the store; close with mr_runstore_close. */
+/* Opens (creating or migrating) the store; close with mr_runstore_close.
+ * MR_E_IO (cannot open or create), MR_E_SCHEMA (a newer store),
+ * MR_E_CORRUPT, MR_E_NOMEM. */
 mr_status mr_runstore_open(const char *db_path, mr_runstore **out, mr_error *err);
-void mr_runstore_close(mr_runstore *rs);
+void mr_runstore_close(mr_runstore *rs); /* NULL is a no-op */
 
 /* ==== writes ================================================================ */
 
@@ -73,6 +83,8 @@ typedef struct mr_run_begin {
  * name or tag is MR_E_INVALID_ARG and records nothing. A tag given twice keeps the last
  * value. All strings are copied. */
 mr_status mr_runstore_run_begin(mr_runstore *rs, const mr_run_begin *info, int64_t *run_id_out, mr_error *err);
+/* Records the end of a run: its final status and counts, ended = now.
+ * MR_E_NOT_FOUND (no such run), MR_E_IO. */
 mr_status mr_runstore_run_end(mr_runstore *rs, int64_t run_id, const char *status, int n_executed, int n_cached,
                               int n_failed, int n_skipped, mr_error *err);
 /* Checks one tag "KEY" or "KEY=VALUE": KEY is 1..64 of [A-Za-z0-9_.-], the
@@ -92,6 +104,8 @@ typedef struct mr_stage_record {
     const char *error;            /* NULL if none */
     const char *outputs_json;     /* {"name": "artifact id", ...} or NULL */
 } mr_stage_record;
+/* Appends one stage's record to a run (a stage recorded twice keeps both;
+ * views show the last). MR_E_IO. */
 mr_status mr_runstore_stage_record(mr_runstore *rs, int64_t run_id, const mr_stage_record *rec, mr_error *err);
 
 typedef struct mr_metric {
@@ -99,57 +113,66 @@ typedef struct mr_metric {
     int64_t step;
     double value;
 } mr_metric;
-/* Adds metrics in one transaction. */
+/* Adds metrics in one transaction. MR_E_IO. */
 mr_status mr_runstore_metrics_add(mr_runstore *rs, int64_t run_id, const char *stage, const mr_metric *m, size_t n,
                                   mr_error *err);
-/* role: "in" or "out". */
+/* Records one artifact a stage read (role "in") or wrote ("out"). MR_E_IO. */
 mr_status mr_runstore_lineage_add(mr_runstore *rs, int64_t run_id, const char *stage, const char *role,
                                   const char *name, const char *artifact, mr_error *err);
 
 /* Groups the writes between begin and end into one transaction (they nest;
  * the functions above join an open batch). Keep batches short: other
- * processes wait for the write lock while one is open. */
+ * processes wait for the write lock while one is open. MR_E_IO. */
 mr_status mr_runstore_batch_begin(mr_runstore *rs, mr_error *err);
 mr_status mr_runstore_batch_end(mr_runstore *rs, mr_error *err);
 
 /* Stage cache: key -> outputs. get returns MR_E_NOT_FOUND on a miss; the
- * returned strings are owned by the caller (NULL-able out params). */
+ * returned strings are owned by the caller (NULL-able out params, NULL on
+ * failure). put inserts or replaces the entry of key. MR_E_IO, MR_E_NOMEM. */
 mr_status mr_runstore_cache_get(mr_runstore *rs, const char *key, char **outputs_json, char **metrics_json,
                                 char **key_doc, mr_error *err);
 mr_status mr_runstore_cache_put(mr_runstore *rs, const char *key, const char *stage, const char *op,
                                 const char *key_doc, const char *outputs_json, const char *metrics_json,
                                 int64_t run_id, mr_error *err);
-/* Most recent cache entry for a stage name (for `status` explanations). */
+/* Most recent cache entry for a stage name (for `status` explanations):
+ * its key and key document (caller-freed; either out may be NULL).
+ * MR_E_NOT_FOUND when the stage has none, MR_E_IO, MR_E_NOMEM. */
 mr_status mr_runstore_cache_last_for_stage(mr_runstore *rs, const char *stage, char **key_out, char **key_doc_out,
                                            mr_error *err);
 
 /* Tune trials (table tune_trials, created on first use; see docs/tune.md):
  * one row per trial of a tune stage in a run. record_json holds params,
- * curve, final metric, status, round and metric at which it stopped. */
+ * curve, final metric, status, round and metric at which it stopped.
+ * MR_E_IO. */
 mr_status mr_runstore_trial_add(mr_runstore *rs, int64_t run_id, const char *stage, int trial, const char *key,
                                 const char *status, double value, const char *record_json, mr_error *err);
 
-/* Stat cache persistence. */
+/* Stat cache persistence: load adds the stored entries to sc (rows that
+ * cannot be read are skipped: those files are re-hashed); save writes sc's
+ * dirty entries. MR_E_IO, MR_E_NOMEM. */
 mr_status mr_runstore_statcache_load(mr_runstore *rs, mr_statcache *sc, mr_error *err);
 mr_status mr_runstore_statcache_save(mr_runstore *rs, const mr_statcache *sc, mr_error *err);
 
-/* Marks runs whose process is gone as "killed". Returns how many. */
+/* Marks runs whose process is gone as "killed"; *n_reaped (may be NULL)
+ * gets how many. MR_E_IO, MR_E_NOMEM. */
 mr_status mr_runstore_reap(mr_runstore *rs, int *n_reaped, mr_error *err);
 
 /* Artifact ids referenced by the outputs of the newest keep_runs runs
- * (keep_runs < 0: all runs). Caller frees ids and the array. */
+ * (keep_runs < 0: all runs). Caller frees ids and the array (mr_free).
+ * MR_E_IO, MR_E_NOMEM. */
 mr_status mr_runstore_kept_artifacts(mr_runstore *rs, int keep_runs, char ***ids_out, size_t *n_out, mr_error *err);
 /* Drops stage-cache entries whose outputs are not all in the store, or one
  * of which is in doomed[0..n_doomed) (objects gc is about to delete: their
  * entries go first, so no entry ever names a missing object). In one
- * transaction; *n_pruned (may be NULL) gets how many. */
+ * transaction; *n_pruned (may be NULL) gets how many. MR_E_IO, MR_E_NOMEM. */
 mr_status mr_runstore_cache_prune(mr_runstore *rs, mr_store *st, const mr_artifact *doomed, size_t n_doomed,
                                   int *n_pruned, mr_error *err);
 
 /* ==== read views ============================================================ */
 
 /* run_ref: an id, "latest"/"last", "-N" (N-th latest), or a run name (the
- * newest run of that name). MR_E_NOT_FOUND with a hint naming the newest. */
+ * newest run of that name). MR_E_NOT_FOUND with a hint naming the newest;
+ * MR_E_IO. */
 mr_status mr_runstore_resolve_run(mr_runstore *rs, const char *run_ref, int64_t *run_id, mr_error *err);
 
 typedef struct mr_run_tag {
@@ -206,7 +229,9 @@ typedef struct mr_run_list {
 } mr_run_list;
 
 /* Lists runs. A column (or the sort column) that no listed run has and that
- * is not a run field is MR_E_NOT_FOUND naming the closest known columns. */
+ * is not a run field is MR_E_NOT_FOUND naming the closest known columns;
+ * a malformed tag or column is MR_E_INVALID_ARG. *out is the caller's
+ * (mr_run_list_free). */
 mr_status mr_runstore_runs(mr_runstore *rs, const mr_runs_query *q, mr_run_list **out, mr_error *err);
 void mr_run_list_free(mr_run_list *l);
 
@@ -246,6 +271,8 @@ typedef struct mr_run_detail {
     size_t n_lineage;
 } mr_run_detail;
 
+/* One run with its stages, metrics and lineage. MR_E_NOT_FOUND (no such
+ * run), MR_E_IO, MR_E_NOMEM. *out is the caller's (mr_run_detail_free). */
 mr_status mr_runstore_run_detail(mr_runstore *rs, int64_t run_id, mr_run_detail **out, mr_error *err);
 void mr_run_detail_free(mr_run_detail *d);
 /* The last record of stage in d (a stage recorded twice keeps its last), or NULL. */
@@ -282,7 +309,8 @@ typedef struct mr_run_compare {
     size_t n_stages;
 } mr_run_compare;
 
-/* Compares n_runs >= 1 runs (MR_E_INVALID_ARG for 0). */
+/* Compares n_runs >= 1 runs (MR_E_INVALID_ARG for 0; MR_E_NOT_FOUND names
+ * a run that does not exist). *out is the caller's (mr_run_compare_free). */
 mr_status mr_runstore_compare(mr_runstore *rs, const int64_t *runs, size_t n_runs, mr_run_compare **out,
                               mr_error *err);
 void mr_run_compare_free(mr_run_compare *c);
@@ -301,6 +329,9 @@ typedef struct mr_trial_list {
     size_t n;
 } mr_trial_list;
 
+/* The trials of stage in the newest run that recorded any (an empty list,
+ * run_id 0, when none did). MR_E_IO, MR_E_PARSE (a record that is not
+ * JSON), MR_E_NOMEM. *out is the caller's (mr_trial_list_free). */
 mr_status mr_runstore_trials(mr_runstore *rs, const char *stage, mr_trial_list **out, mr_error *err);
 void mr_trial_list_free(mr_trial_list *t);
 
@@ -314,9 +345,11 @@ mr_status mr_runstore_find_outputs(mr_runstore *rs, const char *stage, const cha
 /* ---- text and JSON --------------------------------------------------------- */
 /* Appends a value as a person reads it: a scalar as written (the text it
  * was parsed from: "0.1", not 0.10000000000000001; a string without
- * quotes), a list or mapping as canonical JSON. NULL appends "-". */
+ * quotes), a list or mapping as canonical JSON. NULL appends "-".
+ * MR_E_NOMEM, MR_E_LIMIT (no mr_error). */
 mr_status mr_runstore_value_text(const mr_value *v, mr_buf *out);
-/* The --json documents of `runs`, `show` and `compare` (docs/cli.md). */
+/* The --json documents of `runs`, `show` and `compare` (docs/cli.md),
+ * appended to out. MR_E_NOMEM, MR_E_LIMIT. */
 mr_status mr_run_list_json(const mr_run_list *l, mr_buf *out, mr_error *err);
 mr_status mr_run_detail_json(const mr_run_detail *d, mr_buf *out, mr_error *err);
 mr_status mr_run_compare_json(const mr_run_compare *c, mr_buf *out, mr_error *err);

@@ -6,17 +6,31 @@
  * request fails during the swap. Also a small keep-alive load generator for
  * `millrace bench-serve`. docs/serve.md has the endpoints and the essay.
  *
+ * Example:
+ *
  *   mr_server_opts o;
  *   mr_server_opts_init(&o);
  *   o.bundle_path = "model.mrb";
  *   mr_server *s;
- *   mr_server_start(&o, &s, &err);      // binds 127.0.0.1 by default
- *   printf("port %d\n", mr_server_port(s));
- *   ...
- *   mr_server_reload(s, &err);          // re-reads o.bundle_path
+ *   if (mr_server_start(&o, &s, &err) != MR_OK) {   // binds 127.0.0.1 by default
+ *       mr_log_error(&err);   // "cannot listen on 127.0.0.1:8080: port 8080 is already in use"
+ *       return;
+ *   }
+ *   printf("port %d, model %s\n", mr_server_port(s), mr_server_model_version(s));
+ *   // ... serve until told to stop ...
+ *   if (mr_server_reload(s, &err) != MR_OK) mr_log_error(&err);   // re-reads o.bundle_path; the old one keeps serving
  *   mr_server_stop(s);                  // drains the queue, then stops
  *
- * Thread safety: start/reload/stop from one controlling thread. */
+ * Ownership: a server is the caller's until mr_server_stop, which frees it;
+ * it copies the paths, host and token of its options. A load generator's
+ * options are read during the run; its result is caller storage.
+ * Status codes: MR_E_INVALID_ARG (no bundle, a bad host, port or limit),
+ * MR_E_IO (cannot bind: the message names host and port; the daemon did
+ * not start), MR_E_INTERNAL (a thread or epoll could not start), the
+ * bundle's load errors (MR_E_NOT_FOUND, MR_E_CORRUPT, ...), MR_E_NOMEM.
+ * Thread safety: start/reload/stop from one controlling thread; the server
+ * runs its own connection and batcher threads. mr_loadgen_run runs on the
+ * calling thread. */
 #ifndef MILLRACE_SERVE_H
 #define MILLRACE_SERVE_H
 
@@ -40,16 +54,17 @@ typedef struct mr_server_opts {
     int threads;              /* prediction threads for large batches; 0 = pool size */
     unsigned http_threads;    /* event-loop threads serving connections; 0 = one per core, at most 4 */
 } mr_server_opts;
-void mr_server_opts_init(mr_server_opts *o);
+void mr_server_opts_init(mr_server_opts *o); /* the defaults above */
 
 typedef struct mr_server mr_server;
 
 /* Loads the bundle, starts the batcher and the HTTP daemon. Errors:
- * bundle load errors, MR_E_INVALID_ARG (bad host), MR_E_IO (cannot bind). */
+ * bundle load errors, MR_E_INVALID_ARG (bad host, port or limits), MR_E_IO
+ * (cannot bind), MR_E_INTERNAL, MR_E_NOMEM. */
 mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *err);
-int mr_server_port(const mr_server *s);
+int mr_server_port(const mr_server *s); /* the bound port (the chosen one for port 0) */
 /* Loads opts.bundle_path again and swaps it in between two batches. On
- * failure the old bundle keeps serving. */
+ * failure the old bundle keeps serving; errors as mr_bundle_load. */
 mr_status mr_server_reload(mr_server *s, mr_error *err);
 const char *mr_server_model_version(const mr_server *s); /* copy it: valid until the next reload */
 /* Stops taking requests (503), answers everything queued, stops the daemon
@@ -68,7 +83,7 @@ typedef struct mr_loadgen_opts {
     int connections;        /* keep-alive connections (1..1024), all driven by the calling thread; default 8 */
     uint64_t max_requests;  /* hard cap on requests sent; 0 = qps*duration*1.1+16 or 10 million */
 } mr_loadgen_opts;
-void mr_loadgen_opts_init(mr_loadgen_opts *o);
+void mr_loadgen_opts_init(mr_loadgen_opts *o); /* the defaults above */
 
 typedef struct mr_loadgen_result {
     uint64_t sent, ok, non_2xx, errors; /* sent = ok + non_2xx + errors; errors: connect/write failures,
@@ -77,7 +92,9 @@ typedef struct mr_loadgen_result {
     double p50_ms, p90_ms, p99_ms, max_ms; /* percentiles over up to 4 million samples (uniform beyond); max exact */
 } mr_loadgen_result;
 /* Runs the load on the calling thread (one epoll loop for all connections)
- * and returns when it is done: at most duration + 5 s after it starts. */
+ * and returns when it is done: at most duration + 5 s after it starts.
+ * Failed requests are counted in out, not returned: MR_E_INVALID_ARG (bad
+ * options), MR_E_INTERNAL (epoll), MR_E_NOMEM. */
 mr_status mr_loadgen_run(const mr_loadgen_opts *o, mr_loadgen_result *out, mr_error *err);
 
 #ifdef __cplusplus

@@ -1,6 +1,8 @@
 /* Dataset splits: assign every row of a table to one of 2..8 named parts
  * ("train", "valid", "test", ...) by one of four methods, deterministically.
  *
+ * Example (given const mr_table *table):
+ *
  *   mr_split_spec s;
  *   mr_split_spec_init(&s);
  *   s.method = MR_SPLIT_STRATIFIED;
@@ -10,8 +12,12 @@
  *   mr_split_spec_add_part(&s, "valid", 0.15);
  *   mr_split_spec_add_part(&s, "test", 0.15);
  *   mr_table *parts[MR_SPLIT_MAX_PARTS];
- *   if (mr_split_table(&s, table, parts, &err) != MR_OK) mr_log_error(&err);
- *   ... parts[0] is "train", parts[1] "valid", parts[2] "test" ...
+ *   if (mr_split_table(&s, table, parts, &err) != MR_OK) {
+ *       mr_log_error(&err);   // "split: fractions sum to 0.9, not 1"
+ *       return;
+ *   }
+ *   // parts[0] is "train", parts[1] "valid", parts[2] "test"
+ *   printf("%zu training rows\n", parts[0]->n_rows);
  *   for (size_t k = 0; k < s.n_parts; k++) mr_table_free(parts[k]);
  *
  * Methods (docs/features.md, "split", has the full reference):
@@ -39,6 +45,15 @@
  *   ties never straddle a cut and the fractions are approximate when the
  *   column has ties. Nulls (and NaN) in the time column are an error.
  * The assignment never depends on the thread count.
+ *
+ * Ownership: a spec lives in caller storage and owns nothing: it borrows
+ * its part names and column names (from the caller, or from the value tree
+ * mr_split_spec_from_value read). The part tables are the caller's
+ * (mr_table_free each).
+ * Status codes: MR_E_PARSE (a malformed split mapping, with line:col and a
+ * hint), MR_E_INVALID_ARG (parts, fractions, cut-offs, column types; a
+ * null time value naming the row), MR_E_NOT_FOUND (a column absent, with a
+ * hint), MR_E_LIMIT (more than 8 parts, over 2^32 - 1 rows), MR_E_NOMEM.
  *
  * Thread safety: all functions are reentrant; spec and table are only read. */
 #ifndef MILLRACE_SPLIT_H
@@ -79,7 +94,8 @@ typedef struct mr_split_spec {
 
 /* Zeroes s (method RANDOM, no parts, seed 0). */
 void mr_split_spec_init(mr_split_spec *s);
-/* Appends a part; MR_E_LIMIT past MR_SPLIT_MAX_PARTS. name is borrowed. */
+/* Appends a part; MR_E_LIMIT past MR_SPLIT_MAX_PARTS (no mr_error). name is
+ * borrowed. */
 mr_status mr_split_spec_add_part(mr_split_spec *s, const char *name, double fraction);
 /* Index of the part called name, or -1. */
 int mr_split_part_index(const mr_split_spec *s, const char *name);

@@ -6,9 +6,15 @@
  * error). NaN is counted apart and left out of min/max/mean/distinct; -0.0
  * and 0.0 are one value. `millrace data stats` prints these.
  *
+ * Example (given const mr_table *t):
+ *
  *   mr_stats *s;
- *   if (mr_stats_new(&s, &err) != MR_OK) ...;
- *   while (next batch t) if (mr_stats_add(s, t, &err) != MR_OK) ...;
+ *   if (mr_stats_new(&s, &err) != MR_OK) return;
+ *   if (mr_stats_add(s, t, &err) != MR_OK) {   // once per batch of a stream
+ *       mr_log_error(&err);
+ *       mr_stats_free(s);
+ *       return;
+ *   }
  *   for (size_t j = 0; j < mr_stats_n_cols(s); j++) {
  *       mr_stats_column c;
  *       mr_stats_column_get(s, j, &c);
@@ -21,6 +27,10 @@
  *   mr_stats_free(s);
  *
  * Results depend only on the values, not on how they are cut into tables.
+ * Ownership: the accumulator is the caller's (mr_stats_free); tables are
+ * borrowed for the call; column names are borrowed from the accumulator.
+ * Status codes: MR_E_SCHEMA (a table of other columns), MR_E_STATE (after a
+ * failed add), MR_E_NOMEM; the formatter also mr_buf's MR_E_LIMIT.
  * Thread safety: one mr_stats per thread; distinct objects are independent. */
 #ifndef MILLRACE_STATS_H
 #define MILLRACE_STATS_H

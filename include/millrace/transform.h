@@ -4,19 +4,31 @@
  * The pipeline `transform` op and `millrace data query` sit on top of this.
  * docs/transform.md is the step reference.
  *
- *   mr_transform *x = NULL;
- *   const mr_transform_schema *out_schema;
+ * Example (given const mr_value *steps, const mr_table *events, const mr_table *customers):
+ *
+ *   // the input schemas, known before any row is read
+ *   const char *names[] = {"customer_id", "minutes", "day"};
+ *   const mr_dtype types[] = {MR_T_INT64, MR_T_FLOAT64, MR_T_DATE};
+ *   const char *cnames[] = {"customer_id", "plan"};
+ *   const mr_dtype ctypes[] = {MR_T_INT64, MR_T_STRING};
  *   mr_transform_schema in = {NULL, 3, names, types};
  *   mr_transform_schema cust = {"customers", 2, cnames, ctypes};
- *   if (mr_transform_parse(steps_value, &x, &err) != MR_OK ||
+ *   mr_transform *x = NULL;
+ *   const mr_transform_schema *out_schema;
+ *   if (mr_transform_parse(steps, &x, &err) != MR_OK ||
  *       mr_transform_bind(x, &in, &cust, 1, &out_schema, &err) != MR_OK) {
  *       mr_log_error(&err);  // "step 3 (derive 'ratio'): unknown column 'minuts'" + hint
  *   } else {
- *       mr_transform_table joins[] = {{"customers", customers_table}};
+ *       mr_transform_table joins[] = {{"customers", customers}};
  *       mr_transform_opts opts = {.threads = 0, .memory_limit_bytes = 2ull << 30};
- *       rc = mr_transform_run(x, next_batch, src_ctx, joins, 1, write_batch, sink_ctx, &opts, NULL, &err);
+ *       mr_table *out = NULL;   // out_schema->n_cols columns
+ *       if (mr_transform_run_table(x, events, joins, 1, &opts, &out, NULL, &err) != MR_OK) mr_log_error(&err);
+ *       mr_table_free(out);
  *   }
  *   mr_transform_free(x);
+ *
+ * mr_transform_run does the same over a stream: a source callback hands it
+ * batches, a sink callback takes the results.
  *
  * Streaming: filter, select, rename, derive and the probe side of a join run
  * batch by batch, so memory follows the batch size. aggregate and sort are
@@ -31,8 +43,18 @@
  * do depend on how the source splits its rows into batches only for
  * floating-point sums (mean, sum, std of floats are merged per batch).
  *
+ * Ownership: a plan is the caller's (mr_transform_free). Schemas and join
+ * tables are borrowed for the call; the plan copies what it keeps of the
+ * step values. Batches cross the callbacks by ownership transfer (see the
+ * source and sink types); mr_transform_run_table's table is the caller's.
+ * Status codes: MR_E_PARSE, MR_E_NOT_FOUND, MR_E_SCHEMA (step definitions,
+ * columns, types; the message starts "step N (kind ...)"), MR_E_LIMIT
+ * (memory limit), MR_E_STATE (running an unbound plan), MR_E_INVALID_ARG (a
+ * NULL plan, input, source or sink), MR_E_NOMEM, and whatever the source
+ * and sink return.
  * Thread safety: a plan is not thread-safe; run one plan at a time. The
- * engine itself uses the process pool (mr_parallel_for) inside a run. */
+ * engine itself uses the process pool (mr_parallel_for) inside a run; the
+ * callbacks are called on the caller's thread. */
 #ifndef MILLRACE_TRANSFORM_H
 #define MILLRACE_TRANSFORM_H
 

@@ -6,17 +6,25 @@
  * trials; docs/tune.md describes the algorithms and why they are exactly
  * reproducible.
  *
+ * Example (given const mr_value *space_value, const mr_tune_trial *history, size_t n_done):
+ *
  *   mr_tune_space *sp;
- *   if (mr_tune_space_parse(space_value, "millrace.yaml", &sp, &err) != MR_OK) ...
- *   size_t m = mr_tune_space_size(sp);
- *   double x[m];
+ *   if (mr_tune_space_parse(space_value, "millrace.yaml", &sp, &err) != MR_OK) { mr_log_error(&err); return; }
+ *   double *x = mr_calloc(mr_tune_space_size(sp) + 1, sizeof(double));
  *   mr_tune_sampler_opts so;
  *   mr_tune_sampler_opts_init(&so);            // TPE, seed 0
- *   mr_tune_suggest(sp, &so, history, n_done, trial_number, x, &err);
- *   mr_value *params;                          // {"learning_rate": 0.05, ...}
- *   mr_tune_point_value(sp, x, &params);
- *   ... train, calling after each round:
- *   if (mr_tune_should_prune(&po, history, n_done, curve, n_rounds)) stop;
+ *   mr_value *params = NULL;                   // {"learning_rate": 0.05, ...}
+ *   if (x && mr_tune_suggest(sp, &so, history, n_done, n_done, x, &err) == MR_OK &&
+ *       mr_tune_point_value(sp, x, &params) == MR_OK) {
+ *       // ... train with params, and after round r (curve[0..r) so far):
+ *       mr_tune_pruner_opts po;
+ *       mr_tune_pruner_opts_init(&po);
+ *       po.kind = MR_PRUNER_ASHA;
+ *       double curve[1] = {0.8};
+ *       if (mr_tune_should_prune(&po, history, n_done, curve, 1)) puts("pruned");
+ *   }
+ *   mr_value_free(params);
+ *   mr_free(x);
  *   mr_tune_space_free(sp);
  *
  * A point is one double per parameter in declaration order: the value for
@@ -26,6 +34,14 @@
  * Determinism: suggestions are a pure function of (space, options, the
  * history given, trial number); pruning decisions a pure function of
  * (options, history, curve). Nothing reads a clock or a global RNG.
+ * Ownership: a space is the caller's (mr_tune_space_free, NULL is a
+ * no-op) and copies what it keeps of the value tree; names are borrowed
+ * from it. mr_tune_point_value's mapping is the caller's (mr_value_free).
+ * Histories, points and curves are caller arrays, borrowed for the call.
+ * Status codes: MR_E_SCHEMA (a malformed space, naming file:line:col),
+ * MR_E_NOT_FOUND (a point value outside the space), MR_E_NOMEM (the only
+ * failure of suggest, point_value and importance; point_value sets no
+ * mr_error).
  * Thread safety: no shared state; a space may be read by many threads. */
 #ifndef MILLRACE_TUNE_H
 #define MILLRACE_TUNE_H
@@ -54,6 +70,7 @@ typedef struct mr_tune_space mr_tune_space;
  * messages only (NULL = none). */
 mr_status mr_tune_space_parse(const mr_value *v, const char *file, mr_tune_space **out, mr_error *err);
 void mr_tune_space_free(mr_tune_space *s);
+/* Accessors (pure reads; j < mr_tune_space_size). */
 size_t mr_tune_space_size(const mr_tune_space *s);
 const char *mr_tune_space_name(const mr_tune_space *s, size_t j);
 mr_tune_kind mr_tune_space_kind(const mr_tune_space *s, size_t j);
@@ -95,11 +112,12 @@ typedef struct mr_tune_sampler_opts {
     double gamma;          /* TPE: fraction of the history that is "good" (default 0.15) */
     int n_ei_candidates;   /* TPE: candidates drawn from l(x) per parameter (default 24) */
 } mr_tune_sampler_opts;
-void mr_tune_sampler_opts_init(mr_tune_sampler_opts *o);
+void mr_tune_sampler_opts_init(mr_tune_sampler_opts *o); /* TPE, seed 0, maximize 1, the defaults above */
 
 /* Suggests the point of trial `trial` (0-based) given the finished trials
  * hist[0..n_hist). Failed trials are ignored; TPE ranks complete trials by
- * value, then pruned ones by how far they got, then by value. */
+ * value, then pruned ones by how far they got, then by value. x_out:
+ * mr_tune_space_size doubles (caller storage). MR_E_NOMEM. */
 mr_status mr_tune_suggest(const mr_tune_space *s, const mr_tune_sampler_opts *o, const mr_tune_trial *hist,
                           size_t n_hist, uint64_t trial, double *x_out, mr_error *err);
 
@@ -115,7 +133,7 @@ typedef struct mr_tune_pruner_opts {
     int n_warmup_steps;    /* median: rounds never pruned (default 10) */
     int interval_steps;    /* median: check every this many rounds (default 1) */
 } mr_tune_pruner_opts;
-void mr_tune_pruner_opts_init(mr_tune_pruner_opts *o);
+void mr_tune_pruner_opts_init(mr_tune_pruner_opts *o); /* no pruner (MR_PRUNER_NONE), maximize 1, the defaults above */
 
 /* Called after round n_curve of a running trial: 1 if it should stop now.
  * ASHA at a rung r (n_curve == min_resource * eta^k): the competitors are
@@ -134,7 +152,8 @@ int mr_tune_is_rung(const mr_tune_pruner_opts *o, size_t n);
  * mean objective (numeric parameters: 4 quantile bins; categorical: one bin
  * per value), weighted by bin size, over the n rows where it is active
  * (x[i * m + j] not NaN); normalised to sum 1 (all 0 when nothing varies).
- * categorical[j] != 0 marks a categorical parameter. imp_out: m values. */
+ * categorical[j] != 0 marks a categorical parameter. imp_out: m values.
+ * MR_E_NOMEM. */
 mr_status mr_tune_importance(const double *x, const double *values, size_t n, size_t m, const int *categorical,
                              double *imp_out, mr_error *err);
 

@@ -3,11 +3,29 @@
  * Part of core (src/core/value.c): every module may use it; it knows
  * nothing of YAML (the pipeline's reader builds it) or of any op.
  *
- *   mr_value *v = mr_value_get_path(spec->params, "train.rounds");
- *   if (v && v->kind == MR_V_INT) printf("%lld\n", (long long)v->u.i);
+ * Example (given const mr_value *params):
  *
- * Ownership: a tree owns all its nodes; mr_value_free frees the whole tree.
- * Not thread-safe for mutation; concurrent readers are fine. */
+ *   const mr_value *v = mr_value_get_path(params, "train.rounds");
+ *   if (v && v->kind == MR_V_INT) printf("%lld\n", (long long)v->u.i);
+ *   mr_value *m = mr_value_new(MR_V_MAP);
+ *   if (mr_value_set_path(m, "train.rounds", mr_value_new_int(300)) == MR_OK) {   // {"train": {"rounds": 300}}
+ *       mr_buf json;
+ *       mr_buf_init(&json);
+ *       if (mr_value_to_json(m, 1, &json) == MR_OK) puts(json.data);
+ *       mr_buf_free(&json);
+ *   }
+ *   mr_value_free(m);
+ *
+ * Ownership: a tree owns all its nodes and strings; mr_value_free frees the
+ * whole tree. Lookups return nodes borrowed from the tree (valid until the
+ * node is replaced or the tree freed). The setters take ownership of the
+ * value they are given, also when they fail (they free it), and a NULL
+ * value (a failed constructor) is MR_E_NOMEM, so a constructor can be
+ * passed straight in.
+ * Status codes: MR_E_NOMEM; MR_E_INVALID_ARG (a container of the wrong
+ * kind, an empty path segment, a path through a non-map); the text and JSON
+ * writers return mr_buf's MR_E_LIMIT. No function here sets an mr_error.
+ * Thread safety: not thread-safe for mutation; concurrent readers are fine. */
 #ifndef MILLRACE_VALUE_H
 #define MILLRACE_VALUE_H
 
@@ -45,30 +63,36 @@ struct mr_value {
     mr_value **items;   /* MR_V_MAP values / MR_V_SEQ items */
 };
 
-const char *mr_vkind_name(mr_vkind k); /* "int", "string", "mapping", ... */
+const char *mr_vkind_name(mr_vkind k); /* "int", "string", "mapping", ... (static) */
 
-mr_value *mr_value_new(mr_vkind kind); /* NULL on OOM */
-mr_value *mr_value_new_str(const char *s);
+/* Constructors: a new node (caller owns it), NULL on OOM. */
+mr_value *mr_value_new(mr_vkind kind); /* zero value: empty map/seq, 0, false */
+mr_value *mr_value_new_str(const char *s); /* copies s (NULL = "") */
 mr_value *mr_value_new_int(int64_t i);
 mr_value *mr_value_new_float(double f);
 mr_value *mr_value_new_bool(int b);
-void mr_value_free(mr_value *v);
+void mr_value_free(mr_value *v); /* the whole tree; NULL is a no-op */
 mr_value *mr_value_clone(const mr_value *v); /* deep copy, positions kept */
 
 /* Resolves a plain (unquoted) YAML scalar the way YAML 1.2 core schema does:
  * null/~/empty -> NULL, true/false -> BOOL, decimal/0x ints -> INT,
- * floats (incl. .inf/.nan) -> FLOAT, anything else -> STR. */
+ * floats (incl. .inf/.nan) -> FLOAT, anything else -> STR; quoted: always
+ * STR. The node keeps text (str); NULL on OOM. */
 mr_value *mr_value_from_scalar(const char *text, int quoted);
 
-/* MAP: lookup by key (NULL if absent or v is not a map). */
+/* MAP: lookup by key (NULL if absent or map is not a map). Borrowed. */
 mr_value *mr_value_get(const mr_value *map, const char *key);
-/* Dotted path lookup: "a.b.c" through nested maps; NULL if absent. */
+/* Dotted path lookup: "a.b.c" through nested maps; NULL if absent. Borrowed. */
 mr_value *mr_value_get_path(const mr_value *root, const char *path);
-/* MAP: sets key to val (takes ownership of val; replaces an existing entry). */
+/* MAP: sets key (copied) to val, replacing (and freeing) an existing
+ * entry. Takes ownership of val. MR_E_INVALID_ARG (map is not a map),
+ * MR_E_NOMEM. */
 mr_status mr_value_map_set(mr_value *map, const char *key, mr_value *val);
-/* SEQ: appends (takes ownership). */
+/* SEQ: appends (takes ownership). MR_E_INVALID_ARG (not a seq), MR_E_NOMEM. */
 mr_status mr_value_seq_push(mr_value *seq, mr_value *val);
-/* Sets a dotted path, creating intermediate maps (takes ownership of val). */
+/* Sets a dotted path, creating intermediate maps (takes ownership of val).
+ * MR_E_INVALID_ARG (root not a map, an empty segment, a segment that is
+ * not a map), MR_E_NOMEM. */
 mr_status mr_value_set_path(mr_value *root, const char *path, mr_value *val);
 
 /* The strings of map[key] when it is a string or a list (strings only; a
@@ -79,10 +103,16 @@ mr_status mr_value_strings(const mr_value *map, const char *key, const char ***o
 
 /* Writes JSON. canonical != 0: map keys sorted bytewise, no whitespace,
  * ints as decimal, floats as the shortest text that round-trips ("%.17g"
- * trimmed), so equal values always print equal bytes. */
+ * trimmed), so equal values always print equal bytes. NaN and infinities
+ * print as the strings "nan", "inf", "-inf"; v NULL prints null. Appends
+ * to out: MR_E_NOMEM, MR_E_LIMIT. */
 mr_status mr_value_to_json(const mr_value *v, int canonical, mr_buf *out);
-/* Scalar as text for interpolation into strings ("300", "0.1", "true"). */
+/* Scalar as text for interpolation into strings ("300", "0.1", "true",
+ * "null"); MR_E_INVALID_ARG for a map, a seq or NULL. */
 mr_status mr_value_scalar_text(const mr_value *v, mr_buf *out);
+/* 1 when a and b hold the same values: same kinds, maps with the same keys
+ * (in any order), NaN equal to NaN, -0.0 not equal to 0.0; positions and
+ * source text are ignored. */
 int mr_value_equal(const mr_value *a, const mr_value *b);
 /* Reorders the entries of every map in the tree by key, bytewise (the order
  * of canonical JSON), keeping each entry's value and positions: the form a
@@ -91,7 +121,8 @@ int mr_value_equal(const mr_value *a, const mr_value *b);
 void mr_value_sort_keys(mr_value *v);
 
 /* Appends every leaf path of a map tree ("a.b", "a.c") as candidates for
- * "did you mean" (names only; caller frees the array and strings). */
+ * "did you mean" (names only; caller frees each string and the array with
+ * mr_free). root not a map: none. MR_E_NOMEM (then nothing is returned). */
 mr_status mr_value_leaf_paths(const mr_value *root, char ***paths_out, size_t *n_out);
 
 #ifdef __cplusplus
