@@ -379,10 +379,10 @@ static const char *json_metric_name(mr_metric_id id)
     return id == MR_METRIC_ROC_AUC ? "auc" : id == MR_METRIC_AVG_PRECISION ? "ap" : mr_metric_name(id);
 }
 
-/* A gate's metric name as metrics.json spells it (roc_auc and avg_precision are aliases). */
+/* A gate's metric name as metrics.json spells it (roc_auc, avg_precision and average_precision are aliases). */
 static const char *metric_alias(const char *base)
 {
-    return !strcmp(base, "roc_auc") ? "auc" : !strcmp(base, "avg_precision") ? "ap" : base;
+    return !strcmp(base, "roc_auc") ? "auc" : !strcmp(base, "avg_precision") || !strcmp(base, "average_precision") ? "ap" : base;
 }
 
 /* One gate, "NAME OP NUMBER". */
@@ -744,9 +744,8 @@ static mr_status load_inputs(check_run *cr, const check_cfg *c, size_t want, che
     if (rc == MR_OK && c->data) rc = mr_table_read_file(c->data, &in->data, err);
     if (rc == MR_OK && in->data && c->features) {
         size_t len = 0;
-        in->fx_file = mr__file_in(c->features, "features.bin");
-        rc = in->fx_file ? mr_fs_read_file(in->fx_file, (size_t)1 << 30, &in->fx_bytes, &len, err)
-                         : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        rc = mr__features_file_in(c->features, &in->fx_file, err);
+        if (rc == MR_OK) rc = mr_fs_read_file(in->fx_file, (size_t)1 << 30, &in->fx_bytes, &len, err);
         if (rc == MR_OK) rc = mr_features_load(in->fx_bytes, len, &in->fx, err);
         if (rc == MR_OK) rc = mr_features_apply(in->fx, in->data, &in->fx_out, err);
     }

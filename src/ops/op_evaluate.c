@@ -28,7 +28,7 @@ static const mr_param_def evaluate_params[] = {
     {"label", MR_PT_STR, 1, "the label column"},
     {"id", MR_PT_STR, 0, "id column copied into the predictions and error lists"},
     {"passthrough", MR_PT_STRSEQ, 0, "columns copied into the predictions artifact"},
-    {"features", MR_PT_STR | MR_PT_PATH, 0, "fitted features artifact (MRFT file, or a directory holding features.bin) applied before predicting"},
+    {"features", MR_PT_STR | MR_PT_PATH, 0, "fitted features artifact (an MRFT file, or a features stage's transform output) applied before predicting"},
     {"raw", MR_PT_STR | MR_PT_PATH, 0, "the same rows before the features stage (${stages.split.test}): slices, error lists and passthrough columns show its values"},
     {"tier", MR_PT_STR, 0, "fast (stratified subsample, point metrics) or full (default: + intervals, curves, slices, errors)"},
     {"sample_size", MR_PT_INT, 0, "fast tier: rows in the stratified subsample (default 10000)"},
@@ -814,9 +814,9 @@ static mr_status predict(eval_run *e, mr_error *err)
     const char *fxp = mr__opt_str(e->ctx->def, "features", NULL);
     if (fxp) {
         size_t len = 0;
-        char *fx_file = mr__file_in(fxp, "features.bin");
-        if (!fx_file) return nomem(err);
-        rc = mr_fs_read_file(fx_file, (size_t)1 << 30, &e->fx_bytes, &len, err);
+        char *fx_file = NULL;
+        rc = mr__features_file_in(fxp, &fx_file, err);
+        if (rc == MR_OK) rc = mr_fs_read_file(fx_file, (size_t)1 << 30, &e->fx_bytes, &len, err);
         mr_free(fx_file);
         if (rc == MR_OK) rc = mr_features_load(e->fx_bytes, len, &e->fx, err);
         if (rc == MR_OK) rc = mr_features_apply(e->fx, eval_table(e), &e->fx_out, err);

@@ -60,36 +60,6 @@ static char *in_dir(const char *path, const char *file)
     return mr_fs_is_dir(path) ? mr_path_join(path, file) : mr_strdup(path);
 }
 
-/* A directory's MRFT file: features.mrft if present, else the first file
- * (by name) that starts with the MRFT magic. */
-static mr_status find_features(const char *dir, char **out, mr_error *err)
-{
-    *out = NULL;
-    char *pref = mr_path_join(dir, "features.mrft");
-    if (pref && mr_fs_exists(pref)) {
-        *out = pref;
-        return MR_OK;
-    }
-    mr_free(pref);
-    struct dirent **names = NULL;
-    int n = scandir(dir, &names, NULL, alphasort);
-    if (n < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot list directory", dir);
-    for (int i = 0; i < n; i++) {
-        if (!*out && names[i]->d_name[0] != '.') {
-            char *p = mr_path_join(dir, names[i]->d_name);
-            char magic[4] = {0};
-            FILE *f = p && !mr_fs_is_dir(p) ? fopen(p, "rb") : NULL;
-            int hit = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, MR_FEATURES_MAGIC, 4);
-            if (f) fclose(f);
-            if (hit) *out = p;
-            else mr_free(p);
-        }
-        free(names[i]);
-    }
-    free(names);
-    if (!*out) return MR_ERR(err, MR_E_NOT_FOUND, "%s: no fitted features transform (MRFT file) in this directory", dir);
-    return MR_OK;
-}
 
 /* Does value list path as one of its space-separated words? */
 static int lists_path(const char *value, const char *path)
@@ -108,7 +78,7 @@ static int lists_path(const char *value, const char *path)
 static mr_status locate_features(const mr_op_ctx *ctx, const char *value, char **out, mr_error *err)
 {
     *out = NULL;
-    if (mr_fs_is_dir(value)) return find_features(value, out, err);
+    if (mr_fs_is_dir(value)) return mr__find_features(value, out, err);
     if (mr_fs_exists(value) || !strchr(value, ' ')) {
         *out = mr_strdup(value); /* a file; reading it reports a missing one */
         return *out ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -118,7 +88,7 @@ static mr_status locate_features(const mr_op_ctx *ctx, const char *value, char *
         char *p = NULL;
         const mr_op_io *in = &ctx->inputs[k];
         if (!lists_path(value, in->path) || !mr_fs_is_dir(in->path)) continue;
-        if (find_features(in->path, &p, NULL) != MR_OK) continue; /* a dataset output */
+        if (mr__find_features(in->path, &p, NULL) != MR_OK) continue; /* a dataset output */
         if (*out) {
             mr_status rc = MR_ERR(err, MR_E_INVALID_ARG, "two of the outputs it names hold a fitted transform: %s and %s",
                                   hit_name, in->name);

@@ -2,12 +2,15 @@
  * definition with type checks, string lists, locating a model or a file
  * inside a stage output directory, and reading / writing whole tables. */
 #include "millrace/dataset.h"
+#include "millrace/features.h"
 #include "millrace/io.h"
 #include "millrace/value.h"
 #include "ops_int.h"
 
 #include <ctype.h>
 #include <math.h>
+#include <errno.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdarg.h>
@@ -240,4 +243,42 @@ void mr__command_env(const mr_op_ctx *ctx, int threads, const char *params_file,
         setenv(env->keys[k], b.data ? b.data : "", 1);
         mr_buf_free(&b);
     }
+}
+
+/* A directory's MRFT file: features.mrft if present, else the first file
+ * (by name) that starts with the MRFT magic. */
+mr_status mr__find_features(const char *dir, char **out, mr_error *err)
+{
+    *out = NULL;
+    char *pref = mr_path_join(dir, "features.mrft");
+    if (pref && mr_fs_exists(pref)) {
+        *out = pref;
+        return MR_OK;
+    }
+    mr_free(pref);
+    struct dirent **names = NULL;
+    int n = scandir(dir, &names, NULL, alphasort);
+    if (n < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot list directory", dir);
+    for (int i = 0; i < n; i++) {
+        if (!*out && names[i]->d_name[0] != '.') {
+            char *p = mr_path_join(dir, names[i]->d_name);
+            char magic[4] = {0};
+            FILE *f = p && !mr_fs_is_dir(p) ? fopen(p, "rb") : NULL;
+            int hit = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, MR_FEATURES_MAGIC, 4);
+            if (f) fclose(f);
+            if (hit) *out = p;
+            else mr_free(p);
+        }
+        free(names[i]);
+    }
+    free(names);
+    if (!*out) return MR_ERR(err, MR_E_NOT_FOUND, "%s: no fitted features transform (MRFT file) in this directory", dir);
+    return MR_OK;
+}
+
+mr_status mr__features_file_in(const char *path, char **out, mr_error *err)
+{
+    if (mr_fs_is_dir(path)) return mr__find_features(path, out, err);
+    *out = mr_strdup(path);
+    return *out ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
 }

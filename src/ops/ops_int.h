@@ -27,6 +27,12 @@ mr_status mr__check_keys(const mr_value *map, const char *what, const char *cons
 /* def[key] as a list of borrowed strings (a single string counts); the
  * array is caller-freed (NULL only on OOM). */
 const char **mr__strings_of(const mr_value *def, const char *key, size_t *n);
+/* A fitted features transform: path itself when it is a file, else in the
+ * directory (a features stage's transform output) features.mrft, or the
+ * first file by name that starts with the MRFT magic. *out is caller-freed;
+ * MR_E_NOT_FOUND names the directory when it holds none. */
+mr_status mr__find_features(const char *dir, char **out, mr_error *err);
+mr_status mr__features_file_in(const char *path, char **out, mr_error *err);
 /* path/name when path is a directory (a stage output), else a copy of path. */
 char *mr__file_in(const char *path, const char *name);
 

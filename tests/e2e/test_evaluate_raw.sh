@@ -62,6 +62,12 @@ stages:
     label: label
     slices: {numeric: [age], buckets: 3}
     top_k_wrong: 5
+  eval_fx:
+    op: evaluate
+    model: ${stages.model}
+    data: ${stages.split.test}
+    features: ${stages.features.transform}
+    label: label
   report: {op: report, evaluate: "${stages.eval}", model: "${stages.model}"}
 YAML
 
@@ -91,6 +97,15 @@ assert_eq "$(printf '%s\n' "$T_OUT" | head -1)" "row,id,label,score,income,plan,
 assert_eq "$(printf '%s\n' "$T_OUT" | sed 1d | awk -F, '$5 < 20000 || $7 < 18 { bad++ } END { print bad + 0 }')" 0 \
     "passthrough and slice columns hold raw values"
 assert_contains "$(cat out/report/report.md)" "raw data's (before the features stage)" "the report says the values are raw"
+
+# features: a features stage's transform output, applied by evaluate to the
+# raw rows, scores them as the features stage's own output would.
+run_cmd "$PQTOOL" dump out/eval_fx/predictions.parquet
+[ "$T_RC" = 0 ] || fail "cannot dump eval_fx predictions"
+fx_scores=$(printf '%s\n' "$T_OUT" | sed 1d | cut -d, -f3 | md5sum)
+run_cmd "$PQTOOL" dump out/eval_std/predictions.parquet
+assert_eq "$fx_scores" "$(printf '%s\n' "$T_OUT" | sed 1d | cut -d, -f3 | md5sum)" \
+    "evaluate with features: \${stages.features.transform} gives the same scores as on the transformed rows"
 
 # raw must be the same rows.
 sed -i 's|raw: ${stages.split.test}|raw: ${stages.split.train}|' millrace.yaml
