@@ -69,9 +69,10 @@ static int inspect(const mr_bundle *b, const char *path, int json)
     printf("\nmetrics: %s\n", mr_bundle_metrics_json(b));
     json_t *rid = json_object_get(lin, "run_id"), *sk = json_object_get(lin, "stage_key");
     json_t *gc = json_object_get(lin, "git_commit"), *st = json_object_get(lin, "stage");
-    printf("lineage: run %lld, stage %s, key %s, git %s\n", json_is_integer(rid) ? (long long)json_integer_value(rid) : 0LL,
-           json_is_string(st) ? json_string_value(st) : "-", json_is_string(sk) ? json_string_value(sk) : "-",
-           json_is_string(gc) ? json_string_value(gc) : "-");
+    printf("lineage: ");
+    if (json_is_integer(rid)) printf("run %lld, ", (long long)json_integer_value(rid));
+    printf("stage %s, key %s, git %s\n", json_is_string(st) ? json_string_value(st) : "-",
+           json_is_string(sk) ? json_string_value(sk) : "-", json_is_string(gc) ? json_string_value(gc) : "-");
     size_t q;
     json_t *a;
     json_array_foreach(json_object_get(lin, "artifacts"), q, a)

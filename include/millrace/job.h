@@ -84,6 +84,7 @@ typedef struct mr_job {
     size_t n_outputs;
     mr_job_lock *locks;   /* workspace paths the worker locks while it works there (sorted by path) */
     size_t n_locks;
+    char *git_commit;     /* ops with MR_OP_GIT_COMMIT: the commit their key holds ("<sha>[-dirty]"), else "" */
 } mr_job;
 
 void mr_job_init(mr_job *job);   /* zeroes */

@@ -167,7 +167,7 @@ static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
     bb.features = fx;
     bb.metrics_json = met;
     bb.name = cfg.name ? cfg.name : ctx->stage;
-    bb.run_id = ctx->run_id;
+    bb.run_id = 0; /* the bundle holds what its key describes: no run id (the run store links runs to it) */
     bb.stage = ctx->stage;
     bb.stage_key = ctx->stage_key;
     bb.git_commit = ctx->git_commit;
@@ -201,7 +201,7 @@ done:
 
 const mr_op mr_op_package = {
     .name = "package",
-    .version = 1,
+    .version = 2, /* 2: no run id in the bundle's lineage; the commit it records is in its key */
     .params = package_params,
     .outputs = NULL,
     .run = run_package,

@@ -72,6 +72,7 @@ typedef struct run_ctx {
     uint64_t mem_budget, mem_used; /* bytes: physical RAM, and what running stages declared */
     int any_failed;
     int n_selected;
+    char git_desc[80];             /* the commit ops with MR_OP_GIT_COMMIT record ("" if none or no git) */
     mr_run_result *res;
 } run_ctx;
 
@@ -325,6 +326,7 @@ static mr_status write_job(run_ctx *c, size_t i, mr_error *err)
         job.n_outputs = p->n_outs;
         job.locks = p->locks;
         job.n_locks = p->n_locks;
+        job.git_commit = (s->op->flags & MR_OP_GIT_COMMIT) ? c->git_desc : "";
         rc = mr_job_write(&job, r->job_path, err);
     }
     mr_value_free(def);
@@ -546,7 +548,7 @@ static void plan_ready(run_ctx *c)
         size_t i = batch[b];
         if (i == (size_t)-1) continue;
         mr_error_init(&e);
-        if (mr__plan_key(c->spec, i, c->o->smoke, &c->plans[i], &e) != MR_OK) {
+        if (mr__plan_key(c->spec, i, c->o->smoke, c->git_desc, &c->plans[i], &e) != MR_OK) {
             fail_unplanned(c, i, &e);
             continue;
         }
@@ -775,6 +777,11 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
         c.mem_budget = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : UINT64_MAX;
     }
     select_stages(&c);
+    for (size_t i = 0; i < c.n; i++)
+        if (spec->stages[i].op->flags & MR_OP_GIT_COMMIT) {
+            mr__git_describe(ws->root, c.git_desc, sizeof(c.git_desc));
+            break;
+        }
     if (!opts->dry) {
         /* gc never runs while this run may publish or use artifacts */
         rc = mr__workspace_gc_lock(ws, MR_LOCK_SHARED, &gc_lock, err);

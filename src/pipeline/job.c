@@ -303,6 +303,7 @@ void mr_job_deinit(mr_job *job)
     mr_free(job->workspace);
     mr_free(job->spec_path);
     mr_free(job->result_path);
+    mr_free(job->git_commit);
     mr_value_free(job->def);
     mr_value_free(job->params);
     free_ios(job->inputs, job->n_inputs);
@@ -346,6 +347,7 @@ mr_status mr_job_encode(const mr_job *job, mr_buf *out, mr_error *err)
         json_object_set_new(j, "workspace", json_string(job->workspace));
         json_object_set_new(j, "spec_path", json_string(job->spec_path ? job->spec_path : ""));
         json_object_set_new(j, "result", json_string(job->result_path));
+        json_object_set_new(j, "git_commit", json_string(job->git_commit ? job->git_commit : ""));
         json_object_set_new(j, "inputs", enc_ios(job->inputs, job->n_inputs, 0));
         json_object_set_new(j, "outputs", enc_ios(job->outputs, job->n_outputs, 1));
         json_t *locks = json_array();
@@ -358,7 +360,7 @@ mr_status mr_job_encode(const mr_job *job, mr_buf *out, mr_error *err)
         json_object_set_new(j, "def", job->def ? enc_value(job->def) : NULL);
         json_object_set_new(j, "params", job->params ? enc_value(job->params) : NULL);
         /* a NULL from any constructor (OOM, non-UTF-8 text) leaves a field out */
-        if (json_object_size(j) != 20) {
+        if (json_object_size(j) != 21) {
             json_decref(j);
             j = NULL;
         }
@@ -415,6 +417,7 @@ mr_status mr_job_decode(const char *text, size_t len, const char *path, mr_job *
     if (rc == MR_OK) rc = get_str(&d, j, "workspace", &job->workspace);
     if (rc == MR_OK) rc = get_str(&d, j, "spec_path", &job->spec_path);
     if (rc == MR_OK) rc = get_str(&d, j, "result", &job->result_path);
+    if (rc == MR_OK) rc = get_str(&d, j, "git_commit", &job->git_commit);
     if (rc == MR_OK) rc = dec_ios(&d, json_object_get(j, "inputs"), 0, &job->inputs, &job->n_inputs);
     if (rc == MR_OK) rc = dec_ios(&d, json_object_get(j, "outputs"), 1, &job->outputs, &job->n_outputs);
     const json_t *locks = json_object_get(j, "locks");

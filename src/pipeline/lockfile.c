@@ -208,7 +208,9 @@ void mr__git_info(const char *root, char *commit, size_t commit_len, int *dirty)
         commit[0] = '\0';
         return;
     }
-    cmd = mr_asprintf("git -C '%s' status --porcelain --untracked-files=no 2>/dev/null", root);
+    /* millrace.lock is rewritten by the runs themselves: it does not make
+     * the code a run ran "dirty". */
+    cmd = mr_asprintf("git -C '%s' status --porcelain --untracked-files=no -- . ':(exclude)millrace.lock' 2>/dev/null", root);
     if (!cmd) return;
     f = popen(cmd, "r");
     mr_free(cmd);
@@ -216,4 +218,12 @@ void mr__git_info(const char *root, char *commit, size_t commit_len, int *dirty)
     char line[16];
     *dirty = fgets(line, sizeof(line), f) != NULL;
     pclose(f);
+}
+
+void mr__git_describe(const char *root, char *out, size_t out_len)
+{
+    char commit[64];
+    int dirty = 0;
+    mr__git_info(root, commit, sizeof(commit), &dirty);
+    snprintf(out, out_len, "%s%s", commit, commit[0] && dirty ? "-dirty" : "");
 }

@@ -60,7 +60,7 @@ mr_status mr__plan_inputs(const mr_dag *dag, size_t i, mr__plan *plans, mr_error
 mr_status mr__plan_hash_inputs(mr_workspace *ws, mr__plan *plans, const size_t *stages, size_t n,
                                uint64_t *bytes_hashed, mr_error *err);
 /* Computes key_doc and key (all inputs must have ids). */
-mr_status mr__plan_key(const mr_spec *spec, size_t i, int smoke, mr__plan *p, mr_error *err);
+mr_status mr__plan_key(const mr_spec *spec, size_t i, int smoke, const char *git_commit, mr__plan *p, mr_error *err);
 /* The workspace paths stage i writes there (its output paths: an exec
  * stage's outs, where a built-in op's results are checked out), locked
  * exclusive, and the ones an exec stage reads there (its deps), shared;
@@ -99,4 +99,7 @@ mr_status mr__lock_update(mr_workspace *ws, const mr_spec *spec, const mr__plan 
 mr_status mr__workspace_gc_lock(mr_workspace *ws, int mode, mr_flock *lk, mr_error *err);
 
 /* git commit and dirty flag of the workspace ("" outside git). */
+/* The commit as ops that record it see it and their keys hold it: the
+ * HEAD commit, with "-dirty" when tracked files differ ("" outside git). */
+void mr__git_describe(const char *root, char *out, size_t out_len);
 void mr__git_info(const char *root, char *commit, size_t commit_len, int *dirty);

@@ -7,7 +7,8 @@
  *    "params":{"a.b":value,...},"smoke":false}
  *
  * plus "csv_reader": N when a built-in op reads a CSV file (the reader's
- * rules are part of what its result depends on).
+ * rules are part of what its result depends on), and "git_commit" for an
+ * op that records the workspace's commit in its output (package).
  *
  * "def" is the stage's interpolated definition without the keys that cannot
  * change a result (op, desc, resources). Canonical JSON sorts map keys
@@ -293,7 +294,7 @@ oom:
     return MR_E_NOMEM;
 }
 
-mr_status mr__plan_key(const mr_spec *spec, size_t i, int smoke, mr__plan *p, mr_error *err)
+mr_status mr__plan_key(const mr_spec *spec, size_t i, int smoke, const char *git_commit, mr__plan *p, mr_error *err)
 {
     const mr_stage_spec *s = &spec->stages[i];
     mr_value *doc = mr_value_new(MR_V_MAP), *def = mr_value_new(MR_V_MAP), *inputs = mr_value_new(MR_V_MAP);
@@ -311,6 +312,11 @@ mr_status mr__plan_key(const mr_spec *spec, size_t i, int smoke, mr__plan *p, mr
         MR_ASSERT(p->ins[k].id[0]);
         if (mr_value_map_set(inputs, p->ins[k].name, mr_value_new_str(p->ins[k].id)) != MR_OK) goto oom;
     }
+    /* An op that records the workspace's commit in its output has it in
+     * its key: the key describes the bytes. */
+    if ((s->op->flags & MR_OP_GIT_COMMIT) &&
+        mr_value_map_set(doc, "git_commit", mr_value_new_str(git_commit ? git_commit : "")) != MR_OK)
+        goto oom;
     /* A built-in op that reads a CSV file reads it under the CSV reader's
      * rules: their version is part of what the result depends on. */
     if (!(s->op->flags & MR_OP_WORKSPACE_OUTPUTS)) {

@@ -262,6 +262,12 @@ mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, i
     if (rc != MR_OK) goto done;
     warm_set warm;
     warm_inputs(ws, dag, n, &warm);
+    char git_desc[80] = "";
+    for (size_t k = 0; k < n; k++)
+        if (spec->stages[k].op->flags & MR_OP_GIT_COMMIT) {
+            mr__git_describe(ws->root, git_desc, sizeof(git_desc));
+            break;
+        }
     const size_t *order = mr_dag_order(dag);
     for (size_t k = 0; k < n; k++) {
         size_t i = order[k];
@@ -277,7 +283,7 @@ mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, i
         if (json_array_size(reasons) == 0) {
             if (mr__plan_inputs(dag, i, plans, &e) != MR_OK || (warm_fill(&warm, &plans[i]), 0) ||
                 mr__plan_hash_inputs(ws, plans, &i, 1, NULL, &e) != MR_OK ||
-                mr__plan_key(spec, i, smoke, &plans[i], &e) != MR_OK) {
+                mr__plan_key(spec, i, smoke, git_desc, &plans[i], &e) != MR_OK) {
                 add_reason(reasons, "%s", e.msg);
             } else if (mr__plan_cache_lookup(ws, &plans[i], NULL)) {
                 if (!mr__plan_outputs_in_place(ws, &plans[i])) explain_workspace(ws, &plans[i], name, plans[i].key_doc, reasons);

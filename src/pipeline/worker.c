@@ -599,10 +599,8 @@ static mr_status cache_result(worker *w, mr_error *err)
 static mr_status run_op(worker *w, mr_error *err)
 {
     worker_engine we = {&w->res, w->ws};
-    /* Only ops that record the commit in their output pay for the git call. */
-    char git_commit[64] = "";
-    int git_dirty = 0;
-    if (w->op->flags & MR_OP_GIT_COMMIT) mr__git_info(w->ws->root, git_commit, sizeof(git_commit), &git_dirty);
+    /* The commit the key was computed with (ops with MR_OP_GIT_COMMIT). */
+    const char *git_commit = w->job.git_commit ? w->job.git_commit : "";
     mr_op_ctx ctx = {
         .stage = w->job.stage,
         .workspace = w->ws->root,

@@ -20,7 +20,7 @@ expect_exit 0 mr bundle inspect out/pkg/model.mrb --json
 assert_eq "$(json '[i["name"] for i in d["inputs"]]' | tr '\n' ' ')" "x1 x2 plan n " "input schema: the raw columns (id dropped)"
 assert_eq "$(json '[s["name"] for s in d["sections"]]' | tr '\n' ' ')" "manifest features model compiled metrics " "sections in order"
 assert_eq "$(json 'd["metrics"]["auc"]')" 0.81 "metrics snapshot"
-assert_eq "$(json 'd["lineage"]["run_id"]')" 1 "lineage: run id"
+assert_eq "$(json 'd["lineage"]["run_id"]')" null "lineage: no run id (the bundle holds what its key describes)"
 assert_eq "$(json 'd["lineage"]["stage"]')" pkg "lineage: stage"
 assert_match "$(json 'd["lineage"]["stage_key"]')" '^[0-9a-f]{32}$' "lineage: stage key"
 assert_match "$(json '[a["id"] for a in d["lineage"]["artifacts"]]' | head -1)" '^[0-9a-f]{32}' "lineage: input artifact ids"
@@ -120,4 +120,25 @@ pkg_pipeline '${stages.split}'
 expect_exit 1 mr run
 assert_contains "$T_OUT$T_ERR" "holds a fitted features transform" "a stage without a transform is refused"
 assert_contains "$T_OUT$T_ERR" "hint: give the features stage" "... saying what to give"
+
+# The commit a bundle records is in the package stage's key: a new commit
+# re-packages (and only that), and the bundle names the commit it was made at.
+pkg_pipeline '${stages.features}'
+git init -q . && git config user.email t@t && git config user.name t || fail "git init"
+printf 'out/\n.millrace/\n' >.gitignore
+git add -A >/dev/null && git commit -qm one || fail "git commit"
+expect_exit 0 mr run --json
+c1=$(git rev-parse HEAD)
+assert_eq "$(json '[s["status"] for s in d["stages"] if s["stage"] == "pkg"][0]')" executed "in a git checkout the package stage runs"
+expect_exit 0 mr bundle inspect out/pkg/model.mrb --json
+assert_eq "$(json 'd["lineage"]["git_commit"]')" "$c1" "the bundle records the commit"
+echo note >NOTES && git add NOTES && git commit -qm two || fail "git commit"
+expect_exit 0 mr run --json
+assert_eq "$(json '" ".join(s["stage"] for s in d["stages"] if s["status"] == "executed")')" pkg "a new commit re-packages, nothing else"
+expect_exit 0 mr bundle inspect out/pkg/model.mrb --json
+assert_eq "$(json 'd["lineage"]["git_commit"]')" "$(git rev-parse HEAD)" "and the new bundle names the new commit"
+echo dirty >>NOTES
+expect_exit 0 mr run --json
+expect_exit 0 mr bundle inspect out/pkg/model.mrb --json
+assert_eq "$(json 'd["lineage"]["git_commit"]')" "$(git rev-parse HEAD)-dirty" "a dirty tree is recorded as such"
 t_done

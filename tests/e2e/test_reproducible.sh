@@ -68,6 +68,7 @@ stages:
     space: {num_leaves: {int: [4, 16]}, learning_rate: {loguniform: [0.05, 0.3]}}
     n_trials: 3
     seed: 4
+  package: {op: package, model: "${stages.model}", features: "${stages.features}", metrics: "${stages.eval}"}
 YAML
     (cd "$1" && python3 gen.py) || fail "gen.py in $1"
 }
@@ -95,27 +96,27 @@ b=$(new_ws workspace-b)
 write_ws "$a"
 write_ws "$b"
 expect_exit 0 mr -C "$a" run --json
-assert_eq "$(json 'd["executed"]')" 7 "workspace A: every stage executes"
+assert_eq "$(json 'd["executed"]')" 8 "workspace A: every stage executes"
 expect_exit 0 mr -C "$b" run -S train.learning_rate=0.3
 expect_exit 0 mr -C "$b" run --json
 assert_eq "$(json '" ".join(s["stage"] + "=" + s["status"] for s in d["stages"])')" \
-    "ingest=cached split=cached features=cached model=executed eval=executed report=executed tune=cached" \
+    "ingest=cached split=cached features=cached model=executed eval=executed report=executed tune=cached package=executed" \
     "workspace B's second run serves the preparation from the cache"
 oa=$(lock_outputs "$a/millrace.lock")
 ob=$(lock_outputs "$b/millrace.lock")
 assert_eq "$(printf '%s\n' "$oa" | cut -d= -f1 | tr '\n' ' ')" \
-    "eval.out features.test features.train features.transform features.valid ingest.out model.out report.out split.test split.train split.valid tune.out " \
+    "eval.out features.test features.train features.transform features.valid ingest.out model.out package.out report.out split.test split.train split.valid tune.out " \
     "the lock lists every output of every stage"
-for stage in ingest split features model eval report tune; do
+for stage in ingest split features model eval report tune package; do
     assert_contains "$oa" "$stage." "the lock of A has outputs of $stage"
 done
 assert_eq "$ob" "$oa" "two fresh workspaces give the same output id for every stage"
 
 # Recomputing evaluate, report and tune (forced; the study's trials now come
 # from its trial cache) publishes the same bytes.
-expect_exit 0 mr -C "$a" run -f eval -f report -f tune --json
-assert_eq "$(json '[s["status"] for s in d["stages"] if s["stage"] in ("eval", "report", "tune")]' | tr '\n' ' ')" \
-    "executed executed executed " "forced: evaluate, report and tune execute again"
+expect_exit 0 mr -C "$a" run -f eval -f report -f tune -f package --json
+assert_eq "$(json '[s["status"] for s in d["stages"] if s["stage"] in ("eval", "report", "tune", "package")]' | tr '\n' ' ')" \
+    "executed executed executed executed " "forced: evaluate, report, tune and package execute again"
 assert_eq "$(lock_outputs "$a/millrace.lock")" "$oa" "and their outputs keep their ids"
 assert_not_contains "$(cat "$a/out/eval/metrics.json")" "seconds" "metrics.json holds no timing"
 expect_exit 0 mr -C "$a" show --json

@@ -91,7 +91,7 @@ static planned plan_all(const char *yaml, const char *const *overrides, size_t n
                 assert_string_equal(p->ins[d].id, "");
                 fake_id("ws", p->ins[d].path, ids, p->ins[d].id);
             }
-        if (mr__plan_key(r.spec, i, smoke, p, &err) != MR_OK) fail_msg("key: %s", err.msg);
+        if (mr__plan_key(r.spec, i, smoke, "", p, &err) != MR_OK) fail_msg("key: %s", err.msg);
         assert_int_equal(strlen(p->key), MR_HASH_HEX_LEN);
     }
     return r;
@@ -452,7 +452,7 @@ static int plan_oom_child(void)
             if (st == MR_OK) st = mr__plan_inputs(dag, i, plans, &err);
             for (size_t d = 0; st == MR_OK && d < plans[i].n_ins; d++)
                 if (plans[i].ins[d].from_stage < 0) fake_id("ws", plans[i].ins[d].path, NULL, plans[i].ins[d].id);
-            if (st == MR_OK) st = mr__plan_key(spec, i, 0, &plans[i], &err);
+            if (st == MR_OK) st = mr__plan_key(spec, i, 0, "", &plans[i], &err);
         }
         mr_alloc_fail_after(0);
         if (st == MR_OK) {
