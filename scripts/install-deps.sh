@@ -1,9 +1,9 @@
 #!/bin/sh
 # Installs the Debian 12 packages millrace needs to build, test and run its demo.
 # The python3-* packages are test oracles and benchmark peers (XGBoost,
-# scikit-learn, pandas); chromium renders the HTML report in its test; bc,
-# time, curl and wrk serve the tests and bench/. None of them is a runtime
-# dependency of millrace.
+# scikit-learn, pandas) and the doc tests' YAML reader (PyYAML); chromium
+# renders the HTML report in its test; bc, time, curl and wrk serve the
+# tests and bench/. None of them is a runtime dependency of millrace.
 # Idempotent: only calls apt-get for packages that are missing.
 #
 #   scripts/install-deps.sh           what make demo and make test need
@@ -26,7 +26,7 @@ PKGS="build-essential cmake pkg-config git \
 libyaml-dev libxxhash-dev libsqlite3-dev libjansson-dev libcmocka-dev \
 libsnappy-dev libzstd-dev zlib1g-dev libmicrohttpd-dev \
 sqlite3 python3 procps coreutils \
-python3-numpy python3-pandas python3-sklearn python3-xgboost curl wrk bc time \
+python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml curl wrk bc time \
 chromium"
 if [ "$BENCH" = 1 ]; then
     PKGS="$PKGS python3-optuna"

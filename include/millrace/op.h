@@ -160,6 +160,13 @@ typedef struct mr_op {
      * NULL file: the engine names millrace.yaml and the stage) and a hint;
      * return MR_E_SCHEMA (or MR_E_INVALID_ARG). Must not read files. */
     mr_status (*validate)(const mr_op_validate_ctx *vc, mr_error *err);
+    /* Optional: workspace files the definition reads besides its
+     * MR_PT_PATH params (a transform's join `with:` files). Writes up to
+     * max string values (borrowed from def, positions kept) and returns how
+     * many there are; ${stages.X} references among them are left alone. The
+     * engine hashes each file as an input of the stage, as it does a
+     * MR_PT_PATH param's, so changing one re-runs the stage. */
+    size_t (*inputs_of)(const mr_value *def, const mr_value **paths, size_t max);
 } mr_op;
 
 /* 1 if v is a string holding a ${stages.X...} reference: its value (a path,

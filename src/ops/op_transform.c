@@ -271,6 +271,21 @@ done:
     return rc;
 }
 
+/* The join steps' `with:` values: files in the workspace are inputs of the
+ * stage (the engine hashes them into its key), ${stages.X} upstreams. */
+static size_t transform_inputs(const mr_value *def, const mr_value **paths, size_t max)
+{
+    const mr_value *steps = mr_value_get(def, "steps");
+    size_t n = 0;
+    for (size_t k = 0; steps && steps->kind == MR_V_SEQ && k < steps->n; k++) {
+        const mr_value *with = mr_value_get(mr_value_get(steps->items[k], "join"), "with");
+        if (!with || with->kind != MR_V_STR) continue;
+        if (n < max) paths[n] = with;
+        n++;
+    }
+    return n;
+}
+
 const mr_op mr_op_transform = {
     .name = "transform",
     .version = 1,
@@ -279,4 +294,5 @@ const mr_op mr_op_transform = {
     .run = run_transform,
     .outputs_of = NULL,
     .validate = validate_transform,
+    .inputs_of = transform_inputs,
 };

@@ -122,12 +122,41 @@ static mr_status norm_list(const mr_stage_spec *s, const char *key, char ***out,
     return rc;
 }
 
+/* The workspace files an op's inputs_of names, normalised into p->deps. */
+static mr_status op_inputs(const mr_stage_spec *s, mr__stage_paths *p, mr_error *err)
+{
+    enum { MAX_OP_INPUTS = 256 };
+    const mr_value *vals[MAX_OP_INPUTS];
+    size_t n = s->op->inputs_of(s->def, vals, MAX_OP_INPUTS);
+    if (n > MAX_OP_INPUTS)
+        return MR_ERR(err, MR_E_LIMIT, "stage '%s' reads %zu files besides its inputs, at most %d", s->name, n,
+                      (int)MAX_OP_INPUTS);
+    char **arr = mr_realloc(p->deps, (p->n_deps + n + 1) * sizeof(*arr));
+    if (!arr) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    p->deps = arr;
+    for (size_t i = 0; i < n; i++) {
+        const char *raw = vals[i]->str;
+        if (strstr(raw, "${stages.")) continue; /* a reference, resolved by the executor */
+        char *norm = mr_path_normalize(raw, 0);
+        if (!norm && !path_escapes(raw)) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (!norm) {
+            mr_status rc = MR_ERR(err, MR_E_SCHEMA, "stage '%s': path '%s' must be relative and stay inside the workspace",
+                                  s->name, raw);
+            mr_error_at(err, NULL, vals[i]->line, vals[i]->col);
+            return rc;
+        }
+        arr[p->n_deps++] = norm;
+    }
+    return MR_OK;
+}
+
 static mr_status collect_paths(const mr_spec *spec, mr__stage_paths *paths, mr_error *err)
 {
     for (size_t i = 0; i < spec->n_stages; i++) {
         const mr_stage_spec *s = &spec->stages[i];
         if (!(s->op->flags & MR_OP_WORKSPACE_OUTPUTS)) {
-            /* Built-in ops: params flagged MR_PT_PATH are workspace inputs. */
+            /* Built-in ops: params flagged MR_PT_PATH are workspace inputs,
+             * and so are the paths the op's inputs_of names. */
             for (const mr_param_def *pd = s->op->params; pd && pd->name; pd++) {
                 if (!(pd->types & MR_PT_PATH)) continue;
                 mr_status rc = norm_list(s, pd->name, &paths[i].deps, &paths[i].n_deps, 0, err);
@@ -135,6 +164,11 @@ static mr_status collect_paths(const mr_spec *spec, mr__stage_paths *paths, mr_e
                     mr_error_at(err, spec->path, 0, 0);
                     return rc;
                 }
+            }
+            mr_status rc = s->op->inputs_of ? op_inputs(s, &paths[i], err) : MR_OK;
+            if (rc != MR_OK) {
+                mr_error_at(err, spec->path, 0, 0);
+                return rc;
             }
             continue;
         }
