@@ -138,6 +138,11 @@ mr_status mr__error_sys(mr_error *err, const char *src_file, int src_line, mr_st
  * from ap unless already set, and names `file` (mr_error_at) when given. */
 mr_status mr_error_vset_file(mr_error *err, mr_status code, const char *file, const char *fmt, va_list ap)
     __attribute__((format(printf, 4, 0)));
+/* Sets code + a formatted message unless already set, and the position
+ * (file may be NULL: a value of millrace.yaml whose file the caller adds;
+ * line 0: no position). Returns code. */
+mr_status mr_error_set_at(mr_error *err, const char *file, long line, long col, mr_status code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 /* Context setters: they fill a field only when it is still empty. */
 void mr_error_at(mr_error *err, const char *file, long line, long col);
 void mr_error_key(mr_error *err, const char *key);

@@ -71,6 +71,20 @@ mr_status mr_error_vset_file(mr_error *err, mr_status code, const char *file, co
     return code;
 }
 
+mr_status mr_error_set_at(mr_error *err, const char *file, long line, long col, mr_status code, const char *fmt, ...)
+{
+    if (!err) return code;
+    if (err->code == MR_OK) {
+        err->code = code;
+        va_list ap;
+        va_start(ap, fmt);
+        set_vmsg(err, fmt, ap);
+        va_end(ap);
+    }
+    mr_error_at(err, file, line, col);
+    return code;
+}
+
 mr_status mr__error_sys(mr_error *err, const char *src_file, int src_line, mr_status code,
                         int errnum, const char *fmt, ...)
 {

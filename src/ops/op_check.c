@@ -195,9 +195,9 @@ static mr_status prop_num(const mr_value *pv, const char *type, const char *key,
     }
     if (v && (*out < lo || *out > hi)) {
         if (isinf(hi))
-            return mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "property %s: %s must be >= %g, got %g", type, key,
+            return mr_error_set_at(err, NULL, v->line, v->col, MR_E_INVALID_ARG, "property %s: %s must be >= %g, got %g", type, key,
                                lo, *out);
-        return mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "property %s: %s must be in [%g, %g], got %g", type,
+        return mr_error_set_at(err, NULL, v->line, v->col, MR_E_INVALID_ARG, "property %s: %s must be in [%g, %g], got %g", type,
                            key, lo, hi, *out);
     }
     return MR_OK;
@@ -212,7 +212,7 @@ static mr_status prop_settings(const mr_value *pv, mr_prop *p, const char **feat
                                        "fraction", "from", "to", "grid", "output", "seed"};
     *feature_out = NULL;
     if (pv->kind != MR_V_MAP) {
-        mr_status rc = mr__fail_at(err, pv->line, pv->col, MR_E_INVALID_ARG,
+        mr_status rc = mr_error_set_at(err, NULL, pv->line, pv->col, MR_E_INVALID_ARG,
                                    "properties: each item must be a mapping such as {type: consistency}, got a %s",
                                    mr_vkind_name(pv->kind));
         return rc;
@@ -222,7 +222,7 @@ static mr_status prop_settings(const mr_value *pv, mr_prop *p, const char **feat
     const mr_value *vtype = mr_value_get(pv, "type");
     const char *type = vtype && vtype->kind == MR_V_STR ? vtype->str : NULL;
     if (!type) {
-        rc = mr__fail_at(err, vtype ? vtype->line : pv->line, vtype ? vtype->col : pv->col, MR_E_INVALID_ARG,
+        rc = mr_error_set_at(err, NULL, vtype ? vtype->line : pv->line, vtype ? vtype->col : pv->col, MR_E_INVALID_ARG,
                          "each property needs a type (consistency, monotonic, invariance, robustness, directional)");
         return rc;
     }
@@ -234,7 +234,7 @@ static mr_status prop_settings(const mr_value *pv, mr_prop *p, const char **feat
     mr_prop_init(p, kind);
     const mr_value *vfeat = mr_value_get(pv, "feature");
     if (vfeat && (vfeat->kind != MR_V_STR || !vfeat->str[0]))
-        return mr__fail_at(err, vfeat->line, vfeat->col, MR_E_INVALID_ARG,
+        return mr_error_set_at(err, NULL, vfeat->line, vfeat->col, MR_E_INVALID_ARG,
                            "property %s: feature must name a model feature, got %s", type,
                            vfeat->kind == MR_V_STR ? "an empty string" : mr_vkind_name(vfeat->kind));
     const char *feat = vfeat ? vfeat->str : NULL;
@@ -243,7 +243,7 @@ static mr_status prop_settings(const mr_value *pv, mr_prop *p, const char **feat
     } else if (kind == MR_PROP_ROBUSTNESS) {
         p->feature = SIZE_MAX;
     } else if (kind != MR_PROP_CONSISTENCY) {
-        rc = mr__fail_at(err, pv->line, pv->col, MR_E_INVALID_ARG, "property %s needs a feature", type);
+        rc = mr_error_set_at(err, NULL, pv->line, pv->col, MR_E_INVALID_ARG, "property %s needs a feature", type);
         mr_error_hint(err, "add `feature: COLUMN` (a model feature)");
         return rc;
     }
@@ -259,7 +259,7 @@ static mr_status prop_settings(const mr_value *pv, mr_prop *p, const char **feat
     if (mr_value_get(pv, "to") && (rc = prop_num(pv, type, "to", 0, -INFINITY, INFINITY, &p->to, err)) != MR_OK) return rc;
     if (isnan(p->from) != isnan(p->to)) {
         const mr_value *one = mr_value_get(pv, "from") ? mr_value_get(pv, "from") : mr_value_get(pv, "to");
-        return mr__fail_at(err, one->line, one->col, MR_E_INVALID_ARG, "property %s: give both from and to, or neither", type);
+        return mr_error_set_at(err, NULL, one->line, one->col, MR_E_INVALID_ARG, "property %s: give both from and to, or neither", type);
     }
     if ((rc = prop_num(pv, type, "grid", 8, 2, 256, &v, err)) != MR_OK) return rc;
     p->grid = (size_t)v;
@@ -604,7 +604,7 @@ static mr_status check_count(const mr_value *def, const char *key, double dflt, 
     mr_status rc = mr__opt_num(def, "check", key, dflt, &v, err);
     const mr_value *x = mr_value_get(def, key);
     if (rc == MR_OK && (v < 1 || v > max)) {
-        rc = mr__fail_at(err, x->line, x->col, MR_E_INVALID_ARG, "%s must be in [1, %.0f], got %.17g", key, max, v);
+        rc = mr_error_set_at(err, NULL, x->line, x->col, MR_E_INVALID_ARG, "%s must be in [1, %.0f], got %.17g", key, max, v);
         mr_error_key(err, key);
     }
     *out = rc == MR_OK ? (size_t)v : 0;
@@ -643,10 +643,10 @@ static mr_status check_limits(const check_cfg *c, mr_error *err)
         if (mr_op_value_deferred(v)) continue; /* known when the stage runs */
         if ((rc = mr__opt_num(limits, "limits", limits->keys[k], 0, &b, err)) != MR_OK) break;
         if (!(b > 0)) {
-            rc = mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "limits.%s must be a positive number, got %.17g",
+            rc = mr_error_set_at(err, NULL, v->line, v->col, MR_E_INVALID_ARG, "limits.%s must be a positive number, got %.17g",
                              limits->keys[k], b);
         } else if (!c->data && strcmp(limits->keys[k], "model_size_mb")) {
-            rc = mr__fail_at(err, limits->key_lines[k], limits->key_cols[k], MR_E_INVALID_ARG,
+            rc = mr_error_set_at(err, NULL, limits->key_lines[k], limits->key_cols[k], MR_E_INVALID_ARG,
                              "limits.%s needs rows to measure on: give `data:`", limits->keys[k]);
         }
     }
@@ -672,7 +672,7 @@ static mr_status check_settings(const mr_value *def, check_cfg *c, mr_error *err
     mr_status rc = MR_OK;
     if (!in_list(c->inputs, inputs, 2)) {
         const mr_value *v = mr_value_get(def, "inputs");
-        rc = mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "inputs must be 'sampled' or 'generated', got '%s'", c->inputs);
+        rc = mr_error_set_at(err, NULL, v->line, v->col, MR_E_INVALID_ARG, "inputs must be 'sampled' or 'generated', got '%s'", c->inputs);
         mr_error_key(err, "inputs");
         if (mr_closest(c->inputs, inputs, 2)) mr_error_hint(err, "did you mean '%s'?", mr_closest(c->inputs, inputs, 2));
         return rc;
@@ -694,7 +694,7 @@ static mr_status check_settings(const mr_value *def, check_cfg *c, mr_error *err
         }
     }
     if (c->props && c->props->n && !c->data) {
-        rc = mr__fail_at(err, c->props->line, c->props->col, MR_E_INVALID_ARG, "properties need rows to test: give `data:`");
+        rc = mr_error_set_at(err, NULL, c->props->line, c->props->col, MR_E_INVALID_ARG, "properties need rows to test: give `data:`");
         mr_error_key(err, "data");
         return rc;
     }

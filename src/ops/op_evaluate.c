@@ -119,7 +119,7 @@ static const char *got_text(const mr_value *v, char *buf, size_t cap)
 static mr_status bad_setting(const mr_value *v, const char *what, const char *want, mr_error *err)
 {
     char g[96];
-    mr_status rc = mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s: expected %s, got %s", what, want,
+    mr_status rc = mr_error_set_at(err, NULL, v->line, v->col, MR_E_SCHEMA, "%s: expected %s, got %s", what, want,
                                got_text(v, g, sizeof(g)));
     mr_error_key(err, what);
     return rc;
@@ -199,7 +199,7 @@ static mr_status slice_metric_setting(const mr_value *slices, eval_cfg *c, mr_er
     const char *names[MR_METRIC_COUNT_ + 2] = {"auc", "ap"};
     for (size_t k = 0; k < MR_METRIC_COUNT_; k++) names[k + 2] = mr_metric_name((mr_metric_id)k);
     const mr_value *v = setting(slices, "metric");
-    rc = mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "slices.metric: unknown metric '%s'", name);
+    rc = mr_error_set_at(err, NULL, v->line, v->col, MR_E_SCHEMA, "slices.metric: unknown metric '%s'", name);
     mr_error_key(err, "slices.metric");
     mr__hint_choices(err, name, names, MR_METRIC_COUNT_ + 2);
     return rc;
@@ -234,7 +234,7 @@ static mr_status eval_settings(const mr_value *def, eval_cfg *c, mr_error *err)
     /* The same text is the same input, a ${stages.X} reference included. */
     const mr_value *data = mr_value_get(def, "data"), *raw = mr_value_get(def, "raw");
     if (data && raw && data->kind == MR_V_STR && raw->kind == MR_V_STR && !strcmp(data->str, raw->str)) {
-        rc = mr__fail_at(err, raw->line, raw->col, MR_E_SCHEMA,
+        rc = mr_error_set_at(err, NULL, raw->line, raw->col, MR_E_SCHEMA,
                          "raw: '%s' is the data itself; raw is the same rows before the features stage", raw->str);
         mr_error_key(err, "raw");
         mr_error_hint(err, "give the input of the features stage that made data (e.g. raw: ${stages.split.test}), or "

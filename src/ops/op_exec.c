@@ -39,12 +39,12 @@ static mr_status check_paths(const mr_value *def, const char *key, mr_error *err
     for (size_t k = 0; k < n; k++) {
         const mr_value *it = v->kind == MR_V_SEQ ? v->items[k] : v;
         if (it->kind != MR_V_STR)
-            return mr__fail_at(err, it->line, it->col, MR_E_SCHEMA, "'%s' lists paths: expected a string, got %s", key,
+            return mr_error_set_at(err, NULL, it->line, it->col, MR_E_SCHEMA, "'%s' lists paths: expected a string, got %s", key,
                                mr_vkind_name(it->kind));
         if (blank(it->str))
-            return mr__fail_at(err, it->line, it->col, MR_E_SCHEMA, "'%s' holds an empty path", key);
+            return mr_error_set_at(err, NULL, it->line, it->col, MR_E_SCHEMA, "'%s' holds an empty path", key);
         if (strcmp(key, "deps") && strstr(it->str, "${stages.")) {
-            mr_status rc = mr__fail_at(err, it->line, it->col, MR_E_SCHEMA,
+            mr_status rc = mr_error_set_at(err, NULL, it->line, it->col, MR_E_SCHEMA,
                                        "'%s' entry \"%s\" names another stage's output: an exec stage's %s are the "
                                        "paths its command writes",
                                        key, it->str, key);
@@ -66,10 +66,10 @@ static mr_status exec_settings_of(const mr_value *def, exec_settings *x, mr_erro
     mr_status rc = MR_OK;
     if (!cmd) return MR_ERR(err, MR_E_SCHEMA, "exec stage without a cmd");
     if (cmd->kind != MR_V_STR && cmd->kind != MR_V_SEQ)
-        return mr__fail_at(err, cmd->line, cmd->col, MR_E_SCHEMA, "'cmd' must be a command or a list of commands, got %s",
+        return mr_error_set_at(err, NULL, cmd->line, cmd->col, MR_E_SCHEMA, "'cmd' must be a command or a list of commands, got %s",
                            mr_vkind_name(cmd->kind));
     if (cmd->kind == MR_V_SEQ && cmd->n == 0) {
-        rc = mr__fail_at(err, cmd->line, cmd->col, MR_E_SCHEMA, "'cmd' is an empty list: the stage would run nothing");
+        rc = mr_error_set_at(err, NULL, cmd->line, cmd->col, MR_E_SCHEMA, "'cmd' is an empty list: the stage would run nothing");
         mr_error_hint(err, "give the command to run, e.g. cmd: python train.py");
         return rc;
     }
@@ -77,13 +77,13 @@ static mr_status exec_settings_of(const mr_value *def, exec_settings *x, mr_erro
     for (size_t k = 0; k < n; k++) {
         const mr_value *it = cmd->kind == MR_V_SEQ ? cmd->items[k] : cmd;
         if (it->kind != MR_V_STR)
-            return mr__fail_at(err, it->line, it->col, MR_E_SCHEMA, "'cmd' item %zu must be a command (a string), got %s",
+            return mr_error_set_at(err, NULL, it->line, it->col, MR_E_SCHEMA, "'cmd' item %zu must be a command (a string), got %s",
                                k + 1, mr_vkind_name(it->kind));
         if (blank(it->str)) {
             if (cmd->kind == MR_V_SEQ)
-                rc = mr__fail_at(err, it->line, it->col, MR_E_SCHEMA, "'cmd' item %zu is an empty command", k + 1);
+                rc = mr_error_set_at(err, NULL, it->line, it->col, MR_E_SCHEMA, "'cmd' item %zu is an empty command", k + 1);
             else
-                rc = mr__fail_at(err, it->line, it->col, MR_E_SCHEMA, "'cmd' is an empty command: the stage would run nothing");
+                rc = mr_error_set_at(err, NULL, it->line, it->col, MR_E_SCHEMA, "'cmd' is an empty command: the stage would run nothing");
             mr_error_hint(err, "give the command to run, e.g. cmd: python train.py");
             return rc;
         }

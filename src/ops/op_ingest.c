@@ -75,7 +75,7 @@ static mr_status bad_choice(mr_error *err, const mr_value *v, const char *key, c
         int w = snprintf(list + off, sizeof(list) - off, "%s%s", k ? ", " : "", choices[k]);
         if (w > 0) off += (size_t)w;
     }
-    mr_status rc = mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "unknown %s '%s' (expected %s)", key, v->str, list);
+    mr_status rc = mr_error_set_at(err, NULL, v->line, v->col, MR_E_INVALID_ARG, "unknown %s '%s' (expected %s)", key, v->str, list);
     mr_error_key(err, key);
     const char *best = mr_closest(v->str, choices, n);
     if (best) mr_error_hint(err, "did you mean '%s'?", best);
@@ -90,11 +90,11 @@ static mr_status names_of(const mr_value *def, const char *key, const char ***ou
     for (size_t k = 0; k < n; k++) {
         const mr_value *it = v->kind == MR_V_SEQ ? v->items[k] : v;
         if (it->kind != MR_V_STR || !it->str[0])
-            return mr__fail_at(err, it->line, it->col, MR_E_INVALID_ARG, "'%s' lists column names, got %s", key,
+            return mr_error_set_at(err, NULL, it->line, it->col, MR_E_INVALID_ARG, "'%s' lists column names, got %s", key,
                                it->kind == MR_V_STR ? "an empty string" : mr_vkind_name(it->kind));
         for (size_t q = 0; q < k; q++)
             if (!strcmp(v->items[q]->str, it->str))
-                return mr__fail_at(err, it->line, it->col, MR_E_INVALID_ARG, "'%s' lists column '%s' twice", key, it->str);
+                return mr_error_set_at(err, NULL, it->line, it->col, MR_E_INVALID_ARG, "'%s' lists column '%s' twice", key, it->str);
     }
     if (mr_value_strings(def, key, out, n_out) != MR_OK || !*out) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     return MR_OK;
@@ -121,7 +121,7 @@ static mr_status ingest_settings(const mr_value *def, mr_ingest_opts *o, ingest_
         if (!strcmp(v->str, "\\t") || !strcasecmp(v->str, "tab") || !strcmp(v->str, "\t")) o->csv.delimiter = '\t';
         else if (strlen(v->str) == 1 && v->str[0] != '"' && v->str[0] != '\n' && v->str[0] != '\r') o->csv.delimiter = v->str[0];
         else {
-            rc = mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG,
+            rc = mr_error_set_at(err, NULL, v->line, v->col, MR_E_INVALID_ARG,
                              "delimiter '%s' must be one character (or \\t), not a quote or line break", v->str);
             mr_error_key(err, "delimiter");
             mr_error_hint(err, "delimiter: \";\", delimiter: \"|\" or delimiter: tab");
@@ -154,7 +154,7 @@ static mr_status ingest_settings(const mr_value *def, mr_ingest_opts *o, ingest_
     for (size_t k = 0; k < 2; k++) {
         if (!(v = mr_value_get(def, size_keys[k])) || v->kind != MR_V_INT) continue;
         if (v->u.i <= 0) {
-            rc = mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "%s must be positive, got %lld", size_keys[k],
+            rc = mr_error_set_at(err, NULL, v->line, v->col, MR_E_INVALID_ARG, "%s must be positive, got %lld", size_keys[k],
                              (long long)v->u.i);
             mr_error_key(err, size_keys[k]);
             return rc;
@@ -175,7 +175,7 @@ static mr_status ingest_settings(const mr_value *def, mr_ingest_opts *o, ingest_
             const mr_value *t = v->items[k];
             a->schema_names[k] = v->keys[k];
             if (t->kind != MR_V_STR || mr_dtype_parse(t->str, &a->schema_types[k]) != MR_OK) {
-                rc = mr__fail_at(err, t->line, t->col, MR_E_INVALID_ARG, "schema: column '%s' has unknown type '%s'",
+                rc = mr_error_set_at(err, NULL, t->line, t->col, MR_E_INVALID_ARG, "schema: column '%s' has unknown type '%s'",
                                  v->keys[k], t->kind == MR_V_STR ? t->str : mr_vkind_name(t->kind));
                 const char *best = t->kind == MR_V_STR ? mr_closest(t->str, types, sizeof(types) / sizeof(*types)) : NULL;
                 if (best)
@@ -196,7 +196,7 @@ static mr_status ingest_settings(const mr_value *def, mr_ingest_opts *o, ingest_
             const mr_value *it = v->kind == MR_V_SEQ ? v->items[k] : v;
             if (it->kind != MR_V_STR) continue; /* the engine refused it */
             if (strchr(it->str, delim) || strpbrk(it->str, "\r\n")) {
-                rc = mr__fail_at(err, it->line, it->col, MR_E_INVALID_ARG,
+                rc = mr_error_set_at(err, NULL, it->line, it->col, MR_E_INVALID_ARG,
                                  "null_values: token \"%s\" holds %s, so no unquoted field can equal it", it->str,
                                  strchr(it->str, delim) ? "the delimiter" : "a line break");
                 mr_error_key(err, "null_values");
@@ -215,14 +215,14 @@ static mr_status ingest_settings(const mr_value *def, mr_ingest_opts *o, ingest_
         if ((rc = names_of(def, "partition_by", &a->parts, &o->write.n_partition_by, err)) != MR_OK) return rc;
         o->write.partition_by = a->parts;
         if (o->write.n_partition_by > MR_DATASET_MAX_PARTITION_COLS)
-            return mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "partition_by: at most %d columns, got %zu",
+            return mr_error_set_at(err, NULL, v->line, v->col, MR_E_INVALID_ARG, "partition_by: at most %d columns, got %zu",
                                MR_DATASET_MAX_PARTITION_COLS, o->write.n_partition_by);
         for (size_t k = 0; o->columns && k < o->write.n_partition_by; k++) {
             size_t q = 0;
             while (q < o->n_columns && strcmp(o->columns[q], a->parts[k])) q++;
             if (q < o->n_columns) continue;
             const mr_value *it = v->kind == MR_V_SEQ ? v->items[k] : v;
-            rc = mr__fail_at(err, it->line, it->col, MR_E_INVALID_ARG,
+            rc = mr_error_set_at(err, NULL, it->line, it->col, MR_E_INVALID_ARG,
                              "partition column '%s' is not among the columns kept ('columns')", a->parts[k]);
             mr_error_hint(err, "add '%s' to columns, or partition by a kept column", a->parts[k]);
             return rc;

@@ -122,10 +122,10 @@ static mr_status parse_bytes(const mr_value *v, uint64_t *out, mr_error *err)
     if (!(x > 0) || !(x * (double)mult < 18446744073709551616.0)) {
         mr_status rc;
         if (v->kind == MR_V_INT)
-            rc = mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG, "memory_limit: expected bytes >= 0, got %lld",
+            rc = mr_error_set_at(err, NULL, v->line, v->col, MR_E_INVALID_ARG, "memory_limit: expected bytes >= 0, got %lld",
                              (long long)v->u.i);
         else
-            rc = mr__fail_at(err, v->line, v->col, MR_E_INVALID_ARG,
+            rc = mr_error_set_at(err, NULL, v->line, v->col, MR_E_INVALID_ARG,
                              "memory_limit: expected bytes or a size like 2G, got \"%s\"", v->str ? v->str : "");
         mr_error_key(err, "memory_limit");
         mr_error_hint(err, "a size is a number with K, M or G (binary multiples): 512M, 2G, 1.5G");

@@ -196,10 +196,10 @@ static mr_status int_opt(const mr_value *m, const char *what, const char *key, i
     *out = dflt;
     if (!v) return MR_OK;
     if (v->kind != MR_V_INT)
-        return mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s%s%s: expected an integer, got %s", what, what[0] ? "." : "",
+        return mr_error_set_at(err, NULL, v->line, v->col, MR_E_SCHEMA, "%s%s%s: expected an integer, got %s", what, what[0] ? "." : "",
                            key, mr_vkind_name(v->kind));
     if (v->u.i < lo || v->u.i > INT32_MAX)
-        return mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s%s%s must be >= %d, got %lld", what, what[0] ? "." : "", key,
+        return mr_error_set_at(err, NULL, v->line, v->col, MR_E_SCHEMA, "%s%s%s must be >= %d, got %lld", what, what[0] ? "." : "", key,
                            lo, (long long)v->u.i);
     *out = (int)v->u.i;
     return MR_OK;
@@ -213,14 +213,14 @@ static mr_status num_opt(const mr_value *m, const char *what, const char *key, d
     *out = dflt;
     if (!v) return MR_OK;
     if (v->kind != MR_V_INT && v->kind != MR_V_FLOAT)
-        return mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s%s%s: expected a number, got %s", what, what[0] ? "." : "",
+        return mr_error_set_at(err, NULL, v->line, v->col, MR_E_SCHEMA, "%s%s%s: expected a number, got %s", what, what[0] ? "." : "",
                            key, mr_vkind_name(v->kind));
     double x = v->kind == MR_V_INT ? (double)v->u.i : v->u.f;
     if (!(lo_open ? x > lo : x >= lo) || !(x <= hi)) {
         if (isinf(hi))
-            return mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s%s%s must be %s %g, got %g", what, what[0] ? "." : "",
+            return mr_error_set_at(err, NULL, v->line, v->col, MR_E_SCHEMA, "%s%s%s must be %s %g, got %g", what, what[0] ? "." : "",
                                key, lo_open ? ">" : ">=", lo, x);
-        return mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s%s%s must be in %s%g, %g], got %g", what, what[0] ? "." : "",
+        return mr_error_set_at(err, NULL, v->line, v->col, MR_E_SCHEMA, "%s%s%s must be in %s%g, %g], got %g", what, what[0] ? "." : "",
                            key, lo_open ? "(" : "[", lo, hi, x);
     }
     *out = x;
@@ -236,13 +236,13 @@ static mr_status type_of(const mr_value *v, const char *what, const char *const 
     const mr_value *t = v->kind == MR_V_MAP ? mr_value_get(v, "type") : v;
     if (!t) return MR_OK;
     if (t->kind != MR_V_STR)
-        return mr__fail_at(err, t->line, t->col, MR_E_SCHEMA, "%s: type must be a name, got %s", what, mr_vkind_name(t->kind));
+        return mr_error_set_at(err, NULL, t->line, t->col, MR_E_SCHEMA, "%s: type must be a name, got %s", what, mr_vkind_name(t->kind));
     for (size_t k = 0; k < n; k++)
         if (!strcmp(t->str, types[k])) {
             *out = t->str;
             return MR_OK;
         }
-    mr_status rc = mr__fail_at(err, t->line, t->col, MR_E_SCHEMA, "%s: unknown type '%s'", what, t->str);
+    mr_status rc = mr_error_set_at(err, NULL, t->line, t->col, MR_E_SCHEMA, "%s: unknown type '%s'", what, t->str);
     mr__hint_choices(err, t->str, types, n);
     return rc;
 }
@@ -294,7 +294,7 @@ static mr_status exec_objective(const mr_value *exec, double *grace_s, mr_error 
     if (rc != MR_OK) return rc;
     const mr_value *cmd = mr_value_get(exec, "cmd");
     if (!cmd || cmd->kind != MR_V_STR || !cmd->str[0]) {
-        rc = mr__fail_at(err, cmd ? cmd->line : exec->line, cmd ? cmd->col : exec->col, MR_E_SCHEMA,
+        rc = mr_error_set_at(err, NULL, cmd ? cmd->line : exec->line, cmd ? cmd->col : exec->col, MR_E_SCHEMA,
                          "exec: needs cmd (a command string)%s%s", cmd ? ", got " : "",
                          cmd ? (cmd->kind == MR_V_STR ? "an empty string" : mr_vkind_name(cmd->kind)) : "");
         mr_error_hint(err, "exec: {cmd: python objective.py, metric: score}");
@@ -304,7 +304,7 @@ static mr_status exec_objective(const mr_value *exec, double *grace_s, mr_error 
     for (int q = 0; q < 2; q++) {
         const mr_value *v = mr_value_get(exec, names[q]);
         if (v && (v->kind != MR_V_STR || !v->str[0]))
-            return mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "exec.%s: expected a %s, got %s", names[q],
+            return mr_error_set_at(err, NULL, v->line, v->col, MR_E_SCHEMA, "exec.%s: expected a %s, got %s", names[q],
                                q ? "metric name" : "file name", v->kind == MR_V_STR ? "an empty string" : mr_vkind_name(v->kind));
     }
     if ((rc = mr__check_env(mr_value_get(exec, "env"), "exec.env", err)) != MR_OK) return rc;
@@ -405,12 +405,12 @@ static mr_status check_trial(const tune_cfg *c, const mr_value *space, const mr_
     if (rc == MR_E_NOMEM) return MR_ERR(err, rc, "out of memory");
     for (size_t j = 0; j < space->n; j++)
         if (!strcmp(space->keys[j], e.key)) {
-            rc = mr__fail_at(err, e.line ? e.line : space->key_lines[j], e.line ? e.col : space->key_cols[j], MR_E_SCHEMA,
+            rc = mr_error_set_at(err, NULL, e.line ? e.line : space->key_lines[j], e.line ? e.col : space->key_cols[j], MR_E_SCHEMA,
                              "space.%s: %s", space->keys[j], e.msg);
             if (e.hint[0]) mr_error_hint(err, "%s", e.hint);
             return rc;
         }
-    rc = mr__fail_at(err, e.line, e.col, MR_E_SCHEMA, "%s", e.msg);
+    rc = mr_error_set_at(err, NULL, e.line, e.col, MR_E_SCHEMA, "%s", e.msg);
     if (e.hint[0]) mr_error_hint(err, "%s", e.hint);
     return rc;
 }
@@ -471,7 +471,7 @@ static mr_status tune_settings(const mr_value *def, tune_cfg *c, mr_error *err)
     if (rc == MR_OK) rc = int_opt(def, "", "n_trials", 1, 20, &c->n_trials, err);
     if (rc == MR_OK && c->n_trials > MAX_TRIALS) {
         v = mr_value_get(def, "n_trials");
-        rc = mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "n_trials must be 1..%d, got %d", MAX_TRIALS, c->n_trials);
+        rc = mr_error_set_at(err, NULL, v->line, v->col, MR_E_SCHEMA, "n_trials must be 1..%d, got %d", MAX_TRIALS, c->n_trials);
     }
     if (rc == MR_OK) rc = int_opt(def, "", "parallel", 1, 0, &c->parallel, err);
     if (rc == MR_OK) rc = num_opt(def, "", "timeout_s", 0, 0, INFINITY, 0, &c->timeout_s, err);
@@ -492,7 +492,7 @@ static mr_status tune_settings(const mr_value *def, tune_cfg *c, mr_error *err)
         if (!strcmp(vd->str, "maximize")) c->maximize = 1;
         else if (!strcmp(vd->str, "minimize")) c->maximize = 0;
         else {
-            rc = mr__fail_at(err, vd->line, vd->col, MR_E_SCHEMA, "direction: expected maximize or minimize, got '%s'", vd->str);
+            rc = mr_error_set_at(err, NULL, vd->line, vd->col, MR_E_SCHEMA, "direction: expected maximize or minimize, got '%s'", vd->str);
             if (mr_closest(vd->str, dirs, 2)) mr_error_hint(err, "did you mean '%s'?", mr_closest(vd->str, dirs, 2));
             return rc;
         }
@@ -518,7 +518,7 @@ static mr_status tune_settings(const mr_value *def, tune_cfg *c, mr_error *err)
             return rc;
         }
         if (strcmp(c->kind, kinds[0]) && strcmp(c->kind, kinds[1])) {
-            rc = mr__fail_at(err, vmodel->line, vmodel->col, MR_E_SCHEMA, "unknown model '%s' (expected gbdt or linear)", c->kind);
+            rc = mr_error_set_at(err, NULL, vmodel->line, vmodel->col, MR_E_SCHEMA, "unknown model '%s' (expected gbdt or linear)", c->kind);
             if (mr_closest(c->kind, kinds, 2)) mr_error_hint(err, "did you mean '%s'?", mr_closest(c->kind, kinds, 2));
             return rc;
         }

@@ -90,18 +90,6 @@ int mr__value_has_deferred(const mr_value *v)
     return 0;
 }
 
-mr_status mr__fail_at(mr_error *err, long line, long col, mr_status code, const char *fmt, ...)
-{
-    char msg[MR_ERR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    MR_ERR(err, code, "%s", msg);
-    mr_error_at(err, NULL, line, col);
-    return code;
-}
-
 void mr__hint_choices(mr_error *err, const char *word, const char *const *choices, size_t n)
 {
     const char *best = word ? mr_closest(word, choices, n) : NULL;
@@ -132,19 +120,19 @@ mr_status mr__check_env(const mr_value *env, const char *what, mr_error *err)
 {
     if (!env) return MR_OK;
     if (env->kind != MR_V_MAP)
-        return mr__fail_at(err, env->line, env->col, MR_E_SCHEMA,
+        return mr_error_set_at(err, NULL, env->line, env->col, MR_E_SCHEMA,
                            "'%s' must map variable names to values, got %s", what, mr_vkind_name(env->kind));
     for (size_t k = 0; k < env->n; k++) {
         const mr_value *v = env->items[k];
         if (!env_name_ok(env->keys[k])) {
-            mr_status rc = mr__fail_at(err, env->key_lines ? env->key_lines[k] : 0, env->key_cols ? env->key_cols[k] : 0,
+            mr_status rc = mr_error_set_at(err, NULL, env->key_lines ? env->key_lines[k] : 0, env->key_cols ? env->key_cols[k] : 0,
                                        MR_E_SCHEMA, "%s: '%s' is not a valid environment variable name", what,
                                        env->keys[k]);
             mr_error_hint(err, "names are letters, digits and '_', not starting with a digit");
             return rc;
         }
         if (v->kind == MR_V_MAP || v->kind == MR_V_SEQ) {
-            mr_status rc = mr__fail_at(err, v->line, v->col, MR_E_SCHEMA,
+            mr_status rc = mr_error_set_at(err, NULL, v->line, v->col, MR_E_SCHEMA,
                                        "%s.%s: expected a string, number or bool, got a %s", what, env->keys[k],
                                        mr_vkind_name(v->kind));
             mr_error_hint(err, "an environment variable holds one value: write it as one string");
@@ -162,8 +150,8 @@ mr_status mr__check_text(const mr_value *v, const char *key, const char *want, i
         if (*p < 0x20 || *p == 0x7f) bad = p;
     if (v->str[0] && !bad) return MR_OK;
     mr_status rc = !v->str[0]
-                       ? mr__fail_at(err, v->line, v->col, MR_E_SCHEMA, "%s: expected %s, got an empty string", key, want)
-                       : mr__fail_at(err, v->line, v->col, MR_E_SCHEMA,
+                       ? mr_error_set_at(err, NULL, v->line, v->col, MR_E_SCHEMA, "%s: expected %s, got an empty string", key, want)
+                       : mr_error_set_at(err, NULL, v->line, v->col, MR_E_SCHEMA,
                                      "%s: expected %s, got a control character (0x%02x) at byte %zu", key, want, *bad,
                                      (size_t)(bad - (const unsigned char *)v->str) + 1);
     mr_error_key(err, key);

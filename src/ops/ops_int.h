@@ -40,10 +40,6 @@ char *mr__file_in(const char *path, const char *name);
 /* 1 if v, or any value inside it, holds a ${stages.X...} reference: it is
  * known only when the stage runs (mr_op_value_deferred, recursively). */
 int mr__value_has_deferred(const mr_value *v);
-/* Sets err to code and the message, at line:col of millrace.yaml (0 = no
- * position); returns code. */
-mr_status mr__fail_at(mr_error *err, long line, long col, mr_status code, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
 /* Hint for a word that is none of choices: "did you mean 'X'?" when one is
  * close, else "expected one of: a, b, c". */
 void mr__hint_choices(mr_error *err, const char *word, const char *const *choices, size_t n);

@@ -56,23 +56,6 @@ static void strs_free(char **items, size_t n)
     mr_free(items);
 }
 
-static mr_status fail_at(mr_error *err, const char *path, long line, long col, mr_status code,
-                         const char *fmt, ...) __attribute__((format(printf, 6, 7)));
-
-/* Sets a formatted error with a file position (line 0 = no position). */
-static mr_status fail_at(mr_error *err, const char *path, long line, long col, mr_status code,
-                         const char *fmt, ...)
-{
-    char msg[MR_ERR_MSG_MAX];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    MR_ERR(err, code, "%s", msg);
-    mr_error_at(err, path, line, col);
-    return code;
-}
-
 static mr_status oom(mr_error *err) { return MR_ERR(err, MR_E_NOMEM, "out of memory loading spec"); }
 
 /* "did you mean 'PREFIXc'?" for the closest candidate, else `otherwise`
@@ -259,18 +242,18 @@ static mr_status stage_ref(ctx *c, const char *ref, size_t len, const mr_value *
     const char *output = dot ? dot + 1 : NULL;
     const char *name = c->stage->name;
     if (!whole[0] || (output && !output[0])) {
-        st = fail_at(c->err, c->path, at->line, at->col, MR_E_SCHEMA,
+        st = mr_error_set_at(c->err, c->path, at->line, at->col, MR_E_SCHEMA,
                      "stage '%s': malformed reference '${stages.%.*s}'", name, (int)len, ref);
         mr_error_hint(c->err, "write ${stages.NAME} or ${stages.NAME.OUTPUT}");
         goto done;
     }
     if (!strcmp(whole, name)) {
-        st = fail_at(c->err, c->path, at->line, at->col, MR_E_SCHEMA, "stage '%s' refers to itself",
+        st = mr_error_set_at(c->err, c->path, at->line, at->col, MR_E_SCHEMA, "stage '%s' refers to itself",
                      name);
         goto done;
     }
     if (!mr_value_get(c->stages, whole)) {
-        st = fail_at(c->err, c->path, at->line, at->col, MR_E_NOT_FOUND,
+        st = mr_error_set_at(c->err, c->path, at->line, at->col, MR_E_NOT_FOUND,
                      "stage '%s': reference to unknown stage '%s'", name, whole);
         const char **cands = mr_calloc(c->stages->n ? c->stages->n : 1, sizeof(*cands));
         size_t n = 0;
@@ -300,7 +283,7 @@ static mr_status param_ref(ctx *c, const char *ref, size_t len, int whole, const
     }
     const mr_value *pv = mr_value_get_path(c->spec->params, path);
     if (!pv) {
-        st = fail_at(c->err, c->path, at->line, at->col, MR_E_NOT_FOUND,
+        st = mr_error_set_at(c->err, c->path, at->line, at->col, MR_E_NOT_FOUND,
                      "stage '%s': unknown param 'params.%s'", name, path);
         hint_param(c->err, c->spec->params, path, "params.");
         goto done;
@@ -321,7 +304,7 @@ static mr_status param_ref(ctx *c, const char *ref, size_t len, int whole, const
         goto done;
     }
     if (pv->kind == MR_V_MAP || pv->kind == MR_V_SEQ) {
-        st = fail_at(c->err, c->path, at->line, at->col, MR_E_SCHEMA,
+        st = mr_error_set_at(c->err, c->path, at->line, at->col, MR_E_SCHEMA,
                      "stage '%s': cannot embed %s param 'params.%s' in a string", name,
                      mr_vkind_name(pv->kind), path);
         mr_error_hint(c->err, "use '${params.%s}' as the whole value to pass the %s", path,
@@ -364,7 +347,7 @@ static mr_status interp_str(ctx *c, const mr_value *s, mr_value **repl)
         const char *ref = p + 2;
         const char *end = strchr(ref, '}');
         if (!end) {
-            st = fail_at(c->err, c->path, s->line, s->col, MR_E_SCHEMA,
+            st = mr_error_set_at(c->err, c->path, s->line, s->col, MR_E_SCHEMA,
                          "stage '%s': unterminated '${' in \"%s\"", name, str);
             mr_error_hint(c->err, "close it with '}', or write '$${' for a literal '${'");
             break;
@@ -379,7 +362,7 @@ static mr_status interp_str(ctx *c, const mr_value *s, mr_value **repl)
             st = stage_ref(c, ref + 7, len - 7, s);
             if (st == MR_OK) st = mr_buf_append(&b, p, (size_t)(end + 1 - p));
         } else {
-            st = fail_at(c->err, c->path, s->line, s->col, MR_E_SCHEMA,
+            st = mr_error_set_at(c->err, c->path, s->line, s->col, MR_E_SCHEMA,
                          "stage '%s': unknown reference '${%.*s}', expected ${params.PATH} or "
                          "${stages.NAME}",
                          name, (int)len, ref);
@@ -474,11 +457,11 @@ static mr_status check_type(ctx *c, const char *key, const mr_value *v, unsigned
     if (ok) goto done;
     describe_types(types, want, sizeof(want));
     if (bad)
-        st = fail_at(c->err, c->path, bad->line, bad->col, MR_E_SCHEMA,
+        st = mr_error_set_at(c->err, c->path, bad->line, bad->col, MR_E_SCHEMA,
                      "stage '%s': key '%s' expected %s, got a list containing %s", c->stage->name,
                      key, want, mr_vkind_name(bad->kind));
     else
-        st = fail_at(c->err, c->path, v->line, v->col, MR_E_SCHEMA,
+        st = mr_error_set_at(c->err, c->path, v->line, v->col, MR_E_SCHEMA,
                      "stage '%s': key '%s' expected %s, got %s", c->stage->name, key, want,
                      mr_vkind_name(v->kind));
 done:
@@ -530,7 +513,7 @@ static mr_status parse_resources(ctx *c, const mr_value *res)
         if (!strcmp(k, "cpus")) {
             double d = v->kind == MR_V_INT ? (double)v->u.i : v->kind == MR_V_FLOAT ? v->u.f : -1.0;
             if (!(d > 0) || !isfinite(d)) {
-                st = fail_at(c->err, c->path, v->line, v->col, MR_E_SCHEMA,
+                st = mr_error_set_at(c->err, c->path, v->line, v->col, MR_E_SCHEMA,
                              "stage '%s': resources.cpus must be a number > 0, got %s%s%s",
                              sg->name, v->kind == MR_V_STR ? "\"" : "",
                              v->str ? v->str : mr_vkind_name(v->kind), v->kind == MR_V_STR ? "\"" : "");
@@ -541,7 +524,7 @@ static mr_status parse_resources(ctx *c, const mr_value *res)
             uint64_t bytes = 0;
             int ok = (v->kind == MR_V_INT && v->u.i > 0) || (v->kind == MR_V_STR && parse_mem(v->str, &bytes));
             if (!ok) {
-                st = fail_at(c->err, c->path, v->line, v->col, MR_E_SCHEMA,
+                st = mr_error_set_at(c->err, c->path, v->line, v->col, MR_E_SCHEMA,
                              "stage '%s': resources.mem must be a size like 512M, 2G or a byte "
                              "count > 0, got %s%s%s",
                              sg->name, v->kind == MR_V_STR ? "\"" : "",
@@ -552,7 +535,7 @@ static mr_status parse_resources(ctx *c, const mr_value *res)
         } else {
             long line = res->key_lines[i] ? res->key_lines[i] : res->line;
             long col = res->key_lines[i] ? res->key_cols[i] : res->col;
-            st = fail_at(c->err, c->path, line, col, MR_E_SCHEMA,
+            st = mr_error_set_at(c->err, c->path, line, col, MR_E_SCHEMA,
                          "stage '%s': unknown key '%s' in resources", sg->name, k);
             hint_closest(c->err, k, keys, 2, "", "resources takes 'cpus' and 'mem'");
         }
@@ -568,7 +551,7 @@ static mr_status declared_params(ctx *c, const mr_value *v)
     for (size_t i = 0; st == MR_OK && i < n; i++) {
         const mr_value *item = v->kind == MR_V_SEQ ? v->items[i] : v;
         if (!mr_value_get_path(c->spec->params, item->str)) {
-            st = fail_at(c->err, c->path, item->line, item->col, MR_E_NOT_FOUND,
+            st = mr_error_set_at(c->err, c->path, item->line, item->col, MR_E_NOT_FOUND,
                          "stage '%s': unknown param '%s' in 'params'", c->stage->name, item->str);
             hint_param(c->err, c->spec->params, item->str, "");
             break;
@@ -646,27 +629,27 @@ static mr_status check_keys(ctx *c, const mr_value *raw)
     mr_stage_spec *sg = c->stage;
     const mr_value *opv = mr_value_get(raw, "op");
     if (!opv) {
-        st = fail_at(c->err, c->path, sg->line, sg->col, MR_E_SCHEMA,
+        st = mr_error_set_at(c->err, c->path, sg->line, sg->col, MR_E_SCHEMA,
                      "stage '%s': missing required key 'op'", sg->name);
         hint_ops(c->err, "");
         goto done;
     }
     if (opv->kind != MR_V_STR) {
-        st = fail_at(c->err, c->path, opv->line, opv->col, MR_E_SCHEMA,
+        st = mr_error_set_at(c->err, c->path, opv->line, opv->col, MR_E_SCHEMA,
                      "stage '%s': key 'op' expected a string, got %s", sg->name,
                      mr_vkind_name(opv->kind));
         goto done;
     }
     sg->op = mr_op_find(opv->str);
     if (!sg->op) {
-        st = fail_at(c->err, c->path, opv->line, opv->col, MR_E_SCHEMA,
+        st = mr_error_set_at(c->err, c->path, opv->line, opv->col, MR_E_SCHEMA,
                      "stage '%s': unknown op '%s'", sg->name, opv->str);
         hint_ops(c->err, opv->str);
         goto done;
     }
     for (size_t i = 0; i < raw->n; i++) {
         if (mr_op_param_find(sg->op, raw->keys[i])) continue;
-        st = fail_at(c->err, c->path, raw->key_lines[i], raw->key_cols[i], MR_E_SCHEMA,
+        st = mr_error_set_at(c->err, c->path, raw->key_lines[i], raw->key_cols[i], MR_E_SCHEMA,
                      "stage '%s': unknown key '%s' for op '%s'", sg->name, raw->keys[i],
                      sg->op->name);
         hint_keys(c, sg->op, raw->keys[i]);
@@ -676,7 +659,7 @@ static mr_status check_keys(ctx *c, const mr_value *raw)
         const mr_param_def *p = pass ? sg->op->params : mr_stage_common_keys;
         for (; p && p->name; p++) {
             if (!p->required || mr_value_get(raw, p->name)) continue;
-            st = fail_at(c->err, c->path, sg->line, sg->col, MR_E_SCHEMA,
+            st = mr_error_set_at(c->err, c->path, sg->line, sg->col, MR_E_SCHEMA,
                          "stage '%s': missing required key '%s' for op '%s'", sg->name, p->name,
                          sg->op->name);
             mr_error_hint(c->err, "%s: %s", p->name, p->doc ? p->doc : "");
@@ -701,7 +684,7 @@ static mr_status load_stage(ctx *c, size_t idx)
         goto done;
     }
     if (!valid_stage_name(sg->name)) {
-        st = fail_at(c->err, c->path, sg->line, sg->col, MR_E_SCHEMA, "invalid stage name '%s'",
+        st = mr_error_set_at(c->err, c->path, sg->line, sg->col, MR_E_SCHEMA, "invalid stage name '%s'",
                      sg->name);
         mr_error_hint(c->err, "stage names are letters, digits, '_' and '-', not starting with a "
                               "digit or '-'");
@@ -709,7 +692,7 @@ static mr_status load_stage(ctx *c, size_t idx)
     }
     if (raw->kind != MR_V_MAP) {
         int at_key = !raw->line || raw->kind == MR_V_NULL;
-        st = fail_at(c->err, c->path, at_key ? sg->line : raw->line, at_key ? sg->col : raw->col,
+        st = mr_error_set_at(c->err, c->path, at_key ? sg->line : raw->line, at_key ? sg->col : raw->col,
                      MR_E_SCHEMA,
                      "stage '%s': expected a mapping with an 'op' key, got %s", sg->name,
                      mr_vkind_name(raw->kind));
@@ -809,7 +792,7 @@ static mr_status check_ref_outputs(ctx *c, const mr_stage_spec *sg)
                 int w = snprintf(list + off, sizeof(list) - off, "%s%s", k ? ", " : "", names[k]);
                 if (w > 0) off += (size_t)w;
             }
-            st = fail_at(c->err, c->path, ref->line, ref->col, MR_E_SCHEMA,
+            st = mr_error_set_at(c->err, c->path, ref->line, ref->col, MR_E_SCHEMA,
                          "stage '%s': ${stages.%s.%s}: stage '%s' (op %s) has no output '%s'", sg->name, ref->stage,
                          ref->output, ref->stage, target->op->name, ref->output);
             const char *best = mr_closest(ref->output, names, n);
@@ -832,14 +815,14 @@ static mr_status check_top(ctx *c, const mr_value *root)
     static const char *const top_keys[] = {"params", "stages"};
     mr_status st = MR_OK;
     if (root->kind != MR_V_MAP) {
-        st = fail_at(c->err, c->path, root->line ? root->line : 1, root->line ? root->col : 1,
+        st = mr_error_set_at(c->err, c->path, root->line ? root->line : 1, root->line ? root->col : 1,
                      MR_E_SCHEMA, "expected a mapping with 'stages' (and optional 'params'), got %s",
                      root->kind == MR_V_NULL ? "an empty document" : mr_vkind_name(root->kind));
         goto done;
     }
     for (size_t i = 0; i < root->n; i++) {
         if (!strcmp(root->keys[i], "params") || !strcmp(root->keys[i], "stages")) continue;
-        st = fail_at(c->err, c->path, root->key_lines[i], root->key_cols[i], MR_E_SCHEMA,
+        st = mr_error_set_at(c->err, c->path, root->key_lines[i], root->key_cols[i], MR_E_SCHEMA,
                      "unknown top-level key '%s'", root->keys[i]);
         hint_closest(c->err, root->keys[i], top_keys, 2, "",
                      "top-level keys are 'params' and 'stages'");
@@ -847,17 +830,17 @@ static mr_status check_top(ctx *c, const mr_value *root)
     }
     const mr_value *params = mr_value_get(root, "params");
     if (params && params->kind != MR_V_MAP && params->kind != MR_V_NULL) {
-        st = fail_at(c->err, c->path, params->line, params->col, MR_E_SCHEMA,
+        st = mr_error_set_at(c->err, c->path, params->line, params->col, MR_E_SCHEMA,
                      "'params' must be a mapping, got %s", mr_vkind_name(params->kind));
         goto done;
     }
     const mr_value *stages = mr_value_get(root, "stages");
     if (!stages) {
-        st = fail_at(c->err, c->path, 1, 1, MR_E_SCHEMA, "missing required top-level key 'stages'");
+        st = mr_error_set_at(c->err, c->path, 1, 1, MR_E_SCHEMA, "missing required top-level key 'stages'");
         goto done;
     }
     if (stages->kind != MR_V_MAP) {
-        st = fail_at(c->err, c->path, stages->line, stages->col, MR_E_SCHEMA,
+        st = mr_error_set_at(c->err, c->path, stages->line, stages->col, MR_E_SCHEMA,
                      "'stages' must be a mapping of stage name to definition, got %s",
                      mr_vkind_name(stages->kind));
         goto done;
