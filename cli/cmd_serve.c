@@ -31,6 +31,11 @@ static const char serve_help[] =
     "  --max-body BYTES     request body limit, 413 beyond (default 1048576)\n"
     "  --max-queue N        queued requests, 503 + Retry-After beyond (default 1024)\n"
     "  --max-rows N         rows per request, 413 beyond (default 10000)\n"
+    "  --max-inflight-bytes BYTES  memory all requests in flight may hold (bodies, then their\n"
+    "                       parsed JSON), 503 + Retry-After beyond (default 67108864)\n"
+    "  --max-connections N  open connections (default 512); idle ones may hold 3/4 of them\n"
+    "  --idle-timeout S     close a connection that sends no complete request headers for S s (default 30)\n"
+    "  --request-timeout S  close a request whose body is not in S s after its headers (default 30)\n"
     "  --token-file FILE    require `Authorization: Bearer <first line of FILE>`\n"
     "  --watch              reload when the bundle file changes\n"
     "  -j, --threads N      prediction threads for large batches (default: all cores)\n"
@@ -64,10 +69,17 @@ static int server_opt(mr_server_opts *o, int argc, char **argv, int *i, const ch
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     size_t n = 0;
     if (strcmp(a, "--max-batch") && strcmp(a, "--max-delay-us") && strcmp(a, "--max-body") && strcmp(a, "--max-queue") &&
-        strcmp(a, "--max-rows") && strcmp(a, "-j") && strcmp(a, "--threads") && strcmp(a, "--http-threads"))
+        strcmp(a, "--max-rows") && strcmp(a, "-j") && strcmp(a, "--threads") && strcmp(a, "--http-threads") &&
+        strcmp(a, "--max-connections") && strcmp(a, "--max-inflight-bytes") && strcmp(a, "--idle-timeout") &&
+        strcmp(a, "--request-timeout"))
         return 0;
     if (!parse_size(v, &n) || n > (size_t)1 << 40) {
         cli_usage_error(verb, "%s needs a non-negative number", a);
+        return -1;
+    }
+    int timeout = !strcmp(a, "--idle-timeout") || !strcmp(a, "--request-timeout");
+    if ((timeout && (n < 1 || n > 86400)) || (!strcmp(a, "--max-connections") && (n < 2 || n > 65536))) {
+        cli_usage_error(verb, "%s takes %s", a, timeout ? "1..86400 seconds" : "2..65536");
         return -1;
     }
     if (!strcmp(a, "--max-batch")) o->max_batch = n;
@@ -76,6 +88,10 @@ static int server_opt(mr_server_opts *o, int argc, char **argv, int *i, const ch
     else if (!strcmp(a, "--max-queue")) o->max_queue = n;
     else if (!strcmp(a, "--max-rows")) o->max_rows = n;
     else if (!strcmp(a, "--http-threads")) o->http_threads = (unsigned)(n > 64 ? 64 : n);
+    else if (!strcmp(a, "--max-connections")) o->max_connections = (unsigned)n;
+    else if (!strcmp(a, "--max-inflight-bytes")) o->max_inflight_bytes = n;
+    else if (!strcmp(a, "--idle-timeout")) o->idle_timeout_s = (unsigned)n;
+    else if (!strcmp(a, "--request-timeout")) o->request_timeout_s = (unsigned)n;
     else o->threads = (int)(n > 1024 ? 1024 : n);
     (*i)++;
     return 1;

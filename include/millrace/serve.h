@@ -49,18 +49,28 @@ typedef struct mr_server_opts {
     size_t max_body;          /* request body bytes (413 beyond); default 1 MiB */
     size_t max_queue;         /* queued requests (503 + Retry-After beyond); default 1024 */
     size_t max_rows;          /* rows in one request (413 beyond); default 10000 */
-    unsigned max_connections; /* default 512 */
+    unsigned max_connections; /* default 512 (2..65536); idle connections may hold three quarters of them:
+                                 one more closes the oldest idle connection */
     const char *token;        /* bearer token required on every endpoint but /healthz; NULL = none */
     int threads;              /* prediction threads for large batches; 0 = pool size */
     unsigned http_threads;    /* event-loop threads serving connections; 0 = one per core, at most 4 */
+    size_t max_inflight_bytes; /* memory all requests in flight may hold: a body's text from its headers
+                                  on, then its parsed JSON (an upper bound) until it is answered; 503 +
+                                  Retry-After beyond; default 64 MiB; at least max_body */
+    unsigned idle_timeout_s;  /* a connection that has not sent a request's headers this long after it
+                                 opened or got its last answer is closed; also the inactivity timeout
+                                 while answering; default 30 */
+    unsigned request_timeout_s; /* from a request's headers to its last body byte; slower is closed;
+                                   default 30 */
 } mr_server_opts;
 void mr_server_opts_init(mr_server_opts *o); /* the defaults above */
 
 typedef struct mr_server mr_server;
 
-/* Loads the bundle, starts the batcher and the HTTP daemon. Errors:
- * bundle load errors, MR_E_INVALID_ARG (bad host, port or limits), MR_E_IO
- * (cannot bind), MR_E_INTERNAL, MR_E_NOMEM. */
+/* Loads the bundle, starts the batcher, the connection reaper and the HTTP
+ * daemon. Errors: bundle load errors, MR_E_INVALID_ARG (bad host, port or
+ * limits: an option out of range), MR_E_IO (cannot bind), MR_E_INTERNAL (a
+ * thread did not start), MR_E_NOMEM. */
 mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *err);
 int mr_server_port(const mr_server *s); /* the bound port (the chosen one for port 0) */
 /* Loads opts.bundle_path again and swaps it in between two batches. On
