@@ -92,6 +92,11 @@ typedef struct mr_loadgen_opts {
     double duration_s;      /* how long to send */
     int connections;        /* keep-alive connections (1..1024), all driven by the calling thread; default 8 */
     uint64_t max_requests;  /* hard cap on requests sent; 0 = qps*duration*1.1+16 or 10 million */
+    double malformed_fraction; /* 0..1: share of requests sent malformed, in turn: truncated JSON, no
+                                  "rows", rows that are not objects (400), an unknown path (404), GET on
+                                  path (405), two Content-Lengths that differ (400); meant for /v1/predict */
+    double slow_fraction;   /* 0..1: share sent slowly: the head, a pause, half the body, a pause, the rest */
+    double slow_pause_s;    /* the two pauses together (each at least half of it); 0..4; default 0.5 */
 } mr_loadgen_opts;
 void mr_loadgen_opts_init(mr_loadgen_opts *o); /* the defaults above */
 
@@ -99,7 +104,10 @@ typedef struct mr_loadgen_result {
     uint64_t sent, ok, non_2xx, errors; /* sent = ok + non_2xx + errors; errors: connect/write failures,
                                            connections closed mid-response, malformed responses, timeouts */
     double elapsed_s, achieved_qps;
-    double p50_ms, p90_ms, p99_ms, max_ms; /* percentiles over up to 4 million samples (uniform beyond); max exact */
+    double p50_ms, p90_ms, p99_ms, max_ms; /* percentiles over up to 4 million samples (uniform beyond); max exact;
+                                              over the requests sent whole and well-formed only */
+    uint64_t malformed_sent, malformed_4xx; /* malformed requests sent; those answered 4xx */
+    uint64_t slow_sent, slow_ok;            /* slow requests sent; those answered 2xx */
 } mr_loadgen_result;
 /* Runs the load on the calling thread (one epoll loop for all connections)
  * and returns when it is done: at most duration + 5 s after it starts.
