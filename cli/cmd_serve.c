@@ -31,6 +31,11 @@ static const char serve_help[] =
     "  --max-body BYTES     request body limit, 413 beyond (default 1048576)\n"
     "  --max-queue N        queued requests, 503 + Retry-After beyond (default 1024)\n"
     "  --max-rows N         rows per request, 413 beyond (default 10000)\n"
+    "  --max-inflight-bytes BYTES  memory all requests in flight may hold (bodies, then their\n"
+    "                       parsed JSON), 503 + Retry-After beyond (default 67108864)\n"
+    "  --max-connections N  open connections (default 512); idle ones may hold 3/4 of them\n"
+    "  --idle-timeout S     close a connection that sends no complete request headers for S s (default 30)\n"
+    "  --request-timeout S  close a request whose body is not in S s after its headers (default 30)\n"
     "  --token-file FILE    require `Authorization: Bearer <first line of FILE>`\n"
     "  --watch              reload when the bundle file changes\n"
     "  -j, --threads N      prediction threads for large batches (default: all cores)\n"
@@ -64,10 +69,17 @@ static int server_opt(mr_server_opts *o, int argc, char **argv, int *i, const ch
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     size_t n = 0;
     if (strcmp(a, "--max-batch") && strcmp(a, "--max-delay-us") && strcmp(a, "--max-body") && strcmp(a, "--max-queue") &&
-        strcmp(a, "--max-rows") && strcmp(a, "-j") && strcmp(a, "--threads") && strcmp(a, "--http-threads"))
+        strcmp(a, "--max-rows") && strcmp(a, "-j") && strcmp(a, "--threads") && strcmp(a, "--http-threads") &&
+        strcmp(a, "--max-connections") && strcmp(a, "--max-inflight-bytes") && strcmp(a, "--idle-timeout") &&
+        strcmp(a, "--request-timeout"))
         return 0;
     if (!parse_size(v, &n) || n > (size_t)1 << 40) {
         cli_usage_error(verb, "%s needs a non-negative number", a);
+        return -1;
+    }
+    int timeout = !strcmp(a, "--idle-timeout") || !strcmp(a, "--request-timeout");
+    if ((timeout && (n < 1 || n > 86400)) || (!strcmp(a, "--max-connections") && (n < 2 || n > 65536))) {
+        cli_usage_error(verb, "%s takes %s", a, timeout ? "1..86400 seconds" : "2..65536");
         return -1;
     }
     if (!strcmp(a, "--max-batch")) o->max_batch = n;
@@ -76,6 +88,10 @@ static int server_opt(mr_server_opts *o, int argc, char **argv, int *i, const ch
     else if (!strcmp(a, "--max-queue")) o->max_queue = n;
     else if (!strcmp(a, "--max-rows")) o->max_rows = n;
     else if (!strcmp(a, "--http-threads")) o->http_threads = (unsigned)(n > 64 ? 64 : n);
+    else if (!strcmp(a, "--max-connections")) o->max_connections = (unsigned)n;
+    else if (!strcmp(a, "--max-inflight-bytes")) o->max_inflight_bytes = n;
+    else if (!strcmp(a, "--idle-timeout")) o->idle_timeout_s = (unsigned)n;
+    else if (!strcmp(a, "--request-timeout")) o->request_timeout_s = (unsigned)n;
     else o->threads = (int)(n > 1024 ? 1024 : n);
     (*i)++;
     return 1;
@@ -196,15 +212,20 @@ int cmd_serve(int argc, char **argv)
 static const char bench_help[] =
     "usage: millrace bench-serve BUNDLE --qps N --duration S [options]\n"
     "\n"
-    "Starts the server in-process on 127.0.0.1 and drives it with single-row requests\n"
-    "over keep-alive connections; prints p50/p90/p99/max latency and achieved QPS.\n"
-    "--qps 0 sends back to back (maximum sustained throughput).\n"
+    "Starts the server in-process on 127.0.0.1 (or drives one already listening there, --port)\n"
+    "with single-row requests over keep-alive connections; prints p50/p90/p99/max latency and\n"
+    "achieved QPS. --qps 0 sends back to back (maximum sustained throughput).\n"
     "\n"
     "options:\n"
     "  --qps N              target requests per second (0 = as fast as possible)\n"
     "  --duration S         seconds of load (default 5)\n"
     "  --connections C      keep-alive connections (default 8)\n"
     "  --row JSON           the row to send (default: built from the input schema)\n"
+    "  --port N             drive the server listening on 127.0.0.1:N instead of starting one\n"
+    "  --token-file FILE    send `Authorization: Bearer <first line of FILE>`\n"
+    "  --malformed F        share of requests sent malformed (0..1; each should get a 4xx)\n"
+    "  --slow F             share sent slowly: head, pause, half the body, pause, the rest\n"
+    "  --slow-pause S       the two pauses together (default 0.5, at most 4)\n"
     "  --max-batch N, --max-delay-us U, --max-queue N, -j N, --http-threads N   server settings as for serve\n"
     "  --json               print the result as JSON\n";
 
@@ -237,37 +258,62 @@ int cmd_bench_serve(int argc, char **argv)
     o.max_queue = 100000;
     mr_loadgen_opts lo;
     mr_loadgen_opts_init(&lo);
-    const char *row = NULL;
-    int json = 0, have_qps = 0;
+    const char *row = NULL, *token_file = NULL;
+    int json = 0, have_qps = 0, server_opts = 0, port = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int r = server_opt(&o, argc, argv, &i, "bench-serve");
         if (r < 0) return EXIT_USAGE;
-        if (r) continue;
+        if (r) {
+            server_opts = 1;
+            continue;
+        }
         char *end = NULL;
-        if ((!strcmp(a, "--qps") || !strcmp(a, "--duration") || !strcmp(a, "--connections")) && v) {
+        if ((!strcmp(a, "--qps") || !strcmp(a, "--duration") || !strcmp(a, "--connections") || !strcmp(a, "--malformed") ||
+             !strcmp(a, "--slow") || !strcmp(a, "--slow-pause") || !strcmp(a, "--port")) &&
+            v) {
             double d = strtod(v, &end);
             if (!end || *end || !(d >= 0) || isinf(d)) return cli_usage_error("bench-serve", "%s takes a non-negative number", a);
             if (!strcmp(a, "--qps")) {
                 lo.qps = d;
                 have_qps = 1;
             } else if (!strcmp(a, "--duration")) lo.duration_s = d;
-            else if (d >= 1 && d <= 1024 && d == (double)(int)d) lo.connections = (int)d;
+            else if (!strcmp(a, "--malformed") || !strcmp(a, "--slow")) {
+                if (d > 1) return cli_usage_error("bench-serve", "%s takes a share, 0..1", a);
+                if (!strcmp(a, "--slow")) lo.slow_fraction = d;
+                else lo.malformed_fraction = d;
+            } else if (!strcmp(a, "--slow-pause")) {
+                if (d > 4) return cli_usage_error("bench-serve", "--slow-pause takes 0..4 seconds");
+                lo.slow_pause_s = d;
+            } else if (!strcmp(a, "--port")) {
+                if (d < 1 || d > 65535 || d != (double)(int)d) return cli_usage_error("bench-serve", "--port takes 1..65535");
+                port = (int)d;
+            } else if (d >= 1 && d <= 1024 && d == (double)(int)d) lo.connections = (int)d;
             else return cli_usage_error("bench-serve", "--connections takes a whole number in 1..1024");
             i++;
         } else if (!strcmp(a, "--row") && v) row = argv[++i];
+        else if (!strcmp(a, "--token-file") && v) token_file = argv[++i];
         else if (!strcmp(a, "--json")) json = 1;
         else if (a[0] != '-' && !o.bundle_path) o.bundle_path = a;
         else return cli_usage_error("bench-serve", "unexpected argument '%s'", a);
     }
     if (!o.bundle_path || !have_qps) return cli_usage_error("bench-serve", "expected BUNDLE --qps N --duration S");
+    if (lo.malformed_fraction + lo.slow_fraction > 1)
+        return cli_usage_error("bench-serve", "--malformed and --slow together take at most all requests");
+    if (port && server_opts)
+        return cli_usage_error("bench-serve", "--port drives a running server: its settings are that server's");
+    char *token = token_file ? read_token(token_file) : NULL;
+    if (token_file && !token) return EXIT_USAGE;
+    o.token = token;
+    lo.token = token;
     signal(SIGPIPE, SIG_IGN);
     mr_error err;
     mr_error_init(&err);
     mr_pool_init(o.threads, NULL);
     mr_server *s = NULL;
-    if (mr_server_start(&o, &s, &err) != MR_OK) {
+    if (!port && mr_server_start(&o, &s, &err) != MR_OK) {
         mr_log_error(&err);
+        mr_free(token);
         return EXIT_FAILED;
     }
     char *auto_row = NULL, *body = NULL;
@@ -278,7 +324,7 @@ int cmd_bench_serve(int argc, char **argv)
         row = auto_row ? auto_row : "{}";
     }
     body = mr_asprintf("{\"rows\": [%s]}", row);
-    lo.port = mr_server_port(s);
+    lo.port = s ? mr_server_port(s) : port;
     lo.body = body;
     mr_loadgen_result res;
     mr_status st = body ? mr_loadgen_run(&lo, &res, &err) : MR_ERR(&err, MR_E_NOMEM, "out of memory");
@@ -290,10 +336,13 @@ int cmd_bench_serve(int argc, char **argv)
     } else if (json) {
         printf("{\"target_qps\": %.1f, \"achieved_qps\": %.1f, \"sent\": %llu, \"ok\": %llu, \"non_2xx\": %llu, "
                "\"errors\": %llu, \"p50_ms\": %.4f, \"p90_ms\": %.4f, \"p99_ms\": %.4f, \"max_ms\": %.4f, "
+               "\"malformed_sent\": %llu, \"malformed_4xx\": %llu, \"slow_sent\": %llu, \"slow_ok\": %llu, "
                "\"max_batch\": %zu, \"max_delay_us\": %u, \"connections\": %d}\n",
                lo.qps, res.achieved_qps, (unsigned long long)res.sent, (unsigned long long)res.ok,
                (unsigned long long)res.non_2xx, (unsigned long long)res.errors, res.p50_ms, res.p90_ms, res.p99_ms,
-               res.max_ms, o.max_batch, o.max_delay_us, lo.connections);
+               res.max_ms, (unsigned long long)res.malformed_sent, (unsigned long long)res.malformed_4xx,
+               (unsigned long long)res.slow_sent, (unsigned long long)res.slow_ok, o.max_batch, o.max_delay_us,
+               lo.connections);
     } else {
         printf("bench-serve: %d connections, target %s qps, %.1fs, max batch %zu, max delay %u us\n", lo.connections,
                lo.qps > 0 ? "" : "max", res.elapsed_s, o.max_batch, o.max_delay_us);
@@ -302,8 +351,13 @@ int cmd_bench_serve(int argc, char **argv)
                "  latency ms     p50 %.3f  p90 %.3f  p99 %.3f  max %.3f\n",
                res.achieved_qps, (unsigned long long)res.ok, (unsigned long long)res.non_2xx,
                (unsigned long long)res.errors, res.p50_ms, res.p90_ms, res.p99_ms, res.max_ms);
+        if (res.malformed_sent || res.slow_sent)
+            printf("  malformed      %llu sent, %llu answered 4xx\n  slow           %llu sent, %llu answered 2xx\n",
+                   (unsigned long long)res.malformed_sent, (unsigned long long)res.malformed_4xx,
+                   (unsigned long long)res.slow_sent, (unsigned long long)res.slow_ok);
     }
     free(auto_row);
     mr_free(body);
+    mr_free(token);
     return rc;
 }

@@ -12,13 +12,18 @@
 #                                     bench/tune. npm peers (DuckDB, ONNX Runtime) are
 #                                     installed by the benches themselves, LightGBM
 #                                     comes from ../shared/peers
+#   scripts/install-deps.sh --fuzz    also clang, which builds the libFuzzer targets
+#                                     (tests/fuzz; make test replays their corpora
+#                                     with any compiler and does not need it)
 set -eu
 
 BENCH=0
+FUZZ=0
 for a in "$@"; do
     case "$a" in
     --bench) BENCH=1 ;;
-    *) echo "usage: $0 [--bench]" >&2; exit 2 ;;
+    --fuzz) FUZZ=1 ;;
+    *) echo "usage: $0 [--bench] [--fuzz]" >&2; exit 2 ;;
     esac
 done
 
@@ -30,6 +35,9 @@ python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml curl w
 chromium"
 if [ "$BENCH" = 1 ]; then
     PKGS="$PKGS python3-optuna"
+fi
+if [ "$FUZZ" = 1 ]; then
+    PKGS="$PKGS clang"
 fi
 
 missing=""

@@ -49,18 +49,28 @@ typedef struct mr_server_opts {
     size_t max_body;          /* request body bytes (413 beyond); default 1 MiB */
     size_t max_queue;         /* queued requests (503 + Retry-After beyond); default 1024 */
     size_t max_rows;          /* rows in one request (413 beyond); default 10000 */
-    unsigned max_connections; /* default 512 */
+    unsigned max_connections; /* default 512 (2..65536); idle connections may hold three quarters of them:
+                                 one more closes the oldest idle connection */
     const char *token;        /* bearer token required on every endpoint but /healthz; NULL = none */
     int threads;              /* prediction threads for large batches; 0 = pool size */
     unsigned http_threads;    /* event-loop threads serving connections; 0 = one per core, at most 4 */
+    size_t max_inflight_bytes; /* memory all requests in flight may hold: a body's text from its headers
+                                  on, then its parsed JSON (an upper bound) until it is answered; 503 +
+                                  Retry-After beyond; default 64 MiB; at least max_body */
+    unsigned idle_timeout_s;  /* a connection that has not sent a request's headers this long after it
+                                 opened or got its last answer is closed; also the inactivity timeout
+                                 while answering; default 30 */
+    unsigned request_timeout_s; /* from a request's headers to its last body byte; slower is closed;
+                                   default 30 */
 } mr_server_opts;
 void mr_server_opts_init(mr_server_opts *o); /* the defaults above */
 
 typedef struct mr_server mr_server;
 
-/* Loads the bundle, starts the batcher and the HTTP daemon. Errors:
- * bundle load errors, MR_E_INVALID_ARG (bad host, port or limits), MR_E_IO
- * (cannot bind), MR_E_INTERNAL, MR_E_NOMEM. */
+/* Loads the bundle, starts the batcher, the connection reaper and the HTTP
+ * daemon. Errors: bundle load errors, MR_E_INVALID_ARG (bad host, port or
+ * limits: an option out of range), MR_E_IO (cannot bind), MR_E_INTERNAL (a
+ * thread did not start), MR_E_NOMEM. */
 mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *err);
 int mr_server_port(const mr_server *s); /* the bound port (the chosen one for port 0) */
 /* Loads opts.bundle_path again and swaps it in between two batches. On
@@ -82,6 +92,11 @@ typedef struct mr_loadgen_opts {
     double duration_s;      /* how long to send */
     int connections;        /* keep-alive connections (1..1024), all driven by the calling thread; default 8 */
     uint64_t max_requests;  /* hard cap on requests sent; 0 = qps*duration*1.1+16 or 10 million */
+    double malformed_fraction; /* 0..1: share of requests sent malformed, in turn: truncated JSON, no
+                                  "rows", rows that are not objects (400), an unknown path (404), GET on
+                                  path (405), two Content-Lengths that differ (400); meant for /v1/predict */
+    double slow_fraction;   /* 0..1: share sent slowly: the head, a pause, half the body, a pause, the rest */
+    double slow_pause_s;    /* the two pauses together (each at least half of it); 0..4; default 0.5 */
 } mr_loadgen_opts;
 void mr_loadgen_opts_init(mr_loadgen_opts *o); /* the defaults above */
 
@@ -89,7 +104,10 @@ typedef struct mr_loadgen_result {
     uint64_t sent, ok, non_2xx, errors; /* sent = ok + non_2xx + errors; errors: connect/write failures,
                                            connections closed mid-response, malformed responses, timeouts */
     double elapsed_s, achieved_qps;
-    double p50_ms, p90_ms, p99_ms, max_ms; /* percentiles over up to 4 million samples (uniform beyond); max exact */
+    double p50_ms, p90_ms, p99_ms, max_ms; /* percentiles over up to 4 million samples (uniform beyond); max exact;
+                                              over the requests sent whole and well-formed only */
+    uint64_t malformed_sent, malformed_4xx; /* malformed requests sent; those answered 4xx */
+    uint64_t slow_sent, slow_ok;            /* slow requests sent; those answered 2xx */
 } mr_loadgen_result;
 /* Runs the load on the calling thread (one epoll loop for all connections)
  * and returns when it is done: at most duration + 5 s after it starts.

@@ -24,6 +24,15 @@
  *
  * Invariant of the result: sent == ok + non_2xx + errors.
  *
+ * Bad and slow requests (the soak of bench/soak): each request, by a
+ * seeded generator, is malformed with probability malformed_fraction (the
+ * kinds in turn, all framed so that the connection stays in step or is
+ * closed by the server's Connection: close) or slow with probability
+ * slow_fraction: its head is written, then after slow_pause_s / 2 half of
+ * its body, then after as long again the rest (the pauses end at the
+ * first sweep after they are due). Neither kind adds to the latency
+ * samples, which stay those of the well-formed requests sent whole.
+ *
  * Timer: the next due time is usually well under a millisecond away (5000
  * req/s is one due every 200 us), so epoll_wait's millisecond timeout is too
  * coarse. A timerfd in the epoll set, set to the absolute CLOCK_MONOTONIC
@@ -57,6 +66,7 @@
 #define LG_HEAD_MAX 16384       /* response status line + headers must fit */
 #define LG_LAT_CAP 4000000u     /* latency samples kept (a uniform reservoir beyond) */
 #define LG_EVENTS 64
+#define LG_N_BAD 6              /* kinds of malformed request */
 
 void mr_loadgen_opts_init(mr_loadgen_opts *o)
 {
@@ -65,6 +75,7 @@ void mr_loadgen_opts_init(mr_loadgen_opts *o)
     o->path = "/v1/predict";
     o->connections = 8;
     o->duration_s = 5;
+    o->slow_pause_s = 0.5;
 }
 
 /* ---- response parser ----------------------------------------------------- */
@@ -303,6 +314,7 @@ static int feed(parser *p, size_t n)
 /* ---- connections and the schedule ---------------------------------------- */
 
 enum { C_IDLE, C_BUSY, C_DONE };
+enum { K_NORMAL, K_BAD, K_SLOW }; /* what the request in flight is */
 
 typedef struct conn {
     int fd;
@@ -313,6 +325,11 @@ typedef struct conn {
     double wake;  /* heap key: when to try the next request */
     double last_io;
     size_t woff; /* bytes of the request written */
+    int kind;    /* K_* */
+    const char *req; /* the request in flight */
+    size_t req_len;
+    size_t stop_at;   /* write up to here for now (a slow request pauses at its head and mid-body) */
+    double resume_at; /* slow: when the next piece is due */
     parser p;
 } conn;
 
@@ -320,7 +337,13 @@ typedef struct lg {
     struct sockaddr_storage addr;
     socklen_t addr_len;
     const char *req;
-    size_t req_len;
+    size_t req_len, head_len; /* the well-formed request; its head (a slow request pauses after it) */
+    const char *bad[LG_N_BAD]; /* the malformed requests, sent in turn */
+    size_t bad_len[LG_N_BAD];
+    uint64_t bad_next;
+    double malformed, slow, pause;
+    uint64_t kind_rng;  /* picks each request's kind */
+    uint64_t malformed_sent, malformed_4xx, slow_sent, slow_ok;
     int ep, tfd;   /* the epoll set; the timerfd in it that wakes the loop */
     double armed;  /* when tfd is set to expire; -1: not armed */
     int open_loop;
@@ -429,11 +452,12 @@ static void set_want_out(lg *g, conn *c, int on)
     if (epoll_ctl(g->ep, EPOLL_CTL_MOD, c->fd, &ev) == 0) c->want_out = on;
 }
 
-/* Writes what it can. Returns 0 (done or waiting for EPOLLOUT), -1 on failure. */
+/* Writes what it can, up to stop_at. Returns 0 (done, paused or waiting
+ * for EPOLLOUT), -1 on failure. */
 static int conn_write(lg *g, conn *c, double now)
 {
-    while (c->woff < g->req_len) {
-        ssize_t n = send(c->fd, g->req + c->woff, g->req_len - c->woff, MSG_NOSIGNAL);
+    while (c->woff < c->stop_at) {
+        ssize_t n = send(c->fd, c->req + c->woff, c->stop_at - c->woff, MSG_NOSIGNAL);
         if (n > 0) {
             c->woff += (size_t)n;
             c->last_io = now;
@@ -447,7 +471,34 @@ static int conn_write(lg *g, conn *c, double now)
         }
     }
     set_want_out(g, c, 0);
+    if (c->woff < c->req_len) c->resume_at = now + g->pause / 2; /* a slow request's pause */
     return 0;
+}
+
+static double kind_rand(lg *g)
+{
+    g->kind_rng ^= g->kind_rng << 13;
+    g->kind_rng ^= g->kind_rng >> 7;
+    g->kind_rng ^= g->kind_rng << 17;
+    return (double)(g->kind_rng >> 11) / 9007199254740992.0;
+}
+
+/* Picks the next request's kind and bytes. */
+static void pick_request(lg *g, conn *c)
+{
+    double u = g->malformed > 0 || g->slow > 0 ? kind_rand(g) : 1.0;
+    c->kind = u < g->malformed ? K_BAD : u < g->malformed + g->slow ? K_SLOW : K_NORMAL;
+    if (c->kind == K_BAD) {
+        size_t k = (size_t)(g->bad_next++ % LG_N_BAD);
+        c->req = g->bad[k];
+        c->req_len = g->bad_len[k];
+        g->malformed_sent++;
+    } else {
+        c->req = g->req;
+        c->req_len = g->req_len;
+        if (c->kind == K_SLOW) g->slow_sent++;
+    }
+    c->stop_at = c->kind == K_SLOW ? g->head_len : c->req_len;
 }
 
 /* The request in flight on c failed (already counted as sent): count the
@@ -495,6 +546,7 @@ static void conn_next(lg *g, conn *c, double now)
     g->sent++;
     c->state = C_BUSY;
     g->n_busy++;
+    pick_request(g, c);
     c->woff = 0;
     c->last_io = now;
     parser_reset(&c->p);
@@ -504,10 +556,13 @@ static void conn_next(lg *g, conn *c, double now)
 static void conn_complete(lg *g, conn *c)
 {
     double now = mr_now();
-    record_latency(g, now - c->t0);
-    if (c->p.status >= 200 && c->p.status < 300) g->ok++;
+    int st = c->p.status;
+    if (c->kind == K_NORMAL) record_latency(g, now - c->t0);
+    else if (c->kind == K_BAD && st >= 400 && st < 500) g->malformed_4xx++;
+    else if (c->kind == K_SLOW && st >= 200 && st < 300) g->slow_ok++;
+    if (st >= 200 && st < 300) g->ok++;
     else g->non_2xx++;
-    if (c->p.close_after || c->woff < g->req_len) conn_close(c);
+    if (c->p.close_after || c->woff < c->req_len) conn_close(c);
     g->n_busy--;
     conn_next(g, c, now);
 }
@@ -546,7 +601,7 @@ static void conn_event(lg *g, conn *c, uint32_t ev, double now)
         conn_close(c);
         return;
     }
-    if ((ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && c->woff < g->req_len && conn_write(g, c, now) != 0) {
+    if ((ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && c->woff < c->stop_at && conn_write(g, c, now) != 0) {
         conn_fail(g, c, now);
         return;
     }
@@ -565,6 +620,12 @@ static void sweep(lg *g, conn *cs, int C, double now)
             conn_close(c);
             c->state = C_DONE;
             g->n_busy--;
+        } else if (c->woff == c->stop_at && c->stop_at < c->req_len && now >= c->resume_at) {
+            /* a slow request's next piece: half the body, then the rest */
+            size_t half = g->head_len + (c->req_len - g->head_len) / 2;
+            c->stop_at = c->stop_at < half ? half : c->req_len;
+            c->last_io = now;
+            if (conn_write(g, c, now) != 0) conn_fail(g, c, now);
         } else if (now - c->last_io >= LG_REQ_TIMEOUT_S) {
             conn_fail(g, c, now);
         }
@@ -697,6 +758,10 @@ mr_status mr_loadgen_run(const mr_loadgen_opts *o, mr_loadgen_result *out, mr_er
         return MR_ERR(err, MR_E_INVALID_ARG, "load generator: port %d out of range", o->port);
     if (has_ctl(host) || has_ctl(path) || has_ctl(o->token) || !*path || strchr(path, ' '))
         return MR_ERR(err, MR_E_INVALID_ARG, "load generator: control characters or spaces in host, path or token");
+    if (!(o->malformed_fraction >= 0) || !(o->slow_fraction >= 0) || !(o->malformed_fraction + o->slow_fraction <= 1) ||
+        !(o->slow_pause_s >= 0) || !(o->slow_pause_s <= 4))
+        return MR_ERR(err, MR_E_INVALID_ARG,
+                      "load generator: malformed and slow fractions 0..1 (together at most 1), slow pause 0..4 s");
     lg g;
     memset(&g, 0, sizeof(g));
     g.ep = g.tfd = -1;
@@ -725,9 +790,37 @@ mr_status mr_loadgen_run(const mr_loadgen_opts *o, mr_loadgen_result *out, mr_er
         rc = mr_buf_printf(&req, "Content-Type: application/json\r\nContent-Length: %zu\r\n", blen);
     if (rc == MR_OK && o->token) rc = mr_buf_printf(&req, "Authorization: Bearer %s\r\n", o->token);
     if (rc == MR_OK) rc = mr_buf_puts(&req, "\r\n");
+    g.head_len = req.len;
     if (rc == MR_OK && blen) rc = mr_buf_append(&req, o->body, blen);
     g.req = req.data;
     g.req_len = req.len;
+    g.malformed = o->malformed_fraction;
+    g.slow = o->slow_fraction;
+    g.pause = o->slow_pause_s;
+    g.kind_rng = 0x2545f4914f6cdd1dull;
+    /* the malformed kinds (see the top); each a complete request */
+    mr_buf bad[LG_N_BAD];
+    for (int k = 0; k < LG_N_BAD; k++) mr_buf_init(&bad[k]);
+    static const char *const bad_body[3] = {"{\"rows\": [{", "{\"nope\": 1}", "{\"rows\": [1, 2]}"};
+    mr_buf hdrs; /* Host and Authorization, as in the well-formed request */
+    mr_buf_init(&hdrs);
+    if (rc == MR_OK)
+        rc = mr_buf_printf(&hdrs, "Host: %s%s%s:%d\r\n", v6 && !hh ? "[" : "", host, v6 && !hh ? "]" : "", o->port);
+    if (rc == MR_OK && o->token) rc = mr_buf_printf(&hdrs, "Authorization: Bearer %s\r\n", o->token);
+    const char *hd = hdrs.data ? hdrs.data : "";
+    for (int k = 0; rc == MR_OK && k < 3; k++)
+        rc = mr_buf_printf(&bad[k], "POST %s HTTP/1.1\r\n%sContent-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                           path, hd, strlen(bad_body[k]), bad_body[k]);
+    if (rc == MR_OK) rc = mr_buf_printf(&bad[3], "GET /v1/no-such-endpoint HTTP/1.1\r\n%s\r\n", hd);
+    if (rc == MR_OK) rc = mr_buf_printf(&bad[4], "GET %s HTTP/1.1\r\n%s\r\n", path, hd);
+    if (rc == MR_OK)
+        rc = mr_buf_printf(&bad[5], "POST %s HTTP/1.1\r\n%sContent-Length: 0\r\nContent-Length: 7\r\n\r\n", path, hd);
+    mr_buf_free(&hdrs);
+    for (int k = 0; k < LG_N_BAD; k++) {
+        g.bad[k] = bad[k].data;
+        g.bad_len[k] = bad[k].len;
+        if (!bad[k].data && rc == MR_OK) rc = MR_E_NOMEM;
+    }
 
     conn *cs = mr_calloc((size_t)C, sizeof(conn));
     char *bufs = mr_calloc((size_t)C, LG_HEAD_MAX);
@@ -773,6 +866,10 @@ mr_status mr_loadgen_run(const mr_loadgen_opts *o, mr_loadgen_result *out, mr_er
     out->ok = g.ok;
     out->non_2xx = g.non_2xx;
     out->errors = g.errors;
+    out->malformed_sent = g.malformed_sent;
+    out->malformed_4xx = g.malformed_4xx;
+    out->slow_sent = g.slow_sent;
+    out->slow_ok = g.slow_ok;
     uint64_t n = g.n_lat;
     if (n) {
         qsort(g.lat, (size_t)n, sizeof(double), cmp_double);
@@ -792,5 +889,6 @@ done:
     mr_free(bufs);
     mr_free(cs);
     mr_buf_free(&req);
+    for (int k = 0; k < LG_N_BAD; k++) mr_buf_free(&bad[k]);
     return rc;
 }

@@ -1,4 +1,7 @@
-/* The HTTP model server (include/millrace/serve.h, docs/serve.md).
+/* The HTTP model server (include/millrace/serve.h, docs/serve.md). What it
+ * does with a request that needs no socket (header checks, body parsing,
+ * scoring) is in request.c; this file is libmicrohttpd, the queue, the
+ * batcher, connection bookkeeping and the server's lifecycle.
  *
  * Micro-batching. libmicrohttpd runs a small pool of event-loop threads
  * (epoll), each serving many keep-alive connections. The request handler
@@ -23,8 +26,53 @@
  * then swaps the pointer and moves the old bundle to a retired list; the
  * batcher frees retired bundles at the start of its next batch, when it no
  * longer uses them. Queued requests are never dropped, so a swap fails no
- * request. */
-#include "millrace/bundle.h"
+ * request.
+ *
+ * What a client can hold. Everything a client costs the server is bounded
+ * before it is spent:
+ *   - Nothing is read from a body before its headers pass: the handler's
+ *     first call (headers in, no body byte consumed) checks framing, token,
+ *     path and method (mr__serve_check_head) and answers 400/401/404/405/413
+ *     there; libmicrohttpd then discards the body unread and closes.
+ *   - Memory: every request in flight holds a reservation from one budget
+ *     (max_inflight_bytes): its Content-Length when the headers arrive (a
+ *     chunked body reserves as it grows), then, before the JSON is parsed,
+ *     the bytes jansson will take for it (mr__serve_json_cost, an upper
+ *     bound: a parsed body is 15-80 times its text), which it keeps until
+ *     its answer is sent. A reservation that does not fit is a 503 +
+ *     Retry-After; one larger than the whole budget a 413.
+ *   - Time: a connection must deliver a request's headers within
+ *     idle_timeout_s of opening or of its previous answer, and the rest of
+ *     the request within request_timeout_s of its headers; libmicrohttpd's
+ *     own inactivity timeout (idle_timeout_s) covers a client that stops
+ *     reading its answer. A reaper thread closes the late ones.
+ *   - Slots: each connection has a slot (libmicrohttpd's socket context)
+ *     on one of two lists, in the order it got there: idle (no request, or
+ *     a request whose headers are not complete) and reading (headers in,
+ *     body coming). Idle connections may hold at most three quarters of
+ *     max_connections: a connection that opens when they hold that many
+ *     closes the oldest idle one. The last quarter is always left to
+ *     connections that have sent their headers, so idle or slow-loris
+ *     connections cannot starve a client that means business.
+ * Closing is shutdown(2) on the socket, under the lock that the slot's
+ * removal (NOTIFY_CLOSED, before libmicrohttpd closes the descriptor) also
+ * takes, so the descriptor is never one that was already reused;
+ * libmicrohttpd sees end-of-file and closes the connection itself.
+ *
+ * Half-closed clients. A client may shutdown(SHUT_WR) after its request.
+ * libmicrohttpd 0.9.75 resumes a suspended connection by marking it
+ * readable and, if the connection's last event-loop state was "read",
+ * reads from it first; that read returns end-of-file, and the connection
+ * is closed as failed with the queued answer never sent (16 concurrent
+ * half-closing clients lost 86% of their answers). The state is not
+ * updated while a connection is suspended, and suspending in the same pass
+ * that read the request leaves it at "read". So the handler does not
+ * suspend in the first final call: it returns without an answer, the
+ * state becomes "block" (the request is complete, the application owes
+ * the answer), libmicrohttpd calls the handler again at once on its next
+ * loop turn, and that call suspends. A resumed connection in "block" is
+ * not read; it is answered. */
+#include "serve_int.h"
 #include "millrace/serve.h"
 
 #include <arpa/inet.h>
@@ -32,9 +80,10 @@
 #include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -52,17 +101,13 @@ static const double lat_bounds[N_LAT_BUCKETS] = {0.0001, 0.00025, 0.0005, 0.001,
                                                  0.025,  0.05,    0.1,    0.25,  0.5,   1.0,  2.5};
 #define N_BATCH_BUCKETS 10
 static const double batch_bounds[N_BATCH_BUCKETS] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024};
-#define N_CODES 9
-static const int codes[N_CODES] = {200, 400, 401, 404, 405, 413, 422, 500, 503};
+#define N_CODES 10
+static const int codes[N_CODES] = {200, 400, 401, 404, 405, 413, 422, 500, 501, 503};
 
 typedef struct job {
-    json_t *doc;       /* the parsed request (owned) */
-    size_t n_rows;
-    int columnar;
-    double t_enq;      /* mr_now() at enqueue */
-    int done;          /* set by the batcher (under mu) before it resumes the connection */
-    int status;
-    mr_buf body;       /* response body */
+    mr__serve_job base; /* first member: the batcher's array holds &base */
+    double t_enq;       /* mr_now() at enqueue */
+    int done;           /* set by the batcher (under mu) before it resumes the connection */
     struct MHD_Connection *mc; /* suspended while the job is queued */
     struct job *next;
 } job;
@@ -71,6 +116,22 @@ typedef struct retired {
     mr_bundle *b;
     struct retired *next;
 } retired;
+
+/* Where a connection is (see "What a client can hold"). */
+enum { SLOT_NEW, SLOT_IDLE, SLOT_READING, SLOT_BUSY, SLOT_CUT };
+
+/* One TCP connection, from libmicrohttpd's accept to its close. */
+typedef struct slot {
+    int fd;
+    int where;       /* SLOT_*; on the idle or reading list when SLOT_IDLE / SLOT_READING */
+    double since;    /* mr_now() when it got there */
+    struct slot *prev, *next;
+} slot;
+
+typedef struct slot_list {
+    slot *head, *tail; /* head: the oldest */
+    size_t n;
+} slot_list;
 
 struct mr_server {
     mr_server_opts o;
@@ -88,9 +149,20 @@ struct mr_server {
     int stopping;
     mr_bundle *cur;
     retired *old;
-    job **batch;       /* the batcher's array of jobs (max_batch, at most 4096) */
+    mr__serve_job **batch; /* the batcher's array of jobs (max_batch, at most 4096) */
     char version[MR_HASH_HEX_LEN + 1];
     uint64_t reloads;
+    /* connections (under conn_mu) */
+    pthread_mutex_t conn_mu;
+    pthread_cond_t reaper_cv;
+    slot_list idle, reading;
+    size_t idle_cap;    /* idle connections beyond this close the oldest idle one */
+    int reaper_stop;
+    pthread_t reaper;
+    int reaper_started;
+    uint64_t evicted, timeouts_idle, timeouts_request;
+    /* memory held by requests in flight (see the top) */
+    atomic_size_t held;
     /* metrics (under stats_mu) */
     pthread_mutex_t stats_mu;
     uint64_t by_code[N_CODES + 1]; /* last: other */
@@ -101,11 +173,17 @@ struct mr_server {
     uint64_t batches;
 };
 
+/* One request (libmicrohttpd's per-request context). */
 typedef struct conn {
     mr_buf body;
-    double t0;
-    int too_large;
-    job *job; /* the queued or answered prediction of this request */
+    double t0;        /* mr_now() when the headers were in */
+    int chunked;      /* the body's length is not announced */
+    int too_large;    /* a chunked body over max_body: read on, keep nothing, 413 */
+    int over_budget;  /* a chunked body past the memory budget: read on, keep nothing, 503 */
+    int deferred;     /* the final call was put off once (see "Half-closed clients") */
+    size_t reserved;  /* bytes of the budget this request holds */
+    slot *sl;         /* its connection's slot; NULL if untracked */
+    job *job;         /* the queued or answered prediction of this request */
 } conn;
 
 void mr_server_opts_init(mr_server_opts *o)
@@ -118,6 +196,9 @@ void mr_server_opts_init(mr_server_opts *o)
     o->max_queue = 1024;
     o->max_rows = 10000;
     o->max_connections = 512;
+    o->max_inflight_bytes = (size_t)64 << 20;
+    o->idle_timeout_s = 30;
+    o->request_timeout_s = 30;
 }
 
 /* ---- metrics ---------------------------------------------------------------- */
@@ -199,159 +280,25 @@ static void metrics_text(mr_server *s, mr_buf *out)
     mr_buf_printf(out, "# HELP millrace_model_reloads_total Successful bundle reloads.\n"
                        "# TYPE millrace_model_reloads_total counter\nmillrace_model_reloads_total %llu\n",
                   (unsigned long long)reloads);
-}
-
-/* ---- request validation and column building (batcher thread) ---------------- */
-
-/* The value of input `name` in row r of the job, or NULL if absent. */
-static json_t *job_value(const job *j, const char *name, size_t r)
-{
-    if (j->columnar) return json_array_get(json_object_get(json_object_get(j->doc, "columns"), name), r);
-    return json_object_get(json_array_get(json_object_get(j->doc, "rows"), r), name);
-}
-
-static int set_error(job *j, int status, const char *msg, const char *field, long row)
-{
-    j->status = status;
-    j->body.len = 0;
-    mr_buf_puts(&j->body, "{\"error\": ");
-    mr_buf_json_str(&j->body, msg);
-    if (field) {
-        mr_buf_puts(&j->body, ", \"field\": ");
-        mr_buf_json_str(&j->body, field);
-    }
-    if (row >= 0) mr_buf_printf(&j->body, ", \"row\": %ld", row);
-    mr_buf_puts(&j->body, "}");
-    return -1;
-}
-
-/* A JSON value as the cell mr_bundle_coerce_value takes (NULL: absent).
- * Strings are borrowed from the document. */
-static const mr_cell *json_cell(const json_t *v, mr_cell *c)
-{
-    if (!v) return NULL;
-    memset(c, 0, sizeof(*c));
-    switch (json_typeof(v)) {
-    case JSON_NULL: c->kind = MR_CELL_NULL; break;
-    case JSON_TRUE:
-    case JSON_FALSE:
-        c->kind = MR_CELL_BOOL;
-        c->i = json_is_true(v);
-        break;
-    case JSON_INTEGER:
-        c->kind = MR_CELL_INT;
-        c->i = (int64_t)json_integer_value(v);
-        break;
-    case JSON_REAL:
-        c->kind = MR_CELL_NUM;
-        c->num = json_real_value(v);
-        break;
-    case JSON_STRING:
-        c->kind = MR_CELL_STR;
-        c->str = json_string_value(v);
-        c->len = json_string_length(v);
-        break;
-    default:
-        c->kind = MR_CELL_OTHER;
-        c->str = json_is_array(v) ? "an array" : "an object";
-        c->len = strlen(c->str);
-        break;
-    }
-    return c;
-}
-
-/* dry: only checks. Otherwise appends the job's rows to cols (one per input,
- * of mr_bundle_input_column_type). The rules and messages are the bundle's
- * (mr_bundle_coerce_value): a bad value is a 422 naming field and row. */
-static int job_fill(job *j, const mr_bundle *b, mr_column **cols, int dry)
-{
-    size_t n_in = mr_bundle_n_inputs(b);
-    for (size_t r = 0; r < j->n_rows; r++) {
-        for (size_t i = 0; i < n_in; i++) {
-            mr_cell cell;
-            mr_bundle_bad bad;
-            const mr_cell *v = json_cell(job_value(j, mr_bundle_input_at(b, i)->name, r), &cell);
-            mr_status st = mr_bundle_coerce_value(b, i, v, 0, dry ? NULL : cols[i], &bad);
-            if (st == MR_E_PARSE) {
-                char msg[512];
-                bad.row = r;
-                mr_bundle_bad_format(&bad, msg, sizeof(msg));
-                return set_error(j, 422, msg, bad.column, (long)r);
-            }
-            if (st != MR_OK) return set_error(j, 500, "out of memory", NULL, -1);
-        }
-    }
-    return 0;
-}
-
-static void fmt_double(mr_buf *b, double v)
-{
-    if (isnan(v) || isinf(v)) mr_buf_puts(b, "null");
-    else mr_buf_printf(b, "%.17g", v);
-}
-
-static void process_batch(mr_server *s, job **jobs, size_t n_jobs, const mr_bundle *b, const char *version)
-{
-    size_t n_in = mr_bundle_n_inputs(b), rows = 0;
-    mr_table *t = NULL;
-    mr_column **cols = mr_calloc(n_in ? n_in : 1, sizeof(mr_column *));
-    mr_error err;
-    mr_error_init(&err);
-    int ok = cols && mr_table_new(&t, &err) == MR_OK;
-    for (size_t i = 0; ok && i < n_in; i++) {
-        const mr_bundle_input *in = mr_bundle_input_at(b, i);
-        ok = mr_column_new(in->name, mr_bundle_input_column_type(in), 64, &cols[i], &err) == MR_OK;
-    }
-    for (size_t q = 0; ok && q < n_jobs; q++) {
-        job *j = jobs[q];
-        j->status = 0;
-        if (job_fill(j, b, cols, 1) != 0) continue;
-        if (job_fill(j, b, cols, 0) != 0) { /* OOM half-way: columns are inconsistent */
-            ok = 0;
-            break;
-        }
-        rows += j->n_rows;
-    }
-    for (size_t i = 0; ok && i < n_in; i++) {
-        ok = mr_table_add_column(t, cols[i], &err) == MR_OK;
-        cols[i] = NULL;
-    }
-    double *pred = NULL;
-    size_t k = 0;
-    if (ok && rows) {
-        t->n_rows = rows;
-        ok = mr_bundle_predict_table(b, t, 0, rows >= 1024 ? s->o.threads : 1, &pred, &k, &err) == MR_OK;
-    }
-    if (rows) record_batch(s, rows);
-    size_t at = 0;
-    for (size_t q = 0; q < n_jobs; q++) {
-        job *j = jobs[q];
-        if (j->status) continue;
-        if (!ok) {
-            set_error(j, 500, err.msg[0] ? err.msg : "prediction failed", NULL, -1);
-            continue;
-        }
-        j->status = 200;
-        j->body.len = 0;
-        mr_buf_printf(&j->body, "{\"model_version\": \"%s\", \"predictions\": [", version);
-        for (size_t r = 0; r < j->n_rows; r++, at++) {
-            if (r) mr_buf_puts(&j->body, ", ");
-            if (k == 1) fmt_double(&j->body, pred[at]);
-            else {
-                mr_buf_puts(&j->body, "[");
-                for (size_t c = 0; c < k; c++) {
-                    if (c) mr_buf_puts(&j->body, ", ");
-                    fmt_double(&j->body, pred[at * k + c]);
-                }
-                mr_buf_puts(&j->body, "]");
-            }
-        }
-        mr_buf_puts(&j->body, "]}");
-    }
-    mr_free(pred);
-    for (size_t i = 0; cols && i < n_in; i++) mr_column_free(cols[i]);
-    mr_free(cols);
-    mr_table_free(t);
+    pthread_mutex_lock(&s->conn_mu);
+    size_t n_idle = s->idle.n, n_reading = s->reading.n;
+    uint64_t evicted = s->evicted, t_idle = s->timeouts_idle, t_req = s->timeouts_request;
+    pthread_mutex_unlock(&s->conn_mu);
+    mr_buf_printf(out, "# HELP millrace_connections Open connections: idle (no complete request headers), reading (a body).\n"
+                       "# TYPE millrace_connections gauge\nmillrace_connections{state=\"idle\"} %zu\n"
+                       "millrace_connections{state=\"reading\"} %zu\n", n_idle, n_reading);
+    mr_buf_printf(out, "# HELP millrace_connections_closed_total Connections the server closed: the oldest idle one "
+                       "when idle ones held their share, or past a timeout.\n"
+                       "# TYPE millrace_connections_closed_total counter\n"
+                       "millrace_connections_closed_total{reason=\"evicted\"} %llu\n"
+                       "millrace_connections_closed_total{reason=\"idle_timeout\"} %llu\n"
+                       "millrace_connections_closed_total{reason=\"request_timeout\"} %llu\n",
+                  (unsigned long long)evicted, (unsigned long long)t_idle, (unsigned long long)t_req);
+    mr_buf_printf(out, "# HELP millrace_inflight_bytes Memory reserved by requests in flight (body text, then its parse).\n"
+                       "# TYPE millrace_inflight_bytes gauge\nmillrace_inflight_bytes %zu\n"
+                       "# HELP millrace_inflight_bytes_limit --max-inflight-bytes.\n"
+                       "# TYPE millrace_inflight_bytes_limit gauge\nmillrace_inflight_bytes_limit %zu\n",
+                  atomic_load(&s->held), s->o.max_inflight_bytes);
 }
 
 static double now_plus_ts(double at, struct timespec *ts)
@@ -373,7 +320,7 @@ static void *batcher_main(void *arg)
     prctl(PR_SET_NAME, "mr-batcher", 0, 0, 0); /* shows in top -H and perf */
 #endif
     size_t cap = s->o.max_batch < 4096 ? s->o.max_batch : 4096;
-    job **batch = s->batch; /* allocated by mr_server_start, so the batcher cannot fail to start */
+    mr__serve_job **batch = s->batch; /* allocated by mr_server_start, so the batcher cannot fail to start */
     char version[MR_HASH_HEX_LEN + 1];
     pthread_mutex_lock(&s->mu);
     for (;;) {
@@ -389,13 +336,13 @@ static void *batcher_main(void *arg)
         double deadline = s->head->t_enq + s->o.max_delay_us * 1e-6;
         for (;;) {
             if (s->head) {
-                if (n > 0 && (rows + s->head->n_rows > s->o.max_batch || n >= cap)) break;
+                if (n > 0 && (rows + s->head->base.req.n_rows > s->o.max_batch || n >= cap)) break;
                 job *j = s->head;
                 s->head = j->next;
                 if (!s->head) s->tail = NULL;
                 s->queued--;
-                batch[n++] = j;
-                rows += j->n_rows;
+                batch[n++] = &j->base;
+                rows += j->base.req.n_rows;
                 if (rows >= s->o.max_batch) break;
                 continue;
             }
@@ -407,13 +354,16 @@ static void *batcher_main(void *arg)
         const mr_bundle *b = s->cur;
         memcpy(version, s->version, sizeof(version));
         pthread_mutex_unlock(&s->mu);
-        process_batch(s, batch, n, b, version);
+        size_t scored = 0;
+        mr__serve_score(batch, n, b, version, rows >= 1024 ? s->o.threads : 1, &scored);
+        if (scored) record_batch(s, scored);
         pthread_mutex_lock(&s->mu);
         /* A job may be freed as soon as its connection resumes: read the
          * connection first, and touch nothing of the job afterwards. */
         for (size_t q = 0; q < n; q++) {
-            struct MHD_Connection *mc = batch[q]->mc;
-            batch[q]->done = 1;
+            job *j = (job *)batch[q]; /* base is the first member */
+            struct MHD_Connection *mc = j->mc;
+            j->done = 1;
             MHD_resume_connection(mc);
         }
     }
@@ -421,120 +371,247 @@ static void *batcher_main(void *arg)
     return NULL;
 }
 
+/* ---- connections: slots, the idle cap, the reaper ------------------------------- */
+
+static void list_push(slot_list *l, slot *sl)
+{
+    sl->next = NULL;
+    sl->prev = l->tail;
+    if (l->tail) l->tail->next = sl;
+    else l->head = sl;
+    l->tail = sl;
+    l->n++;
+}
+
+static void list_remove(slot_list *l, slot *sl)
+{
+    if (sl->prev) sl->prev->next = sl->next;
+    else l->head = sl->next;
+    if (sl->next) sl->next->prev = sl->prev;
+    else l->tail = sl->prev;
+    sl->prev = sl->next = NULL;
+    l->n--;
+}
+
+/* Under conn_mu. Takes sl off its list. */
+static void slot_unlist(mr_server *s, slot *sl)
+{
+    if (sl->where == SLOT_IDLE) list_remove(&s->idle, sl);
+    else if (sl->where == SLOT_READING) list_remove(&s->reading, sl);
+}
+
+/* Under conn_mu. Moves sl to `where` (at the young end of its list). A
+ * slot we have shut down stays so. */
+static void slot_move(mr_server *s, slot *sl, int where)
+{
+    if (sl->where == SLOT_CUT) return;
+    slot_unlist(s, sl);
+    sl->where = where;
+    sl->since = mr_now();
+    if (where == SLOT_IDLE) list_push(&s->idle, sl);
+    else if (where == SLOT_READING) list_push(&s->reading, sl);
+}
+
+/* Under conn_mu. Shuts the connection down: libmicrohttpd reads
+ * end-of-file and closes it. The descriptor is still the connection's:
+ * NOTIFY_CLOSED, which comes before libmicrohttpd closes it, takes the
+ * slot off under this lock. */
+static void slot_cut(mr_server *s, slot *sl)
+{
+    slot_unlist(s, sl);
+    sl->where = SLOT_CUT;
+    (void)shutdown(sl->fd, SHUT_RDWR);
+}
+
+/* Moves the request's connection to `where`. Returns -1 if we shut it
+ * down meanwhile (evicted or timed out): the caller drops the request. */
+static int conn_to(mr_server *s, conn *cc, int where)
+{
+    if (!cc->sl) return 0;
+    pthread_mutex_lock(&s->conn_mu);
+    int cut = cc->sl->where == SLOT_CUT;
+    slot_move(s, cc->sl, where);
+    pthread_mutex_unlock(&s->conn_mu);
+    return cut ? -1 : 0;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    mr_server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        /* Out of memory: the connection is not tracked; only libmicrohttpd's
+         * inactivity timeout applies to it. */
+        slot *sl = ci ? mr_calloc(1, sizeof(*sl)) : NULL;
+        *socket_context = sl;
+        if (!sl) return;
+        sl->fd = ci->connect_fd;
+        sl->where = SLOT_NEW;
+        pthread_mutex_lock(&s->conn_mu);
+        while (s->idle.n >= s->idle_cap && s->idle.head) {
+            slot_cut(s, s->idle.head);
+            s->evicted++;
+        }
+        slot_move(s, sl, SLOT_IDLE);
+        pthread_mutex_unlock(&s->conn_mu);
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        slot *sl = *socket_context;
+        if (!sl) return;
+        pthread_mutex_lock(&s->conn_mu);
+        slot_unlist(s, sl);
+        pthread_mutex_unlock(&s->conn_mu);
+        mr_free(sl);
+        *socket_context = NULL;
+    }
+}
+
+/* Under conn_mu. Shuts down the connections on l whose client has gone
+ * (end-of-file waiting, nothing else to read). libmicrohttpd's edge-
+ * triggered epoll loses that end-of-file when it arrives behind data it
+ * reads in several rounds: the last, short read clears its read-ready flag
+ * and no new edge comes, so the connection would wait for a timeout. A
+ * shutdown wakes its poll. */
+static void cut_gone(mr_server *s, slot_list *l)
+{
+    slot *next;
+    for (slot *sl = l->head; sl; sl = next) {
+        next = sl->next;
+        char c;
+        if (recv(sl->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0) slot_cut(s, sl);
+    }
+}
+
+/* Closes connections that are late: idle ones (no complete headers)
+ * idle_timeout_s after they got there, reading ones request_timeout_s after
+ * their headers; both lists are in arrival order, so only expired heads are
+ * looked at for that. Then every listed connection whose client has gone
+ * (cut_gone: one MSG_PEEK each per tick, at most max_connections). */
+static void *reaper_main(void *arg)
+{
+    mr_server *s = arg;
+#ifdef __linux__
+    prctl(PR_SET_NAME, "mr-reaper", 0, 0, 0);
+#endif
+    double idle = s->o.idle_timeout_s, req = s->o.request_timeout_s;
+    double tick = (idle < req ? idle : req) / 4;
+    if (tick > 1.0) tick = 1.0;
+    if (tick < 0.05) tick = 0.05;
+    pthread_mutex_lock(&s->conn_mu);
+    while (!s->reaper_stop) {
+        double now = mr_now();
+        while (s->idle.head && now - s->idle.head->since >= idle) {
+            slot_cut(s, s->idle.head);
+            s->timeouts_idle++;
+        }
+        while (s->reading.head && now - s->reading.head->since >= req) {
+            slot_cut(s, s->reading.head);
+            s->timeouts_request++;
+        }
+        cut_gone(s, &s->idle);
+        cut_gone(s, &s->reading);
+        struct timespec ts;
+        now_plus_ts(now + tick, &ts);
+        pthread_cond_timedwait(&s->reaper_cv, &s->conn_mu, &ts);
+    }
+    pthread_mutex_unlock(&s->conn_mu);
+    return NULL;
+}
+
+/* ---- the memory budget ------------------------------------------------------------- */
+
+/* Sets the request's reservation to n bytes. Returns 0, or -1 when the
+ * budget cannot spare the increase (the reservation is unchanged). */
+static int reserve_to(mr_server *s, conn *cc, size_t n)
+{
+    if (n <= cc->reserved) {
+        atomic_fetch_sub(&s->held, cc->reserved - n);
+        cc->reserved = n;
+        return 0;
+    }
+    size_t more = n - cc->reserved, cur = atomic_load(&s->held);
+    do {
+        if (cur > s->o.max_inflight_bytes || more > s->o.max_inflight_bytes - cur) return -1;
+    } while (!atomic_compare_exchange_weak(&s->held, &cur, cur + more));
+    cc->reserved = n;
+    return 0;
+}
+
 /* ---- HTTP ---------------------------------------------------------------------- */
 
-static enum MHD_Result reply(mr_server *s, struct MHD_Connection *c, conn *cc, int status, const char *body,
-                             size_t len, const char *ctype, int retry_after)
+static enum MHD_Result reply_full(mr_server *s, struct MHD_Connection *c, conn *cc, int status, const char *body,
+                                  size_t len, const char *ctype, int retry_after, int close)
 {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", ctype);
     if (retry_after) MHD_add_response_header(r, "Retry-After", "1");
     if (status == 401) MHD_add_response_header(r, "WWW-Authenticate", "Bearer");
+    if (close) MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     record(s, status, cc ? mr_now() - cc->t0 : 0);
     return ret;
 }
 
-static enum MHD_Result reply_error(mr_server *s, struct MHD_Connection *c, conn *cc, int status, const char *msg)
+static enum MHD_Result reply(mr_server *s, struct MHD_Connection *c, conn *cc, int status, const char *body,
+                             size_t len, const char *ctype)
+{
+    return reply_full(s, c, cc, status, body, len, ctype, 0, 0);
+}
+
+static enum MHD_Result reply_json(mr_server *s, struct MHD_Connection *c, conn *cc, int status, const mr_buf *b,
+                                  int close)
+{
+    return reply_full(s, c, cc, b->data ? status : 500, b->data ? b->data : "{}", b->data ? b->len : 2,
+                      "application/json", status == 503, close);
+}
+
+static enum MHD_Result reply_error_close(mr_server *s, struct MHD_Connection *c, conn *cc, int status, const char *msg,
+                                         int close)
 {
     mr_buf b;
     mr_buf_init(&b);
-    mr_buf_puts(&b, "{\"error\": ");
-    mr_buf_json_str(&b, msg);
-    mr_buf_puts(&b, "}");
-    enum MHD_Result r = reply(s, c, cc, status, b.data ? b.data : "{}", b.data ? b.len : 2, "application/json",
-                              status == 503);
+    mr__serve_error_json(&b, msg, NULL, -1);
+    enum MHD_Result r = reply_json(s, c, cc, status, &b, close);
     mr_buf_free(&b);
     return r;
 }
 
-static int token_ok(mr_server *s, struct MHD_Connection *c)
+static enum MHD_Result reply_error(mr_server *s, struct MHD_Connection *c, conn *cc, int status, const char *msg)
 {
-    if (!s->token) return 1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return 0;
-    h += 7;
-    size_t a = strlen(h), b = strlen(s->token);
-    unsigned char diff = (unsigned char)(a != b);
-    for (size_t i = 0; i < b; i++) diff |= (unsigned char)(h[i < a ? i : 0] ^ s->token[i]);
-    return diff == 0;
-}
-
-/* Shape check: rows = array of objects; columns = object of equal-length arrays. */
-static const char *shape_of(json_t *doc, size_t max_rows, size_t *n_rows, int *columnar, int *too_many)
-{
-    *too_many = 0;
-    if (!json_is_object(doc)) return "the body must be a JSON object with \"rows\" or \"columns\"";
-    json_t *rows = json_object_get(doc, "rows"), *cols = json_object_get(doc, "columns");
-    if (rows) {
-        if (!json_is_array(rows)) return "\"rows\" must be an array of objects";
-        size_t i;
-        json_t *r;
-        json_array_foreach(rows, i, r) if (!json_is_object(r)) return "\"rows\" must be an array of objects";
-        *n_rows = json_array_size(rows);
-        *columnar = 0;
-    } else if (cols) {
-        if (!json_is_object(cols)) return "\"columns\" must be an object of arrays";
-        const char *key;
-        json_t *v;
-        size_t n = SIZE_MAX;
-        json_object_foreach(cols, key, v)
-        {
-            if (!json_is_array(v)) return "\"columns\" must be an object of arrays";
-            if (n != SIZE_MAX && json_array_size(v) != n) return "every column must have the same length";
-            n = json_array_size(v);
-        }
-        *n_rows = n == SIZE_MAX ? 0 : n;
-        *columnar = 1;
-    } else {
-        return "the body must have \"rows\" or \"columns\"";
-    }
-    if (*n_rows > max_rows) {
-        *too_many = 1;
-        return "too many rows in one request";
-    }
-    return NULL;
+    return reply_error_close(s, c, cc, status, msg, 0);
 }
 
 static enum MHD_Result handle_predict(mr_server *s, struct MHD_Connection *c, conn *cc)
 {
-    json_error_t je;
-    json_t *doc = json_loadb(cc->body.data ? cc->body.data : "", cc->body.len, 0, &je);
-    if (!doc) {
-        char msg[400];
-        snprintf(msg, sizeof(msg), "malformed JSON at line %d, column %d (byte %d): %s", je.line, je.column,
-                 je.position, je.text);
-        mr_buf b;
-        mr_buf_init(&b);
-        mr_buf_puts(&b, "{\"error\": ");
-        mr_buf_json_str(&b, msg);
-        mr_buf_printf(&b, ", \"line\": %d, \"column\": %d, \"position\": %d}", je.line, je.column, je.position);
-        enum MHD_Result r = reply(s, c, cc, 400, b.data ? b.data : "{}", b.data ? b.len : 2, "application/json", 0);
-        mr_buf_free(&b);
+    const char *text = cc->body.data ? cc->body.data : "";
+    size_t cost = mr__serve_json_cost(text, cc->body.len);
+    if (cost > s->o.max_inflight_bytes)
+        return reply_error(s, c, cc, 413, "request too large to parse within the server's memory budget "
+                                          "(--max-inflight-bytes)");
+    /* the text and its parse are both alive until the text is freed */
+    if (reserve_to(s, cc, cc->reserved + cost) != 0)
+        return reply_error(s, c, cc, 503, "too many request bytes in flight, retry later");
+    job *j = mr_calloc(1, sizeof(*j));
+    if (!j) return reply_error(s, c, cc, 500, "out of memory");
+    mr_buf_init(&j->base.body);
+    int st = mr__serve_parse_body(text, cc->body.len, s->o.max_rows, &j->base.req, &j->base.body);
+    mr_buf_free(&cc->body);
+    (void)reserve_to(s, cc, cost); /* the text is gone; the parse stays until the answer is sent */
+    if (st) {
+        enum MHD_Result r = reply_json(s, c, cc, st, &j->base.body, 0);
+        mr_buf_free(&j->base.body);
+        mr_free(j);
         return r;
     }
-    job *j = mr_calloc(1, sizeof(*j));
-    if (!j) {
-        json_decref(doc);
-        return reply_error(s, c, cc, 500, "out of memory");
-    }
-    int too_many = 0;
-    const char *bad = shape_of(doc, s->o.max_rows, &j->n_rows, &j->columnar, &too_many);
-    if (bad) {
-        json_decref(doc);
-        mr_free(j);
-        return reply_error(s, c, cc, too_many ? 413 : 400, bad);
-    }
-    j->doc = doc;
     j->mc = c;
-    mr_buf_init(&j->body);
     pthread_mutex_lock(&s->mu);
     if (s->stopping || s->queued >= s->o.max_queue) {
         int stopping = s->stopping;
         pthread_mutex_unlock(&s->mu);
-        json_decref(doc);
+        mr__serve_req_clear(&j->base.req);
+        mr_buf_free(&j->base.body);
         mr_free(j);
         return reply_error(s, c, cc, 503, stopping ? "shutting down" : "queue full, retry later");
     }
@@ -556,15 +633,13 @@ static enum MHD_Result handle_predict(mr_server *s, struct MHD_Connection *c, co
 /* Called again after the batcher resumed the connection. */
 static enum MHD_Result answer_job(mr_server *s, struct MHD_Connection *c, conn *cc)
 {
-    job *j = cc->job;
-    return reply(s, c, cc, j->status, j->body.data ? j->body.data : "{}", j->body.data ? j->body.len : 2,
-                 "application/json", 0);
+    return reply_json(s, c, cc, cc->job->base.status, &cc->job->base.body, 0);
 }
 
 static void job_finish(mr_server *s, job *j)
 {
-    json_decref(j->doc);
-    mr_buf_free(&j->body);
+    mr__serve_req_clear(&j->base.req);
+    mr_buf_free(&j->base.body);
     mr_free(j);
     pthread_mutex_lock(&s->mu);
     if (--s->inflight == 0) pthread_cond_broadcast(&s->idle_cv);
@@ -578,10 +653,94 @@ static enum MHD_Result handle_model(mr_server *s, struct MHD_Connection *c, conn
     pthread_mutex_lock(&s->mu); /* the bundle may not be retired while we read it */
     mr_buf_printf(&b, "{\"version\": \"%s\", \"manifest\": %s}", s->version, mr_bundle_manifest_json(s->cur));
     pthread_mutex_unlock(&s->mu);
-    enum MHD_Result r = reply(s, c, cc, b.data ? 200 : 500, b.data ? b.data : "{}", b.data ? b.len : 2,
-                              "application/json", 0);
+    enum MHD_Result r = reply_json(s, c, cc, 200, &b, 0);
     mr_buf_free(&b);
     return r;
+}
+
+static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    mr__serve_head_add(cls, key, value);
+    return MHD_YES;
+}
+
+/* The first call: the headers are in and no body byte has been read.
+ * Everything that can be decided from the headers is decided here. */
+static enum MHD_Result on_headers(mr_server *s, struct MHD_Connection *c, const char *url, const char *method,
+                                  void **con_cls)
+{
+    conn *cc = mr_calloc(1, sizeof(*cc));
+    if (!cc) return MHD_NO;
+    mr_buf_init(&cc->body);
+    cc->t0 = mr_now();
+    *con_cls = cc;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    cc->sl = ci ? ci->socket_context : NULL;
+    mr__serve_head h;
+    mr__serve_head_init(&h);
+    MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, &h);
+    mr__serve_verdict v;
+    mr__serve_check_head(&h, method, url, s->token, s->o.max_body, &v);
+    int reading = !v.status && v.ep == MR__EP_PREDICT && v.body_len;
+    if (conn_to(s, cc, reading ? SLOT_READING : SLOT_BUSY) != 0) return MHD_NO; /* shut down meanwhile */
+    if (v.status) return reply_error_close(s, c, cc, v.status, v.msg, v.close);
+    switch (v.ep) {
+    case MR__EP_HEALTHZ: return reply(s, c, cc, 200, "ok\n", 3, "text/plain");
+    case MR__EP_READYZ: {
+        pthread_mutex_lock(&s->mu);
+        int ready = s->cur && !s->stopping;
+        pthread_mutex_unlock(&s->mu);
+        return ready ? reply(s, c, cc, 200, "ready\n", 6, "text/plain") : reply_error(s, c, cc, 503, "not ready");
+    }
+    case MR__EP_METRICS: {
+        mr_buf b;
+        mr_buf_init(&b);
+        metrics_text(s, &b);
+        enum MHD_Result r = reply(s, c, cc, b.data ? 200 : 500, b.data ? b.data : "", b.len, "text/plain; version=0.0.4");
+        mr_buf_free(&b);
+        return r;
+    }
+    case MR__EP_MODEL: return handle_model(s, c, cc);
+    default: break;
+    }
+    /* POST /v1/predict: reserve the announced body, or as it comes */
+    cc->chunked = v.body_len == MR__BODY_CHUNKED;
+    if (!cc->chunked) {
+        if (reserve_to(s, cc, (size_t)v.body_len) != 0)
+            return reply_error(s, c, cc, 503, "too many request bytes in flight, retry later");
+        cc->body.limit = v.body_len ? (size_t)v.body_len : 1; /* 0 would mean the default cap */
+    } else {
+        cc->body.limit = s->o.max_body;
+    }
+    return MHD_YES;
+}
+
+/* A piece of the body (n bytes). */
+static enum MHD_Result on_body(mr_server *s, conn *cc, const char *data, size_t n)
+{
+    if (mr_now() - cc->t0 > s->o.request_timeout_s) { /* a slow sender past its deadline */
+        pthread_mutex_lock(&s->conn_mu);
+        s->timeouts_request++;
+        pthread_mutex_unlock(&s->conn_mu);
+        return MHD_NO;
+    }
+    if (cc->too_large || cc->over_budget) return MHD_YES; /* read on, keep nothing */
+    if (n > s->o.max_body - cc->body.len) {
+        cc->too_large = 1;
+    } else if (cc->chunked && cc->body.len + n > cc->reserved) {
+        /* what the buffer may grow to: it doubles, up to max_body + 1 */
+        size_t want = 2 * (cc->body.len + n), top = s->o.max_body + 1;
+        if (want < 4096) want = 4096;
+        if (want > top) want = top;
+        if (reserve_to(s, cc, want) != 0) cc->over_budget = 1;
+    }
+    if (!cc->too_large && !cc->over_budget && mr_buf_append(&cc->body, data, n) != MR_OK) cc->too_large = 1;
+    if (cc->too_large || cc->over_budget) {
+        mr_buf_free(&cc->body);
+        (void)reserve_to(s, cc, 0);
+    }
+    return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -590,23 +749,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     (void)version;
     mr_server *s = cls;
     conn *cc = *con_cls;
-    if (!cc) {
-        cc = mr_calloc(1, sizeof(*cc));
-        if (!cc) return MHD_NO;
-        mr_buf_init(&cc->body);
-        cc->body.limit = s->o.max_body + 1;
-        cc->t0 = mr_now();
-        *con_cls = cc;
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
-        if (cl) {
-            char *end = NULL;
-            errno = 0;
-            unsigned long long v = strtoull(cl, &end, 10);
-            if (errno == 0 && end && *end == '\0' && v > s->o.max_body)
-                return reply_error(s, c, cc, 413, "request body too large");
-        }
-        return MHD_YES;
-    }
+    if (!cc) return on_headers(s, c, url, method, con_cls);
     if (cc->job) {
         pthread_mutex_lock(&s->mu);
         int done = cc->job->done;
@@ -614,45 +757,31 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return done ? answer_job(s, c, cc) : MHD_YES;
     }
     if (*upload_size) {
-        if (!cc->too_large && cc->body.len + *upload_size <= s->o.max_body) {
-            if (mr_buf_append(&cc->body, upload, *upload_size) != MR_OK) cc->too_large = 1;
-        } else {
-            cc->too_large = 1; /* keep reading, keep nothing */
-        }
+        size_t n = *upload_size;
         *upload_size = 0;
+        return on_body(s, cc, upload, n);
+    }
+    /* the final call: the whole request is in */
+    if (!cc->deferred) { /* see "Half-closed clients" at the top */
+        cc->deferred = 1;
         return MHD_YES;
     }
+    if (conn_to(s, cc, SLOT_BUSY) != 0) return MHD_NO;
     if (cc->too_large) return reply_error(s, c, cc, 413, "request body too large");
-    if (!strcmp(url, "/healthz")) return reply(s, c, cc, 200, "ok\n", 3, "text/plain", 0);
-    if (!token_ok(s, c)) return reply_error(s, c, cc, 401, "missing or wrong bearer token");
-    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
-    if (!strcmp(url, "/readyz")) {
-        pthread_mutex_lock(&s->mu);
-        int ready = s->cur && !s->stopping;
-        pthread_mutex_unlock(&s->mu);
-        return ready ? reply(s, c, cc, 200, "ready\n", 6, "text/plain", 0) : reply_error(s, c, cc, 503, "not ready");
-    }
-    if (!strcmp(url, "/metrics")) {
-        if (!get) return reply_error(s, c, cc, 405, "use GET");
-        mr_buf b;
-        mr_buf_init(&b);
-        metrics_text(s, &b);
-        enum MHD_Result r = reply(s, c, cc, 200, b.data ? b.data : "", b.len, "text/plain; version=0.0.4", 0);
-        mr_buf_free(&b);
-        return r;
-    }
-    if (!strcmp(url, "/v1/model")) return get ? handle_model(s, c, cc) : reply_error(s, c, cc, 405, "use GET");
-    if (!strcmp(url, "/v1/predict")) return post ? handle_predict(s, c, cc) : reply_error(s, c, cc, 405, "use POST");
-    return reply_error(s, c, cc, 404, "no such endpoint (try /v1/predict, /v1/model, /healthz, /readyz, /metrics)");
+    if (cc->over_budget) return reply_error(s, c, cc, 503, "too many request bytes in flight, retry later");
+    return handle_predict(s, c, cc);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe)
 {
     (void)c;
     (void)toe;
+    mr_server *s = cls;
     conn *cc = *con_cls;
     if (!cc) return;
-    if (cc->job) job_finish(cls, cc->job); /* a queued job's connection is suspended: it cannot end before done */
+    if (cc->job) job_finish(s, cc->job); /* a queued job's connection is suspended: it cannot end before done */
+    (void)reserve_to(s, cc, 0);
+    (void)conn_to(s, cc, SLOT_IDLE); /* waiting for the next request (or about to close) */
     mr_buf_free(&cc->body);
     mr_free(cc);
     *con_cls = NULL;
@@ -720,9 +849,22 @@ static void server_free(mr_server *s)
     mr_free(s->token);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->stats_mu);
+    pthread_mutex_destroy(&s->conn_mu);
     pthread_cond_destroy(&s->work_cv);
     pthread_cond_destroy(&s->idle_cv);
+    pthread_cond_destroy(&s->reaper_cv);
     mr_free(s);
+}
+
+static void stop_reaper(mr_server *s)
+{
+    if (!s->reaper_started) return;
+    pthread_mutex_lock(&s->conn_mu);
+    s->reaper_stop = 1;
+    pthread_cond_signal(&s->reaper_cv);
+    pthread_mutex_unlock(&s->conn_mu);
+    pthread_join(s->reaper, NULL);
+    s->reaper_started = 0;
 }
 
 mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *err)
@@ -731,6 +873,14 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     if (!o->bundle_path) return MR_ERR(err, MR_E_INVALID_ARG, "no bundle to serve");
     if (o->max_batch < 1 || o->max_queue < 1 || o->max_body < 16)
         return MR_ERR(err, MR_E_INVALID_ARG, "max batch, queue and body must be positive");
+    if (o->max_inflight_bytes < o->max_body)
+        return MR_ERR(err, MR_E_INVALID_ARG,
+                      "--max-inflight-bytes %zu is below --max-body %zu: no request of the largest size could be read",
+                      o->max_inflight_bytes, o->max_body);
+    if (o->idle_timeout_s < 1 || o->request_timeout_s < 1 || o->idle_timeout_s > 86400 || o->request_timeout_s > 86400)
+        return MR_ERR(err, MR_E_INVALID_ARG, "the idle and request timeouts take 1..86400 seconds");
+    if (o->max_connections == 1 || o->max_connections > 65536)
+        return MR_ERR(err, MR_E_INVALID_ARG, "--max-connections %u out of range (2..65536)", o->max_connections);
     if (o->port < 0 || o->port > 65535) return MR_ERR(err, MR_E_INVALID_ARG, "--port %d out of range", o->port);
     struct sockaddr_in addr4;
     struct sockaddr_in6 addr6;
@@ -761,18 +911,24 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     mr_server *s = mr_calloc(1, sizeof(*s));
     if (!s) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     s->o = *o;
+    if (!s->o.max_connections) s->o.max_connections = 512;
+    /* a quarter of the slots (at least one) is kept from idle connections */
+    s->idle_cap = s->o.max_connections - (s->o.max_connections / 4 ? s->o.max_connections / 4 : 1);
+    atomic_init(&s->held, 0);
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->stats_mu, NULL);
+    pthread_mutex_init(&s->conn_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->work_cv, &ca);
     pthread_cond_init(&s->idle_cv, &ca);
+    pthread_cond_init(&s->reaper_cv, &ca);
     pthread_condattr_destroy(&ca);
     s->bundle_path = mr_strdup(o->bundle_path);
     s->host = mr_strdup(host);
     s->token = o->token ? mr_strdup(o->token) : NULL;
-    s->batch = mr_calloc((o->max_batch < 4096 ? o->max_batch : 4096) + 1, sizeof(job *));
+    s->batch = mr_calloc((o->max_batch < 4096 ? o->max_batch : 4096) + 1, sizeof(mr__serve_job *));
     if (!s->bundle_path || !s->host || (o->token && !s->token) || !s->batch) {
         server_free(s);
         return MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -791,6 +947,7 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
         return MR_ERR(err, MR_E_INTERNAL, "cannot start the batcher thread");
     }
     s->batcher_started = 1;
+    if (pthread_create(&s->reaper, NULL, reaper_main, s) == 0) s->reaper_started = 1;
     /* A pool of event-loop threads (epoll on Linux), one per core up to 4
      * unless http_threads says otherwise; handlers never block (see top). */
     unsigned pool = o->http_threads;
@@ -809,19 +966,22 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     else inet_ntop(AF_INET, &addr4.sin_addr, addr_txt, sizeof(addr_txt));
     snprintf(shown, sizeof(shown), v6 ? "[%s]" : "%s", addr_txt);
     int fd = -1;
-    rc = v6 ? listen_socket((struct sockaddr *)&addr6, sizeof(addr6), shown, o->port, &fd, err)
-            : listen_socket((struct sockaddr *)&addr4, sizeof(addr4), shown, o->port, &fd, err);
+    if (!s->reaper_started) rc = MR_ERR(err, MR_E_INTERNAL, "cannot start the connection reaper thread");
+    else
+        rc = v6 ? listen_socket((struct sockaddr *)&addr6, sizeof(addr6), shown, o->port, &fd, err)
+                : listen_socket((struct sockaddr *)&addr4, sizeof(addr4), shown, o->port, &fd, err);
     if (rc == MR_OK)
         s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                                 MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_ARRAY, pool_opt, MHD_OPTION_CONNECTION_LIMIT,
-                                (unsigned)(o->max_connections ? o->max_connections : 512), MHD_OPTION_CONNECTION_TIMEOUT,
-                                (unsigned)30, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024,
-                                MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+                                s->o.max_connections, MHD_OPTION_CONNECTION_TIMEOUT, s->o.idle_timeout_s,
+                                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)16 * 1024, MHD_OPTION_NOTIFY_COMPLETED,
+                                on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_END);
     if (!s->d) {
         int e = errno;
         /* A started daemon owns the socket (MHD_stop_daemon closes it); one
          * that failed to start may have closed it already. */
         if (fd >= 0 && fcntl(fd, F_GETFD) != -1) close(fd);
+        stop_reaper(s);
         pthread_mutex_lock(&s->mu);
         s->stopping = 1;
         pthread_cond_signal(&s->work_cv);
@@ -878,6 +1038,7 @@ void mr_server_stop(mr_server *s)
     while (s->inflight > 0)
         if (pthread_cond_timedwait(&s->idle_cv, &s->mu, &ts) == ETIMEDOUT) break;
     pthread_mutex_unlock(&s->mu);
-    MHD_stop_daemon(s->d);
+    stop_reaper(s);
+    MHD_stop_daemon(s->d); /* closes every connection; NOTIFY_CLOSED frees their slots */
     server_free(s);
 }

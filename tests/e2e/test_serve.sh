@@ -4,7 +4,8 @@
 # the right codes and bodies (400 with the parse position, 404, 405, 413,
 # 422 naming the field); the queue limit answers 503 + Retry-After; SIGHUP
 # reloads under load with no failed request; /metrics parses as Prometheus
-# text; a corpus of malformed HTTP (tests/fuzz/corpus/serve) leaves it
+# text; the raw requests of tests/fuzz/corpus/serve (valid and malformed,
+# also replayed through the fuzz target by fuzz.replay_http) leave it
 # healthy; bearer tokens; SIGTERM drains and exits 0. Loopback only.
 . "$(dirname "$0")/lib.sh" "$@"
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)

@@ -2,8 +2,10 @@
  * scripted HTTP server in this file: responses split across reads, chunked
  * bodies, interim 100 responses, Connection: close, close-delimited bodies,
  * non-2xx, malformed and dropped responses (errors, reconnects), an oversized
- * head; the open-loop schedule and the max_requests cap; IPv4, IPv6 and
- * "localhost" hosts; bad options rejected without a crash. */
+ * head; the open-loop schedule and the max_requests cap; malformed and slow
+ * requests mixed in (each malformed kind refused, each slow one slow and
+ * answered); IPv4, IPv6 and "localhost" hosts; bad options rejected without
+ * a crash. */
 #define _GNU_SOURCE /* strcasestr */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -29,12 +31,16 @@
 
 #include "millrace/serve.h"
 
-enum { M_OK_SPLIT, M_CHUNKED, M_CLOSE, M_503, M_GARBAGE, M_DROP, M_CONTINUE, M_UNTIL_CLOSE, M_BIG_HEAD, M_MUTATED };
+enum { M_OK_SPLIT, M_CHUNKED, M_CLOSE, M_503, M_GARBAGE, M_DROP, M_CONTINUE, M_UNTIL_CLOSE, M_BIG_HEAD, M_MUTATED,
+       M_JUDGE };
+
+#define JUDGE_BODY "{\"rows\": [{\"a\": 1}]}"
 
 typedef struct srv {
     int fd, port, mode;
     pthread_t th;
     atomic_int stop, live, accepted, requests;
+    atomic_int slow_seen; /* M_JUDGE: requests whose bytes took at least 0.45 s to arrive */
     atomic_uint seed;
 } srv;
 
@@ -62,15 +68,26 @@ static int write_all(int fd, const char *p, size_t n, size_t piece)
     return 0;
 }
 
-/* Reads one request (head + Content-Length body). 0, or -1 at EOF/error. */
-static int read_request(int fd, char *buf, size_t cap)
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Reads one request (head + Content-Length body, the first Content-Length)
+ * into buf, NUL-terminated; *secs: from its first byte to its last. 0, or
+ * -1 at EOF/error. */
+static int read_request(int fd, char *buf, size_t cap, double *secs)
 {
     size_t len = 0;
     char *end = NULL;
+    double t0 = 0;
     while (!end) {
         if (len + 1 >= cap) return -1;
         ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
         if (n <= 0) return -1;
+        if (!len) t0 = now_s();
         len += (size_t)n;
         buf[len] = '\0';
         end = strstr(buf, "\r\n\r\n");
@@ -79,12 +96,24 @@ static int read_request(int fd, char *buf, size_t cap)
     size_t body = cl ? (size_t)strtoul(cl + 15, NULL, 10) : 0;
     size_t have = len - (size_t)(end + 4 - buf);
     while (have < body) {
-        char tmp[512];
-        ssize_t n = recv(fd, tmp, sizeof(tmp), 0);
+        if (len + 1 >= cap) return -1;
+        ssize_t n = recv(fd, buf + len, cap - 1 - len, 0);
         if (n <= 0) return -1;
         have += (size_t)n;
+        len += (size_t)n;
+        buf[len] = '\0';
     }
+    *secs = now_s() - t0;
     return 0;
+}
+
+/* M_JUDGE: the one well-formed request run() sends is a POST of
+ * JUDGE_BODY to /v1/predict with one Content-Length. */
+static int well_formed(const char *req)
+{
+    const char *cl = strcasestr(req, "Content-Length:"), *body = strstr(req, "\r\n\r\n");
+    return !strncmp(req, "POST /v1/predict ", 17) && cl && !strcasestr(cl + 1, "Content-Length:") && body &&
+           !strcmp(body + 4, JUDGE_BODY);
 }
 
 static void *client_main(void *arg)
@@ -96,12 +125,19 @@ static void *client_main(void *arg)
     setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     int one = 1; /* the split writes must not wait for delayed ACKs */
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    while (read_request(c->fd, buf, sizeof(buf)) == 0) {
+    double secs = 0;
+    while (read_request(c->fd, buf, sizeof(buf), &secs) == 0) {
         atomic_fetch_add(&s->requests, 1);
         const char *r = NULL;
         size_t piece = 1 << 20;
         int close_after = 0;
         switch (s->mode) {
+        case M_JUDGE:
+            if (secs >= 0.45) atomic_fetch_add(&s->slow_seen, 1);
+            r = well_formed(buf) ? "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                                 : "HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 3\r\n\r\nbad";
+            close_after = !well_formed(buf);
+            break;
         case M_OK_SPLIT:
             r = "HTTP/1.1 200 OK\r\nCONTENT-length:  5 \r\nX-A: b\r\n\r\nhello";
             piece = 7;
@@ -251,7 +287,7 @@ static mr_loadgen_result run(const srv *s, const char *host, double qps, double 
     mr_loadgen_opts_init(&o);
     o.host = host;
     o.port = s->port;
-    o.body = "{\"rows\": [{\"a\": 1}]}";
+    o.body = JUDGE_BODY;
     o.token = "t0k";
     o.qps = qps;
     o.duration_s = secs;
@@ -377,6 +413,59 @@ static void test_ipv6(void **state)
     srv_stop(&s);
 }
 
+/* Malformed and slow requests mixed in: every malformed one is a request
+ * the judge refuses (each kind framed so the stream stays in step), every
+ * slow one takes at least the pause to arrive and is well-formed, and
+ * neither disturbs the others. */
+static void test_bad_and_slow(void **state)
+{
+    (void)state;
+    srv s;
+    assert_int_equal(srv_start(&s, AF_INET, M_JUDGE), 0);
+    mr_loadgen_opts o;
+    mr_loadgen_opts_init(&o);
+    o.host = "127.0.0.1";
+    o.port = s.port;
+    o.body = JUDGE_BODY;
+    o.token = "t0k";
+    o.qps = 0;
+    o.duration_s = 10;
+    o.connections = 8;
+    o.max_requests = 600;
+    o.malformed_fraction = 0.2;
+    o.slow_fraction = 0.02;
+    o.slow_pause_s = 0.5;
+    mr_loadgen_result r;
+    mr_error err;
+    mr_error_init(&err);
+    if (mr_loadgen_run(&o, &r, &err) != MR_OK) fail_msg("loadgen: %s", err.msg);
+    srv_stop(&s);
+    print_message("bad and slow: sent %llu, ok %llu, non-2xx %llu, errors %llu, malformed %llu (4xx %llu), slow %llu "
+                  "(ok %llu, seen slow %d)\n",
+                  (unsigned long long)r.sent, (unsigned long long)r.ok, (unsigned long long)r.non_2xx,
+                  (unsigned long long)r.errors, (unsigned long long)r.malformed_sent,
+                  (unsigned long long)r.malformed_4xx, (unsigned long long)r.slow_sent, (unsigned long long)r.slow_ok,
+                  atomic_load(&s.slow_seen));
+    assert_int_equal(r.sent, 600);
+    assert_int_equal(r.errors, 0);
+    assert_true(r.sent == r.ok + r.non_2xx);
+    /* 20% of 600 from a fixed seed: 120 expected; a binomial 3-sigma band */
+    assert_in_range(r.malformed_sent, 90, 150);
+    assert_int_equal(r.malformed_4xx, r.malformed_sent);
+    assert_int_equal(r.non_2xx, r.malformed_sent);
+    assert_in_range(r.slow_sent, 2, 30);
+    assert_int_equal(r.slow_ok, r.slow_sent);
+    assert_true((uint64_t)atomic_load(&s.slow_seen) >= r.slow_sent);
+    /* bad options */
+    o.malformed_fraction = 0.7;
+    o.slow_fraction = 0.4;
+    assert_int_equal(mr_loadgen_run(&o, &r, &err), MR_E_INVALID_ARG);
+    o.malformed_fraction = 0;
+    o.slow_fraction = 0.1;
+    o.slow_pause_s = 5;
+    assert_int_equal(mr_loadgen_run(&o, &r, &err), MR_E_INVALID_ARG);
+}
+
 static void test_bad_options(void **state)
 {
     (void)state;
@@ -417,7 +506,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_framings), cmocka_unit_test(test_failures), cmocka_unit_test(test_mutated),
-        cmocka_unit_test(test_open_loop),
+        cmocka_unit_test(test_open_loop), cmocka_unit_test(test_bad_and_slow),
         cmocka_unit_test(test_ipv6),     cmocka_unit_test(test_bad_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
