@@ -279,6 +279,49 @@ void mr_progress_clear(void);
 size_t mr_edit_distance(const char *a, const char *b);
 const char *mr_closest(const char *word, const char *const *candidates, size_t n);
 
+/* ---- name index --------------------------------------------------------
+ * A hash index from NUL-terminated names to ids in [0, 2^32 - 1): O(1)
+ * expected per add, find and remove, whatever the number of names. It
+ * stores ids only; the caller keeps the names and hands a function that
+ * gives the name of an id (called only when the 32-bit hash tags agree), so
+ * the names stay owned where they live (a table's columns, a header's
+ * fields). Caller storage; not thread-safe for mutation, finds may run
+ * concurrently.
+ *
+ *   static const char *name_of(const void *ctx, size_t id) { return ((char *const *)ctx)[id]; }
+ *   mr_strindex ix;
+ *   mr_strindex_init(&ix);
+ *   size_t dup;
+ *   for (size_t i = 0; i < n; i++) {
+ *       if (mr_strindex_add(&ix, i, name_of, names, &dup) != MR_OK) ...;   // MR_E_NOMEM
+ *       if (dup != SIZE_MAX) ...;              // names[i] equals names[dup]
+ *   }
+ *   ssize_t j = mr_strindex_find(&ix, "age", name_of, names);             // -1 if absent
+ *   mr_strindex_deinit(&ix);
+ */
+typedef const char *(*mr_strindex_key_fn)(const void *ctx, size_t id);
+typedef struct mr_strindex {
+    uint64_t *slots; /* 0 = empty, else hash tag << 32 | (id + 1) */
+    size_t n_slots;  /* 0 or a power of two, at least twice n */
+    size_t n;        /* ids indexed */
+} mr_strindex;
+void mr_strindex_init(mr_strindex *ix);
+void mr_strindex_deinit(mr_strindex *ix); /* frees the slots; ix is empty again */
+/* Room for n ids without growing. MR_E_NOMEM, MR_E_LIMIT. */
+mr_status mr_strindex_reserve(mr_strindex *ix, size_t n);
+/* Indexes id under key_of(ctx, id). When an id with an equal name is
+ * already indexed nothing changes and *existing_out (may be NULL) gets that
+ * id; otherwise it gets SIZE_MAX. MR_E_NOMEM, MR_E_LIMIT (id too large). */
+mr_status mr_strindex_add(mr_strindex *ix, size_t id, mr_strindex_key_fn key_of, const void *ctx,
+                          size_t *existing_out);
+/* The id indexed under key, or -1. */
+ssize_t mr_strindex_find(const mr_strindex *ix, const char *key, mr_strindex_key_fn key_of, const void *ctx);
+/* Unindexes id; key_of(ctx, id) must still give the name it was added
+ * under (remove before renaming). 1 if it was indexed, else 0. */
+int mr_strindex_remove(mr_strindex *ix, size_t id, mr_strindex_key_fn key_of, const void *ctx);
+/* Unindexes every id, keeping the slots. */
+void mr_strindex_clear(mr_strindex *ix);
+
 /* ---- text from data ----------------------------------------------------
  * 1 if s[0..len) is valid UTF-8 (no overlong forms, no surrogates). */
 int mr_utf8_valid(const char *s, size_t len);
