@@ -716,7 +716,7 @@ static mr_status route(mr_dataset_writer *w, const mr_table *t, size_t part, con
     mr_column **vc = w->n_fcols <= 256 ? view_cols : mr_calloc(w->n_fcols, sizeof *vc);
     if (!vc) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     for (size_t f = 0; f < w->n_fcols; f++) vc[f] = t->cols[w->fcols[f]];
-    mr_table view = {t->n_rows, w->n_fcols, vc};
+    mr_table view = {.n_rows = t->n_rows, .n_cols = w->n_fcols, .cols = vc};
     mr_status rc = MR_OK;
     if (idx) {
         mr_table *rows = NULL;
