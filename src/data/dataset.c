@@ -989,6 +989,7 @@ void mr_dataset_close(mr_dataset *ds)
     for (size_t j = 0; j < ds->n_cols; j++) mr_free(ds->names[j]);
     mr_free(ds->shards);
     mr_free(ds->names);
+    mr_strindex_deinit(&ds->name_ix);
     mr_free(ds->types);
     mr_free(ds->nullable);
     mr_free(ds->is_part);
@@ -1020,6 +1021,8 @@ static void to_bound(mr_dtype t, tval *v, mr_dataset_col_stats *st, int is_max)
         break;
     }
 }
+
+static const char *ds_name_of(const void *ctx, size_t id) { return ((char *const *)ctx)[id]; }
 
 static mr_status corrupt(mr_error *err, const char *mpath, const char *what, const char *detail)
 {
@@ -1201,17 +1204,22 @@ mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
             rc = corrupt(err, mpath, "schema entry needs \"name\" and a valid \"type\"", name);
             goto done;
         }
-        for (size_t q = 0; q < j; q++)
-            if (!strcmp(ds->names[q], name)) {
-                rc = corrupt(err, mpath, "duplicate column in schema", name);
-                goto done;
-            }
         ds->names[j] = mr_strdup(name);
         if (!ds->names[j]) {
             rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
             goto done;
         }
         ds->n_cols++;
+        size_t dup;
+        rc = mr_strindex_add(&ds->name_ix, j, ds_name_of, ds->names, &dup);
+        if (rc != MR_OK) {
+            rc = MR_ERR(err, rc, "out of memory");
+            goto done;
+        }
+        if (dup != SIZE_MAX) {
+            rc = corrupt(err, mpath, "duplicate column in schema", name);
+            goto done;
+        }
         ds->nullable[j] = json_is_true(json_object_get(c, "nullable"));
     }
     if (json_array_size(pby) > MR_DATASET_MAX_PARTITION_COLS) {
@@ -1220,9 +1228,7 @@ mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
     }
     for (size_t k = 0; k < json_array_size(pby); k++) {
         const char *name = json_string_value(json_object_get(json_array_get(pby, k), "name"));
-        ssize_t j = -1;
-        for (size_t q = 0; name && q < ds->n_cols; q++)
-            if (!strcmp(ds->names[q], name)) j = (ssize_t)q;
+        ssize_t j = name ? mr_dataset_col_index(ds, name) : -1;
         if (j < 0 || ds->is_part[j]) {
             rc = corrupt(err, mpath, "partition column is not in the schema (or listed twice)", name);
             goto done;
@@ -1306,9 +1312,7 @@ mr_dtype mr_dataset_col_type(const mr_dataset *ds, size_t j) { return j < ds->n_
 int mr_dataset_col_nullable(const mr_dataset *ds, size_t j) { return j < ds->n_cols && ds->nullable[j]; }
 ssize_t mr_dataset_col_index(const mr_dataset *ds, const char *name)
 {
-    for (size_t j = 0; j < ds->n_cols; j++)
-        if (!strcmp(ds->names[j], name)) return (ssize_t)j;
-    return -1;
+    return mr_strindex_find(&ds->name_ix, name, ds_name_of, ds->names);
 }
 size_t mr_dataset_n_partition_cols(const mr_dataset *ds) { return ds->n_part; }
 size_t mr_dataset_partition_col(const mr_dataset *ds, size_t k) { return k < ds->n_part ? ds->part_cols[k] : SIZE_MAX; }

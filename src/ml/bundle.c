@@ -29,6 +29,7 @@ struct mr_bundle {
     char *metrics;
     mr_bundle_input *inputs;
     size_t n_inputs;
+    mr_strindex input_ix;    /* input name -> index (mr_bundle_input_index) */
     char **output_names;
     size_t n_outputs;
     section sec[MR_BUNDLE_MAX_SECTIONS];
@@ -72,6 +73,11 @@ static char *libc_strdup(const char *s)
 
 /* ---- schema ---------------------------------------------------------------- */
 
+static const char *output_name_of(const void *ctx, size_t id)
+{
+    return mr_features_output_at((const mr_features *)ctx, id)->name;
+}
+
 /* The raw inputs: the features transform's inputs (required when some model
  * feature comes from them), or the model's own features as FLOAT64. */
 static mr_status derive_schema(const mr_model *m, const mr_features *fx, mr_bundle_input **out, size_t *n_out,
@@ -94,12 +100,22 @@ static mr_status derive_schema(const mr_model *m, const mr_features *fx, mr_bund
             in[i].type = fi->train_type;
             in[i].categorical = fi->categorical;
         }
+        mr_strindex outs; /* output name -> index: O(1) per model feature */
+        mr_strindex_init(&outs);
+        mr_status rc = mr_strindex_reserve(&outs, mr_features_n_outputs(fx));
+        for (size_t q = 0; rc == MR_OK && q < mr_features_n_outputs(fx); q++)
+            rc = mr_strindex_add(&outs, q, output_name_of, fx, NULL);
+        if (rc != MR_OK) {
+            mr_strindex_deinit(&outs);
+            mr_free(in);
+            return MR_ERR(err, rc, "out of memory");
+        }
         for (size_t j = 0; j < nf; j++) {
             const char *name = mr_model_feature_name(m, j);
-            const mr_features_output *o = NULL;
-            for (size_t q = 0; q < mr_features_n_outputs(fx) && !o; q++)
-                if (!strcmp(mr_features_output_at(fx, q)->name, name)) o = mr_features_output_at(fx, q);
+            ssize_t q = mr_strindex_find(&outs, name, output_name_of, fx);
+            const mr_features_output *o = q >= 0 ? mr_features_output_at(fx, (size_t)q) : NULL;
             if (!o) {
+                mr_strindex_deinit(&outs);
                 mr_free(in);
                 MR_ERR(err, MR_E_SCHEMA, "model feature '%s' is not an output of the features transform", name);
                 mr_error_key(err, name);
@@ -111,6 +127,7 @@ static mr_status derive_schema(const mr_model *m, const mr_features *fx, mr_bund
             }
             in[o->input].required = 1;
         }
+        mr_strindex_deinit(&outs);
     }
     *out = in;
     *n_out = n;
@@ -275,6 +292,8 @@ mr_status mr_bundle_save(const mr_bundle_build *b, const char *path, mr_error *e
 
 /* ---- loading --------------------------------------------------------------- */
 
+static const char *input_name_of(const void *ctx, size_t id) { return ((const mr_bundle *)ctx)->inputs[id].name; }
+
 void mr_bundle_free(mr_bundle *b)
 {
     if (!b) return;
@@ -284,6 +303,7 @@ void mr_bundle_free(mr_bundle *b)
     free(b->manifest); /* jansson-allocated */
     free(b->metrics);
     mr_free(b->inputs);
+    mr_strindex_deinit(&b->input_ix);
     for (size_t k = 0; k < b->n_outputs; k++) mr_free(b->output_names[k]);
     mr_free(b->output_names);
     mr_free(b);
@@ -437,6 +457,13 @@ mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr
         goto fail;
     }
     rc = derive_schema(b->model, b->features, &b->inputs, &b->n_inputs, err);
+    if (rc == MR_OK) rc = mr_strindex_reserve(&b->input_ix, b->n_inputs);
+    for (size_t i = 0; rc == MR_OK && i < b->n_inputs; i++)
+        rc = mr_strindex_add(&b->input_ix, i, input_name_of, b, NULL); /* a repeated name keeps its first input */
+    if (rc == MR_E_NOMEM) {
+        MR_ERR(err, rc, "out of memory");
+        goto fail;
+    }
     if (rc != MR_OK) {
         char m[MR_ERR_MSG_MAX];
         snprintf(m, sizeof(m), "%s", err ? err->msg : "inconsistent");
@@ -502,9 +529,7 @@ const mr_bundle_input *mr_bundle_input_at(const mr_bundle *b, size_t i)
 }
 ssize_t mr_bundle_input_index(const mr_bundle *b, const char *name)
 {
-    for (size_t i = 0; i < b->n_inputs; i++)
-        if (!strcmp(b->inputs[i].name, name)) return (ssize_t)i;
-    return -1;
+    return mr_strindex_find(&b->input_ix, name, input_name_of, b);
 }
 size_t mr_bundle_n_outputs(const mr_bundle *b) { return b->n_outputs; }
 const char *mr_bundle_output_name(const mr_bundle *b, size_t k) { return k < b->n_outputs ? b->output_names[k] : NULL; }
