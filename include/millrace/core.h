@@ -329,6 +329,38 @@ int mr_utf8_valid(const char *s, size_t len);
  * U+FFFD, so the text can go into JSON. MR_E_NOMEM / MR_E_LIMIT. */
 mr_status mr_buf_utf8_scrub(mr_buf *out, const char *s, size_t len);
 
+/* ---- text for terminals ------------------------------------------------
+ * Names, values and messages that quote them come from data, and a
+ * terminal acts on some of what they may hold: ESC sequences set the title
+ * or clear the screen. Everything the CLI prints from data goes through
+ * one of these. Unsafe: the C0 controls (tab and newline included), DEL,
+ * the C1 controls U+0080..U+009F, the bidirectional controls U+202A..U+202E
+ * and U+2066..U+2069, U+2028/U+2029, and bytes that are not UTF-8. The
+ * backslash is not escaped: text without unsafe characters comes out as it
+ * was, and escaping escaped text changes nothing (the output is for people;
+ * scripts read --json).
+ *
+ *   mr_buf_term_escape(&b, "a\x1b]0;pwned\x07", 10);   // a\x1b]0;pwned\x07 (visible)
+ *
+ * mr_term_safe: 1 if s[0..len) has nothing unsafe (then print it as it is). */
+int mr_term_safe(const char *s, size_t len);
+/* Appends s[0..len) with each unsafe character visible: \n \t \r, \xHH for
+ * another C0 byte, DEL or a byte that is not UTF-8, \uHHHH for the others.
+ * MR_E_NOMEM / MR_E_LIMIT. */
+mr_status mr_buf_term_escape(mr_buf *out, const char *s, size_t len);
+/* The same into buf (always NUL-terminated, cut at a character boundary);
+ * returns the bytes written. On OOM, the safe prefix of s. */
+size_t mr_term_escape(const char *s, char *buf, size_t buf_len);
+/* Appends s[0..len) as a JSON string literal that is valid JSON and safe
+ * on a terminal whatever s holds: escapes as mr_buf_json_str does, and the
+ * unsafe characters above as \uHHHH; bytes that are not UTF-8 (no JSON
+ * string can hold them) become U+FFFD, written \ufffd. */
+mr_status mr_buf_json_text(mr_buf *out, const char *s, size_t len);
+/* Copies JSON text (a document another writer made) with every unsafe
+ * character written as \uHHHH (the same value to a JSON reader) and bytes
+ * that are not UTF-8 as \ufffd; newlines, tabs and CRs between tokens stay. */
+mr_status mr_buf_json_safe(mr_buf *out, const char *json, size_t len);
+
 /* ---- time --------------------------------------------------------------*/
 double mr_now(void);          /* monotonic seconds */
 double mr_wall_time(void);    /* seconds since the epoch */

@@ -786,8 +786,9 @@ static char *unescape(const fld *f, char quote)
 
 static const char *name_of(const void *ctx, size_t id) { return ((char *const *)ctx)[id]; }
 
-/* Reads the header (or counts the first record's fields) into names, which
- * must be unique. */
+/* Reads the header (or counts the first record's fields) into names. A
+ * name must be valid UTF-8 (it goes into manifests, JSON and terminals
+ * as it is), and names must be unique. */
 static mr_status read_header(mr_csv_reader *r, mr_error *err)
 {
     const char *p = r->buf + r->pos, *end = r->buf + r->len;
@@ -819,6 +820,12 @@ static mr_status read_header(mr_csv_reader *r, mr_error *err)
         }
         if (!name) return MR_ERR(err, MR_E_NOMEM, "out of memory");
         r->names[r->n_cols++] = name;
+        if (!mr_utf8_valid(name, strlen(name))) {
+            rc = MR_ERR(err, MR_E_PARSE, "the name in field %zu of the header is not valid UTF-8", j + 1);
+            mr_error_at(err, r->path, r->line, (long)(j + 1));
+            mr_error_hint(err, "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)");
+            return rc;
+        }
         if (t == F_EOR) break;
     }
     if (p > end) p = end;

@@ -1116,6 +1116,69 @@ static void test_strindex_matches_model(void **state)
     for (size_t k = 0; k < KEYS; k++) mr_free(names[k]);
 }
 
+/* ---- text for terminals and JSON ---------------------------------------------- */
+
+static void check_term(const char *in, size_t len, const char *want)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    assert_int_equal(mr_buf_term_escape(&b, in, len), MR_OK);
+    assert_string_equal(b.data ? b.data : "", want);
+    assert_int_equal(mr_term_safe(in, len), !strcmp(want, b.data ? b.data : "") && len == strlen(want));
+    /* escaping escaped text changes nothing */
+    mr_buf c;
+    mr_buf_init(&c);
+    assert_int_equal(mr_buf_term_escape(&c, b.data ? b.data : "", b.len), MR_OK);
+    assert_string_equal(c.data ? c.data : "", want);
+    assert_true(mr_term_safe(b.data ? b.data : "", b.len));
+    mr_buf_free(&b);
+    mr_buf_free(&c);
+}
+
+#define CHECK_TERM(in, want) check_term((in), sizeof(in) - 1, (want))
+
+static void test_term_escape(void **state)
+{
+    (void)state;
+    CHECK_TERM("plain ascii, caf\xc3\xa9, \xe6\x97\xa5\xe6\x9c\xac, \\ backslash", "plain ascii, caf\xc3\xa9, \xe6\x97\xa5\xe6\x9c\xac, \\ backslash");
+    CHECK_TERM("\x1b]0;title\x07\x1b[2J", "\\x1b]0;title\\x07\\x1b[2J");
+    CHECK_TERM("a\nb\tc\rd", "a\\nb\\tc\\rd");
+    CHECK_TERM("nul\0x", "nul\\x00x");
+    CHECK_TERM("del\x7f", "del\\x7f");
+    CHECK_TERM("c1 \xc2\x9b csi", "c1 \\u009b csi");   /* U+009B */
+    CHECK_TERM("\xe2\x80\xaertl", "\\u202ertl");       /* RIGHT-TO-LEFT OVERRIDE */
+    CHECK_TERM("\xe2\x81\xa6iso", "\\u2066iso");       /* LEFT-TO-RIGHT ISOLATE */
+    CHECK_TERM("ls\xe2\x80\xa8", "ls\\u2028");
+    CHECK_TERM("bad \xff\xfe\xc3", "bad \\xff\\xfe\\xc3"); /* not UTF-8 (a cut sequence too) */
+    CHECK_TERM("\xed\xa0\x80", "\\xed\\xa0\\x80");    /* a surrogate is not UTF-8 */
+    /* the fixed-buffer form cuts at a character boundary and always terminates */
+    char buf[8];
+    assert_int_equal(mr_term_escape("ab\x1b", buf, sizeof(buf)), 6);
+    assert_string_equal(buf, "ab\\x1b");
+    assert_int_equal(mr_term_escape("abcdef\xc3\xa9", buf, sizeof(buf)), 6); /* the 2-byte e-acute would not fit */
+    assert_string_equal(buf, "abcdef");
+    assert_int_equal(mr_term_escape(NULL, buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "");
+}
+
+static void test_json_text_and_safe(void **state)
+{
+    (void)state;
+    mr_buf b;
+    mr_buf_init(&b);
+    const char in[] = "q\"b\\ \x1b[1m\x7f \xc2\x85 \xe2\x80\xae \xff caf\xc3\xa9\n";
+    assert_int_equal(mr_buf_json_text(&b, in, sizeof(in) - 1), MR_OK);
+    assert_string_equal(b.data, "\"q\\\"b\\\\ \\u001b[1m\\u007f \\u0085 \\u202e \\ufffd caf\xc3\xa9\\n\"");
+    assert_true(mr_utf8_valid(b.data, b.len));
+    assert_true(mr_term_safe(b.data, b.len));
+    /* a JSON document from another writer: only what is unsafe changes */
+    const char doc[] = "{\n \"a\": \"x\xc2\x9by\",\n\t\"b\": \"\\u001b ok\", \"c\": \"\xfe\"}";
+    b.len = 0;
+    assert_int_equal(mr_buf_json_safe(&b, doc, sizeof(doc) - 1), MR_OK);
+    assert_string_equal(b.data, "{\n \"a\": \"x\\u009by\",\n\t\"b\": \"\\u001b ok\", \"c\": \"\\ufffd\"}");
+    mr_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1145,6 +1208,8 @@ int main(void)
         cmocka_unit_test(test_proc_groups_and_terminate),
         cmocka_unit_test(test_strindex_linear),
         cmocka_unit_test(test_strindex_matches_model),
+        cmocka_unit_test(test_term_escape),
+        cmocka_unit_test(test_json_text_and_safe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
