@@ -620,7 +620,11 @@ static mr_status parse_footer(mr_parquet_file *f, const uint8_t *p, size_t len, 
         }
         total += G->num_rows;
     }
-    (void)total; /* some writers leave FileMetaData.num_rows inconsistent; row groups rule */
+    if (total != f->num_rows) { /* which one would a reader believe? neither: refuse */
+        rc = mr__pq_ferr(f, err, MR_E_CORRUPT, "file metadata says %lld rows, its %zu row groups hold %lld",
+                         (long long)f->num_rows, f->n_rg, (long long)total);
+        goto done;
+    }
 done:
     for (size_t i = 0; i < n_els; i++) mr_free(els[i].name);
     mr_free(els);
