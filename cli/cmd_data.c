@@ -455,6 +455,11 @@ static int data_ingest(int argc, char **argv)
         goto done;
     }
     print_ingest_summary(&a, &st, secs);
+    /* the new dataset is in place: what killed ingests into a.dir left behind can go */
+    if (mr_dataset_remove_stale_staging(a.dir, NULL, &err) != MR_OK) {
+        mr_log(MR_LOG_WARN, "%s: %s", a.dir, err.msg);
+        mr_error_clear(&err);
+    }
 done:
     mr_value_free(schema_doc);
     mr_free(schema_names);
