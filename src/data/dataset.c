@@ -383,6 +383,11 @@ static mr_status fix_schema(mr_dataset_writer *w, const mr_table *t, mr_error *e
     for (size_t j = 0; j < t->n_cols; j++) {
         w->names[j] = mr_strdup(t->cols[j]->name);
         if (!w->names[j]) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (!mr_utf8_valid(w->names[j], strlen(w->names[j]))) { /* the manifest is JSON: checked before any shard */
+            char shown[160];
+            mr_term_escape(w->names[j], shown, sizeof shown);
+            return MR_ERR(err, MR_E_SCHEMA, "dataset: the name of column %zu ('%s') is not valid UTF-8", j + 1, shown);
+        }
         w->types[j] = t->cols[j]->type;
         if (w->types[j] == MR_T_NULL)
             return MR_ERR(err, MR_E_SCHEMA, "dataset: column '%s' has no type (all null?); declare one",
