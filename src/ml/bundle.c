@@ -15,6 +15,15 @@
 #define ENTRY_BYTES 40u   /* id 4 + flags 4 + offset 8 + length 8 + hash 16 */
 #define HASH_BYTES 16u
 
+#define ALIGN8(x) (((size_t)(x) + 7) & ~(size_t)7)
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+
 typedef struct section {
     uint32_t id;
     uint64_t offset, length;
@@ -377,6 +386,7 @@ mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr
     size_t blen[MR_BUNDLE_MAX_SECTIONS + 1] = {0};
     int seen[MR_BUNDLE_MAX_SECTIONS + 1] = {0};
     b->n_sec = n;
+    size_t at = table_end + HASH_BYTES; /* end of what is checked so far: the next padding starts here */
     for (size_t i = 0; i < n; i++) {
         const uint8_t *e = p + HEADER_FIXED + i * ENTRY_BYTES;
         section *s = &b->sec[i];
@@ -399,12 +409,30 @@ mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr
             rc = MR_E_CORRUPT;
             goto fail;
         }
+        /* No byte goes unchecked: sections follow one another in table order at
+         * the next 8-byte boundary, and the padding before each is zero. */
+        if (s->offset != ALIGN8(at) || !all_zero(p + at, (size_t)s->offset - at)) {
+            rc = s->offset != ALIGN8(at)
+                     ? MR_ERR(err, MR_E_CORRUPT, "section '%s': starts at byte %llu, expected %zu (the next 8-byte boundary)",
+                              mr_bundle_section_name(s->id), (unsigned long long)s->offset, ALIGN8(at))
+                     : MR_ERR(err, MR_E_CORRUPT, "padding before section '%s' (bytes %zu..%llu) is not zero",
+                              mr_bundle_section_name(s->id), at, (unsigned long long)s->offset);
+            goto fail;
+        }
         if (!mr_hash_eq(s->hash, mr_hash_bytes(p + s->offset, (size_t)s->length))) {
             rc = sec_fail(err, s->id, MR_E_CORRUPT, "checksum mismatch");
             goto fail;
         }
+        at = (size_t)(s->offset + s->length);
         body[s->id] = p + s->offset;
         blen[s->id] = (size_t)s->length;
+    }
+    if (len != ALIGN8(at) || !all_zero(p + at, len - at)) {
+        rc = len != ALIGN8(at) ? MR_ERR(err, MR_E_CORRUPT, "file has %zu bytes, its last section ends at %zu (padded: %zu)",
+                                        len, at, ALIGN8(at))
+                               : MR_ERR(err, MR_E_CORRUPT, "padding after the last section (bytes %zu..%zu) is not zero", at,
+                                        len);
+        goto fail;
     }
     if (!seen[MR_BSEC_MANIFEST] || !seen[MR_BSEC_MODEL]) {
         rc = sec_fail(err, seen[MR_BSEC_MANIFEST] ? MR_BSEC_MODEL : MR_BSEC_MANIFEST, MR_E_CORRUPT, "missing");
