@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Wide tables (issue 18, finding 5): a CSV with a 1,000,000-column header
 # (a 10 MB file) through `data head` and `data ingest`, the dataset read
-# back, a duplicate name at the far end of the header, and `predict` of one
-# row of a 50,000-column CSV. Every per-column step is O(1) (hash lookups):
+# back, a duplicate name at the far end of the header, JSON lines of
+# 200,000 keys, and `predict` of one row of a 50,000-column CSV. Every per-column step is O(1) (hash lookups):
 # before, the duplicate check and the column lookups were quadratic and the
 # first command alone did not finish in 180 s; the test asserts no time,
 # only that each command completes (within the CTest timeout) and is right.
@@ -74,6 +74,23 @@ expect_exit 0 mr data head -n 1 --json --columns last,c999998,c0 ds
 assert_eq "$T_OUT" '{"last":"zz","c999998":998,"c0":0}' "a projection of three columns out of a million"
 expect_exit 0 mr data head -n 1 --json --filter 'c999998 == 998' --columns c1 ds
 assert_eq "$T_OUT" '{"c1":1}' "a filter on the 999,999th column"
+
+# ---- JSON lines with 200,000 keys a line ----------------------------------------
+python3 - <<'PY'
+import json
+with open("wide.jsonl", "w") as f:
+    for r in range(2):
+        f.write(json.dumps({f"k{i}": i + r for i in range(200000)}) + "\n")
+PY
+run_cmd mr data head -n 2 --json wide.jsonl
+assert_eq "$T_RC" 0 "data head of a JSON-lines file with 200,000 keys a line exits 0"
+printf '%s\n' "$T_OUT" | python3 -c '
+import json, sys
+rows = [json.loads(l) for l in sys.stdin]
+assert len(rows) == 2 and all(list(r) == [f"k{i}" for i in range(200000)] for r in rows)
+assert all(rows[r][f"k{i}"] == i + r for r in range(2) for i in range(0, 200000, 997))
+' || fail "the JSON-lines rows are not the file's"
+pass "every key of the wide JSON lines, in order, with its values"
 
 # ---- predict: one row of a 50,000-column CSV ------------------------------------
 python3 - <<'PY'
