@@ -1126,26 +1126,36 @@ static mr_status parse_shard(mr_dataset *ds, const json_t *js, size_t i, const c
     return MR_OK;
 }
 
-/* Distinct partitions: shards with the same directory share one. */
+/* Distinct partitions: shards with the same directory share one (a hash
+ * index over the directories, so many partitions cost O(1) each). */
 static mr_status index_partitions(mr_dataset *ds, mr_error *err)
 {
-    size_t *first = mr_calloc(ds->n_shards ? ds->n_shards : 1, sizeof *first); /* shard that opened partition p */
-    if (!first) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    char **dirs = mr_calloc(ds->n_shards ? ds->n_shards : 1, sizeof *dirs); /* of partition p */
+    mr_strindex ix;
+    mr_strindex_init(&ix);
+    mr_status rc = dirs ? mr_strindex_reserve(&ix, ds->n_shards) : MR_E_NOMEM;
     ds->n_partitions = 0;
-    for (size_t i = 0; i < ds->n_shards; i++) {
+    for (size_t i = 0; rc == MR_OK && i < ds->n_shards; i++) {
         const char *pi = ds->shards[i].path, *si = strrchr(pi, '/');
-        size_t li = si ? (size_t)(si - pi) : 0;
-        size_t p = 0;
-        for (; p < ds->n_partitions; p++) {
-            const char *pj = ds->shards[first[p]].path, *sj = strrchr(pj, '/');
-            size_t lj = sj ? (size_t)(sj - pj) : 0;
-            if (li == lj && !memcmp(pi, pj, li)) break;
+        char *d = mr_strndup(pi, si ? (size_t)(si - pi) : 0);
+        if (!d) {
+            rc = MR_E_NOMEM;
+            break;
         }
-        if (p == ds->n_partitions) first[ds->n_partitions++] = i;
-        ds->shards[i].partition = p;
+        ssize_t p = mr_strindex_find(&ix, d, ds_name_of, dirs);
+        if (p < 0) {
+            p = (ssize_t)ds->n_partitions;
+            dirs[ds->n_partitions++] = d;
+            rc = mr_strindex_add(&ix, (size_t)p, ds_name_of, dirs, NULL);
+        } else {
+            mr_free(d);
+        }
+        ds->shards[i].partition = (size_t)p;
     }
-    mr_free(first);
-    return MR_OK;
+    for (size_t p = 0; dirs && p < ds->n_partitions; p++) mr_free(dirs[p]);
+    mr_free(dirs);
+    mr_strindex_deinit(&ix);
+    return rc == MR_OK ? MR_OK : MR_ERR(err, rc, "out of memory");
 }
 
 mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
