@@ -28,6 +28,21 @@ int cli_status_exit(mr_status st); /* maps a status to an exit code */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int cli_wants_help(int argc, char **argv);
 void cli_print(const mr_buf *b);
+/* Text from data (a name, a value, a tag) for printing on a terminal
+ * (mr_buf_term_escape): s itself when it holds nothing unsafe, else an
+ * escaped copy that stays valid for the next 32 calls. NULL gives "". */
+const char *cli_safe(const char *s);
+/* The same for s[0..len) (not NUL-terminated); always a copy from the ring. */
+const char *cli_safe_n(const char *s, size_t len);
+/* Appends s[0..len) escaped as cli_safe does to out, cut to at most width
+ * bytes (at a character boundary) when cut is set, then padded with blanks
+ * to width bytes. Returns the bytes the escaped text takes before cutting. */
+size_t cli_cell(mr_buf *out, const char *s, size_t len, size_t width, int cut);
+/* The bytes s[0..len) takes once escaped. */
+size_t cli_safe_len(const char *s, size_t len);
+/* Prints a JSON document made safe for a terminal (mr_buf_json_safe). */
+void cli_print_json(const mr_buf *b);
+void cli_puts_json(const char *json); /* the same for a NUL-terminated text, plus a newline */
 /* "a,b,c" -> a NULL-terminated array of pointers into one copy; free with
  * cli_free_list. NULL on OOM. */
 char **cli_split_list(const char *s, size_t *n_out);

@@ -27,7 +27,7 @@ static int inspect(const mr_bundle *b, const char *path, int json)
     json_error_t je;
     json_t *man = json_loads(mr_bundle_manifest_json(b), 0, &je);
     if (!man) {
-        fprintf(stderr, "millrace: error: %s: manifest: %s\n", path, je.text);
+        fprintf(stderr, "millrace: error: %s: manifest: %s\n", cli_safe(path), cli_safe(je.text));
         return EXIT_FAILED;
     }
     if (json) {
@@ -41,15 +41,16 @@ static int inspect(const mr_bundle *b, const char *path, int json)
         json_object_set_new(man, "sections", secs);
         json_object_set_new(man, "version_id", json_string(mr_bundle_version_id(b)));
         char *t = json_dumps(man, JSON_INDENT(2));
-        if (t) printf("%s\n", t);
+        if (t) cli_puts_json(t);
         free(t);
         json_decref(man);
         return EXIT_OK;
     }
     const mr_model *m = mr_bundle_model(b);
     json_t *name = json_object_get(man, "name"), *lin = json_object_get(man, "lineage");
-    printf("bundle %s (format version %u, version id %s)\n", path, MR_BUNDLE_VERSION, mr_bundle_version_id(b));
-    printf("name: %s\nmodel: %s, objective %s, %zu features%s\n", json_is_string(name) ? json_string_value(name) : "-",
+    /* every name, value and path below comes from the bundle: printed through cli_safe */
+    printf("bundle %s (format version %u, version id %s)\n", cli_safe(path), MR_BUNDLE_VERSION, mr_bundle_version_id(b));
+    printf("name: %s\nmodel: %s, objective %s, %zu features%s\n", json_is_string(name) ? cli_safe(json_string_value(name)) : "-",
            mr_model_kind_name(m), mr_model_objective_name(m), mr_model_num_features(m),
            mr_bundle_features(b) ? ", with a features transform" : "");
     printf("\n%-10s %12s %12s  %s\n", "SECTION", "OFFSET", "LENGTH", "XXH3-128");
@@ -61,25 +62,26 @@ static int inspect(const mr_bundle *b, const char *path, int json)
     printf("\n%-30s %-9s %-12s %s\n", "INPUT", "TYPE", "KIND", "REQUIRED");
     for (size_t i = 0; i < mr_bundle_n_inputs(b); i++) {
         const mr_bundle_input *in = mr_bundle_input_at(b, i);
-        printf("%-30s %-9s %-12s %s\n", in->name, mr_dtype_name(in->type), in->categorical ? "categorical" : "numeric",
+        printf("%-30s %-9s %-12s %s\n", cli_safe(in->name), mr_dtype_name(in->type), in->categorical ? "categorical" : "numeric",
                in->required ? "yes" : "no");
     }
     printf("\noutputs:");
-    for (size_t k = 0; k < mr_bundle_n_outputs(b); k++) printf(" %s", mr_bundle_output_name(b, k));
-    printf("\nmetrics: %s\n", mr_bundle_metrics_json(b));
+    for (size_t k = 0; k < mr_bundle_n_outputs(b); k++) printf(" %s", cli_safe(mr_bundle_output_name(b, k)));
+    printf("\nmetrics: %s\n", cli_safe(mr_bundle_metrics_json(b)));
     json_t *rid = json_object_get(lin, "run_id"), *sk = json_object_get(lin, "stage_key");
     json_t *gc = json_object_get(lin, "git_commit"), *st = json_object_get(lin, "stage");
     printf("lineage: ");
     if (json_is_integer(rid)) printf("run %lld, ", (long long)json_integer_value(rid));
-    printf("stage %s, key %s, git %s\n", json_is_string(st) ? json_string_value(st) : "-",
-           json_is_string(sk) ? json_string_value(sk) : "-", json_is_string(gc) ? json_string_value(gc) : "-");
+    printf("stage %s, key %s, git %s\n", json_is_string(st) ? cli_safe(json_string_value(st)) : "-",
+           json_is_string(sk) ? cli_safe(json_string_value(sk)) : "-",
+           json_is_string(gc) ? cli_safe(json_string_value(gc)) : "-");
     size_t q;
     json_t *a;
     json_array_foreach(json_object_get(lin, "artifacts"), q, a)
     {
         json_t *id = json_object_get(a, "id");
-        printf("  input %s: %s\n", json_string_value(json_object_get(a, "name")),
-               json_is_string(id) ? json_string_value(id) : "-");
+        printf("  input %s: %s\n", cli_safe(json_string_value(json_object_get(a, "name"))),
+               json_is_string(id) ? cli_safe(json_string_value(id)) : "-");
     }
     json_decref(man);
     return EXIT_OK;

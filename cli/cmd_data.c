@@ -374,7 +374,7 @@ static void print_ingest_summary(const ingest_args *a, const mr_ingest_stats *st
                               (json_int_t)st->dataset.bytes, "seconds", secs);
         if (j && quarantined) json_object_set_new(j, "quarantine", json_string(qname));
         char *t = j ? json_dumps(j, JSON_INDENT(1)) : NULL;
-        if (t) printf("%s\n", t);
+        if (t) cli_puts_json(t);
         free(t);
         json_decref(j);
         return;
@@ -455,6 +455,11 @@ static int data_ingest(int argc, char **argv)
         goto done;
     }
     print_ingest_summary(&a, &st, secs);
+    /* the new dataset is in place: what killed ingests into a.dir left behind can go */
+    if (mr_dataset_remove_stale_staging(a.dir, NULL, &err) != MR_OK) {
+        mr_log(MR_LOG_WARN, "%s: %s", a.dir, err.msg);
+        mr_error_clear(&err);
+    }
 done:
     mr_value_free(schema_doc);
     mr_free(schema_names);
@@ -469,6 +474,9 @@ done:
 }
 
 /* ---- inspect --------------------------------------------------------------------------- */
+
+/* A name from data as a JSON string: valid JSON and safe on a terminal. */
+static void json_name(mr_buf *out, const char *s) { mr_buf_json_text(out, s ? s : "", s ? strlen(s) : 0); }
 
 /* Formats a manifest bound of column type t into out (as JSON when json). */
 static void put_bound(mr_buf *out, mr_dtype t, const mr_dataset_col_stats *s, int is_max, int json)
@@ -494,8 +502,8 @@ static void put_bound(mr_buf *out, mr_dtype t, const mr_dataset_col_stats *s, in
     mr_column_format(c, 0, &v);
     int numeric = t == MR_T_INT64 || ((t == MR_T_FLOAT64 || t == MR_T_FLOAT32) && isfinite(is_max ? x->max.f : x->min.f));
     if (json && t == MR_T_BOOL) mr_buf_puts(out, (is_max ? x->max.b : x->min.b) ? "true" : "false");
-    else if (json && !numeric) mr_buf_json_str(out, v.data ? v.data : "");
-    else mr_buf_puts(out, v.data ? v.data : "");
+    else if (json && !numeric) mr_buf_json_text(out, v.data ? v.data : "", v.len);
+    else mr_buf_append(out, v.data ? v.data : "", v.len);
     mr_buf_free(&v);
     mr_column_free(c);
 }
@@ -556,12 +564,12 @@ static int inspect_explain(const char *dir, const char *filter, char **cols, siz
         mr_dataset_scan_explain(scan, &ex);
         if (json) {
             mr_buf_puts(&out, "{\"filter\":");
-            mr_buf_json_str(&out, filter);
+            json_name(&out, filter);
             mr_buf_puts(&out, ",\"explain\":");
             mr_dataset_explain_json(&ex, &out);
             mr_buf_puts(&out, "}\n");
         } else {
-            mr_buf_printf(&out, "filter: %s\n", filter);
+            mr_buf_printf(&out, "filter: %s\n", cli_safe(filter));
             mr_dataset_explain_format(&ex, &out);
         }
         cli_print(&out);
@@ -613,22 +621,22 @@ static int data_inspect(int argc, char **argv)
     mr_buf_init(&out);
     if (json) {
         mr_buf_puts(&out, "{\"path\":");
-        mr_buf_json_str(&out, dir);
+        json_name(&out, dir);
         mr_buf_printf(&out, ",\"rows\":%llu,\"bytes\":%llu,\"n_shards\":%zu,\"row_groups\":%llu,\"partitions\":%zu,\"partition_by\":[",
                       (unsigned long long)mr_dataset_n_rows(ds), (unsigned long long)bytes, ns, (unsigned long long)rgs,
                       mr_dataset_n_partitions(ds));
         for (size_t k = 0; k < np; k++) {
             if (k) mr_buf_puts(&out, ",");
-            mr_buf_json_str(&out, mr_dataset_col_name(ds, mr_dataset_partition_col(ds, k)));
+            json_name(&out, mr_dataset_col_name(ds, mr_dataset_partition_col(ds, k)));
         }
         mr_buf_puts(&out, "],\"columns\":[");
     } else {
-        mr_buf_printf(&out, "dataset %s: %llu rows, %zu columns, %zu shards, %llu row groups, %zu partitions, %llu bytes\n", dir,
+        mr_buf_printf(&out, "dataset %s: %llu rows, %zu columns, %zu shards, %llu row groups, %zu partitions, %llu bytes\n", cli_safe(dir),
                       (unsigned long long)mr_dataset_n_rows(ds), nc, ns, (unsigned long long)rgs, mr_dataset_n_partitions(ds),
                       (unsigned long long)bytes);
         if (np) {
             mr_buf_puts(&out, "partitioned by:");
-            for (size_t k = 0; k < np; k++) mr_buf_printf(&out, " %s", mr_dataset_col_name(ds, mr_dataset_partition_col(ds, k)));
+            for (size_t k = 0; k < np; k++) mr_buf_printf(&out, " %s", cli_safe(mr_dataset_col_name(ds, mr_dataset_partition_col(ds, k))));
             mr_buf_puts(&out, "\n");
         }
         mr_buf_printf(&out, "\n%-24s %-10s %-9s %12s  %-24s %-24s\n", "COLUMN", "TYPE", "NULLABLE", "NULLS", "MIN", "MAX");
@@ -651,7 +659,7 @@ static int data_inspect(int argc, char **argv)
         if (json) {
             if (j) mr_buf_puts(&out, ",");
             mr_buf_puts(&out, "{\"name\":");
-            mr_buf_json_str(&out, mr_dataset_col_name(ds, j));
+            json_name(&out, mr_dataset_col_name(ds, j));
             mr_buf_printf(&out, ",\"type\":\"%s\",\"nullable\":%s,\"partition\":%s,\"null_count\":%llu", mr_dtype_name(t),
                           mr_dataset_col_nullable(ds, j) ? "true" : "false", is_part ? "true" : "false",
                           (unsigned long long)nulls);
@@ -669,9 +677,14 @@ static int data_inspect(int argc, char **argv)
             mr_buf_init(&b);
             if (lo) put_bound(&a, t, lo, 0, 0);
             if (hi) put_bound(&b, t, hi, 1, 0);
-            mr_buf_printf(&out, "%-24s %-10s %-9s %12llu  %-24.24s %-24.24s%s\n", mr_dataset_col_name(ds, j), mr_dtype_name(t),
-                          mr_dataset_col_nullable(ds, j) ? "yes" : "no", (unsigned long long)nulls, a.data ? a.data : "-",
-                          b.data ? b.data : "-", is_part ? "  (partition)" : "");
+            const char *nm = mr_dataset_col_name(ds, j);
+            cli_cell(&out, nm, strlen(nm), 24, 0);
+            mr_buf_printf(&out, " %-10s %-9s %12llu  ", mr_dtype_name(t), mr_dataset_col_nullable(ds, j) ? "yes" : "no",
+                          (unsigned long long)nulls);
+            cli_cell(&out, a.data ? a.data : "-", a.data ? a.len : 1, 24, 1);
+            mr_buf_puts(&out, " ");
+            cli_cell(&out, b.data ? b.data : "-", b.data ? b.len : 1, 24, 1);
+            mr_buf_printf(&out, "%s\n", is_part ? "  (partition)" : "");
             mr_buf_free(&a);
             mr_buf_free(&b);
         }
@@ -684,11 +697,11 @@ static int data_inspect(int argc, char **argv)
         if (json) {
             if (i) mr_buf_puts(&out, ",");
             mr_buf_puts(&out, "{\"path\":");
-            mr_buf_json_str(&out, si.path);
+            json_name(&out, si.path);
             mr_buf_printf(&out, ",\"rows\":%llu,\"row_groups\":%llu,\"bytes\":%llu,\"hash\":\"%s\"}", (unsigned long long)si.rows,
                           (unsigned long long)si.row_groups, (unsigned long long)si.bytes, si.hash);
         } else {
-            mr_buf_printf(&out, "%-48s %10llu %10llu %12llu\n", si.path, (unsigned long long)si.rows,
+            mr_buf_printf(&out, "%-48s %10llu %10llu %12llu\n", cli_safe(si.path), (unsigned long long)si.rows,
                           (unsigned long long)si.row_groups, (unsigned long long)si.bytes);
         }
     }
@@ -721,12 +734,10 @@ static void put_json_value(mr_buf *out, const mr_column *c, size_t i, mr_buf *tm
         else mr_buf_json_str(out, s);
         break;
     }
-    case MR_T_STRING: {
+    case MR_T_STRING: { /* valid JSON whatever the bytes: not UTF-8 becomes U+FFFD (docs/data.md) */
         size_t len = 0;
         const char *p = mr_column_str(c, i, &len);
-        char *z = mr_strndup(p, len);
-        mr_buf_json_str(out, z ? z : "");
-        mr_free(z);
+        mr_buf_json_text(out, p, len);
         break;
     }
     default: mr_buf_json_str(out, s); break;
@@ -815,30 +826,37 @@ static int data_head(int argc, char **argv)
                 mr_buf_puts(&out, "{");
                 for (size_t j = 0; j < nc; j++) {
                     if (j) mr_buf_puts(&out, ",");
-                    mr_buf_json_str(&out, acc->cols[j]->name);
+                    json_name(&out, acc->cols[j]->name);
                     mr_buf_puts(&out, ":");
                     put_json_value(&out, acc->cols[j], i, &v);
                 }
                 mr_buf_puts(&out, "}\n");
             }
         } else if (acc) {
+            /* names and values as text for a terminal (cli_cell escapes), at most 40 bytes wide */
             size_t *w = mr_calloc(nc ? nc : 1, sizeof *w);
             for (size_t j = 0; w && j < nc; j++) {
-                w[j] = strlen(acc->cols[j]->name);
+                const char *nm = acc->cols[j]->name;
+                w[j] = cli_safe_len(nm, strlen(nm));
                 for (size_t i = 0; i < rows; i++) {
                     v.len = 0;
                     mr_column_format(acc->cols[j], i, &v);
-                    if (v.len > w[j]) w[j] = v.len;
+                    size_t vl = v.data ? cli_safe_len(v.data, v.len) : 0;
+                    if (vl > w[j]) w[j] = vl;
                 }
                 if (w[j] > 40) w[j] = 40;
             }
-            for (size_t j = 0; w && j < nc; j++) mr_buf_printf(&out, "%s%-*.*s", j ? "  " : "", (int)w[j], (int)w[j], acc->cols[j]->name);
+            for (size_t j = 0; w && j < nc; j++) {
+                if (j) mr_buf_puts(&out, "  ");
+                cli_cell(&out, acc->cols[j]->name, strlen(acc->cols[j]->name), w[j], 1);
+            }
             mr_buf_puts(&out, "\n");
             for (size_t i = 0; w && i < rows; i++) {
                 for (size_t j = 0; j < nc; j++) {
                     v.len = 0;
                     mr_column_format(acc->cols[j], i, &v);
-                    mr_buf_printf(&out, "%s%-*.*s", j ? "  " : "", (int)w[j], (int)w[j], v.data ? v.data : "");
+                    if (j) mr_buf_puts(&out, "  ");
+                    cli_cell(&out, v.data, v.len, w[j], 1);
                 }
                 mr_buf_puts(&out, "\n");
             }
@@ -908,16 +926,16 @@ static int data_stats(int argc, char **argv)
             if (json) {
                 if (j) mr_buf_puts(&out, ",");
                 mr_buf_puts(&out, "{\"name\":");
-                mr_buf_json_str(&out, a.name);
+                json_name(&out, a.name);
                 mr_buf_printf(&out, ",\"type\":\"%s\",\"rows\":%llu,\"nulls\":%llu,\"nans\":%llu,\"min\":", mr_dtype_name(a.type),
                               (unsigned long long)a.rows, (unsigned long long)a.nulls, (unsigned long long)a.nans);
                 int num = a.type == MR_T_INT64 || a.type == MR_T_FLOAT64 || a.type == MR_T_FLOAT32;
                 if (!a.has_min_max) mr_buf_puts(&out, "null,\"max\":null");
                 else if (num) mr_buf_printf(&out, "%s,\"max\":%s", lo.data, hi.data);
                 else {
-                    mr_buf_json_str(&out, lo.data ? lo.data : "");
+                    mr_buf_json_text(&out, lo.data ? lo.data : "", lo.len);
                     mr_buf_puts(&out, ",\"max\":");
-                    mr_buf_json_str(&out, hi.data ? hi.data : "");
+                    mr_buf_json_text(&out, hi.data ? hi.data : "", hi.len);
                 }
                 if (a.has_mean) mr_buf_printf(&out, ",\"mean\":%.17g", a.mean);
                 else mr_buf_puts(&out, ",\"mean\":null");
@@ -925,9 +943,13 @@ static int data_stats(int argc, char **argv)
             } else {
                 char m[32] = "-";
                 if (a.has_mean) snprintf(m, sizeof m, "%.6g", a.mean);
-                mr_buf_printf(&out, "%-24s %-10s %12llu %10llu  %-22.22s %-22.22s %-14s %12.0f%s\n", a.name, mr_dtype_name(a.type),
-                              (unsigned long long)a.nulls, (unsigned long long)a.nans, lo.data ? lo.data : "-",
-                              hi.data ? hi.data : "-", m, a.distinct, a.distinct_exact ? "" : "~");
+                cli_cell(&out, a.name, strlen(a.name), 24, 0);
+                mr_buf_printf(&out, " %-10s %12llu %10llu  ", mr_dtype_name(a.type), (unsigned long long)a.nulls,
+                              (unsigned long long)a.nans);
+                cli_cell(&out, lo.data ? lo.data : "-", lo.data ? lo.len : 1, 22, 1);
+                mr_buf_puts(&out, " ");
+                cli_cell(&out, hi.data ? hi.data : "-", hi.data ? hi.len : 1, 22, 1);
+                mr_buf_printf(&out, " %-14s %12.0f%s\n", m, a.distinct, a.distinct_exact ? "" : "~");
             }
         }
         if (json) mr_buf_puts(&out, "]}\n");

@@ -208,11 +208,10 @@ static mr_status csv_schema(const mr_bundle *b, const char *path, char delim, co
     if (!*names || !*types) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     for (size_t i = 0; rc == MR_OK && i < mr_bundle_n_inputs(b); i++) {
         const mr_bundle_input *in = mr_bundle_input_at(b, i);
-        for (size_t j = 0; j < mr_csv_reader_n_cols(r); j++)
-            if (!strcmp(mr_csv_reader_col_name(r, j), in->name)) {
-                (*names)[*n] = in->name;
-                (*types)[(*n)++] = MR_T_STRING;
-            }
+        if (mr_csv_reader_col_index(r, in->name) >= 0) {
+            (*names)[*n] = in->name;
+            (*types)[(*n)++] = MR_T_STRING;
+        }
     }
     mr_csv_reader_close(r, NULL);
     return rc;

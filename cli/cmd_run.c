@@ -55,7 +55,7 @@ static void print_log_tail(const char *path, int max_lines)
         while (*line) {
             char *nl = strchr(line, '\n');
             if (nl) *nl = '\0';
-            fprintf(stderr, "    | %s\n", line);
+            fprintf(stderr, "    | %s\n", cli_safe(line)); /* a command's output may hold escapes */
             if (!nl) break;
             line = nl + 1;
         }
@@ -73,7 +73,8 @@ static void on_event(void *ctx, const mr_run_event *ev)
     }
     if (ev->kind == MR_RUN_STAGE_WARNING) { /* warnings show even with -q */
         mr_progress_clear();
-        fprintf(stderr, "%smillrace: warning:%s stage '%s': %s\n", mr_c_yellow(), mr_c_reset(), ev->stage, ev->message);
+        fprintf(stderr, "%smillrace: warning:%s stage '%s': %s\n", mr_c_yellow(), mr_c_reset(), cli_safe(ev->stage),
+                cli_safe(ev->message)); /* messages quote data */
         return;
     }
     if (pr->quiet) {
@@ -92,8 +93,8 @@ static void on_event(void *ctx, const mr_run_event *ev)
         if (pr->verbose) print_log_tail(ev->log_path, 1000);
         break;
     case MR_RUN_STAGE_FAILED:
-        fprintf(stderr, "%s  failed %s %s: %s\n", mr_c_red(), mr_c_reset(), ev->stage, ev->message);
-        if (ev->hint) fprintf(stderr, "    hint: %s\n", ev->hint);
+        fprintf(stderr, "%s  failed %s %s: %s\n", mr_c_red(), mr_c_reset(), cli_safe(ev->stage), cli_safe(ev->message));
+        if (ev->hint) fprintf(stderr, "    hint: %s\n", cli_safe(ev->hint));
         print_log_tail(ev->log_path, pr->verbose ? 1000 : 10);
         break;
     case MR_RUN_STAGE_SKIPPED:
@@ -156,8 +157,8 @@ static void print_summary(const mr_run_result *res, int dry)
             res->n_cached, res->n_failed, res->n_skipped, res->interrupted ? " (interrupted)" : "");
     for (size_t k = 0; k < res->n_stages; k++)
         if (res->stages[k].status && !strcmp(res->stages[k].status, "failed"))
-            fprintf(stderr, "  %sfailed%s  %s: %s\n", mr_c_red(), mr_c_reset(), res->stages[k].stage,
-                    res->stages[k].error ? res->stages[k].error : "");
+            fprintf(stderr, "  %sfailed%s  %s: %s\n", mr_c_red(), mr_c_reset(), cli_safe(res->stages[k].stage),
+                    cli_safe(res->stages[k].error));
     for (size_t k = 0; k < res->n_stages; k++)
         if (res->stages[k].status && !strcmp(res->stages[k].status, "skipped"))
             fprintf(stderr, "  skipped %s\n", res->stages[k].stage);

@@ -35,7 +35,8 @@ static int table_row(table *t, char *const *cells)
         t->cells = c;
         t->cap = cap;
     }
-    for (size_t j = 0; j < t->n_cols; j++) t->cells[t->n_rows * t->n_cols + j] = mr_strdup(cells[j] ? cells[j] : "");
+    /* names, tags and params come from users and data: kept escaped for the terminal */
+    for (size_t j = 0; j < t->n_cols; j++) t->cells[t->n_rows * t->n_cols + j] = mr_strdup(cli_safe(cells[j]));
     t->n_rows++;
     return 0;
 }
@@ -57,7 +58,7 @@ static void table_print(const table *t, const char *indent)
         mr_buf_puts(&line, indent);
         for (size_t j = 0; j < t->n_cols; j++) {
             const char *c = i == 0 ? t->head[j] : t->cells[(i - 1) * t->n_cols + j];
-            mr_buf_printf(&line, t->right[j] ? "%*s  " : "%-*s  ", (int)w[j], c ? c : "");
+            mr_buf_printf(&line, t->right[j] ? "%*s  " : "%-*s  ", (int)w[j], i == 0 ? cli_safe(c) : c ? c : "");
         }
         while (line.len && line.data[line.len - 1] == ' ') line.len--; /* no trailing blanks */
         printf("%.*s\n", (int)line.len, line.data ? line.data : "");
@@ -237,7 +238,7 @@ int cmd_runs(int argc, char **argv)
             mr_log_error(&err);
             rc = cli_status_exit(st == MR_E_NOT_FOUND ? MR_E_INVALID_ARG : st);
         } else if (c.json) {
-            cli_print(&out);
+            cli_print_json(&out);
             printf("\n");
         } else {
             runs_table(l);
@@ -259,31 +260,32 @@ static void show_text(const mr_run_detail *d)
     const mr_run_summary *run = &d->run;
     char started[32];
     mr_iso_time(run->started, started, sizeof(started));
-    printf("run %lld  %s  started %s", (long long)run->id, run->status ? run->status : "", started);
+    /* every string below comes from the run store, written from users' names, tags, params and data */
+    printf("run %lld  %s  started %s", (long long)run->id, cli_safe(run->status), started);
     if (!isnan(run->ended)) printf("  %.2fs", run->ended - run->started);
     printf("\n");
-    if (run->name) printf("  name:    %s\n", run->name);
+    if (run->name) printf("  name:    %s\n", cli_safe(run->name));
     if (run->n_tags) {
         mr_buf b;
         mr_buf_init(&b);
         tags_text(run, &b);
-        printf("  tags:    %s\n", b.data ? b.data : "");
+        printf("  tags:    %s\n", cli_safe(b.data));
         mr_buf_free(&b);
     }
-    printf("  command: %s\n", run->argv ? run->argv : "");
-    if (run->git_commit && run->git_commit[0]) printf("  commit:  %s%s\n", run->git_commit, run->git_dirty ? " (dirty)" : "");
+    printf("  command: %s\n", cli_safe(run->argv));
+    if (run->git_commit && run->git_commit[0]) printf("  commit:  %s%s\n", cli_safe(run->git_commit), run->git_dirty ? " (dirty)" : "");
     mr_buf pj;
     mr_buf_init(&pj);
     mr_value_to_json(run->params, 1, &pj);
-    printf("  params:  %s\n\n", pj.data ? pj.data : "{}");
+    printf("  params:  %s\n\n", pj.data ? cli_safe(pj.data) : "{}");
     mr_buf_free(&pj);
     printf("  %-20s %-9s %8s %8s %9s %10s %10s\n", "STAGE", "STATUS", "WALL s", "CPU s", "RSS MB", "READ MB", "WRITE MB");
     for (size_t k = 0; k < d->n_stages; k++) {
         const mr_stage_run *s = &d->stages[k];
         double wall = isnan(s->wall_s) ? 0 : s->wall_s, cpu = (isnan(s->user_s) ? 0 : s->user_s) + (isnan(s->sys_s) ? 0 : s->sys_s);
-        printf("  %-20s %-9s %8.2f %8.2f %9.1f %10.2f %10.2f\n", s->stage, s->status, wall, cpu, (double)s->max_rss_kb / 1024.0,
+        printf("  %-20s %-9s %8.2f %8.2f %9.1f %10.2f %10.2f\n", cli_safe(s->stage), cli_safe(s->status), wall, cpu, (double)s->max_rss_kb / 1024.0,
                (double)s->bytes_read / 1e6, (double)s->bytes_written / 1e6);
-        if (s->error) printf("      error: %s\n", s->error);
+        if (s->error) printf("      error: %s\n", cli_safe(s->error));
     }
     /* The final value of each metric, with the number of steps of a curve. */
     if (run->n_finals) printf("\n  %-20s %-30s %14s %8s\n", "STAGE", "METRIC", "FINAL", "STEPS");
@@ -294,7 +296,7 @@ static void show_text(const mr_run_detail *d)
             snprintf(v, sizeof(v), "-");
         else
             snprintf(v, sizeof(v), "%.6g", f->value);
-        printf("  %-20s %-30s %14s %8zu\n", f->stage, f->name, v, f->n_steps);
+        printf("  %-20s %-30s %14s %8zu\n", cli_safe(f->stage), cli_safe(f->name), v, f->n_steps);
     }
 }
 
@@ -338,7 +340,7 @@ int cmd_show(int argc, char **argv)
             mr_log_error(&err);
             rc = st == MR_E_NOT_FOUND ? EXIT_USAGE : cli_status_exit(st);
         } else if (c.json) {
-            cli_print(&out);
+            cli_print_json(&out);
             printf("\n");
         } else {
             show_text(d);
@@ -397,7 +399,7 @@ static void compare_text(const mr_run_compare *cmp, const char *const *refs)
     table_free(&t);
     printf("\n");
     for (size_t i = 0; i < cmp->n_stages; i++)
-        if (cmp->stages[i].changed) printf("stage %s: key changed\n", cmp->stages[i].stage);
+        if (cmp->stages[i].changed) printf("stage %s: key changed\n", cli_safe(cmp->stages[i].stage));
 }
 
 static const char compare_help[] =
@@ -480,7 +482,7 @@ int cmd_compare(int argc, char **argv)
                 mr_log_error(&err);
                 rc = cli_status_exit(st);
             } else if (c.json) {
-                cli_print(&out);
+                cli_print_json(&out);
                 printf("\n");
             } else {
                 compare_text(cmp, refs);

@@ -313,7 +313,7 @@ int cmd_model(int argc, char **argv)
                     json_t *s = json_object_get(f, "split_count");
                     char sc[32] = "";
                     if (s) snprintf(sc, sizeof(sc), "%lld", (long long)json_integer_value(s));
-                    mr_buf_printf(&out, "%-30s %12s %14.6g\n", json_string_value(json_object_get(f, "name")), sc,
+                    mr_buf_printf(&out, "%-30s %12s %14.6g\n", cli_safe(json_string_value(json_object_get(f, "name"))), sc,
                                   json_number_value(g));
                 }
                 json_decref(j);
@@ -324,7 +324,8 @@ int cmd_model(int argc, char **argv)
             mr_log_error(&err);
             rc = EXIT_FAILED;
         }
-        cli_print(&out);
+        if (json || !strcmp(sub, "dump")) cli_print_json(&out); /* feature names come from data */
+        else cli_print(&out);
     }
     mr_buf_free(&out);
     mr_model_free(m);

@@ -1,6 +1,7 @@
 /* Option helpers shared by the verbs. */
 #include "cli.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -92,12 +93,12 @@ int cli_load(const cli_common *c, mr_workspace **ws, mr_spec **spec)
 
 int cli_usage_error(const char *verb, const char *fmt, ...)
 {
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "millrace %s: error: ", verb);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nhint: see `millrace %s --help`\n", verb);
+    fprintf(stderr, "millrace %s: error: %s\nhint: see `millrace %s --help`\n", verb, cli_safe(msg), verb); /* it quotes arguments */
     return EXIT_USAGE;
 }
 
@@ -111,6 +112,78 @@ int cli_wants_help(int argc, char **argv)
 void cli_print(const mr_buf *b)
 {
     if (b->data) fwrite(b->data, 1, b->len, stdout);
+}
+
+/* Escaped copies handed out by cli_safe: a ring, so that one printf may
+ * take several; each slot is reused (freed) 32 calls later. */
+#define SAFE_RING 32
+static char *safe_ring[SAFE_RING];
+static size_t safe_next;
+
+const char *cli_safe_n(const char *s, size_t len)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    if (mr_buf_term_escape(&b, s ? s : "", s ? len : 0) != MR_OK || !b.data) {
+        mr_buf_free(&b);
+        return "?"; /* out of memory: nothing unescaped goes out */
+    }
+    size_t k = safe_next++ % SAFE_RING;
+    mr_free(safe_ring[k]);
+    safe_ring[k] = b.data; /* mr_buf_init/mr_buf_free use mr_malloc/mr_free */
+    return b.data;
+}
+
+const char *cli_safe(const char *s)
+{
+    if (!s) return "";
+    size_t len = strlen(s);
+    return mr_term_safe(s, len) ? s : cli_safe_n(s, len);
+}
+
+size_t cli_cell(mr_buf *out, const char *s, size_t len, size_t width, int cut)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    size_t full = 0;
+    if (mr_buf_term_escape(&b, s ? s : "", s ? len : 0) == MR_OK) {
+        full = b.len;
+        size_t n = b.len;
+        if (cut && n > width) {
+            n = width;
+            while (n > 0 && ((unsigned char)b.data[n] & 0xc0) == 0x80) n--; /* never cut a character */
+        }
+        if (n) mr_buf_append(out, b.data, n);
+        for (; n < width; n++) mr_buf_append(out, " ", 1);
+    }
+    mr_buf_free(&b);
+    return full;
+}
+
+size_t cli_safe_len(const char *s, size_t len)
+{
+    if (mr_term_safe(s, len)) return len;
+    mr_buf b;
+    mr_buf_init(&b);
+    size_t n = mr_buf_term_escape(&b, s, len) == MR_OK ? b.len : len;
+    mr_buf_free(&b);
+    return n;
+}
+
+void cli_puts_json(const char *json)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    if (json && mr_buf_json_safe(&b, json, strlen(json)) == MR_OK && b.data) printf("%s\n", b.data);
+    mr_buf_free(&b);
+}
+
+void cli_print_json(const mr_buf *in)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    if (in->data && mr_buf_json_safe(&b, in->data, in->len) == MR_OK && b.data) fwrite(b.data, 1, b.len, stdout);
+    mr_buf_free(&b);
 }
 
 char **cli_split_list(const char *s, size_t *n_out)

@@ -279,12 +279,87 @@ void mr_progress_clear(void);
 size_t mr_edit_distance(const char *a, const char *b);
 const char *mr_closest(const char *word, const char *const *candidates, size_t n);
 
+/* ---- name index --------------------------------------------------------
+ * A hash index from NUL-terminated names to ids in [0, 2^32 - 1): O(1)
+ * expected per add, find and remove, whatever the number of names. It
+ * stores ids only; the caller keeps the names and hands a function that
+ * gives the name of an id (called only when the 32-bit hash tags agree), so
+ * the names stay owned where they live (a table's columns, a header's
+ * fields). Caller storage; not thread-safe for mutation, finds may run
+ * concurrently.
+ *
+ *   static const char *name_of(const void *ctx, size_t id) { return ((char *const *)ctx)[id]; }
+ *   mr_strindex ix;
+ *   mr_strindex_init(&ix);
+ *   size_t dup;
+ *   for (size_t i = 0; i < n; i++) {
+ *       if (mr_strindex_add(&ix, i, name_of, names, &dup) != MR_OK) ...;   // MR_E_NOMEM
+ *       if (dup != SIZE_MAX) ...;              // names[i] equals names[dup]
+ *   }
+ *   ssize_t j = mr_strindex_find(&ix, "age", name_of, names);             // -1 if absent
+ *   mr_strindex_deinit(&ix);
+ */
+typedef const char *(*mr_strindex_key_fn)(const void *ctx, size_t id);
+typedef struct mr_strindex {
+    uint64_t *slots; /* 0 = empty, else hash tag << 32 | (id + 1) */
+    size_t n_slots;  /* 0 or a power of two, at least twice n */
+    size_t n;        /* ids indexed */
+} mr_strindex;
+void mr_strindex_init(mr_strindex *ix);
+void mr_strindex_deinit(mr_strindex *ix); /* frees the slots; ix is empty again */
+/* Room for n ids without growing. MR_E_NOMEM, MR_E_LIMIT. */
+mr_status mr_strindex_reserve(mr_strindex *ix, size_t n);
+/* Indexes id under key_of(ctx, id). When an id with an equal name is
+ * already indexed nothing changes and *existing_out (may be NULL) gets that
+ * id; otherwise it gets SIZE_MAX. MR_E_NOMEM, MR_E_LIMIT (id too large). */
+mr_status mr_strindex_add(mr_strindex *ix, size_t id, mr_strindex_key_fn key_of, const void *ctx,
+                          size_t *existing_out);
+/* The id indexed under key, or -1. */
+ssize_t mr_strindex_find(const mr_strindex *ix, const char *key, mr_strindex_key_fn key_of, const void *ctx);
+/* Unindexes id; key_of(ctx, id) must still give the name it was added
+ * under (remove before renaming). 1 if it was indexed, else 0. */
+int mr_strindex_remove(mr_strindex *ix, size_t id, mr_strindex_key_fn key_of, const void *ctx);
+/* Unindexes every id, keeping the slots. */
+void mr_strindex_clear(mr_strindex *ix);
+
 /* ---- text from data ----------------------------------------------------
  * 1 if s[0..len) is valid UTF-8 (no overlong forms, no surrogates). */
 int mr_utf8_valid(const char *s, size_t len);
 /* Appends s[0..len) to out with every invalid UTF-8 sequence replaced by
  * U+FFFD, so the text can go into JSON. MR_E_NOMEM / MR_E_LIMIT. */
 mr_status mr_buf_utf8_scrub(mr_buf *out, const char *s, size_t len);
+
+/* ---- text for terminals ------------------------------------------------
+ * Names, values and messages that quote them come from data, and a
+ * terminal acts on some of what they may hold: ESC sequences set the title
+ * or clear the screen. Everything the CLI prints from data goes through
+ * one of these. Unsafe: the C0 controls (tab and newline included), DEL,
+ * the C1 controls U+0080..U+009F, the bidirectional controls U+202A..U+202E
+ * and U+2066..U+2069, U+2028/U+2029, and bytes that are not UTF-8. The
+ * backslash is not escaped: text without unsafe characters comes out as it
+ * was, and escaping escaped text changes nothing (the output is for people;
+ * scripts read --json).
+ *
+ *   mr_buf_term_escape(&b, "a\x1b]0;pwned\x07", 10);   // a\x1b]0;pwned\x07 (visible)
+ *
+ * mr_term_safe: 1 if s[0..len) has nothing unsafe (then print it as it is). */
+int mr_term_safe(const char *s, size_t len);
+/* Appends s[0..len) with each unsafe character visible: \n \t \r, \xHH for
+ * another C0 byte, DEL or a byte that is not UTF-8, \uHHHH for the others.
+ * MR_E_NOMEM / MR_E_LIMIT. */
+mr_status mr_buf_term_escape(mr_buf *out, const char *s, size_t len);
+/* The same into buf (always NUL-terminated, cut at a character boundary);
+ * returns the bytes written. On OOM, the safe prefix of s. */
+size_t mr_term_escape(const char *s, char *buf, size_t buf_len);
+/* Appends s[0..len) as a JSON string literal that is valid JSON and safe
+ * on a terminal whatever s holds: escapes as mr_buf_json_str does, and the
+ * unsafe characters above as \uHHHH; bytes that are not UTF-8 (no JSON
+ * string can hold them) become U+FFFD, written \ufffd. */
+mr_status mr_buf_json_text(mr_buf *out, const char *s, size_t len);
+/* Copies JSON text (a document another writer made) with every unsafe
+ * character written as \uHHHH (the same value to a JSON reader) and bytes
+ * that are not UTF-8 as \ufffd; newlines, tabs and CRs between tokens stay. */
+mr_status mr_buf_json_safe(mr_buf *out, const char *json, size_t len);
 
 /* ---- time --------------------------------------------------------------*/
 double mr_now(void);          /* monotonic seconds */

@@ -152,6 +152,9 @@ mr_status mr_csv_reader_open(const char *path, const mr_csv_options *o, mr_csv_r
  * NULL / MR_T_NULL for j past the end. */
 size_t mr_csv_reader_n_cols(const mr_csv_reader *r);
 const char *mr_csv_reader_col_name(const mr_csv_reader *r, size_t j);
+/* The index of the column named name, or -1; O(1) expected (the header's
+ * names are hashed once at open). */
+ssize_t mr_csv_reader_col_index(const mr_csv_reader *r, const char *name);
 mr_dtype mr_csv_reader_col_type(const mr_csv_reader *r, size_t j);
 /* Next batch of 1..max_rows rows (0 = no limit) in file order; a batch may
  * also end at an internal window boundary (about 8 chunks). *out = NULL at

@@ -345,6 +345,18 @@ void mr_ingest_opts_init(mr_ingest_opts *o); /* defaults: mr_csv_options_init + 
 mr_status mr_dataset_ingest(const char *source, const char *dir, const mr_ingest_opts *o, mr_ingest_stats *stats,
                             mr_error *err);
 
+/* The staging directories of an atomic publish into dir (`millrace data
+ * ingest`: DIR.tmp.PID holds the dataset being built, DIR.old.PID the one
+ * it replaces, between two renames) are left behind when that process is
+ * killed. This removes those whose PID names no running process (kill(PID,
+ * 0) fails with ESRCH), never those of a live process or of the caller.
+ * Call it once a new dataset is in place at dir: before, a DIR.old.PID may
+ * hold the only copy of the old one. PIDs are this host's: do not share a
+ * directory between hosts ingesting into it at once. *n_removed (may be
+ * NULL) counts what was removed. Errors: MR_E_IO (the parent directory
+ * cannot be listed, a directory cannot be removed), MR_E_NOMEM. */
+mr_status mr_dataset_remove_stale_staging(const char *dir, size_t *n_removed, mr_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -90,10 +90,16 @@ struct mr_column {
     mr_column *dict;     /* STRING dictionary: the distinct values (plain STRING) */
 };
 
+/* n_rows, n_cols and cols are for reading: add, replace, rename and drop
+ * columns through the functions below, which keep by_name consistent. A
+ * table view may be made in caller storage ({n_rows, n_cols, cols}, by_name
+ * zeroed) for read-only use: lookups then scan the names. */
 typedef struct mr_table {
     size_t n_rows;
     size_t n_cols;
     mr_column **cols;
+    size_t cols_cap;     /* private: slots allocated in cols */
+    mr_strindex by_name; /* private: name -> position, kept once n_cols >= 16 */
 } mr_table;
 
 /* ---- columns ------------------------------------------------------------ */
@@ -143,11 +149,22 @@ void mr_table_free(mr_table *t);
 /* Takes ownership of col (also on failure). Every column must have n_rows
  * rows (the first one sets it); names must be unique (MR_E_SCHEMA). */
 mr_status mr_table_add_column(mr_table *t, mr_column *col, mr_error *err);
+/* Lookups by name: O(1) expected (a hash index over the names; a table of
+ * fewer than 16 columns, or a view, compares names directly). */
 mr_column *mr_table_column(const mr_table *t, const char *name); /* borrowed, NULL if absent */
-/* The same, trying column `hint` first: callers that usually find column i
- * at index i (a table built in schema order) skip the name scan. */
+/* The same, trying column `hint` first (one comparison when column i is at
+ * index i, as in a table built in schema order). */
 mr_column *mr_table_column_hint(const mr_table *t, size_t hint, const char *name);
 ssize_t mr_table_column_index(const mr_table *t, const char *name); /* -1 if absent */
+/* Replaces column i (freed) by col, which must have n_rows rows and a name
+ * no other column has. Takes ownership of col (also on failure: MR_E_SCHEMA,
+ * MR_E_NOMEM, and then the table is unchanged). */
+mr_status mr_table_set_column(mr_table *t, size_t i, mr_column *col, mr_error *err);
+/* Renames columns idx[0..n) to names[0..n) (copied) at once, so names may
+ * be swapped. MR_E_SCHEMA when two columns would share a name,
+ * MR_E_INVALID_ARG when idx repeats a column, MR_E_NOMEM; on failure the
+ * table is unchanged. O(n) expected, whatever the table's width. */
+mr_status mr_table_rename_columns(mr_table *t, const size_t *idx, const char *const *names, size_t n, mr_error *err);
 /* New tables of rows [begin, end) / the rows listed in idx (as the column
  * functions). MR_E_NOMEM, MR_E_LIMIT. */
 mr_status mr_table_slice(const mr_table *t, size_t begin, size_t end, mr_table **out, mr_error *err);

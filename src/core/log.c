@@ -1,5 +1,6 @@
 /* Log sink: level filter, colour on/off, and the one place that formats
- * errors for people. The CLI configures it; the library only calls it. */
+ * errors for people. The CLI configures it; the library only calls it.
+ * Messages quote data, so they are printed through mr_term_escape. */
 #include "millrace/core.h"
 
 #include <string.h>
@@ -34,11 +35,17 @@ void mr_log(mr_log_level lvl, const char *fmt, ...)
 {
     int to_sink = sink_fn && lvl >= sink_level;
     if (lvl < log_level && !to_sink) return;
-    char msg[2048];
+    char raw[2048], safe[4096];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
+    /* messages quote data (names, values): nothing in them may drive the terminal */
+    const char *msg = raw;
+    if (!mr_term_safe(raw, strlen(raw))) {
+        mr_term_escape(raw, safe, sizeof(safe));
+        msg = safe;
+    }
     if (lvl >= log_level) {
         mr_progress_clear();
         const char *prefix = "";
@@ -52,11 +59,15 @@ void mr_log(mr_log_level lvl, const char *fmt, ...)
 
 void mr_log_error(const mr_error *err)
 {
-    char buf[2048];
+    char buf[2048], safe[4096];
     mr_error_format(err, buf, sizeof(buf));
+    mr_term_escape(buf, safe, sizeof(safe)); /* a message quotes input: escape what a terminal would act on */
     mr_progress_clear();
-    fprintf(stderr, "%smillrace: error:%s %s\n", mr_c_red(), mr_c_reset(), buf);
-    if (err && err->hint[0]) fprintf(stderr, "hint: %s\n", err->hint);
+    fprintf(stderr, "%smillrace: error:%s %s\n", mr_c_red(), mr_c_reset(), safe);
+    if (err && err->hint[0]) {
+        mr_term_escape(err->hint, safe, sizeof(safe));
+        fprintf(stderr, "hint: %s\n", safe);
+    }
 }
 
 double mr_now(void)

@@ -1,6 +1,7 @@
 /* Text helpers: "did you mean" (edit distances and the closest of a set of
  * names, for every error that names something unknown: a key, a stage, a
- * column) and UTF-8 validation for text that comes from data. */
+ * column), UTF-8 validation for text that comes from data, and the one
+ * escaping of data text for terminals and JSON. */
 #include "millrace/core.h"
 
 #include <ctype.h>
@@ -120,3 +121,149 @@ mr_status mr_buf_utf8_scrub(mr_buf *out, const char *s, size_t len)
     if (st == MR_OK) st = mr_buf_append(out, s + run, len - run);
     return st;
 }
+
+/* ---- text for terminals and JSON ----------------------------------------
+ * What a terminal acts on instead of showing: the C0 controls (ESC starts
+ * every escape sequence; BEL, BS, CR and LF move or sound), DEL, the C1
+ * controls U+0080..U+009F (U+009B is a one-character CSI for terminals
+ * that decode C1 from UTF-8), and bytes that are not UTF-8 (a terminal may
+ * take them as 8-bit C1). Also escaped, because they reorder or break what
+ * is shown: the bidirectional embeddings, overrides and isolates
+ * (U+202A..U+202E, U+2066..U+2069) and the line/paragraph separators
+ * (U+2028, U+2029). Everything else, including the backslash, is copied,
+ * so ordinary text is unchanged and escaping twice equals escaping once. */
+
+/* What to do with the character at s (n bytes left): *len gets its length
+ * (1 for an invalid byte), *cp its code point; returns 1 if it is unsafe. */
+static int unsafe_at(const unsigned char *s, size_t n, size_t *len, uint32_t *cp, int *invalid)
+{
+    unsigned char c = s[0];
+    *invalid = 0;
+    if (c < 0x80) {
+        *len = 1;
+        *cp = c;
+        return c < 0x20 || c == 0x7f;
+    }
+    size_t k = utf8_seq(s, n);
+    if (!k) {
+        *len = 1;
+        *cp = c;
+        *invalid = 1;
+        return 1;
+    }
+    *len = k;
+    uint32_t v = k == 2 ? (uint32_t)(c & 0x1f) : k == 3 ? (uint32_t)(c & 0x0f) : (uint32_t)(c & 0x07);
+    for (size_t q = 1; q < k; q++) v = v << 6 | (uint32_t)(s[q] & 0x3f);
+    *cp = v;
+    return (v >= 0x80 && v <= 0x9f) || (v >= 0x202a && v <= 0x202e) || (v >= 0x2066 && v <= 0x2069) || v == 0x2028 ||
+           v == 0x2029;
+}
+
+int mr_term_safe(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < len;) {
+        size_t k;
+        uint32_t cp;
+        int inv;
+        if (p[i] >= 0x20 && p[i] < 0x7f) { /* the common case */
+            i++;
+            continue;
+        }
+        if (unsafe_at(p + i, len - i, &k, &cp, &inv)) return 0;
+        i += k;
+    }
+    return 1;
+}
+
+mr_status mr_buf_term_escape(mr_buf *out, const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t run = 0; /* start of the pending safe run */
+    mr_status st = MR_OK;
+    for (size_t i = 0; i < len && st == MR_OK;) {
+        size_t k;
+        uint32_t cp;
+        int inv;
+        if (p[i] >= 0x20 && p[i] < 0x7f) {
+            i++;
+            continue;
+        }
+        if (!unsafe_at(p + i, len - i, &k, &cp, &inv)) {
+            i += k;
+            continue;
+        }
+        st = mr_buf_append(out, s + run, i - run);
+        if (st != MR_OK) break;
+        if (cp == '\n' && !inv) st = mr_buf_puts(out, "\\n");
+        else if (cp == '\t' && !inv) st = mr_buf_puts(out, "\\t");
+        else if (cp == '\r' && !inv) st = mr_buf_puts(out, "\\r");
+        else if (cp < 0x80 || inv) st = mr_buf_printf(out, "\\x%02x", (unsigned)cp);
+        else st = mr_buf_printf(out, "\\u%04x", (unsigned)cp);
+        i += k;
+        run = i;
+    }
+    if (st == MR_OK) st = mr_buf_append(out, s + run, len - run);
+    return st;
+}
+
+size_t mr_term_escape(const char *s, char *buf, size_t buf_len)
+{
+    if (!buf_len) return 0;
+    mr_buf b;
+    mr_buf_init(&b);
+    size_t n = 0;
+    if (mr_buf_term_escape(&b, s ? s : "", s ? strlen(s) : 0) == MR_OK && b.data) {
+        n = b.len < buf_len - 1 ? b.len : buf_len - 1;
+        while (n > 0 && n < b.len && ((unsigned char)b.data[n] & 0xc0) == 0x80) n--; /* never cut a character */
+        memcpy(buf, b.data, n);
+    } else if (s) { /* no memory: keep the safe prefix */
+        const unsigned char *p = (const unsigned char *)s;
+        while (n + 1 < buf_len && p[n] >= 0x20 && p[n] < 0x7f) n++;
+        memcpy(buf, s, n);
+    }
+    buf[n] = '\0';
+    mr_buf_free(&b);
+    return n;
+}
+
+static mr_status json_escape_into(mr_buf *out, const char *s, size_t len, int quote)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t run = 0;
+    mr_status st = quote ? mr_buf_append(out, "\"", 1) : MR_OK;
+    for (size_t i = 0; i < len && st == MR_OK;) {
+        size_t k;
+        uint32_t cp;
+        int inv;
+        unsigned char c = p[i];
+        if (c >= 0x20 && c < 0x7f && (!quote || (c != '"' && c != '\\'))) {
+            i++;
+            continue;
+        }
+        int bad = unsafe_at(p + i, len - i, &k, &cp, &inv);
+        if (!quote && (c == '\n' || c == '\t' || c == '\r')) bad = 0; /* whitespace between tokens */
+        if (!bad && !(quote && (c == '"' || c == '\\'))) {
+            i += k;
+            continue;
+        }
+        st = mr_buf_append(out, s + run, i - run);
+        if (st != MR_OK) break;
+        if (inv) st = mr_buf_puts(out, "\\ufffd");
+        else if (c == '"') st = mr_buf_puts(out, "\\\"");
+        else if (c == '\\') st = mr_buf_puts(out, "\\\\");
+        else if (c == '\n') st = mr_buf_puts(out, "\\n");
+        else if (c == '\t') st = mr_buf_puts(out, "\\t");
+        else if (c == '\r') st = mr_buf_puts(out, "\\r");
+        else st = mr_buf_printf(out, "\\u%04x", (unsigned)cp);
+        i += k;
+        run = i;
+    }
+    if (st == MR_OK) st = mr_buf_append(out, s + run, len - run);
+    if (st == MR_OK && quote) st = mr_buf_append(out, "\"", 1);
+    return st;
+}
+
+mr_status mr_buf_json_text(mr_buf *out, const char *s, size_t len) { return json_escape_into(out, s, len, 1); }
+
+mr_status mr_buf_json_safe(mr_buf *out, const char *json, size_t len) { return json_escape_into(out, json, len, 0); }

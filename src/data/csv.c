@@ -79,6 +79,7 @@ struct mr_csv_reader {
     long line;        /* physical 1-based line of buf[pos] */
     size_t n_cols;
     char **names;
+    mr_strindex name_ix; /* names -> field index (header duplicates, declared schema) */
     mr_dtype *types;
     uint8_t *declared;
     col_sample *sample; /* n_cols, from inference */
@@ -783,7 +784,11 @@ static char *unescape(const fld *f, char quote)
     return s;
 }
 
-/* Reads the header (or counts the first record's fields) into names. */
+static const char *name_of(const void *ctx, size_t id) { return ((char *const *)ctx)[id]; }
+
+/* Reads the header (or counts the first record's fields) into names. A
+ * name must be valid UTF-8 (it goes into manifests, JSON and terminals
+ * as it is), and names must be unique. */
 static mr_status read_header(mr_csv_reader *r, mr_error *err)
 {
     const char *p = r->buf + r->pos, *end = r->buf + r->len;
@@ -815,17 +820,28 @@ static mr_status read_header(mr_csv_reader *r, mr_error *err)
         }
         if (!name) return MR_ERR(err, MR_E_NOMEM, "out of memory");
         r->names[r->n_cols++] = name;
+        if (!mr_utf8_valid(name, strlen(name))) {
+            rc = MR_ERR(err, MR_E_PARSE, "the name in field %zu of the header is not valid UTF-8", j + 1);
+            mr_error_at(err, r->path, r->line, (long)(j + 1));
+            mr_error_hint(err, "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)");
+            return rc;
+        }
         if (t == F_EOR) break;
     }
     if (p > end) p = end;
-    for (size_t i = 0; i < r->n_cols; i++)
-        for (size_t k = 0; k < i; k++)
-            if (!strcmp(r->names[i], r->names[k])) {
-                rc = MR_ERR(err, MR_E_SCHEMA, "duplicate column name '%s' in the header (fields %zu and %zu)",
-                            r->names[i], k + 1, i + 1);
-                mr_error_at(err, r->path, r->line, (long)(i + 1));
-                return rc;
-            }
+    rc = mr_strindex_reserve(&r->name_ix, r->n_cols);
+    for (size_t i = 0; rc == MR_OK && i < r->n_cols; i++) {
+        size_t k;
+        rc = mr_strindex_add(&r->name_ix, i, name_of, r->names, &k);
+        if (rc != MR_OK) return MR_ERR(err, rc, "out of memory reading the header of '%s'", r->path);
+        if (k != SIZE_MAX) {
+            rc = MR_ERR(err, MR_E_SCHEMA, "duplicate column name '%s' in the header (fields %zu and %zu)",
+                        r->names[i], k + 1, i + 1);
+            mr_error_at(err, r->path, r->line, (long)(i + 1));
+            return rc;
+        }
+    }
+    if (rc != MR_OK) return MR_ERR(err, rc, "out of memory reading the header of '%s'", r->path);
     if (!r->c.no_header) {
         r->stats.bytes += (size_t)(p - (r->buf + r->pos));
         r->pos = (size_t)(p - r->buf);
@@ -955,8 +971,8 @@ static mr_status apply_options(mr_csv_reader *r, const mr_csv_options *o, mr_err
 static mr_status apply_schema(mr_csv_reader *r, const mr_csv_options *o, mr_error *err)
 {
     for (size_t i = 0; o && i < o->n_schema; i++) {
-        size_t j = 0;
-        while (j < r->n_cols && strcmp(r->names[j], o->schema_names[i])) j++;
+        ssize_t found = mr_strindex_find(&r->name_ix, o->schema_names[i], name_of, r->names);
+        size_t j = found < 0 ? r->n_cols : (size_t)found;
         if (j == r->n_cols) {
             mr_status rc = MR_ERR(err, MR_E_SCHEMA, "schema names column '%s', which the file does not have",
                                   o->schema_names[i]);
@@ -1056,6 +1072,10 @@ mr_status mr_csv_reader_open(const char *path, const mr_csv_options *o, mr_csv_r
 
 size_t mr_csv_reader_n_cols(const mr_csv_reader *r) { return r->n_cols; }
 const char *mr_csv_reader_col_name(const mr_csv_reader *r, size_t j) { return j < r->n_cols ? r->names[j] : NULL; }
+ssize_t mr_csv_reader_col_index(const mr_csv_reader *r, const char *name)
+{
+    return mr_strindex_find(&r->name_ix, name, name_of, r->names);
+}
 mr_dtype mr_csv_reader_col_type(const mr_csv_reader *r, size_t j)
 {
     return j < r->n_cols ? (r->types[j] == MR_T_NULL ? MR_T_STRING : r->types[j]) : MR_T_NULL;
@@ -1118,6 +1138,7 @@ void mr_csv_reader_close(mr_csv_reader *r, mr_csv_stats *stats)
     mr_table_free(r->cur);
     for (size_t i = 0; i < r->n_cols; i++) mr_free(r->names[i]);
     mr_free(r->names);
+    mr_strindex_deinit(&r->name_ix);
     mr_free(r->types);
     mr_free(r->declared);
     mr_free(r->sample);

@@ -383,6 +383,11 @@ static mr_status fix_schema(mr_dataset_writer *w, const mr_table *t, mr_error *e
     for (size_t j = 0; j < t->n_cols; j++) {
         w->names[j] = mr_strdup(t->cols[j]->name);
         if (!w->names[j]) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (!mr_utf8_valid(w->names[j], strlen(w->names[j]))) { /* the manifest is JSON: checked before any shard */
+            char shown[160];
+            mr_term_escape(w->names[j], shown, sizeof shown);
+            return MR_ERR(err, MR_E_SCHEMA, "dataset: the name of column %zu ('%s') is not valid UTF-8", j + 1, shown);
+        }
         w->types[j] = t->cols[j]->type;
         if (w->types[j] == MR_T_NULL)
             return MR_ERR(err, MR_E_SCHEMA, "dataset: column '%s' has no type (all null?); declare one",
@@ -716,7 +721,7 @@ static mr_status route(mr_dataset_writer *w, const mr_table *t, size_t part, con
     mr_column **vc = w->n_fcols <= 256 ? view_cols : mr_calloc(w->n_fcols, sizeof *vc);
     if (!vc) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     for (size_t f = 0; f < w->n_fcols; f++) vc[f] = t->cols[w->fcols[f]];
-    mr_table view = {t->n_rows, w->n_fcols, vc};
+    mr_table view = {.n_rows = t->n_rows, .n_cols = w->n_fcols, .cols = vc};
     mr_status rc = MR_OK;
     if (idx) {
         mr_table *rows = NULL;
@@ -989,6 +994,7 @@ void mr_dataset_close(mr_dataset *ds)
     for (size_t j = 0; j < ds->n_cols; j++) mr_free(ds->names[j]);
     mr_free(ds->shards);
     mr_free(ds->names);
+    mr_strindex_deinit(&ds->name_ix);
     mr_free(ds->types);
     mr_free(ds->nullable);
     mr_free(ds->is_part);
@@ -1020,6 +1026,8 @@ static void to_bound(mr_dtype t, tval *v, mr_dataset_col_stats *st, int is_max)
         break;
     }
 }
+
+static const char *ds_name_of(const void *ctx, size_t id) { return ((char *const *)ctx)[id]; }
 
 static mr_status corrupt(mr_error *err, const char *mpath, const char *what, const char *detail)
 {
@@ -1118,26 +1126,36 @@ static mr_status parse_shard(mr_dataset *ds, const json_t *js, size_t i, const c
     return MR_OK;
 }
 
-/* Distinct partitions: shards with the same directory share one. */
+/* Distinct partitions: shards with the same directory share one (a hash
+ * index over the directories, so many partitions cost O(1) each). */
 static mr_status index_partitions(mr_dataset *ds, mr_error *err)
 {
-    size_t *first = mr_calloc(ds->n_shards ? ds->n_shards : 1, sizeof *first); /* shard that opened partition p */
-    if (!first) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    char **dirs = mr_calloc(ds->n_shards ? ds->n_shards : 1, sizeof *dirs); /* of partition p */
+    mr_strindex ix;
+    mr_strindex_init(&ix);
+    mr_status rc = dirs ? mr_strindex_reserve(&ix, ds->n_shards) : MR_E_NOMEM;
     ds->n_partitions = 0;
-    for (size_t i = 0; i < ds->n_shards; i++) {
+    for (size_t i = 0; rc == MR_OK && i < ds->n_shards; i++) {
         const char *pi = ds->shards[i].path, *si = strrchr(pi, '/');
-        size_t li = si ? (size_t)(si - pi) : 0;
-        size_t p = 0;
-        for (; p < ds->n_partitions; p++) {
-            const char *pj = ds->shards[first[p]].path, *sj = strrchr(pj, '/');
-            size_t lj = sj ? (size_t)(sj - pj) : 0;
-            if (li == lj && !memcmp(pi, pj, li)) break;
+        char *d = mr_strndup(pi, si ? (size_t)(si - pi) : 0);
+        if (!d) {
+            rc = MR_E_NOMEM;
+            break;
         }
-        if (p == ds->n_partitions) first[ds->n_partitions++] = i;
-        ds->shards[i].partition = p;
+        ssize_t p = mr_strindex_find(&ix, d, ds_name_of, dirs);
+        if (p < 0) {
+            p = (ssize_t)ds->n_partitions;
+            dirs[ds->n_partitions++] = d;
+            rc = mr_strindex_add(&ix, (size_t)p, ds_name_of, dirs, NULL);
+        } else {
+            mr_free(d);
+        }
+        ds->shards[i].partition = (size_t)p;
     }
-    mr_free(first);
-    return MR_OK;
+    for (size_t p = 0; dirs && p < ds->n_partitions; p++) mr_free(dirs[p]);
+    mr_free(dirs);
+    mr_strindex_deinit(&ix);
+    return rc == MR_OK ? MR_OK : MR_ERR(err, rc, "out of memory");
 }
 
 mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
@@ -1201,17 +1219,22 @@ mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
             rc = corrupt(err, mpath, "schema entry needs \"name\" and a valid \"type\"", name);
             goto done;
         }
-        for (size_t q = 0; q < j; q++)
-            if (!strcmp(ds->names[q], name)) {
-                rc = corrupt(err, mpath, "duplicate column in schema", name);
-                goto done;
-            }
         ds->names[j] = mr_strdup(name);
         if (!ds->names[j]) {
             rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
             goto done;
         }
         ds->n_cols++;
+        size_t dup;
+        rc = mr_strindex_add(&ds->name_ix, j, ds_name_of, ds->names, &dup);
+        if (rc != MR_OK) {
+            rc = MR_ERR(err, rc, "out of memory");
+            goto done;
+        }
+        if (dup != SIZE_MAX) {
+            rc = corrupt(err, mpath, "duplicate column in schema", name);
+            goto done;
+        }
         ds->nullable[j] = json_is_true(json_object_get(c, "nullable"));
     }
     if (json_array_size(pby) > MR_DATASET_MAX_PARTITION_COLS) {
@@ -1220,9 +1243,7 @@ mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
     }
     for (size_t k = 0; k < json_array_size(pby); k++) {
         const char *name = json_string_value(json_object_get(json_array_get(pby, k), "name"));
-        ssize_t j = -1;
-        for (size_t q = 0; name && q < ds->n_cols; q++)
-            if (!strcmp(ds->names[q], name)) j = (ssize_t)q;
+        ssize_t j = name ? mr_dataset_col_index(ds, name) : -1;
         if (j < 0 || ds->is_part[j]) {
             rc = corrupt(err, mpath, "partition column is not in the schema (or listed twice)", name);
             goto done;
@@ -1306,9 +1327,7 @@ mr_dtype mr_dataset_col_type(const mr_dataset *ds, size_t j) { return j < ds->n_
 int mr_dataset_col_nullable(const mr_dataset *ds, size_t j) { return j < ds->n_cols && ds->nullable[j]; }
 ssize_t mr_dataset_col_index(const mr_dataset *ds, const char *name)
 {
-    for (size_t j = 0; j < ds->n_cols; j++)
-        if (!strcmp(ds->names[j], name)) return (ssize_t)j;
-    return -1;
+    return mr_strindex_find(&ds->name_ix, name, ds_name_of, ds->names);
 }
 size_t mr_dataset_n_partition_cols(const mr_dataset *ds) { return ds->n_part; }
 size_t mr_dataset_partition_col(const mr_dataset *ds, size_t k) { return k < ds->n_part ? ds->part_cols[k] : SIZE_MAX; }

@@ -15,9 +15,14 @@
  * the writer after the batch it is on. */
 #include "data/dataset_int.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define DEFAULT_BATCH_ROWS 131072u
 #define QUEUE_BATCHES 1 /* batches waiting for the writer: enough to cover a window's parse, bounded memory */
@@ -275,5 +280,62 @@ done:
     }
     st.rows_read = good + st.rows_skipped;
     if (stats) *stats = st;
+    return rc;
+}
+
+/* ---- staging left by killed ingests ---------------------------------------------- */
+
+/* The PID of a staging name "<base>.tmp.<PID>" / "<base>.old.<PID>", or 0. */
+static long staging_pid(const char *name, const char *base, size_t base_len)
+{
+    if (strncmp(name, base, base_len) || (strncmp(name + base_len, ".tmp.", 5) && strncmp(name + base_len, ".old.", 5)))
+        return 0;
+    const char *d = name + base_len + 5;
+    if (*d < '1' || *d > '9') return 0;
+    char *end = NULL;
+    errno = 0;
+    long pid = strtol(d, &end, 10);
+    return errno || *end || pid <= 0 ? 0 : pid;
+}
+
+mr_status mr_dataset_remove_stale_staging(const char *dir, size_t *n_removed, mr_error *err)
+{
+    if (n_removed) *n_removed = 0;
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/') len--;
+    char *path = mr_strndup(dir, len);
+    if (!path) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    char *slash = strrchr(path, '/');
+    const char *parent = slash ? (slash == path ? "/" : path) : ".";
+    const char *base = slash ? slash + 1 : path;
+    if (slash && slash != path) *slash = '\0';
+    mr_status rc = MR_OK;
+    DIR *d = opendir(parent);
+    if (!d) {
+        rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot list the directory", parent);
+        goto done;
+    }
+    size_t base_len = strlen(base);
+    while (rc == MR_OK) {
+        const struct dirent *e = readdir(d);
+        if (!e) break;
+        long pid = staging_pid(e->d_name, base, base_len);
+        if (!pid || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* running (or not ours to signal): live */
+        char *p = slash ? mr_path_join(parent, e->d_name) : mr_strdup(e->d_name);
+        if (!p) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            break;
+        }
+        rc = mr_fs_rmtree(p, err);
+        if (rc == MR_OK) {
+            mr_log(MR_LOG_INFO, "removed %s, left by ingest process %ld, which no longer runs", p, pid);
+            if (n_removed) (*n_removed)++;
+        }
+        mr_free(p);
+    }
+    closedir(d);
+done:
+    mr_free(path);
     return rc;
 }

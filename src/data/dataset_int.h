@@ -22,6 +22,7 @@ struct mr_dataset {
     char *dir;
     size_t n_cols;
     char **names;
+    mr_strindex name_ix;          /* names -> schema index */
     mr_dtype *types;
     int *nullable;
     int *is_part;                 /* n_cols: 1 for partition columns */

@@ -61,12 +61,7 @@ static void shard_stats(const mr_dataset *ds, size_t i, int part_only, mr_col_st
 
 /* ---- plan ---------------------------------------------------------------------------- */
 
-static int in_list(const size_t *v, size_t n, size_t x)
-{
-    for (size_t k = 0; k < n; k++)
-        if (v[k] == x) return 1;
-    return 0;
-}
+enum { ROLE_OUT = 1, ROLE_FILTER = 2 };
 
 void mr__ds_plan_deinit(mr__ds_plan *p)
 {
@@ -87,6 +82,7 @@ mr_status mr__ds_plan_init(mr__ds_plan *p, const mr_dataset *ds, const char *fil
     mr_status rc = MR_OK;
     mr_col_stats *st = NULL;
     uint8_t *part_pruned = NULL;
+    uint8_t *role = NULL; /* per schema column: ROLE_OUT | ROLE_FILTER, so each test is O(1) */
     size_t n_out = columns ? n_columns : ds->n_cols;
     p->out_cols = mr_calloc(n_out ? n_out : 1, sizeof *p->out_cols);
     p->out_names = mr_calloc(n_out ? n_out : 1, sizeof *p->out_names);
@@ -95,7 +91,9 @@ mr_status mr__ds_plan_init(mr__ds_plan *p, const mr_dataset *ds, const char *fil
     p->shard_prune = mr_calloc(ds->n_shards ? ds->n_shards : 1, 1);
     st = mr_calloc(ds->n_cols ? ds->n_cols : 1, sizeof *st);
     part_pruned = mr_calloc(ds->n_partitions ? ds->n_partitions : 1, 1);
-    if (!p->out_cols || !p->out_names || !p->need_cols || !p->fcols || !p->shard_prune || !st || !part_pruned) {
+    role = mr_calloc(ds->n_cols ? ds->n_cols : 1, 1);
+    if (!p->out_cols || !p->out_names || !p->need_cols || !p->fcols || !p->shard_prune || !st || !part_pruned ||
+        !role) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto done;
     }
@@ -108,10 +106,11 @@ mr_status mr__ds_plan_init(mr__ds_plan *p, const mr_dataset *ds, const char *fil
             if (best) mr_error_hint(err, "did you mean '%s'?", best);
             goto done;
         }
-        if (in_list(p->out_cols, k, (size_t)j)) {
+        if (role[j] & ROLE_OUT) {
             rc = MR_ERR(err, MR_E_INVALID_ARG, "column '%s' selected twice", ds->names[j]);
             goto done;
         }
+        role[j] |= ROLE_OUT;
         p->out_cols[k] = (size_t)j;
         p->out_names[k] = ds->names[j];
         p->need_cols[p->n_need++] = (size_t)j;
@@ -126,9 +125,10 @@ mr_status mr__ds_plan_init(mr__ds_plan *p, const mr_dataset *ds, const char *fil
         const char *const *fc = mr_expr_columns(p->filter, &nf);
         for (size_t k = 0; k < nf; k++) {
             ssize_t j = mr_dataset_col_index(ds, fc[k]);
-            if (j < 0 || in_list(p->fcols, p->n_fcols, (size_t)j)) continue;
+            if (j < 0 || (role[j] & ROLE_FILTER)) continue;
             p->fcols[p->n_fcols++] = (size_t)j;
-            if (!in_list(p->need_cols, p->n_need, (size_t)j)) p->need_cols[p->n_need++] = (size_t)j;
+            if (!(role[j] & ROLE_OUT)) p->need_cols[p->n_need++] = (size_t)j;
+            role[j] |= ROLE_FILTER;
         }
     }
     /* steps 1 and 2 */
@@ -170,6 +170,7 @@ mr_status mr__ds_plan_init(mr__ds_plan *p, const mr_dataset *ds, const char *fil
 done:
     mr_free(st);
     mr_free(part_pruned);
+    mr_free(role);
     if (rc != MR_OK) mr__ds_plan_deinit(p);
     return rc;
 }

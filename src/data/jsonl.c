@@ -28,6 +28,7 @@ typedef struct jchunk {
     size_t max_rows, n_rows;
     key_type *keys;
     size_t n_keys, cap_keys;
+    mr_strindex key_ix;  /* keys[].name -> index: O(1) per key of a line */
     int has_err;
     mr_status err_code;
     long err_line, err_col;
@@ -47,6 +48,7 @@ typedef struct jjob {
     /* pass 2 */
     size_t n_cols;
     char **names;
+    mr_strindex name_ix; /* names -> column */
     mr_dtype *types;
     uint8_t *declared;
     mr__cb *cbs;
@@ -101,6 +103,9 @@ static mr_dtype kind_of(json_t *v)
     default: return MR_T_STRING; /* object / array: JSON text */
     }
 }
+
+static const char *chunk_key_of(const void *ctx, size_t id) { return ((const jchunk *)ctx)->keys[id].name; }
+static const char *job_name_of(const void *ctx, size_t id) { return ((const jjob *)ctx)->names[id]; }
 
 /* Joins kinds, where mixing JSON strings with other kinds gives string. */
 static mr_dtype jjoin(mr_dtype a, mr_dtype b) { return mr__type_join(a, b); }
@@ -163,8 +168,8 @@ static void pass1(void *ctx, size_t k)
             json_t *v;
             json_object_foreach(o, key, v)
             {
-                size_t i = 0;
-                while (i < c->n_keys && strcmp(c->keys[i].name, key)) i++;
+                ssize_t found = mr_strindex_find(&c->key_ix, key, chunk_key_of, c);
+                size_t i = found < 0 ? c->n_keys : (size_t)found;
                 if (i == c->n_keys) {
                     if (c->n_keys == c->cap_keys) {
                         size_t ncap = c->cap_keys ? c->cap_keys * 2 : 16;
@@ -185,6 +190,11 @@ static void pass1(void *ctx, size_t k)
                         return;
                     }
                     c->n_keys++;
+                    if (mr_strindex_add(&c->key_ix, i, chunk_key_of, c, NULL) != MR_OK) {
+                        c->oom = MR_E_NOMEM;
+                        json_decref(o);
+                        return;
+                    }
                 }
                 c->keys[i].type = jjoin(c->keys[i].type, kind_of(v));
             }
@@ -393,8 +403,8 @@ mr_status mr_jsonl_read(const char *path, const mr_jsonl_options *o, mr_table **
     size_t cap = 0;
     for (size_t k = 0; k < w.n_ch; k++)
         for (size_t i = 0; i < w.ch[k].n_keys; i++) {
-            size_t j = 0;
-            while (j < w.n_cols && strcmp(w.names[j], w.ch[k].keys[i].name)) j++;
+            ssize_t found = mr_strindex_find(&w.name_ix, w.ch[k].keys[i].name, job_name_of, &w);
+            size_t j = found < 0 ? w.n_cols : (size_t)found;
             if (j == w.n_cols) {
                 if (w.n_cols == cap) {
                     cap = cap ? cap * 2 : 16;
@@ -408,14 +418,15 @@ mr_status mr_jsonl_read(const char *path, const mr_jsonl_options *o, mr_table **
                 w.ch[k].keys[i].name = NULL;
                 w.types[j] = MR_T_NULL;
                 w.n_cols++;
+                if (mr_strindex_add(&w.name_ix, j, job_name_of, &w, NULL) != MR_OK) goto nomem;
             }
             w.types[j] = jjoin(w.types[j], w.ch[k].keys[i].type);
         }
     w.declared = mr_calloc(w.n_cols + 1, 1);
     if (!w.declared) goto nomem;
     for (size_t i = 0; i < o->n_schema; i++) {
-        size_t j = 0;
-        while (j < w.n_cols && strcmp(w.names[j], o->schema_names[i])) j++;
+        ssize_t found = mr_strindex_find(&w.name_ix, o->schema_names[i], job_name_of, &w);
+        size_t j = found < 0 ? w.n_cols : (size_t)found;
         if (j == w.n_cols) {
             rc = MR_ERR(err, MR_E_SCHEMA, "schema names column '%s', which no line has", o->schema_names[i]);
             mr_error_at(err, path, 0, 0);
@@ -469,12 +480,14 @@ done:
     for (size_t k = 0; w.ch && k < w.n_ch; k++) {
         for (size_t i = 0; i < w.ch[k].n_keys; i++) mr_free(w.ch[k].keys[i].name);
         mr_free(w.ch[k].keys);
+        mr_strindex_deinit(&w.ch[k].key_ix);
         mr_free(w.ch[k].bad_off);
         mr_free(w.ch[k].bad_len);
     }
     mr_free(w.ch);
     for (size_t j = 0; j < w.n_cols; j++) mr_free(w.names[j]);
     mr_free(w.names);
+    mr_strindex_deinit(&w.name_ix);
     mr_free(w.types);
     mr_free(w.declared);
     mr_free(buf);

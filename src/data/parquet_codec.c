@@ -81,8 +81,10 @@ static mr_status gunzip(const uint8_t *src, size_t src_len, uint8_t *dst, size_t
     return rc;
 }
 
+void mr__pq_decompress_ctx_free(void *zctx) { ZSTD_freeDCtx((ZSTD_DCtx *)zctx); }
+
 mr_status mr__pq_decompress(mr_parquet_codec codec, const uint8_t *src, size_t src_len, uint8_t *dst,
-                            size_t dst_len, const char **why)
+                            size_t dst_len, void **zctx, const char **why)
 {
     switch (codec) {
     case MR_PQ_UNCOMPRESSED:
@@ -107,7 +109,12 @@ mr_status mr__pq_decompress(mr_parquet_codec codec, const uint8_t *src, size_t s
     }
     case MR_PQ_GZIP: return gunzip(src, src_len, dst, dst_len, why);
     case MR_PQ_ZSTD: {
-        size_t n = ZSTD_decompress(dst, dst_len, src, src_len);
+        if (!*zctx) *zctx = ZSTD_createDCtx();
+        if (!*zctx) {
+            *why = "out of memory";
+            return MR_E_NOMEM;
+        }
+        size_t n = ZSTD_decompressDCtx((ZSTD_DCtx *)*zctx, dst, dst_len, src, src_len);
         if (ZSTD_isError(n)) {
             *why = "invalid zstd data";
             return MR_E_CORRUPT;
@@ -122,7 +129,10 @@ mr_status mr__pq_decompress(mr_parquet_codec codec, const uint8_t *src, size_t s
     }
 }
 
-mr_status mr__pq_compress(mr_parquet_codec codec, int level, const uint8_t *src, size_t src_len, mr_buf *out)
+void mr__pq_compress_ctx_free(void *zctx) { ZSTD_freeCCtx((ZSTD_CCtx *)zctx); }
+
+mr_status mr__pq_compress(mr_parquet_codec codec, int level, const uint8_t *src, size_t src_len, mr_buf *out,
+                          void **zctx)
 {
     size_t bound;
     switch (codec) {
@@ -146,7 +156,9 @@ mr_status mr__pq_compress(mr_parquet_codec codec, int level, const uint8_t *src,
     if (codec == MR_PQ_SNAPPY) {
         if (snappy_compress((const char *)src, src_len, (char *)dst, &n) != SNAPPY_OK) return MR_E_INTERNAL;
     } else if (codec == MR_PQ_ZSTD) {
-        n = ZSTD_compress(dst, bound, src, src_len, level ? level : 3);
+        if (!*zctx) *zctx = ZSTD_createCCtx();
+        if (!*zctx) return MR_E_NOMEM;
+        n = ZSTD_compressCCtx((ZSTD_CCtx *)*zctx, dst, bound, src, src_len, level ? level : 3);
         if (ZSTD_isError(n)) return MR_E_INTERNAL;
     } else {
         z_stream zs;

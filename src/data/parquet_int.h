@@ -58,11 +58,20 @@ enum {
 
 /* Decompresses src into exactly dst_len bytes. Returns MR_OK, or
  * MR_E_CORRUPT (bad stream or wrong size) / MR_E_INVALID_ARG (unsupported
- * codec) with *why set to a static explanation. */
+ * codec) / MR_E_NOMEM with *why set to a static explanation. *zctx: a zstd
+ * decompression context kept by the caller, as for mr__pq_compress (freed
+ * with mr__pq_decompress_ctx_free). */
 mr_status mr__pq_decompress(mr_parquet_codec codec, const uint8_t *src, size_t src_len, uint8_t *dst,
-                            size_t dst_len, const char **why);
-/* Compresses src, appending to out. level 0 = codec default. */
-mr_status mr__pq_compress(mr_parquet_codec codec, int level, const uint8_t *src, size_t src_len, mr_buf *out);
+                            size_t dst_len, void **zctx, const char **why);
+void mr__pq_decompress_ctx_free(void *zctx);
+/* Compresses src, appending to out. level 0 = codec default. *zctx is a
+ * zstd context kept by the caller between calls (NULL at first; created on
+ * the first zstd page, freed with mr__pq_compress_ctx_free): one context per
+ * writer thread instead of one allocation per page, with the same bytes out
+ * (ZSTD_compress is ZSTD_compressCCtx on a fresh context). */
+mr_status mr__pq_compress(mr_parquet_codec codec, int level, const uint8_t *src, size_t src_len, mr_buf *out,
+                          void **zctx);
+void mr__pq_compress_ctx_free(void *zctx);
 uint32_t mr__pq_crc32(const uint8_t *p, size_t n);
 
 /* Feeds every byte the writer writes from now on to h (borrowed; must outlive
@@ -169,6 +178,7 @@ struct mr_parquet_file {
     char *created_by;
     size_t n_leaves;
     pq_leaf *leaves;
+    mr_strindex leaf_ix;    /* leaf name -> first leaf of that name (mr_parquet_column_index) */
     size_t n_rg;
     pq_rowgroup *rgs;
     size_t n_kv;

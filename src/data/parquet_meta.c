@@ -499,6 +499,8 @@ static int walk(walk_ctx *w, int depth, int def, int rep)
     return 0;
 }
 
+static const char *leaf_name_of(const void *ctx, size_t id) { return ((const mr_parquet_file *)ctx)->leaves[id].name; }
+
 static mr_status parse_footer(mr_parquet_file *f, const uint8_t *p, size_t len, mr_error *err)
 {
     mr__tc_reader r;
@@ -597,6 +599,13 @@ static mr_status parse_footer(mr_parquet_file *f, const uint8_t *p, size_t len, 
         rc = mr__pq_ferr(f, err, MR_E_CORRUPT, "schema: %zu elements, but the root's groups hold %zu", n_els, w.next);
         goto done;
     }
+    rc = mr_strindex_reserve(&f->leaf_ix, f->n_leaves);
+    for (size_t i = 0; rc == MR_OK && i < f->n_leaves; i++) /* a repeated name keeps its first leaf */
+        rc = mr_strindex_add(&f->leaf_ix, i, leaf_name_of, f, NULL);
+    if (rc != MR_OK) {
+        rc = mr__pq_ferr(f, err, rc, "out of memory indexing %zu columns", f->n_leaves);
+        goto done;
+    }
     int64_t total = 0;
     for (size_t g = 0; g < f->n_rg; g++) {
         pq_rowgroup *G = &f->rgs[g];
@@ -611,7 +620,11 @@ static mr_status parse_footer(mr_parquet_file *f, const uint8_t *p, size_t len, 
         }
         total += G->num_rows;
     }
-    (void)total; /* some writers leave FileMetaData.num_rows inconsistent; row groups rule */
+    if (total != f->num_rows) { /* which one would a reader believe? neither: refuse */
+        rc = mr__pq_ferr(f, err, MR_E_CORRUPT, "file metadata says %lld rows, its %zu row groups hold %lld",
+                         (long long)f->num_rows, f->n_rg, (long long)total);
+        goto done;
+    }
 done:
     for (size_t i = 0; i < n_els; i++) mr_free(els[i].name);
     mr_free(els);
@@ -625,6 +638,7 @@ static void file_free(mr_parquet_file *f)
     if (f->fd >= 0) close(f->fd);
     for (size_t i = 0; i < f->n_leaves; i++) mr_free(f->leaves[i].name);
     mr_free(f->leaves);
+    mr_strindex_deinit(&f->leaf_ix);
     for (size_t g = 0; g < f->n_rg; g++) mr_free(f->rgs[g].chunks);
     mr_free(f->rgs);
     for (size_t i = 0; i < f->n_kv; i++) {
@@ -790,9 +804,7 @@ const mr_parquet_column_info *mr_parquet_column(const mr_parquet_file *f, size_t
 }
 ssize_t mr_parquet_column_index(const mr_parquet_file *f, const char *name)
 {
-    for (size_t i = 0; i < f->n_leaves; i++)
-        if (!strcmp(f->leaves[i].name, name)) return (ssize_t)i;
-    return -1;
+    return mr_strindex_find(&f->leaf_ix, name, leaf_name_of, f);
 }
 const char *mr_parquet_created_by(const mr_parquet_file *f)
 {

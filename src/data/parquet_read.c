@@ -43,6 +43,7 @@ typedef struct chunk_ctx {
     const pq_leaf *L;
     const pq_chunk *ch;
     mr_error *err;
+    void **zctx;         /* the calling thread's zstd context (mr__pq_decompress) */
     mr_column *col;
     size_t rows_total, rows_done;
     size_t page_no;
@@ -740,7 +741,7 @@ static mr_status page_bytes(chunk_ctx *c, const uint8_t *src, size_t clen, size_
     }
     if (GROW(c, page, page_cap, ulen ? ulen : 1)) return cerr(c, MR_E_NOMEM, "out of memory (page of %zu bytes)", ulen);
     const char *why = "";
-    mr_status rc = mr__pq_decompress((mr_parquet_codec)c->ch->codec, src, clen, c->page, ulen, &why);
+    mr_status rc = mr__pq_decompress((mr_parquet_codec)c->ch->codec, src, clen, c->page, ulen, c->zctx, &why);
     if (rc != MR_OK) return cerr(c, rc, "page %zu: %s", c->page_no, why);
     *out = c->page;
     return MR_OK;
@@ -844,11 +845,12 @@ static mr_status data_page(chunk_ctx *c, const page_hdr *h, const uint8_t *raw, 
     return MR_OK;
 }
 
-static mr_status read_chunk(mr_parquet_file *f, size_t rg, size_t ci, mr_column **out, mr_error *err)
+static mr_status read_chunk(mr_parquet_file *f, size_t rg, size_t ci, mr_column **out, void **zctx, mr_error *err)
 {
     chunk_ctx cc;
     memset(&cc, 0, sizeof cc);
     chunk_ctx *c = &cc;
+    c->zctx = zctx;
     c->f = f;
     c->rg = rg;
     c->L = &f->leaves[ci];
@@ -995,16 +997,21 @@ typedef struct rg_read_job {
     const size_t *cols;
     mr_column **got;
     mr_status *rcs;
-    mr_error *errs;
+    mr_error **errs; /* per column, only for one that failed (an mr_error is 2 KB) */
+    void **zctx;     /* per pool thread: its zstd context, made on first use */
 } rg_read_job;
 
 static void rg_read_range(void *ctx, size_t begin, size_t end, int tid)
 {
-    (void)tid;
     rg_read_job *j = ctx;
     for (size_t k = begin; k < end; k++) {
-        mr_error_init(&j->errs[k]);
-        j->rcs[k] = read_chunk(j->f, j->rg, j->cols ? j->cols[k] : k, &j->got[k], &j->errs[k]);
+        mr_error e;
+        mr_error_init(&e);
+        j->rcs[k] = read_chunk(j->f, j->rg, j->cols ? j->cols[k] : k, &j->got[k], &j->zctx[tid], &e);
+        if (j->rcs[k] != MR_OK) {
+            j->errs[k] = mr_malloc(sizeof(e));
+            if (j->errs[k]) *j->errs[k] = e;
+        }
     }
 }
 
@@ -1021,16 +1028,23 @@ mr_status mr_parquet_read_row_group(mr_parquet_file *f, size_t rg, const size_t 
     mr_status rc = mr_table_new(&t, err);
     mr_column **got = rc == MR_OK ? mr_calloc(n ? n : 1, sizeof *got) : NULL;
     mr_status *rcs = got ? mr_calloc(n ? n : 1, sizeof *rcs) : NULL;
-    mr_error *errs = rcs ? mr_calloc(n ? n : 1, sizeof *errs) : NULL;
-    if (rc == MR_OK && !errs) rc = mr__pq_ferr(f, err, MR_E_NOMEM, "out of memory");
+    mr_error **errs = rcs ? mr_calloc(n ? n : 1, sizeof *errs) : NULL;
+    size_t n_threads = (size_t)mr_pool_threads();
+    void **zctx = errs ? mr_calloc(n_threads, sizeof *zctx) : NULL;
+    if (rc == MR_OK && !zctx) rc = mr__pq_ferr(f, err, MR_E_NOMEM, "out of memory");
     if (rc == MR_OK) { /* column chunks are independent: decode them in parallel */
-        rg_read_job job = {f, rg, cols, got, rcs, errs};
+        rg_read_job job = {f, rg, cols, got, rcs, errs, zctx};
         mr_parallel_for(n, 1, rg_read_range, &job);
     }
+    for (size_t k = 0; zctx && k < n_threads; k++) mr__pq_decompress_ctx_free(zctx[k]);
+    mr_free(zctx);
     for (size_t k = 0; rc == MR_OK && k < n; k++) {
         if (rcs[k] != MR_OK) { /* the first failing column, in column order */
             rc = rcs[k];
-            if (err && !mr_error_is_set(err)) *err = errs[k];
+            if (err && !mr_error_is_set(err)) {
+                if (errs[k]) *err = *errs[k];
+                else mr__pq_ferr(f, err, rc, "out of memory reading column %zu", cols ? cols[k] : k);
+            }
             break;
         }
         rc = mr_table_add_column(t, got[k], err);
@@ -1040,6 +1054,7 @@ mr_status mr_parquet_read_row_group(mr_parquet_file *f, size_t rg, const size_t 
     for (size_t k = 0; got && k < n; k++) mr_column_free(got[k]);
     mr_free(got);
     mr_free(rcs);
+    for (size_t k = 0; errs && k < n; k++) mr_free(errs[k]);
     mr_free(errs);
     if (rc == MR_OK && n == 0) t->n_rows = (size_t)f->rgs[rg].num_rows;
     if (rc != MR_OK) {

@@ -51,6 +51,7 @@ typedef struct wscratch {
     uint32_t *codes;         /* dictionary indices of non-null rows */
     uint8_t *lev;
     size_t cap;              /* rows of codes and lev */
+    void *zctx;              /* this thread's zstd context (mr__pq_compress) */
 } wscratch;
 
 typedef struct rg_meta {
@@ -233,6 +234,7 @@ void mr_parquet_writer_free(mr_parquet_writer *w)
         mr_buf_free(&x->hdr);
         mr_free(x->codes);
         mr_free(x->lev);
+        mr__pq_compress_ctx_free(x->zctx);
         mr_free(x);
     }
     mr_free(w->scratch);
@@ -384,7 +386,7 @@ static mr_status emit_page(const mr_parquet_writer *w, wscratch *x, mr_buf *out,
     mr_status rc = MR_OK;
     if (w->o.codec != MR_PQ_UNCOMPRESSED) {
         x->comp.len = 0;
-        rc = mr__pq_compress(w->o.codec, w->o.level, (const uint8_t *)x->page.data, x->page.len, &x->comp);
+        rc = mr__pq_compress(w->o.codec, w->o.level, (const uint8_t *)x->page.data, x->page.len, &x->comp, &x->zctx);
         if (rc != MR_OK) return cerr(w, err, rc, "cannot compress a page with %s", mr_parquet_codec_name(w->o.codec));
         if (x->comp.len > MR__PQ_MAX_PAGE) return cerr(w, err, MR_E_LIMIT, "compressed page too large");
         body = &x->comp;
@@ -685,7 +687,7 @@ typedef struct rg_job {
     size_t b, e;
     rg_meta *g;
     mr_status *rcs;
-    mr_error *errs;
+    mr_error **errs; /* per column, only for one that failed (an mr_error is 2 KB) */
 } rg_job;
 
 static wscratch *get_scratch(mr_parquet_writer *w, int tid)
@@ -707,10 +709,15 @@ static void rg_range(void *ctx, size_t begin, size_t end, int tid)
 {
     rg_job *j = ctx;
     for (size_t i = begin; i < end; i++) {
-        mr_error_init(&j->errs[i]);
+        mr_error e;
+        mr_error_init(&e);
         wscratch *x = get_scratch(j->w, tid);
-        j->rcs[i] = x ? encode_chunk(j->w, x, &j->w->chunks[i], j->t->cols[i], j->b, j->e, &j->g->cols[i], &j->errs[i])
-                      : MR_ERR(&j->errs[i], MR_E_NOMEM, "out of memory");
+        j->rcs[i] = x ? encode_chunk(j->w, x, &j->w->chunks[i], j->t->cols[i], j->b, j->e, &j->g->cols[i], &e)
+                      : MR_ERR(&e, MR_E_NOMEM, "out of memory");
+        if (j->rcs[i] != MR_OK && !j->errs[i]) {
+            j->errs[i] = mr_malloc(sizeof(e));
+            if (j->errs[i]) *j->errs[i] = e;
+        }
     }
 }
 
@@ -734,7 +741,7 @@ mr_status mr__pq_writer_write_range(mr_parquet_writer *w, const mr_table *t, siz
         w->n_scratch = threads;
     }
     mr_status *rcs = mr_calloc(w->n_cols, sizeof *rcs);
-    mr_error *errs = mr_calloc(w->n_cols, sizeof *errs);
+    mr_error **errs = mr_calloc(w->n_cols, sizeof *errs);
     if (!rcs || !errs) {
         mr_free(rcs);
         mr_free(errs);
@@ -769,7 +776,10 @@ mr_status mr__pq_writer_write_range(mr_parquet_writer *w, const mr_table *t, siz
             if (rcs[i] != MR_OK) { /* the first failing column, in column order */
                 rc = rcs[i];
                 w->failed = 1;
-                if (err && !mr_error_is_set(err)) *err = errs[i];
+                if (err && !mr_error_is_set(err)) {
+                    if (errs[i]) *err = *errs[i];
+                    else MR_ERR(err, rc, "out of memory writing column '%s'", t->cols[i]->name);
+                }
                 if (err) mr_error_key(err, t->cols[i]->name);
                 break;
             }
@@ -784,6 +794,7 @@ mr_status mr__pq_writer_write_range(mr_parquet_writer *w, const mr_table *t, siz
         if (e0 == b0) break;
     }
     mr_free(rcs);
+    for (size_t i = 0; i < w->n_cols; i++) mr_free(errs[i]);
     mr_free(errs);
     return rc;
 }

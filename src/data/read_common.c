@@ -297,14 +297,19 @@ typedef struct table_job {
     const mr__cb *cbs;
     mr_column **cols;
     mr_status *rcs;
-    mr_error *errs;
+    mr_error **errs; /* per column, only for a column that failed (an mr_error is 2 KB) */
 } table_job;
 
 static void table_task(void *ctx, size_t j)
 {
     table_job *t = ctx;
-    mr_error_init(&t->errs[j]);
-    t->rcs[j] = mr__cb_concat(t->names[j], t->types[j], t->cbs ? t->cbs + j : NULL, t->n_cols, t->n_chunks, &t->cols[j], &t->errs[j]);
+    mr_error e;
+    mr_error_init(&e);
+    t->rcs[j] = mr__cb_concat(t->names[j], t->types[j], t->cbs ? t->cbs + j : NULL, t->n_cols, t->n_chunks, &t->cols[j], &e);
+    if (t->rcs[j] != MR_OK) {
+        t->errs[j] = mr_malloc(sizeof(e));
+        if (t->errs[j]) *t->errs[j] = e;
+    }
 }
 
 mr_status mr__cb_table(char *const *names, const mr_dtype *types, size_t n_cols, const mr__cb *cbs, size_t n_chunks,
@@ -316,16 +321,19 @@ mr_status mr__cb_table(char *const *names, const mr_dtype *types, size_t n_cols,
     if (rc != MR_OK) return rc;
     job.cols = mr_calloc(n_cols ? n_cols : 1, sizeof(mr_column *));
     job.rcs = mr_calloc(n_cols ? n_cols : 1, sizeof(mr_status));
-    job.errs = mr_calloc(n_cols ? n_cols : 1, sizeof(mr_error));
+    job.errs = mr_calloc(n_cols ? n_cols : 1, sizeof(mr_error *));
     if (!job.cols || !job.rcs || !job.errs) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory building table");
         goto done;
     }
     mr__run_tasks(n_cols, threads, table_task, &job);
-    for (size_t j = 0; j < n_cols; j++) {
+    for (size_t j = 0; j < n_cols; j++) { /* the first failing column's error, at any thread count */
         if (job.rcs[j] != MR_OK) {
             rc = job.rcs[j];
-            if (err && !mr_error_is_set(err)) *err = job.errs[j];
+            if (err && !mr_error_is_set(err)) {
+                if (job.errs[j]) *err = *job.errs[j];
+                else MR_ERR(err, rc, "out of memory building column '%s'", names[j]);
+            }
             goto done;
         }
     }
@@ -337,6 +345,8 @@ mr_status mr__cb_table(char *const *names, const mr_dtype *types, size_t n_cols,
 done:
     if (job.cols)
         for (size_t j = 0; j < n_cols; j++) mr_column_free(job.cols[j]);
+    if (job.errs)
+        for (size_t j = 0; j < n_cols; j++) mr_free(job.errs[j]);
     mr_free(job.cols);
     mr_free(job.rcs);
     mr_free(job.errs);

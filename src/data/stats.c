@@ -9,8 +9,12 @@
  * (up to 64-bit collisions); past that the set is dropped and the count is
  * the HyperLogLog estimate: register idx = the top P bits of the hash, rank =
  * the position of the first 1 bit in the rest; E = alpha_m m^2 / sum 2^-reg,
- * with linear counting (m ln(m / zeros)) below 2.5 m. Both are fed from the
- * start, so switching loses nothing. */
+ * with linear counting (m ln(m / zeros)) below 2.5 m. The set holds the
+ * very (mixed) hashes the registers are fed with, so the registers are only
+ * allocated when the set is dropped and are then filled from it: a
+ * register is a max over the hashes seen, so they end up as if fed from the
+ * start, and a column of few values costs a small set, not 2^P bytes (a
+ * table of a million columns fits in memory). */
 #include "millrace/stats.h"
 
 #include <math.h>
@@ -29,7 +33,7 @@ typedef struct col_acc {
     size_t smin_len, smax_len;
     double sum;            /* numbers and bools */
     uint64_t n_sum;
-    uint8_t *hll;          /* HLL_M registers */
+    uint8_t *hll;          /* HLL_M registers, once the set is dropped (NULL before) */
     uint64_t *set;         /* exact distinct hashes while few: open addressing, 0 = empty */
     size_t set_n, set_cap; /* set dropped (NULL) beyond MR_STATS_EXACT_MAX values */
     int set_zero;          /* the hash 0 was seen */
@@ -50,25 +54,46 @@ static inline uint64_t mix64(uint64_t x)
     return mr_splitmix64(&s);
 }
 
-static void set_add(col_acc *a, uint64_t h)
+static inline void hll_add(uint8_t *reg, uint64_t m) /* m: a mixed hash */
 {
-    if (!a->set) return;
-    if (h == 0) {
+    uint32_t idx = (uint32_t)(m >> (64 - MR_STATS_HLL_P));
+    uint64_t w = (m << MR_STATS_HLL_P) | ((uint64_t)1 << (MR_STATS_HLL_P - 1));
+    uint8_t rho = (uint8_t)(__builtin_clzll(w) + 1);
+    if (rho > reg[idx]) reg[idx] = rho;
+}
+
+/* Drops the set for the registers, fed with every hash the set held. */
+static mr_status to_hll(col_acc *a)
+{
+    a->hll = mr_calloc(HLL_M, 1);
+    if (!a->hll) return MR_E_NOMEM;
+    for (size_t k = 0; k < a->set_cap; k++)
+        if (a->set[k]) hll_add(a->hll, a->set[k]);
+    if (a->set_zero) hll_add(a->hll, 0);
+    mr_free(a->set);
+    a->set = NULL;
+    return MR_OK;
+}
+
+/* Adds the mixed hash m: to the set while it stays small, else to the registers. */
+static mr_status acc_add(col_acc *a, uint64_t h)
+{
+    uint64_t m = mix64(h); /* string hashes come from xxh3 already; mixing again is harmless */
+    if (!a->set) {
+        hll_add(a->hll, m);
+        return MR_OK;
+    }
+    if (m == 0) {
         a->set_zero = 1;
-        return;
+        return MR_OK;
     }
     if ((a->set_n + 1) * 2 > a->set_cap) {
-        if (a->set_cap >= 2 * MR_STATS_EXACT_MAX) {
-            mr_free(a->set);
-            a->set = NULL;
-            return;
-        }
         size_t nc = a->set_cap * 2;
-        uint64_t *ns = mr_calloc(nc, sizeof *ns);
-        if (!ns) { /* the estimate takes over: less exact, still correct */
-            mr_free(a->set);
-            a->set = NULL;
-            return;
+        uint64_t *ns = a->set_cap >= 2 * MR_STATS_EXACT_MAX ? NULL : mr_calloc(nc, sizeof *ns);
+        if (!ns) { /* too many values (or no memory for more): the estimate takes over */
+            mr_status rc = to_hll(a);
+            if (rc == MR_OK) hll_add(a->hll, m);
+            return rc;
         }
         for (size_t k = 0; k < a->set_cap; k++) {
             uint64_t v = a->set[k];
@@ -81,21 +106,13 @@ static void set_add(col_acc *a, uint64_t h)
         a->set = ns;
         a->set_cap = nc;
     }
-    size_t q = (size_t)(h & (a->set_cap - 1));
-    while (a->set[q] && a->set[q] != h) q = (q + 1) & (a->set_cap - 1);
+    size_t q = (size_t)(m & (a->set_cap - 1));
+    while (a->set[q] && a->set[q] != m) q = (q + 1) & (a->set_cap - 1);
     if (!a->set[q]) {
-        a->set[q] = h;
+        a->set[q] = m;
         a->set_n++;
     }
-}
-
-static inline void hll_add(uint8_t *reg, uint64_t h)
-{
-    h = mix64(h); /* string hashes come from xxh3 already; mixing again is harmless */
-    uint32_t idx = (uint32_t)(h >> (64 - MR_STATS_HLL_P));
-    uint64_t w = (h << MR_STATS_HLL_P) | ((uint64_t)1 << (MR_STATS_HLL_P - 1));
-    uint8_t rho = (uint8_t)(__builtin_clzll(w) + 1);
-    if (rho > reg[idx]) reg[idx] = rho;
+    return MR_OK;
 }
 
 /* HyperLogLog estimate with the small-range (linear counting) correction. */
@@ -110,12 +127,6 @@ static double hll_estimate(const uint8_t *reg)
     double e = 0.7213 / (1 + 1.079 / m) * m * m / sum;
     if (e <= 2.5 * m && zeros) e = m * log(m / zeros);
     return e;
-}
-
-static inline void acc_add(col_acc *a, uint64_t h)
-{
-    hll_add(a->hll, h);
-    if (a->set) set_add(a, mix64(h));
 }
 
 static mr_status set_str_bound(char **dst, size_t *dst_len, const char *p, size_t len)
@@ -148,8 +159,9 @@ static mr_status acc_strings(col_acc *a, const mr_column *c)
         if (mr_column_is_null(c, i)) continue;
         size_t len;
         const char *p = mr_column_str(c, i, &len);
-        acc_add(a, dh ? dh[c->codes[i]] : mr_hash_bytes(p, len).lo);
-        if (!a->have || str_less(p, len, a->smin, a->smin_len)) rc = set_str_bound(&a->smin, &a->smin_len, p, len);
+        rc = acc_add(a, dh ? dh[c->codes[i]] : mr_hash_bytes(p, len).lo);
+        if (rc == MR_OK && (!a->have || str_less(p, len, a->smin, a->smin_len)))
+            rc = set_str_bound(&a->smin, &a->smin_len, p, len);
         if (rc == MR_OK && (!a->have || str_less(a->smax, a->smax_len, p, len)))
             rc = set_str_bound(&a->smax, &a->smax_len, p, len);
         a->have = 1;
@@ -158,7 +170,7 @@ static mr_status acc_strings(col_acc *a, const mr_column *c)
     return rc;
 }
 
-static void acc_floats(col_acc *a, const mr_column *c)
+static mr_status acc_floats(col_acc *a, const mr_column *c)
 {
     for (size_t i = 0; i < c->n; i++) {
         if (mr_column_is_null(c, i)) continue;
@@ -172,21 +184,22 @@ static void acc_floats(col_acc *a, const mr_column *c)
         if (v == 0) v = 0; /* -0.0 and 0.0 are one value */
         uint64_t bits;
         memcpy(&bits, &v, sizeof bits);
-        acc_add(a, bits);
+        if (acc_add(a, bits) != MR_OK) return MR_E_NOMEM;
         if (!a->have || v < a->fmin) a->fmin = v;
         if (!a->have || v > a->fmax) a->fmax = v;
         a->have = 1;
         a->sum += v;
         a->n_sum++;
     }
+    return MR_OK;
 }
 
-static void acc_ints(col_acc *a, const mr_column *c)
+static mr_status acc_ints(col_acc *a, const mr_column *c)
 {
     for (size_t i = 0; i < c->n; i++) {
         if (mr_column_is_null(c, i)) continue;
         int64_t v = c->type == MR_T_DATE ? ((const int32_t *)c->data)[i] : ((const int64_t *)c->data)[i];
-        acc_add(a, (uint64_t)v);
+        if (acc_add(a, (uint64_t)v) != MR_OK) return MR_E_NOMEM;
         if (!a->have || v < a->imin) a->imin = v;
         if (!a->have || v > a->imax) a->imax = v;
         a->have = 1;
@@ -195,6 +208,7 @@ static void acc_ints(col_acc *a, const mr_column *c)
             a->n_sum++;
         }
     }
+    return MR_OK;
 }
 
 static mr_status acc_column(col_acc *a, const mr_column *c)
@@ -205,10 +219,10 @@ static mr_status acc_column(col_acc *a, const mr_column *c)
     case MR_T_STRING: return acc_strings(a, c);
     case MR_T_FLOAT64:
     case MR_T_FLOAT32:
-    case MR_T_BOOL: acc_floats(a, c); return MR_OK;
+    case MR_T_BOOL: return acc_floats(a, c);
     case MR_T_INT64:
     case MR_T_DATE:
-    case MR_T_TIMESTAMP: acc_ints(a, c); return MR_OK;
+    case MR_T_TIMESTAMP: return acc_ints(a, c);
     default: return MR_OK; /* MR_T_NULL: only nulls */
     }
 }
@@ -228,10 +242,9 @@ static mr_status start(mr_stats *s, const mr_table *t)
         col_acc *a = &s->cols[j];
         a->name = mr_strdup(t->cols[j]->name);
         a->type = t->cols[j]->type;
-        a->hll = mr_calloc(HLL_M, 1);
-        a->set_cap = 1024;
+        a->set_cap = 16; /* grows by doubling, as far as 2 * MR_STATS_EXACT_MAX */
         a->set = mr_calloc(a->set_cap, sizeof *a->set);
-        if (!a->name || !a->hll || !a->set) return MR_E_NOMEM;
+        if (!a->name || !a->set) return MR_E_NOMEM;
     }
     s->started = 1;
     return MR_OK;
@@ -273,7 +286,7 @@ void mr_stats_column_get(const mr_stats *s, size_t j, mr_stats_column *out)
     out->has_mean = a->n_sum > 0;
     out->mean = out->has_mean ? a->sum / (double)a->n_sum : 0;
     out->distinct_exact = a->set != NULL;
-    out->distinct = !a->have ? 0 : a->set ? (double)(a->set_n + (size_t)a->set_zero) : hll_estimate(a->hll);
+    out->distinct = !a->have ? 0 : a->set ? (double)(a->set_n + (size_t)a->set_zero) : a->hll ? hll_estimate(a->hll) : 0;
 }
 
 /* Through a one-row column, so the text matches what head and export print. */

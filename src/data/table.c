@@ -414,11 +414,32 @@ void mr_table_free(mr_table *t)
     if (!t) return;
     for (size_t i = 0; i < t->n_cols; i++) mr_column_free(t->cols[i]);
     mr_free(t->cols);
+    mr_strindex_deinit(&t->by_name);
     mr_free(t);
+}
+
+/* The name index: a table of INDEX_MIN columns or more keeps by_name over
+ * all its columns (ids = positions); a smaller one (or a view in caller
+ * storage, by_name zeroed) is scanned, which is as cheap at that size. */
+#define INDEX_MIN 16
+
+static const char *col_name_of(const void *ctx, size_t id) { return ((const mr_table *)ctx)->cols[id]->name; }
+
+static int indexed(const mr_table *t) { return t->by_name.n_slots && t->by_name.n == t->n_cols; }
+
+/* Builds by_name over every column. MR_E_NOMEM leaves it empty. */
+static mr_status index_build(mr_table *t)
+{
+    mr_strindex_clear(&t->by_name);
+    mr_status rc = mr_strindex_reserve(&t->by_name, t->n_cols);
+    for (size_t i = 0; rc == MR_OK && i < t->n_cols; i++) rc = mr_strindex_add(&t->by_name, i, col_name_of, t, NULL);
+    if (rc != MR_OK) mr_strindex_deinit(&t->by_name);
+    return rc;
 }
 
 ssize_t mr_table_column_index(const mr_table *t, const char *name)
 {
+    if (indexed(t)) return mr_strindex_find(&t->by_name, name, col_name_of, t);
     for (size_t i = 0; i < t->n_cols; i++)
         if (!strcmp(t->cols[i]->name, name)) return (ssize_t)i;
     return -1;
@@ -444,17 +465,136 @@ mr_status mr_table_add_column(mr_table *t, mr_column *col, mr_error *err)
     } else if (t->n_cols && col->n != t->n_rows) {
         rc = MR_ERR(err, MR_E_SCHEMA, "column '%s' has %zu rows, the table has %zu", col->name, col->n, t->n_rows);
     } else {
-        mr_column **nc = mr_realloc(t->cols, (t->n_cols + 1) * sizeof(*nc));
+        size_t n = t->n_cols;
+        mr_column **nc = t->cols;
+        if (n == t->cols_cap) { /* grows by doubling: O(1) amortised per column */
+            size_t cap = n ? 2 * n : 4;
+            nc = cap <= SIZE_MAX / sizeof(*nc) ? mr_realloc(t->cols, cap * sizeof(*nc)) : NULL;
+            if (nc) {
+                t->cols = nc;
+                t->cols_cap = cap;
+            }
+        }
         if (!nc) {
             rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         } else {
-            t->cols = nc;
-            t->cols[t->n_cols++] = col;
-            t->n_rows = col->n;
-            return MR_OK;
+            t->cols[n] = col;
+            t->n_cols = n + 1;
+            if (t->n_cols == INDEX_MIN) rc = index_build(t);
+            else if (t->n_cols > INDEX_MIN) rc = mr_strindex_add(&t->by_name, n, col_name_of, t, NULL);
+            if (rc == MR_OK) {
+                t->n_rows = col->n;
+                return MR_OK;
+            }
+            /* take it out again: the index (unchanged, or dropped below
+             * INDEX_MIN columns) still matches the table */
+            t->cols[n] = NULL;
+            t->n_cols = n;
+            rc = MR_ERR(err, rc, "out of memory indexing column '%s'", col->name);
         }
     }
     mr_column_free(col);
+    return rc;
+}
+
+mr_status mr_table_set_column(mr_table *t, size_t i, mr_column *col, mr_error *err)
+{
+    MR_ASSERT(i < t->n_cols);
+    mr_status rc = MR_OK;
+    ssize_t other = mr_table_column_index(t, col->name);
+    if (other >= 0 && (size_t)other != i) {
+        rc = MR_ERR(err, MR_E_SCHEMA, "duplicate column name '%s'", col->name);
+    } else if (col->n != t->n_rows) {
+        rc = MR_ERR(err, MR_E_SCHEMA, "column '%s' has %zu rows, the table has %zu", col->name, col->n, t->n_rows);
+    } else if (other < 0 && indexed(t)) { /* a new name: re-index position i */
+        mr_strindex_remove(&t->by_name, i, col_name_of, t);
+        mr_column *old = t->cols[i];
+        t->cols[i] = col;
+        rc = mr_strindex_add(&t->by_name, i, col_name_of, t, NULL); /* no growth: cannot fail */
+        MR_ASSERT(rc == MR_OK);
+        mr_column_free(old);
+        return MR_OK;
+    } else {
+        mr_column_free(t->cols[i]);
+        t->cols[i] = col;
+        return MR_OK;
+    }
+    mr_column_free(col);
+    return rc;
+}
+
+static const char *str_of(const void *ctx, size_t id) { return ((char *const *)ctx)[id]; }
+
+/* MR_OK when renaming columns idx[0..n) to nn[0..n) leaves the names
+ * unique; t's index, if kept, has idx already taken out. */
+static mr_status rename_check(const mr_table *t, const size_t *idx, char *const *nn, size_t n, int use_index,
+                              mr_error *err)
+{
+    mr_strindex fresh; /* the new names among themselves */
+    mr_strindex_init(&fresh);
+    mr_status rc = mr_strindex_reserve(&fresh, n);
+    for (size_t k = 0; rc == MR_OK && k < n; k++) {
+        size_t dup;
+        rc = mr_strindex_add(&fresh, k, str_of, nn, &dup);
+        if (rc != MR_OK) {
+            rc = MR_ERR(err, rc, "out of memory renaming columns");
+        } else if (dup != SIZE_MAX) {
+            rc = MR_ERR(err, MR_E_SCHEMA, "duplicate column name '%s' after renaming", nn[k]);
+        } else if (use_index) {
+            if (mr_strindex_find(&t->by_name, nn[k], col_name_of, t) >= 0)
+                rc = MR_ERR(err, MR_E_SCHEMA, "duplicate column name '%s' after renaming", nn[k]);
+        } else { /* a small table: scan the columns that keep their names */
+            for (size_t j = 0; rc == MR_OK && j < t->n_cols; j++) {
+                int renamed = 0;
+                for (size_t q = 0; q < n && !renamed; q++) renamed = idx[q] == j;
+                if (!renamed && !strcmp(t->cols[j]->name, nn[k]))
+                    rc = MR_ERR(err, MR_E_SCHEMA, "duplicate column name '%s' after renaming", nn[k]);
+            }
+        }
+    }
+    mr_strindex_deinit(&fresh);
+    return rc;
+}
+
+mr_status mr_table_rename_columns(mr_table *t, const size_t *idx, const char *const *names, size_t n, mr_error *err)
+{
+    mr_status rc = MR_OK;
+    char **nn = mr_calloc(n ? n : 1, sizeof(*nn));
+    uint8_t *seen = mr_calloc(t->n_cols ? t->n_cols : 1, 1);
+    int oom = !nn || !seen;
+    for (size_t k = 0; !oom && k < n; k++) {
+        MR_ASSERT(idx[k] < t->n_cols);
+        if (seen[idx[k]]) {
+            rc = MR_ERR(err, MR_E_INVALID_ARG, "column '%s' renamed twice", t->cols[idx[k]]->name);
+            goto done;
+        }
+        seen[idx[k]] = 1;
+        nn[k] = mr_strdup(names[k]);
+        oom = !nn[k];
+    }
+    if (oom) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory renaming columns");
+        goto done;
+    }
+    int use_index = indexed(t);
+    if (use_index)
+        for (size_t k = 0; k < n; k++) mr_strindex_remove(&t->by_name, idx[k], col_name_of, t);
+    rc = rename_check(t, idx, nn, n, use_index, err);
+    if (rc == MR_OK) {
+        for (size_t k = 0; k < n; k++) {
+            char *old = t->cols[idx[k]]->name;
+            t->cols[idx[k]]->name = nn[k];
+            nn[k] = old; /* freed below */
+        }
+    }
+    for (size_t k = 0; use_index && k < n; k++) { /* re-index, under the new names or the old */
+        mr_status ar = mr_strindex_add(&t->by_name, idx[k], col_name_of, t, NULL);
+        MR_ASSERT(ar == MR_OK); /* the slots were there a moment ago */
+    }
+done:
+    for (size_t k = 0; nn && k < n; k++) mr_free(nn[k]);
+    mr_free(nn);
+    mr_free(seen);
     return rc;
 }
 
@@ -516,36 +656,47 @@ mr_status mr_table_append(mr_table *dst, const mr_table *src, mr_error *err)
 
 mr_status mr_table_project(mr_table *t, const char *const *names, size_t n, mr_error *err)
 {
-    mr_column **nc = mr_calloc(n ? n : 1, sizeof(*nc));
-    if (!nc) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = MR_OK;
+    mr_table nt = {t->n_rows, n, NULL, n, {0}}; /* the result, committed at the end */
+    uint8_t *kept = mr_calloc(t->n_cols ? t->n_cols : 1, 1);
+    nt.cols = mr_calloc(n ? n : 1, sizeof(*nt.cols));
+    if (!kept || !nt.cols) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto fail;
+    }
     for (size_t k = 0; k < n; k++) {
         ssize_t i = mr_table_column_index(t, names[k]);
         if (i < 0) {
-            mr_free(nc);
-            mr_status rc = MR_ERR(err, MR_E_NOT_FOUND, "no column '%s'", names[k]);
+            rc = MR_ERR(err, MR_E_NOT_FOUND, "no column '%s'", names[k]);
             const char **cands = mr_calloc(t->n_cols ? t->n_cols : 1, sizeof(*cands));
             for (size_t q = 0; cands && q < t->n_cols; q++) cands[q] = t->cols[q]->name;
             const char *best = cands ? mr_closest(names[k], cands, t->n_cols) : NULL;
             if (best) mr_error_hint(err, "did you mean '%s'?", best);
             mr_free(cands);
-            return rc;
+            goto fail;
         }
-        for (size_t q = 0; q < k; q++)
-            if (nc[q] == t->cols[i]) {
-                mr_free(nc);
-                return MR_ERR(err, MR_E_INVALID_ARG, "column '%s' selected twice", names[k]);
-            }
-        nc[k] = t->cols[i];
+        if (kept[i]) {
+            rc = MR_ERR(err, MR_E_INVALID_ARG, "column '%s' selected twice", names[k]);
+            goto fail;
+        }
+        kept[i] = 1;
+        nt.cols[k] = t->cols[i];
     }
-    for (size_t i = 0; i < t->n_cols; i++) {
-        int kept = 0;
-        for (size_t k = 0; k < n; k++) kept |= nc[k] == t->cols[i];
-        if (!kept) mr_column_free(t->cols[i]);
+    if (n >= INDEX_MIN && index_build(&nt) != MR_OK) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto fail;
     }
+    for (size_t i = 0; i < t->n_cols; i++)
+        if (!kept[i]) mr_column_free(t->cols[i]);
+    mr_free(kept);
     mr_free(t->cols);
-    t->cols = nc;
-    t->n_cols = n;
+    mr_strindex_deinit(&t->by_name);
+    *t = nt;
     return MR_OK;
+fail:
+    mr_free(kept);
+    mr_free(nt.cols);
+    return rc;
 }
 
 /* ---- formatting and calendars ----------------------------------------- */

@@ -34,6 +34,7 @@ typedef struct xf_schema {
     size_t n;
     char **names;
     mr_dtype *types;
+    mr_strindex ix; /* names -> first index of that name (find_col) */
 } xf_schema;
 
 typedef struct xf_agg {

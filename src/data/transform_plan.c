@@ -23,8 +23,11 @@ void mr__xf_schema_free(xf_schema *s)
     for (size_t i = 0; i < s->n; i++) mr_free(s->names[i]);
     mr_free(s->names);
     mr_free(s->types);
+    mr_strindex_deinit(&s->ix);
     memset(s, 0, sizeof(*s));
 }
+
+static const char *schema_name_of(const void *ctx, size_t id) { return ((const xf_schema *)ctx)->names[id]; }
 
 static mr_status schema_init(xf_schema *s, size_t cap)
 {
@@ -41,7 +44,7 @@ static mr_status schema_push(xf_schema *s, const char *name, mr_dtype t)
     if (!c) return MR_E_NOMEM;
     s->names[s->n] = c;
     s->types[s->n++] = t;
-    return MR_OK;
+    return mr_strindex_add(&s->ix, s->n - 1, schema_name_of, s, NULL); /* a repeated name keeps its first index */
 }
 
 mr_status mr__xf_schema_copy(xf_schema *dst, const xf_schema *src)
@@ -52,12 +55,7 @@ mr_status mr__xf_schema_copy(xf_schema *dst, const xf_schema *src)
     return rc;
 }
 
-static ssize_t find_col(const xf_schema *s, const char *name)
-{
-    for (size_t i = 0; i < s->n; i++)
-        if (!strcmp(s->names[i], name)) return (ssize_t)i;
-    return -1;
-}
+static ssize_t find_col(const xf_schema *s, const char *name) { return mr_strindex_find(&s->ix, name, schema_name_of, s); }
 
 void mr__xf_format_bytes(uint64_t n, char *buf, size_t buf_len)
 {
@@ -517,12 +515,17 @@ static mr_status unknown_col(const xf_step *s, const xf_schema *sch, const char 
     return rc;
 }
 
-static mr_status check_dups(const xf_step *s, const xf_schema *out, const char *why, mr_error *err)
+/* Re-indexes out's names (they may have been renamed in place) and fails on
+ * the first name that repeats an earlier one. */
+static mr_status check_dups(const xf_step *s, xf_schema *out, const char *why, mr_error *err)
 {
-    for (size_t i = 0; i < out->n; i++)
-        for (size_t j = 0; j < i; j++)
-            if (!strcmp(out->names[i], out->names[j]))
-                return step_err(err, MR_E_SCHEMA, s, 0, 0, "duplicate output column '%s'%s", out->names[i], why);
+    mr_strindex_clear(&out->ix);
+    for (size_t i = 0; i < out->n; i++) {
+        size_t dup;
+        if (mr_strindex_add(&out->ix, i, schema_name_of, out, &dup) != MR_OK) return nomem(err, s);
+        if (dup != SIZE_MAX)
+            return step_err(err, MR_E_SCHEMA, s, 0, 0, "duplicate output column '%s'%s", out->names[i], why);
+    }
     return MR_OK;
 }
 

@@ -76,29 +76,26 @@ static mr_status do_derive(const xf_step *s, mr_table *b, mr_error *err)
         mr_free(c->name);
         c->name = nm;
         ssize_t k = mr_table_column_index(b, nm);
-        if (k >= 0) {
-            mr_column_free(b->cols[k]);
-            b->cols[k] = c;
-        } else {
-            rc = mr_table_add_column(b, c, err);
-            if (rc != MR_OK) return rc;
-        }
+        rc = k >= 0 ? mr_table_set_column(b, (size_t)k, c, err) : mr_table_add_column(b, c, err);
+        if (rc != MR_OK) return rc;
     }
     return MR_OK;
 }
 
+/* All renames of the step at once (the plan checked the result, and a
+ * step may swap two names). */
 static mr_status do_rename(const xf_step *s, mr_table *b, mr_error *err)
 {
+    size_t *idx = mr_calloc(s->n_names ? s->n_names : 1, sizeof(size_t));
+    if (!idx) return MR_ERR(err, MR_E_NOMEM, "%s: out of memory", s->label);
     for (size_t i = 0; i < s->n_names; i++) {
-        size_t k = 0;
-        while (k < s->in.n && strcmp(s->in.names[k], s->names[i])) k++;
-        MR_ASSERT(k < s->in.n && k < b->n_cols);
-        char *nm = mr_strdup(s->names2[i]);
-        if (!nm) return MR_ERR(err, MR_E_NOMEM, "%s: out of memory", s->label);
-        mr_free(b->cols[k]->name);
-        b->cols[k]->name = nm;
+        ssize_t k = mr_table_column_index(b, s->names[i]);
+        MR_ASSERT(k >= 0);
+        idx[i] = (size_t)k;
     }
-    return MR_OK;
+    mr_status rc = mr_table_rename_columns(b, idx, (const char *const *)s->names2, s->n_names, err);
+    mr_free(idx);
+    return rc;
 }
 
 /* ---- sort ------------------------------------------------------------------ */

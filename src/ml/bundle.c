@@ -15,6 +15,15 @@
 #define ENTRY_BYTES 40u   /* id 4 + flags 4 + offset 8 + length 8 + hash 16 */
 #define HASH_BYTES 16u
 
+#define ALIGN8(x) (((size_t)(x) + 7) & ~(size_t)7)
+
+static int all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+
 typedef struct section {
     uint32_t id;
     uint64_t offset, length;
@@ -29,6 +38,7 @@ struct mr_bundle {
     char *metrics;
     mr_bundle_input *inputs;
     size_t n_inputs;
+    mr_strindex input_ix;    /* input name -> index (mr_bundle_input_index) */
     char **output_names;
     size_t n_outputs;
     section sec[MR_BUNDLE_MAX_SECTIONS];
@@ -72,6 +82,11 @@ static char *libc_strdup(const char *s)
 
 /* ---- schema ---------------------------------------------------------------- */
 
+static const char *output_name_of(const void *ctx, size_t id)
+{
+    return mr_features_output_at((const mr_features *)ctx, id)->name;
+}
+
 /* The raw inputs: the features transform's inputs (required when some model
  * feature comes from them), or the model's own features as FLOAT64. */
 static mr_status derive_schema(const mr_model *m, const mr_features *fx, mr_bundle_input **out, size_t *n_out,
@@ -94,12 +109,22 @@ static mr_status derive_schema(const mr_model *m, const mr_features *fx, mr_bund
             in[i].type = fi->train_type;
             in[i].categorical = fi->categorical;
         }
+        mr_strindex outs; /* output name -> index: O(1) per model feature */
+        mr_strindex_init(&outs);
+        mr_status rc = mr_strindex_reserve(&outs, mr_features_n_outputs(fx));
+        for (size_t q = 0; rc == MR_OK && q < mr_features_n_outputs(fx); q++)
+            rc = mr_strindex_add(&outs, q, output_name_of, fx, NULL);
+        if (rc != MR_OK) {
+            mr_strindex_deinit(&outs);
+            mr_free(in);
+            return MR_ERR(err, rc, "out of memory");
+        }
         for (size_t j = 0; j < nf; j++) {
             const char *name = mr_model_feature_name(m, j);
-            const mr_features_output *o = NULL;
-            for (size_t q = 0; q < mr_features_n_outputs(fx) && !o; q++)
-                if (!strcmp(mr_features_output_at(fx, q)->name, name)) o = mr_features_output_at(fx, q);
+            ssize_t q = mr_strindex_find(&outs, name, output_name_of, fx);
+            const mr_features_output *o = q >= 0 ? mr_features_output_at(fx, (size_t)q) : NULL;
             if (!o) {
+                mr_strindex_deinit(&outs);
                 mr_free(in);
                 MR_ERR(err, MR_E_SCHEMA, "model feature '%s' is not an output of the features transform", name);
                 mr_error_key(err, name);
@@ -111,6 +136,7 @@ static mr_status derive_schema(const mr_model *m, const mr_features *fx, mr_bund
             }
             in[o->input].required = 1;
         }
+        mr_strindex_deinit(&outs);
     }
     *out = in;
     *n_out = n;
@@ -275,6 +301,8 @@ mr_status mr_bundle_save(const mr_bundle_build *b, const char *path, mr_error *e
 
 /* ---- loading --------------------------------------------------------------- */
 
+static const char *input_name_of(const void *ctx, size_t id) { return ((const mr_bundle *)ctx)->inputs[id].name; }
+
 void mr_bundle_free(mr_bundle *b)
 {
     if (!b) return;
@@ -284,6 +312,7 @@ void mr_bundle_free(mr_bundle *b)
     free(b->manifest); /* jansson-allocated */
     free(b->metrics);
     mr_free(b->inputs);
+    mr_strindex_deinit(&b->input_ix);
     for (size_t k = 0; k < b->n_outputs; k++) mr_free(b->output_names[k]);
     mr_free(b->output_names);
     mr_free(b);
@@ -357,6 +386,7 @@ mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr
     size_t blen[MR_BUNDLE_MAX_SECTIONS + 1] = {0};
     int seen[MR_BUNDLE_MAX_SECTIONS + 1] = {0};
     b->n_sec = n;
+    size_t at = table_end + HASH_BYTES; /* end of what is checked so far: the next padding starts here */
     for (size_t i = 0; i < n; i++) {
         const uint8_t *e = p + HEADER_FIXED + i * ENTRY_BYTES;
         section *s = &b->sec[i];
@@ -379,12 +409,30 @@ mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr
             rc = MR_E_CORRUPT;
             goto fail;
         }
+        /* No byte goes unchecked: sections follow one another in table order at
+         * the next 8-byte boundary, and the padding before each is zero. */
+        if (s->offset != ALIGN8(at) || !all_zero(p + at, (size_t)s->offset - at)) {
+            rc = s->offset != ALIGN8(at)
+                     ? MR_ERR(err, MR_E_CORRUPT, "section '%s': starts at byte %llu, expected %zu (the next 8-byte boundary)",
+                              mr_bundle_section_name(s->id), (unsigned long long)s->offset, ALIGN8(at))
+                     : MR_ERR(err, MR_E_CORRUPT, "padding before section '%s' (bytes %zu..%llu) is not zero",
+                              mr_bundle_section_name(s->id), at, (unsigned long long)s->offset);
+            goto fail;
+        }
         if (!mr_hash_eq(s->hash, mr_hash_bytes(p + s->offset, (size_t)s->length))) {
             rc = sec_fail(err, s->id, MR_E_CORRUPT, "checksum mismatch");
             goto fail;
         }
+        at = (size_t)(s->offset + s->length);
         body[s->id] = p + s->offset;
         blen[s->id] = (size_t)s->length;
+    }
+    if (len != ALIGN8(at) || !all_zero(p + at, len - at)) {
+        rc = len != ALIGN8(at) ? MR_ERR(err, MR_E_CORRUPT, "file has %zu bytes, its last section ends at %zu (padded: %zu)",
+                                        len, at, ALIGN8(at))
+                               : MR_ERR(err, MR_E_CORRUPT, "padding after the last section (bytes %zu..%zu) is not zero", at,
+                                        len);
+        goto fail;
     }
     if (!seen[MR_BSEC_MANIFEST] || !seen[MR_BSEC_MODEL]) {
         rc = sec_fail(err, seen[MR_BSEC_MANIFEST] ? MR_BSEC_MODEL : MR_BSEC_MANIFEST, MR_E_CORRUPT, "missing");
@@ -437,6 +485,13 @@ mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr
         goto fail;
     }
     rc = derive_schema(b->model, b->features, &b->inputs, &b->n_inputs, err);
+    if (rc == MR_OK) rc = mr_strindex_reserve(&b->input_ix, b->n_inputs);
+    for (size_t i = 0; rc == MR_OK && i < b->n_inputs; i++)
+        rc = mr_strindex_add(&b->input_ix, i, input_name_of, b, NULL); /* a repeated name keeps its first input */
+    if (rc == MR_E_NOMEM) {
+        MR_ERR(err, rc, "out of memory");
+        goto fail;
+    }
     if (rc != MR_OK) {
         char m[MR_ERR_MSG_MAX];
         snprintf(m, sizeof(m), "%s", err ? err->msg : "inconsistent");
@@ -502,9 +557,7 @@ const mr_bundle_input *mr_bundle_input_at(const mr_bundle *b, size_t i)
 }
 ssize_t mr_bundle_input_index(const mr_bundle *b, const char *name)
 {
-    for (size_t i = 0; i < b->n_inputs; i++)
-        if (!strcmp(b->inputs[i].name, name)) return (ssize_t)i;
-    return -1;
+    return mr_strindex_find(&b->input_ix, name, input_name_of, b);
 }
 size_t mr_bundle_n_outputs(const mr_bundle *b) { return b->n_outputs; }
 const char *mr_bundle_output_name(const mr_bundle *b, size_t k) { return k < b->n_outputs ? b->output_names[k] : NULL; }

@@ -251,13 +251,9 @@ mr_status mr_bundle_conform_table(const mr_bundle *b, mr_table *t, const mr_bund
     mr_status rc = cols && owned ? conform_cols(b, t, o, cols, owned, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
     for (size_t i = 0; rc == MR_OK && i < n_in; i++) {
         if (!owned[i]) continue;
-        ssize_t j = mr_table_column_index(t, owned[i]->name);
-        if (j >= 0) {
-            mr_column_free(t->cols[j]);
-            t->cols[j] = owned[i];
-        } else {
-            rc = mr_table_add_column(t, owned[i], err); /* takes it, also on failure */
-        }
+        ssize_t j = mr_table_column_index(t, owned[i]->name); /* O(1): the table's name index */
+        rc = j >= 0 ? mr_table_set_column(t, (size_t)j, owned[i], err) /* these take it, also on failure */
+                    : mr_table_add_column(t, owned[i], err);
         owned[i] = NULL;
     }
     for (size_t i = 0; owned && i < n_in; i++) mr_column_free(owned[i]);

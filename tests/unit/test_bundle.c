@@ -248,6 +248,54 @@ static void test_each_section_corrupt_or_truncated(void **state)
     free(copy);
 }
 
+/* Every byte of a bundle is checked (issue 18): the header and table by
+ * their checksum, each section by its own, and the zero padding before,
+ * between and after the sections must be zero, with the sections at the
+ * canonical offsets and nothing after the last one. Each padding byte set
+ * to 1, a section moved by 8 bytes, and 8 bytes appended are refused. */
+static void test_padding_checked(void **state)
+{
+    fixture *f = *state;
+    size_t n = f->bytes.len;
+    uint8_t *covered = calloc(n, 1), *copy = malloc(n + 8);
+    uint32_t n_sec;
+    memcpy(&n_sec, f->bytes.data + 12, 4);
+    memset(covered, 1, 16 + 40 * n_sec + 16);
+    for (size_t i = 0; i < n_sec; i++) {
+        uint32_t id;
+        uint64_t off, len;
+        sec_at(&f->bytes, i, &id, &off, &len);
+        memset(covered + off, 1, (size_t)len);
+    }
+    size_t n_pad = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (covered[k]) continue;
+        assert_int_equal(f->bytes.data[k], 0); /* the writer pads with zeros */
+        memcpy(copy, f->bytes.data, n);
+        copy[k] = 1;
+        expect_refused(copy, n, "is not zero", "a padding byte set");
+        n_pad++;
+    }
+    assert_true(n_pad > 0);
+    memcpy(copy, f->bytes.data, n);
+    memset(copy + n, 0, 8);
+    expect_refused(copy, n + 8, "file has", "8 bytes appended");
+    /* the last section moved 8 bytes on (table offset and checksum updated):
+     * still refused, it is not where the layout puts it */
+    memcpy(copy, f->bytes.data, n);
+    uint8_t *e = (uint8_t *)copy + 16 + 40 * (n_sec - 1);
+    uint64_t off = mr_le_get64(e + 8), len = mr_le_get64(e + 16);
+    memmove(copy + off + 8, copy + off, (size_t)len);
+    memset(copy + off, 0, 8);
+    mr_le_put64(e + 8, off + 8);
+    mr_hash128 th = mr_hash_bytes(copy, 16 + 40 * n_sec);
+    mr_le_put64((uint8_t *)copy + 16 + 40 * n_sec, th.hi);
+    mr_le_put64((uint8_t *)copy + 16 + 40 * n_sec + 8, th.lo);
+    expect_refused(copy, (size_t)((off + 8 + len + 7) & ~(uint64_t)7), "expected", "a section moved");
+    free(covered);
+    free(copy);
+}
+
 static void test_versions(void **state)
 {
     fixture *f = *state;
@@ -661,6 +709,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_and_bit_identical),
         cmocka_unit_test(test_each_section_corrupt_or_truncated),
+        cmocka_unit_test(test_padding_checked),
         cmocka_unit_test(test_versions),
         cmocka_unit_test(test_hostile_compiled),
         cmocka_unit_test(test_linear_without_features),

@@ -1014,6 +1014,171 @@ static void test_proc_groups_and_terminate(void **state)
     assert_null(mr_proc_wait_any(two, 2, 1));
 }
 
+/* ---- name index ------------------------------------------------------------ */
+
+typedef struct names_ctx {
+    char **names;
+    size_t calls; /* key_of calls: each one is one name fetched for a comparison (or an add) */
+} names_ctx;
+
+static const char *counted_name(const void *ctx, size_t id)
+{
+    names_ctx *c = (names_ctx *)(uintptr_t)ctx;
+    c->calls++;
+    return c->names[id];
+}
+
+/* 200,000 distinct names: every add and every find fetches about one name,
+ * so the work is linear in the number of names (a list scan would fetch
+ * n^2 / 2 = 2e10 of them). */
+static void test_strindex_linear(void **state)
+{
+    (void)state;
+    const size_t n = 200000;
+    names_ctx c = {mr_calloc(n, sizeof(char *)), 0};
+    assert_non_null(c.names);
+    for (size_t i = 0; i < n; i++) {
+        c.names[i] = mr_asprintf("col_%zu", i);
+        assert_non_null(c.names[i]);
+    }
+    mr_strindex ix;
+    mr_strindex_init(&ix);
+    for (size_t i = 0; i < n; i++) {
+        size_t dup;
+        assert_int_equal(mr_strindex_add(&ix, i, counted_name, &c, &dup), MR_OK);
+        assert_int_equal(dup, SIZE_MAX);
+    }
+    assert_int_equal(ix.n, n);
+    assert_true(ix.n_slots >= 2 * n); /* load factor at most 1/2 */
+    size_t add_calls = c.calls;
+    /* one fetch per add (the new name) plus the rare 32-bit tag collision */
+    if (add_calls > n + n / 100) fail_msg("%zu adds fetched %zu names", n, add_calls);
+    c.calls = 0;
+    for (size_t i = 0; i < n; i++) assert_int_equal(mr_strindex_find(&ix, c.names[i], counted_name, &c), (ssize_t)i);
+    if (c.calls > n + n / 100) fail_msg("%zu finds fetched %zu names", n, c.calls);
+    c.calls = 0;
+    assert_int_equal(mr_strindex_find(&ix, "col_200000", counted_name, &c), -1);
+    assert_int_equal(mr_strindex_find(&ix, "", counted_name, &c), -1);
+    assert_true(c.calls <= 2);
+    /* a duplicate is reported with the id that holds the name, and not added */
+    char *again = mr_strdup("col_4242");
+    char **grown = mr_realloc(c.names, (n + 1) * sizeof(char *));
+    assert_non_null(grown);
+    c.names = grown;
+    c.names[n] = again;
+    size_t dup;
+    assert_int_equal(mr_strindex_add(&ix, n, counted_name, &c, &dup), MR_OK);
+    assert_int_equal(dup, 4242);
+    assert_int_equal(ix.n, n);
+    mr_strindex_deinit(&ix);
+    for (size_t i = 0; i <= n; i++) mr_free(c.names[i]);
+    mr_free(c.names);
+}
+
+/* Random adds and removes against a plain array model, in a small index so
+ * that probe runs wrap around the end and removals shift runs back. */
+static void test_strindex_matches_model(void **state)
+{
+    (void)state;
+    enum { KEYS = 12, STEPS = 20000 };
+    char *names[KEYS];
+    for (size_t k = 0; k < KEYS; k++) names[k] = mr_asprintf("k%zu", k * 7919);
+    names_ctx c = {names, 0};
+    int in[KEYS] = {0};
+    mr_strindex ix;
+    mr_strindex_init(&ix);
+    uint64_t seed = 42;
+    for (size_t step = 0; step < STEPS; step++) {
+        size_t k = (size_t)(mr_splitmix64(&seed) % KEYS);
+        if (in[k]) {
+            assert_int_equal(mr_strindex_remove(&ix, k, counted_name, &c), 1);
+            in[k] = 0;
+        } else {
+            size_t dup;
+            assert_int_equal(mr_strindex_add(&ix, k, counted_name, &c, &dup), MR_OK);
+            assert_int_equal(dup, SIZE_MAX);
+            in[k] = 1;
+        }
+        size_t n_in = 0;
+        for (size_t q = 0; q < KEYS; q++) {
+            n_in += (size_t)in[q];
+            ssize_t want = in[q] ? (ssize_t)q : -1;
+            if (mr_strindex_find(&ix, names[q], counted_name, &c) != want)
+                fail_msg("step %zu (seed 42): '%s' expected %zd", step, names[q], want);
+        }
+        assert_int_equal(ix.n, n_in);
+        assert_true(ix.n_slots <= 32); /* 12 names never need more: runs wrap around */
+    }
+    assert_int_equal(mr_strindex_remove(&ix, 0, counted_name, &c), in[0]);
+    mr_strindex_clear(&ix);
+    assert_int_equal(mr_strindex_find(&ix, names[1], counted_name, &c), -1);
+    mr_strindex_deinit(&ix);
+    for (size_t k = 0; k < KEYS; k++) mr_free(names[k]);
+}
+
+/* ---- text for terminals and JSON ---------------------------------------------- */
+
+static void check_term(const char *in, size_t len, const char *want)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    assert_int_equal(mr_buf_term_escape(&b, in, len), MR_OK);
+    assert_string_equal(b.data ? b.data : "", want);
+    assert_int_equal(mr_term_safe(in, len), !strcmp(want, b.data ? b.data : "") && len == strlen(want));
+    /* escaping escaped text changes nothing */
+    mr_buf c;
+    mr_buf_init(&c);
+    assert_int_equal(mr_buf_term_escape(&c, b.data ? b.data : "", b.len), MR_OK);
+    assert_string_equal(c.data ? c.data : "", want);
+    assert_true(mr_term_safe(b.data ? b.data : "", b.len));
+    mr_buf_free(&b);
+    mr_buf_free(&c);
+}
+
+#define CHECK_TERM(in, want) check_term((in), sizeof(in) - 1, (want))
+
+static void test_term_escape(void **state)
+{
+    (void)state;
+    CHECK_TERM("plain ascii, caf\xc3\xa9, \xe6\x97\xa5\xe6\x9c\xac, \\ backslash", "plain ascii, caf\xc3\xa9, \xe6\x97\xa5\xe6\x9c\xac, \\ backslash");
+    CHECK_TERM("\x1b]0;title\x07\x1b[2J", "\\x1b]0;title\\x07\\x1b[2J");
+    CHECK_TERM("a\nb\tc\rd", "a\\nb\\tc\\rd");
+    CHECK_TERM("nul\0x", "nul\\x00x");
+    CHECK_TERM("del\x7f", "del\\x7f");
+    CHECK_TERM("c1 \xc2\x9b csi", "c1 \\u009b csi");   /* U+009B */
+    CHECK_TERM("\xe2\x80\xaertl", "\\u202ertl");       /* RIGHT-TO-LEFT OVERRIDE */
+    CHECK_TERM("\xe2\x81\xa6iso", "\\u2066iso");       /* LEFT-TO-RIGHT ISOLATE */
+    CHECK_TERM("ls\xe2\x80\xa8", "ls\\u2028");
+    CHECK_TERM("bad \xff\xfe\xc3", "bad \\xff\\xfe\\xc3"); /* not UTF-8 (a cut sequence too) */
+    CHECK_TERM("\xed\xa0\x80", "\\xed\\xa0\\x80");    /* a surrogate is not UTF-8 */
+    /* the fixed-buffer form cuts at a character boundary and always terminates */
+    char buf[8];
+    assert_int_equal(mr_term_escape("ab\x1b", buf, sizeof(buf)), 6);
+    assert_string_equal(buf, "ab\\x1b");
+    assert_int_equal(mr_term_escape("abcdef\xc3\xa9", buf, sizeof(buf)), 6); /* the 2-byte e-acute would not fit */
+    assert_string_equal(buf, "abcdef");
+    assert_int_equal(mr_term_escape(NULL, buf, sizeof(buf)), 0);
+    assert_string_equal(buf, "");
+}
+
+static void test_json_text_and_safe(void **state)
+{
+    (void)state;
+    mr_buf b;
+    mr_buf_init(&b);
+    const char in[] = "q\"b\\ \x1b[1m\x7f \xc2\x85 \xe2\x80\xae \xff caf\xc3\xa9\n";
+    assert_int_equal(mr_buf_json_text(&b, in, sizeof(in) - 1), MR_OK);
+    assert_string_equal(b.data, "\"q\\\"b\\\\ \\u001b[1m\\u007f \\u0085 \\u202e \\ufffd caf\xc3\xa9\\n\"");
+    assert_true(mr_utf8_valid(b.data, b.len));
+    assert_true(mr_term_safe(b.data, b.len));
+    /* a JSON document from another writer: only what is unsafe changes */
+    const char doc[] = "{\n \"a\": \"x\xc2\x9by\",\n\t\"b\": \"\\u001b ok\", \"c\": \"\xfe\"}";
+    b.len = 0;
+    assert_int_equal(mr_buf_json_safe(&b, doc, sizeof(doc) - 1), MR_OK);
+    assert_string_equal(b.data, "{\n \"a\": \"x\\u009by\",\n\t\"b\": \"\\u001b ok\", \"c\": \"\\ufffd\"}");
+    mr_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1041,6 +1206,10 @@ int main(void)
         cmocka_unit_test(test_iso_time),
         cmocka_unit_test(test_proc_spawn_wait_describe),
         cmocka_unit_test(test_proc_groups_and_terminate),
+        cmocka_unit_test(test_strindex_linear),
+        cmocka_unit_test(test_strindex_matches_model),
+        cmocka_unit_test(test_term_escape),
+        cmocka_unit_test(test_json_text_and_safe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

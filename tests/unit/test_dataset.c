@@ -774,6 +774,34 @@ static void test_source(void **state)
     mr_free(d);
 }
 
+/* A column name that is not UTF-8 (a Parquet file from another writer may
+ * hold one) cannot go into the JSON manifest: refused before any shard is
+ * written, naming the column, instead of failing as "out of memory writing
+ * the manifest". */
+static void test_name_not_utf8(void **state)
+{
+    (void)state;
+    mr_table *t = NULL;
+    CHECK_OK(mr_table_new(&t, &err));
+    mr_column *a = NULL, *b = NULL;
+    CHECK_OK(mr_column_new("a", MR_T_INT64, 1, &a, &err));
+    CHECK_OK(mr_column_append_int64(a, 1));
+    CHECK_OK(mr_table_add_column(t, a, &err));
+    CHECK_OK(mr_column_new("b\xff" "c", MR_T_INT64, 1, &b, &err));
+    CHECK_OK(mr_column_append_int64(b, 2));
+    CHECK_OK(mr_table_add_column(t, b, &err));
+    char *dir = sub("badname");
+    mr_error_clear(&err);
+    assert_int_equal(mr_dataset_write_table(dir, t, NULL, NULL, &err), MR_E_SCHEMA);
+    assert_string_equal(err.msg, "dataset: the name of column 2 ('b\\xffc') is not valid UTF-8");
+    char *man = mr_path_join(dir, "manifest.json");
+    assert_false(mr_fs_exists(man));
+    mr_error_clear(&err);
+    mr_free(man);
+    mr_free(dir);
+    mr_table_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -785,6 +813,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_corrupt, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_source, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_threads_identical, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_name_not_utf8, setup_tmp, teardown_tmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1055,6 +1055,51 @@ static void test_writer_publishes_on_close(void **state)
     mr_free(path);
 }
 
+/* A footer whose num_rows disagrees with the sum of its row groups is
+ * refused, naming the file and both numbers (issue 18): a reader that
+ * believed either one would get a wrong row count. The file is written
+ * with 120 rows in row groups of 50, 50 and 20; its FileMetaData.num_rows
+ * (thrift compact: field header 0x16 = delta 1, i64; then the zigzag varint
+ * of 120 = 0xf0 0x01; the first such bytes of the footer, right after the
+ * schema list, which holds no i64) is patched to 121. */
+static void test_footer_row_count_mismatch(void **state)
+{
+    (void)state;
+    mr_error err;
+    mr_error_init(&err);
+    mr_table *t = make_table(120, 5, 0);
+    char *path = tmp_path("rows.parquet");
+    mr_parquet_write_opts o;
+    mr_parquet_write_opts_init(&o);
+    o.row_group_rows = 50;
+    CHECK_OK(mr_parquet_write_table(path, t, &o, &err));
+    char *data;
+    size_t len;
+    CHECK_OK(mr_fs_read_file(path, 1 << 24, &data, &len, &err));
+    uint8_t *u = (uint8_t *)data;
+    size_t meta_len = mr_le_get32(u + len - 8), meta = len - 8 - meta_len, hit = 0, n_hits = 0;
+    for (size_t i = meta; i + 3 <= len - 8; i++) {
+        if (u[i] != 0x16 || u[i + 1] != 0xf0 || u[i + 2] != 0x01) continue;
+        if (n_hits == 0) hit = i;
+        n_hits++;
+    }
+    assert_true(n_hits >= 1);
+    mr_parquet_file *f = NULL;
+    CHECK_OK(mr_parquet_open_mem(u, len, "rows.parquet", &f, &err)); /* unpatched: fine */
+    assert_int_equal(mr_parquet_num_rows(f), 120);
+    mr_parquet_close(f);
+    u[hit + 1] = 0xf2; /* zigzag(121) */
+    f = NULL;
+    assert_int_equal(mr_parquet_open_mem(u, len, "rows.parquet", &f, &err), MR_E_CORRUPT);
+    assert_null(f);
+    assert_non_null(strstr(err.file, "rows.parquet"));
+    if (!strstr(err.msg, "file metadata says 121 rows, its 3 row groups hold 120"))
+        fail_msg("unexpected message '%s'", err.msg);
+    mr_free(data);
+    mr_free(path);
+    mr_table_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1066,6 +1111,7 @@ int main(void)
         cmocka_unit_test(test_stats),
         cmocka_unit_test(test_empty_and_errors),
         cmocka_unit_test(test_corrupt_inputs),
+        cmocka_unit_test(test_footer_row_count_mismatch),
         cmocka_unit_test(test_parquet_testing),
         cmocka_unit_test(test_duckdb_fixtures),
         cmocka_unit_test(test_throughput),

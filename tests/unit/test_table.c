@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "millrace/table.h"
@@ -156,6 +157,169 @@ static void test_calendar_and_format(void **state)
     mr_column_free(c);
 }
 
+/* The name index: lookups, adds, replacements, renames (including a swap)
+ * and projections keep mr_table_column_index equal to a scan of the names,
+ * on a table wide enough that a quadratic lookup would not finish. */
+static void check_index(const mr_table *t)
+{
+    for (size_t i = 0; i < t->n_cols; i++) {
+        ssize_t got = mr_table_column_index(t, t->cols[i]->name);
+        if (got != (ssize_t)i) fail_msg("column %zu '%s': index says %zd", i, t->cols[i]->name, got);
+    }
+}
+
+static mr_column *named_col(const char *name, int64_t v)
+{
+    mr_column *c = NULL;
+    assert_int_equal(mr_column_new(name, MR_T_INT64, 1, &c, NULL), MR_OK);
+    assert_int_equal(mr_column_append_int64(c, v), MR_OK);
+    return c;
+}
+
+static void test_table_name_index(void **state)
+{
+    (void)state;
+    const size_t n = 200000;
+    mr_table *t = NULL;
+    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+    char name[32];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "c%zu", i);
+        assert_int_equal(mr_table_add_column(t, named_col(name, (int64_t)i), NULL), MR_OK);
+    }
+    assert_int_equal(t->n_cols, n);
+    for (size_t i = 0; i < n; i += 997) {
+        snprintf(name, sizeof name, "c%zu", i);
+        mr_column *c = mr_table_column(t, name);
+        assert_non_null(c);
+        assert_int_equal(((int64_t *)c->data)[0], (int64_t)i);
+    }
+    assert_null(mr_table_column(t, "c200000"));
+    mr_error err;
+    mr_error_init(&err);
+    assert_int_equal(mr_table_add_column(t, named_col("c77", 0), &err), MR_E_SCHEMA);
+    assert_string_equal(err.msg, "duplicate column name 'c77'");
+    assert_int_equal(t->n_cols, n);
+    /* a swap in one rename, then a rename onto a name that stays: refused, nothing changed */
+    size_t idx[] = {5, 6};
+    const char *swapped[] = {"c6", "c5"};
+    assert_int_equal(mr_table_rename_columns(t, idx, swapped, 2, NULL), MR_OK);
+    assert_int_equal(mr_table_column_index(t, "c5"), 6);
+    assert_int_equal(mr_table_column_index(t, "c6"), 5);
+    const char *clash[] = {"c9"};
+    mr_error_clear(&err);
+    assert_int_equal(mr_table_rename_columns(t, idx, clash, 1, &err), MR_E_SCHEMA);
+    assert_string_equal(t->cols[5]->name, "c6");
+    assert_int_equal(mr_table_column_index(t, "c9"), 9);
+    const char *fresh[] = {"renamed"};
+    assert_int_equal(mr_table_rename_columns(t, idx, fresh, 1, NULL), MR_OK);
+    assert_int_equal(mr_table_column_index(t, "renamed"), 5);
+    assert_int_equal(mr_table_column_index(t, "c6"), -1);
+    /* replacing a column: under its own name, and under a new one */
+    assert_int_equal(mr_table_set_column(t, 7, named_col("c7", -7), NULL), MR_OK);
+    assert_int_equal(((int64_t *)mr_table_column(t, "c7")->data)[0], -7);
+    assert_int_equal(mr_table_set_column(t, 8, named_col("eight", 8), NULL), MR_OK);
+    assert_int_equal(mr_table_column_index(t, "eight"), 8);
+    assert_int_equal(mr_table_column_index(t, "c8"), -1);
+    mr_error_clear(&err);
+    assert_int_equal(mr_table_set_column(t, 8, named_col("c10", 8), &err), MR_E_SCHEMA);
+    assert_int_equal(mr_table_column_index(t, "eight"), 8);
+    check_index(t);
+    /* projection: every other column, backwards */
+    size_t np = n / 2;
+    char **keep = mr_calloc(np, sizeof(char *));
+    for (size_t k = 0; k < np; k++) keep[k] = mr_strdup(t->cols[n - 1 - 2 * k]->name);
+    assert_int_equal(mr_table_project(t, (const char *const *)keep, np, NULL), MR_OK);
+    assert_int_equal(t->n_cols, np);
+    for (size_t k = 0; k < np; k++) assert_string_equal(t->cols[k]->name, keep[k]);
+    check_index(t);
+    assert_int_equal(mr_table_column_index(t, "c0"), -1); /* dropped */
+    assert_int_equal(mr_table_add_column(t, named_col("c0", 0), NULL), MR_OK);
+    assert_int_equal(mr_table_column_index(t, "c0"), (ssize_t)np);
+    mr_error_clear(&err);
+    const char *twice[] = {keep[3], keep[3]};
+    assert_int_equal(mr_table_project(t, twice, 2, &err), MR_E_INVALID_ARG);
+    assert_int_equal(t->n_cols, np + 1);
+    for (size_t k = 0; k < np; k++) mr_free(keep[k]);
+    mr_free(keep);
+    check_index(t);
+    mr_table_free(t);
+    /* the same rules on a table too small to keep an index */
+    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+    assert_int_equal(mr_table_add_column(t, named_col("a", 1), NULL), MR_OK);
+    assert_int_equal(mr_table_add_column(t, named_col("b", 2), NULL), MR_OK);
+    assert_int_equal(mr_table_add_column(t, named_col("c", 3), NULL), MR_OK);
+    size_t ab[] = {0, 1}, c2[] = {2, 2};
+    const char *ba[] = {"b", "a"};
+    assert_int_equal(mr_table_rename_columns(t, ab, ba, 2, NULL), MR_OK);
+    assert_int_equal(((int64_t *)mr_table_column(t, "a")->data)[0], 2);
+    const char *to_a[] = {"a"};
+    assert_int_equal(mr_table_rename_columns(t, c2, to_a, 1, NULL), MR_E_SCHEMA);
+    const char *two[] = {"x", "y"};
+    assert_int_equal(mr_table_rename_columns(t, c2, two, 2, NULL), MR_E_INVALID_ARG);
+    const char *same[] = {"x", "x"};
+    assert_int_equal(mr_table_rename_columns(t, ab, same, 2, NULL), MR_E_SCHEMA);
+    assert_string_equal(t->cols[0]->name, "b");
+    assert_string_equal(t->cols[2]->name, "c");
+    check_index(t);
+    mr_table_free(t);
+}
+
+/* Allocation failure at every point of building an indexed table, then of
+ * renaming and projecting it: each call returns MR_E_NOMEM or succeeds, the
+ * table stays consistent (lookups equal a scan) and nothing leaks (ASan). */
+static void test_table_index_oom(void **state)
+{
+    (void)state;
+    char name[32];
+    for (long k = 1; k < 400; k++) {
+        mr_table *t = NULL;
+        assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+        mr_alloc_fail_after(k);
+        int failed = 0;
+        for (size_t i = 0; i < 40; i++) {
+            snprintf(name, sizeof name, "c%zu", i);
+            mr_column *c = NULL;
+            if (mr_column_new(name, MR_T_INT64, 0, &c, NULL) != MR_OK) {
+                failed = 1;
+                continue;
+            }
+            mr_status rc = mr_table_add_column(t, c, NULL); /* takes c, also on failure */
+            assert_true(rc == MR_OK || rc == MR_E_NOMEM);
+            failed |= rc != MR_OK;
+        }
+        check_index(t);
+        size_t idx[] = {0, 1};
+        const char *swap[] = {t->n_cols > 1 ? t->cols[1]->name : "x", t->n_cols > 0 ? t->cols[0]->name : "y"};
+        if (t->n_cols > 1) {
+            char *a = mr_strdup(swap[0]), *b = mr_strdup(swap[1]);
+            const char *sw[] = {a, b};
+            mr_status rc = a && b ? mr_table_rename_columns(t, idx, sw, 2, NULL) : MR_E_NOMEM;
+            assert_true(rc == MR_OK || rc == MR_E_NOMEM);
+            mr_free(a);
+            mr_free(b);
+            check_index(t);
+        }
+        if (t->n_cols > 20) {
+            const char *keep[18];
+            char *copies[18] = {0};
+            int ok = 1;
+            for (size_t q = 0; q < 18; q++) {
+                copies[q] = mr_strdup(t->cols[t->n_cols - 1 - q]->name);
+                ok &= copies[q] != NULL;
+                keep[q] = copies[q] ? copies[q] : "";
+            }
+            mr_status rc = ok ? mr_table_project(t, keep, 18, NULL) : MR_E_NOMEM;
+            assert_true(rc == MR_OK || rc == MR_E_NOMEM);
+            for (size_t q = 0; q < 18; q++) mr_free(copies[q]);
+            check_index(t);
+        }
+        mr_alloc_fail_after(0);
+        mr_table_free(t);
+        if (!failed && k > 200) break; /* past the last allocation: done */
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -163,6 +327,8 @@ int main(void)
         cmocka_unit_test(test_slice_strings_and_dict),
         cmocka_unit_test(test_table_ops),
         cmocka_unit_test(test_calendar_and_format),
+        cmocka_unit_test(test_table_name_index),
+        cmocka_unit_test(test_table_index_oom),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
