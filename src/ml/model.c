@@ -350,12 +350,15 @@ static double *label_doubles(const mr_table *t, const char *label)
 /* Key of a binned matrix: the data's content (the columns used), the
  * binning params, and for validation data the training key it is binned
  * against. */
-static void bin_key(const mr_table *t, const char *const *cols, size_t n_cols, const char *label,
-                    const mr_gbdt_params *p, const mr_train_opts *o, const char *ref_key, char *hex)
+/* The binned matrix's cache key: every feature column and the label (their
+ * names, types and values), and every binning param. MR_E_NOMEM only. */
+static mr_status bin_key(const mr_table *t, const char *const *cols, size_t n_cols, const char *label,
+                         const mr_gbdt_params *p, const mr_train_opts *o, const char *ref_key, char *hex)
 {
     mr_table view = {.n_rows = t->n_rows, .n_cols = 0, .cols = NULL};
-    mr_column *picked[1024];
-    for (size_t k = 0; k < n_cols && view.n_cols < 1023; k++) {
+    mr_column **picked = mr_malloc((n_cols + 1) * sizeof(*picked));
+    if (!picked) return MR_E_NOMEM;
+    for (size_t k = 0; k < n_cols; k++) {
         mr_column *c = mr_table_column(t, cols[k]);
         if (c) picked[view.n_cols++] = c;
     }
@@ -363,6 +366,7 @@ static void bin_key(const mr_table *t, const char *const *cols, size_t n_cols, c
     if (lab) picked[view.n_cols++] = lab;
     view.cols = picked;
     mr_hash128 data = mr_table_content_hash(&view);
+    mr_free(picked);
     mr_buf b;
     mr_buf_init(&b);
     char dh[MR_HASH_HEX_LEN + 1];
@@ -371,8 +375,10 @@ static void bin_key(const mr_table *t, const char *const *cols, size_t n_cols, c
                   p->bin_construct_sample_cnt, (unsigned long long)p->seed,
                   p->categorical_feature ? p->categorical_feature : "", ref_key ? ref_key : "");
     for (size_t k = 0; k < o->n_categorical; k++) mr_buf_printf(&b, ",%s", o->categorical[k]);
-    mr_hash_hex(mr_hash_bytes(b.data ? b.data : "", b.len), hex);
+    mr_status rc = b.data ? MR_OK : MR_E_NOMEM;
+    if (rc == MR_OK) mr_hash_hex(mr_hash_bytes(b.data, b.len), hex);
     mr_buf_free(&b);
+    return rc;
 }
 
 /* Bins t (or loads the cached matrix). *hit tells which. */
@@ -382,7 +388,8 @@ static mr_status binned(const mr_table *t, const mr_gbdt_table_spec *spec, const
 {
     *hit = 0;
     if (!o->bin_cache_dir) return mr_gbdt_data_from_table(t, spec, ref, p, out, err);
-    bin_key(t, spec->features, spec->n_features, spec->label, p, o, ref_key, key_out);
+    if (bin_key(t, spec->features, spec->n_features, spec->label, p, o, ref_key, key_out) != MR_OK)
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
     char *path = mr_asprintf("%s/%s.mrbin", o->bin_cache_dir, key_out);
     if (!path) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     mr_status rc = MR_OK;
