@@ -39,16 +39,6 @@ static int ends_with(const char *s, const char *suf)
     return n >= m && !strcmp(s + n - m, suf);
 }
 
-static void csv_field(FILE *f, const char *s, size_t len)
-{
-    fputc('"', f);
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == '"') fputc('"', f);
-        fputc(s[i], f);
-    }
-    fputc('"', f);
-}
-
 /* ---- the command line --------------------------------------------------------- */
 
 typedef struct predict_opts {
@@ -110,85 +100,43 @@ static int parse_args(int argc, char **argv, predict_opts *o)
     return rc;
 }
 
-/* ---- output: Parquet (streaming writer) or CSV (our own streaming writer) ---- */
+/* ---- output: Parquet or CSV/TSV, both streaming and published atomically ---- */
 
 typedef struct out_sink {
-    const char *path;
-    char *tmp;
-    mr_parquet_writer *pq;
-    FILE *csv;
-    char delim;
-    int header_done;
+    mr_parquet_writer *pq;    /* both writers publish path on close, never before */
+    mr_csv_writer *csv;       /* the library's writer: the same quoting as every export */
 } out_sink;
 
 static mr_status sink_open(out_sink *o, const char *path, mr_error *err)
 {
     memset(o, 0, sizeof(*o));
-    o->path = path;
-    o->tmp = mr_asprintf("%s.tmp.%ld", path, (long)getpid());
-    if (!o->tmp) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    if (ends_with(path, ".parquet")) return mr_parquet_writer_open(o->tmp, NULL, &o->pq, err);
-    if (!ends_with(path, ".csv") && !ends_with(path, ".tsv"))
+    if (ends_with(path, ".csv") || ends_with(path, ".tsv"))
+        return mr_csv_writer_open(path, ends_with(path, ".tsv") ? '\t' : ',', &o->csv, err);
+    if (!ends_with(path, ".parquet"))
         return MR_ERR(err, MR_E_INVALID_ARG, "%s: output must end in .parquet, .csv or .tsv", path);
-    o->delim = ends_with(path, ".tsv") ? '\t' : ',';
-    o->csv = fopen(o->tmp, "wb");
-    if (!o->csv) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot create", o->tmp);
-    return MR_OK;
+    return mr_parquet_writer_open(path, NULL, &o->pq, err);
 }
 
 static mr_status sink_write(out_sink *o, const mr_table *t, mr_error *err)
 {
-    if (o->pq) return mr_parquet_writer_write(o->pq, t, err);
-    if (!o->header_done) {
-        for (size_t j = 0; j < t->n_cols; j++) fprintf(o->csv, "%s%s", j ? (o->delim == ',' ? "," : "\t") : "", t->cols[j]->name);
-        fputc('\n', o->csv);
-        o->header_done = 1;
-    }
-    mr_buf b;
-    mr_buf_init(&b);
-    for (size_t i = 0; i < t->n_rows; i++) {
-        for (size_t j = 0; j < t->n_cols; j++) {
-            const mr_column *c = t->cols[j];
-            if (j) fputc(o->delim, o->csv);
-            if (mr_column_is_null(c, i)) continue;
-            b.len = 0;
-            if (mr_column_format(c, i, &b) != MR_OK) {
-                mr_buf_free(&b);
-                return MR_ERR(err, MR_E_NOMEM, "out of memory");
-            }
-            int quote = c->type == MR_T_STRING && (memchr(b.data, o->delim, b.len) || memchr(b.data, '"', b.len) ||
-                                                   memchr(b.data, '\n', b.len) || memchr(b.data, '\r', b.len));
-            if (quote) csv_field(o->csv, b.data, b.len);
-            else fwrite(b.data, 1, b.len, o->csv);
-        }
-        fputc('\n', o->csv);
-    }
-    mr_buf_free(&b);
-    if (ferror(o->csv)) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: write failed", o->tmp);
-    return MR_OK;
+    return o->pq ? mr_parquet_writer_write(o->pq, t, err) : mr_csv_writer_write(o->csv, t, err);
 }
 
 static mr_status sink_close(out_sink *o, int ok, mr_error *err)
 {
     mr_status rc = MR_OK;
+    if (o->csv) {
+        if (ok) rc = mr_csv_writer_close(o->csv, err);
+        else mr_csv_writer_free(o->csv);
+        o->csv = NULL;
+    }
     if (o->pq) {
         if (ok) rc = mr_parquet_writer_close(o->pq, err);
         else mr_parquet_writer_free(o->pq);
         o->pq = NULL;
     }
-    if (o->csv) {
-        if (fflush(o->csv) != 0 || fsync(fileno(o->csv)) != 0) rc = ok ? MR_ERR_SYS(err, MR_E_IO, errno, "%s: write failed", o->tmp) : rc;
-        fclose(o->csv);
-        o->csv = NULL;
-    }
-    if (ok && rc == MR_OK && o->tmp && rename(o->tmp, o->path) != 0)
-        rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot rename into place", o->path);
-    if ((!ok || rc != MR_OK) && o->tmp) unlink(o->tmp);
-    mr_free(o->tmp);
-    o->tmp = NULL;
     return rc;
 }
-
 
 /* For CSV/TSV inputs: the bundle inputs present in the header, declared
  * STRING so that every value reaches validation as its original text. */
@@ -264,16 +212,71 @@ static mr_status open_run(predict_run *r, mr_error *err)
     return st;
 }
 
-/* --on-error quarantine: one line per value the bundle's rules refuse. */
+/* --on-error quarantine: one row,column,value,error record per value the
+ * bundle's rules refuse, fields quoted by the CSV writer's rules. The rules
+ * run column by column, so a batch's records are collected and written in
+ * row order (a row's columns in schema order). */
+typedef struct qrec {
+    uint64_t row;
+    size_t seq, off, len; /* seq: arrival order; [off, off+len) in the batch's text */
+} qrec;
+
+typedef struct qbatch {
+    mr_buf text;
+    qrec *recs;
+    size_t n, cap;
+    int oom;
+} qbatch;
+
 static void quarantine_value(void *ctx, const mr_bundle_bad *bad)
 {
-    FILE *qf = ctx;
-    fprintf(qf, "%llu,", (unsigned long long)bad->row);
-    csv_field(qf, bad->column, strlen(bad->column));
-    fputc(',', qf);
-    if (bad->text) csv_field(qf, bad->text, bad->text_len);
-    else csv_field(qf, bad->got, strlen(bad->got));
-    fprintf(qf, ",expected %s\n", bad->missing ? "a value" : bad->expected);
+    qbatch *q = ctx;
+    if (q->oom) return;
+    if (q->n == q->cap) {
+        size_t cap = q->cap ? 2 * q->cap : 64;
+        qrec *g = mr_realloc(q->recs, cap * sizeof(*g));
+        if (!g) {
+            q->oom = 1;
+            return;
+        }
+        q->recs = g;
+        q->cap = cap;
+    }
+    mr_buf *b = &q->text;
+    size_t off = b->len;
+    int ok = mr_buf_printf(b, "%llu,", (unsigned long long)bad->row) == MR_OK &&
+             mr_csv_append_field(b, bad->column, strlen(bad->column), ',') == MR_OK && mr_buf_puts(b, ",") == MR_OK &&
+             (bad->text ? mr_csv_append_field(b, bad->text, bad->text_len, ',')
+                        : mr_csv_append_field(b, bad->got, strlen(bad->got), ',')) == MR_OK &&
+             mr_buf_printf(b, ",expected %s\n", bad->missing ? "a value" : bad->expected) == MR_OK;
+    if (!ok) {
+        q->oom = 1;
+        return;
+    }
+    q->recs[q->n] = (qrec){bad->row, q->n, off, b->len - off};
+    q->n++;
+}
+
+static int qrec_cmp(const void *a, const void *b)
+{
+    const qrec *x = a, *y = b;
+    if (x->row != y->row) return x->row < y->row ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* Writes a batch's records in row order and empties q. */
+static mr_status quarantine_flush(predict_run *r, qbatch *q, mr_error *err)
+{
+    mr_status st = q->oom ? MR_ERR(err, MR_E_NOMEM, "out of memory") : MR_OK;
+    if (st == MR_OK && q->n) {
+        qsort(q->recs, q->n, sizeof(*q->recs), qrec_cmp);
+        for (size_t i = 0; i < q->n; i++) fwrite(q->text.data + q->recs[i].off, 1, q->recs[i].len, r->qf);
+        if (ferror(r->qf)) st = MR_ERR_SYS(err, MR_E_IO, errno, "%s: write failed", r->o->qpath);
+    }
+    mr_buf_free(&q->text);
+    mr_free(q->recs);
+    memset(q, 0, sizeof(*q));
+    return st;
 }
 
 /* The --id columns of use, then one column per model output. */
@@ -323,13 +326,21 @@ static mr_status score_batch(predict_run *r, mr_table *batch, mr_error *err)
     mr_bundle_conform_opts_init(&co);
     co.text = 1;
     co.row_base = r->rows_in + 1;
+    qbatch q = {0};
+    mr_buf_init(&q.text);
     co.on_bad = r->qf ? quarantine_value : NULL;
-    co.ctx = r->qf;
+    co.ctx = &q;
     co.bad_rows = bad;
     if (st == MR_OK) {
         st = mr_bundle_conform_table(r->b, batch, &co, err);
         if (st == MR_E_PARSE)
             mr_error_hint(err, "--on-error quarantine writes invalid rows to a file and scores the rest");
+    }
+    if (st == MR_OK) st = quarantine_flush(r, &q, err);
+    else {
+        mr_error ignored;
+        mr_error_init(&ignored);
+        quarantine_flush(r, &q, &ignored);
     }
     for (size_t i = 0; st == MR_OK && i < n; i++) {
         if (bad[i]) r->n_bad++;
@@ -352,17 +363,31 @@ static mr_status score_batch(predict_run *r, mr_table *batch, mr_error *err)
     return st;
 }
 
+/* A CSV result of no rows still names its columns: the writer prints the
+ * header of a 0-row table. */
+static mr_status write_header_only(predict_run *r, mr_error *err)
+{
+    mr_table *t = NULL;
+    mr_status st = mr_table_new(&t, err);
+    size_t n_out = mr_bundle_n_outputs(r->b);
+    for (size_t q = 0; st == MR_OK && q < r->o->n_ids + n_out; q++) {
+        int is_id = q < r->o->n_ids;
+        mr_column *c = NULL;
+        st = mr_column_new(is_id ? r->o->ids[q] : mr_bundle_output_name(r->b, q - r->o->n_ids),
+                           is_id ? MR_T_STRING : MR_T_FLOAT64, 0, &c, err);
+        if (st == MR_OK) st = mr_table_add_column(t, c, err);
+    }
+    if (st == MR_OK) st = sink_write(&r->sink, t, err);
+    mr_table_free(t);
+    return st;
+}
+
 /* Closes output and quarantine (publishing the output only after success);
  * an empty CSV result still gets its header. */
 static mr_status close_run(predict_run *r, mr_status st, mr_error *err)
 {
     const predict_opts *o = r->o;
-    if (st == MR_OK && r->rows_out == 0 && r->sink.csv && !r->sink.header_done) {
-        for (size_t q = 0; q < o->n_ids; q++) fprintf(r->sink.csv, "%s%s", q ? "," : "", o->ids[q]);
-        for (size_t q = 0; q < mr_bundle_n_outputs(r->b); q++)
-            fprintf(r->sink.csv, "%s%s", q || o->n_ids ? "," : "", mr_bundle_output_name(r->b, q));
-        fputc('\n', r->sink.csv);
-    }
+    if (st == MR_OK && r->rows_out == 0 && r->sink.csv) st = write_header_only(r, err);
     if (r->sink_opened) {
         mr_status cst = sink_close(&r->sink, st == MR_OK, err);
         if (st == MR_OK) st = cst;

@@ -48,13 +48,16 @@ assert_eq "$(json 'd["scored"]')" 800 "--json summary"
 cp test.csv bad.csv
 sed -i '11s/^\([0-9]*\),[^,]*,/\1,oops,/' bad.csv
 sed -i '21s/^\([0-9]*\),\([^,]*\),[^,]*,/\1,\2,1e,/' bad.csv
+sed -i '31s/^\([0-9]*\),[^,]*,/\1,"a,""b",/' bad.csv
 expect_exit 1 mr predict out/pkg/model.mrb bad.csv -o bad_pred.csv
 assert_contains "$T_ERR" "row 10: column 'x1': expected a number, got \"oops\"" "the first bad row is named"
 assert_no_file bad_pred.csv "no partial output after a failure"
 expect_exit 0 mr predict out/pkg/model.mrb bad.csv -o bad_pred.csv --on-error quarantine --quarantine q.csv --id id
-assert_contains "$T_ERR" "2 invalid rows quarantined" "quarantined rows are counted, never silent"
-assert_eq "$(tail -n +2 q.csv | cut -d, -f1,2 | tr '\n' ' ')" '10,"x1" 20,"x2" ' "the quarantine file names row and column"
-assert_eq "$(tail -n +2 bad_pred.csv | wc -l)" 798 "the other rows are scored"
+assert_contains "$T_ERR" "3 invalid rows quarantined" "quarantined rows are counted, never silent"
+assert_eq "$(tail -n +2 q.csv | cut -d, -f1,2 | tr '\n' ' ')" '10,x1 20,x2 30,x1 ' "the quarantine file names row and column, in row order"
+assert_eq "$(/usr/bin/python3 -c 'import csv; print(list(csv.reader(open("q.csv")))[3][2])')" 'a,"b' \
+    "a quarantined value holding a comma and a quote reads back as it was"
+assert_eq "$(tail -n +2 bad_pred.csv | wc -l)" 797 "the other rows are scored"
 
 # a missing required column fails the run (exit 1, as any input it cannot use), naming it
 cut -d, -f1,2,4,5 test.csv >nox2.csv
