@@ -360,6 +360,135 @@ done:
     return rc;
 }
 
+/* The sections of one bundle, by section id, as read from its table. */
+typedef struct sections {
+    const uint8_t *body[MR_BUNDLE_MAX_SECTIONS + 1];
+    size_t len[MR_BUNDLE_MAX_SECTIONS + 1];
+    int seen[MR_BUNDLE_MAX_SECTIONS + 1];
+} sections;
+
+/* Prefixes err's message with the section's name. A section that does not
+ * decode is corrupt; running out of memory while decoding it stays
+ * MR_E_NOMEM. Returns the status to report. */
+static mr_status sec_wrap(mr_error *err, uint32_t id, mr_status rc, const char *fallback)
+{
+    if (rc == MR_E_NOMEM) return rc;
+    char m[MR_ERR_MSG_MAX];
+    snprintf(m, sizeof(m), "%s", err ? err->msg : fallback);
+    if (err) mr_error_clear(err);
+    return MR_ERR(err, MR_E_CORRUPT, "section '%s': %s", mr_bundle_section_name(id), m);
+}
+
+/* Checks the section table of p[0, len) (n entries, then its hash at
+ * table_end) and every section's placement, padding and checksum, filling
+ * b->sec and *sx. No byte goes unchecked: sections follow one another in
+ * table order at the next 8-byte boundary, the padding before each and
+ * after the last is zero, and the file ends there. */
+static mr_status read_sections(const uint8_t *p, size_t len, size_t table_end, mr_bundle *b, sections *sx,
+                               mr_error *err)
+{
+    size_t at = table_end + HASH_BYTES; /* end of what is checked so far: the next padding starts here */
+    for (size_t i = 0; i < b->n_sec; i++) {
+        const uint8_t *e = p + HEADER_FIXED + i * ENTRY_BYTES;
+        section *s = &b->sec[i];
+        s->id = mr_le_get32(e);
+        s->offset = mr_le_get64(e + 8);
+        s->length = mr_le_get64(e + 16);
+        s->hash = get_hash(e + 24);
+        if (s->id < MR_BSEC_MANIFEST || s->id > MR_BSEC_METRICS)
+            return MR_ERR(err, MR_E_CORRUPT, "section table: unknown section id %u", s->id);
+        if (sx->seen[s->id]++) return sec_fail(err, s->id, MR_E_CORRUPT, "appears twice");
+        if (s->offset < table_end + HASH_BYTES || s->offset > len || s->length > len - s->offset)
+            return MR_ERR(err, MR_E_CORRUPT, "section '%s': truncated (bytes %llu..%llu, file has %zu)",
+                          mr_bundle_section_name(s->id), (unsigned long long)s->offset,
+                          (unsigned long long)(s->offset + s->length), len);
+        if (s->offset != ALIGN8(at))
+            return MR_ERR(err, MR_E_CORRUPT, "section '%s': starts at byte %llu, expected %zu (the next 8-byte boundary)",
+                          mr_bundle_section_name(s->id), (unsigned long long)s->offset, ALIGN8(at));
+        if (!all_zero(p + at, (size_t)s->offset - at))
+            return MR_ERR(err, MR_E_CORRUPT, "padding before section '%s' (bytes %zu..%llu) is not zero",
+                          mr_bundle_section_name(s->id), at, (unsigned long long)s->offset);
+        if (!mr_hash_eq(s->hash, mr_hash_bytes(p + s->offset, (size_t)s->length)))
+            return sec_fail(err, s->id, MR_E_CORRUPT, "checksum mismatch");
+        at = (size_t)(s->offset + s->length);
+        sx->body[s->id] = p + s->offset;
+        sx->len[s->id] = (size_t)s->length;
+    }
+    if (len != ALIGN8(at))
+        return MR_ERR(err, MR_E_CORRUPT, "file has %zu bytes, its last section ends at %zu (padded: %zu)", len, at,
+                      ALIGN8(at));
+    if (!all_zero(p + at, len - at))
+        return MR_ERR(err, MR_E_CORRUPT, "padding after the last section (bytes %zu..%zu) is not zero", at, len);
+    if (!sx->seen[MR_BSEC_MANIFEST] || !sx->seen[MR_BSEC_MODEL])
+        return sec_fail(err, sx->seen[MR_BSEC_MANIFEST] ? MR_BSEC_MODEL : MR_BSEC_MANIFEST, MR_E_CORRUPT, "missing");
+    return MR_OK;
+}
+
+/* A gbdt bundle's compiled predictor: decoded, and exactly what this build
+ * derives from the model section (then it predicts bit-identically to it).
+ * A linear bundle has none. */
+static mr_status load_compiled(mr_bundle *b, const sections *sx, mr_error *err)
+{
+    const uint8_t *body = sx->body[MR_BSEC_COMPILED];
+    size_t blen = sx->len[MR_BSEC_COMPILED];
+    if (mr_model_kind_of(b->model) != MR_MODEL_GBDT)
+        return sx->seen[MR_BSEC_COMPILED] ? sec_fail(err, MR_BSEC_COMPILED, MR_E_CORRUPT, "present for a linear model")
+                                          : MR_OK;
+    if (!sx->seen[MR_BSEC_COMPILED])
+        return sec_fail(err, MR_BSEC_COMPILED, MR_E_CORRUPT, "missing (gbdt bundles carry a compiled predictor)");
+    mr_status rc = mr_gbdt_predictor_from_bytes(body, blen, &b->pred, err);
+    if (rc != MR_OK) return sec_wrap(err, MR_BSEC_COMPILED, rc, "invalid");
+    mr_gbdt_predictor *fresh = NULL;
+    mr_buf again;
+    mr_buf_init(&again);
+    again.limit = MR_BUNDLE_MAX_BYTES;
+    rc = mr_gbdt_predictor_new(mr_model_gbdt(b->model), 0, &fresh, err);
+    if (rc == MR_OK && (rc = mr_gbdt_predictor_to_bytes(fresh, &again)) != MR_OK)
+        rc = MR_ERR(err, rc, "section 'compiled': cannot encode the predictor derived from the model");
+    int same = rc == MR_OK && again.len == blen && memcmp(again.data, body, again.len) == 0;
+    mr_gbdt_predictor_free(fresh);
+    mr_buf_free(&again);
+    if (rc == MR_OK && !same) rc = sec_fail(err, MR_BSEC_COMPILED, MR_E_CORRUPT, "does not match the model section");
+    return rc;
+}
+
+/* The input schema (and its name index) the model and features imply. */
+static mr_status load_inputs(mr_bundle *b, mr_error *err)
+{
+    mr_status rc = derive_schema(b->model, b->features, &b->inputs, &b->n_inputs, err);
+    if (rc == MR_OK) rc = mr_strindex_reserve(&b->input_ix, b->n_inputs);
+    for (size_t i = 0; rc == MR_OK && i < b->n_inputs; i++)
+        rc = mr_strindex_add(&b->input_ix, i, input_name_of, b, NULL); /* a repeated name keeps its first input */
+    if (rc == MR_E_NOMEM) return MR_ERR(err, rc, "out of memory");
+    return rc == MR_OK ? MR_OK : sec_wrap(err, MR_BSEC_FEATURES, rc, "inconsistent");
+}
+
+/* The optional metrics section (a JSON object; "{}" without one) and the
+ * output names. */
+static mr_status load_metrics_outputs(mr_bundle *b, const sections *sx, mr_error *err)
+{
+    if (sx->seen[MR_BSEC_METRICS]) {
+        json_error_t je;
+        json_t *mj = json_loadb((const char *)sx->body[MR_BSEC_METRICS], sx->len[MR_BSEC_METRICS], 0, &je);
+        if (!json_is_object(mj)) {
+            json_decref(mj);
+            return MR_ERR(err, MR_E_CORRUPT, "section 'metrics': not a JSON object (%s at byte %d)", je.text,
+                          je.position);
+        }
+        b->metrics = json_dumps(mj, JSON_COMPACT);
+        json_decref(mj);
+    } else {
+        b->metrics = libc_strdup("{}");
+    }
+    b->n_outputs = mr_model_num_outputs(b->model);
+    b->output_names = mr_calloc(b->n_outputs, sizeof(char *));
+    for (size_t k = 0; b->output_names && k < b->n_outputs; k++)
+        b->output_names[k] = b->n_outputs == 1 ? mr_strdup("prediction") : mr_asprintf("prediction_%zu", k);
+    if (!b->metrics || !b->output_names || !b->output_names[b->n_outputs - 1])
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    return MR_OK;
+}
+
 mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr_error *err)
 {
     *out = NULL;
@@ -381,159 +510,29 @@ mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr
         return MR_ERR(err, MR_E_CORRUPT, "section table: checksum mismatch");
     mr_bundle *b = mr_calloc(1, sizeof(*b));
     if (!b) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    mr_status rc = MR_OK;
-    const uint8_t *body[MR_BUNDLE_MAX_SECTIONS + 1] = {0}; /* by section id */
-    size_t blen[MR_BUNDLE_MAX_SECTIONS + 1] = {0};
-    int seen[MR_BUNDLE_MAX_SECTIONS + 1] = {0};
     b->n_sec = n;
-    size_t at = table_end + HASH_BYTES; /* end of what is checked so far: the next padding starts here */
-    for (size_t i = 0; i < n; i++) {
-        const uint8_t *e = p + HEADER_FIXED + i * ENTRY_BYTES;
-        section *s = &b->sec[i];
-        s->id = mr_le_get32(e);
-        s->offset = mr_le_get64(e + 8);
-        s->length = mr_le_get64(e + 16);
-        s->hash = get_hash(e + 24);
-        if (s->id < MR_BSEC_MANIFEST || s->id > MR_BSEC_METRICS) {
-            rc = MR_ERR(err, MR_E_CORRUPT, "section table: unknown section id %u", s->id);
-            goto fail;
-        }
-        if (seen[s->id]++) {
-            rc = sec_fail(err, s->id, MR_E_CORRUPT, "appears twice");
-            goto fail;
-        }
-        if (s->offset < table_end + HASH_BYTES || s->offset > len || s->length > len - s->offset) {
-            MR_ERR(err, MR_E_CORRUPT, "section '%s': truncated (bytes %llu..%llu, file has %zu)",
-                   mr_bundle_section_name(s->id), (unsigned long long)s->offset,
-                   (unsigned long long)(s->offset + s->length), len);
-            rc = MR_E_CORRUPT;
-            goto fail;
-        }
-        /* No byte goes unchecked: sections follow one another in table order at
-         * the next 8-byte boundary, and the padding before each is zero. */
-        if (s->offset != ALIGN8(at) || !all_zero(p + at, (size_t)s->offset - at)) {
-            rc = s->offset != ALIGN8(at)
-                     ? MR_ERR(err, MR_E_CORRUPT, "section '%s': starts at byte %llu, expected %zu (the next 8-byte boundary)",
-                              mr_bundle_section_name(s->id), (unsigned long long)s->offset, ALIGN8(at))
-                     : MR_ERR(err, MR_E_CORRUPT, "padding before section '%s' (bytes %zu..%llu) is not zero",
-                              mr_bundle_section_name(s->id), at, (unsigned long long)s->offset);
-            goto fail;
-        }
-        if (!mr_hash_eq(s->hash, mr_hash_bytes(p + s->offset, (size_t)s->length))) {
-            rc = sec_fail(err, s->id, MR_E_CORRUPT, "checksum mismatch");
-            goto fail;
-        }
-        at = (size_t)(s->offset + s->length);
-        body[s->id] = p + s->offset;
-        blen[s->id] = (size_t)s->length;
+    sections sx;
+    memset(&sx, 0, sizeof(sx));
+    mr_status rc = read_sections(p, len, table_end, b, &sx, err);
+    if (rc == MR_OK && sx.seen[MR_BSEC_FEATURES]) {
+        rc = mr_features_load(sx.body[MR_BSEC_FEATURES], sx.len[MR_BSEC_FEATURES], &b->features, err);
+        if (rc != MR_OK) rc = sec_wrap(err, MR_BSEC_FEATURES, rc, "invalid");
     }
-    if (len != ALIGN8(at) || !all_zero(p + at, len - at)) {
-        rc = len != ALIGN8(at) ? MR_ERR(err, MR_E_CORRUPT, "file has %zu bytes, its last section ends at %zu (padded: %zu)",
-                                        len, at, ALIGN8(at))
-                               : MR_ERR(err, MR_E_CORRUPT, "padding after the last section (bytes %zu..%zu) is not zero", at,
-                                        len);
-        goto fail;
+    if (rc == MR_OK) {
+        rc = mr_model_from_bytes(sx.body[MR_BSEC_MODEL], sx.len[MR_BSEC_MODEL], &b->model, err);
+        if (rc != MR_OK) rc = sec_wrap(err, MR_BSEC_MODEL, rc, "invalid model");
     }
-    if (!seen[MR_BSEC_MANIFEST] || !seen[MR_BSEC_MODEL]) {
-        rc = sec_fail(err, seen[MR_BSEC_MANIFEST] ? MR_BSEC_MODEL : MR_BSEC_MANIFEST, MR_E_CORRUPT, "missing");
-        goto fail;
-    }
-    if (seen[MR_BSEC_FEATURES]) {
-        rc = mr_features_load(body[MR_BSEC_FEATURES], blen[MR_BSEC_FEATURES], &b->features, err);
-        if (rc != MR_OK) goto sec_err_features;
-    }
-    rc = mr_model_from_bytes(body[MR_BSEC_MODEL], blen[MR_BSEC_MODEL], &b->model, err);
+    if (rc == MR_OK) rc = load_compiled(b, &sx, err);
+    if (rc == MR_OK) rc = load_inputs(b, err);
+    if (rc == MR_OK) rc = check_manifest(b, (const char *)sx.body[MR_BSEC_MANIFEST], sx.len[MR_BSEC_MANIFEST], err);
+    if (rc == MR_OK) rc = load_metrics_outputs(b, &sx, err);
     if (rc != MR_OK) {
-        char m[MR_ERR_MSG_MAX];
-        snprintf(m, sizeof(m), "%s", err ? err->msg : "invalid model");
-        if (err) mr_error_clear(err);
-        rc = MR_ERR(err, MR_E_CORRUPT, "section 'model': %s", m);
-        goto fail;
-    }
-    if (mr_model_kind_of(b->model) == MR_MODEL_GBDT) {
-        if (!seen[MR_BSEC_COMPILED]) {
-            rc = sec_fail(err, MR_BSEC_COMPILED, MR_E_CORRUPT, "missing (gbdt bundles carry a compiled predictor)");
-            goto fail;
-        }
-        rc = mr_gbdt_predictor_from_bytes(body[MR_BSEC_COMPILED], blen[MR_BSEC_COMPILED], &b->pred, err);
-        if (rc != MR_OK) {
-            char m[MR_ERR_MSG_MAX];
-            snprintf(m, sizeof(m), "%s", err ? err->msg : "invalid");
-            if (err) mr_error_clear(err);
-            rc = MR_ERR(err, MR_E_CORRUPT, "section 'compiled': %s", m);
-            goto fail;
-        }
-        /* The compiled layout must be exactly what this build derives from
-         * the model section: then it predicts bit-identically to it. */
-        mr_gbdt_predictor *fresh = NULL;
-        mr_buf again;
-        mr_buf_init(&again);
-        again.limit = MR_BUNDLE_MAX_BYTES;
-        rc = mr_gbdt_predictor_new(mr_model_gbdt(b->model), 0, &fresh, err);
-        if (rc == MR_OK) rc = mr_gbdt_predictor_to_bytes(fresh, &again);
-        int same = rc == MR_OK && again.len == blen[MR_BSEC_COMPILED] &&
-                   memcmp(again.data, body[MR_BSEC_COMPILED], again.len) == 0;
-        mr_gbdt_predictor_free(fresh);
-        mr_buf_free(&again);
-        if (rc != MR_OK) goto fail;
-        if (!same) {
-            rc = sec_fail(err, MR_BSEC_COMPILED, MR_E_CORRUPT, "does not match the model section");
-            goto fail;
-        }
-    } else if (seen[MR_BSEC_COMPILED]) {
-        rc = sec_fail(err, MR_BSEC_COMPILED, MR_E_CORRUPT, "present for a linear model");
-        goto fail;
-    }
-    rc = derive_schema(b->model, b->features, &b->inputs, &b->n_inputs, err);
-    if (rc == MR_OK) rc = mr_strindex_reserve(&b->input_ix, b->n_inputs);
-    for (size_t i = 0; rc == MR_OK && i < b->n_inputs; i++)
-        rc = mr_strindex_add(&b->input_ix, i, input_name_of, b, NULL); /* a repeated name keeps its first input */
-    if (rc == MR_E_NOMEM) {
-        MR_ERR(err, rc, "out of memory");
-        goto fail;
-    }
-    if (rc != MR_OK) {
-        char m[MR_ERR_MSG_MAX];
-        snprintf(m, sizeof(m), "%s", err ? err->msg : "inconsistent");
-        if (err) mr_error_clear(err);
-        rc = MR_ERR(err, MR_E_CORRUPT, "section 'features': %s", m);
-        goto fail;
-    }
-    rc = check_manifest(b, (const char *)body[MR_BSEC_MANIFEST], blen[MR_BSEC_MANIFEST], err);
-    if (rc != MR_OK) goto fail;
-    if (seen[MR_BSEC_METRICS]) {
-        json_error_t je;
-        json_t *mj = json_loadb((const char *)body[MR_BSEC_METRICS], blen[MR_BSEC_METRICS], 0, &je);
-        if (!json_is_object(mj)) {
-            json_decref(mj);
-            rc = MR_ERR(err, MR_E_CORRUPT, "section 'metrics': not a JSON object (%s at byte %d)", je.text, je.position);
-            goto fail;
-        }
-        b->metrics = json_dumps(mj, JSON_COMPACT);
-        json_decref(mj);
-    } else {
-        b->metrics = libc_strdup("{}");
-    }
-    b->n_outputs = mr_model_num_outputs(b->model);
-    b->output_names = mr_calloc(b->n_outputs, sizeof(char *));
-    for (size_t k = 0; b->output_names && k < b->n_outputs; k++)
-        b->output_names[k] = b->n_outputs == 1 ? mr_strdup("prediction") : mr_asprintf("prediction_%zu", k);
-    if (!b->metrics || !b->output_names || !b->output_names[b->n_outputs - 1]) {
-        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        goto fail;
+        mr_bundle_free(b);
+        return rc;
     }
     mr_hash_hex(mr_hash_bytes(data, len), b->version_id);
     *out = b;
     return MR_OK;
-sec_err_features: {
-    char m[MR_ERR_MSG_MAX];
-    snprintf(m, sizeof(m), "%s", err ? err->msg : "invalid");
-    if (err) mr_error_clear(err);
-    rc = MR_ERR(err, MR_E_CORRUPT, "section 'features': %s", m);
-}
-fail:
-    mr_bundle_free(b);
-    return rc;
 }
 
 mr_status mr_bundle_load(const char *path, mr_bundle **out, mr_error *err)
