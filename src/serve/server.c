@@ -66,12 +66,18 @@
  * is closed as failed with the queued answer never sent (16 concurrent
  * half-closing clients lost 86% of their answers). The state is not
  * updated while a connection is suspended, and suspending in the same pass
- * that read the request leaves it at "read". So the handler does not
- * suspend in the first final call: it returns without an answer, the
- * state becomes "block" (the request is complete, the application owes
- * the answer), libmicrohttpd calls the handler again at once on its next
- * loop turn, and that call suspends. A resumed connection in "block" is
- * not read; it is answered. */
+ * that read the request leaves it at "read". So the handler's first final
+ * call queues the job but does not suspend: it returns without an answer,
+ * the state becomes "block" (the request is complete, the application
+ * owes the answer), and libmicrohttpd calls the handler again at once on
+ * its next loop turn. That call answers if the batcher has finished the
+ * job meanwhile (no suspension, no resume) and suspends otherwise; a
+ * resumed connection in "block" is not read; it is answered. The job's
+ * suspended/done flags (under mu) say which: the batcher resumes only a
+ * suspended connection. Between the two calls the connection is live, so
+ * it may end (a reset) while its job is queued or being scored:
+ * on_completed then takes a queued job off the queue, or leaves a job the
+ * batcher holds to the batcher (orphan), which frees it. */
 #include "serve_int.h"
 #include "millrace/serve.h"
 
@@ -107,8 +113,11 @@ static const int codes[N_CODES] = {200, 400, 401, 404, 405, 413, 422, 500, 501, 
 typedef struct job {
     mr__serve_job base; /* first member: the batcher's array holds &base */
     double t_enq;       /* mr_now() at enqueue */
-    int done;           /* set by the batcher (under mu) before it resumes the connection */
-    struct MHD_Connection *mc; /* suspended while the job is queued */
+    int done;           /* set by the batcher (under mu) when it is scored */
+    int taken;          /* in the batcher's current batch (under mu) */
+    int suspended;      /* its connection is suspended: the batcher resumes it (under mu) */
+    int orphan;         /* its connection ended before done: the batcher frees it (under mu) */
+    struct MHD_Connection *mc;
     struct job *next;
 } job;
 
@@ -180,7 +189,6 @@ typedef struct conn {
     int chunked;      /* the body's length is not announced */
     int too_large;    /* a chunked body over max_body: read on, keep nothing, 413 */
     int over_budget;  /* a chunked body past the memory budget: read on, keep nothing, 503 */
-    int deferred;     /* the final call was put off once (see "Half-closed clients") */
     size_t reserved;  /* bytes of the budget this request holds */
     slot *sl;         /* its connection's slot; NULL if untracked */
     job *job;         /* the queued or answered prediction of this request */
@@ -313,6 +321,15 @@ static double now_plus_ts(double at, struct timespec *ts)
     return wait;
 }
 
+/* Frees a job that is off the queue and that nobody else holds (under mu). */
+static void job_free_locked(mr_server *s, job *j)
+{
+    mr__serve_req_clear(&j->base.req);
+    mr_buf_free(&j->base.body);
+    mr_free(j);
+    if (--s->inflight == 0) pthread_cond_broadcast(&s->idle_cv);
+}
+
 static void *batcher_main(void *arg)
 {
     mr_server *s = arg;
@@ -341,6 +358,7 @@ static void *batcher_main(void *arg)
                 s->head = j->next;
                 if (!s->head) s->tail = NULL;
                 s->queued--;
+                j->taken = 1;
                 batch[n++] = &j->base;
                 rows += j->base.req.n_rows;
                 if (rows >= s->o.max_batch) break;
@@ -358,13 +376,16 @@ static void *batcher_main(void *arg)
         mr__serve_score(batch, n, b, version, rows >= 1024 ? s->o.threads : 1, &scored);
         if (scored) record_batch(s, scored);
         pthread_mutex_lock(&s->mu);
-        /* A job may be freed as soon as its connection resumes: read the
-         * connection first, and touch nothing of the job afterwards. */
+        /* A job may be freed by its connection's thread as soon as mu is
+         * released after done is set; an orphan is freed here. */
         for (size_t q = 0; q < n; q++) {
             job *j = (job *)batch[q]; /* base is the first member */
-            struct MHD_Connection *mc = j->mc;
+            if (j->orphan) {
+                job_free_locked(s, j);
+                continue;
+            }
             j->done = 1;
-            MHD_resume_connection(mc);
+            if (j->suspended) MHD_resume_connection(j->mc);
         }
     }
     pthread_mutex_unlock(&s->mu);
@@ -615,9 +636,7 @@ static enum MHD_Result handle_predict(mr_server *s, struct MHD_Connection *c, co
         mr_free(j);
         return reply_error(s, c, cc, 503, stopping ? "shutting down" : "queue full, retry later");
     }
-    /* Suspend before the batcher can see the job, so its resume always
-     * follows the suspension. */
-    MHD_suspend_connection(c);
+    /* not suspended yet: the next call does it (see "Half-closed clients") */
     j->t_enq = mr_now();
     if (s->tail) s->tail->next = j;
     else s->head = j;
@@ -636,13 +655,42 @@ static enum MHD_Result answer_job(mr_server *s, struct MHD_Connection *c, conn *
     return reply_json(s, c, cc, cc->job->base.status, &cc->job->base.body, 0);
 }
 
+/* The second call of a queued request: the answer if the batcher is done,
+ * else the suspension that its resume will end. */
+static enum MHD_Result await_job(mr_server *s, struct MHD_Connection *c, conn *cc)
+{
+    pthread_mutex_lock(&s->mu);
+    int done = cc->job->done;
+    if (!done && !cc->job->suspended) {
+        cc->job->suspended = 1;
+        MHD_suspend_connection(c);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return done ? answer_job(s, c, cc) : MHD_YES;
+}
+
+/* The request ended (answered, or its connection closed): its job goes,
+ * unless the batcher holds it, which then frees it (orphan). */
 static void job_finish(mr_server *s, job *j)
 {
-    mr__serve_req_clear(&j->base.req);
-    mr_buf_free(&j->base.body);
-    mr_free(j);
     pthread_mutex_lock(&s->mu);
-    if (--s->inflight == 0) pthread_cond_broadcast(&s->idle_cv);
+    if (!j->done && j->taken) {
+        j->orphan = 1;
+    } else {
+        if (!j->done) { /* still queued: take it off */
+            job **pp = &s->head, *prev = NULL;
+            while (*pp && *pp != j) {
+                prev = *pp;
+                pp = &(*pp)->next;
+            }
+            if (*pp) {
+                *pp = j->next;
+                if (s->tail == j) s->tail = prev;
+                s->queued--;
+            }
+        }
+        job_free_locked(s, j);
+    }
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -750,22 +798,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     mr_server *s = cls;
     conn *cc = *con_cls;
     if (!cc) return on_headers(s, c, url, method, con_cls);
-    if (cc->job) {
-        pthread_mutex_lock(&s->mu);
-        int done = cc->job->done;
-        pthread_mutex_unlock(&s->mu);
-        return done ? answer_job(s, c, cc) : MHD_YES;
-    }
+    if (cc->job) return await_job(s, c, cc);
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
         return on_body(s, cc, upload, n);
     }
     /* the final call: the whole request is in */
-    if (!cc->deferred) { /* see "Half-closed clients" at the top */
-        cc->deferred = 1;
-        return MHD_YES;
-    }
     if (conn_to(s, cc, SLOT_BUSY) != 0) return MHD_NO;
     if (cc->too_large) return reply_error(s, c, cc, 413, "request body too large");
     if (cc->over_budget) return reply_error(s, c, cc, 503, "too many request bytes in flight, retry later");
@@ -779,7 +818,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     mr_server *s = cls;
     conn *cc = *con_cls;
     if (!cc) return;
-    if (cc->job) job_finish(s, cc->job); /* a queued job's connection is suspended: it cannot end before done */
+    if (cc->job) job_finish(s, cc->job);
     (void)reserve_to(s, cc, 0);
     (void)conn_to(s, cc, SLOT_IDLE); /* waiting for the next request (or about to close) */
     mr_buf_free(&cc->body);

@@ -17,7 +17,7 @@ is bounded in count and time).
   serve_client.py PORT framing                      conflicting Content-Length / Transfer-Encoding: 400/501 + close
   serve_client.py PORT halfclose N                  N half-closing clients (16 at a time) all get their answer
 """
-import csv, http.client, json, os, re, select, signal, socket, sys, threading, time
+import csv, http.client, json, os, re, select, signal, socket, struct, sys, threading, time
 
 PORT = int(sys.argv[1])
 HOST = os.environ.get("SERVE_HOST", "127.0.0.1")
@@ -234,13 +234,18 @@ def queue():
 
 def abandon():
     """Requests whose clients close the socket while the job waits in the
-    queue: the server must answer into the void, free the job, and go on."""
+    queue or is scored (every other one with a reset, SO_LINGER 0, which
+    ends the connection at once even before the handler's second call):
+    the server must answer into the void or drop the job, free it, and go
+    on."""
     body = json.dumps({"rows": [{"x1": 0.3, "x2": -0.2, "plan": "max", "n": 2}] * 500}).encode()
     head = (f"POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n").encode()
-    for _ in range(300):
+    for i in range(300):
         s = socket.create_connection((HOST, PORT), timeout=5)
         s.sendall(head + body)
+        if i % 2:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         s.close()
     st, data, _ = req("POST", "/v1/predict", json.dumps({"rows": [{"x1": 1, "x2": 1, "plan": "pro", "n": 1}]}))
     check(st == 200, f"predict after abandoned requests: {st} {data[:200]}")
