@@ -948,6 +948,21 @@ static void test_proc_spawn_wait_describe(void **state)
     assert_string_equal(why, "exited with status 127");
 }
 
+/* The pid a child shell writes to PATH, waiting up to 5 s for it; 0 if none. */
+static long read_pid_file(const char *path)
+{
+    long pid = 0;
+    for (int k = 0; k < 500 && pid <= 0; k++) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%ld", &pid) != 1) pid = 0;
+            fclose(f);
+        }
+        if (pid <= 0) usleep(10000);
+    }
+    return pid;
+}
+
 /* A child leading its own group takes what it started down with it; the
  * grace period lets a TERM-handling child exit cleanly, and a child that
  * ignores TERM is killed after it. */
@@ -968,19 +983,21 @@ static void test_proc_groups_and_terminate(void **state)
     char *const argv[] = {"sh", "-c", script, NULL};
     mr_proc a, b;
     assert_int_equal(mr_proc_spawn_exec(&a, &o, "/bin/sh", argv, &err), MR_OK);
-    char *const stubborn[] = {"sh", "-c", "trap '' TERM; sleep 30", NULL};
+    /* b says when its trap is set: a TERM that came before it would kill b
+     * with SIGTERM, and the test would fail whenever b's shell starts late */
+    char readyfile[] = "/tmp/millrace-test-proc.XXXXXX";
+    fd = mkstemp(readyfile);
+    assert_true(fd >= 0);
+    close(fd);
+    char stubborn_script[512];
+    snprintf(stubborn_script, sizeof(stubborn_script), "trap '' TERM; echo $$ > %s; sleep 30", readyfile);
+    char *const stubborn[] = {"sh", "-c", stubborn_script, NULL};
     assert_int_equal(mr_proc_spawn_exec(&b, &o, "/bin/sh", stubborn, &err), MR_OK);
-    /* wait until the grandchild exists */
-    long gpid = 0;
-    for (int k = 0; k < 500 && gpid <= 0; k++) {
-        FILE *f = fopen(pidfile, "r");
-        if (f) {
-            if (fscanf(f, "%ld", &gpid) != 1) gpid = 0;
-            fclose(f);
-        }
-        if (gpid <= 0) usleep(10000);
-    }
+    /* wait until the grandchild exists and b ignores TERM */
+    long gpid = read_pid_file(pidfile);
     assert_true(gpid > 0);
+    assert_true(read_pid_file(readyfile) > 0);
+    unlink(readyfile);
     assert_null(mr_proc_wait_any((mr_proc *[]){&a, &b}, 2, 0)); /* both still run */
     double t0 = mr_now();
     mr_proc *procs[] = {&a, &b, NULL};
