@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 NAME ?= noop
 
-.PHONY: all deps build test demo asan bench clean
+.PHONY: all deps build test demo asan tsan bench clean
 
 all: build
 
@@ -29,10 +29,21 @@ asan: deps
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) --timeout 600
 
+# ThreadSanitizer over the tests that drive millrace's threads (ctest label
+# tsan, listed in tests/CMakeLists.txt). The first report stops the process
+# that made it (halt_on_error), which then exits 66: the test fails, and the
+# e2e scripts also fail on a report in a server's or a stage's log.
+TSAN_OPTIONS_MAKE = halt_on_error=1 second_deadlock_stack=1 exitcode=66
+
+tsan: deps
+	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMILLRACE_TSAN=ON >/dev/null
+	cmake --build build-tsan -j $(JOBS)
+	cd build-tsan && TSAN_OPTIONS="$(TSAN_OPTIONS_MAKE)" ctest -L tsan --output-on-failure -j $(JOBS)
+
 bench:
 	@./scripts/install-deps.sh --bench
 	$(MAKE) build
 	./bench/$(NAME)/run.sh $(CURDIR)/$(BUILD)/millrace
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-tsan

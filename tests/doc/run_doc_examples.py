@@ -94,8 +94,8 @@ KEYS = {"setup", "file", "fragment", "of", "expect-exit", "background", "port", 
         "ignore", "reason"}
 SETUPS = ("init", "churn")
 DEFAULT_TIMEOUT = 120
-SANITIZER = re.compile(r"ERROR: (Address|Leak|Thread|Memory)Sanitizer|runtime error:|"
-                       r"SUMMARY: (Address|Undefined|Leak)")
+SANITIZER = re.compile(r"(ERROR|WARNING): (Address|Leak|Thread|Memory)Sanitizer|runtime error:|"
+                       r"SUMMARY: (Address|Undefined|Leak|Thread)")
 HASH = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")  # an xxh3-128 id: any one matches
 FENCE = re.compile(r"^( *)(`{3,}|~{3,})(.*)$")
 ANNOT = re.compile(r"^\s*<!--\s*doctest:(.*?)-->\s*$")

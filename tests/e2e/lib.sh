@@ -29,7 +29,9 @@ T_BG=()    # background pids to kill on exit
 T_LAST="(none)"
 export NO_COLOR=1
 # Sanitizer builds: reports must fail the test, not scroll by. UBSan is built
-# with -fno-sanitize-recover; make sure ASan and LSan exit non-zero too.
+# with -fno-sanitize-recover; make sure ASan and LSan exit non-zero too. TSan
+# (make tsan) exits 66 after a report by default; halt_on_error=1 (make tsan
+# sets it) stops the process at the first one.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}exitcode=99"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
 
@@ -72,7 +74,10 @@ pass() {
 }
 
 # Prints the sanitizer report lines in text, if any.
-t_sanitizer_lines() { printf '%s\n' "$1" | grep -E 'ERROR: (Address|Leak|Thread|Memory)Sanitizer|runtime error:|SUMMARY: (Address|Undefined|Leak)' ; }
+# TSan reports start with "WARNING: ThreadSanitizer:" (a data race, a
+# lock-order inversion), not "ERROR:".
+T_SANITIZER_RE='(ERROR|WARNING): (Address|Leak|Thread|Memory)Sanitizer|runtime error:|SUMMARY: (Address|Undefined|Leak|Thread)'
+t_sanitizer_lines() { printf '%s\n' "$1" | grep -E "$T_SANITIZER_RE" ; }
 
 # mr ARGS...: the millrace binary (a function so tests read naturally).
 mr() { "$MR_BIN" "$@"; }
@@ -214,7 +219,7 @@ no_process() { ! pgrep -f -- "$1" >/dev/null; }
 # report (stage workers are the same binary), then the summary line.
 t_done() {
     local hits
-    hits=$(grep -rlE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$T_ROOT" --include='*.log' 2>/dev/null || true)
+    hits=$(grep -rlE "$T_SANITIZER_RE" "$T_ROOT" --include='*.log' 2>/dev/null || true)
     [ -z "$hits" ] || fail "sanitizer report in stage logs: $hits"
     echo "PASS [$T_NAME] $T_CHECKS checks"
     exit 0

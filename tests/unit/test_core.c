@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -761,6 +762,85 @@ static void test_parallel_for_covers_once(void **state)
     }
 }
 
+/* Several threads call mr_parallel_for (and the capped form) at once, and
+ * every block calls it again from inside (nested): one job gets the workers,
+ * the others run on their callers' threads. Each call must still cover every
+ * index once, and the caller must see every block's plain (non-atomic)
+ * writes once the call returns: the pool's job hand-off is the only
+ * ordering between them, which is what ThreadSanitizer (make tsan) checks. */
+#define N_CALLERS 4
+#define CALLER_ROUNDS 25
+
+typedef struct race_ctx {
+    size_t *out;    /* out[i] = 3 * i + 1, one writer per index, plain stores */
+    atomic_int bad; /* a nested call that missed an index */
+} race_ctx;
+
+static void nested_fn(void *vctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    atomic_size_t *sum = vctx;
+    for (size_t i = begin; i < end; i++) atomic_fetch_add(sum, i + 1);
+}
+
+static void race_fn(void *vctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    race_ctx *c = vctx;
+    atomic_size_t sum;
+    atomic_init(&sum, 0);
+    mr_parallel_for(16, 3, nested_fn, &sum);
+    if (atomic_load(&sum) != 16 * 17 / 2) atomic_fetch_add(&c->bad, 1);
+    for (size_t i = begin; i < end; i++) c->out[i] = 3 * i + 1;
+}
+
+typedef struct caller {
+    pthread_t th;
+    size_t n;
+    int failures; /* rounds with a wrong or missing value */
+} caller;
+
+static void *caller_main(void *arg)
+{
+    caller *cl = arg;
+    for (int round = 0; round < CALLER_ROUNDS; round++) {
+        race_ctx c;
+        c.out = mr_calloc(cl->n, sizeof(*c.out));
+        if (!c.out) {
+            cl->failures++;
+            continue;
+        }
+        atomic_init(&c.bad, 0);
+        if (round % 2) mr_parallel_for_capped(cl->n, 5, 2, race_fn, &c);
+        else mr_parallel_for(cl->n, 5, race_fn, &c);
+        int ok = atomic_load(&c.bad) == 0;
+        for (size_t i = 0; i < cl->n; i++)
+            if (c.out[i] != 3 * i + 1) ok = 0;
+        if (!ok) cl->failures++;
+        mr_free(c.out);
+    }
+    return NULL;
+}
+
+static void test_parallel_for_concurrent_callers(void **state)
+{
+    (void)state;
+    mr_error err;
+    mr_error_init(&err);
+    assert_int_equal(mr_pool_init(4, &err), MR_OK);
+    caller callers[N_CALLERS];
+    for (int k = 0; k < N_CALLERS; k++) {
+        callers[k].n = 200 + 37 * (size_t)k;
+        callers[k].failures = 0;
+        assert_int_equal(pthread_create(&callers[k].th, NULL, caller_main, &callers[k]), 0);
+    }
+    for (int k = 0; k < N_CALLERS; k++) pthread_join(callers[k].th, NULL);
+    for (int k = 0; k < N_CALLERS; k++)
+        if (callers[k].failures)
+            fail_msg("caller %d: %d of %d rounds saw a wrong value", k, callers[k].failures, CALLER_ROUNDS);
+    mr_pool_shutdown();
+}
+
 typedef struct sum_ctx {
     const double *x;
     double *partial; /* one per block */
@@ -948,6 +1028,21 @@ static void test_proc_spawn_wait_describe(void **state)
     assert_string_equal(why, "exited with status 127");
 }
 
+/* The pid a child shell writes to PATH, waiting up to 5 s for it; 0 if none. */
+static long read_pid_file(const char *path)
+{
+    long pid = 0;
+    for (int k = 0; k < 500 && pid <= 0; k++) {
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (fscanf(f, "%ld", &pid) != 1) pid = 0;
+            fclose(f);
+        }
+        if (pid <= 0) usleep(10000);
+    }
+    return pid;
+}
+
 /* A child leading its own group takes what it started down with it; the
  * grace period lets a TERM-handling child exit cleanly, and a child that
  * ignores TERM is killed after it. */
@@ -968,19 +1063,21 @@ static void test_proc_groups_and_terminate(void **state)
     char *const argv[] = {"sh", "-c", script, NULL};
     mr_proc a, b;
     assert_int_equal(mr_proc_spawn_exec(&a, &o, "/bin/sh", argv, &err), MR_OK);
-    char *const stubborn[] = {"sh", "-c", "trap '' TERM; sleep 30", NULL};
+    /* b says when its trap is set: a TERM that came before it would kill b
+     * with SIGTERM, and the test would fail whenever b's shell starts late */
+    char readyfile[] = "/tmp/millrace-test-proc.XXXXXX";
+    fd = mkstemp(readyfile);
+    assert_true(fd >= 0);
+    close(fd);
+    char stubborn_script[512];
+    snprintf(stubborn_script, sizeof(stubborn_script), "trap '' TERM; echo $$ > %s; sleep 30", readyfile);
+    char *const stubborn[] = {"sh", "-c", stubborn_script, NULL};
     assert_int_equal(mr_proc_spawn_exec(&b, &o, "/bin/sh", stubborn, &err), MR_OK);
-    /* wait until the grandchild exists */
-    long gpid = 0;
-    for (int k = 0; k < 500 && gpid <= 0; k++) {
-        FILE *f = fopen(pidfile, "r");
-        if (f) {
-            if (fscanf(f, "%ld", &gpid) != 1) gpid = 0;
-            fclose(f);
-        }
-        if (gpid <= 0) usleep(10000);
-    }
+    /* wait until the grandchild exists and b ignores TERM */
+    long gpid = read_pid_file(pidfile);
     assert_true(gpid > 0);
+    assert_true(read_pid_file(readyfile) > 0);
+    unlink(readyfile);
     assert_null(mr_proc_wait_any((mr_proc *[]){&a, &b}, 2, 0)); /* both still run */
     double t0 = mr_now();
     mr_proc *procs[] = {&a, &b, NULL};
@@ -1202,6 +1299,7 @@ int main(void)
         cmocka_unit_test(test_flock),
         cmocka_unit_test(test_parallel_for_covers_once),
         cmocka_unit_test(test_parallel_for_deterministic),
+        cmocka_unit_test(test_parallel_for_concurrent_callers),
         cmocka_unit_test(test_alloc_fail_hook),
         cmocka_unit_test(test_iso_time),
         cmocka_unit_test(test_proc_spawn_wait_describe),
