@@ -1183,7 +1183,12 @@ mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
     rc = mr_fs_read_file(mpath, MAX_MANIFEST, &text, &len, err);
     if (rc != MR_OK) goto done;
     json_error_t je;
+    uint64_t oom0 = mr_alloc_failures_here();
     root = json_loadb(text, len, JSON_ALLOW_NUL, &je);
+    if (!root && mr_alloc_failures_here() != oom0) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory reading the dataset manifest");
+        goto done;
+    }
     if (!root || !json_is_object(root)) {
         MR_ERR(err, MR_E_CORRUPT, "dataset manifest: %s", root ? "not a JSON object" : je.text);
         mr_error_at(err, mpath, root ? 0 : je.line, root ? 0 : je.column);

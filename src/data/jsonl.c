@@ -119,7 +119,12 @@ static json_t *parse_line(jjob *w, jchunk *c, const char *s, size_t len, long li
         return NULL;
     }
     json_error_t je;
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *o = json_loadb(s, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    if (!o && mr_alloc_failures_here() != oom0) {
+        c->oom = MR_E_NOMEM; /* not a bad line: never quarantined or skipped */
+        return NULL;
+    }
     if (!o) {
         jerror(w, c, line, je.column > 0 ? je.column : 0, "invalid JSON: %s", je.text);
         return NULL;
@@ -160,7 +165,7 @@ static void pass1(void *ctx, size_t k)
     FOR_EACH_LINE(w, c, s, len, line, {
         json_t *o = parse_line(w, c, s, len, line);
         if (!o) {
-            if (w->on_error == MR_ON_ERROR_FAIL) return;
+            if (c->oom || w->on_error == MR_ON_ERROR_FAIL) return;
             add_bad(c, (size_t)(s - w->buf), (size_t)(next_ - s));
             if (c->oom) return;
         } else {
@@ -301,6 +306,7 @@ static void pass2(void *ctx, size_t k)
     c->n_bad = 0;
     FOR_EACH_LINE(w, c, s, len, line, {
         json_t *o = parse_line(w, c, s, len, line);
+        if (!o && c->oom) return;
         int bad = !o;
         for (size_t j = 0; o && !bad && j < w->n_cols; j++) {
             json_t *v = json_object_get(o, w->names[j]);

@@ -204,7 +204,12 @@ mr_status mr_bundle_write(const mr_bundle_build *b, mr_buf *out, mr_error *err)
     if (!b->model) return MR_ERR(err, MR_E_INVALID_ARG, "a bundle needs a model");
     if (b->metrics_json) {
         json_error_t je;
+        uint64_t oom0 = mr_alloc_failures_here();
         metrics = json_loads(b->metrics_json, 0, &je);
+        if (!metrics && mr_alloc_failures_here() != oom0) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory reading the metrics");
+            goto done;
+        }
         if (!json_is_object(metrics)) {
             rc = MR_ERR(err, MR_E_PARSE, "metrics: expected a JSON object (%s at line %d col %d)", je.text, je.line,
                         je.column);
@@ -328,8 +333,13 @@ static mr_status sec_fail(mr_error *err, uint32_t id, mr_status code, const char
 static mr_status check_manifest(mr_bundle *b, const char *text, size_t len, mr_error *err)
 {
     json_error_t je;
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *j = json_loadb(text, len, 0, &je);
     mr_status rc = MR_OK;
+    if (!j && mr_alloc_failures_here() != oom0) {
+        rc = sec_fail(err, MR_BSEC_MANIFEST, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
     if (!json_is_object(j)) {
         rc = MR_ERR(err, MR_E_CORRUPT, "section 'manifest': not a JSON object (%s at byte %d)", je.text, je.position);
         goto done;
@@ -469,7 +479,9 @@ static mr_status load_metrics_outputs(mr_bundle *b, const sections *sx, mr_error
 {
     if (sx->seen[MR_BSEC_METRICS]) {
         json_error_t je;
+        uint64_t oom0 = mr_alloc_failures_here();
         json_t *mj = json_loadb((const char *)sx->body[MR_BSEC_METRICS], sx->len[MR_BSEC_METRICS], 0, &je);
+        if (!mj && mr_alloc_failures_here() != oom0) return sec_fail(err, MR_BSEC_METRICS, MR_E_NOMEM, "out of memory");
         if (!json_is_object(mj)) {
             json_decref(mj);
             return MR_ERR(err, MR_E_CORRUPT, "section 'metrics': not a JSON object (%s at byte %d)", je.text,
