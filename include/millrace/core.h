@@ -189,8 +189,11 @@ uint64_t mr_alloc_fault_failed(void);
 uint64_t mr_alloc_fault_nomem_errors(void);
 /* How many allocations (mr_malloc, mr_calloc, mr_realloc; injected or real
  * failures) returned NULL in the calling thread so far. A caller of a
- * library that reports out-of-memory as something else (jansson's parser
- * says "invalid token") compares it before and after the call. */
+ * library that reports out-of-memory as something else compares it before
+ * and after the call: jansson's parser then says "invalid token", or
+ * returns a document with a character of a string dropped (its lexer
+ * ignores a failed append), so any failure during a parse means the result
+ * is out of memory, whatever the parser returned. */
 uint64_t mr_alloc_failures_here(void);
 /* A second, independent hook for hand-written OOM loops: the Nth
  * allocation from now fails, once (0 disables). Not counted in failed. */

@@ -1185,7 +1185,7 @@ mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
     json_error_t je;
     uint64_t oom0 = mr_alloc_failures_here();
     root = json_loadb(text, len, JSON_ALLOW_NUL, &je);
-    if (!root && mr_alloc_failures_here() != oom0) {
+    if (mr_alloc_failures_here() != oom0) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory reading the dataset manifest");
         goto done;
     }

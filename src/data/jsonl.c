@@ -121,7 +121,8 @@ static json_t *parse_line(jjob *w, jchunk *c, const char *s, size_t len, long li
     json_error_t je;
     uint64_t oom0 = mr_alloc_failures_here();
     json_t *o = json_loadb(s, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-    if (!o && mr_alloc_failures_here() != oom0) {
+    if (mr_alloc_failures_here() != oom0) {
+        json_decref(o);
         c->oom = MR_E_NOMEM; /* not a bad line: never quarantined or skipped */
         return NULL;
     }

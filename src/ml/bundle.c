@@ -206,7 +206,7 @@ mr_status mr_bundle_write(const mr_bundle_build *b, mr_buf *out, mr_error *err)
         json_error_t je;
         uint64_t oom0 = mr_alloc_failures_here();
         metrics = json_loads(b->metrics_json, 0, &je);
-        if (!metrics && mr_alloc_failures_here() != oom0) {
+        if (mr_alloc_failures_here() != oom0) {
             rc = MR_ERR(err, MR_E_NOMEM, "out of memory reading the metrics");
             goto done;
         }
@@ -336,7 +336,7 @@ static mr_status check_manifest(mr_bundle *b, const char *text, size_t len, mr_e
     uint64_t oom0 = mr_alloc_failures_here();
     json_t *j = json_loadb(text, len, 0, &je);
     mr_status rc = MR_OK;
-    if (!j && mr_alloc_failures_here() != oom0) {
+    if (mr_alloc_failures_here() != oom0) {
         rc = sec_fail(err, MR_BSEC_MANIFEST, MR_E_NOMEM, "out of memory");
         goto done;
     }
@@ -481,7 +481,10 @@ static mr_status load_metrics_outputs(mr_bundle *b, const sections *sx, mr_error
         json_error_t je;
         uint64_t oom0 = mr_alloc_failures_here();
         json_t *mj = json_loadb((const char *)sx->body[MR_BSEC_METRICS], sx->len[MR_BSEC_METRICS], 0, &je);
-        if (!mj && mr_alloc_failures_here() != oom0) return sec_fail(err, MR_BSEC_METRICS, MR_E_NOMEM, "out of memory");
+        if (mr_alloc_failures_here() != oom0) {
+            json_decref(mj);
+            return sec_fail(err, MR_BSEC_METRICS, MR_E_NOMEM, "out of memory");
+        }
         if (!json_is_object(mj)) {
             json_decref(mj);
             return MR_ERR(err, MR_E_CORRUPT, "section 'metrics': not a JSON object (%s at byte %d)", je.text,

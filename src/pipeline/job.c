@@ -204,7 +204,8 @@ static mr_status load(const char *text, size_t len, const char *path, const char
     json_error_t je;
     uint64_t oom0 = mr_alloc_failures_here();
     json_t *j = json_loadb(text, len, 0, &je);
-    if (!j && mr_alloc_failures_here() != oom0) {
+    if (mr_alloc_failures_here() != oom0) {
+        json_decref(j);
         MR_ERR(err, MR_E_NOMEM, "out of memory reading %s", format);
         mr_error_at(err, path, 0, 0);
         return MR_E_NOMEM;

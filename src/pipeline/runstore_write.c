@@ -511,7 +511,7 @@ mr_status mr_runstore_kept_artifacts(mr_runstore *rs, int keep_runs, char ***ids
                  * a kept run references */
                 uint64_t oom0 = mr_alloc_failures_here();
                 json_t *v = json_loads(t, JSON_DECODE_ANY, NULL);
-                st = !v && mr_alloc_failures_here() != oom0 ? MR_E_NOMEM : collect_strings(v, &sv);
+                st = mr_alloc_failures_here() != oom0 ? MR_E_NOMEM : collect_strings(v, &sv);
                 json_decref(v);
             }
         }
@@ -555,7 +555,10 @@ static int outputs_present(mr_store *store, const mr_artifact *doomed, size_t n_
     const char *k;
     json_t *id;
     mr_artifact a;
-    if (!v && outputs_json && mr_alloc_failures_here() != oom0) return -1;
+    if (mr_alloc_failures_here() != oom0) {
+        json_decref(v);
+        return -1;
+    }
     if (!json_is_object(v)) goto done;
     json_object_foreach(v, k, id)
     {

@@ -1033,6 +1033,20 @@ static void test_kept_artifacts_and_prune(void **state)
     assert_ok(mr_runstore_kept_artifacts(rs, 0, &ids, &n, NULL));
     assert_int_equal(n, 0);
     mr_free(ids);
+    /* out of memory at each allocation: all 3 ids or MR_E_NOMEM, never
+     * fewer (gc would delete what a kept run references) */
+    for (long k = 1, fired = 1; fired; k++) {
+        uint64_t oom0 = mr_alloc_failures_here();
+        mr_alloc_fail_after(k);
+        mr_status rc = mr_runstore_kept_artifacts(rs, -1, &ids, &n, NULL);
+        mr_alloc_fail_after(0);
+        fired = mr_alloc_failures_here() != oom0;
+        if (rc == MR_E_NOMEM && fired) continue;
+        assert_ok(rc);
+        assert_int_equal(n, 3);
+        for (size_t i = 0; i < n; i++) mr_free(ids[i]);
+        mr_free(ids);
+    }
 
     char ok_outs[64];
     snprintf(ok_outs, sizeof(ok_outs), "{\"model\":\"%s\"}", present);
@@ -1041,6 +1055,19 @@ static void test_kept_artifacts_and_prune(void **state)
     assert_ok(mr_runstore_cache_put(rs, "gone", "s", "op", "", outs, "{}", r2, NULL));
     assert_ok(mr_runstore_cache_put(rs, "junk", "s", "op", "", "not json", "{}", r2, NULL));
     int pruned = -1;
+    /* out of memory never prunes an entry whose outputs are present */
+    for (long k = 1, fired = 1; fired; k++) {
+        uint64_t oom0 = mr_alloc_failures_here();
+        mr_alloc_fail_after(k);
+        mr_status rc = mr_runstore_cache_prune(rs, store, NULL, 0, &pruned, NULL);
+        mr_alloc_fail_after(0);
+        fired = mr_alloc_failures_here() != oom0;
+        assert_true(rc == MR_OK || (rc == MR_E_NOMEM && fired));
+        assert_ok(mr_runstore_cache_get(rs, "good", NULL, NULL, NULL, NULL));
+        if (rc == MR_OK) break;
+    }
+    assert_ok(mr_runstore_cache_put(rs, "gone", "s", "op", "", outs, "{}", r2, NULL));
+    assert_ok(mr_runstore_cache_put(rs, "junk", "s", "op", "", "not json", "{}", r2, NULL));
     assert_ok(mr_runstore_cache_prune(rs, store, NULL, 0, &pruned, NULL));
     assert_int_equal(pruned, 2);
     assert_ok(mr_runstore_cache_get(rs, "good", NULL, NULL, NULL, NULL));
