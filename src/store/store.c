@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -89,9 +90,15 @@ char *mr_store_object_path(const mr_store *st, const mr_artifact *a)
     return mr_asprintf("%s/%.2s/%s", st->objects, id, id + 2);
 }
 
+/* Allocates nothing: "no memory" must not read as "not there" (verify
+ * would report the object missing, the cache prune drop its entry). */
 int mr_store_has(const mr_store *st, const mr_artifact *a)
 {
-    char *p = mr_store_object_path(st, a);
+    char id[MR_ARTIFACT_ID_LEN], path[PATH_MAX];
+    mr_artifact_id(a, id);
+    int n = snprintf(path, sizeof path, "%s/%.2s/%s", st->objects, id, id + 2);
+    if (n > 0 && (size_t)n < sizeof path) return mr_fs_exists(path);
+    char *p = mr_store_object_path(st, a); /* longer than PATH_MAX: rare */
     int ok = p && mr_fs_exists(p);
     mr_free(p);
     return ok;

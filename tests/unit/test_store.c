@@ -645,6 +645,36 @@ static void problem_fn(void *ctx, const char *id, const char *problem)
     p->n++;
 }
 
+/* Out of memory at every allocation of a verify of a clean store: MR_OK with
+ * the full, clean count, or MR_E_NOMEM; never a corrupt or missing object
+ * nor one left out (it reported 'corrupt' on a clean store). */
+static void test_verify_oom(void **state)
+{
+    fx *f = *state;
+    write_ws(f, "a.txt", "alpha\n", 0644);
+    make_tree(f, "d");
+    publish(f, "a.txt");
+    publish(f, "d");
+    int fired = 1;
+    for (long k = 1; fired; k++) {
+        problems pr = {0};
+        mr_verify_stats vs;
+        mr_error err;
+        mr_error_init(&err);
+        uint64_t oom0 = mr_alloc_failures_here();
+        mr_alloc_fail_after(k);
+        mr_status rc = mr_store_verify(f->st, problem_fn, &pr, &vs, &err);
+        mr_alloc_fail_after(0);
+        fired = mr_alloc_failures_here() != oom0;
+        if (rc == MR_E_NOMEM && fired) continue;
+        assert_ok(rc);
+        assert_int_equal(pr.n, 0);
+        assert_int_equal(vs.n_objects, 6);
+        assert_int_equal(vs.n_corrupt, 0);
+        assert_int_equal(vs.n_missing, 0);
+    }
+}
+
 static void test_verify_clean_and_corrupt(void **state)
 {
     fx *f = *state;
@@ -810,6 +840,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_checkout_missing, setup, teardown),
         cmocka_unit_test(test_statcache_lookup),
         cmocka_unit_test_setup_teardown(test_statcache_used_by_hash_paths, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_verify_oom, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_clean_and_corrupt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_missing_child, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
