@@ -318,7 +318,7 @@ void mr_bundle_free(mr_bundle *b)
     free(b->metrics);
     mr_free(b->inputs);
     mr_strindex_deinit(&b->input_ix);
-    for (size_t k = 0; k < b->n_outputs; k++) mr_free(b->output_names[k]);
+    for (size_t k = 0; b->output_names && k < b->n_outputs; k++) mr_free(b->output_names[k]); /* NULL: its allocation failed */
     mr_free(b->output_names);
     mr_free(b);
 }
@@ -499,8 +499,9 @@ static mr_status load_metrics_outputs(mr_bundle *b, const sections *sx, mr_error
     b->output_names = mr_calloc(b->n_outputs, sizeof(char *));
     for (size_t k = 0; b->output_names && k < b->n_outputs; k++)
         b->output_names[k] = b->n_outputs == 1 ? mr_strdup("prediction") : mr_asprintf("prediction_%zu", k);
-    if (!b->metrics || !b->output_names || !b->output_names[b->n_outputs - 1])
-        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    int names_ok = b->output_names != NULL;
+    for (size_t k = 0; names_ok && k < b->n_outputs; k++) names_ok = b->output_names[k] != NULL;
+    if (!b->metrics || !names_ok) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     return MR_OK;
 }
 

@@ -149,6 +149,28 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Out of memory at each allocation of loading a valid bundle: MR_OK or
+ * MR_E_NOMEM, never MR_E_CORRUPT (jansson's "invalid token" when its
+ * parser ran out of memory made the manifest "not a JSON object"). */
+static void test_load_oom_is_nomem(void **state)
+{
+    fixture *f = *state;
+    for (long k = 1, fired = 1; fired; k++) {
+        mr_error err;
+        mr_error_init(&err);
+        mr_bundle *b = NULL;
+        uint64_t oom0 = mr_alloc_failures_here();
+        mr_alloc_fail_after(k);
+        mr_status rc = mr_bundle_from_bytes(f->bytes.data, f->bytes.len, &b, &err);
+        mr_alloc_fail_after(0);
+        fired = mr_alloc_failures_here() != oom0;
+        if (rc != MR_OK && !(rc == MR_E_NOMEM && fired))
+            fail_msg("allocation %ld failing: %s (%s)", k, mr_status_name(rc), err.msg);
+        assert_true(rc == MR_OK || b == NULL);
+        mr_bundle_free(b);
+    }
+}
+
 static void test_round_trip_and_bit_identical(void **state)
 {
     fixture *f = *state;
@@ -709,6 +731,7 @@ int main(void)
 {
     mr_pool_init(2, NULL);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_load_oom_is_nomem),
         cmocka_unit_test(test_round_trip_and_bit_identical),
         cmocka_unit_test(test_each_section_corrupt_or_truncated),
         cmocka_unit_test(test_padding_checked),
