@@ -317,6 +317,11 @@ static void pass2(void *ctx, size_t k)
             } else if (put_value(&cbs[j], v, &rc)) {
                 char txt[48], shown[64];
                 size_t n = json_dumpb(v, txt, sizeof(txt), JSON_COMPACT | JSON_ENCODE_ANY);
+                if (n == 0) { /* jansson allocates to dump; an empty "got" would be a wrong message */
+                    c->oom = MR_E_NOMEM;
+                    json_decref(o);
+                    return;
+                }
                 if (json_is_string(v)) mr__quote_value(json_string_value(v), json_string_length(v), shown, sizeof(shown));
                 else mr__quote_value(txt, n < sizeof(txt) ? n : sizeof(txt), shown, sizeof(shown));
                 jerror(w, c, line, 0, "column '%s': expected %s, got %s", w->names[j], mr_dtype_name(w->types[j]),
