@@ -200,6 +200,10 @@ mr_status mr_bundle_write(const mr_bundle_build *b, mr_buf *out, mr_error *err)
     json_t *metrics = NULL, *man = NULL;
     char *man_text = NULL, *met_text = NULL;
     mr_gbdt_predictor *pred = NULL;
+    /* jansson can lose a key or a character to a failed allocation and
+     * still dump a document: any failure until the texts exist is out of
+     * memory, never a bundle with a short manifest */
+    uint64_t oom_w = mr_alloc_failures_here();
     for (size_t i = 0; i < MR_BUNDLE_MAX_SECTIONS; i++) mr_buf_init(&body[i]);
     if (!b->model) return MR_ERR(err, MR_E_INVALID_ARG, "a bundle needs a model");
     if (b->metrics_json) {
@@ -225,7 +229,7 @@ mr_status mr_bundle_write(const mr_bundle_build *b, mr_buf *out, mr_error *err)
     man = manifest_json(b, in, n_in, metrics, pred);
     man_text = man ? json_dumps(man, JSON_INDENT(2)) : NULL;
     met_text = metrics ? json_dumps(metrics, JSON_INDENT(2)) : libc_strdup("{}");
-    if (!man_text || !met_text) {
+    if (!man_text || !met_text || mr_alloc_failures_here() != oom_w) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto done;
     }
@@ -364,7 +368,7 @@ static mr_status check_manifest(mr_bundle *b, const char *text, size_t len, mr_e
         }
     }
     b->manifest = json_dumps(j, JSON_INDENT(2));
-    if (!b->manifest) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (!b->manifest || mr_alloc_failures_here() != oom0) rc = sec_fail(err, MR_BSEC_MANIFEST, MR_E_NOMEM, "out of memory");
 done:
     json_decref(j);
     return rc;
@@ -492,6 +496,10 @@ static mr_status load_metrics_outputs(mr_bundle *b, const sections *sx, mr_error
         }
         b->metrics = json_dumps(mj, JSON_COMPACT);
         json_decref(mj);
+        if (b->metrics && mr_alloc_failures_here() != oom0) { /* (a key or character lost) */
+            free(b->metrics);
+            b->metrics = NULL; /* reported below */
+        }
     } else {
         b->metrics = libc_strdup("{}");
     }
