@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 NAME ?= noop
 
-TORTURE_MAX ?= 25
+TORTURE_MAX ?= 10
 
 .PHONY: all deps build test demo asan tsan torture bench clean
 
