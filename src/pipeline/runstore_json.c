@@ -146,7 +146,8 @@ mr_status mr_run_list_json(const mr_run_list *l, mr_buf *out, mr_error *err)
         }
         bad |= json_array_append_new(arr, r) ? 1 : 0;
     }
-    if (!root || jset(root, "runs", arr) || bad) {
+    if (!root || jset(root, "runs", arr) || bad) { /* (jset takes arr, also when it fails) */
+        if (!root) json_decref(arr);
         json_decref(root);
         return mr__runstore_nomem(err);
     }
