@@ -3,7 +3,9 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 NAME ?= noop
 
-.PHONY: all deps build test demo asan tsan bench clean
+TORTURE_MAX ?= 10
+
+.PHONY: all deps build test demo asan tsan torture bench clean
 
 all: build
 
@@ -25,7 +27,7 @@ demo: deps
 	./examples/churn/run-demo.sh $(CURDIR)/$(BUILD)/millrace
 
 asan: deps
-	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMILLRACE_SANITIZE=ON >/dev/null
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMILLRACE_SANITIZE=ON -DMILLRACE_TORTURE_MAX=3 >/dev/null
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS) --timeout 600
 
@@ -39,6 +41,14 @@ tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMILLRACE_TSAN=ON >/dev/null
 	cmake --build build-tsan -j $(JOBS)
 	cd build-tsan && TSAN_OPTIONS="$(TSAN_OPTIONS_MAKE)" ctest -L tsan --output-on-failure -j $(JOBS)
+
+# Allocation-failure torture of every unit test in the ASan build: each test
+# case rerun with its Nth allocation failing, for TORTURE_MAX values of N
+# spread over its allocations (TORTURE_MAX=0: every N; hours).
+torture: deps
+	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMILLRACE_SANITIZE=ON -DMILLRACE_TORTURE_MAX=$(TORTURE_MAX) >/dev/null
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest -L torture --output-on-failure -j $(JOBS)
 
 bench:
 	@./scripts/install-deps.sh --bench

@@ -171,10 +171,33 @@ void mr_free(void *p);                      /* NULL is a no-op */
 char *mr_strdup(const char *s);             /* NULL for s NULL */
 char *mr_strndup(const char *s, size_t n);  /* s[0..n) + NUL */
 char *mr_asprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Test hook: the Nth allocation from now fails, once (0 disables). */
+/* Allocation-failure injection, for tests (tests/unit/mr_test.h drives it;
+ * docs/architecture.md, "Allocation-failure torture"). Thread-safe; off, it
+ * costs one relaxed atomic load per allocation.
+ * mr_alloc_fault_arm: from now on every allocation call (mr_malloc,
+ * mr_calloc, mr_realloc and everything built on them, jansson's
+ * allocations included) is counted; the nth fails, and with persist every
+ * one after it too; nth 0 only counts. Re-arming resets the counters.
+ * mr_alloc_fault_disarm stops counting and failing and keeps the counters:
+ * seen is the number of calls since armed, failed how many of them the hook
+ * failed, nomem_errors how many MR_E_NOMEM errors the library recorded
+ * (MR_ERR and the other mr_error setters, err NULL included) meanwhile. */
+void mr_alloc_fault_arm(uint64_t nth, int persist);
+void mr_alloc_fault_disarm(void);
+uint64_t mr_alloc_fault_seen(void);
+uint64_t mr_alloc_fault_failed(void);
+uint64_t mr_alloc_fault_nomem_errors(void);
+/* How many allocations (mr_malloc, mr_calloc, mr_realloc; injected or real
+ * failures) returned NULL in the calling thread so far. A caller of a
+ * library that reports out-of-memory as something else compares it before
+ * and after the call: jansson's parser then says "invalid token", or
+ * returns a document with a character of a string dropped (its lexer
+ * ignores a failed append), so any failure during a parse means the result
+ * is out of memory, whatever the parser returned. */
+uint64_t mr_alloc_failures_here(void);
+/* A second, independent hook for hand-written OOM loops: the Nth
+ * allocation from now fails, once (0 disables). Not counted in failed. */
 void mr_alloc_fail_after(long n);
-/* Not tracked yet: always 0. */
-size_t mr_alloc_bytes_in_use(void);
 
 /* Growable byte buffer with a hard cap, in caller storage: mr_buf_init,
  * appends, mr_buf_free (which frees data and leaves an empty buffer). Every

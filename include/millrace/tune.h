@@ -141,7 +141,8 @@ void mr_tune_pruner_opts_init(mr_tune_pruner_opts *o); /* no pruner (MR_PRUNER_N
  * best first, the trial continues if it is at least as good as the value
  * at index max(0, n / eta - 1). Median after warm-up: stop if the trial's
  * best value so far is worse than the median, over the complete trials of
- * hist that reached this round, of their value at this round. */
+ * hist that reached this round, of their value at this round. Out of memory
+ * for its scratch answers 0 (the trial continues). */
 int mr_tune_should_prune(const mr_tune_pruner_opts *o, const mr_tune_trial *hist, size_t n_hist, const double *curve,
                          size_t n_curve);
 /* 1 if round n is a rung of the pruner (where ASHA decides). */

@@ -1,42 +1,140 @@
-/* Allocation wrappers: byte accounting and a failure-injection hook for OOM
- * tests. Also the capped growable buffer mr_buf. */
+/* Allocation wrappers with failure injection for the OOM torture tests, the
+ * routing of third-party allocators through them, and the capped growable
+ * buffer mr_buf.
+ *
+ * Fault injection (SQLite's test_malloc countdown, curl's torture):
+ * mr_alloc_fault_arm(N, persist) starts counting allocation calls; the Nth
+ * one from then on fails (returns NULL), and with persist every later one
+ * too. Off, an allocation costs one relaxed atomic load and a branch: the
+ * counters live on a cold path that only an armed hook takes. The counter
+ * is shared by all threads, so in a multithreaded test which allocation is
+ * the Nth may differ from run to run; every one of them must still fail
+ * cleanly. The older mr_alloc_fail_after (fail once, for hand-written OOM
+ * loops) is a second, independent countdown on the same path, so such a
+ * test still works while a torture run has armed the main one.
+ *
+ * Routed here: jansson (json_set_alloc_funcs, at load time: a block it
+ * allocated before is freed by the same free()) and zlib (per stream, in
+ * src/data/parquet_codec.c). Not routed, their allocations neither counted
+ * nor failed: SQLite (sqlite3_config(SQLITE_CONFIG_MALLOC) would need a
+ * size header per block and must run before the first connection), libyaml
+ * (no allocator hook), libzstd (its custom-allocator API is behind
+ * ZSTD_STATIC_LINKING_ONLY), snappy and libmicrohttpd. mr_alloc_failures_here
+ * counts, per thread, every NULL these wrappers return, so a caller can
+ * tell jansson's "invalid token" after a failed allocation from bad input. */
 #include "millrace/core.h"
 
+#include <jansson.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-static atomic_long fail_countdown;  /* >0: fail when it reaches 0 */
-static atomic_size_t bytes_in_use;  /* approximate; realloc not tracked precisely */
+enum { FAULT_MAIN = 1, FAULT_ONCE = 2 };
 
-void mr_alloc_fail_after(long n) { atomic_store(&fail_countdown, n); }
-size_t mr_alloc_bytes_in_use(void) { return atomic_load(&bytes_in_use); }
+static atomic_uint fault_on;           /* FAULT_* bits; 0: the fast path */
+static atomic_ullong fault_seen;       /* allocation calls since armed */
+static atomic_ullong fault_failed;     /* of those, failed by the main hook */
+static atomic_ullong fault_at;         /* the main hook's N; 0: count only */
+static atomic_int fault_persist;       /* fail every call after the Nth too */
+static atomic_long once_countdown;     /* mr_alloc_fail_after: >0 fails at 0 */
+static atomic_ullong fault_nomem_errs; /* MR_E_NOMEM errors recorded since armed */
+static _Thread_local uint64_t thread_failures; /* NULL returns in this thread */
 
-static int should_fail(void)
+/* A process forked while armed (a test's own child, a worker) starts
+ * disarmed: the countdown belongs to the process that armed it. */
+static void disarm_in_child(void) { atomic_fetch_and(&fault_on, ~(unsigned)FAULT_MAIN); }
+static void register_atfork(void) { pthread_atfork(NULL, NULL, disarm_in_child); }
+
+void mr_alloc_fault_arm(uint64_t nth, int persist)
 {
-    long c = atomic_load(&fail_countdown);
-    if (c <= 0) return 0;
-    if (atomic_fetch_sub(&fail_countdown, 1) == 1) return 1;
-    return 0;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_atfork);
+    atomic_store(&fault_on, atomic_load(&fault_on) & ~(unsigned)FAULT_MAIN);
+    atomic_store(&fault_seen, 0);
+    atomic_store(&fault_failed, 0);
+    atomic_store(&fault_nomem_errs, 0);
+    atomic_store(&fault_at, nth);
+    atomic_store(&fault_persist, persist != 0);
+    atomic_fetch_or(&fault_on, FAULT_MAIN);
+}
+
+void mr_alloc_fault_disarm(void) { atomic_fetch_and(&fault_on, ~(unsigned)FAULT_MAIN); }
+
+uint64_t mr_alloc_fault_seen(void) { return atomic_load(&fault_seen); }
+uint64_t mr_alloc_fault_failed(void) { return atomic_load(&fault_failed); }
+uint64_t mr_alloc_fault_nomem_errors(void) { return atomic_load(&fault_nomem_errs); }
+
+void mr__alloc_note_nomem_error(void)
+{
+    if (atomic_load_explicit(&fault_on, memory_order_relaxed) & FAULT_MAIN) atomic_fetch_add(&fault_nomem_errs, 1);
+}
+
+uint64_t mr_alloc_failures_here(void) { return thread_failures; }
+
+void mr_alloc_fail_after(long n)
+{
+    atomic_store(&once_countdown, n > 0 ? n : 0);
+    if (n > 0)
+        atomic_fetch_or(&fault_on, FAULT_ONCE);
+    else
+        atomic_fetch_and(&fault_on, ~(unsigned)FAULT_ONCE);
+}
+
+__attribute__((noinline, cold)) static int fault_slow(unsigned on)
+{
+    int fail = 0;
+    if (on & FAULT_MAIN) {
+        unsigned long long seen = atomic_fetch_add(&fault_seen, 1) + 1;
+        unsigned long long at = atomic_load(&fault_at);
+        if (at && (seen == at || (seen > at && atomic_load(&fault_persist)))) {
+            atomic_fetch_add(&fault_failed, 1);
+            fail = 1;
+        }
+    }
+    if (!fail && (on & FAULT_ONCE) && atomic_load(&once_countdown) > 0 &&
+        atomic_fetch_sub(&once_countdown, 1) == 1)
+        fail = 1;
+    return fail;
+}
+
+static inline int should_fail(void)
+{
+    unsigned on = atomic_load_explicit(&fault_on, memory_order_relaxed);
+    if (__builtin_expect(on == 0, 1)) return 0;
+    return fault_slow(on);
+}
+
+/* jansson allocates through these from the start (before main, before any
+ * thread). json_set_alloc_funcs only swaps two pointers, and mr_free is
+ * free(), so a block jansson got from malloc earlier is freed correctly. */
+__attribute__((constructor)) static void route_jansson(void) { json_set_alloc_funcs(mr_malloc, mr_free); }
+
+/* Every NULL an allocation returns, injected or real, is counted for the
+ * calling thread (mr_alloc_failures_here). */
+static void *counted(void *p)
+{
+    if (!p) thread_failures++;
+    return p;
 }
 
 void *mr_malloc(size_t n)
 {
-    if (should_fail()) return NULL;
-    return malloc(n ? n : 1);
+    if (should_fail()) return counted(NULL);
+    return counted(malloc(n ? n : 1));
 }
 
 void *mr_calloc(size_t count, size_t size)
 {
-    if (size && count > SIZE_MAX / size) return NULL;
-    if (should_fail()) return NULL;
-    return calloc(count ? count : 1, size ? size : 1);
+    if (size && count > SIZE_MAX / size) return counted(NULL);
+    if (should_fail()) return counted(NULL);
+    return counted(calloc(count ? count : 1, size ? size : 1));
 }
 
 void *mr_realloc(void *p, size_t n)
 {
-    if (should_fail()) return NULL;
-    return realloc(p, n ? n : 1);
+    if (should_fail()) return counted(NULL);
+    return counted(realloc(p, n ? n : 1));
 }
 
 void mr_free(void *p) { free(p); }

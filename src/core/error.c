@@ -39,6 +39,8 @@ void mr_error_clear(mr_error *err) { mr_error_init(err); }
 
 int mr_error_is_set(const mr_error *err) { return err && err->code != MR_OK; }
 
+void mr__alloc_note_nomem_error(void); /* alloc.c: the torture's evidence */
+
 static void set_vmsg(mr_error *err, const char *fmt, va_list ap)
 {
     vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
@@ -49,6 +51,7 @@ static void set_vmsg(mr_error *err, const char *fmt, va_list ap)
 mr_status mr__error_set(mr_error *err, const char *src_file, int src_line, mr_status code,
                         const char *fmt, ...)
 {
+    if (code == MR_E_NOMEM) mr__alloc_note_nomem_error();
     if (!err || err->code != MR_OK) return code;
     err->code = code;
     err->src_file = src_file;
@@ -62,6 +65,7 @@ mr_status mr__error_set(mr_error *err, const char *src_file, int src_line, mr_st
 
 mr_status mr_error_vset_file(mr_error *err, mr_status code, const char *file, const char *fmt, va_list ap)
 {
+    if (code == MR_E_NOMEM) mr__alloc_note_nomem_error();
     if (!err) return code;
     if (err->code == MR_OK) {
         err->code = code;
@@ -73,6 +77,7 @@ mr_status mr_error_vset_file(mr_error *err, mr_status code, const char *file, co
 
 mr_status mr_error_set_at(mr_error *err, const char *file, long line, long col, mr_status code, const char *fmt, ...)
 {
+    if (code == MR_E_NOMEM) mr__alloc_note_nomem_error();
     if (!err) return code;
     if (err->code == MR_OK) {
         err->code = code;
@@ -88,6 +93,7 @@ mr_status mr_error_set_at(mr_error *err, const char *file, long line, long col, 
 mr_status mr__error_sys(mr_error *err, const char *src_file, int src_line, mr_status code,
                         int errnum, const char *fmt, ...)
 {
+    if (code == MR_E_NOMEM) mr__alloc_note_nomem_error();
     if (!err || err->code != MR_OK) return code;
     err->code = code;
     err->sys_errno = errnum;

@@ -359,7 +359,7 @@ void mr_dataset_writer_free(mr_dataset_writer *w)
             for (size_t j = 0; j < w->n_cols; j++) cstat_free(&w->shards[i].st[j]);
         mr_free(w->shards[i].st);
     }
-    for (size_t j = 0; j < w->n_cols; j++) mr_free(w->names[j]);
+    for (size_t j = 0; w->names && j < w->n_cols; j++) mr_free(w->names[j]); /* NULL: its allocation failed */
     for (size_t k = 0; k < w->n_pcols; k++) mr_free(w->pnames[k]);
     mr_free(w->names);
     mr_free(w->types);
@@ -860,8 +860,13 @@ fail:
     return NULL;
 }
 
+/* Any allocation failure while the manifest is built or dumped is out of
+ * memory: the sets below are not all checked, and jansson can lose a key
+ * or a character and still dump (the torture read back a manifest whose
+ * shard path had lost a character). */
 static mr_status write_manifest(mr_dataset_writer *w, mr_dataset_summary *sum, mr_error *err)
 {
+    uint64_t oom0 = mr_alloc_failures_here();
     mr_status rc = MR_OK;
     char *text = NULL, *path = NULL;
     json_t *root = json_object(), *schema = json_array(), *pby = json_array(), *shards = json_array();
@@ -899,6 +904,10 @@ static mr_status write_manifest(mr_dataset_writer *w, mr_dataset_summary *sum, m
             const tval *v = &p->vals[k];
             json_t *jv = v->is_null ? json_null()
                                     : value_json(w->types[w->pidx[k]], v->i, v->f, v->s, v->len);
+            if (!jv && mr_alloc_failures_here() != oom0) {
+                json_decref(part);
+                goto nomem;
+            }
             if (!jv) {
                 json_decref(part);
                 rc = MR_ERR(err, MR_E_INVALID_ARG, "dataset: partition value of '%s' in '%s' is not valid UTF-8",
@@ -918,7 +927,7 @@ static mr_status write_manifest(mr_dataset_writer *w, mr_dataset_summary *sum, m
     }
     text = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
     path = mr_path_join(w->dir, MR_DATASET_MANIFEST);
-    if (!text || !path) goto nomem;
+    if (!text || !path || mr_alloc_failures_here() != oom0) goto nomem;
     size_t len = strlen(text);
     rc = mr_fs_write_atomic(path, text, len, err);
     if (rc == MR_OK && sum) {
@@ -1053,7 +1062,10 @@ static mr_status parse_shard(mr_dataset *ds, const json_t *js, size_t i, const c
     snprintf(what, sizeof what, "shard %zu", i);
     const char *path = json_string_value(json_object_get(js, "path"));
     if (!json_is_object(js) || !path) return corrupt(err, mpath, what, "missing \"path\"");
+    uint64_t oom0 = mr_alloc_failures_here();
     sh->path = mr_path_normalize(path, 0);
+    if (!sh->path && mr_alloc_failures_here() != oom0) /* NULL for a bad path and for no memory */
+        return MR_ERR(err, MR_E_NOMEM, "out of memory reading the dataset manifest");
     if (!sh->path || strcmp(sh->path, path))
         return corrupt(err, mpath, what, "\"path\" must be a normalised relative path inside the dataset");
     sh->abs_path = mr_path_join(ds->dir, sh->path);
@@ -1183,7 +1195,12 @@ mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
     rc = mr_fs_read_file(mpath, MAX_MANIFEST, &text, &len, err);
     if (rc != MR_OK) goto done;
     json_error_t je;
+    uint64_t oom0 = mr_alloc_failures_here();
     root = json_loadb(text, len, JSON_ALLOW_NUL, &je);
+    if (mr_alloc_failures_here() != oom0) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory reading the dataset manifest");
+        goto done;
+    }
     if (!root || !json_is_object(root)) {
         MR_ERR(err, MR_E_CORRUPT, "dataset manifest: %s", root ? "not a JSON object" : je.text);
         mr_error_at(err, mpath, root ? 0 : je.line, root ? 0 : je.column);

@@ -119,7 +119,13 @@ static json_t *parse_line(jjob *w, jchunk *c, const char *s, size_t len, long li
         return NULL;
     }
     json_error_t je;
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *o = json_loadb(s, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    if (mr_alloc_failures_here() != oom0) {
+        json_decref(o);
+        c->oom = MR_E_NOMEM; /* not a bad line: never quarantined or skipped */
+        return NULL;
+    }
     if (!o) {
         jerror(w, c, line, je.column > 0 ? je.column : 0, "invalid JSON: %s", je.text);
         return NULL;
@@ -160,7 +166,7 @@ static void pass1(void *ctx, size_t k)
     FOR_EACH_LINE(w, c, s, len, line, {
         json_t *o = parse_line(w, c, s, len, line);
         if (!o) {
-            if (w->on_error == MR_ON_ERROR_FAIL) return;
+            if (c->oom || w->on_error == MR_ON_ERROR_FAIL) return;
             add_bad(c, (size_t)(s - w->buf), (size_t)(next_ - s));
             if (c->oom) return;
         } else {
@@ -301,6 +307,7 @@ static void pass2(void *ctx, size_t k)
     c->n_bad = 0;
     FOR_EACH_LINE(w, c, s, len, line, {
         json_t *o = parse_line(w, c, s, len, line);
+        if (!o && c->oom) return;
         int bad = !o;
         for (size_t j = 0; o && !bad && j < w->n_cols; j++) {
             json_t *v = json_object_get(o, w->names[j]);
@@ -310,6 +317,11 @@ static void pass2(void *ctx, size_t k)
             } else if (put_value(&cbs[j], v, &rc)) {
                 char txt[48], shown[64];
                 size_t n = json_dumpb(v, txt, sizeof(txt), JSON_COMPACT | JSON_ENCODE_ANY);
+                if (n == 0) { /* jansson allocates to dump; an empty "got" would be a wrong message */
+                    c->oom = MR_E_NOMEM;
+                    json_decref(o);
+                    return;
+                }
                 if (json_is_string(v)) mr__quote_value(json_string_value(v), json_string_length(v), shown, sizeof(shown));
                 else mr__quote_value(txt, n < sizeof(txt) ? n : sizeof(txt), shown, sizeof(shown));
                 jerror(w, c, line, 0, "column '%s': expected %s, got %s", w->names[j], mr_dtype_name(w->types[j]),

@@ -21,12 +21,27 @@ uint32_t mr__pq_crc32(const uint8_t *p, size_t n)
     return (uint32_t)c;
 }
 
+/* zlib allocates through core (counted and failed by the torture hook). */
+static voidpf z_alloc(voidpf opaque, uInt items, uInt size)
+{
+    (void)opaque;
+    return mr_calloc(items, size);
+}
+
+static void z_free(voidpf opaque, voidpf p)
+{
+    (void)opaque;
+    mr_free(p);
+}
+
 /* gzip: a page may hold several concatenated gzip members; all are decoded
  * (inflateReset between members). Trailing zero padding is ignored. */
 static mr_status gunzip(const uint8_t *src, size_t src_len, uint8_t *dst, size_t dst_len, const char **why)
 {
     z_stream zs;
     memset(&zs, 0, sizeof zs);
+    zs.zalloc = z_alloc;
+    zs.zfree = z_free;
     if (src_len > UINT_MAX || dst_len > UINT_MAX) {
         *why = "gzip page too large";
         return MR_E_CORRUPT;
@@ -163,6 +178,8 @@ mr_status mr__pq_compress(mr_parquet_codec codec, int level, const uint8_t *src,
     } else {
         z_stream zs;
         memset(&zs, 0, sizeof zs);
+        zs.zalloc = z_alloc;
+        zs.zfree = z_free;
         if (src_len > UINT_MAX || bound > UINT_MAX) return MR_E_LIMIT;
         if (deflateInit2(&zs, level ? level : 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
             return MR_E_NOMEM;

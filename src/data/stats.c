@@ -89,12 +89,16 @@ static mr_status acc_add(col_acc *a, uint64_t h)
     }
     if ((a->set_n + 1) * 2 > a->set_cap) {
         size_t nc = a->set_cap * 2;
-        uint64_t *ns = a->set_cap >= 2 * MR_STATS_EXACT_MAX ? NULL : mr_calloc(nc, sizeof *ns);
-        if (!ns) { /* too many values (or no memory for more): the estimate takes over */
+        if (a->set_cap >= 2 * MR_STATS_EXACT_MAX) { /* too many values: the estimate takes over */
             mr_status rc = to_hll(a);
             if (rc == MR_OK) hll_add(a->hll, m);
             return rc;
         }
+        /* Out of memory is an error, not a switch to the estimate: whether
+         * a count is exact depends on the data only (stats.h), so the same
+         * input always gives the same statistics. */
+        uint64_t *ns = mr_calloc(nc, sizeof *ns);
+        if (!ns) return MR_E_NOMEM;
         for (size_t k = 0; k < a->set_cap; k++) {
             uint64_t v = a->set[k];
             if (!v) continue;

@@ -31,9 +31,13 @@ typedef struct boot_job {
     const mr_metric_data *d;
     uint64_t base;         /* splitmix64(seed): adjacent seeds share no resample */
     double *values;        /* (n_resamples) */
-    unsigned char *ok;     /* (n_resamples) */
+    unsigned char *ok;     /* (n_resamples): 1 defined, 0 undefined, RESAMPLE_NOMEM */
     scratch *scr;          /* (n_threads) */
 } boot_job;
+
+/* A resample whose metric ran out of memory: not an undefined resample (it
+ * would silently change n_valid and the interval) but the run's error. */
+#define RESAMPLE_NOMEM 2
 
 static void boot_one(boot_job *j, size_t r, scratch *s)
 {
@@ -54,7 +58,8 @@ static void boot_one(boot_job *j, size_t r, scratch *s)
     rd.proba = d->proba ? s->proba : NULL;
     rd.w = d->w ? s->w : NULL;
     double v = NAN;
-    j->ok[r] = j->fn(&rd, j->ctx, &v, NULL) == MR_OK && !isnan(v);
+    mr_status st_r = j->fn(&rd, j->ctx, &v, NULL);
+    j->ok[r] = st_r == MR_E_NOMEM ? RESAMPLE_NOMEM : st_r == MR_OK && !isnan(v);
     j->values[r] = v;
 }
 
@@ -137,6 +142,10 @@ mr_status mr_bootstrap(mr_metric_fn fn, void *ctx, const mr_metric_data *d, size
     boot_job j = {.fn = fn, .ctx = ctx, .d = d, .base = base, .values = values, .ok = ok, .scr = scr};
     if (use_pool) mr_parallel_for(n_resamples, 1, boot_range, &j);
     else boot_range(&j, 0, n_resamples, 0);
+    if (memchr(ok, RESAMPLE_NOMEM, n_resamples)) {
+        st = MR_ERR(err, MR_E_NOMEM, "out of memory computing a bootstrap resample");
+        goto done;
+    }
     interval_from(values, ok, n_resamples, alpha, out);
 done:
     mr_free(mem);

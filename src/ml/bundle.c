@@ -200,11 +200,20 @@ mr_status mr_bundle_write(const mr_bundle_build *b, mr_buf *out, mr_error *err)
     json_t *metrics = NULL, *man = NULL;
     char *man_text = NULL, *met_text = NULL;
     mr_gbdt_predictor *pred = NULL;
+    /* jansson can lose a key or a character to a failed allocation and
+     * still dump a document: any failure until the texts exist is out of
+     * memory, never a bundle with a short manifest */
+    uint64_t oom_w = mr_alloc_failures_here();
     for (size_t i = 0; i < MR_BUNDLE_MAX_SECTIONS; i++) mr_buf_init(&body[i]);
     if (!b->model) return MR_ERR(err, MR_E_INVALID_ARG, "a bundle needs a model");
     if (b->metrics_json) {
         json_error_t je;
+        uint64_t oom0 = mr_alloc_failures_here();
         metrics = json_loads(b->metrics_json, 0, &je);
+        if (mr_alloc_failures_here() != oom0) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory reading the metrics");
+            goto done;
+        }
         if (!json_is_object(metrics)) {
             rc = MR_ERR(err, MR_E_PARSE, "metrics: expected a JSON object (%s at line %d col %d)", je.text, je.line,
                         je.column);
@@ -220,7 +229,7 @@ mr_status mr_bundle_write(const mr_bundle_build *b, mr_buf *out, mr_error *err)
     man = manifest_json(b, in, n_in, metrics, pred);
     man_text = man ? json_dumps(man, JSON_INDENT(2)) : NULL;
     met_text = metrics ? json_dumps(metrics, JSON_INDENT(2)) : libc_strdup("{}");
-    if (!man_text || !met_text) {
+    if (!man_text || !met_text || mr_alloc_failures_here() != oom_w) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto done;
     }
@@ -313,7 +322,7 @@ void mr_bundle_free(mr_bundle *b)
     free(b->metrics);
     mr_free(b->inputs);
     mr_strindex_deinit(&b->input_ix);
-    for (size_t k = 0; k < b->n_outputs; k++) mr_free(b->output_names[k]);
+    for (size_t k = 0; b->output_names && k < b->n_outputs; k++) mr_free(b->output_names[k]); /* NULL: its allocation failed */
     mr_free(b->output_names);
     mr_free(b);
 }
@@ -328,8 +337,13 @@ static mr_status sec_fail(mr_error *err, uint32_t id, mr_status code, const char
 static mr_status check_manifest(mr_bundle *b, const char *text, size_t len, mr_error *err)
 {
     json_error_t je;
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *j = json_loadb(text, len, 0, &je);
     mr_status rc = MR_OK;
+    if (mr_alloc_failures_here() != oom0) {
+        rc = sec_fail(err, MR_BSEC_MANIFEST, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
     if (!json_is_object(j)) {
         rc = MR_ERR(err, MR_E_CORRUPT, "section 'manifest': not a JSON object (%s at byte %d)", je.text, je.position);
         goto done;
@@ -354,7 +368,7 @@ static mr_status check_manifest(mr_bundle *b, const char *text, size_t len, mr_e
         }
     }
     b->manifest = json_dumps(j, JSON_INDENT(2));
-    if (!b->manifest) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (!b->manifest || mr_alloc_failures_here() != oom0) rc = sec_fail(err, MR_BSEC_MANIFEST, MR_E_NOMEM, "out of memory");
 done:
     json_decref(j);
     return rc;
@@ -469,7 +483,12 @@ static mr_status load_metrics_outputs(mr_bundle *b, const sections *sx, mr_error
 {
     if (sx->seen[MR_BSEC_METRICS]) {
         json_error_t je;
+        uint64_t oom0 = mr_alloc_failures_here();
         json_t *mj = json_loadb((const char *)sx->body[MR_BSEC_METRICS], sx->len[MR_BSEC_METRICS], 0, &je);
+        if (mr_alloc_failures_here() != oom0) {
+            json_decref(mj);
+            return sec_fail(err, MR_BSEC_METRICS, MR_E_NOMEM, "out of memory");
+        }
         if (!json_is_object(mj)) {
             json_decref(mj);
             return MR_ERR(err, MR_E_CORRUPT, "section 'metrics': not a JSON object (%s at byte %d)", je.text,
@@ -477,6 +496,10 @@ static mr_status load_metrics_outputs(mr_bundle *b, const sections *sx, mr_error
         }
         b->metrics = json_dumps(mj, JSON_COMPACT);
         json_decref(mj);
+        if (b->metrics && mr_alloc_failures_here() != oom0) { /* (a key or character lost) */
+            free(b->metrics);
+            b->metrics = NULL; /* reported below */
+        }
     } else {
         b->metrics = libc_strdup("{}");
     }
@@ -484,8 +507,9 @@ static mr_status load_metrics_outputs(mr_bundle *b, const sections *sx, mr_error
     b->output_names = mr_calloc(b->n_outputs, sizeof(char *));
     for (size_t k = 0; b->output_names && k < b->n_outputs; k++)
         b->output_names[k] = b->n_outputs == 1 ? mr_strdup("prediction") : mr_asprintf("prediction_%zu", k);
-    if (!b->metrics || !b->output_names || !b->output_names[b->n_outputs - 1])
-        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    int names_ok = b->output_names != NULL;
+    for (size_t k = 0; names_ok && k < b->n_outputs; k++) names_ok = b->output_names[k] != NULL;
+    if (!b->metrics || !names_ok) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     return MR_OK;
 }
 

@@ -465,12 +465,18 @@ mr_status mr_linear_model_from_bytes(const void *data, size_t len, mr_linear_mod
     m->lambda_l2 = mr_reader_f64(&r);
     m->lambda_l1 = mr_reader_f64(&r);
     m->intercept = mr_reader_f64(&r);
+    int oom = 0;
     for (size_t j = 0; j < d; j++) {
         m->names[j] = mr_reader_str(&r);
         m->mean[j] = mr_reader_f64(&r);
         m->scale[j] = mr_reader_f64(&r);
         m->coef[j] = mr_reader_f64(&r);
+        oom = !r.bad && !m->names[j]; /* mr_reader_str: NULL without r.bad is out of memory */
         if (r.bad || !m->names[j] || !(m->scale[j] > 0)) break;
+    }
+    if (oom) {
+        mr_linear_model_free(m);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory loading a linear model");
     }
     if (r.bad || r.pos != r.len) {
         size_t pos = r.pos;

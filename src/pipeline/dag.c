@@ -234,9 +234,15 @@ static mr_status visit(mr_dag *dag, size_t i, int *color, size_t *stack, size_t 
             mr_buf_init(&b);
             size_t start = depth;
             while (stack[start] != u) start--;
-            for (size_t d = start; d <= depth; d++) mr_buf_printf(&b, "%s <- ", dag->spec->stages[stack[d]].name);
-            mr_buf_puts(&b, dag->spec->stages[u].name);
-            mr_status rc = MR_ERR(err, MR_E_SCHEMA, "the pipeline has a cycle: %s", b.data ? b.data : "");
+            mr_status rc = MR_OK;
+            for (size_t d = start; d <= depth && rc == MR_OK; d++)
+                rc = mr_buf_printf(&b, "%s <- ", dag->spec->stages[stack[d]].name);
+            if (rc == MR_OK) rc = mr_buf_puts(&b, dag->spec->stages[u].name);
+            if (rc != MR_OK) { /* a cycle named by half is a wrong message */
+                mr_buf_free(&b);
+                return MR_ERR(err, MR_E_NOMEM, "out of memory describing a cycle");
+            }
+            rc = MR_ERR(err, MR_E_SCHEMA, "the pipeline has a cycle: %s", b.data);
             mr_error_at(err, dag->spec->path, dag->spec->stages[u].line, dag->spec->stages[u].col);
             mr_error_hint(err, "a stage cannot depend, directly or not, on its own outputs");
             mr_buf_free(&b);

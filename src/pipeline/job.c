@@ -196,28 +196,40 @@ static mr_status dump_to(json_t *j, mr_buf *out, mr_error *err)
     return MR_OK;
 }
 
-static json_t *load(const char *text, size_t len, const char *path, const char *format, mr_error *err)
+/* Parses a job or result file into *out; the status says why not. */
+static mr_status load(const char *text, size_t len, const char *path, const char *format, json_t **out,
+                      mr_error *err)
 {
+    *out = NULL;
     json_error_t je;
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *j = json_loadb(text, len, 0, &je);
+    if (mr_alloc_failures_here() != oom0) {
+        json_decref(j);
+        MR_ERR(err, MR_E_NOMEM, "out of memory reading %s", format);
+        mr_error_at(err, path, 0, 0);
+        return MR_E_NOMEM;
+    }
     if (!j) {
         MR_ERR(err, MR_E_PARSE, "%s", je.text);
         mr_error_at(err, path, je.line, je.column);
-        return NULL;
+        return MR_E_PARSE;
     }
+    mr_status rc;
     const char *f = json_string_value(json_object_get(j, "format"));
     json_t *ver = json_object_get(j, "version");
     if (!json_is_object(j) || !f || strcmp(f, format) != 0) {
-        MR_ERR(err, MR_E_PARSE, "%s: not a %s file", path, format);
+        rc = MR_ERR(err, MR_E_PARSE, "%s: not a %s file", path, format);
     } else if (!json_is_integer(ver) || json_integer_value(ver) != MR_JOB_VERSION) {
-        MR_ERR(err, MR_E_STATE, "%s: %s version %lld, this millrace reads version %d", path, format,
+        rc = MR_ERR(err, MR_E_STATE, "%s: %s version %lld, this millrace reads version %d", path, format,
                json_is_integer(ver) ? (long long)json_integer_value(ver) : -1LL, MR_JOB_VERSION);
         mr_error_hint(err, "the runner and the worker must be the same millrace build");
     } else {
-        return j;
+        *out = j;
+        return MR_OK;
     }
     json_decref(j);
-    return NULL;
+    return rc;
 }
 
 /* A required string field (copied). */
@@ -398,8 +410,9 @@ mr_status mr_job_decode(const char *text, size_t len, const char *path, mr_job *
 {
     dec d = {path ? path : "job file", err};
     mr_job_init(job);
-    json_t *j = load(text, len, d.path, MR_JOB_FORMAT, err);
-    if (!j) return err && err->code ? err->code : MR_E_PARSE;
+    json_t *j;
+    mr_status lrc = load(text, len, d.path, MR_JOB_FORMAT, &j, err);
+    if (lrc != MR_OK) return lrc;
     int64_t v = 0;
     mr_status rc = get_str(&d, j, "stage", &job->stage);
     if (rc == MR_OK) rc = get_str(&d, j, "op", &job->op);
@@ -635,8 +648,9 @@ mr_status mr_job_result_decode(const char *text, size_t len, const char *path, m
 {
     dec d = {path ? path : "result file", err};
     mr_job_result_init(res);
-    json_t *j = load(text, len, d.path, MR_JOB_RESULT_FORMAT, err);
-    if (!j) return err && err->code ? err->code : MR_E_PARSE;
+    json_t *j;
+    mr_status lrc = load(text, len, d.path, MR_JOB_RESULT_FORMAT, &j, err);
+    if (lrc != MR_OK) return lrc;
     mr_status rc = MR_OK;
     const char *st = json_string_value(json_object_get(j, "status"));
     res->status = !st ? 0 : !strcmp(st, "executed") ? MR_JOB_EXECUTED : !strcmp(st, "cached") ? MR_JOB_CACHED

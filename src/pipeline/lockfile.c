@@ -104,10 +104,18 @@ static mr_value *json_to_value(json_t *j)
 
 static mr_value *stage_entry(const mr_stage_spec *s, const mr__plan *p)
 {
-    mr_value *e = mr_value_new(MR_V_MAP);
+    /* Out of memory reading the key document is NULL (as for every other
+     * allocation here), never an entry with its params left out. */
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *doc = json_loads(p->key_doc ? p->key_doc : "{}", 0, NULL);
-    mr_value *params = doc ? json_to_value(json_object_get(doc, "params")) : NULL;
+    json_t *jparams = json_object_get(doc, "params");
+    mr_value *params = jparams ? json_to_value(jparams) : NULL;
     json_decref(doc);
+    if (mr_alloc_failures_here() != oom0) { /* (jansson may also drop a character) */
+        mr_value_free(params);
+        return NULL;
+    }
+    mr_value *e = mr_value_new(MR_V_MAP);
     mr_value *items[6] = {mr_value_new_str(s->op->name), mr_value_new_int(s->op->version), mr_value_new_str(p->key),
                           params ? params : mr_value_new(MR_V_MAP), io_map(p->ins, p->n_ins), io_map(p->outs, p->n_outs)};
     const char *names[6] = {"op", "op_version", "key", "params", "inputs", "outputs"};

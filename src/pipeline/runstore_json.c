@@ -73,11 +73,16 @@ static json_t *jvalue(const mr_value *v)
     return o;
 }
 
-static mr_status emit(json_t *root, mr_buf *out, mr_error *err)
+/* Dumps root into out. oom0 is mr_alloc_failures_here() from before root
+ * was built: jansson can lose a key or a character when an allocation fails
+ * and still return a document (the torture saw '"n_executed":0,":0'), so
+ * any failure since then is out of memory, never half-written JSON. */
+static mr_status emit(json_t *root, uint64_t oom0, mr_buf *out, mr_error *err)
 {
     mr_status st = MR_OK;
     char *s = root ? json_dumps(root, JSON_FLAGS) : NULL;
-    if (!s) {
+    if (!s || mr_alloc_failures_here() != oom0) {
+        free(s); /* allocated by jansson */
         st = mr__runstore_nomem(err);
         goto done;
     }
@@ -128,6 +133,7 @@ fail:
 
 mr_status mr_run_list_json(const mr_run_list *l, mr_buf *out, mr_error *err)
 {
+    uint64_t oom0 = mr_alloc_failures_here();
     int bad = 0;
     json_t *root = json_object(), *arr = json_array();
     for (size_t i = 0; arr && i < l->n && !bad; i++) {
@@ -140,11 +146,12 @@ mr_status mr_run_list_json(const mr_run_list *l, mr_buf *out, mr_error *err)
         }
         bad |= json_array_append_new(arr, r) ? 1 : 0;
     }
-    if (!root || jset(root, "runs", arr) || bad) {
+    if (!root || jset(root, "runs", arr) || bad) { /* (jset takes arr, also when it fails) */
+        if (!root) json_decref(arr);
         json_decref(root);
         return mr__runstore_nomem(err);
     }
-    return emit(root, out, err);
+    return emit(root, oom0, out, err);
 }
 
 static json_t *stage_obj(const mr_stage_run *s)
@@ -178,6 +185,7 @@ fail:
 
 mr_status mr_run_detail_json(const mr_run_detail *d, mr_buf *out, mr_error *err)
 {
+    uint64_t oom0 = mr_alloc_failures_here();
     int bad = 0;
     json_t *root = json_object(), *stages = json_array(), *metrics = json_array(), *lineage = json_array();
     for (size_t i = 0; stages && i < d->n_stages; i++) bad |= json_array_append_new(stages, stage_obj(&d->stages[i])) ? 1 : 0;
@@ -211,7 +219,7 @@ mr_status mr_run_detail_json(const mr_run_detail *d, mr_buf *out, mr_error *err)
         json_decref(root);
         return mr__runstore_nomem(err);
     }
-    return emit(root, out, err);
+    return emit(root, oom0, out, err);
 }
 
 /* The two-run fields (a, b[, delta]) are kept beside `values` when exactly
@@ -300,6 +308,7 @@ fail:
 
 mr_status mr_run_compare_json(const mr_run_compare *c, mr_buf *out, mr_error *err)
 {
+    uint64_t oom0 = mr_alloc_failures_here();
     int bad = 0;
     json_t *root = json_object(), *runs = json_array(), *params = json_array(), *metrics = json_array(),
            *stages = json_array();
@@ -330,5 +339,5 @@ mr_status mr_run_compare_json(const mr_run_compare *c, mr_buf *out, mr_error *er
         json_decref(root);
         return mr__runstore_nomem(err);
     }
-    return emit(root, out, err);
+    return emit(root, oom0, out, err);
 }

@@ -254,9 +254,14 @@ const mr_stage_run *mr_run_detail_stage(const mr_run_detail *d, const char *stag
 static mr_status parse_outputs(const char *text, mr_stage_run *s, mr_error *err)
 {
     mr_status st = MR_OK;
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *o = text ? json_loads(text, 0, NULL) : NULL;
     const char *k;
     json_t *v;
+    if (mr_alloc_failures_here() != oom0) { /* not "no outputs" */
+        st = mr__runstore_nomem(err);
+        goto done;
+    }
     if (!json_is_object(o)) goto done;
     s->has_outputs = 1;
     s->outputs = mr_calloc(json_object_size(o) + 1, sizeof(*s->outputs));
@@ -686,11 +691,17 @@ done:
 
 /* ---- the stage run that produced given outputs --------------------------- */
 
-/* Whether outputs_json is exactly names[i] -> ids[i]. */
+/* Whether outputs_json is exactly names[i] -> ids[i]; -1 out of memory
+ * (jansson's NULL, or a document that lost a character: not a mismatch). */
 static int outputs_match(const char *text, const char *const *names, const char *const *ids, size_t n)
 {
     int ok = 0;
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+    if (mr_alloc_failures_here() != oom0) {
+        json_decref(o);
+        return -1;
+    }
     if (!json_is_object(o) || json_object_size(o) != n) goto done;
     for (size_t i = 0; i < n; i++) {
         const char *id = json_string_value(json_object_get(o, names[i]));
@@ -715,8 +726,10 @@ mr_status mr_runstore_find_outputs(mr_runstore *rs, const char *stage, const cha
                                         &s, err);
     if (st != MR_OK) goto done;
     mr__runstore_bind_str(s, 1, stage);
-    while (!found && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (!outputs_match((const char *)sqlite3_column_text(s, 2), names, ids, n)) continue;
+    while (st == MR_OK && !found && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        int m = outputs_match((const char *)sqlite3_column_text(s, 2), names, ids, n);
+        if (m < 0) st = mr__runstore_nomem(err);
+        if (m <= 0) continue;
         found = 1;
         *run_id_out = sqlite3_column_int64(s, 0);
         st = mr__runstore_col_dup(s, 1, key_out, err);

@@ -507,8 +507,11 @@ mr_status mr_runstore_kept_artifacts(mr_runstore *rs, int keep_runs, char ***ids
             if (q == 1) {
                 st = mr__strvec_push(&sv, t);
             } else {
+                /* out of memory is not "no outputs": gc would delete what
+                 * a kept run references */
+                uint64_t oom0 = mr_alloc_failures_here();
                 json_t *v = json_loads(t, JSON_DECODE_ANY, NULL);
-                st = collect_strings(v, &sv);
+                st = mr_alloc_failures_here() != oom0 ? MR_E_NOMEM : collect_strings(v, &sv);
                 json_decref(v);
             }
         }
@@ -542,14 +545,20 @@ static int cmp_doomed_id(const void *x, const void *y)
 }
 
 /* Whether every output id of a cache entry is present in the store and
- * none is about to go (doomed: sorted by cmp_doomed_id, may be NULL). */
+ * none is about to go (doomed: sorted by cmp_doomed_id, may be NULL); -1
+ * when out of memory (the entry must not be pruned for that). */
 static int outputs_present(mr_store *store, const mr_artifact *doomed, size_t n_doomed, const char *outputs_json)
 {
     int ok = 0;
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *v = outputs_json ? json_loads(outputs_json, 0, NULL) : NULL;
     const char *k;
     json_t *id;
     mr_artifact a;
+    if (mr_alloc_failures_here() != oom0) {
+        json_decref(v);
+        return -1;
+    }
     if (!json_is_object(v)) goto done;
     json_object_foreach(v, k, id)
     {
@@ -584,8 +593,9 @@ mr_status mr_runstore_cache_prune(mr_runstore *rs, mr_store *store, const mr_art
     if (st != MR_OK) goto done;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
         const char *key = (const char *)sqlite3_column_text(s, 0);
-        if (!key || outputs_present(store, sorted, n_doomed, (const char *)sqlite3_column_text(s, 1))) continue;
-        if (mr__strvec_push(&drop, key) != MR_OK) {
+        int present = key ? outputs_present(store, sorted, n_doomed, (const char *)sqlite3_column_text(s, 1)) : 1;
+        if (present > 0) continue;
+        if (present < 0 || mr__strvec_push(&drop, key) != MR_OK) {
             st = mr__runstore_nomem(err);
             goto done;
         }

@@ -259,6 +259,8 @@ static int has_unicode_break(const char *s)
     return found;
 }
 
+/* 1 if s must be quoted, 0 if not, -1 out of memory (the answer would
+ * otherwise depend on memory: the same value emitted two ways). */
 static int needs_quotes(const char *s)
 {
     int quote = 0;
@@ -276,7 +278,7 @@ static int needs_quotes(const char *s)
         }
     }
     back = mr_value_from_scalar(s, 0);
-    quote = !back || back->kind != MR_V_STR;
+    quote = !back ? -1 : back->kind != MR_V_STR;
 done:
     mr_value_free(back);
     return quote;
@@ -285,7 +287,9 @@ done:
 static mr_status emit_str(const char *s, mr_buf *out)
 {
     mr_status st = MR_OK;
-    if (!needs_quotes(s)) {
+    int q = needs_quotes(s);
+    if (q < 0) return MR_E_NOMEM;
+    if (!q) {
         st = mr_buf_puts(out, s);
         goto done;
     }

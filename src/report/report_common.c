@@ -116,8 +116,13 @@ mr_status mr__load_json(const char *dir, const char *name, json_t **out, mr_erro
     mr_status rc = MR_OK;
     if (mr_fs_exists(path)) {
         json_error_t je;
+        uint64_t oom0 = mr_alloc_failures_here();
         *out = json_load_file(path, 0, &je);
-        if (!*out) rc = MR_ERR(err, MR_E_PARSE, "%s:%d: %s", path, je.line, je.text);
+        if (mr_alloc_failures_here() != oom0) { /* (jansson may also drop a character) */
+            json_decref(*out);
+            *out = NULL;
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory reading %s", path);
+        } else if (!*out) rc = MR_ERR(err, MR_E_PARSE, "%s:%d: %s", path, je.line, je.text);
     }
     mr_free(path);
     return rc;

@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -89,9 +90,15 @@ char *mr_store_object_path(const mr_store *st, const mr_artifact *a)
     return mr_asprintf("%s/%.2s/%s", st->objects, id, id + 2);
 }
 
+/* Allocates nothing: "no memory" must not read as "not there" (verify
+ * would report the object missing, the cache prune drop its entry). */
 int mr_store_has(const mr_store *st, const mr_artifact *a)
 {
-    char *p = mr_store_object_path(st, a);
+    char id[MR_ARTIFACT_ID_LEN], path[PATH_MAX];
+    mr_artifact_id(a, id);
+    int n = snprintf(path, sizeof path, "%s/%.2s/%s", st->objects, id, id + 2);
+    if (n > 0 && (size_t)n < sizeof path) return mr_fs_exists(path);
+    char *p = mr_store_object_path(st, a); /* longer than PATH_MAX: rare */
     int ok = p && mr_fs_exists(p);
     mr_free(p);
     return ok;
@@ -827,7 +834,9 @@ done:
 
 /* ---- verify and gc ------------------------------------------------------- */
 
-typedef void (*object_fn)(void *ctx, const char *path, const char *id);
+/* Called for each object; a status other than MR_OK (out of memory) stops
+ * the walk and is returned. */
+typedef mr_status (*object_fn)(void *ctx, const char *path, const char *id);
 
 static mr_status foreach_object(mr_store *st, object_fn fn, void *ctx, mr_error *err)
 {
@@ -845,12 +854,15 @@ static mr_status foreach_object(mr_store *st, object_fn fn, void *ctx, mr_error 
         DIR *d = opendir(sub);
         if (d) {
             struct dirent *e2;
-            while ((e2 = readdir(d)) != NULL) {
+            while (rc == MR_OK && (e2 = readdir(d)) != NULL) {
                 if (e2->d_name[0] == '.') continue;
                 char id[520];
                 snprintf(id, sizeof(id), "%s%s", de->d_name, e2->d_name);
                 char *p = mr_path_join(sub, e2->d_name);
-                if (p) fn(ctx, p, id);
+                /* an object skipped for want of memory would be missing
+                 * from verify's count and from gc's plan */
+                rc = p ? fn(ctx, p, id) : MR_E_NOMEM;
+                if (rc != MR_OK) MR_ERR(err, rc, "out of memory walking the object store");
                 mr_free(p);
             }
             closedir(d);
@@ -868,38 +880,44 @@ typedef struct verify_ctx {
     mr_verify_stats *stats;
 } verify_ctx;
 
-static void verify_one(void *vctx, const char *path, const char *id)
+/* Out of memory hashing or listing an object is the walk's error, never
+ * a "corrupt" verdict on the object. */
+static mr_status verify_one(void *vctx, const char *path, const char *id)
 {
     verify_ctx *v = vctx;
     mr_artifact a;
     if (mr_artifact_parse(id, &a) != MR_OK) {
         v->fn(v->ctx, id, "stray file in the object store");
-        return;
+        return MR_OK;
     }
     v->stats->n_objects++;
     mr_hash128 h;
     uint64_t size = 0;
     mr_error e;
     mr_error_init(&e);
-    if (mr_hash_file(path, &h, &size, &e) != MR_OK) {
+    mr_status hrc = mr_hash_file(path, &h, &size, &e);
+    if (hrc == MR_E_NOMEM) return hrc;
+    if (hrc != MR_OK) {
         v->stats->n_corrupt++;
         v->fn(v->ctx, id, e.msg);
-        return;
+        return MR_OK;
     }
     v->stats->n_bytes += size;
     if (!mr_hash_eq(h, a.hash)) {
         v->stats->n_corrupt++;
         v->fn(v->ctx, id, "corrupt: content does not match its hash");
-        return;
+        return MR_OK;
     }
     if (a.is_dir) {
         mr_artifact *ch = NULL;
         size_t n = 0;
         mr_error_init(&e);
-        if (mr_store_dir_children(v->st, &a, &ch, &n, &e) != MR_OK) {
+        mr_status crc = mr_store_dir_children(v->st, &a, &ch, &n, &e);
+        if (crc == MR_E_NOMEM) return crc;
+        if (crc != MR_OK) {
             v->stats->n_corrupt++;
             v->fn(v->ctx, id, e.msg);
-            return;
+            return MR_OK;
         }
         for (size_t i = 0; i < n; i++) {
             if (!mr_store_has(v->st, &ch[i])) {
@@ -912,6 +930,7 @@ static void verify_one(void *vctx, const char *path, const char *id)
         }
         mr_free(ch);
     }
+    return MR_OK;
 }
 
 mr_status mr_store_verify(mr_store *st, void (*fn)(void *ctx, const char *id, const char *problem), void *ctx,
@@ -945,14 +964,14 @@ typedef struct gc_scan {
     int nomem;
 } gc_scan;
 
-static void gc_one(void *vctx, const char *path, const char *id)
+static mr_status gc_one(void *vctx, const char *path, const char *id)
 {
     gc_scan *g = vctx;
     mr_artifact a;
-    if (mr_artifact_parse(id, &a) != MR_OK) return;
+    if (mr_artifact_parse(id, &a) != MR_OK) return MR_OK;
     if (bsearch(&a, g->keep, g->n_keep, sizeof(a), cmp_artifact)) {
         g->plan->stats.n_kept++;
-        return;
+        return MR_OK;
     }
     struct stat sb;
     if (stat(path, &sb) == 0) g->plan->stats.bytes_deleted += (uint64_t)sb.st_size;
@@ -962,12 +981,13 @@ static void gc_one(void *vctx, const char *path, const char *id)
         mr_artifact *nd = mr_realloc(g->plan->doomed, ncap * sizeof(*nd));
         if (!nd) {
             g->nomem = 1;
-            return;
+            return MR_E_NOMEM;
         }
         g->plan->doomed = nd;
         g->cap = ncap;
     }
     g->plan->doomed[g->plan->n_doomed++] = a;
+    return MR_OK;
 }
 
 /* Directory manifests first, then files; by hash within each. */

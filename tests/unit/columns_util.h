@@ -21,16 +21,16 @@ static inline void add(mr_table *t, mr_column *c)
 static inline mr_column *int_col(const char *name, const int64_t *v, size_t n)
 {
     mr_column *c;
-    assert_int_equal(mr_column_new(name, MR_T_INT64, n, &c, NULL), MR_OK);
-    for (size_t i = 0; i < n; i++) assert_int_equal(v[i] == NA ? mr_column_append_null(c) : mr_column_append_int64(c, v[i]), MR_OK);
+    assert_ok(mr_column_new(name, MR_T_INT64, n, &c, NULL));
+    for (size_t i = 0; i < n; i++) assert_ok(v[i] == NA ? mr_column_append_null(c) : mr_column_append_int64(c, v[i]));
     return c;
 }
 
 static inline mr_column *bool_col(const char *name, const int *v, size_t n) /* -1 = null */
 {
     mr_column *c;
-    assert_int_equal(mr_column_new(name, MR_T_BOOL, n, &c, NULL), MR_OK);
-    for (size_t i = 0; i < n; i++) assert_int_equal(v[i] < 0 ? mr_column_append_null(c) : mr_column_append_bool(c, v[i]), MR_OK);
+    assert_ok(mr_column_new(name, MR_T_BOOL, n, &c, NULL));
+    for (size_t i = 0; i < n; i++) assert_ok(v[i] < 0 ? mr_column_append_null(c) : mr_column_append_bool(c, v[i]));
     return c;
 }
 
@@ -38,13 +38,13 @@ static inline mr_column *str_col(const char *name, const char *const *v, size_t 
 {
     mr_column *c;
     if (!dict) {
-        assert_int_equal(mr_column_new(name, MR_T_STRING, n, &c, NULL), MR_OK);
+        assert_ok(mr_column_new(name, MR_T_STRING, n, &c, NULL));
         for (size_t i = 0; i < n; i++)
-            assert_int_equal(v[i] ? mr_column_append_str(c, v[i], strlen(v[i])) : mr_column_append_null(c), MR_OK);
+            assert_ok(v[i] ? mr_column_append_str(c, v[i], strlen(v[i])) : mr_column_append_null(c));
         return c;
     }
     mr_column *d;
-    assert_int_equal(mr_column_new("dict", MR_T_STRING, 0, &d, NULL), MR_OK);
+    assert_ok(mr_column_new("dict", MR_T_STRING, 0, &d, NULL));
     int32_t *codes = calloc(n ? n : 1, sizeof(int32_t));
     for (size_t i = 0; i < n; i++) {
         if (!v[i]) continue;
@@ -55,12 +55,12 @@ static inline mr_column *str_col(const char *name, const char *const *v, size_t 
             if (len == strlen(v[i]) && !memcmp(s, v[i], len)) break;
             k++;
         }
-        if (k == d->n) assert_int_equal(mr_column_append_str(d, v[i], strlen(v[i])), MR_OK);
+        if (k == d->n) assert_ok(mr_column_append_str(d, v[i], strlen(v[i])));
         codes[i] = (int32_t)k;
     }
-    assert_int_equal(mr_column_new_dict(name, d, n, &c, NULL), MR_OK);
+    assert_ok(mr_column_new_dict(name, d, n, &c, NULL));
     for (size_t i = 0; i < n; i++)
-        assert_int_equal(v[i] ? mr_column_append_code(c, codes[i]) : mr_column_append_null(c), MR_OK);
+        assert_ok(v[i] ? mr_column_append_code(c, codes[i]) : mr_column_append_null(c));
     free(codes);
     return c;
 }

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,33 +40,33 @@ static mr_table *make_table(size_t n, uint64_t seed, int with_label)
     rs = seed;
     mr_table *t = NULL;
     mr_column *x1, *x2, *plan, *cnt, *id, *y = NULL;
-    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
-    mr_column_new("id", MR_T_INT64, n, &id, NULL);
-    mr_column_new("x1", MR_T_FLOAT64, n, &x1, NULL);
-    mr_column_new("x2", MR_T_FLOAT64, n, &x2, NULL);
-    mr_column_new("plan", MR_T_STRING, n, &plan, NULL);
-    mr_column_new("n", MR_T_INT64, n, &cnt, NULL);
-    if (with_label) mr_column_new("y", MR_T_FLOAT64, n, &y, NULL);
+    assert_ok(mr_table_new(&t, NULL));
+    assert_ok(mr_column_new("id", MR_T_INT64, n, &id, NULL));
+    assert_ok(mr_column_new("x1", MR_T_FLOAT64, n, &x1, NULL));
+    assert_ok(mr_column_new("x2", MR_T_FLOAT64, n, &x2, NULL));
+    assert_ok(mr_column_new("plan", MR_T_STRING, n, &plan, NULL));
+    assert_ok(mr_column_new("n", MR_T_INT64, n, &cnt, NULL));
+    if (with_label) assert_ok(mr_column_new("y", MR_T_FLOAT64, n, &y, NULL));
     static const char *plans[] = {"basic", "pro", "max", "free"};
     for (size_t i = 0; i < n; i++) {
         double a = urand() * 4 - 2, b = urand() * 4 - 2;
         int p = (int)(urand() * 4);
         int64_t c = (int64_t)(urand() * 20);
-        mr_column_append_int64(id, (int64_t)i);
-        if (urand() < 0.05) mr_column_append_null(x1);
-        else mr_column_append_float64(x1, a);
-        mr_column_append_float64(x2, b);
-        mr_column_append_str(plan, plans[p], strlen(plans[p]));
-        mr_column_append_int64(cnt, c);
+        assert_ok(mr_column_append_int64(id, (int64_t)i));
+        if (urand() < 0.05) assert_ok(mr_column_append_null(x1));
+        else assert_ok(mr_column_append_float64(x1, a));
+        assert_ok(mr_column_append_float64(x2, b));
+        assert_ok(mr_column_append_str(plan, plans[p], strlen(plans[p])));
+        assert_ok(mr_column_append_int64(cnt, c));
         double z = 2 * a * b - a + (p == 1) + 0.05 * (double)c;
-        if (y) mr_column_append_float64(y, urand() < 1 / (1 + exp(-z)) ? 1.0 : 0.0);
+        if (y) assert_ok(mr_column_append_float64(y, urand() < 1 / (1 + exp(-z)) ? 1.0 : 0.0));
     }
-    mr_table_add_column(t, id, NULL);
-    mr_table_add_column(t, x1, NULL);
-    mr_table_add_column(t, x2, NULL);
-    mr_table_add_column(t, plan, NULL);
-    mr_table_add_column(t, cnt, NULL);
-    if (y) mr_table_add_column(t, y, NULL);
+    assert_ok(mr_table_add_column(t, id, NULL));
+    assert_ok(mr_table_add_column(t, x1, NULL));
+    assert_ok(mr_table_add_column(t, x2, NULL));
+    assert_ok(mr_table_add_column(t, plan, NULL));
+    assert_ok(mr_table_add_column(t, cnt, NULL));
+    if (y) assert_ok(mr_table_add_column(t, y, NULL));
     return t;
 }
 
@@ -95,7 +97,7 @@ static int setup(void **state)
         fail_msg("features: %s", err.msg);
     mr_column *ycopy = NULL;
     mr_column_slice(mr_table_column(train, "y"), 0, train->n_rows, &ycopy, NULL);
-    mr_table_add_column(xt, ycopy, NULL);
+    assert_ok(mr_table_add_column(xt, ycopy, NULL));
     mr_train_opts o;
     mr_train_opts_init(&o);
     o.label = "y";
@@ -147,6 +149,28 @@ static int teardown(void **state)
     return 0;
 }
 
+/* Out of memory at each allocation of loading a valid bundle: MR_OK or
+ * MR_E_NOMEM, never MR_E_CORRUPT (jansson's "invalid token" when its
+ * parser ran out of memory made the manifest "not a JSON object"). */
+static void test_load_oom_is_nomem(void **state)
+{
+    fixture *f = *state;
+    for (long k = 1, fired = 1; fired; k++) {
+        mr_error err;
+        mr_error_init(&err);
+        mr_bundle *b = NULL;
+        uint64_t oom0 = mr_alloc_failures_here();
+        mr_alloc_fail_after(k);
+        mr_status rc = mr_bundle_from_bytes(f->bytes.data, f->bytes.len, &b, &err);
+        mr_alloc_fail_after(0);
+        fired = mr_alloc_failures_here() != oom0;
+        if (rc != MR_OK && !(rc == MR_E_NOMEM && fired))
+            fail_msg("allocation %ld failing: %s (%s)", k, mr_status_name(rc), err.msg);
+        assert_true(rc == MR_OK || b == NULL);
+        mr_bundle_free(b);
+    }
+}
+
 static void test_round_trip_and_bit_identical(void **state)
 {
     fixture *f = *state;
@@ -170,7 +194,7 @@ static void test_round_trip_and_bit_identical(void **state)
     bb.git_commit = "0123456789012345678901234567890123456789";
     mr_buf again;
     mr_buf_init(&again);
-    assert_int_equal(mr_bundle_write(&bb, &again, &err), MR_OK);
+    assert_ok(mr_bundle_write(&bb, &again, &err));
     assert_int_equal(again.len, f->bytes.len);
     assert_memory_equal(again.data, f->bytes.data, again.len);
     mr_buf_free(&again);
@@ -179,14 +203,14 @@ static void test_round_trip_and_bit_identical(void **state)
         double *p1 = NULL, *p2 = NULL;
         size_t k1 = 0, k2 = 0;
         mr_table *xt = NULL;
-        assert_int_equal(mr_bundle_predict_table(b, f->test, raw, 0, &p1, &k1, &err), MR_OK);
-        assert_int_equal(mr_features_apply(f->fx, f->test, &xt, &err), MR_OK);
-        assert_int_equal(mr_model_predict_table(f->gb, xt, raw, &p2, &k2, &err), MR_OK);
+        assert_ok(mr_bundle_predict_table(b, f->test, raw, 0, &p1, &k1, &err));
+        assert_ok(mr_features_apply(f->fx, f->test, &xt, &err));
+        assert_ok(mr_model_predict_table(f->gb, xt, raw, &p2, &k2, &err));
         assert_int_equal(k1, k2);
         assert_memory_equal(p1, p2, f->test->n_rows * k1 * sizeof(double));
         /* thread count never changes the bytes */
         double *p3 = NULL;
-        assert_int_equal(mr_bundle_predict_table(b, f->test, raw, 1, &p3, &k1, &err), MR_OK);
+        assert_ok(mr_bundle_predict_table(b, f->test, raw, 1, &p3, &k1, &err));
         assert_memory_equal(p1, p3, f->test->n_rows * k1 * sizeof(double));
         mr_free(p1);
         mr_free(p2);
@@ -353,15 +377,15 @@ static void test_linear_without_features(void **state)
     bb.model = f->lin;
     mr_buf buf;
     mr_buf_init(&buf);
-    assert_int_equal(mr_bundle_write(&bb, &buf, &err), MR_OK);
+    assert_ok(mr_bundle_write(&bb, &buf, &err));
     mr_bundle *b = NULL;
     if (mr_bundle_from_bytes(buf.data, buf.len, &b, &err) != MR_OK) fail_msg("load: %s", err.msg);
     assert_int_equal(mr_bundle_n_sections(b), 2); /* manifest, model */
     assert_int_equal(mr_bundle_n_inputs(b), 2);
     double *p1 = NULL, *p2 = NULL;
     size_t k = 0;
-    assert_int_equal(mr_bundle_predict_table(b, f->test, 0, 0, &p1, &k, &err), MR_OK);
-    assert_int_equal(mr_model_predict_table(f->lin, f->test, 0, &p2, &k, &err), MR_OK);
+    assert_ok(mr_bundle_predict_table(b, f->test, 0, 0, &p1, &k, &err));
+    assert_ok(mr_model_predict_table(f->lin, f->test, 0, &p2, &k, &err));
     assert_memory_equal(p1, p2, f->test->n_rows * sizeof(double));
     mr_free(p1);
     mr_free(p2);
@@ -369,7 +393,7 @@ static void test_linear_without_features(void **state)
     mr_table *t = make_table(10, 5, 0);
     mr_table_project(t, (const char *[]){"x2"}, 1, NULL);
     mr_error_clear(&err);
-    assert_int_equal(mr_bundle_predict_table(b, t, 0, 0, &p1, &k, &err), MR_E_NOT_FOUND);
+    assert_status(mr_bundle_predict_table(b, t, 0, 0, &p1, &k, &err), MR_E_NOT_FOUND);
     assert_string_equal(err.key, "n");
     mr_table_free(t);
     mr_bundle_free(b);
@@ -388,12 +412,12 @@ static void test_bad_metrics_and_schema(void **state)
     bb.metrics_json = "[1,2]";
     mr_buf buf;
     mr_buf_init(&buf);
-    assert_int_equal(mr_bundle_write(&bb, &buf, &err), MR_E_PARSE);
+    assert_status(mr_bundle_write(&bb, &buf, &err), MR_E_PARSE);
     /* a model whose features the transform does not produce */
     mr_error_clear(&err);
     bb.metrics_json = NULL;
     bb.model = f->lin; /* reads x2 and n; the transform produces x2 and n too */
-    assert_int_equal(mr_bundle_write(&bb, &buf, &err), MR_OK);
+    assert_ok(mr_bundle_write(&bb, &buf, &err));
     mr_buf_free(&buf);
 }
 
@@ -409,33 +433,33 @@ static mr_bundle *typed_bundle(void)
     size_t n = 400;
     mr_table *t = NULL;
     mr_column *x, *plan, *zone, *flag, *opt, *y;
-    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
-    mr_column_new("x", MR_T_FLOAT64, n, &x, NULL);
-    mr_column_new("plan", MR_T_STRING, n, &plan, NULL);
-    mr_column_new("zone", MR_T_INT64, n, &zone, NULL);
-    mr_column_new("flag", MR_T_BOOL, n, &flag, NULL);
-    mr_column_new("opt", MR_T_FLOAT64, n, &opt, NULL);
-    mr_column_new("y", MR_T_FLOAT64, n, &y, NULL);
+    assert_ok(mr_table_new(&t, NULL));
+    assert_ok(mr_column_new("x", MR_T_FLOAT64, n, &x, NULL));
+    assert_ok(mr_column_new("plan", MR_T_STRING, n, &plan, NULL));
+    assert_ok(mr_column_new("zone", MR_T_INT64, n, &zone, NULL));
+    assert_ok(mr_column_new("flag", MR_T_BOOL, n, &flag, NULL));
+    assert_ok(mr_column_new("opt", MR_T_FLOAT64, n, &opt, NULL));
+    assert_ok(mr_column_new("y", MR_T_FLOAT64, n, &y, NULL));
     rs = SEED + 9;
     static const char *plans[] = {"basic", "pro"};
     for (size_t i = 0; i < n; i++) {
         double a = urand() * 2 - 1;
         int p = urand() < 0.5, fl = urand() < 0.5;
         int64_t z = (int64_t)(urand() * 3) + 10;
-        mr_column_append_float64(x, a);
-        mr_column_append_str(plan, plans[p], strlen(plans[p]));
-        mr_column_append_int64(zone, z);
-        mr_column_append_bool(flag, fl);
-        mr_column_append_float64(opt, urand());
+        assert_ok(mr_column_append_float64(x, a));
+        assert_ok(mr_column_append_str(plan, plans[p], strlen(plans[p])));
+        assert_ok(mr_column_append_int64(zone, z));
+        assert_ok(mr_column_append_bool(flag, fl));
+        assert_ok(mr_column_append_float64(opt, urand()));
         double s = 2 * a + p - fl + 0.5 * (double)(z - 11);
-        mr_column_append_float64(y, urand() < 1 / (1 + exp(-s)) ? 1.0 : 0.0);
+        assert_ok(mr_column_append_float64(y, urand() < 1 / (1 + exp(-s)) ? 1.0 : 0.0));
     }
-    mr_table_add_column(t, x, NULL);
-    mr_table_add_column(t, plan, NULL);
-    mr_table_add_column(t, zone, NULL);
-    mr_table_add_column(t, flag, NULL);
-    mr_table_add_column(t, opt, NULL);
-    mr_table_add_column(t, y, NULL);
+    assert_ok(mr_table_add_column(t, x, NULL));
+    assert_ok(mr_table_add_column(t, plan, NULL));
+    assert_ok(mr_table_add_column(t, zone, NULL));
+    assert_ok(mr_table_add_column(t, flag, NULL));
+    assert_ok(mr_table_add_column(t, opt, NULL));
+    assert_ok(mr_table_add_column(t, y, NULL));
     static const char yaml[] = "- onehot: {columns: [plan, flag]}\n- ordinal: {columns: [zone]}\n";
     mr_value *v = NULL;
     mr_features_spec *spec = NULL;
@@ -447,7 +471,7 @@ static mr_bundle *typed_bundle(void)
         fail_msg("features: %s", err.msg);
     mr_column *ycopy = NULL;
     mr_column_slice(y, 0, n, &ycopy, NULL);
-    mr_table_add_column(xt, ycopy, NULL);
+    assert_ok(mr_table_add_column(xt, ycopy, NULL));
     mr_train_opts o;
     mr_train_opts_init(&o);
     o.label = "y";
@@ -495,7 +519,7 @@ static const char *coerce_msg(const mr_bundle *b, const char *name, const mr_cel
     msg[0] = '\0';
     mr_status rc = mr_bundle_coerce_value(b, (size_t)i, v, text, NULL, &bad);
     if (rc == MR_OK) return msg;
-    assert_int_equal(rc, MR_E_PARSE);
+    assert_status(rc, MR_E_PARSE);
     assert_int_equal(bad.input, (size_t)i);
     assert_string_equal(bad.column, name);
     bad.row = 3;
@@ -552,14 +576,14 @@ static void test_coerce_value_rules(void **state)
     /* appending: the column gets the converted value */
     mr_column *c = NULL;
     mr_bundle_bad bad;
-    assert_int_equal(mr_column_new("zone", MR_T_INT64, 2, &c, NULL), MR_OK);
+    assert_ok(mr_column_new("zone", MR_T_INT64, 2, &c, NULL));
     v = cell_str("42");
-    assert_int_equal(mr_bundle_coerce_value(b, (size_t)mr_bundle_input_index(b, "zone"), &v, 1, c, &bad), MR_OK);
+    assert_ok(mr_bundle_coerce_value(b, (size_t)mr_bundle_input_index(b, "zone"), &v, 1, c, &bad));
     v = cell_str("x");
-    assert_int_equal(mr_bundle_coerce_value(b, (size_t)mr_bundle_input_index(b, "zone"), &v, 1, c, &bad), MR_E_PARSE);
+    assert_status(mr_bundle_coerce_value(b, (size_t)mr_bundle_input_index(b, "zone"), &v, 1, c, &bad), MR_E_PARSE);
     assert_int_equal(c->n, 1);
     assert_int_equal(((const int64_t *)c->data)[0], 42);
-    assert_non_null(bad.text);
+    assert_alloc(bad.text);
     assert_int_equal(bad.text_len, 1);
     mr_column_free(c);
     mr_bundle_free(b);
@@ -568,9 +592,9 @@ static void test_coerce_value_rules(void **state)
 static mr_column *text_col(const char *name, const char *const *v, size_t n)
 {
     mr_column *c = NULL;
-    assert_int_equal(mr_column_new(name, MR_T_STRING, n, &c, NULL), MR_OK);
+    assert_ok(mr_column_new(name, MR_T_STRING, n, &c, NULL));
     for (size_t i = 0; i < n; i++)
-        assert_int_equal(v[i] ? mr_column_append_str(c, v[i], strlen(v[i])) : mr_column_append_null(c), MR_OK);
+        assert_ok(v[i] ? mr_column_append_str(c, v[i], strlen(v[i])) : mr_column_append_null(c));
     return c;
 }
 
@@ -579,12 +603,12 @@ static mr_table *text_table(const char *const *x, const char *const *zone, const
 {
     static const char *plan[] = {"pro", "basic", "pro", "basic", "pro"};
     mr_table *t = NULL;
-    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
-    assert_int_equal(mr_table_add_column(t, text_col("id", (const char *[]){"a", "b", "c", "d", "e"}, n), NULL), MR_OK);
-    assert_int_equal(mr_table_add_column(t, text_col("x", x, n), NULL), MR_OK);
-    assert_int_equal(mr_table_add_column(t, text_col("plan", plan, n), NULL), MR_OK);
-    assert_int_equal(mr_table_add_column(t, text_col("zone", zone, n), NULL), MR_OK);
-    assert_int_equal(mr_table_add_column(t, text_col("flag", flag, n), NULL), MR_OK);
+    assert_ok(mr_table_new(&t, NULL));
+    assert_ok(mr_table_add_column(t, text_col("id", (const char *[]){"a", "b", "c", "d", "e"}, n), NULL));
+    assert_ok(mr_table_add_column(t, text_col("x", x, n), NULL));
+    assert_ok(mr_table_add_column(t, text_col("plan", plan, n), NULL));
+    assert_ok(mr_table_add_column(t, text_col("zone", zone, n), NULL));
+    assert_ok(mr_table_add_column(t, text_col("flag", flag, n), NULL));
     return t;
 }
 
@@ -613,43 +637,43 @@ static void test_conform_table(void **state)
     mr_bundle_conform_opts o;
     mr_bundle_conform_opts_init(&o);
     /* without text, strings cannot stand for numbers */
-    assert_int_equal(mr_bundle_conform_table(b, t, &o, &err), MR_E_SCHEMA);
+    assert_status(mr_bundle_conform_table(b, t, &o, &err), MR_E_SCHEMA);
     assert_string_equal(err.key, "x");
     assert_string_equal(err.msg, "input column 'x' has type string; the bundle expects a number (float64)");
     mr_error_clear(&err);
     o.text = 1;
     o.row_base = 1;
-    assert_int_equal(mr_bundle_conform_table(b, t, &o, &err), MR_OK);
+    assert_ok(mr_bundle_conform_table(b, t, &o, &err));
     assert_int_equal(mr_table_column(t, "x")->type, MR_T_FLOAT64);
     assert_int_equal(mr_table_column(t, "plan")->type, MR_T_STRING);
     assert_int_equal(mr_table_column(t, "zone")->type, MR_T_INT64);
     assert_int_equal(mr_table_column(t, "flag")->type, MR_T_BOOL);
     assert_int_equal(mr_table_column(t, "id")->type, MR_T_STRING); /* not an input: untouched */
     const mr_column *opt = mr_table_column(t, "opt");                /* absent optional input: all null */
-    assert_non_null(opt);
+    assert_alloc(opt);
     assert_true(mr_column_is_null(opt, 0) && mr_column_is_null(opt, 4));
     assert_true(mr_column_is_null(mr_table_column(t, "x"), 2));
     /* the converted table predicts exactly as a typed one does */
     mr_table *typed = NULL;
-    assert_int_equal(mr_table_new(&typed, NULL), MR_OK);
+    assert_ok(mr_table_new(&typed, NULL));
     mr_column *c = NULL;
-    mr_column_new("x", MR_T_FLOAT64, 5, &c, NULL);
+    assert_ok(mr_column_new("x", MR_T_FLOAT64, 5, &c, NULL));
     mr_column_append_float64(c, 0.5), mr_column_append_float64(c, -0.25), mr_column_append_null(c);
     mr_column_append_float64(c, 1), mr_column_append_float64(c, 0);
-    mr_table_add_column(typed, c, NULL);
+    assert_ok(mr_table_add_column(typed, c, NULL));
     mr_column_slice(mr_table_column(t, "plan"), 0, 5, &c, NULL), mr_table_add_column(typed, c, NULL);
-    mr_column_new("zone", MR_T_INT64, 5, &c, NULL);
+    assert_ok(mr_column_new("zone", MR_T_INT64, 5, &c, NULL));
     mr_column_append_int64(c, 10), mr_column_append_int64(c, 11), mr_column_append_int64(c, 12);
     mr_column_append_null(c), mr_column_append_int64(c, 13);
-    mr_table_add_column(typed, c, NULL);
-    mr_column_new("flag", MR_T_BOOL, 5, &c, NULL);
+    assert_ok(mr_table_add_column(typed, c, NULL));
+    assert_ok(mr_column_new("flag", MR_T_BOOL, 5, &c, NULL));
     mr_column_append_bool(c, 1), mr_column_append_bool(c, 0), mr_column_append_bool(c, 1);
     mr_column_append_bool(c, 0), mr_column_append_null(c);
-    mr_table_add_column(typed, c, NULL);
+    assert_ok(mr_table_add_column(typed, c, NULL));
     double *p1 = NULL, *p2 = NULL;
     size_t k = 0;
-    assert_int_equal(mr_bundle_predict_table(b, t, 0, 0, &p1, &k, &err), MR_OK);
-    assert_int_equal(mr_bundle_predict_table(b, typed, 0, 0, &p2, &k, &err), MR_OK);
+    assert_ok(mr_bundle_predict_table(b, t, 0, 0, &p1, &k, &err));
+    assert_ok(mr_bundle_predict_table(b, typed, 0, 0, &p2, &k, &err));
     assert_memory_equal(p1, p2, 5 * sizeof(double)); /* text "true" is the BOOL true, key "true" */
     mr_free(p1);
     mr_free(p2);
@@ -663,7 +687,7 @@ static void test_conform_table(void **state)
     mr_bundle_conform_opts_init(&o);
     o.text = 1;
     o.row_base = 101;
-    assert_int_equal(mr_bundle_conform_table(b, t, &o, &err), MR_E_PARSE);
+    assert_status(mr_bundle_conform_table(b, t, &o, &err), MR_E_PARSE);
     assert_string_equal(err.msg, "row 103: column 'zone': expected an integer category, got \"x\"");
     assert_string_equal(err.key, "zone");
     mr_error_clear(&err);
@@ -675,7 +699,7 @@ static void test_conform_table(void **state)
     o.on_bad = note_bad;
     o.ctx = &sn;
     o.bad_rows = bad_rows;
-    assert_int_equal(mr_bundle_conform_table(b, t, &o, &err), MR_OK);
+    assert_ok(mr_bundle_conform_table(b, t, &o, &err));
     assert_int_equal(sn.n, 2);
     assert_string_equal(sn.lines[0], "row 104: column 'x': expected a number, got \"oops\"");
     assert_string_equal(sn.lines[1], "row 103: column 'zone': expected an integer category, got \"x\"");
@@ -686,16 +710,16 @@ static void test_conform_table(void **state)
     /* a missing required input; a column whose type cannot fit */
     t = text_table(x, zone, flag, 5);
     mr_table_project(t, (const char *[]){"x", "plan", "flag"}, 3, NULL);
-    assert_int_equal(mr_bundle_conform_table(b, t, &o, &err), MR_E_NOT_FOUND);
+    assert_status(mr_bundle_conform_table(b, t, &o, &err), MR_E_NOT_FOUND);
     assert_string_equal(err.msg, "input column 'zone' is missing");
     mr_error_clear(&err);
     mr_table_free(t);
     t = text_table(x, zone, flag, 5);
     mr_table_project(t, (const char *[]){"x", "plan", "flag"}, 3, NULL);
-    mr_column_new("zone", MR_T_FLOAT64, 5, &c, NULL);
-    for (int i = 0; i < 5; i++) mr_column_append_float64(c, 10.5);
-    assert_int_equal(mr_table_add_column(t, c, NULL), MR_OK);
-    assert_int_equal(mr_bundle_conform_table(b, t, &o, &err), MR_E_SCHEMA);
+    assert_ok(mr_column_new("zone", MR_T_FLOAT64, 5, &c, NULL));
+    for (int i = 0; i < 5; i++) assert_ok(mr_column_append_float64(c, 10.5));
+    assert_ok(mr_table_add_column(t, c, NULL));
+    assert_status(mr_bundle_conform_table(b, t, &o, &err), MR_E_SCHEMA);
     assert_string_equal(err.msg, "input column 'zone' has type float64; the bundle expects a category (string, int or bool) (int64)");
     assert_string_equal(err.key, "zone");
     mr_error_clear(&err);
@@ -707,6 +731,7 @@ int main(void)
 {
     mr_pool_init(2, NULL);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_load_oom_is_nomem),
         cmocka_unit_test(test_round_trip_and_bit_identical),
         cmocka_unit_test(test_each_section_corrupt_or_truncated),
         cmocka_unit_test(test_padding_checked),
@@ -717,7 +742,7 @@ int main(void)
         cmocka_unit_test(test_coerce_value_rules),
         cmocka_unit_test(test_conform_table),
     };
-    int rc = cmocka_run_group_tests(tests, setup, teardown);
+    int rc = mr_test_run(tests, setup, teardown);
     mr_pool_shutdown();
     return rc;
 }

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +27,7 @@ static char tmp_path[256];
 
 static const char *write_tmp(const char *name, const char *data, size_t len)
 {
-    snprintf(tmp_path, sizeof(tmp_path), "/tmp/mr_test_csv_%ld_%s", (long)getpid(), name);
+    snprintf(tmp_path, sizeof(tmp_path), "%s/mr_test_csv_%ld_%s", mr_test_tmpdir(), (long)getpid(), name);
     FILE *f = fopen(tmp_path, "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(data, 1, len, f), len);
@@ -108,7 +110,7 @@ static void test_empty_and_header_only(void **state)
 {
     (void)state;
     char msg[512];
-    assert_int_equal(read_err("", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_status(read_err("", NULL, msg, sizeof(msg)), MR_E_PARSE);
     assert_string_equal(msg, "F: empty file: expected a header line");
     mr_csv_options o;
     mr_csv_options_init(&o);
@@ -150,9 +152,9 @@ static void test_ragged(void **state)
 {
     (void)state;
     char msg[512];
-    assert_int_equal(read_err("a,b,c\n1,2,3\n\"x\ny\",2,3\n4,5\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_status(read_err("a,b,c\n1,2,3\n\"x\ny\",2,3\n4,5\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
     assert_string_equal(msg, "F:5: expected 3 fields, got 2");
-    assert_int_equal(read_err("a,b\n1,2,3\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_status(read_err("a,b\n1,2,3\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
     assert_string_equal(msg, "F:2: expected 2 fields, got 3");
 }
 
@@ -160,11 +162,11 @@ static void test_quote_errors(void **state)
 {
     (void)state;
     char msg[512];
-    assert_int_equal(read_err("a,b\n1,\"open\n2,3\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_status(read_err("a,b\n1,\"open\n2,3\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
     assert_string_equal(msg, "F:2:2: unterminated quoted field (field 2)");
-    assert_int_equal(read_err("a,b\n1,ab\"c\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_status(read_err("a,b\n1,ab\"c\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
     assert_string_equal(msg, "F:2:2: unexpected quote in unquoted field (field 2)");
-    assert_int_equal(read_err("a,b\n1,\"ab\"c\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_status(read_err("a,b\n1,\"ab\"c\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
     assert_string_equal(msg, "F:2:2: unexpected character after closing quote (field 2)");
 }
 
@@ -179,7 +181,7 @@ static void test_declared_type_error(void **state)
     o.schema_types = types;
     o.n_schema = 1;
     char msg[512];
-    assert_int_equal(read_err("name,age\nann,41\n\"bo\nb\",n.a.\n", &o, msg, sizeof(msg)), MR_E_PARSE);
+    assert_status(read_err("name,age\nann,41\n\"bo\nb\",n.a.\n", &o, msg, sizeof(msg)), MR_E_PARSE);
     assert_string_equal(msg, "F:3:2: column 'age' (field 2): expected int64, got \"n.a.\"");
     /* declared types hold even for nulls and never promote */
     mr_table *t = read_ok("name,age\nann,41\nbob,\n", &o);
@@ -189,7 +191,7 @@ static void test_declared_type_error(void **state)
     /* a declared column the file lacks */
     const char *bad[] = {"agee"};
     o.schema_names = bad;
-    assert_int_equal(read_err("name,age\nann,41\n", &o, msg, sizeof(msg)), MR_E_SCHEMA);
+    assert_status(read_err("name,age\nann,41\n", &o, msg, sizeof(msg)), MR_E_SCHEMA);
     assert_string_equal(msg, "F: schema names column 'agee', which the file does not have");
 }
 
@@ -199,7 +201,7 @@ static void test_skip_and_quarantine(void **state)
     const char *names[] = {"n"};
     const mr_dtype types[] = {MR_T_INT64};
     char qpath[256];
-    snprintf(qpath, sizeof(qpath), "/tmp/mr_test_csv_%ld_q.csv", (long)getpid());
+    snprintf(qpath, sizeof(qpath), "%s/mr_test_csv_%ld_q.csv", mr_test_tmpdir(), (long)getpid());
     const char *text = "n,s\n1,a\n2,b,extra\r\nx,c\n3,\"d\ne\"\n4,\"un\"q\n5,f";
     mr_csv_options o;
     mr_csv_options_init(&o);
@@ -215,7 +217,7 @@ static void test_skip_and_quarantine(void **state)
         mr_csv_stats st;
         mr_error err;
         mr_error_init(&err);
-        assert_int_equal(mr_csv_read(p, &o, &t, &st, &err), MR_OK);
+        assert_ok(mr_csv_read(p, &o, &t, &st, &err));
         assert_int_equal(t->n_rows, 3);
         assert_int_equal(i64(t, 0, 0), 1);
         assert_int_equal(i64(t, 0, 1), 3);
@@ -228,7 +230,7 @@ static void test_skip_and_quarantine(void **state)
         mr_table_free(t);
         char *q = NULL;
         size_t qlen = 0;
-        assert_int_equal(mr_fs_read_file(qpath, 1 << 20, &q, &qlen, NULL), MR_OK);
+        assert_ok(mr_fs_read_file(qpath, 1 << 20, &q, &qlen, NULL));
         assert_string_equal(q, "2,b,extra\r\nx,c\n4,\"un\"q\n");
         mr_free(q);
         unlink(p);
@@ -237,7 +239,7 @@ static void test_skip_and_quarantine(void **state)
     mr_csv_stats st;
     mr_table *t = NULL;
     const char *p = write_tmp("in.csv", text, strlen(text));
-    assert_int_equal(mr_csv_read(p, &o, &t, &st, NULL), MR_OK);
+    assert_ok(mr_csv_read(p, &o, &t, &st, NULL));
     assert_int_equal(t->n_rows, 3);
     assert_int_equal(st.rows_skipped, 3);
     assert_int_equal(st.rows_quarantined, 0);
@@ -335,13 +337,13 @@ static void test_dictionary(void **state)
     (void)state;
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_buf_puts(&b, "lo,hi\n"), MR_OK);
-    for (int i = 0; i < 100; i++) assert_int_equal(mr_buf_printf(&b, "%s,v%d\n", i % 3 ? (i % 3 == 1 ? "b" : "c") : "a", i), MR_OK);
-    assert_int_equal(mr_buf_puts(&b, ",v\n"), MR_OK);
+    assert_ok(mr_buf_puts(&b, "lo,hi\n"));
+    for (int i = 0; i < 100; i++) assert_ok(mr_buf_printf(&b, "%s,v%d\n", i % 3 ? (i % 3 == 1 ? "b" : "c") : "a", i));
+    assert_ok(mr_buf_puts(&b, ",v\n"));
     mr_table *t = read_ok(b.data, NULL);
     mr_buf_free(&b);
     const mr_column *lo = t->cols[0], *hi = t->cols[1];
-    assert_non_null(lo->codes);
+    assert_alloc(lo->codes);
     assert_int_equal(lo->dict->n, 3);
     check_str(t, 0, 0, "a");
     check_str(t, 0, 1, "b");
@@ -426,7 +428,7 @@ static void assert_tables_equal(const mr_table *a, const mr_table *b)
 static const char *gen_big(size_t *n_rows_out, size_t *n_bad_out)
 {
     static char path[256];
-    snprintf(path, sizeof(path), "/tmp/mr_test_csv_%ld_big.csv", (long)getpid());
+    snprintf(path, sizeof(path), "%s/mr_test_csv_%ld_big.csv", mr_test_tmpdir(), (long)getpid());
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     fputs("id,x,cat,note,flag\n", f);
@@ -478,7 +480,7 @@ static void test_threads_identical(void **state)
             mr_csv_stats st;
             mr_error err;
             mr_error_init(&err);
-            assert_int_equal(mr_csv_read(path, &o, &t, &st, &err), MR_OK);
+            assert_ok(mr_csv_read(path, &o, &t, &st, &err));
             assert_int_equal(t->n_rows, n_rows);
             assert_int_equal(st.rows_skipped, n_bad);
             if (!ref) {
@@ -500,7 +502,7 @@ static void test_threads_identical(void **state)
             mr_table *t = NULL;
             mr_error err;
             mr_error_init(&err);
-            assert_int_equal(mr_csv_read(path, &o, &t, NULL, &err), MR_E_PARSE);
+            assert_status(mr_csv_read(path, &o, &t, NULL, &err), MR_E_PARSE);
             char msg[1024];
             mr_error_format(&err, msg, sizeof(msg));
             if (!first[0]) snprintf(first, sizeof(first), "%s", msg);
@@ -540,24 +542,26 @@ static void test_threads_identical(void **state)
     o.on_error = MR_ON_ERROR_SKIP;
     o.threads = 2;
     mr_csv_reader *r = NULL;
-    assert_int_equal(mr_csv_reader_open(path, &o, &r, NULL), MR_OK);
+    assert_ok(mr_csv_reader_open(path, &o, &r, NULL));
     mr_table *all = NULL, *batch = NULL;
-    mr_table_new(&all, NULL);
+    assert_ok(mr_table_new(&all, NULL));
     size_t n_batches = 0;
-    while (mr_csv_reader_next(r, 50000, &batch, NULL) == MR_OK && batch) {
+    mr_status nst;
+    while ((nst = mr_csv_reader_next(r, 50000, &batch, NULL)) == MR_OK && batch) {
         assert_true(batch->n_rows <= 50000);
-        assert_int_equal(mr_table_append(all, batch, NULL), MR_OK);
+        assert_ok(mr_table_append(all, batch, NULL));
         mr_table_free(batch);
         n_batches++;
     }
+    assert_ok(nst);
     mr_csv_stats st;
     mr_csv_reader_close(r, &st);
     assert_true(n_batches > 2);
     assert_int_equal(st.rows_read, n_rows);
     assert_int_equal(st.bytes, ref_st.bytes);
     for (size_t j = 0; j < all->n_cols; j++) {
-        assert_int_equal(mr_column_materialize(all->cols[j], NULL), MR_OK);
-        assert_int_equal(mr_column_materialize(ref->cols[j], NULL), MR_OK);
+        assert_ok(mr_column_materialize(all->cols[j], NULL));
+        assert_ok(mr_column_materialize(ref->cols[j], NULL));
     }
     assert_tables_equal(ref, all);
     mr_table_free(all);
@@ -570,9 +574,9 @@ static void test_streaming_schema_misfit(void **state)
     (void)state;
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_buf_puts(&b, "a\n"), MR_OK);
-    for (int i = 0; i < 50; i++) assert_int_equal(mr_buf_printf(&b, "%d\n", i), MR_OK);
-    assert_int_equal(mr_buf_puts(&b, "1.5\n"), MR_OK);
+    assert_ok(mr_buf_puts(&b, "a\n"));
+    for (int i = 0; i < 50; i++) assert_ok(mr_buf_printf(&b, "%d\n", i));
+    assert_ok(mr_buf_puts(&b, "1.5\n"));
     const char *p = write_tmp("in.csv", b.data, b.len);
     mr_buf_free(&b);
     mr_csv_options o;
@@ -581,19 +585,19 @@ static void test_streaming_schema_misfit(void **state)
     mr_csv_reader *r = NULL;
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_csv_reader_open(p, &o, &r, &err), MR_OK);
+    assert_ok(mr_csv_reader_open(p, &o, &r, &err));
     assert_int_equal(mr_csv_reader_col_type(r, 0), MR_T_INT64);
     mr_table *t = NULL;
-    assert_int_equal(mr_csv_reader_next(r, 0, &t, &err), MR_E_SCHEMA);
+    assert_status(mr_csv_reader_next(r, 0, &t, &err), MR_E_SCHEMA);
     char msg[1024];
     snprintf(err.file, sizeof(err.file), "F");
     mr_error_format(&err, msg, sizeof(msg));
     assert_string_equal(msg, "F:52:1: column 'a' (field 1): type int64 was inferred from the first 10 rows, got \"1.5\"");
-    assert_int_equal(mr_csv_reader_next(r, 0, &t, NULL), MR_E_SCHEMA); /* sticky */
+    assert_status(mr_csv_reader_next(r, 0, &t, NULL), MR_E_SCHEMA); /* sticky */
     mr_csv_reader_close(r, NULL);
     /* the whole-file reader promotes instead */
     mr_table *w = NULL;
-    assert_int_equal(mr_csv_read(p, &o, &w, NULL, NULL), MR_OK);
+    assert_ok(mr_csv_read(p, &o, &w, NULL, NULL));
     assert_int_equal(w->cols[0]->type, MR_T_FLOAT64);
     mr_table_free(w);
     unlink(p);
@@ -606,15 +610,15 @@ static void test_caps(void **state)
     mr_csv_options_init(&o);
     o.max_field_len = 4;
     char msg[512];
-    assert_int_equal(read_err("a,b\n1,abcdefgh\n", &o, msg, sizeof(msg)), MR_E_LIMIT);
+    assert_status(read_err("a,b\n1,abcdefgh\n", &o, msg, sizeof(msg)), MR_E_LIMIT);
     assert_string_equal(msg, "F:2:2: field 2 is longer than 4 bytes");
     mr_csv_options_init(&o);
     o.delimiter = '"';
-    assert_int_equal(read_err("a\n", &o, msg, sizeof(msg)), MR_E_INVALID_ARG);
+    assert_status(read_err("a\n", &o, msg, sizeof(msg)), MR_E_INVALID_ARG);
     mr_error err;
     mr_error_init(&err);
     mr_table *t = NULL;
-    assert_int_equal(mr_csv_read("/nonexistent/x.csv", NULL, &t, NULL, &err), MR_E_IO);
+    assert_status(mr_csv_read("/nonexistent/x.csv", NULL, &t, NULL, &err), MR_E_IO);
 }
 
 /* A header field that starts with a NUL byte names the column as an empty
@@ -625,7 +629,7 @@ static void test_header_nul_name(void **state)
     static const char text[] = "\0x,b\n1,2\n";
     const char *p = write_tmp("nul.csv", text, sizeof(text) - 1);
     mr_table *t = NULL;
-    assert_int_equal(mr_csv_read(p, NULL, &t, NULL, NULL), MR_OK);
+    assert_ok(mr_csv_read(p, NULL, &t, NULL, NULL));
     assert_string_equal(t->cols[0]->name, "c0");
     assert_string_equal(t->cols[1]->name, "b");
     mr_table_free(t);
@@ -651,10 +655,10 @@ static void test_default_null_tokens(void **state)
     /* every token is null in a numeric and in a string column; quoted it is a value */
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_buf_puts(&b, "age,name\n"), MR_OK);
-    for (size_t i = 0; i < n; i++) assert_int_equal(mr_buf_printf(&b, "%s,%s\n", tok[i], tok[i]), MR_OK);
-    for (size_t i = 0; i < n; i++) assert_int_equal(mr_buf_printf(&b, "%zu,\"%s\"\n", i, tok[i]), MR_OK);
-    assert_int_equal(mr_buf_puts(&b, "-5,-x\n-1.5,nan1\n"), MR_OK); /* negative numbers are numbers */
+    assert_ok(mr_buf_puts(&b, "age,name\n"));
+    for (size_t i = 0; i < n; i++) assert_ok(mr_buf_printf(&b, "%s,%s\n", tok[i], tok[i]));
+    for (size_t i = 0; i < n; i++) assert_ok(mr_buf_printf(&b, "%zu,\"%s\"\n", i, tok[i]));
+    assert_ok(mr_buf_puts(&b, "-5,-x\n-1.5,nan1\n")); /* negative numbers are numbers */
     mr_table *t = read_ok(b.data, NULL);
     mr_buf_free(&b);
     assert_int_equal(t->n_rows, 2 * n + 2);
@@ -693,13 +697,13 @@ static void cap_sink(void *ctx, mr_log_level lvl, const char *msg)
 {
     (void)ctx;
     assert_int_equal(lvl, MR_LOG_WARN);
-    assert_int_equal(mr_buf_printf(&cap_buf, "%s\n", msg), MR_OK);
+    assert_ok(mr_buf_printf(&cap_buf, "%s\n", msg));
 }
 
 static void capture_log(void)
 {
     mr_buf_init(&cap_buf);
-    assert_int_equal(mr_buf_puts(&cap_buf, ""), MR_OK);
+    assert_ok(mr_buf_puts(&cap_buf, ""));
     mr_log_set_sink(MR_LOG_WARN, cap_sink, NULL);
 }
 
@@ -716,11 +720,11 @@ static char *age_csv(long bad_row, const char *bad, long bad_row2)
 {
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_buf_puts(&b, "id,a,b,c,d,e,age\n"), MR_OK);
+    assert_ok(mr_buf_puts(&b, "id,a,b,c,d,e,age\n"));
     for (long i = 0; i < 5000; i++) {
         const char *v = i == bad_row || i == bad_row2 ? bad : NULL;
-        if (v) assert_int_equal(mr_buf_printf(&b, "%ld,x,1.5,2024-01-01,y,z,%s\n", i, v), MR_OK);
-        else assert_int_equal(mr_buf_printf(&b, "%ld,x,1.5,2024-01-01,y,z,%ld\n", i, 20 + i % 50), MR_OK);
+        if (v) assert_ok(mr_buf_printf(&b, "%ld,x,1.5,2024-01-01,y,z,%s\n", i, v));
+        else assert_ok(mr_buf_printf(&b, "%ld,x,1.5,2024-01-01,y,z,%ld\n", i, 20 + i % 50));
     }
     return b.data;
 }
@@ -728,7 +732,7 @@ static char *age_csv(long bad_row, const char *bad, long bad_row2)
 /* Reads text from events.csv (path written into path_out) capturing stderr. */
 static char *read_logged(const char *text, const mr_csv_options *o, mr_table **t_out, char *path_out, size_t path_len)
 {
-    snprintf(path_out, path_len, "/tmp/mr_test_csv_%ld_events.csv", (long)getpid());
+    snprintf(path_out, path_len, "%s/mr_test_csv_%ld_events.csv", mr_test_tmpdir(), (long)getpid());
     FILE *f = fopen(path_out, "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(text, 1, strlen(text), f), strlen(text));
@@ -803,8 +807,8 @@ static void test_numeric_string_warning(void **state)
     /* a column of mostly words (90% numbers or fewer) is a string column: no warning */
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_buf_puts(&b, "code\n"), MR_OK);
-    for (int i = 0; i < 100; i++) assert_int_equal(i % 10 ? mr_buf_printf(&b, "%d\n", i) : mr_buf_puts(&b, "A1\n"), MR_OK);
+    assert_ok(mr_buf_puts(&b, "code\n"));
+    for (int i = 0; i < 100; i++) assert_ok(i % 10 ? mr_buf_printf(&b, "%d\n", i) : mr_buf_puts(&b, "A1\n"));
     log = read_logged(b.data, NULL, &t, path, sizeof(path));
     assert_int_equal(t->cols[0]->type, MR_T_STRING);
     assert_string_equal(log, "");
@@ -818,9 +822,9 @@ static void test_numeric_string_warning(void **state)
 static mr_column *f64_col(const char *name, const double *v, const int *null, size_t n)
 {
     mr_column *c;
-    assert_int_equal(mr_column_new(name, MR_T_FLOAT64, n, &c, NULL), MR_OK);
+    assert_ok(mr_column_new(name, MR_T_FLOAT64, n, &c, NULL));
     for (size_t i = 0; i < n; i++)
-        assert_int_equal(null[i] ? mr_column_append_null(c) : mr_column_append_float64(c, v[i]), MR_OK);
+        assert_ok(null[i] ? mr_column_append_null(c) : mr_column_append_float64(c, v[i]));
     return c;
 }
 
@@ -828,7 +832,7 @@ static char *slurp(const char *path)
 {
     char *text = NULL;
     size_t len = 0;
-    assert_int_equal(mr_fs_read_file(path, 1 << 20, &text, &len, NULL), MR_OK);
+    assert_ok(mr_fs_read_file(path, 1 << 20, &text, &len, NULL));
     return text;
 }
 
@@ -847,16 +851,16 @@ static void test_write_round_trip(void **state)
         bv[i] = i == 5 ? -1 : (int)(i % 2);
     }
     mr_table *t;
-    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+    assert_ok(mr_table_new(&t, NULL));
     add(t, str_col("s", sv, N, 0));
     add(t, int_col("i", iv, N));
     add(t, f64_col("f", fv, fnull, N));
     add(t, bool_col("b", bv, N));
     char path[256];
-    snprintf(path, sizeof(path), "/tmp/mr_test_csv_%ld_out.csv", (long)getpid());
+    snprintf(path, sizeof(path), "%s/mr_test_csv_%ld_out.csv", mr_test_tmpdir(), (long)getpid());
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_csv_write_table(path, t, ',', &err), MR_OK);
+    assert_ok(mr_csv_write_table(path, t, ',', &err));
     char *text = slurp(path);
     /* a null is empty and unquoted; "", null tokens (also the NaN's "nan") are quoted */
     const char *want_head = "s,i,f,b\n"
@@ -876,7 +880,7 @@ static void test_write_round_trip(void **state)
     mr_free(text);
     /* ... and reads back as the same table */
     mr_table *back = NULL;
-    assert_int_equal(mr_csv_read(path, NULL, &back, NULL, &err), MR_OK);
+    assert_ok(mr_csv_read(path, NULL, &back, NULL, &err));
     assert_int_equal(back->n_rows, N);
     assert_int_equal(back->n_cols, 4);
     for (size_t j = 0; j < 4; j++) assert_int_equal(back->cols[j]->type, t->cols[j]->type);
@@ -892,50 +896,50 @@ static void test_write_round_trip(void **state)
     mr_table_free(back);
     /* streaming in two batches writes the same bytes; a tab delimiter quotes tabs */
     mr_table *a = NULL, *z = NULL;
-    assert_int_equal(mr_table_slice(t, 0, 5, &a, &err), MR_OK);
-    assert_int_equal(mr_table_slice(t, 5, N, &z, &err), MR_OK);
+    assert_ok(mr_table_slice(t, 0, 5, &a, &err));
+    assert_ok(mr_table_slice(t, 5, N, &z, &err));
     mr_csv_writer *w = NULL;
-    assert_int_equal(mr_csv_writer_open(path, ',', &w, &err), MR_OK);
-    assert_int_equal(mr_csv_writer_write(w, a, &err), MR_OK);
-    assert_int_equal(mr_csv_writer_write(w, z, &err), MR_OK);
-    assert_int_equal(mr_csv_writer_close(w, &err), MR_OK);
+    assert_ok(mr_csv_writer_open(path, ',', &w, &err));
+    assert_ok(mr_csv_writer_write(w, a, &err));
+    assert_ok(mr_csv_writer_write(w, z, &err));
+    assert_ok(mr_csv_writer_close(w, &err));
     text = slurp(path);
     assert_string_equal(text, want_head);
     mr_free(text);
     /* a batch of another width is refused, and nothing is published */
     unlink(path);
     mr_table *narrow = NULL;
-    assert_int_equal(mr_table_slice(t, 0, 1, &narrow, &err), MR_OK);
+    assert_ok(mr_table_slice(t, 0, 1, &narrow, &err));
     const char *keep[] = {"s"};
-    assert_int_equal(mr_table_project(narrow, keep, 1, &err), MR_OK);
-    assert_int_equal(mr_csv_writer_open(path, ',', &w, &err), MR_OK);
-    assert_int_equal(mr_csv_writer_write(w, a, &err), MR_OK);
+    assert_ok(mr_table_project(narrow, keep, 1, &err));
+    assert_ok(mr_csv_writer_open(path, ',', &w, &err));
+    assert_ok(mr_csv_writer_write(w, a, &err));
     mr_error_init(&err);
-    assert_int_equal(mr_csv_writer_write(w, narrow, &err), MR_E_SCHEMA);
+    assert_status(mr_csv_writer_write(w, narrow, &err), MR_E_SCHEMA);
     mr_error_init(&err);
-    assert_int_equal(mr_csv_writer_close(w, &err), MR_E_STATE);
+    assert_status(mr_csv_writer_close(w, &err), MR_E_STATE);
     assert_int_equal(access(path, F_OK), -1);
     mr_buf f;
     mr_buf_init(&f);
-    assert_int_equal(mr_csv_append_field(&f, "a\tb", 3, '\t'), MR_OK);
-    assert_int_equal(mr_csv_append_field(&f, "a,b", 3, '\t'), MR_OK);
-    assert_int_equal(mr_buf_append(&f, "", 1), MR_OK);
+    assert_ok(mr_csv_append_field(&f, "a\tb", 3, '\t'));
+    assert_ok(mr_csv_append_field(&f, "a,b", 3, '\t'));
+    assert_ok(mr_buf_append(&f, "", 1));
     assert_string_equal(f.data, "\"a\tb\"a,b");
     mr_buf_free(&f);
     mr_error_init(&err);
-    assert_int_equal(mr_csv_writer_open(path, '"', &w, &err), MR_E_INVALID_ARG);
+    assert_status(mr_csv_writer_open(path, '"', &w, &err), MR_E_INVALID_ARG);
     /* one column: a null row must not become a blank line (which the reader skips) */
     const char *one_s[] = {"a", NULL, "", "b"};
     const int64_t one_i[] = {1, NA, 3, NA};
     for (int k = 0; k < 2; k++) {
         mr_table *one;
-        assert_int_equal(mr_table_new(&one, NULL), MR_OK);
+        assert_ok(mr_table_new(&one, NULL));
         add(one, k ? int_col("\xEF\xBB\xBFx", one_i, 4) : str_col("s", one_s, 4, 0));
-        assert_int_equal(mr_csv_write_table(path, one, ',', &err), MR_OK);
+        assert_ok(mr_csv_write_table(path, one, ',', &err));
         text = slurp(path);
         assert_string_equal(text, k ? "\"\xEF\xBB\xBFx\"\n1\n\"\"\n3\n\"\"\n" : "s\na\nNA\n\"\"\nb\n");
         mr_free(text);
-        assert_int_equal(mr_csv_read(path, NULL, &back, NULL, &err), MR_OK);
+        assert_ok(mr_csv_read(path, NULL, &back, NULL, &err));
         assert_int_equal(back->n_rows, 4);
         assert_string_equal(back->cols[0]->name, one->cols[0]->name); /* a leading BOM in a name is kept */
         assert_int_equal(back->cols[0]->type, one->cols[0]->type);
@@ -978,7 +982,7 @@ int main(void)
         cmocka_unit_test(test_numeric_string_warning),
         cmocka_unit_test(test_write_round_trip),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = mr_test_run(tests, NULL, NULL);
     mr_pool_shutdown();
     return rc;
 }

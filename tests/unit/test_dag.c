@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -41,7 +43,7 @@ static mr_dag *build(const mr_spec *spec)
     mr_dag *dag = NULL;
     mr_status st = mr_dag_build(spec, &dag, &err);
     if (st != MR_OK) fail_msg("dag failed: %s", err.msg);
-    assert_non_null(dag);
+    assert_alloc(dag);
     return dag;
 }
 
@@ -204,9 +206,9 @@ static void test_cycle_message(void **state)
     mr_error err;
     mr_error_init(&err);
     mr_dag *dag = NULL;
-    assert_int_equal(mr_dag_build(spec, &dag, &err), MR_E_SCHEMA);
+    assert_status(mr_dag_build(spec, &dag, &err), MR_E_SCHEMA);
     assert_null(dag);
-    assert_int_equal(err.code, MR_E_SCHEMA);
+    assert_status(err.code, MR_E_SCHEMA);
     assert_contains(err.msg, "cycle");
     assert_contains(err.msg, "a <- c <- b <- a");
     assert_string_equal(err.file, "millrace.yaml");
@@ -222,7 +224,7 @@ static void test_cycle_message(void **state)
                  "  p: {op: exec, cmd: \"run ${stages.q}\", outs: [p.out]}\n"
                  "  q: {op: exec, cmd: \"run ${stages.p}\", outs: [q.out]}\n");
     mr_error_clear(&err);
-    assert_int_equal(mr_dag_build(spec, &dag, &err), MR_E_SCHEMA);
+    assert_status(mr_dag_build(spec, &dag, &err), MR_E_SCHEMA);
     assert_contains(err.msg, "p <- q <- p");
     mr_spec_free(spec);
 }
@@ -277,7 +279,7 @@ static void test_escaping_paths(void **state)
         mr_error err;
         mr_error_init(&err);
         mr_dag *dag = NULL;
-        assert_int_equal(mr_dag_build(spec, &dag, &err), MR_E_SCHEMA);
+        assert_status(mr_dag_build(spec, &dag, &err), MR_E_SCHEMA);
         assert_null(dag);
         assert_contains(err.msg, "'a'");
         assert_contains(err.msg, bad[i].key);
@@ -295,7 +297,7 @@ static void test_render(void **state)
     mr_dag *dag = build(spec);
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_dag_render(dag, 0, &b), MR_OK);
+    assert_ok(mr_dag_render(dag, 0, &b));
     assert_string_equal(b.data, "a (exec)\n"
                                 "b (exec) <- a\n"
                                 "c (exec) <- a\n"
@@ -303,7 +305,7 @@ static void test_render(void **state)
     mr_buf_free(&b);
 
     mr_buf_init(&b);
-    assert_int_equal(mr_dag_render(dag, 1, &b), MR_OK);
+    assert_ok(mr_dag_render(dag, 1, &b));
     assert_contains(b.data, "digraph millrace {");
     assert_contains(b.data, "\"a\" -> \"b\";");
     assert_contains(b.data, "\"a\" -> \"c\";");
@@ -329,7 +331,7 @@ static void test_empty_pipeline(void **state)
     assert_int_equal(mr_dag_n(dag), 0);
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_dag_render(dag, 0, &b), MR_OK);
+    assert_ok(mr_dag_render(dag, 0, &b));
     assert_true(b.len == 0);
     mr_buf_free(&b);
     mr_dag_free(dag);
@@ -362,14 +364,14 @@ static void test_dag_oom(void **state)
             } else {
                 clean_runs = 0;
                 if (st != MR_E_NOMEM) fail_msg("k=%ld: %s (%s)", k, mr_status_name(st), err.msg);
-                assert_int_equal(err.code, MR_E_NOMEM);
+                assert_status(err.code, MR_E_NOMEM);
                 assert_null(dag);
             }
             if (dag) {
                 mr_buf b;
                 mr_buf_init(&b);
                 mr_alloc_fail_after(1);
-                assert_int_equal(mr_dag_render(dag, k & 1, &b), MR_E_NOMEM);
+                assert_status(mr_dag_render(dag, k & 1, &b), MR_E_NOMEM);
                 mr_alloc_fail_after(0);
                 mr_buf_free(&b);
             }
@@ -395,5 +397,5 @@ int main(void)
         cmocka_unit_test(test_empty_pipeline),
         cmocka_unit_test(test_dag_oom),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return mr_test_run(tests, setup, NULL);
 }

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,7 +173,7 @@ static void test_hist_parallel_and_subtraction(void **state)
     mr__hbin *ref = malloc(nb * sizeof(mr__hbin)), *par = malloc(nb * sizeof(mr__hbin)),
              *ha = malloc(nb * sizeof(mr__hbin)), *hb = malloc(nb * sizeof(mr__hbin));
     mr__hist_ctx *hc = NULL;
-    assert_int_equal(mr__hist_ctx_new(nb, mr_pool_threads_capped(0), &hc, NULL), MR_OK);
+    assert_ok(mr__hist_ctx_new(nb, mr_pool_threads_capped(0), &hc, NULL));
     mr__hist_build_ref(d, all, n, gh, ref);
     int threads[] = {1, 2, 3, 7};
     for (int t = 0; t < 4; t++) {
@@ -287,7 +289,7 @@ static char *model_bytes(const mr_gbdt_model *m, size_t *len)
 {
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_gbdt_model_to_bytes(m, &b, NULL), MR_OK);
+    assert_ok(mr_gbdt_model_to_bytes(m, &b, NULL));
     *len = b.len;
     return b.data;
 }
@@ -312,7 +314,7 @@ static void test_reproducible_across_threads(void **state)
     int runs[][2] = {{8, 1}, {8, 2}, {8, 7}, {8, 7}, {3, 0}, {1, 0}}; /* {pool size, num_threads} */
     for (size_t r = 0; r < sizeof(runs) / sizeof(runs[0]); r++) {
         mr_pool_shutdown();
-        assert_int_equal(mr_pool_init(runs[r][0], NULL), MR_OK);
+        assert_ok(mr_pool_init(runs[r][0], NULL));
         p.num_threads = runs[r][1];
         mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
         mr_gbdt_model *m = train_or_fail(&p, d, NULL);
@@ -330,7 +332,7 @@ static void test_reproducible_across_threads(void **state)
         mr_gbdt_data_free(d);
     }
     mr_pool_shutdown();
-    assert_int_equal(mr_pool_init(4, NULL), MR_OK);
+    assert_ok(mr_pool_init(4, NULL));
     free(ref);
     free(x);
     free(y);
@@ -395,7 +397,7 @@ static void test_early_stopping_training(void **state)
     mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p), *v = bin_or_fail(vx, n, F, vy, d, &p);
     cb_log log = {0};
     mr_gbdt_model *m = NULL;
-    assert_int_equal(mr_gbdt_train(&p, d, v, log_cb, &log, &m, NULL), MR_OK);
+    assert_ok(mr_gbdt_train(&p, d, v, log_cb, &log, &m, NULL));
     int best = mr_gbdt_model_best_iteration(m);
     assert_true(best >= 0);
     assert_int_equal(log.rounds, best + 5 + 1);
@@ -428,7 +430,7 @@ static void test_nan_label_names_row(void **state)
     mr_error err;
     mr_error_init(&err);
     mr_gbdt_model *m = NULL;
-    assert_int_equal(mr_gbdt_train(&p, d, NULL, NULL, NULL, &m, &err), MR_E_INVALID_ARG);
+    assert_status(mr_gbdt_train(&p, d, NULL, NULL, NULL, &m, &err), MR_E_INVALID_ARG);
     assert_null(m);
     assert_int_equal(err.row, 42);
     assert_non_null(strstr(err.msg, "row 42"));
@@ -436,8 +438,8 @@ static void test_nan_label_names_row(void **state)
     /* binary label 2 */
     y[41] = 2;
     mr_error_clear(&err);
-    mr_gbdt_data_set_label(d, y, NULL);
-    assert_int_equal(mr_gbdt_train(&p, d, NULL, NULL, NULL, &m, &err), MR_E_INVALID_ARG);
+    assert_ok(mr_gbdt_data_set_label(d, y, NULL));
+    assert_status(mr_gbdt_train(&p, d, NULL, NULL, NULL, &m, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "not 0 or 1"));
     mr_gbdt_data_free(d);
     free(x);
@@ -460,7 +462,7 @@ static void test_divergence_is_an_error(void **state)
     mr_error err;
     mr_error_init(&err);
     mr_gbdt_model *m = NULL;
-    assert_int_equal(mr_gbdt_train(&p, d, NULL, NULL, NULL, &m, &err), MR_E_FAILED);
+    assert_status(mr_gbdt_train(&p, d, NULL, NULL, NULL, &m, &err), MR_E_FAILED);
     assert_non_null(strstr(err.msg, "diverged"));
     assert_null(m);
     mr_gbdt_data_free(d);
@@ -494,11 +496,11 @@ static void test_degenerate_features_and_labels(void **state)
     /* single-class label: no split helps; training stops with no trees and
      * predicts the (clamped) base rate */
     for (size_t i = 0; i < n; i++) y[i] = 0;
-    mr_gbdt_data_set_label(d, y, NULL);
+    assert_ok(mr_gbdt_data_set_label(d, y, NULL));
     m = train_or_fail(&p, d, NULL);
     assert_int_equal(mr_gbdt_model_num_trees(m), 0);
     double prob;
-    assert_int_equal(mr_gbdt_predict(m, x, 1, MR_GBDT_ROW_MAJOR, 0, 0, &prob, NULL), MR_OK);
+    assert_ok(mr_gbdt_predict(m, x, 1, MR_GBDT_ROW_MAJOR, 0, 0, &prob, NULL));
     assert_true(prob < 1e-9);
     mr_gbdt_model_free(m);
     mr_gbdt_data_free(d);
@@ -512,7 +514,7 @@ static mr_gbdt_predictor *predictor_with_path(const mr_gbdt_model *m, const char
 {
     setenv("MILLRACE_PREDICT_SIMD", cap, 1);
     mr_gbdt_predictor *pr = NULL;
-    assert_int_equal(mr_gbdt_predictor_new(m, 0, &pr, NULL), MR_OK);
+    assert_ok(mr_gbdt_predictor_new(m, 0, &pr, NULL));
     unsetenv("MILLRACE_PREDICT_SIMD");
     return pr;
 }
@@ -552,16 +554,14 @@ static int check_paths(const mr_gbdt_model *m, const float *x0, size_t n, size_t
         for (size_t i = 0; i < r; i++)
             for (size_t j = 0; j < F; j++) xc[j * r + i] = x[i * F + j];
         for (int raw = 0; raw < 2; raw++) {
-            assert_int_equal(mr_gbdt_predictor_batch(ref, x, r, MR_GBDT_ROW_MAJOR, raw, 1, want, NULL), MR_OK);
+            assert_ok(mr_gbdt_predictor_batch(ref, x, r, MR_GBDT_ROW_MAJOR, raw, 1, want, NULL));
             for (int a = 0; a < 4; a++)
                 for (int threads = 1; threads <= 3; threads += 2) {
                     memset(got, 0, r * (size_t)K * sizeof(double));
-                    assert_int_equal(mr_gbdt_predictor_batch(alt[a], x, r, MR_GBDT_ROW_MAJOR, raw, threads, got, NULL),
-                                     MR_OK);
+                    assert_ok(mr_gbdt_predictor_batch(alt[a], x, r, MR_GBDT_ROW_MAJOR, raw, threads, got, NULL));
                     assert_memory_equal(want, got, r * (size_t)K * sizeof(double));
                     memset(got, 0, r * (size_t)K * sizeof(double));
-                    assert_int_equal(mr_gbdt_predictor_batch(alt[a], xc, r, MR_GBDT_COL_MAJOR, raw, threads, got, NULL),
-                                     MR_OK);
+                    assert_ok(mr_gbdt_predictor_batch(alt[a], xc, r, MR_GBDT_COL_MAJOR, raw, threads, got, NULL));
                     assert_memory_equal(want, got, r * (size_t)K * sizeof(double));
                 }
             /* the single-row entry point of every predictor, too */
@@ -723,7 +723,7 @@ static void test_predictor_rejects_shared_children(void **state)
     mr_gbdt_predictor *pr = NULL;
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_gbdt_predictor_from_bytes(buf, (size_t)(w - buf), &pr, &err), MR_E_CORRUPT);
+    assert_status(mr_gbdt_predictor_from_bytes(buf, (size_t)(w - buf), &pr, &err), MR_E_CORRUPT);
     assert_null(pr);
     assert_non_null(strstr(err.msg, "another parent"));
 }
@@ -743,11 +743,12 @@ static void test_model_roundtrip_and_predict(void **state)
     set(&p, "max_depth", "6");
     mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
     mr_gbdt_model *m = train_or_fail(&p, d, NULL);
-    char path[] = "/tmp/mr_gbdt_test_XXXXXX";
+    char path[4096];
+    snprintf(path, sizeof path, "%s/mr_gbdt_test_XXXXXX", mr_test_tmpdir());
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     close(fd);
-    assert_int_equal(mr_gbdt_model_save(m, path, NULL), MR_OK);
+    assert_ok(mr_gbdt_model_save(m, path, NULL));
     mr_gbdt_model *m2 = NULL;
     mr_error err;
     mr_error_init(&err);
@@ -757,23 +758,23 @@ static void test_model_roundtrip_and_predict(void **state)
     assert_int_equal(l1, l2);
     assert_memory_equal(b1, b2, l1);
     double *p1 = malloc(n * sizeof(double)), *p2 = malloc(n * sizeof(double)), *p3 = malloc(n * sizeof(double));
-    assert_int_equal(mr_gbdt_predict(m, x, n, MR_GBDT_ROW_MAJOR, 1, 0, p1, NULL), MR_OK);
-    assert_int_equal(mr_gbdt_predict(m2, x, n, MR_GBDT_ROW_MAJOR, 1, 0, p2, NULL), MR_OK);
+    assert_ok(mr_gbdt_predict(m, x, n, MR_GBDT_ROW_MAJOR, 1, 0, p1, NULL));
+    assert_ok(mr_gbdt_predict(m2, x, n, MR_GBDT_ROW_MAJOR, 1, 0, p2, NULL));
     assert_memory_equal(p1, p2, n * sizeof(double));
     /* raw-value thresholds agree with the bins the model was trained on */
-    assert_int_equal(mr_gbdt_predict_binned(m, d, 1, 0, p3, NULL), MR_OK);
+    assert_ok(mr_gbdt_predict_binned(m, d, 1, 0, p3, NULL));
     assert_memory_equal(p1, p3, n * sizeof(double));
     /* single-row predictor and column-major batch agree too */
     mr_gbdt_predictor *pr = NULL;
-    assert_int_equal(mr_gbdt_predictor_new(m2, 0, &pr, NULL), MR_OK);
+    assert_ok(mr_gbdt_predictor_new(m2, 0, &pr, NULL));
     float *xc = malloc(n * F * sizeof(float));
     for (size_t i = 0; i < n; i++)
         for (size_t j = 0; j < F; j++) xc[j * n + i] = x[i * F + j];
-    assert_int_equal(mr_gbdt_predictor_batch(pr, xc, n, MR_GBDT_COL_MAJOR, 1, 0, p3, NULL), MR_OK);
+    assert_ok(mr_gbdt_predictor_batch(pr, xc, n, MR_GBDT_COL_MAJOR, 1, 0, p3, NULL));
     assert_memory_equal(p1, p3, n * sizeof(double));
     /* column-major input bins exactly like row-major input */
     mr_gbdt_data *dc = NULL;
-    assert_int_equal(mr_gbdt_data_from_matrix(xc, n, F, MR_GBDT_COL_MAJOR, y, NULL, NULL, &p, &dc, NULL), MR_OK);
+    assert_ok(mr_gbdt_data_from_matrix(xc, n, F, MR_GBDT_COL_MAJOR, y, NULL, NULL, &p, &dc, NULL));
     assert_memory_equal(mr_gbdt_data_bins(dc), mr_gbdt_data_bins(d), n * F);
     mr_gbdt_data_free(dc);
     for (size_t i = 0; i < n; i += 97) {
@@ -786,16 +787,16 @@ static void test_model_roundtrip_and_predict(void **state)
     /* corruption is detected */
     char *data = NULL;
     size_t len = 0;
-    assert_int_equal(mr_fs_read_file(path, 1 << 30, &data, &len, NULL), MR_OK);
+    assert_ok(mr_fs_read_file(path, 1 << 30, &data, &len, NULL));
     data[len / 2] ^= 0x5a;
     mr_gbdt_model *m3 = NULL;
     mr_error_clear(&err);
-    assert_int_equal(mr_gbdt_model_from_bytes(data, len, &m3, &err), MR_E_CORRUPT);
-    assert_int_equal(mr_gbdt_model_from_bytes(data, 10, &m3, NULL), MR_E_CORRUPT);
+    assert_status(mr_gbdt_model_from_bytes(data, len, &m3, &err), MR_E_CORRUPT);
+    assert_status(mr_gbdt_model_from_bytes(data, 10, &m3, NULL), MR_E_CORRUPT);
     /* JSON dump mentions features and trees */
     mr_buf js;
     mr_buf_init(&js);
-    assert_int_equal(mr_gbdt_model_dump_json(m, &js, NULL), MR_OK);
+    assert_ok(mr_gbdt_model_dump_json(m, &js, NULL));
     assert_non_null(strstr(js.data, "\"trees\":["));
     assert_non_null(strstr(js.data, "\"split_gain\""));
     mr_buf_free(&js);
@@ -829,17 +830,17 @@ static void test_binned_roundtrip(void **state)
     assert_true(mr_gbdt_data_is_categorical(d, 1));
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_gbdt_data_to_bytes(d, &b, NULL), MR_OK);
+    assert_ok(mr_gbdt_data_to_bytes(d, &b, NULL));
     mr_gbdt_data *d2 = NULL;
-    assert_int_equal(mr_gbdt_data_from_bytes(b.data, b.len, &d2, NULL), MR_OK);
+    assert_ok(mr_gbdt_data_from_bytes(b.data, b.len, &d2, NULL));
     mr_buf b2;
     mr_buf_init(&b2);
-    assert_int_equal(mr_gbdt_data_to_bytes(d2, &b2, NULL), MR_OK);
+    assert_ok(mr_gbdt_data_to_bytes(d2, &b2, NULL));
     assert_int_equal(b.len, b2.len);
     assert_memory_equal(b.data, b2.data, b.len);
     b.data[b.len - 20] ^= 1;
     mr_gbdt_data *d3 = NULL;
-    assert_int_equal(mr_gbdt_data_from_bytes(b.data, b.len, &d3, NULL), MR_E_CORRUPT);
+    assert_status(mr_gbdt_data_from_bytes(b.data, b.len, &d3, NULL), MR_E_CORRUPT);
     mr_buf_free(&b);
     mr_buf_free(&b2);
     mr_gbdt_data_free(d);
@@ -877,8 +878,8 @@ static void test_categorical(void **state)
     mr_gbdt_model *m = train_or_fail(&p, d, NULL);
     assert_true(mr_gbdt_model_feature_is_categorical(m, 0));
     double *pr = malloc(n * sizeof(double)), *pb = malloc(n * sizeof(double));
-    assert_int_equal(mr_gbdt_predict(m, x, n, MR_GBDT_ROW_MAJOR, 0, 0, pr, NULL), MR_OK);
-    assert_int_equal(mr_gbdt_predict_binned(m, d, 0, 0, pb, NULL), MR_OK);
+    assert_ok(mr_gbdt_predict(m, x, n, MR_GBDT_ROW_MAJOR, 0, 0, pr, NULL));
+    assert_ok(mr_gbdt_predict_binned(m, d, 0, 0, pb, NULL));
     assert_memory_equal(pr, pb, n * sizeof(double));
     double errs = 0;
     for (size_t i = 0; i < n; i++) errs += (pr[i] > 0.5) != (y[i] > 0.5);
@@ -886,8 +887,8 @@ static void test_categorical(void **state)
     /* unseen and negative codes go the default way without crashing */
     float row[2] = {123456.0f, 0.0f}, row2[2] = {-3.0f, 0.0f};
     double a, b;
-    mr_gbdt_predict(m, row, 1, MR_GBDT_ROW_MAJOR, 0, 0, &a, NULL);
-    mr_gbdt_predict(m, row2, 1, MR_GBDT_ROW_MAJOR, 0, 0, &b, NULL);
+    assert_ok(mr_gbdt_predict(m, row, 1, MR_GBDT_ROW_MAJOR, 0, 0, &a, NULL));
+    assert_ok(mr_gbdt_predict(m, row2, 1, MR_GBDT_ROW_MAJOR, 0, 0, &b, NULL));
     assert_true(a == b);
     free(pr);
     free(pb);
@@ -924,28 +925,28 @@ static void test_params(void **state)
     set(&p, "num_class", "3");
     set(&p, "metric", "multi_logloss,multi_error");
     assert_int_equal(p.n_metrics, 2);
-    assert_int_equal(mr_gbdt_params_validate(&p, NULL), MR_OK);
+    assert_ok(mr_gbdt_params_validate(&p, NULL));
     set(&p, "NUM_BOOST_ROUND", "9");
     assert_int_equal(p.num_iterations, 9);
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_gbdt_params_set_text(&p, "learning_rat", "0.1", &err), MR_E_INVALID_ARG);
+    assert_status(mr_gbdt_params_set_text(&p, "learning_rat", "0.1", &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.hint, "learning_rate"));
     mr_error_clear(&err);
-    assert_int_equal(mr_gbdt_params_set_text(&p, "num_leaves", "many", &err), MR_E_INVALID_ARG);
+    assert_status(mr_gbdt_params_set_text(&p, "num_leaves", "many", &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "integer"));
     mr_error_clear(&err);
-    assert_int_equal(mr_gbdt_params_set_text(&p, "bagging_fraction", "1.5", &err), MR_E_INVALID_ARG);
+    assert_status(mr_gbdt_params_set_text(&p, "bagging_fraction", "1.5", &err), MR_E_INVALID_ARG);
     mr_error_clear(&err);
-    assert_int_equal(mr_gbdt_params_set_text(&p, "objective", "binay", &err), MR_E_INVALID_ARG);
+    assert_status(mr_gbdt_params_set_text(&p, "objective", "binay", &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.hint, "binary"));
     mr_error_clear(&err);
-    assert_int_equal(mr_gbdt_params_set_text(&p, "max_bin", "1000", &err), MR_E_INVALID_ARG);
+    assert_status(mr_gbdt_params_set_text(&p, "max_bin", "1000", &err), MR_E_INVALID_ARG);
     set(&p, "objective", "binary");
-    assert_int_equal(mr_gbdt_params_validate(&p, NULL), MR_E_INVALID_ARG); /* num_class 3 */
+    assert_status(mr_gbdt_params_validate(&p, NULL), MR_E_INVALID_ARG); /* num_class 3 */
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_gbdt_params_to_text(&p, &b), MR_OK);
+    assert_ok(mr_gbdt_params_to_text(&p, &b));
     assert_non_null(strstr(b.data, "learning_rate=0.050000000000000003"));
     assert_null(strstr(b.data, "num_threads"));
     mr_buf_free(&b);
@@ -974,7 +975,7 @@ static void test_multiclass_and_regression(void **state)
     mr_gbdt_model *m = train_or_fail(&p, d, NULL);
     assert_int_equal(mr_gbdt_model_num_trees(m), 120);
     double *pr = malloc(n * 4 * sizeof(double));
-    assert_int_equal(mr_gbdt_predict(m, x, n, MR_GBDT_ROW_MAJOR, 0, 0, pr, NULL), MR_OK);
+    assert_ok(mr_gbdt_predict(m, x, n, MR_GBDT_ROW_MAJOR, 0, 0, pr, NULL));
     double errs = 0;
     for (size_t i = 0; i < n; i++) {
         int best = 0;
@@ -998,7 +999,7 @@ static void test_multiclass_and_regression(void **state)
         if (o == 1) set(&p, "alpha", "1.0");
         d = bin_or_fail(x, n, F, yr, NULL, &p);
         m = train_or_fail(&p, d, NULL);
-        assert_int_equal(mr_gbdt_predict(m, x, n, MR_GBDT_ROW_MAJOR, 0, 0, pr, NULL), MR_OK);
+        assert_ok(mr_gbdt_predict(m, x, n, MR_GBDT_ROW_MAJOR, 0, 0, pr, NULL));
         double se = 0, var = 0, mean = 0;
         for (size_t i = 0; i < n; i++) mean += yr[i];
         mean /= n;
@@ -1023,29 +1024,29 @@ static void test_from_table(void **state)
     (void)state;
     const size_t n = 3000;
     mr_table *t = NULL;
-    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+    assert_ok(mr_table_new(&t, NULL));
     mr_column *a, *b, *c, *lab;
-    mr_column_new("a", MR_T_FLOAT64, n, &a, NULL);
-    mr_column_new("b", MR_T_INT64, n, &b, NULL);
-    mr_column_new("c", MR_T_BOOL, n, &c, NULL);
-    mr_column_new("y", MR_T_INT64, n, &lab, NULL);
+    assert_ok(mr_column_new("a", MR_T_FLOAT64, n, &a, NULL));
+    assert_ok(mr_column_new("b", MR_T_INT64, n, &b, NULL));
+    assert_ok(mr_column_new("c", MR_T_BOOL, n, &c, NULL));
+    assert_ok(mr_column_new("y", MR_T_INT64, n, &lab, NULL));
     rng_state = SEED;
     for (size_t i = 0; i < n; i++) {
         double av = nrand();
         int64_t bv = (int64_t)(urand() * 6);
         int cv = urand() < 0.5;
         if (i % 50 == 0)
-            mr_column_append_null(a);
+            assert_ok(mr_column_append_null(a));
         else
-            mr_column_append_float64(a, av);
-        mr_column_append_int64(b, bv);
-        mr_column_append_bool(c, cv);
-        mr_column_append_int64(lab, (av > 0) ^ (bv == 2 || bv == 4));
+            assert_ok(mr_column_append_float64(a, av));
+        assert_ok(mr_column_append_int64(b, bv));
+        assert_ok(mr_column_append_bool(c, cv));
+        assert_ok(mr_column_append_int64(lab, (av > 0) ^ (bv == 2 || bv == 4)));
     }
-    mr_table_add_column(t, a, NULL);
-    mr_table_add_column(t, b, NULL);
-    mr_table_add_column(t, c, NULL);
-    mr_table_add_column(t, lab, NULL);
+    assert_ok(mr_table_add_column(t, a, NULL));
+    assert_ok(mr_table_add_column(t, b, NULL));
+    assert_ok(mr_table_add_column(t, c, NULL));
+    assert_ok(mr_table_add_column(t, lab, NULL));
     mr_gbdt_params p;
     mr_gbdt_params_init(&p);
     set(&p, "objective", "binary");
@@ -1061,7 +1062,7 @@ static void test_from_table(void **state)
     assert_true(mr_gbdt_data_is_categorical(d, 1));
     mr_gbdt_model *m = train_or_fail(&p, d, NULL);
     double *pr = malloc(n * sizeof(double));
-    assert_int_equal(mr_gbdt_predict_binned(m, d, 0, 0, pr, NULL), MR_OK);
+    assert_ok(mr_gbdt_predict_binned(m, d, 0, 0, pr, NULL));
     double errs = 0;
     for (size_t i = 0; i < n; i++) errs += (pr[i] > 0.5) != (mr_gbdt_data_label(d)[i] > 0.5);
     assert_true(errs / n < 0.05);
@@ -1069,7 +1070,7 @@ static void test_from_table(void **state)
     spec.label = "yy";
     mr_gbdt_data *d2 = NULL;
     mr_error_clear(&err);
-    assert_int_equal(mr_gbdt_data_from_table(t, &spec, NULL, &p, &d2, &err), MR_E_NOT_FOUND);
+    assert_status(mr_gbdt_data_from_table(t, &spec, NULL, &p, &d2, &err), MR_E_NOT_FOUND);
     assert_non_null(strstr(err.hint, "y"));
     free(pr);
     mr_gbdt_model_free(m);
@@ -1099,7 +1100,7 @@ int main(void)
         cmocka_unit_test(test_multiclass_and_regression),
         cmocka_unit_test(test_from_table),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = mr_test_run(tests, NULL, NULL);
     mr_pool_shutdown();
     return rc;
 }

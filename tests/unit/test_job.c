@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,8 +38,8 @@ static void assert_same_tree(const mr_value *a, const mr_value *b)
     if (a->kind == MR_V_INT) assert_true(a->u.i == b->u.i);
     if (a->kind == MR_V_BOOL) assert_int_equal(a->u.b, b->u.b);
     if (a->str || b->str) {
-        assert_non_null(a->str);
-        assert_non_null(b->str);
+        assert_alloc(a->str);
+        assert_alloc(b->str);
         assert_string_equal(a->str, b->str);
     }
     assert_int_equal(a->n, b->n);
@@ -106,8 +108,8 @@ static void test_job_round_trip(void **state)
     mr_buf_init(&b);
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_job_encode(&job, &b, &err), MR_OK);
-    assert_int_equal(mr_job_decode(b.data, b.len, "j.json", &back, &err), MR_OK);
+    assert_ok(mr_job_encode(&job, &b, &err));
+    assert_ok(mr_job_decode(b.data, b.len, "j.json", &back, &err));
     assert_string_equal(back.stage, "model");
     assert_string_equal(back.op, "train");
     assert_int_equal(back.op_version, 3);
@@ -143,12 +145,13 @@ static void test_job_round_trip(void **state)
     assert_true(mr_value_get_path(back.def, "params.neg_inf")->u.f < 0);
     assert_true(isnan(mr_value_get_path(back.def, "params.not_a_number")->u.f));
     /* writing and reading a file gives the same */
-    char path[] = "/tmp/millrace-test-job.XXXXXX";
+    char path[4096];
+    snprintf(path, sizeof path, "%s/millrace-test-job.XXXXXX", mr_test_tmpdir());
     int fd = mkstemp(path);
     assert_true(fd >= 0);
     mr_job fromfile;
-    assert_int_equal(mr_job_write(&job, path, &err), MR_OK);
-    assert_int_equal(mr_job_read(path, &fromfile, &err), MR_OK);
+    assert_ok(mr_job_write(&job, path, &err));
+    assert_ok(mr_job_read(path, &fromfile, &err));
     assert_same_tree(def, fromfile.def);
     unlink(path);
     mr_job_deinit(&fromfile);
@@ -185,7 +188,7 @@ static void test_job_refuses_bad_files(void **state)
     fill_job(&job, def, params);
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_job_encode(&job, &b, NULL), MR_OK);
+    assert_ok(mr_job_encode(&job, &b, NULL));
     static const struct {
         const char *from, *to, *needle;
     } breaks[] = {
@@ -197,23 +200,23 @@ static void test_job_refuses_bad_files(void **state)
     };
     for (size_t k = 0; k < sizeof(breaks) / sizeof(breaks[0]); k++) {
         char *s = strstr(b.data, breaks[k].from);
-        assert_non_null(s);
+        assert_alloc(s);
         mr_buf x;
         mr_buf_init(&x);
-        mr_buf_append(&x, b.data, (size_t)(s - b.data));
-        mr_buf_puts(&x, breaks[k].to);
-        mr_buf_puts(&x, s + strlen(breaks[k].from));
+        assert_ok(mr_buf_append(&x, b.data, (size_t)(s - b.data)));
+        assert_ok(mr_buf_puts(&x, breaks[k].to));
+        assert_ok(mr_buf_puts(&x, s + strlen(breaks[k].from)));
         expect_refused(x.data, MR_E_PARSE, breaks[k].needle);
         mr_buf_free(&x);
     }
     /* a value node that is not [line, col, payload] */
     char *d = strstr(b.data, "\"def\": [");
-    assert_non_null(d);
+    assert_alloc(d);
     mr_buf x;
     mr_buf_init(&x);
-    mr_buf_append(&x, b.data, (size_t)(d - b.data));
-    mr_buf_puts(&x, "\"def\": [1, \"x\", {}], \"unused\": [");
-    mr_buf_puts(&x, d + strlen("\"def\": ["));
+    assert_ok(mr_buf_append(&x, b.data, (size_t)(d - b.data)));
+    assert_ok(mr_buf_puts(&x, "\"def\": [1, \"x\", {}], \"unused\": ["));
+    assert_ok(mr_buf_puts(&x, d + strlen("\"def\": [")));
     expect_refused(x.data, MR_E_PARSE, "value node");
     mr_buf_free(&x);
     /* every truncation is refused, none crashes */
@@ -241,21 +244,21 @@ static void test_result_round_trip(void **state)
     mr_error_stage(&r.error, "model");
     mr_error_hint(&r.error, "did you mean 'num_leaves'?");
     r.error.row = 17;
-    assert_int_equal(mr_job_result_add_output(&r, "out", "0123456789abcdef0123456789abcdef.dir"), MR_OK);
-    assert_int_equal(mr_job_result_add_metric(&r, "valid.auc", 3, 0.875), MR_OK);
-    assert_int_equal(mr_job_result_add_metric(&r, "bad", 0, NAN), MR_E_INVALID_ARG);
-    assert_int_equal(mr_job_result_add_warning(&r, "column 'age' read as string"), MR_OK);
-    assert_int_equal(mr_job_result_add_warning(&r, "invalid \xff\xfe UTF-8 from data"), MR_OK);
+    assert_ok(mr_job_result_add_output(&r, "out", "0123456789abcdef0123456789abcdef.dir"));
+    assert_ok(mr_job_result_add_metric(&r, "valid.auc", 3, 0.875));
+    assert_status(mr_job_result_add_metric(&r, "bad", 0, NAN), MR_E_INVALID_ARG);
+    assert_ok(mr_job_result_add_warning(&r, "column 'age' read as string"));
+    assert_ok(mr_job_result_add_warning(&r, "invalid \xff\xfe UTF-8 from data"));
     r.bytes_read = 1234567890123LL;
     r.bytes_written = 5;
     mr_buf b;
     mr_buf_init(&b);
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_job_result_encode(&r, &b, &err), MR_OK);
-    assert_int_equal(mr_job_result_decode(b.data, b.len, "r.json", &back, &err), MR_OK);
+    assert_ok(mr_job_result_encode(&r, &b, &err));
+    assert_ok(mr_job_result_decode(b.data, b.len, "r.json", &back, &err));
     assert_int_equal(back.status, MR_JOB_FAILED);
-    assert_int_equal(back.error.code, MR_E_SCHEMA);
+    assert_status(back.error.code, MR_E_SCHEMA);
     assert_string_equal(back.error.msg, r.error.msg);
     assert_string_equal(back.error.file, "/w/millrace.yaml");
     assert_int_equal(back.error.line, 12);
@@ -281,10 +284,10 @@ static void test_result_round_trip(void **state)
     r.status = MR_JOB_EXECUTED;
     mr_buf_free(&b);
     mr_buf_init(&b);
-    assert_int_equal(mr_job_result_encode(&r, &b, &err), MR_OK);
-    assert_int_equal(mr_job_result_decode(b.data, b.len, "r.json", &back, &err), MR_OK);
+    assert_ok(mr_job_result_encode(&r, &b, &err));
+    assert_ok(mr_job_result_decode(b.data, b.len, "r.json", &back, &err));
     assert_int_equal(back.status, MR_JOB_EXECUTED);
-    assert_int_equal(back.error.code, MR_OK);
+    assert_ok(back.error.code);
     mr_job_result_deinit(&back);
     /* refused */
     const char *bad[] = {"", "{\"format\": \"millrace-job-result\", \"version\": 2, \"status\": \"done\"}",
@@ -305,5 +308,5 @@ int main(void)
         cmocka_unit_test(test_job_refuses_bad_files),
         cmocka_unit_test(test_result_round_trip),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return mr_test_run(tests, NULL, NULL);
 }

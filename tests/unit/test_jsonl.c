@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,7 +22,7 @@ static char tmp_path[256];
 
 static const char *write_tmp(const char *name, const char *data)
 {
-    snprintf(tmp_path, sizeof(tmp_path), "/tmp/mr_test_jsonl_%ld_%s", (long)getpid(), name);
+    snprintf(tmp_path, sizeof(tmp_path), "%s/mr_test_jsonl_%ld_%s", mr_test_tmpdir(), (long)getpid(), name);
     FILE *f = fopen(tmp_path, "wb");
     assert_non_null(f);
     fputs(data, f);
@@ -100,10 +102,10 @@ static void test_errors(void **state)
 {
     (void)state;
     char msg[512];
-    assert_int_equal(read_err("{\"a\": 1}\n{\"a\": 2,}\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_status(read_err("{\"a\": 1}\n{\"a\": 2,}\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
     assert_non_null(strstr(msg, "F:2:"));
     assert_non_null(strstr(msg, "invalid JSON"));
-    assert_int_equal(read_err("{\"a\": 1}\n[1]\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
+    assert_status(read_err("{\"a\": 1}\n[1]\n", NULL, msg, sizeof(msg)), MR_E_PARSE);
     assert_string_equal(msg, "F:2: expected a JSON object, got an array");
     const char *names[] = {"age"};
     const mr_dtype types[] = {MR_T_INT64};
@@ -112,9 +114,9 @@ static void test_errors(void **state)
     o.schema_names = names;
     o.schema_types = types;
     o.n_schema = 1;
-    assert_int_equal(read_err("{\"age\": 1}\n{\"age\": \"42\"}\n\n{\"age\": \"n/a\"}\n", &o, msg, sizeof(msg)), MR_E_PARSE);
+    assert_status(read_err("{\"age\": 1}\n{\"age\": \"42\"}\n\n{\"age\": \"n/a\"}\n", &o, msg, sizeof(msg)), MR_E_PARSE);
     assert_string_equal(msg, "F:4: column 'age': expected int64, got \"n/a\"");
-    assert_int_equal(read_err("{\"age\": 1.5}\n", &o, msg, sizeof(msg)), MR_E_PARSE);
+    assert_status(read_err("{\"age\": 1.5}\n", &o, msg, sizeof(msg)), MR_E_PARSE);
     assert_string_equal(msg, "F:1: column 'age': expected int64, got \"1.5\"");
 }
 
@@ -122,7 +124,7 @@ static void test_skip_quarantine(void **state)
 {
     (void)state;
     char qpath[256];
-    snprintf(qpath, sizeof(qpath), "/tmp/mr_test_jsonl_%ld_q", (long)getpid());
+    snprintf(qpath, sizeof(qpath), "%s/mr_test_jsonl_%ld_q", mr_test_tmpdir(), (long)getpid());
     const char *names[] = {"n"};
     const mr_dtype types[] = {MR_T_INT64};
     mr_jsonl_options o;
@@ -146,7 +148,7 @@ static void test_skip_quarantine(void **state)
             mr_table_free(t);
             char *q = NULL;
             size_t qlen;
-            assert_int_equal(mr_fs_read_file(qpath, 1 << 20, &q, &qlen, NULL), MR_OK);
+            assert_ok(mr_fs_read_file(qpath, 1 << 20, &q, &qlen, NULL));
             assert_string_equal(q, "{bad\n{\"n\": \"x\"}\n");
             mr_free(q);
         }
@@ -162,7 +164,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_skip_quarantine),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = mr_test_run(tests, NULL, NULL);
     mr_pool_shutdown();
     return rc;
 }

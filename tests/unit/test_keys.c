@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +37,7 @@ static int setup(void **state)
 {
     (void)state;
     mr_ops_register_builtin();
-    assert_int_equal(mr_op_register(&ver_op), MR_OK);
+    assert_ok(mr_op_register(&ver_op));
     return 0;
 }
 
@@ -77,7 +79,7 @@ static planned plan_all(const char *yaml, const char *const *overrides, size_t n
     if (st != MR_OK) fail_msg("dag failed: %s", err.msg);
     size_t n = mr_dag_n(r.dag);
     r.plans = mr_calloc(n ? n : 1, sizeof(*r.plans));
-    assert_non_null(r.plans);
+    assert_alloc(r.plans);
     for (size_t k = 0; k < n; k++) {
         size_t i = mr_dag_order(r.dag)[k];
         mr__plan *p = &r.plans[i];
@@ -122,6 +124,7 @@ static void key_of(const char *yaml, const char *const *ov, size_t n_ov, int smo
     memcpy(key, p->key, MR_HASH_HEX_LEN + 1);
     if (doc) *doc = mr_strdup(p->key_doc);
     planned_free(&r);
+    if (doc) assert_alloc(*doc);
 }
 
 #define KEY(yaml, stage, key) key_of((yaml), NULL, 0, 0, NULL, (stage), (key), NULL)
@@ -198,7 +201,7 @@ static void test_plan_outputs_and_inputs(void **state)
     {
         mr_buf pj;
         mr_buf_init(&pj);
-        assert_int_equal(mr_value_to_json(fit->params, 1, &pj), MR_OK);
+        assert_ok(mr_value_to_json(fit->params, 1, &pj));
         assert_string_equal(pj.data, "{\"train\":{\"lr\":0.1}}");
         mr_buf_free(&pj);
     }
@@ -268,7 +271,9 @@ static char *replace(const char *s, const char *from, const char *to)
 {
     const char *at = strstr(s, from);
     if (!at) fail_msg("'%s' not in the yaml", from);
-    return mr_asprintf("%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
+    char *ret_ = mr_asprintf("%.*s%s%s", (int)(at - s), s, to, at + strlen(from));
+    assert_alloc(ret_);
+    return ret_;
 }
 
 static void test_key_params(void **state)
@@ -530,5 +535,5 @@ int main(void)
         cmocka_unit_test(test_key_csv_reader),
         cmocka_unit_test(test_plan_oom),
     };
-    return cmocka_run_group_tests(tests, setup, NULL);
+    return mr_test_run(tests, setup, NULL);
 }

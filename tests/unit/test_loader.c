@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,30 +39,32 @@ static int setup(void **state)
 {
     (void)state;
     mr_error_init(&err);
-    snprintf(tmpdir, sizeof tmpdir, "%s/mr-ld-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    snprintf(tmpdir, sizeof tmpdir, "%s/mr-ld-XXXXXX", mr_test_tmpdir());
     if (!mkdtemp(tmpdir)) return -1;
     mr_table *t;
     mr_column *id, *grp, *v, *s;
     mr_table_new(&t, &err);
-    mr_column_new("id", MR_T_INT64, N_ROWS, &id, &err);
-    mr_column_new("grp", MR_T_INT64, N_ROWS, &grp, &err);
-    mr_column_new("v", MR_T_FLOAT64, N_ROWS, &v, &err);
-    mr_column_new("s", MR_T_STRING, N_ROWS, &s, &err);
+    assert_ok(mr_column_new("id", MR_T_INT64, N_ROWS, &id, &err));
+    assert_ok(mr_column_new("grp", MR_T_INT64, N_ROWS, &grp, &err));
+    assert_ok(mr_column_new("v", MR_T_FLOAT64, N_ROWS, &v, &err));
+    assert_ok(mr_column_new("s", MR_T_STRING, N_ROWS, &s, &err));
     for (int64_t i = 0; i < N_ROWS; i++) {
-        mr_column_append_int64(id, i);
-        mr_column_append_int64(grp, i % 5);
-        if (i % 13 == 0) mr_column_append_null(v);
-        else mr_column_append_float64(v, (double)((i * 7919) % 1000));
+        assert_ok(mr_column_append_int64(id, i));
+        assert_ok(mr_column_append_int64(grp, i % 5));
+        if (i % 13 == 0) assert_ok(mr_column_append_null(v));
+        else assert_ok(mr_column_append_float64(v, (double)((i * 7919) % 1000)));
         char b[32];
         snprintf(b, sizeof b, "s%lld", (long long)(i % 37));
-        mr_column_append_str(s, b, strlen(b));
+        assert_ok(mr_column_append_str(s, b, strlen(b)));
     }
-    mr_table_add_column(t, id, &err);
-    mr_table_add_column(t, grp, &err);
-    mr_table_add_column(t, v, &err);
-    mr_table_add_column(t, s, &err);
+    assert_ok(mr_table_add_column(t, id, &err));
+    assert_ok(mr_table_add_column(t, grp, &err));
+    assert_ok(mr_table_add_column(t, v, &err));
+    assert_ok(mr_table_add_column(t, s, &err));
     ds_dir = mr_path_join(tmpdir, "flat");
+    assert_alloc(ds_dir);
     pds_dir = mr_path_join(tmpdir, "parts");
+    assert_alloc(pds_dir);
     mr_dataset_write_opts o;
     mr_dataset_write_opts_init(&o);
     o.rows_per_shard = 2500;
@@ -96,6 +100,7 @@ static seq run(const char *dir, const mr_loader_opts *o)
     seq s;
     memset(&s, 0, sizeof s);
     s.ids = mr_calloc(N_ROWS + 1, sizeof(int64_t));
+    assert_alloc(s.ids);
     mr_loader *ld;
     CHECK_OK(mr_loader_open(dir, o, &ld, &err));
     for (;;) {
@@ -103,7 +108,7 @@ static seq run(const char *dir, const mr_loader_opts *o)
         CHECK_OK(mr_loader_next(ld, &b, &err));
         if (!b) break;
         const mr_column *id = mr_table_column(b, "id");
-        assert_non_null(id);
+        assert_alloc(id);
         assert_true(b->n_rows <= (o->batch_size ? o->batch_size : 1024));
         assert_true(s.n + b->n_rows <= N_ROWS);
         for (size_t i = 0; i < b->n_rows; i++) s.ids[s.n++] = ((const int64_t *)id->data)[i];
@@ -125,6 +130,7 @@ static int cmp_i64(const void *a, const void *b)
 static void assert_exactly_once(const seq *s, int (*keep)(int64_t), const char *label)
 {
     int64_t *c = mr_malloc((s->n + 1) * sizeof *c);
+    assert_alloc(c);
     memcpy(c, s->ids, s->n * sizeof *c);
     qsort(c, s->n, sizeof *c, cmp_i64);
     size_t k = 0;
@@ -254,7 +260,7 @@ static void test_filter_exactly_once(void **state)
     /* bad filter and column are reported at open */
     mr_loader *ld;
     o.filter = "nope > 1";
-    assert_int_equal(mr_loader_open(pds_dir, &o, &ld, &err), MR_E_NOT_FOUND);
+    assert_status(mr_loader_open(pds_dir, &o, &ld, &err), MR_E_NOT_FOUND);
     mr_error_clear(&err);
 }
 
@@ -302,7 +308,7 @@ static void test_early_close(void **state)
         CHECK_OK(mr_loader_open(ds_dir, &o, &ld, &err));
         mr_table *b;
         CHECK_OK(mr_loader_next(ld, &b, &err));
-        assert_non_null(b);
+        assert_alloc(b);
         mr_table_free(b);
         mr_loader_close(ld); /* threads still busy: must stop cleanly */
     }
@@ -318,5 +324,5 @@ int main(void)
         cmocka_unit_test(test_threads_identical),   cmocka_unit_test(test_filter_exactly_once),
         cmocka_unit_test(test_resume),              cmocka_unit_test(test_early_close),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return mr_test_run(tests, setup, teardown);
 }

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
@@ -459,11 +461,11 @@ static void test_bad_and_slow(void **state)
     /* bad options */
     o.malformed_fraction = 0.7;
     o.slow_fraction = 0.4;
-    assert_int_equal(mr_loadgen_run(&o, &r, &err), MR_E_INVALID_ARG);
+    assert_status(mr_loadgen_run(&o, &r, &err), MR_E_INVALID_ARG);
     o.malformed_fraction = 0;
     o.slow_fraction = 0.1;
     o.slow_pause_s = 5;
-    assert_int_equal(mr_loadgen_run(&o, &r, &err), MR_E_INVALID_ARG);
+    assert_status(mr_loadgen_run(&o, &r, &err), MR_E_INVALID_ARG);
 }
 
 static void test_bad_options(void **state)
@@ -509,5 +511,5 @@ int main(void)
         cmocka_unit_test(test_open_loop), cmocka_unit_test(test_bad_and_slow),
         cmocka_unit_test(test_ipv6),     cmocka_unit_test(test_bad_options),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return mr_test_run(tests, NULL, NULL);
 }

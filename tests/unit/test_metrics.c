@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,40 +48,40 @@ static void test_binary_hand(void **state)
     mr_metric_data d;
     mr_metric_data_binary(&d, y, s, NULL, 4);
     double auc, ap, ll, br;
-    assert_int_equal(mr_metric_auc_ap(&d, &auc, &ap, NULL), MR_OK);
+    assert_ok(mr_metric_auc_ap(&d, &auc, &ap, NULL));
     assert_near(auc, 0.75);
     assert_near(ap, 0.5 * 1.0 + 0.5 * (2.0 / 3.0)); /* thresholds 0.8 (P=1,R=.5), 0.35 (P=2/3,R=1) */
-    assert_int_equal(mr_metric_logloss(&d, &ll, NULL), MR_OK);
+    assert_ok(mr_metric_logloss(&d, &ll, NULL));
     assert_near(ll, -(log(0.9) + log(0.6) + log(0.35) + log(0.8)) / 4);
-    assert_int_equal(mr_metric_brier(&d, &br, NULL), MR_OK);
+    assert_ok(mr_metric_brier(&d, &br, NULL));
     assert_near(br, (0.01 + 0.16 + 0.65 * 0.65 + 0.04) / 4);
     mr_binary_scores b;
-    assert_int_equal(mr_metric_binary_at(&d, 0.4, &b, NULL), MR_OK);
+    assert_ok(mr_metric_binary_at(&d, 0.4, &b, NULL));
     assert_near(b.cm.tp, 1);
     assert_near(b.cm.fp, 1);
     assert_near(b.cm.fn, 1);
     assert_near(b.cm.tn, 1);
     assert_near(b.f1, 0.5);
-    assert_int_equal(mr_metric_f1_optimal(&d, &b, NULL), MR_OK);
+    assert_ok(mr_metric_f1_optimal(&d, &b, NULL));
     assert_near(b.threshold, 0.35); /* tp=2 fp=1: F1 = 4/5 */
     assert_near(b.f1, 0.8);
     /* ties average: two tied scores of opposite class give 0.5 */
     double yt[] = {0, 1}, st[] = {0.5, 0.5};
     mr_metric_data_binary(&d, yt, st, NULL, 2);
-    assert_int_equal(mr_metric_roc_auc(&d, &auc, NULL), MR_OK);
+    assert_ok(mr_metric_roc_auc(&d, &auc, NULL));
     assert_near(auc, 0.5);
     /* -0.0 and +0.0 are one threshold */
     double yz[] = {0, 1}, sz[] = {-0.0, 0.0};
     mr_metric_data_binary(&d, yz, sz, NULL, 2);
-    assert_int_equal(mr_metric_roc_auc(&d, &auc, NULL), MR_OK);
+    assert_ok(mr_metric_roc_auc(&d, &auc, NULL));
     assert_near(auc, 0.5);
     /* weights: weight 2 on a row equals the row twice */
     double yw[] = {0, 1, 1}, sw[] = {0.3, 0.2, 0.9}, w[] = {2, 1, 1};
     double y2[] = {0, 0, 1, 1}, s2[] = {0.3, 0.3, 0.2, 0.9}, auc2, ap2;
     mr_metric_data_binary(&d, yw, sw, w, 3);
-    assert_int_equal(mr_metric_auc_ap(&d, &auc, &ap, NULL), MR_OK);
+    assert_ok(mr_metric_auc_ap(&d, &auc, &ap, NULL));
     mr_metric_data_binary(&d, y2, s2, NULL, 4);
-    assert_int_equal(mr_metric_auc_ap(&d, &auc2, &ap2, NULL), MR_OK);
+    assert_ok(mr_metric_auc_ap(&d, &auc2, &ap2, NULL));
     assert_near(auc, auc2);
     assert_near(ap, ap2);
 }
@@ -93,62 +95,62 @@ static void test_hostile(void **state)
     mr_metric_data d;
     double v;
     mr_metric_data_binary(&d, y, s, NULL, 4);
-    assert_int_equal(mr_metric_roc_auc(&d, &v, &err), MR_E_INVALID_ARG);
+    assert_status(mr_metric_roc_auc(&d, &v, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "row 3: score is NaN"));
     mr_error_clear(&err);
     mr_metric_data_binary(&d, y, s, NULL, 0);
-    assert_int_equal(mr_metric_logloss(&d, &v, &err), MR_E_INVALID_ARG);
+    assert_status(mr_metric_logloss(&d, &v, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "empty"));
     mr_error_clear(&err);
     double y1[] = {1, 1, 1}, s1[] = {0.1, 0.2, 0.3};
     mr_metric_data_binary(&d, y1, s1, NULL, 3);
-    assert_int_equal(mr_metric_roc_auc(&d, &v, &err), MR_E_INVALID_ARG);
+    assert_status(mr_metric_roc_auc(&d, &v, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "only one class"));
     mr_error_clear(&err);
-    assert_int_equal(mr_metric_average_precision(&d, &v, NULL), MR_OK); /* all positive: AP = 1 */
+    assert_ok(mr_metric_average_precision(&d, &v, NULL)); /* all positive: AP = 1 */
     assert_near(v, 1.0);
-    assert_int_equal(mr_metric_logloss(&d, &v, NULL), MR_OK); /* defined on one class */
+    assert_ok(mr_metric_logloss(&d, &v, NULL)); /* defined on one class */
     double y0[] = {0, 0}, s0[] = {0.1, 0.2};
     mr_metric_data_binary(&d, y0, s0, NULL, 2);
-    assert_int_equal(mr_metric_average_precision(&d, &v, &err), MR_E_INVALID_ARG);
+    assert_status(mr_metric_average_precision(&d, &v, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "no positive"));
     mr_error_clear(&err);
     double yb[] = {0, 2}, sb[] = {0.1, 0.2};
     mr_metric_data_binary(&d, yb, sb, NULL, 2);
-    assert_int_equal(mr_metric_brier(&d, &v, &err), MR_E_INVALID_ARG);
+    assert_status(mr_metric_brier(&d, &v, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "row 2: binary label must be 0 or 1, got 2"));
     mr_error_clear(&err);
     double yp[] = {0, 1}, sp[] = {0.1, 1.5};
     mr_metric_data_binary(&d, yp, sp, NULL, 2);
-    assert_int_equal(mr_metric_logloss(&d, &v, &err), MR_E_INVALID_ARG);
+    assert_status(mr_metric_logloss(&d, &v, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "row 2: probability must be in [0, 1]"));
     mr_error_clear(&err);
-    assert_int_equal(mr_metric_roc_auc(&d, &v, NULL), MR_OK); /* scores need not be probabilities */
+    assert_ok(mr_metric_roc_auc(&d, &v, NULL)); /* scores need not be probabilities */
     double wz[] = {0, 0};
     mr_metric_data_binary(&d, yp, sp, wz, 2);
-    assert_int_equal(mr_metric_roc_auc(&d, &v, &err), MR_E_INVALID_ARG);
+    assert_status(mr_metric_roc_auc(&d, &v, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "total sample weight is 0"));
     mr_error_clear(&err);
     double wn[] = {1, -1};
     mr_metric_data_binary(&d, yp, sp, wn, 2);
-    assert_int_equal(mr_metric_roc_auc(&d, &v, &err), MR_E_INVALID_ARG);
+    assert_status(mr_metric_roc_auc(&d, &v, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "row 2: weight"));
     mr_error_clear(&err);
     /* multiclass label outside, regression NaN target */
     double ym[] = {0, 3}, pm[] = {0.5, 0.5, 0.2, 0.8};
     mr_metric_data_multiclass(&d, ym, pm, 2, NULL, 2);
     mr_multiclass_scores ms;
-    assert_int_equal(mr_metric_multiclass(&d, &ms, NULL, &err), MR_E_INVALID_ARG);
+    assert_status(mr_metric_multiclass(&d, &ms, NULL, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "row 2: class label"));
     mr_error_clear(&err);
     double yr[] = {1, NAN}, pr[] = {1, 2};
     mr_metric_data_regression(&d, yr, pr, NULL, 2);
     mr_regression_scores rs;
-    assert_int_equal(mr_metric_regression(&d, &rs, &err), MR_E_INVALID_ARG);
+    assert_status(mr_metric_regression(&d, &rs, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "row 2: target"));
     mr_error_clear(&err);
     /* wrong task */
-    assert_int_equal(mr_metric_roc_auc(&d, &v, &err), MR_E_INVALID_ARG);
+    assert_status(mr_metric_roc_auc(&d, &v, &err), MR_E_INVALID_ARG);
     mr_error_clear(&err);
 }
 
@@ -161,7 +163,7 @@ static void test_multiclass_regression_hand(void **state)
     mr_metric_data_multiclass(&d, y, p, 3, NULL, 4);
     mr_multiclass_scores s;
     double cm[9];
-    assert_int_equal(mr_metric_multiclass(&d, &s, cm, NULL), MR_OK);
+    assert_ok(mr_metric_multiclass(&d, &s, cm, NULL));
     /* predictions: 0, 2, 2, 0 (argmax tie -> first) */
     assert_near(s.accuracy, 0.5);
     assert_near(cm[0 * 3 + 0], 1);
@@ -174,13 +176,13 @@ static void test_multiclass_regression_hand(void **state)
     double yr[] = {3, -0.5, 2, 7}, pr[] = {2.5, 0.0, 2, 8};
     mr_metric_data_regression(&d, yr, pr, NULL, 4);
     mr_regression_scores r;
-    assert_int_equal(mr_metric_regression(&d, &r, NULL), MR_OK);
+    assert_ok(mr_metric_regression(&d, &r, NULL));
     assert_near(r.mae, 0.5);
     assert_near(r.rmse, sqrt(0.375));
     assert_near(r.r2, 1 - 1.5 / 29.1875);
     assert_near(r.mape, (0.5 / 3 + 1 + 0 + 1.0 / 7) / 4);
     double q[3], qs[3] = {0, 0.5, 1};
-    assert_int_equal(mr_metric_residual_quantiles(&d, qs, 3, q, NULL), MR_OK);
+    assert_ok(mr_metric_residual_quantiles(&d, qs, 3, q, NULL));
     assert_near(q[0], -1);
     assert_near(q[1], -0.25);
     assert_near(q[2], 0.5); /* residuals 0.5, -0.5, 0, -1 */
@@ -206,13 +208,13 @@ static void test_bootstrap_determinism(void **state)
     mr_metric_data d = make_binary(N, y, s, 7);
     mr_interval a, b, c, e;
     mr_pool_shutdown();
-    assert_int_equal(mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 300, 0.05, 42, 1, &a, NULL), MR_OK);
-    assert_int_equal(mr_pool_init(4, NULL), MR_OK);
-    assert_int_equal(mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 300, 0.05, 42, 0, &b, NULL), MR_OK);
+    assert_ok(mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 300, 0.05, 42, 1, &a, NULL));
+    assert_ok(mr_pool_init(4, NULL));
+    assert_ok(mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 300, 0.05, 42, 0, &b, NULL));
     mr_pool_shutdown();
-    assert_int_equal(mr_pool_init(3, NULL), MR_OK);
-    assert_int_equal(mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 300, 0.05, 42, 0, &c, NULL), MR_OK);
-    assert_int_equal(mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 300, 0.05, 43, 0, &e, NULL), MR_OK);
+    assert_ok(mr_pool_init(3, NULL));
+    assert_ok(mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 300, 0.05, 42, 0, &c, NULL));
+    assert_ok(mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 300, 0.05, 43, 0, &e, NULL));
     mr_pool_shutdown();
     assert_memory_equal(&a, &b, sizeof a);
     assert_memory_equal(&a, &c, sizeof a);
@@ -222,14 +224,14 @@ static void test_bootstrap_determinism(void **state)
     /* one-class resamples are counted, not fatal */
     double y2[12] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, s2[12] = {0.9, 0.1, 0.2, 0.3, 0.4, 0.5, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6};
     mr_metric_data_binary(&d, y2, s2, NULL, 12);
-    assert_int_equal(mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 100, 0.05, 1, 1, &a, NULL), MR_OK);
+    assert_ok(mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 100, 0.05, 1, 1, &a, NULL));
     assert_true(a.n_failed > 0);
     assert_int_equal(a.n_valid + a.n_failed, 100);
     /* NaN input is an error, not an interval */
     s2[3] = NAN;
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 100, 0.05, 1, 1, &a, &err), MR_E_INVALID_ARG);
+    assert_status(mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 100, 0.05, 1, 1, &a, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "row 4"));
     mr_error_clear(&err);
 }
@@ -249,15 +251,15 @@ static void test_bootstrap_rank_fast_path(void **state)
         s[i] = round(s[i] * 20) / 20; /* many ties */
         w[i] = 0.5 + (double)(i % 7) / 3;
     }
-    assert_int_equal(mr_pool_init(3, NULL), MR_OK);
+    assert_ok(mr_pool_init(3, NULL));
     const mr_metric_id ids[2] = {MR_METRIC_ROC_AUC, MR_METRIC_AVG_PRECISION};
     for (int wi = 0; wi < 2; wi++) {
         mr_metric_data_binary(&d, y, s, wi ? w : NULL, N);
         for (int m = 0; m < 2; m++) {
             mr_interval fast, slow;
-            assert_int_equal(mr_bootstrap_metric(ids[m], 0.5, &d, 400, 0.1, 5, 0, &fast, NULL), MR_OK);
+            assert_ok(mr_bootstrap_metric(ids[m], 0.5, &d, 400, 0.1, 5, 0, &fast, NULL));
             setenv("MILLRACE_BOOTSTRAP_RESORT", "1", 1);
-            assert_int_equal(mr_bootstrap_metric(ids[m], 0.5, &d, 400, 0.1, 5, 0, &slow, NULL), MR_OK);
+            assert_ok(mr_bootstrap_metric(ids[m], 0.5, &d, 400, 0.1, 5, 0, &slow, NULL));
             unsetenv("MILLRACE_BOOTSTRAP_RESORT");
             assert_int_equal(fast.n_valid, slow.n_valid);
             assert_true(fast.point == slow.point);
@@ -274,13 +276,28 @@ static void test_bootstrap_rank_fast_path(void **state)
     mr_metric_data_binary(&d, y2, s2, NULL, 12);
     for (int m = 0; m < 2; m++) {
         mr_interval fast, slow;
-        assert_int_equal(mr_bootstrap_metric(ids[m], 0.5, &d, 300, 0.05, 3, 1, &fast, NULL), MR_OK);
+        assert_ok(mr_bootstrap_metric(ids[m], 0.5, &d, 300, 0.05, 3, 1, &fast, NULL));
         setenv("MILLRACE_BOOTSTRAP_RESORT", "1", 1);
-        assert_int_equal(mr_bootstrap_metric(ids[m], 0.5, &d, 300, 0.05, 3, 1, &slow, NULL), MR_OK);
+        assert_ok(mr_bootstrap_metric(ids[m], 0.5, &d, 300, 0.05, 3, 1, &slow, NULL));
         unsetenv("MILLRACE_BOOTSTRAP_RESORT");
         assert_true(fast.n_failed > 0);
         assert_int_equal(fast.n_failed, slow.n_failed);
         assert_memory_equal(&fast, &slow, sizeof fast);
+        /* out of memory in any resample (re-sorting path, one thread):
+         * the same interval or MR_E_NOMEM, never fewer valid resamples */
+        setenv("MILLRACE_BOOTSTRAP_RESORT", "1", 1);
+        for (long k = 1, fired = 1; fired; k++) {
+            mr_interval o;
+            uint64_t oom0 = mr_alloc_failures_here();
+            mr_alloc_fail_after(k);
+            mr_status rc = mr_bootstrap_metric(ids[m], 0.5, &d, 300, 0.05, 3, 1, &o, NULL);
+            mr_alloc_fail_after(0);
+            fired = mr_alloc_failures_here() != oom0;
+            if (rc == MR_E_NOMEM && fired) continue;
+            assert_ok(rc);
+            assert_memory_equal(&o, &slow, sizeof o);
+        }
+        unsetenv("MILLRACE_BOOTSTRAP_RESORT");
     }
     mr_pool_shutdown();
 }
@@ -302,7 +319,7 @@ static void test_bootstrap_coverage(void **state)
         mr_metric_data d;
         mr_metric_data_regression(&d, y, p, NULL, N);
         mr_interval ci;
-        assert_int_equal(mr_bootstrap_metric(MR_METRIC_MAE, 0, &d, 200, 0.05, (uint64_t)r, 1, &ci, NULL), MR_OK);
+        assert_ok(mr_bootstrap_metric(MR_METRIC_MAE, 0, &d, 200, 0.05, (uint64_t)r, 1, &ci, NULL));
         covered += ci.lo <= truth && truth <= ci.hi;
     }
     double frac = (double)covered / REPS;
@@ -317,7 +334,7 @@ static void test_subsample(void **state)
     static size_t idx[N], idx2[N];
     for (size_t i = 0; i < N; i++) y[i] = i % 100 < 3 ? 1 : 0; /* 3% positives */
     size_t m, m2;
-    assert_int_equal(mr_metric_subsample_stratified(y, N, 1000, 9, idx, &m, NULL), MR_OK);
+    assert_ok(mr_metric_subsample_stratified(y, N, 1000, 9, idx, &m, NULL));
     assert_int_equal(m, 1000);
     size_t pos = 0;
     for (size_t i = 0; i < m; i++) {
@@ -325,20 +342,20 @@ static void test_subsample(void **state)
         if (i) assert_true(idx[i] > idx[i - 1]);
     }
     assert_int_equal(pos, 30);
-    assert_int_equal(mr_metric_subsample_stratified(y, N, 1000, 9, idx2, &m2, NULL), MR_OK);
+    assert_ok(mr_metric_subsample_stratified(y, N, 1000, 9, idx2, &m2, NULL));
     assert_memory_equal(idx, idx2, m * sizeof(size_t));
-    assert_int_equal(mr_metric_subsample_stratified(y, N, 1000, 10, idx2, &m2, NULL), MR_OK);
+    assert_ok(mr_metric_subsample_stratified(y, N, 1000, 10, idx2, &m2, NULL));
     assert_true(memcmp(idx, idx2, m * sizeof(size_t)) != 0);
     /* a rare class keeps at least one row */
     y[5] = 2;
-    assert_int_equal(mr_metric_subsample_stratified(y, N, 50, 9, idx, &m, NULL), MR_OK);
+    assert_ok(mr_metric_subsample_stratified(y, N, 50, 9, idx, &m, NULL));
     int has2 = 0;
     for (size_t i = 0; i < m; i++) has2 |= y[idx[i]] == 2;
     assert_int_equal(m, 50);
     assert_true(has2);
-    assert_int_equal(mr_metric_subsample_stratified(y, N, N + 5, 9, idx, &m, NULL), MR_OK);
+    assert_ok(mr_metric_subsample_stratified(y, N, N + 5, 9, idx, &m, NULL));
     assert_int_equal(m, N);
-    assert_int_equal(mr_metric_subsample_stratified(y, 0, 5, 9, idx, &m, NULL), MR_E_INVALID_ARG);
+    assert_status(mr_metric_subsample_stratified(y, 0, 5, 9, idx, &m, NULL), MR_E_INVALID_ARG);
 }
 
 static void test_slices(void **state)
@@ -357,26 +374,26 @@ static void test_slices(void **state)
     mr_metric_data d;
     mr_metric_data_binary(&d, y, s, NULL, N);
     mr_interval overall;
-    assert_int_equal(mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 200, 0.05, 5, 1, &overall, NULL), MR_OK);
+    assert_ok(mr_bootstrap_metric(MR_METRIC_ROC_AUC, 0.5, &d, 200, 0.05, 5, 1, &overall, NULL));
     mr_slice_opts o;
     mr_slice_opts_init(&o);
     o.threads = 1;
     const char *names[] = {"good", "noise", "negatives"};
     mr_slice *sl = NULL;
     size_t ns = 0;
-    assert_int_equal(mr_slices_categorical(&d, "grp", codes, names, 3, &o, &overall, &sl, &ns, NULL), MR_OK);
+    assert_ok(mr_slices_categorical(&d, "grp", codes, names, 3, &o, &overall, &sl, &ns, NULL));
     assert_int_equal(ns, 3);
     assert_string_equal(sl[0].label, "grp=good");
-    assert_int_equal(sl[0].status, MR_OK);
+    assert_ok(sl[0].status);
     assert_false(sl[0].flagged);
-    assert_int_equal(sl[1].status, MR_OK);
+    assert_ok(sl[1].status);
     assert_true(sl[1].flagged); /* random scores: hi < overall AUC */
     assert_true(sl[1].ci.hi < overall.point);
-    assert_int_equal(sl[2].status, MR_E_INVALID_ARG);
+    assert_status(sl[2].status, MR_E_INVALID_ARG);
     assert_non_null(strstr(sl[2].message, "only one class"));
     assert_false(sl[2].flagged);
     mr_free(sl);
-    assert_int_equal(mr_slices_numeric(&d, "x", x, 4, &o, &overall, &sl, &ns, NULL), MR_OK);
+    assert_ok(mr_slices_numeric(&d, "x", x, 4, &o, &overall, &sl, &ns, NULL));
     assert_true(ns >= 2);
     assert_string_equal(sl[ns - 1].label, "x missing");
     size_t total = 0;
@@ -386,7 +403,7 @@ static void test_slices(void **state)
     codes[7] = 5;
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_slices_categorical(&d, "grp", codes, names, 3, &o, &overall, &sl, &ns, &err), MR_E_INVALID_ARG);
+    assert_status(mr_slices_categorical(&d, "grp", codes, names, 3, &o, &overall, &sl, &ns, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "row 8"));
     mr_error_clear(&err);
 }
@@ -399,19 +416,19 @@ static void test_error_analysis_and_curves(void **state)
     mr_metric_data_binary(&d, y, s, NULL, 5);
     size_t rows[5], n;
     double conf[5];
-    assert_int_equal(mr_metric_top_wrong(&d, 0.5, 2, rows, conf, &n, NULL), MR_OK);
+    assert_ok(mr_metric_top_wrong(&d, 0.5, 2, rows, conf, &n, NULL));
     assert_int_equal(n, 2);
     assert_int_equal(rows[0], 0); /* 0.95 on the wrong class */
     assert_int_equal(rows[1], 1); /* 1 - 0.05 = 0.95: tie, row order */
-    assert_int_equal(mr_metric_top_wrong(&d, 0.5, 5, rows, conf, &n, NULL), MR_OK);
+    assert_ok(mr_metric_top_wrong(&d, 0.5, 5, rows, conf, &n, NULL));
     assert_int_equal(n, 3);
     mr_curve c;
-    assert_int_equal(mr_curve_roc(&d, 0, &c, NULL), MR_OK);
+    assert_ok(mr_curve_roc(&d, 0, &c, NULL));
     assert_int_equal(c.n, 6);
     assert_near(c.x[c.n - 1], 1);
     assert_near(c.y[c.n - 1], 1);
     mr_curve_free(&c);
-    assert_int_equal(mr_curve_gain(&d, 5, &c, NULL), MR_OK);
+    assert_ok(mr_curve_gain(&d, 5, &c, NULL));
     assert_int_equal(c.n, 5);
     assert_near(c.x[4], 1);
     assert_near(c.y[4], 1);
@@ -419,21 +436,21 @@ static void test_error_analysis_and_curves(void **state)
     double yr[] = {1, 2, 3, 4}, pr[] = {1.5, 2, 0, 4.1};
     mr_metric_data_regression(&d, yr, pr, NULL, 4);
     double res[4];
-    assert_int_equal(mr_metric_extreme_residuals(&d, 1, 2, rows, res, &n, NULL), MR_OK);
+    assert_ok(mr_metric_extreme_residuals(&d, 1, 2, rows, res, &n, NULL));
     assert_int_equal(rows[0], 2);
     assert_near(res[0], 3);
     assert_int_equal(rows[1], 0);
-    assert_int_equal(mr_metric_extreme_residuals(&d, 0, 1, rows, res, &n, NULL), MR_OK);
+    assert_ok(mr_metric_extreme_residuals(&d, 0, 1, rows, res, &n, NULL));
     assert_int_equal(rows[0], 1);
-    assert_int_equal(mr_curve_residuals(&d, 2, &c, NULL), MR_OK);
+    assert_ok(mr_curve_residuals(&d, 2, &c, NULL));
     assert_int_equal(c.n, 2);
     mr_curve_free(&c);
     mr_metric_id id;
-    assert_int_equal(mr_metric_by_name("roc_auc", &id, NULL), MR_OK);
+    assert_ok(mr_metric_by_name("roc_auc", &id, NULL));
     assert_int_equal(id, MR_METRIC_ROC_AUC);
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_metric_by_name("roc_acu", &id, &err), MR_E_NOT_FOUND);
+    assert_status(mr_metric_by_name("roc_acu", &id, &err), MR_E_NOT_FOUND);
     assert_non_null(strstr(err.hint, "roc_auc"));
     mr_error_clear(&err);
 }
@@ -443,9 +460,9 @@ static void test_large_thread_identity(void **state)
     (void)state;
     size_t n = ((size_t)1 << 20) + 12345;
     double *y = mr_malloc(n * sizeof(double)), *s = mr_malloc(n * sizeof(double)), *w = mr_malloc(n * sizeof(double));
-    assert_non_null(y);
-    assert_non_null(s);
-    assert_non_null(w);
+    assert_alloc(y);
+    assert_alloc(s);
+    assert_alloc(w);
     mr_metric_data d = make_binary(n, y, s, 3);
     for (size_t i = 0; i < n; i++) {
         s[i] = round(s[i] * 1e4) / 1e4; /* ties */
@@ -455,13 +472,13 @@ static void test_large_thread_identity(void **state)
     mr_pool_shutdown();
     for (int pass = 0; pass < 2; pass++) {
         double *r = pass ? r4 : r1;
-        if (pass) assert_int_equal(mr_pool_init(4, NULL), MR_OK);
+        if (pass) assert_ok(mr_pool_init(4, NULL));
         d.w = NULL;
-        assert_int_equal(mr_metric_auc_ap(&d, &r[0], &r[1], NULL), MR_OK);
-        assert_int_equal(mr_metric_logloss(&d, &r[2], NULL), MR_OK);
+        assert_ok(mr_metric_auc_ap(&d, &r[0], &r[1], NULL));
+        assert_ok(mr_metric_logloss(&d, &r[2], NULL));
         d.w = w;
-        assert_int_equal(mr_metric_auc_ap(&d, &r[3], &r[4], NULL), MR_OK);
-        assert_int_equal(mr_metric_logloss(&d, &r[5], NULL), MR_OK);
+        assert_ok(mr_metric_auc_ap(&d, &r[3], &r[4], NULL));
+        assert_ok(mr_metric_logloss(&d, &r[5], NULL));
     }
     mr_pool_shutdown();
     assert_memory_equal(r1, r4, sizeof r1);
@@ -484,5 +501,5 @@ int main(void)
         cmocka_unit_test(test_error_analysis_and_curves),
         cmocka_unit_test(test_large_thread_identity),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return mr_test_run(tests, NULL, NULL);
 }

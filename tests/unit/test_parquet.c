@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <dirent.h>
 #include <jansson.h>
 #include <math.h>
@@ -27,7 +29,7 @@ static char tmpdir[256];
 static int setup_tmp(void **state)
 {
     (void)state;
-    snprintf(tmpdir, sizeof tmpdir, "%s/mr-pq-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    snprintf(tmpdir, sizeof tmpdir, "%s/mr-pq-XXXXXX", mr_test_tmpdir());
     return mkdtemp(tmpdir) ? 0 : -1;
 }
 
@@ -40,7 +42,9 @@ static int teardown_tmp(void **state)
 
 static char *tmp_path(const char *name)
 {
-    return mr_path_join(tmpdir, name);
+    char *ret_ = mr_path_join(tmpdir, name);
+    assert_alloc(ret_);
+    return ret_;
 }
 
 #define CHECK_OK(expr)                                                                     \
@@ -81,7 +85,7 @@ static void test_thrift_roundtrip(void **state)
     mr__tc_write_struct_end(&w);
     mr__tc_write_i32_field(&w, 43, INT32_MAX);
     mr__tc_write_struct_end(&w);
-    assert_int_equal(w.rc, MR_OK);
+    assert_ok(w.rc);
 
     mr__tc_reader r;
     mr__tc_reader_init(&r, b.data, b.len);
@@ -189,6 +193,7 @@ static void test_rle_hybrid(void **state)
     for (unsigned bw = 1; bw <= 32; bw += (bw < 4 ? 1 : 5)) {
         size_t n = 3000;
         uint32_t *v = mr_malloc(n * sizeof(uint32_t)), *d = mr_malloc(n * sizeof(uint32_t));
+        assert_alloc(v);
         uint32_t mask = bw == 32 ? 0xffffffffu : (1u << bw) - 1;
         for (size_t i = 0; i < n; i++) {
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
@@ -197,7 +202,7 @@ static void test_rle_hybrid(void **state)
         }
         mr_buf b;
         mr_buf_init(&b);
-        assert_int_equal(mr__pq_rle_encode(v, n, bw, &b), MR_OK);
+        assert_ok(mr__pq_rle_encode(v, n, bw, &b));
         assert_int_equal(mr__pq_rle_decode((const uint8_t *)b.data, b.len, bw, d, n), 0);
         assert_memory_equal(v, d, n * sizeof(uint32_t));
         /* truncated input never succeeds with garbage past the end */
@@ -212,7 +217,7 @@ static void test_rle_hybrid(void **state)
     for (size_t i = 0; i < 777; i++) lv[i] = i % 13 != 0;
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr__pq_rle_encode_u8(lv, 777, 1, &b), MR_OK);
+    assert_ok(mr__pq_rle_encode_u8(lv, 777, 1, &b));
     assert_int_equal(mr__pq_rle_decode((const uint8_t *)b.data, b.len, 1, out, 777), 0);
     for (size_t i = 0; i < 777; i++) assert_int_equal(out[i], lv[i]);
     mr_buf_free(&b);
@@ -234,7 +239,7 @@ static mr_table *make_table(size_t n, uint64_t seed, int with_nulls)
             mr_column *d;
             CHECK_OK(mr_column_new("dict", MR_T_STRING, 0, &d, &err));
             const char *v[] = {"alpha", "", "gamma,delta", "\xc3\xa9t\xc3\xa9"};
-            for (int j = 0; j < 4; j++) assert_int_equal(mr_column_append_str(d, v[j], strlen(v[j])), MR_OK);
+            for (int j = 0; j < 4; j++) assert_ok(mr_column_append_str(d, v[j], strlen(v[j])));
             CHECK_OK(mr_column_new_dict(names[k], d, n, &c[k], &err));
         } else {
             CHECK_OK(mr_column_new(names[k], types[k], n, &c[k], &err));
@@ -247,21 +252,21 @@ static mr_table *make_table(size_t n, uint64_t seed, int with_nulls)
         char s[40];
         int sl = snprintf(s, sizeof s, "str-%llu", (unsigned long long)(x % 100003));
         if (i % 17 == 0) sl = 0;
-        assert_int_equal(nl ? mr_column_append_null(c[0]) : mr_column_append_bool(c[0], (int)(x & 1)), MR_OK);
-        assert_int_equal(nl ? mr_column_append_null(c[1]) : mr_column_append_int64(c[1], (int64_t)x), MR_OK);
+        assert_ok(nl ? mr_column_append_null(c[0]) : mr_column_append_bool(c[0], (int)(x & 1)));
+        assert_ok(nl ? mr_column_append_null(c[1]) : mr_column_append_int64(c[1], (int64_t)x));
         double dv = (double)(int64_t)x / 3.0;
         if (i == 5) dv = -0.0;
         if (i == 6) dv = NAN;
         if (i == 7) dv = INFINITY;
-        assert_int_equal(nl ? mr_column_append_null(c[2]) : mr_column_append_float64(c[2], dv), MR_OK);
-        assert_int_equal(nl ? mr_column_append_null(c[3]) : mr_column_append_float32(c[3], (float)dv), MR_OK);
-        assert_int_equal(nl ? mr_column_append_null(c[4]) : mr_column_append_str(c[4], s, (size_t)sl), MR_OK);
-        assert_int_equal(nl && i % 2 ? mr_column_append_null(c[5]) : mr_column_append_code(c[5], (int32_t)(x % 4)), MR_OK);
-        assert_int_equal(nl ? mr_column_append_null(c[6]) : mr_column_append_int32(c[6], (int32_t)(x % 100000) - 50000), MR_OK);
-        assert_int_equal(nl ? mr_column_append_null(c[7]) : mr_column_append_int64(c[7], (int64_t)(x >> 8) - ((int64_t)1 << 54)), MR_OK);
+        assert_ok(nl ? mr_column_append_null(c[2]) : mr_column_append_float64(c[2], dv));
+        assert_ok(nl ? mr_column_append_null(c[3]) : mr_column_append_float32(c[3], (float)dv));
+        assert_ok(nl ? mr_column_append_null(c[4]) : mr_column_append_str(c[4], s, (size_t)sl));
+        assert_ok(nl && i % 2 ? mr_column_append_null(c[5]) : mr_column_append_code(c[5], (int32_t)(x % 4)));
+        assert_ok(nl ? mr_column_append_null(c[6]) : mr_column_append_int32(c[6], (int32_t)(x % 100000) - 50000));
+        assert_ok(nl ? mr_column_append_null(c[7]) : mr_column_append_int64(c[7], (int64_t)(x >> 8) - ((int64_t)1 << 54)));
         const char *lc[] = {"north", "south", "east", "west", ""};
         const char *l = lc[x % 5];
-        assert_int_equal(nl ? mr_column_append_null(c[8]) : mr_column_append_str(c[8], l, strlen(l)), MR_OK);
+        assert_ok(nl ? mr_column_append_null(c[8]) : mr_column_append_str(c[8], l, strlen(l)));
     }
     for (int k = 0; k < 9; k++) CHECK_OK(mr_table_add_column(t, c[k], &err));
     return t;
@@ -299,8 +304,8 @@ static void assert_tables_equal(const mr_table *a, const mr_table *b)
                 mr_buf bx, by;
                 mr_buf_init(&bx);
                 mr_buf_init(&by);
-                mr_column_format(x, i, &bx);
-                mr_column_format(y, i, &by);
+                assert_ok(mr_column_format(x, i, &bx));
+                assert_ok(mr_column_format(y, i, &by));
                 fail_msg("column '%s' row %zu: '%s' vs '%s'", x->name, i, bx.data, by.data);
             }
         }
@@ -341,7 +346,7 @@ static void test_roundtrip_codecs(void **state)
         assert_int_equal(mr_parquet_row_group_rows(f, 2), 500);
         assert_int_equal(mr_parquet_row_group_rows(f, 3), 700);
         mr_parquet_codec cc;
-        assert_int_equal(mr_parquet_chunk_codec(f, 0, 0, &cc), MR_OK);
+        assert_ok(mr_parquet_chunk_codec(f, 0, 0, &cc));
         assert_int_equal(cc, codecs[k]);
         assert_string_equal(mr_parquet_created_by(f), "millrace " "0.1.0");
         assert_int_equal(mr_parquet_num_kv(f), 2);
@@ -441,7 +446,7 @@ static void test_stats(void **state)
     assert_int_equal(s.min_len, 0);
     assert_int_equal(s.max_len, 4);
     assert_memory_equal(s.max_s, "west", 4);
-    assert_int_equal(mr_parquet_column_stats(f, 1, 0, &s, &err), MR_E_INVALID_ARG);
+    assert_status(mr_parquet_column_stats(f, 1, 0, &s, &err), MR_E_INVALID_ARG);
     mr_error_clear(&err);
     mr_parquet_close(f);
     mr_free(path);
@@ -469,7 +474,7 @@ static void test_empty_and_errors(void **state)
 
     /* unwritable path */
     mr_parquet_writer *w = NULL;
-    assert_int_equal(mr_parquet_writer_open("/nonexistent-dir/x.parquet", NULL, &w, &err), MR_E_IO);
+    assert_status(mr_parquet_writer_open("/nonexistent-dir/x.parquet", NULL, &w, &err), MR_E_IO);
     assert_null(w);
     assert_non_null(strstr(err.file, "nonexistent"));
     mr_error_clear(&err);
@@ -479,25 +484,25 @@ static void test_empty_and_errors(void **state)
     mr_table *t2 = make_table(10, 3, 0);
     CHECK_OK(mr_parquet_writer_write(w, t2, &err));
     mr_table_project(t2, (const char *const[]){"i", "b"}, 2, &err);
-    assert_int_equal(mr_parquet_writer_write(w, t2, &err), MR_E_SCHEMA);
+    assert_status(mr_parquet_writer_write(w, t2, &err), MR_E_SCHEMA);
     mr_error_clear(&err);
-    assert_int_equal(mr_parquet_writer_write(w, t2, &err), MR_E_STATE);
+    assert_status(mr_parquet_writer_write(w, t2, &err), MR_E_STATE);
     mr_error_clear(&err);
-    assert_int_equal(mr_parquet_writer_close(w, &err), MR_E_STATE);
+    assert_status(mr_parquet_writer_close(w, &err), MR_E_STATE);
     mr_error_clear(&err);
     assert_true(mr_fs_exists(path)); /* partial file left for the caller */
 
     /* not a parquet file */
     mr_fs_write_atomic(path, "hello world, not parquet", 24, &err);
-    assert_int_equal(mr_parquet_open(path, &f, &err), MR_E_CORRUPT);
+    assert_status(mr_parquet_open(path, &f, &err), MR_E_CORRUPT);
     assert_non_null(strstr(err.msg, "PAR1"));
     mr_error_clear(&err);
-    assert_int_equal(mr_parquet_open("/nonexistent.parquet", &f, &err), MR_E_NOT_FOUND);
+    assert_status(mr_parquet_open("/nonexistent.parquet", &f, &err), MR_E_NOT_FOUND);
     mr_error_clear(&err);
     mr_parquet_codec c;
-    assert_int_equal(mr_parquet_codec_parse("ZSTD", &c), MR_OK);
+    assert_ok(mr_parquet_codec_parse("ZSTD", &c));
     assert_int_equal(c, MR_PQ_ZSTD);
-    assert_int_equal(mr_parquet_codec_parse("lz4", &c), MR_E_NOT_FOUND);
+    assert_status(mr_parquet_codec_parse("lz4", &c), MR_E_NOT_FOUND);
     mr_table_free(t);
     mr_table_free(t2);
     mr_free(path);
@@ -521,6 +526,7 @@ static void test_corrupt_inputs(void **state)
     size_t len;
     CHECK_OK(mr_fs_read_file(path, 1 << 24, &data, &len, &err));
     uint8_t *copy = mr_malloc(len);
+    assert_alloc(copy);
     int n_err = 0, n_ok = 0;
     uint64_t x = 777;
     for (size_t trial = 0; trial < 1500; trial++) {
@@ -585,17 +591,17 @@ static size_t csv_line(const char **pp, const char *end, csv_cell *cells, size_t
             while (p < end) {
                 if (*p == '"') {
                     if (p + 1 < end && p[1] == '"') {
-                        mr_buf_append(store, "\"", 1);
+                        assert_ok(mr_buf_append(store, "\"", 1));
                         p += 2;
                         continue;
                     }
                     p++;
                     break;
                 }
-                mr_buf_append(store, p++, 1);
+                assert_ok(mr_buf_append(store, p++, 1));
             }
         } else {
-            while (p < end && *p != ',' && *p != '\n' && *p != '\r') mr_buf_append(store, p++, 1);
+            while (p < end && *p != ',' && *p != '\n' && *p != '\r') assert_ok(mr_buf_append(store, p++, 1));
         }
         if (n < max) {
             offs[n] = start;
@@ -620,6 +626,7 @@ static void compare_expect_csv(const char *dir, const char *pq, const char *csv)
     mr_error err;
     mr_error_init(&err);
     char *pp = mr_path_join(dir, pq), *cp = mr_path_join(dir, csv);
+    assert_alloc(pp);
     mr_parquet_file *f;
     CHECK_OK(mr_parquet_open(pp, &f, &err));
     mr_table *t;
@@ -647,7 +654,7 @@ static void compare_expect_csv(const char *dir, const char *pq, const char *csv)
             if (cells[j].is_null != isnull) fail_msg("%s row %zu column '%s': null mismatch", pq, row, c->name);
             if (isnull) continue;
             fmt.len = 0;
-            mr_column_format(c, row, &fmt);
+            assert_ok(mr_column_format(c, row, &fmt));
             if (fmt.len != cells[j].len || memcmp(fmt.data, cells[j].s, fmt.len))
                 fail_msg("%s row %zu column '%s': got '%s', expected '%.*s'", pq, row, c->name, fmt.data,
                          (int)cells[j].len, cells[j].s);
@@ -667,7 +674,7 @@ static void compare_expect_csv(const char *dir, const char *pq, const char *csv)
 static int64_t col_i64(const mr_table *t, const char *name, size_t i)
 {
     const mr_column *c = mr_table_column(t, name);
-    assert_non_null(c);
+    assert_alloc(c);
     return ((const int64_t *)c->data)[i];
 }
 
@@ -737,6 +744,7 @@ static void test_parquet_testing(void **state)
     mr_error_init(&err);
     for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
         char *p = mr_path_join(dir, files[k].file);
+        assert_alloc(p);
         mr_parquet_file *f;
         CHECK_OK(mr_parquet_open(p, &f, &err));
         assert_int_equal(mr_parquet_num_rows(f), files[k].rows);
@@ -763,6 +771,7 @@ static void test_parquet_testing(void **state)
 
     /* alltypes_plain: known values (cross-checked against DuckDB) */
     char *p = mr_path_join(dir, "alltypes_plain.parquet");
+    assert_alloc(p);
     mr_parquet_file *f;
     CHECK_OK(mr_parquet_open(p, &f, &err));
     mr_table *t;
@@ -791,6 +800,7 @@ static void test_parquet_testing(void **state)
 
     /* int96 beyond the nanosecond range, as Spark reads it */
     p = mr_path_join(dir, "int96_from_spark.parquet");
+    assert_alloc(p);
     CHECK_OK(mr_parquet_open(p, &f, &err));
     CHECK_OK(mr_parquet_read_all(f, NULL, 0, &t, &err));
     int64_t exp96[] = {1704141296123456LL, 1704070800000000LL, 253402225200000000LL, 1735599600000000LL, 0,
@@ -805,6 +815,7 @@ static void test_parquet_testing(void **state)
 
     /* decimals, float16, dictionary strings without materialising */
     p = mr_path_join(dir, "int32_decimal.parquet");
+    assert_alloc(p);
     CHECK_OK(mr_parquet_open(p, &f, &err));
     CHECK_OK(mr_parquet_read_all(f, NULL, 0, &t, &err));
     assert_int_equal(t->cols[0]->type, MR_T_FLOAT64);
@@ -816,6 +827,7 @@ static void test_parquet_testing(void **state)
                               "fixed_length_decimal_legacy.parquet"};
     for (size_t k = 0; k < 4; k++) {
         p = mr_path_join(dir, decfiles[k]);
+        assert_alloc(p);
         CHECK_OK(mr_parquet_open(p, &f, &err));
         CHECK_OK(mr_parquet_read_all(f, NULL, 0, &t, &err));
         for (size_t i = 0; i < 24; i++)
@@ -825,6 +837,7 @@ static void test_parquet_testing(void **state)
         mr_free(p);
     }
     p = mr_path_join(dir, "float16_nonzeros_and_nans.parquet");
+    assert_alloc(p);
     CHECK_OK(mr_parquet_open(p, &f, &err));
     CHECK_OK(mr_parquet_read_all(f, NULL, 0, &t, &err));
     assert_int_equal(t->cols[0]->type, MR_T_FLOAT32);
@@ -836,6 +849,7 @@ static void test_parquet_testing(void **state)
     mr_parquet_close(f);
     mr_free(p);
     p = mr_path_join(dir, "rle-dict-snappy-checksum.parquet");
+    assert_alloc(p);
     CHECK_OK(mr_parquet_open(p, &f, &err));
     CHECK_OK(mr_parquet_read_row_group(f, 0, NULL, 0, &t, &err));
     assert_non_null(mr_table_column(t, "binary_field")->codes);
@@ -844,6 +858,7 @@ static void test_parquet_testing(void **state)
     mr_free(p);
     /* with CRC checks off the corrupt-checksum file reads */
     p = mr_path_join(dir, "datapage_v1-corrupt-checksum.parquet");
+    assert_alloc(p);
     CHECK_OK(mr_parquet_open(p, &f, &err));
     mr_parquet_set_verify_checksums(f, 0);
     CHECK_OK(mr_parquet_read_all(f, NULL, 0, &t, &err));
@@ -860,7 +875,9 @@ static void compare_json(const char *pq, const char *js)
     mr_error err;
     mr_error_init(&err);
     json_error_t jerr;
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *root = json_load_file(js, 0, &jerr);
+    if (!root) mr_test_accept_if_oom(oom0);
     if (!root) fail_msg("%s: %s", js, jerr.text);
     mr_parquet_file *f;
     CHECK_OK(mr_parquet_open(pq, &f, &err));
@@ -902,7 +919,7 @@ static void compare_json(const char *pq, const char *js)
             if (!ok) {
                 mr_buf b;
                 mr_buf_init(&b);
-                mr_column_format(c, i, &b);
+                assert_ok(mr_column_format(c, i, &b));
                 char *want = json_dumps(v, JSON_ENCODE_ANY);
                 fail_msg("%s row %zu column '%s' (%s): got %s, DuckDB read %s", pq, i, c->name, kind, b.data, want);
             }
@@ -922,12 +939,15 @@ static int compare_dir(const char *dir)
     while ((e = readdir(d))) {
         if (e->d_name[0] == '.') continue;
         char *p = mr_path_join(dir, e->d_name);
+        assert_alloc(p);
         size_t l = strlen(p);
         if (mr_fs_is_dir(p)) {
             n += compare_dir(p);
         } else if (l > 8 && !strcmp(p + l - 8, ".parquet")) {
             char *js = mr_strndup(p, l - 8);
+            assert_alloc(js);
             char *jp = mr_asprintf("%s.json", js);
+            assert_alloc(jp);
             compare_json(p, jp);
             mr_free(js);
             mr_free(jp);
@@ -943,12 +963,14 @@ static void test_duckdb_fixtures(void **state)
 {
     (void)state;
     const char *fx = getenv("MILLRACE_TEST_FIXTURES");
-    assert_non_null(fx);
+    assert_alloc(fx);
     char *dir = mr_path_join(fx, "parquet");
+    assert_alloc(dir);
     int n = compare_dir(dir);
     assert_true(n >= 11);
     /* row groups written by DuckDB */
     char *p = mr_path_join(dir, "rowgroups.parquet");
+    assert_alloc(p);
     mr_error err;
     mr_error_init(&err);
     mr_parquet_file *f;
@@ -978,7 +1000,7 @@ static void test_throughput(void **state)
     uint64_t x = 5;
     for (size_t i = 0; i < n; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        mr_column_append_float64(c, (double)(x >> 11) / 9007199254740992.0);
+        assert_ok(mr_column_append_float64(c, (double)(x >> 11) / 9007199254740992.0));
     }
     CHECK_OK(mr_table_add_column(t, c, &err));
     mr_parquet_codec codecs[] = {MR_PQ_UNCOMPRESSED, MR_PQ_SNAPPY, MR_PQ_ZSTD};
@@ -1090,7 +1112,7 @@ static void test_footer_row_count_mismatch(void **state)
     mr_parquet_close(f);
     u[hit + 1] = 0xf2; /* zigzag(121) */
     f = NULL;
-    assert_int_equal(mr_parquet_open_mem(u, len, "rows.parquet", &f, &err), MR_E_CORRUPT);
+    assert_status(mr_parquet_open_mem(u, len, "rows.parquet", &f, &err), MR_E_CORRUPT);
     assert_null(f);
     assert_non_null(strstr(err.file, "rows.parquet"));
     if (!strstr(err.msg, "file metadata says 121 rows, its 3 row groups hold 120"))
@@ -1116,5 +1138,5 @@ int main(void)
         cmocka_unit_test(test_duckdb_fixtures),
         cmocka_unit_test(test_throughput),
     };
-    return cmocka_run_group_tests(tests, setup_tmp, teardown_tmp);
+    return mr_test_run(tests, setup_tmp, teardown_tmp);
 }

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -25,7 +27,7 @@ static void test_escape_ticks(void **state)
     (void)state;
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_report_escape(&b, "a<b>&\"c'"), MR_OK);
+    assert_ok(mr_report_escape(&b, "a<b>&\"c'"));
     assert_string_equal(b.data, "a&lt;b&gt;&amp;&quot;c&#39;");
     mr_buf_free(&b);
     double f, s;
@@ -53,7 +55,7 @@ static void test_charts(void **state)
     c.title = "<b>t</b>";
     double x[] = {0, 0.5, NAN, 1}, y[] = {0, 0.7, 0.8, 1};
     mr_series s = {"a&b", x, y, 4, MR_SERIES_STEP};
-    assert_int_equal(mr_report_chart_line(&b, &c, &s, 1, NULL), MR_OK);
+    assert_ok(mr_report_chart_line(&b, &c, &s, 1, NULL));
     assert_true(strncmp(b.data, "<svg", 4) == 0);
     assert_non_null(strstr(b.data, "&lt;b&gt;t&lt;/b&gt;"));
     assert_non_null(strstr(b.data, "a&amp;b"));
@@ -63,20 +65,20 @@ static void test_charts(void **state)
     b.len = 0;
     const char *lab[] = {"x<y", "z"};
     double cells[] = {1, 2, 3, 4};
-    assert_int_equal(mr_report_chart_heatmap(&b, &c, lab, lab, cells, 2, 2, NULL), MR_OK);
+    assert_ok(mr_report_chart_heatmap(&b, &c, lab, lab, cells, 2, 2, NULL));
     assert_non_null(strstr(b.data, "x&lt;y"));
-    assert_int_equal(mr_report_chart_heatmap(&b, &c, lab, lab, cells, 0, 2, NULL), MR_E_INVALID_ARG);
+    assert_status(mr_report_chart_heatmap(&b, &c, lab, lab, cells, 0, 2, NULL), MR_E_INVALID_ARG);
     b.len = 0;
     mr_gantt_bar g[] = {{"s1", 0, 1, MR_STAGE_CACHED}, {"s2", 1, 3, MR_STAGE_FAILED}};
-    assert_int_equal(mr_report_chart_gantt(&b, &c, g, 2, NULL), MR_OK);
+    assert_ok(mr_report_chart_gantt(&b, &c, g, 2, NULL));
     assert_non_null(strstr(b.data, "#e15759"));
     b.len = 0;
     mr_interval_mark m[] = {{"a", 0.5, 0.4, 0.6, 1}, {"b", 0.7, NAN, NAN, 0}};
-    assert_int_equal(mr_report_chart_intervals(&b, &c, m, 2, 0.65, NULL), MR_OK);
+    assert_ok(mr_report_chart_intervals(&b, &c, m, 2, 0.65, NULL));
     b.len = 0;
-    assert_int_equal(mr_report_chart_scatter(&b, &c, x, y, 4, 0, NULL), MR_OK);
+    assert_ok(mr_report_chart_scatter(&b, &c, x, y, 4, 0, NULL));
     b.len = 0;
-    assert_int_equal(mr_report_chart_bars(&b, &c, lab, cells, 2, NULL), MR_OK);
+    assert_ok(mr_report_chart_bars(&b, &c, lab, cells, 2, NULL));
     mr_buf_free(&b);
 }
 
@@ -86,33 +88,33 @@ static void test_document(void **state)
     mr_report *r = NULL;
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_report_new("T <1>", &r, NULL), MR_OK);
-    assert_int_equal(mr_report_text(r, "orphan", &err), MR_E_STATE);
+    assert_ok(mr_report_new("T <1>", &r, NULL));
+    assert_status(mr_report_text(r, "orphan", &err), MR_E_STATE);
     mr_error_clear(&err);
-    assert_int_equal(mr_report_section(r, "bad id", "x", &err), MR_E_INVALID_ARG);
+    assert_status(mr_report_section(r, "bad id", "x", &err), MR_E_INVALID_ARG);
     mr_error_clear(&err);
-    assert_int_equal(mr_report_section(r, "a", "A", NULL), MR_OK);
-    assert_int_equal(mr_report_section(r, "a", "again", &err), MR_E_INVALID_ARG);
+    assert_ok(mr_report_section(r, "a", "A", NULL));
+    assert_status(mr_report_section(r, "a", "again", &err), MR_E_INVALID_ARG);
     mr_error_clear(&err);
     const char *k[] = {"k|1"}, *v[] = {"<script>x</script>"};
-    assert_int_equal(mr_report_kv(r, k, v, 1, NULL), MR_OK);
+    assert_ok(mr_report_kv(r, k, v, 1, NULL));
     const char *hdr[] = {"c1", "c2"}, *cells[] = {"1", "a|b", "2", NULL};
     unsigned char flag[] = {0, 1};
-    assert_int_equal(mr_report_table(r, "cap", hdr, 2, cells, 2, flag, NULL), MR_OK);
-    assert_int_equal(mr_report_svg(r, "x", "<div>", &err), MR_E_INVALID_ARG);
+    assert_ok(mr_report_table(r, "cap", hdr, 2, cells, 2, flag, NULL));
+    assert_status(mr_report_svg(r, "x", "<div>", &err), MR_E_INVALID_ARG);
     mr_error_clear(&err);
     mr_report_stage st[] = {{"s", 0, 1, 0.5, 1 << 20, MR_STAGE_EXECUTED}};
-    assert_int_equal(mr_report_add_timeline(r, st, 1, 2, NULL), MR_OK);
+    assert_ok(mr_report_add_timeline(r, st, 1, 2, NULL));
     mr_report_metric m[] = {{"auc", 0.8, 0.7, 0.9}};
-    assert_int_equal(mr_report_add_metrics(r, m, 1, NULL), MR_OK);
+    assert_ok(mr_report_add_metrics(r, m, 1, NULL));
     const char *cn[] = {"c"};
     int ok[] = {0};
-    assert_int_equal(mr_report_add_checks(r, cn, ok, NULL, 1, NULL), MR_OK);
+    assert_ok(mr_report_add_checks(r, cn, ok, NULL, 1, NULL));
     mr_buf h, md;
     mr_buf_init(&h);
     mr_buf_init(&md);
-    assert_int_equal(mr_report_html(r, &h, NULL), MR_OK);
-    assert_int_equal(mr_report_markdown(r, &md, NULL), MR_OK);
+    assert_ok(mr_report_html(r, &h, NULL));
+    assert_ok(mr_report_markdown(r, &md, NULL));
     assert_null(strstr(h.data, "<script"));
     assert_null(strstr(h.data, "src="));
     assert_null(strstr(h.data, "href=\"http")); /* only #anchors and the data: icon */
@@ -149,9 +151,9 @@ static void test_legend_below_plot(void **state)
     mr_series s[6] = {{"first series", x, y, 3, MR_SERIES_LINE},    {"second series", x, y, 3, MR_SERIES_STEP},
                       {"a third, longer series name", x, y, 3, MR_SERIES_LINE}, {"fourth", x, y, 3, MR_SERIES_POINTS},
                       {"never listed", x, y, 3, MR_SERIES_FAINT},  {"fifth series name", x, y, 3, MR_SERIES_LINE}};
-    assert_int_equal(mr_report_chart_line(&b, &c, s, 6, NULL), MR_OK);
+    assert_ok(mr_report_chart_line(&b, &c, s, 6, NULL));
     const char *plot = strstr(b.data, "fill=\"#fafafa\""); /* the plot area's rect */
-    assert_non_null(plot);
+    assert_alloc(plot);
     while (plot > b.data && strncmp(plot, "<rect", 5)) plot--;
     double plot_bottom = attr(plot, "y") + attr(plot, "height");
     double svg_h = attr(b.data, "height");
@@ -175,7 +177,7 @@ static void test_legend_below_plot(void **state)
     /* Without names: no legend, no extra height. */
     b.len = 0;
     mr_series anon = {NULL, x, y, 3, MR_SERIES_LINE};
-    assert_int_equal(mr_report_chart_line(&b, &c, &anon, 1, NULL), MR_OK);
+    assert_ok(mr_report_chart_line(&b, &c, &anon, 1, NULL));
     assert_true(attr(b.data, "height") == 340);
     mr_buf_free(&b);
 }
@@ -183,8 +185,8 @@ static void test_legend_below_plot(void **state)
 static void write_file(const char *dir, const char *name, const char *text)
 {
     char *path = mr_path_join(dir, name);
-    assert_non_null(path);
-    assert_int_equal(mr_fs_write_atomic(path, text, strlen(text), NULL), MR_OK);
+    assert_alloc(path);
+    assert_ok(mr_fs_write_atomic(path, text, strlen(text), NULL));
     mr_free(path);
 }
 
@@ -192,7 +194,7 @@ static char *read_text(const char *path)
 {
     char *t = NULL;
     size_t n = 0;
-    assert_int_equal(mr_fs_read_file(path, 1 << 24, &t, &n, NULL), MR_OK);
+    assert_ok(mr_fs_read_file(path, 1 << 24, &t, &n, NULL));
     return t;
 }
 
@@ -214,22 +216,25 @@ __attribute__((noinline)) static int count_of(const char *hay, const char *needl
 static void test_run_report_artifact(void **state)
 {
     (void)state;
-    char dir[] = "/tmp/mr_report_XXXXXX";
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/mr_report_XXXXXX", mr_test_tmpdir());
     assert_non_null(mkdtemp(dir));
     char *db = mr_path_join(dir, "runs.db"), *tune = mr_path_join(dir, "tune"), *html = mr_path_join(dir, "r.html");
+    assert_alloc(db);
     char *md = mr_path_join(dir, "r.md");
-    assert_int_equal(mr_fs_mkdirs(tune, NULL), MR_OK);
+    assert_alloc(md);
+    assert_ok(mr_fs_mkdirs(tune, NULL));
     mr_runstore *rs = NULL;
-    assert_int_equal(mr_runstore_open(db, &rs, NULL), MR_OK);
+    assert_ok(mr_runstore_open(db, &rs, NULL));
     mr_run_begin info = {"millrace run", "/somewhere/ws", "", 0, "{\"lr\":0.1}", "", 0, "nightly", NULL, 0};
     int64_t run = 0;
-    assert_int_equal(mr_runstore_run_begin(rs, &info, &run, NULL), MR_OK);
+    assert_ok(mr_runstore_run_begin(rs, &info, &run, NULL));
     mr_stage_record rec = {"tune", "tune", "0123456789abcdef0123456789abcdef", "executed", 1.7e9, 2, 1, 0, 1000, 0, 0, NULL,
                            "{\"out\":\"0123456789abcdef0123456789abcdef.dir\"}"};
-    assert_int_equal(mr_runstore_stage_record(rs, run, &rec, NULL), MR_OK);
+    assert_ok(mr_runstore_stage_record(rs, run, &rec, NULL));
     mr_metric m[] = {{"trial.0.auc", 1, 0.6}, {"trial.0.auc", 2, 0.7}, {"trial.1.auc", 1, 0.65}, {"trial.1.auc", 2, 0.8},
                      {"trial.2.auc", 1, 0.5}, {"trial.2.auc", 2, 0.55}};
-    assert_int_equal(mr_runstore_metrics_add(rs, run, "tune", m, 6, NULL), MR_OK);
+    assert_ok(mr_runstore_metrics_add(rs, run, "tune", m, 6, NULL));
     write_file(tune, "trials.json",
                "[{\"trial\":0,\"status\":\"complete\",\"value\":0.7,\"params\":{\"lr\":0.1},\"curve\":[0.6,0.7]},"
                "{\"trial\":1,\"status\":\"complete\",\"value\":0.8,\"params\":{\"lr\":0.2},\"curve\":[0.65,0.8]},"
@@ -256,9 +261,9 @@ static void test_run_report_artifact(void **state)
     mr_free(t);
 
     /* The same run regenerated: the run's facts and its final status. */
-    assert_int_equal(mr_runstore_run_end(rs, run, "ok", 1, 0, 0, 0, NULL), MR_OK);
+    assert_ok(mr_runstore_run_end(rs, run, "ok", 1, 0, 0, 0, NULL));
     in.artifact = 0;
-    assert_int_equal(mr_run_report_write(rs, run, &in, html, md, NULL), MR_OK);
+    assert_ok(mr_run_report_write(rs, run, &in, html, md, NULL));
     t = read_text(md);
     assert_non_null(strstr(t, "# ws: run 1"));
     assert_non_null(strstr(t, "**status**: ok"));
@@ -267,7 +272,7 @@ static void test_run_report_artifact(void **state)
     assert_non_null(strstr(t, "## Stage timeline and resources"));
     mr_free(t);
     mr_runstore_close(rs);
-    assert_int_equal(mr_fs_rmtree(dir, NULL), MR_OK);
+    assert_ok(mr_fs_rmtree(dir, NULL));
     mr_free(db);
     mr_free(tune);
     mr_free(html);
@@ -283,5 +288,5 @@ int main(void)
         cmocka_unit_test(test_legend_below_plot),
         cmocka_unit_test(test_run_report_artifact),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return mr_test_run(tests, NULL, NULL);
 }

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <sqlite3.h>
@@ -32,11 +34,11 @@ typedef struct fixture {
 static int setup(void **state)
 {
     fixture *f = mr_calloc(1, sizeof(*f));
-    assert_non_null(f);
-    snprintf(f->dir, sizeof(f->dir), "/tmp/mr_runstore_XXXXXX");
+    assert_alloc(f);
+    snprintf(f->dir, sizeof(f->dir), "%s/mr_runstore_XXXXXX", mr_test_tmpdir());
     assert_non_null(mkdtemp(f->dir));
     f->db = mr_path_join(f->dir, "runs.db");
-    assert_non_null(f->db);
+    assert_alloc(f->db);
     *state = f;
     return 0;
 }
@@ -46,7 +48,7 @@ static int teardown(void **state)
     fixture *f = *state;
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_fs_rmtree(f->dir, &err), MR_OK);
+    assert_ok(mr_fs_rmtree(f->dir, &err));
     mr_free(f->db);
     mr_free(f);
     return 0;
@@ -59,7 +61,7 @@ static mr_runstore *open_ok(const char *path)
     mr_runstore *rs = NULL;
     mr_status st = mr_runstore_open(path, &rs, &err);
     if (st != MR_OK) fail_msg("open failed: %s", err.msg);
-    assert_non_null(rs);
+    assert_alloc(rs);
     return rs;
 }
 
@@ -67,7 +69,7 @@ static int64_t begin_run(mr_runstore *rs, const char *params)
 {
     mr_run_begin info = {"millrace run -j2", "/work/x", "abc123", 1, params, "train.rounds=300", 0, NULL, NULL, 0};
     int64_t id = 0;
-    assert_int_equal(mr_runstore_run_begin(rs, &info, &id, NULL), MR_OK);
+    assert_ok(mr_runstore_run_begin(rs, &info, &id, NULL));
     assert_true(id > 0);
     return id;
 }
@@ -76,7 +78,9 @@ static int64_t begin_run(mr_runstore *rs, const char *params)
 static json_t *view(mr_buf *b)
 {
     json_error_t je;
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *v = json_loads(b->data, 0, &je);
+    if (!v) mr_test_accept_if_oom(oom0);
     if (!v) fail_msg("bad JSON (%s): %s", je.text, b->data);
     mr_buf_free(b);
     return v;
@@ -89,8 +93,8 @@ static json_t *runs_view_n(mr_runstore *rs, int limit)
     mr_run_list *l = NULL;
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_runstore_runs(rs, &q, &l, NULL), MR_OK);
-    assert_int_equal(mr_run_list_json(l, &b, NULL), MR_OK);
+    assert_ok(mr_runstore_runs(rs, &q, &l, NULL));
+    assert_ok(mr_run_list_json(l, &b, NULL));
     mr_run_list_free(l);
     return view(&b);
 }
@@ -102,8 +106,8 @@ static json_t *show_view(mr_runstore *rs, int64_t id)
     mr_run_detail *d = NULL;
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_runstore_run_detail(rs, id, &d, NULL), MR_OK);
-    assert_int_equal(mr_run_detail_json(d, &b, NULL), MR_OK);
+    assert_ok(mr_runstore_run_detail(rs, id, &d, NULL));
+    assert_ok(mr_run_detail_json(d, &b, NULL));
     mr_run_detail_free(d);
     return view(&b);
 }
@@ -113,8 +117,8 @@ static json_t *compare_view(mr_runstore *rs, const int64_t *ids, size_t n)
     mr_run_compare *c = NULL;
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_runstore_compare(rs, ids, n, &c, NULL), MR_OK);
-    assert_int_equal(mr_run_compare_json(c, &b, NULL), MR_OK);
+    assert_ok(mr_runstore_compare(rs, ids, n, &c, NULL));
+    assert_ok(mr_run_compare_json(c, &b, NULL));
     mr_run_compare_free(c);
     return view(&b);
 }
@@ -161,7 +165,7 @@ static void test_open_twice(void **state)
     mr_error err;
     mr_error_init(&err);
     rs = (mr_runstore *)1;
-    assert_int_equal(mr_runstore_open(f->db, &rs, &err), MR_E_SCHEMA);
+    assert_status(mr_runstore_open(f->db, &rs, &err), MR_E_SCHEMA);
     assert_null(rs);
     assert_non_null(strstr(err.msg, "newer"));
     assert_non_null(strstr(err.msg, f->db));
@@ -173,7 +177,7 @@ static void test_open_bad_path(void **state)
     mr_error err;
     mr_error_init(&err);
     mr_runstore *rs = NULL;
-    assert_int_equal(mr_runstore_open("/nonexistent-dir/x/runs.db", &rs, &err), MR_E_IO);
+    assert_status(mr_runstore_open("/nonexistent-dir/x/runs.db", &rs, &err), MR_E_IO);
     assert_null(rs);
     assert_non_null(strstr(err.msg, "/nonexistent-dir/x/runs.db"));
 }
@@ -199,7 +203,7 @@ static void test_run_begin_end(void **state)
     assert_int_equal(strlen(jget_str(r, "started")), 20); /* 2026-11-30T11:19:15Z */
     json_decref(v);
 
-    assert_int_equal(mr_runstore_run_end(rs, b, "ok", 1, 3, 0, 2, NULL), MR_OK);
+    assert_ok(mr_runstore_run_end(rs, b, "ok", 1, 3, 0, 2, NULL));
     v = runs_view(rs);
     r = json_array_get(json_object_get(v, "runs"), 0);
     assert_string_equal(jget_str(r, "status"), "ok");
@@ -223,7 +227,7 @@ static void test_run_begin_end(void **state)
 
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_runstore_run_end(rs, 999, "ok", 0, 0, 0, 0, &err), MR_E_NOT_FOUND);
+    assert_status(mr_runstore_run_end(rs, 999, "ok", 0, 0, 0, 0, &err), MR_E_NOT_FOUND);
     mr_runstore_close(rs);
 }
 
@@ -236,14 +240,13 @@ static void test_stages_show(void **state)
                           0.25, 2048, 100, 200, NULL, "{\"out\":\"0123456789abcdef0123456789abcdef\"}"};
     mr_stage_record r2 = {"train", "gbdt.train", "", "failed", 1.7e9 + 2, 3.0, 2.0, 0.5, 4096, 10, 0,
                           "exit status 1", NULL};
-    assert_int_equal(mr_runstore_stage_record(rs, id, &r1, NULL), MR_OK);
-    assert_int_equal(mr_runstore_stage_record(rs, id, &r2, NULL), MR_OK);
+    assert_ok(mr_runstore_stage_record(rs, id, &r1, NULL));
+    assert_ok(mr_runstore_stage_record(rs, id, &r2, NULL));
     mr_metric m[] = {{"loss", 1, 0.5}, {"loss", 0, 0.9}, {"auc", 0, 0.7}};
-    assert_int_equal(mr_runstore_metrics_add(rs, id, "train", m, 3, NULL), MR_OK);
-    assert_int_equal(mr_runstore_metrics_add(rs, id, "train", m, 0, NULL), MR_OK);
-    assert_int_equal(mr_runstore_lineage_add(rs, id, "prepare", "out", "out", "0123456789abcdef0123456789abcdef", NULL),
-                     MR_OK);
-    assert_int_equal(mr_runstore_run_end(rs, id, "failed", 1, 0, 1, 0, NULL), MR_OK);
+    assert_ok(mr_runstore_metrics_add(rs, id, "train", m, 3, NULL));
+    assert_ok(mr_runstore_metrics_add(rs, id, "train", m, 0, NULL));
+    assert_ok(mr_runstore_lineage_add(rs, id, "prepare", "out", "out", "0123456789abcdef0123456789abcdef", NULL));
+    assert_ok(mr_runstore_run_end(rs, id, "failed", 1, 0, 1, 0, NULL));
 
     json_t *v = show_view(rs, id);
     json_t *run = json_object_get(v, "run");
@@ -278,7 +281,7 @@ static void test_stages_show(void **state)
     mr_error err;
     mr_error_init(&err);
     mr_run_detail *d = (mr_run_detail *)&err; /* set to NULL on failure */
-    assert_int_equal(mr_runstore_run_detail(rs, 12345, &d, &err), MR_E_NOT_FOUND);
+    assert_status(mr_runstore_run_detail(rs, 12345, &d, &err), MR_E_NOT_FOUND);
     assert_null(d);
     mr_runstore_close(rs);
 }
@@ -305,18 +308,18 @@ static void test_compare(void **state)
     int64_t b = begin_run(rs, "{\"train\":{\"lr\":0.1,\"rounds\":300},\"extra\":true}");
     mr_metric ma[] = {{"auc", 0, 0.60}, {"auc", 2, 0.80}, {"auc", 1, 0.70}};
     mr_metric mb[] = {{"auc", 0, 0.65}, {"auc", 4, 0.90}, {"auc", 3, 0.85}, {"rmse", 0, 1.5}};
-    assert_int_equal(mr_runstore_metrics_add(rs, a, "train", ma, 3, NULL), MR_OK);
-    assert_int_equal(mr_runstore_metrics_add(rs, b, "train", mb, 4, NULL), MR_OK);
+    assert_ok(mr_runstore_metrics_add(rs, a, "train", ma, 3, NULL));
+    assert_ok(mr_runstore_metrics_add(rs, b, "train", mb, 4, NULL));
     mr_stage_record sa = {"prep", "op", "aaaa", "executed", 0, 0, 0, 0, 0, 0, 0, NULL, NULL};
     mr_stage_record sb = {"prep", "op", "aaaa", "cached", 0, 0, 0, 0, 0, 0, 0, NULL, NULL};
     mr_stage_record ta = {"train", "op", "1111", "executed", 0, 0, 0, 0, 0, 0, 0, NULL, NULL};
     mr_stage_record tb = {"train", "op", "2222", "executed", 0, 0, 0, 0, 0, 0, 0, NULL, NULL};
     mr_stage_record eb = {"eval", "op", "3333", "executed", 0, 0, 0, 0, 0, 0, 0, NULL, NULL};
-    assert_int_equal(mr_runstore_stage_record(rs, a, &sa, NULL), MR_OK);
-    assert_int_equal(mr_runstore_stage_record(rs, a, &ta, NULL), MR_OK);
-    assert_int_equal(mr_runstore_stage_record(rs, b, &sb, NULL), MR_OK);
-    assert_int_equal(mr_runstore_stage_record(rs, b, &tb, NULL), MR_OK);
-    assert_int_equal(mr_runstore_stage_record(rs, b, &eb, NULL), MR_OK);
+    assert_ok(mr_runstore_stage_record(rs, a, &sa, NULL));
+    assert_ok(mr_runstore_stage_record(rs, a, &ta, NULL));
+    assert_ok(mr_runstore_stage_record(rs, b, &sb, NULL));
+    assert_ok(mr_runstore_stage_record(rs, b, &tb, NULL));
+    assert_ok(mr_runstore_stage_record(rs, b, &eb, NULL));
 
     int64_t ab[2] = {a, b};
     json_t *v = compare_view(rs, ab, 2);
@@ -368,7 +371,7 @@ static void test_compare(void **state)
 
     int64_t bad[2] = {a, 777};
     mr_run_compare *cmp = NULL;
-    assert_int_equal(mr_runstore_compare(rs, bad, 2, &cmp, NULL), MR_E_NOT_FOUND);
+    assert_status(mr_runstore_compare(rs, bad, 2, &cmp, NULL), MR_E_NOT_FOUND);
     assert_null(cmp);
     mr_runstore_close(rs);
 }
@@ -403,7 +406,7 @@ static void test_migrate_v1(void **state)
     mr_runstore *rs = open_ok(f->db);
     assert_int_equal(count_rows(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 2);
     mr_run_detail *d = NULL;
-    assert_int_equal(mr_runstore_run_detail(rs, 1, &d, NULL), MR_OK);
+    assert_ok(mr_runstore_run_detail(rs, 1, &d, NULL));
     assert_string_equal(d->run.status, "ok");
     assert_null(d->run.name);
     assert_int_equal(d->run.n_tags, 0);
@@ -413,11 +416,11 @@ static void test_migrate_v1(void **state)
     const char *tags[] = {"exp=lr-sweep"};
     mr_run_begin info = {"millrace run", "/w", "", 0, "{}", "", 0, "second", tags, 1};
     int64_t id = 0;
-    assert_int_equal(mr_runstore_run_begin(rs, &info, &id, NULL), MR_OK);
+    assert_ok(mr_runstore_run_begin(rs, &info, &id, NULL));
     assert_int_equal(id, 2);
     mr_runstore_close(rs);
     rs = open_ok(f->db); /* and reopens at version 2 without migrating again */
-    assert_int_equal(mr_runstore_resolve_run(rs, "second", &id, NULL), MR_OK);
+    assert_ok(mr_runstore_resolve_run(rs, "second", &id, NULL));
     assert_int_equal(id, 2);
     mr_runstore_close(rs);
 }
@@ -426,7 +429,7 @@ static int64_t begin_named(mr_runstore *rs, const char *params, const char *name
 {
     mr_run_begin info = {"millrace run", "/w", "", 0, params, "", 0, name, tags, n_tags};
     int64_t id = 0;
-    assert_int_equal(mr_runstore_run_begin(rs, &info, &id, NULL), MR_OK);
+    assert_ok(mr_runstore_run_begin(rs, &info, &id, NULL));
     return id;
 }
 
@@ -452,7 +455,7 @@ static void test_names_tags(void **state)
     int64_t c = begin_named(rs, "{}", "baseline", t3, 1);
 
     mr_run_detail *d = NULL;
-    assert_int_equal(mr_runstore_run_detail(rs, a, &d, NULL), MR_OK);
+    assert_ok(mr_runstore_run_detail(rs, a, &d, NULL));
     assert_string_equal(d->run.name, "baseline");
     assert_int_equal(d->run.n_tags, 2);
     assert_string_equal(d->run.tags[0].key, "exp");
@@ -460,7 +463,7 @@ static void test_names_tags(void **state)
     assert_string_equal(d->run.tags[1].key, "gpu");
     assert_null(d->run.tags[1].value);
     mr_run_detail_free(d);
-    assert_int_equal(mr_runstore_run_detail(rs, b, &d, NULL), MR_OK);
+    assert_ok(mr_runstore_run_detail(rs, b, &d, NULL));
     assert_null(d->run.name);
     assert_int_equal(d->run.n_tags, 1);
     assert_string_equal(d->run.tags[0].value, "lr");
@@ -496,7 +499,7 @@ static void test_names_tags(void **state)
 
     /* A name resolves to its newest run. */
     int64_t id = 0;
-    assert_int_equal(mr_runstore_resolve_run(rs, "baseline", &id, NULL), MR_OK);
+    assert_ok(mr_runstore_resolve_run(rs, "baseline", &id, NULL));
     assert_int_equal(id, c);
 
     /* Malformed tags are refused, naming the problem, and record nothing. */
@@ -505,7 +508,7 @@ static void test_names_tags(void **state)
         mr_error err;
         mr_error_init(&err);
         mr_run_begin info = {"r", "/", "", 0, "{}", "", 0, NULL, &bad[i], 1};
-        assert_int_equal(mr_runstore_run_begin(rs, &info, &id, &err), MR_E_INVALID_ARG);
+        assert_status(mr_runstore_run_begin(rs, &info, &id, &err), MR_E_INVALID_ARG);
         assert_non_null(strstr(err.msg, "tag"));
     }
     assert_int_equal(count_rows(f->db, "SELECT count(*) FROM runs"), 3);
@@ -523,14 +526,14 @@ static void test_columns_sort(void **state)
     int64_t r3 = begin_run(rs, "{\"train\":{\"lr\":0.3}}");
     int64_t r4 = begin_run(rs, "{\"train\":{\"lr\":0.2,\"depth\":8}}");
     mr_metric m1[] = {{"test.auc", 0, 0.81}}, m2[] = {{"test.auc", 0, 0.86}}, m4[] = {{"test.auc", 0, 0.79}};
-    assert_int_equal(mr_runstore_metrics_add(rs, r1, "eval", m1, 1, NULL), MR_OK);
-    assert_int_equal(mr_runstore_metrics_add(rs, r2, "eval", m2, 1, NULL), MR_OK);
-    assert_int_equal(mr_runstore_metrics_add(rs, r4, "eval", m4, 1, NULL), MR_OK);
+    assert_ok(mr_runstore_metrics_add(rs, r1, "eval", m1, 1, NULL));
+    assert_ok(mr_runstore_metrics_add(rs, r2, "eval", m2, 1, NULL));
+    assert_ok(mr_runstore_metrics_add(rs, r4, "eval", m4, 1, NULL));
 
     const char *cols[] = {"params.train.lr", "metrics.eval.test.auc", "params.train.depth"};
     mr_runs_query q = {0, NULL, 0, cols, 3, "-metrics.eval.test.auc"};
     mr_run_list *l = NULL;
-    assert_int_equal(mr_runstore_runs(rs, &q, &l, NULL), MR_OK);
+    assert_ok(mr_runstore_runs(rs, &q, &l, NULL));
     assert_int_equal(l->n, 4);
     assert_int_equal(l->n_columns, 3);
     /* Best AUC first; the run without one last. */
@@ -538,14 +541,14 @@ static void test_columns_sort(void **state)
     for (size_t i = 0; i < 4; i++) assert_int_equal(l->runs[i].id, want[i]);
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_runstore_value_text(l->cells[0 * 3 + 0], &b), MR_OK);
+    assert_ok(mr_runstore_value_text(l->cells[0 * 3 + 0], &b));
     assert_string_equal(b.data, "0.05"); /* as written, not 0.050000000000000003 */
     assert_true(fabs(l->cells[0 * 3 + 1]->u.f - 0.86) < 1e-12);
     assert_null(l->cells[3 * 3 + 1]); /* r3 has no AUC */
     assert_null(l->cells[3 * 3 + 2]); /* nor a depth */
     mr_buf_free(&b);
     mr_buf_init(&b);
-    assert_int_equal(mr_run_list_json(l, &b, NULL), MR_OK);
+    assert_ok(mr_run_list_json(l, &b, NULL));
     json_t *v = view(&b);
     json_t *first = json_object_get(json_array_get(json_object_get(v, "runs"), 0), "columns");
     assert_true(fabs(json_number_value(json_object_get(first, "params.train.lr")) - 0.05) < 1e-15);
@@ -571,18 +574,18 @@ static void test_columns_sort(void **state)
     mr_error err;
     mr_error_init(&err);
     l = (mr_run_list *)&err;
-    assert_int_equal(mr_runstore_runs(rs, &bad, &l, &err), MR_E_NOT_FOUND);
+    assert_status(mr_runstore_runs(rs, &bad, &l, &err), MR_E_NOT_FOUND);
     assert_null(l);
     assert_non_null(strstr(err.msg, "params.train.lrr"));
     assert_non_null(strstr(err.hint, "'params.train.lr'"));
     mr_error_clear(&err);
     mr_runs_query bad_sort = {0, NULL, 0, NULL, 0, "-metrics.eval.auc"};
-    assert_int_equal(mr_runstore_runs(rs, &bad_sort, &l, &err), MR_E_NOT_FOUND);
+    assert_status(mr_runstore_runs(rs, &bad_sort, &l, &err), MR_E_NOT_FOUND);
     assert_non_null(strstr(err.hint, "'metrics.eval.test.auc'"));
     mr_error_clear(&err);
     const char *junk[] = {"stauts"};
     mr_runs_query bad_field = {0, NULL, 0, junk, 1, NULL};
-    assert_int_equal(mr_runstore_runs(rs, &bad_field, &l, &err), MR_E_NOT_FOUND);
+    assert_status(mr_runstore_runs(rs, &bad_field, &l, &err), MR_E_NOT_FOUND);
     assert_non_null(strstr(err.msg, "unknown column 'stauts'"));
     assert_non_null(strstr(err.hint, "'status'"));
     mr_runstore_close(rs);
@@ -597,17 +600,17 @@ static void test_compare_three(void **state)
     int64_t r[3] = {begin_run(rs, "{\"lr\":0.1,\"n\":100}"), begin_run(rs, "{\"lr\":0.1,\"n\":200}"),
                     begin_run(rs, "{\"lr\":0.1,\"n\":100}")};
     mr_metric m[] = {{"auc", 0, 0.8}};
-    for (int k = 0; k < 3; k++) assert_int_equal(mr_runstore_metrics_add(rs, r[k], "eval", m, 1, NULL), MR_OK);
+    for (int k = 0; k < 3; k++) assert_ok(mr_runstore_metrics_add(rs, r[k], "eval", m, 1, NULL));
     mr_metric extra[] = {{"rmse", 0, 1.5}};
-    assert_int_equal(mr_runstore_metrics_add(rs, r[2], "eval", extra, 1, NULL), MR_OK);
+    assert_ok(mr_runstore_metrics_add(rs, r[2], "eval", extra, 1, NULL));
     mr_stage_record s = {"train", "train", "k1", "executed", 0, 0, 0, 0, 0, 0, 0, NULL, NULL};
-    assert_int_equal(mr_runstore_stage_record(rs, r[0], &s, NULL), MR_OK);
-    assert_int_equal(mr_runstore_stage_record(rs, r[1], &s, NULL), MR_OK);
+    assert_ok(mr_runstore_stage_record(rs, r[0], &s, NULL));
+    assert_ok(mr_runstore_stage_record(rs, r[1], &s, NULL));
     s.key = "k2";
-    assert_int_equal(mr_runstore_stage_record(rs, r[2], &s, NULL), MR_OK);
+    assert_ok(mr_runstore_stage_record(rs, r[2], &s, NULL));
 
     mr_run_compare *c = NULL;
-    assert_int_equal(mr_runstore_compare(rs, r, 3, &c, NULL), MR_OK);
+    assert_ok(mr_runstore_compare(rs, r, 3, &c, NULL));
     assert_int_equal(c->n_runs, 3);
     assert_int_equal(c->n_params, 2);
     assert_string_equal(c->params[0].path, "lr");
@@ -647,17 +650,16 @@ static void test_trials_outputs_text(void **state)
     fixture *f = *state;
     mr_runstore *rs = open_ok(f->db);
     mr_trial_list *t = NULL;
-    assert_int_equal(mr_runstore_trials(rs, "tune", &t, NULL), MR_OK); /* no table yet */
+    assert_ok(mr_runstore_trials(rs, "tune", &t, NULL)); /* no table yet */
     assert_int_equal(t->run_id, 0);
     assert_int_equal(t->n, 0);
     mr_trial_list_free(t);
     int64_t a = begin_run(rs, "{}"), b = begin_run(rs, "{}");
-    assert_int_equal(mr_runstore_trial_add(rs, a, "tune", 0, "k0", "complete", 0.5, "{\"trial\":0}", NULL), MR_OK);
-    assert_int_equal(mr_runstore_trial_add(rs, b, "tune", 1, "k1", "pruned", NAN, "{\"trial\":1,\"params\":{\"lr\":0.1}}", NULL),
-                     MR_OK);
-    assert_int_equal(mr_runstore_trial_add(rs, b, "tune", 0, "k0", "failed", NAN, "{\"trial\":0}", NULL), MR_OK);
-    assert_int_equal(mr_runstore_trial_add(rs, b, "tune", 0, "k0", "complete", 0.75, "{\"trial\":0,\"x\":1}", NULL), MR_OK);
-    assert_int_equal(mr_runstore_trials(rs, "tune", &t, NULL), MR_OK);
+    assert_ok(mr_runstore_trial_add(rs, a, "tune", 0, "k0", "complete", 0.5, "{\"trial\":0}", NULL));
+    assert_ok(mr_runstore_trial_add(rs, b, "tune", 1, "k1", "pruned", NAN, "{\"trial\":1,\"params\":{\"lr\":0.1}}", NULL));
+    assert_ok(mr_runstore_trial_add(rs, b, "tune", 0, "k0", "failed", NAN, "{\"trial\":0}", NULL));
+    assert_ok(mr_runstore_trial_add(rs, b, "tune", 0, "k0", "complete", 0.75, "{\"trial\":0,\"x\":1}", NULL));
+    assert_ok(mr_runstore_trials(rs, "tune", &t, NULL));
     assert_int_equal(t->run_id, b); /* the newest run's trials */
     assert_int_equal(t->n, 2);
     assert_int_equal(t->trials[0].trial, 0);
@@ -667,24 +669,24 @@ static void test_trials_outputs_text(void **state)
     assert_true(isnan(t->trials[1].value));
     mr_buf b1;
     mr_buf_init(&b1);
-    assert_int_equal(mr_runstore_value_text(mr_value_get_path(t->trials[1].record, "params.lr"), &b1), MR_OK);
+    assert_ok(mr_runstore_value_text(mr_value_get_path(t->trials[1].record, "params.lr"), &b1));
     assert_string_equal(b1.data, "0.1");
     mr_trial_list_free(t);
 
     /* The run that produced given outputs. */
     mr_stage_record s = {"model", "train", "kA", "executed", 0, 0, 0, 0, 0, 0, 0, NULL, "{\"out\":\"aaa\"}"};
-    assert_int_equal(mr_runstore_stage_record(rs, a, &s, NULL), MR_OK);
+    assert_ok(mr_runstore_stage_record(rs, a, &s, NULL));
     s.key = "kB";
     s.outputs_json = "{\"out\":\"bbb\"}";
-    assert_int_equal(mr_runstore_stage_record(rs, b, &s, NULL), MR_OK);
+    assert_ok(mr_runstore_stage_record(rs, b, &s, NULL));
     const char *names[] = {"out"}, *ida[] = {"aaa"}, *idz[] = {"zzz"};
     int64_t run = 0;
     char *key = NULL;
-    assert_int_equal(mr_runstore_find_outputs(rs, "model", names, ida, 1, &run, &key, NULL), MR_OK);
+    assert_ok(mr_runstore_find_outputs(rs, "model", names, ida, 1, &run, &key, NULL));
     assert_int_equal(run, a);
     assert_string_equal(key, "kA");
     mr_free(key);
-    assert_int_equal(mr_runstore_find_outputs(rs, "model", names, idz, 1, &run, &key, NULL), MR_E_NOT_FOUND);
+    assert_status(mr_runstore_find_outputs(rs, "model", names, idz, 1, &run, &key, NULL), MR_E_NOT_FOUND);
     assert_null(key);
 
     /* Display text: scalars as written, containers as canonical JSON, NULL as "-". */
@@ -692,14 +694,14 @@ static void test_trials_outputs_text(void **state)
     mr_buf_init(&b1);
     mr_value *tree = NULL;
     const char *doc = "{a: 1e-5, b: [1, 2.50], c: {d: x}}";
-    assert_int_equal(mr_yaml_parse(doc, strlen(doc), "t", &tree, NULL), MR_OK);
-    assert_int_equal(mr_runstore_value_text(mr_value_get(tree, "a"), &b1), MR_OK);
+    assert_ok(mr_yaml_parse(doc, strlen(doc), "t", &tree, NULL));
+    assert_ok(mr_runstore_value_text(mr_value_get(tree, "a"), &b1));
     assert_string_equal(b1.data, "1e-5");
     b1.len = 0;
-    assert_int_equal(mr_runstore_value_text(mr_value_get(tree, "b"), &b1), MR_OK);
+    assert_ok(mr_runstore_value_text(mr_value_get(tree, "b"), &b1));
     assert_string_equal(b1.data, "[1,2.5]");
     b1.len = 0;
-    assert_int_equal(mr_runstore_value_text(NULL, &b1), MR_OK);
+    assert_ok(mr_runstore_value_text(NULL, &b1));
     assert_string_equal(b1.data, "-");
     mr_value_free(tree);
     mr_buf_free(&b1);
@@ -715,16 +717,15 @@ static void test_cache(void **state)
     mr_error err;
     mr_error_init(&err);
     char *outs = (char *)1, *mets = (char *)1, *doc = (char *)1;
-    assert_int_equal(mr_runstore_cache_get(rs, "k1", &outs, &mets, &doc, &err), MR_E_NOT_FOUND);
+    assert_status(mr_runstore_cache_get(rs, "k1", &outs, &mets, &doc, &err), MR_E_NOT_FOUND);
     assert_null(outs);
     assert_null(mets);
     assert_null(doc);
     assert_non_null(strstr(err.msg, "no cache entry"));
     mr_error_clear(&err);
 
-    assert_int_equal(mr_runstore_cache_put(rs, "k1", "train", "gbdt.train", "doc1", "{\"m\":\"x\"}", "{}", 1, NULL),
-                     MR_OK);
-    assert_int_equal(mr_runstore_cache_get(rs, "k1", &outs, &mets, &doc, NULL), MR_OK);
+    assert_ok(mr_runstore_cache_put(rs, "k1", "train", "gbdt.train", "doc1", "{\"m\":\"x\"}", "{}", 1, NULL));
+    assert_ok(mr_runstore_cache_get(rs, "k1", &outs, &mets, &doc, NULL));
     assert_string_equal(outs, "{\"m\":\"x\"}");
     assert_string_equal(mets, "{}");
     assert_string_equal(doc, "doc1");
@@ -732,21 +733,21 @@ static void test_cache(void **state)
     mr_free(mets);
     mr_free(doc);
     /* NULL out params are skipped; a NULL column stays NULL. */
-    assert_int_equal(mr_runstore_cache_put(rs, "k1", "train", "gbdt.train", "doc1b", "{}", NULL, 0, NULL), MR_OK);
-    assert_int_equal(mr_runstore_cache_get(rs, "k1", NULL, &mets, NULL, NULL), MR_OK);
+    assert_ok(mr_runstore_cache_put(rs, "k1", "train", "gbdt.train", "doc1b", "{}", NULL, 0, NULL));
+    assert_ok(mr_runstore_cache_get(rs, "k1", NULL, &mets, NULL, NULL));
     assert_null(mets);
 
     char *key = NULL;
-    assert_int_equal(mr_runstore_cache_last_for_stage(rs, "train", &key, &doc, &err), MR_OK);
+    assert_ok(mr_runstore_cache_last_for_stage(rs, "train", &key, &doc, &err));
     assert_string_equal(key, "k1");
     assert_string_equal(doc, "doc1b");
     mr_free(key);
     mr_free(doc);
-    assert_int_equal(mr_runstore_cache_put(rs, "k2", "train", "gbdt.train", "doc2", "{}", "{}", 1, NULL), MR_OK);
-    assert_int_equal(mr_runstore_cache_last_for_stage(rs, "train", &key, NULL, NULL), MR_OK);
+    assert_ok(mr_runstore_cache_put(rs, "k2", "train", "gbdt.train", "doc2", "{}", "{}", 1, NULL));
+    assert_ok(mr_runstore_cache_last_for_stage(rs, "train", &key, NULL, NULL));
     assert_string_equal(key, "k2");
     mr_free(key);
-    assert_int_equal(mr_runstore_cache_last_for_stage(rs, "nope", &key, &doc, &err), MR_E_NOT_FOUND);
+    assert_status(mr_runstore_cache_last_for_stage(rs, "nope", &key, &doc, &err), MR_E_NOT_FOUND);
     assert_null(key);
     mr_runstore_close(rs);
 }
@@ -769,18 +770,18 @@ static void test_statcache_roundtrip(void **state)
     fixture *f = *state;
     mr_runstore *rs = open_ok(f->db);
     mr_statcache *sc = NULL;
-    assert_int_equal(mr_statcache_new(&sc, NULL), MR_OK);
+    assert_ok(mr_statcache_new(&sc, NULL));
     mr_hash128 h1 = {0x0123456789abcdefull, 0xfedcba9876543210ull}, h2 = {1, 2}, got;
-    assert_int_equal(mr_statcache_put(sc, "data/a.csv", 10, 1700000000123456789ull, 42, h1, 1), MR_OK);
-    assert_int_equal(mr_statcache_put(sc, "data/b.csv", 20, UINT64_MAX, 43, h2, 1), MR_OK);
-    assert_int_equal(mr_statcache_put(sc, "data/clean.csv", 30, 5, 44, h2, 0), MR_OK); /* not dirty: not saved */
-    assert_int_equal(mr_runstore_statcache_save(rs, sc, NULL), MR_OK);
+    assert_ok(mr_statcache_put(sc, "data/a.csv", 10, 1700000000123456789ull, 42, h1, 1));
+    assert_ok(mr_statcache_put(sc, "data/b.csv", 20, UINT64_MAX, 43, h2, 1));
+    assert_ok(mr_statcache_put(sc, "data/clean.csv", 30, 5, 44, h2, 0)); /* not dirty: not saved */
+    assert_ok(mr_runstore_statcache_save(rs, sc, NULL));
     mr_statcache_free(sc);
     mr_runstore_close(rs);
 
     rs = open_ok(f->db);
-    assert_int_equal(mr_statcache_new(&sc, NULL), MR_OK);
-    assert_int_equal(mr_runstore_statcache_load(rs, sc, NULL), MR_OK);
+    assert_ok(mr_statcache_new(&sc, NULL));
+    assert_ok(mr_runstore_statcache_load(rs, sc, NULL));
     assert_int_equal(mr_statcache_count(sc), 2);
     assert_int_equal(mr_statcache_lookup(sc, "data/a.csv", 10, 1700000000123456789ull, 42, &got), 1);
     assert_true(mr_hash_eq(got, h1));
@@ -792,12 +793,12 @@ static void test_statcache_roundtrip(void **state)
     assert_int_equal(c.n, 2);
     assert_int_equal(c.n_dirty, 0);
     /* Saving an undirtied cache writes nothing new; an update replaces. */
-    assert_int_equal(mr_runstore_statcache_save(rs, sc, NULL), MR_OK);
-    assert_int_equal(mr_statcache_put(sc, "data/a.csv", 11, 1, 42, h2, 1), MR_OK);
-    assert_int_equal(mr_runstore_statcache_save(rs, sc, NULL), MR_OK);
+    assert_ok(mr_runstore_statcache_save(rs, sc, NULL));
+    assert_ok(mr_statcache_put(sc, "data/a.csv", 11, 1, 42, h2, 1));
+    assert_ok(mr_runstore_statcache_save(rs, sc, NULL));
     mr_statcache_free(sc);
-    assert_int_equal(mr_statcache_new(&sc, NULL), MR_OK);
-    assert_int_equal(mr_runstore_statcache_load(rs, sc, NULL), MR_OK);
+    assert_ok(mr_statcache_new(&sc, NULL));
+    assert_ok(mr_runstore_statcache_load(rs, sc, NULL));
     assert_int_equal(mr_statcache_count(sc), 2);
     assert_int_equal(mr_statcache_lookup(sc, "data/a.csv", 11, 1, 42, &got), 1);
     assert_true(mr_hash_eq(got, h2));
@@ -825,7 +826,7 @@ static void test_reap(void **state)
     int64_t dead = begin_run(rs, "{}");
     int64_t reused = begin_run(rs, "{}");
     int64_t done = begin_run(rs, "{}");
-    assert_int_equal(mr_runstore_run_end(rs, done, "ok", 0, 0, 0, 0, NULL), MR_OK);
+    assert_ok(mr_runstore_run_end(rs, done, "ok", 0, 0, 0, 0, NULL));
 
     char sql[256];
     snprintf(sql, sizeof(sql), "UPDATE runs SET pid = %ld WHERE id = %lld", (long)dead_pid(), (long long)dead);
@@ -835,9 +836,9 @@ static void test_reap(void **state)
     raw_exec(f->db, sql);
 
     int n = -1;
-    assert_int_equal(mr_runstore_reap(rs, &n, NULL), MR_OK);
+    assert_ok(mr_runstore_reap(rs, &n, NULL));
     assert_int_equal(n, 2);
-    assert_int_equal(mr_runstore_reap(rs, &n, NULL), MR_OK);
+    assert_ok(mr_runstore_reap(rs, &n, NULL));
     assert_int_equal(n, 0);
 
     json_t *v = runs_view(rs);
@@ -871,28 +872,28 @@ static void test_resolve(void **state)
     mr_error err;
     mr_error_init(&err);
     int64_t id = 0;
-    assert_int_equal(mr_runstore_resolve_run(rs, "latest", &id, &err), MR_E_NOT_FOUND);
+    assert_status(mr_runstore_resolve_run(rs, "latest", &id, &err), MR_E_NOT_FOUND);
     assert_non_null(strstr(err.hint, "no runs"));
     mr_error_clear(&err);
 
     int64_t r1 = begin_run(rs, "{}"), r2 = begin_run(rs, "{}"), r3 = begin_run(rs, "{}");
-    assert_int_equal(mr_runstore_resolve_run(rs, "latest", &id, NULL), MR_OK);
+    assert_ok(mr_runstore_resolve_run(rs, "latest", &id, NULL));
     assert_int_equal(id, r3);
-    assert_int_equal(mr_runstore_resolve_run(rs, "last", &id, NULL), MR_OK);
+    assert_ok(mr_runstore_resolve_run(rs, "last", &id, NULL));
     assert_int_equal(id, r3);
-    assert_int_equal(mr_runstore_resolve_run(rs, "-1", &id, NULL), MR_OK);
+    assert_ok(mr_runstore_resolve_run(rs, "-1", &id, NULL));
     assert_int_equal(id, r3);
-    assert_int_equal(mr_runstore_resolve_run(rs, "-3", &id, NULL), MR_OK);
+    assert_ok(mr_runstore_resolve_run(rs, "-3", &id, NULL));
     assert_int_equal(id, r1);
     char ref[32];
     snprintf(ref, sizeof(ref), "%lld", (long long)r2);
-    assert_int_equal(mr_runstore_resolve_run(rs, ref, &id, NULL), MR_OK);
+    assert_ok(mr_runstore_resolve_run(rs, ref, &id, NULL));
     assert_int_equal(id, r2);
 
     const char *bad[] = {"-4", "-0", "0", "99", "abc", "", "1x", "-", "+1", "99999999999999999999999"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
         id = -7;
-        assert_int_equal(mr_runstore_resolve_run(rs, bad[i], &id, &err), MR_E_NOT_FOUND);
+        assert_status(mr_runstore_resolve_run(rs, bad[i], &id, &err), MR_E_NOT_FOUND);
         assert_int_equal(id, -7);
         char want[64];
         snprintf(want, sizeof(want), "no run '%s'", bad[i]);
@@ -981,15 +982,17 @@ static void test_kept_artifacts_and_prune(void **state)
     mr_error err;
     mr_error_init(&err);
     char *root = mr_path_join(f->dir, "store");
+    assert_alloc(root);
     char *file = mr_path_join(f->dir, "out.txt");
+    assert_alloc(file);
     mr_store *store = NULL;
-    assert_int_equal(mr_store_open(root, &store, &err), MR_OK);
+    assert_ok(mr_store_open(root, &store, &err));
     FILE *fp = fopen(file, "w");
     assert_non_null(fp);
     fputs("hello\n", fp);
     fclose(fp);
     mr_artifact art;
-    assert_int_equal(mr_store_publish(store, NULL, file, &art, &err), MR_OK);
+    assert_ok(mr_store_publish(store, NULL, file, &art, &err));
     char present[MR_ARTIFACT_ID_LEN];
     mr_artifact_id(&art, present);
     const char *missing = "00000000000000000000000000000001";
@@ -1003,15 +1006,14 @@ static void test_kept_artifacts_and_prune(void **state)
     mr_stage_record rec1 = {"s", "op", "k", "executed", 0, 0, 0, 0, 0, 0, 0, NULL,
                             "{\"x\":\"00000000000000000000000000000002.dir\"}"};
     mr_stage_record rec2 = {"s", "op", "k", "executed", 0, 0, 0, 0, 0, 0, 0, NULL, outs};
-    assert_int_equal(mr_runstore_stage_record(rs, r1, &rec1, NULL), MR_OK);
-    assert_int_equal(mr_runstore_stage_record(rs, r2, &rec2, NULL), MR_OK);
-    assert_int_equal(mr_runstore_lineage_add(rs, r2, "s", "out", "model", present, NULL), MR_OK);
-    assert_int_equal(mr_runstore_lineage_add(rs, r2, "s", "in", "data", "00000000000000000000000000000003", NULL),
-                     MR_OK);
+    assert_ok(mr_runstore_stage_record(rs, r1, &rec1, NULL));
+    assert_ok(mr_runstore_stage_record(rs, r2, &rec2, NULL));
+    assert_ok(mr_runstore_lineage_add(rs, r2, "s", "out", "model", present, NULL));
+    assert_ok(mr_runstore_lineage_add(rs, r2, "s", "in", "data", "00000000000000000000000000000003", NULL));
 
     char **ids = NULL;
     size_t n = 0;
-    assert_int_equal(mr_runstore_kept_artifacts(rs, 1, &ids, &n, NULL), MR_OK);
+    assert_ok(mr_runstore_kept_artifacts(rs, 1, &ids, &n, NULL));
     assert_int_equal(n, 2); /* deduplicated; inputs and older runs excluded */
     const char *lo = strcmp(present, missing) < 0 ? present : missing;
     const char *hi = lo == present ? missing : present;
@@ -1019,7 +1021,7 @@ static void test_kept_artifacts_and_prune(void **state)
     assert_string_equal(ids[1], hi);
     for (size_t i = 0; i < n; i++) mr_free(ids[i]);
     mr_free(ids);
-    assert_int_equal(mr_runstore_kept_artifacts(rs, -1, &ids, &n, NULL), MR_OK);
+    assert_ok(mr_runstore_kept_artifacts(rs, -1, &ids, &n, NULL));
     assert_int_equal(n, 3);
     int seen_old = 0;
     for (size_t i = 0; i < n; i++) {
@@ -1028,31 +1030,58 @@ static void test_kept_artifacts_and_prune(void **state)
     }
     mr_free(ids);
     assert_true(seen_old);
-    assert_int_equal(mr_runstore_kept_artifacts(rs, 0, &ids, &n, NULL), MR_OK);
+    assert_ok(mr_runstore_kept_artifacts(rs, 0, &ids, &n, NULL));
     assert_int_equal(n, 0);
     mr_free(ids);
+    /* out of memory at each allocation: all 3 ids or MR_E_NOMEM, never
+     * fewer (gc would delete what a kept run references) */
+    for (long k = 1, fired = 1; fired; k++) {
+        uint64_t oom0 = mr_alloc_failures_here();
+        mr_alloc_fail_after(k);
+        mr_status rc = mr_runstore_kept_artifacts(rs, -1, &ids, &n, NULL);
+        mr_alloc_fail_after(0);
+        fired = mr_alloc_failures_here() != oom0;
+        if (rc == MR_E_NOMEM && fired) continue;
+        assert_ok(rc);
+        assert_int_equal(n, 3);
+        for (size_t i = 0; i < n; i++) mr_free(ids[i]);
+        mr_free(ids);
+    }
 
     char ok_outs[64];
     snprintf(ok_outs, sizeof(ok_outs), "{\"model\":\"%s\"}", present);
-    assert_int_equal(mr_runstore_cache_put(rs, "good", "s", "op", "", ok_outs, "{}", r2, NULL), MR_OK);
-    assert_int_equal(mr_runstore_cache_put(rs, "empty", "s", "op", "", "{}", "{}", r2, NULL), MR_OK);
-    assert_int_equal(mr_runstore_cache_put(rs, "gone", "s", "op", "", outs, "{}", r2, NULL), MR_OK);
-    assert_int_equal(mr_runstore_cache_put(rs, "junk", "s", "op", "", "not json", "{}", r2, NULL), MR_OK);
+    assert_ok(mr_runstore_cache_put(rs, "good", "s", "op", "", ok_outs, "{}", r2, NULL));
+    assert_ok(mr_runstore_cache_put(rs, "empty", "s", "op", "", "{}", "{}", r2, NULL));
+    assert_ok(mr_runstore_cache_put(rs, "gone", "s", "op", "", outs, "{}", r2, NULL));
+    assert_ok(mr_runstore_cache_put(rs, "junk", "s", "op", "", "not json", "{}", r2, NULL));
     int pruned = -1;
-    assert_int_equal(mr_runstore_cache_prune(rs, store, NULL, 0, &pruned, NULL), MR_OK);
+    /* out of memory never prunes an entry whose outputs are present */
+    for (long k = 1, fired = 1; fired; k++) {
+        uint64_t oom0 = mr_alloc_failures_here();
+        mr_alloc_fail_after(k);
+        mr_status rc = mr_runstore_cache_prune(rs, store, NULL, 0, &pruned, NULL);
+        mr_alloc_fail_after(0);
+        fired = mr_alloc_failures_here() != oom0;
+        assert_true(rc == MR_OK || (rc == MR_E_NOMEM && fired));
+        assert_ok(mr_runstore_cache_get(rs, "good", NULL, NULL, NULL, NULL));
+        if (rc == MR_OK) break;
+    }
+    assert_ok(mr_runstore_cache_put(rs, "gone", "s", "op", "", outs, "{}", r2, NULL));
+    assert_ok(mr_runstore_cache_put(rs, "junk", "s", "op", "", "not json", "{}", r2, NULL));
+    assert_ok(mr_runstore_cache_prune(rs, store, NULL, 0, &pruned, NULL));
     assert_int_equal(pruned, 2);
-    assert_int_equal(mr_runstore_cache_get(rs, "good", NULL, NULL, NULL, NULL), MR_OK);
-    assert_int_equal(mr_runstore_cache_get(rs, "empty", NULL, NULL, NULL, NULL), MR_OK);
-    assert_int_equal(mr_runstore_cache_get(rs, "gone", NULL, NULL, NULL, NULL), MR_E_NOT_FOUND);
-    assert_int_equal(mr_runstore_cache_prune(rs, store, NULL, 0, &pruned, NULL), MR_OK);
+    assert_ok(mr_runstore_cache_get(rs, "good", NULL, NULL, NULL, NULL));
+    assert_ok(mr_runstore_cache_get(rs, "empty", NULL, NULL, NULL, NULL));
+    assert_status(mr_runstore_cache_get(rs, "gone", NULL, NULL, NULL, NULL), MR_E_NOT_FOUND);
+    assert_ok(mr_runstore_cache_prune(rs, store, NULL, 0, &pruned, NULL));
     assert_int_equal(pruned, 0);
     /* an entry whose object is about to go (gc) is dropped before it goes */
     mr_artifact doomed;
-    assert_int_equal(mr_artifact_parse(present, &doomed), MR_OK);
-    assert_int_equal(mr_runstore_cache_prune(rs, store, &doomed, 1, &pruned, NULL), MR_OK);
+    assert_ok(mr_artifact_parse(present, &doomed));
+    assert_ok(mr_runstore_cache_prune(rs, store, &doomed, 1, &pruned, NULL));
     assert_int_equal(pruned, 1);
-    assert_int_equal(mr_runstore_cache_get(rs, "good", NULL, NULL, NULL, NULL), MR_E_NOT_FOUND);
-    assert_int_equal(mr_runstore_cache_get(rs, "empty", NULL, NULL, NULL, NULL), MR_OK);
+    assert_status(mr_runstore_cache_get(rs, "good", NULL, NULL, NULL, NULL), MR_E_NOT_FOUND);
+    assert_ok(mr_runstore_cache_get(rs, "empty", NULL, NULL, NULL, NULL));
 
     mr_runstore_close(rs);
     mr_store_close(store);
@@ -1073,13 +1102,13 @@ static void test_alloc_failures(void **state)
     int64_t a = begin_run(rs, "{\"x\":{\"y\":1}}"), b = begin_run(rs, "{\"x\":{\"y\":2}}");
     mr_metric m[] = {{"loss", 0, 1.0}, {"loss", 1, 0.5}};
     mr_stage_record rec = {"s", "op", "k", "executed", 0, 0, 0, 0, 0, 0, 0, NULL, "{\"o\":\"abc\"}"};
-    assert_int_equal(mr_runstore_metrics_add(rs, a, "s", m, 2, NULL), MR_OK);
-    assert_int_equal(mr_runstore_metrics_add(rs, b, "s", m, 2, NULL), MR_OK);
-    assert_int_equal(mr_runstore_stage_record(rs, a, &rec, NULL), MR_OK);
-    assert_int_equal(mr_runstore_cache_put(rs, "k", "s", "op", "doc", "{}", "{}", a, NULL), MR_OK);
+    assert_ok(mr_runstore_metrics_add(rs, a, "s", m, 2, NULL));
+    assert_ok(mr_runstore_metrics_add(rs, b, "s", m, 2, NULL));
+    assert_ok(mr_runstore_stage_record(rs, a, &rec, NULL));
+    assert_ok(mr_runstore_cache_put(rs, "k", "s", "op", "doc", "{}", "{}", a, NULL));
     mr_runstore_close(rs);
     int completed = 0;
-    for (long k = 1; k < 400 && !completed; k++) {
+    for (long k = 1; k < 4000 && !completed; k++) { /* until nothing fails */
         mr_error err;
         mr_error_init(&err);
         mr_buf buf;
@@ -1155,5 +1184,5 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_kept_artifacts_and_prune, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return mr_test_run(tests, NULL, NULL);
 }

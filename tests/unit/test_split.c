@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,7 +29,7 @@ static uint64_t rng(void) /* splitmix64: fixed test data */
 
 static void add(mr_table *t, mr_column *c)
 {
-    assert_int_equal(mr_table_add_column(t, c, NULL), MR_OK);
+    assert_ok(mr_table_add_column(t, c, NULL));
 }
 
 /* n rows: id (int), cls (string; 3 classes of uneven size plus nulls),
@@ -37,25 +39,25 @@ static mr_table *make_table(size_t n, uint64_t seed)
     rng_state = seed;
     mr_table *t = NULL;
     mr_column *id, *cls, *user, *ts, *score;
-    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
-    assert_int_equal(mr_column_new("id", MR_T_INT64, n, &id, NULL), MR_OK);
-    assert_int_equal(mr_column_new("cls", MR_T_STRING, n, &cls, NULL), MR_OK);
-    assert_int_equal(mr_column_new("user", MR_T_INT64, n, &user, NULL), MR_OK);
-    assert_int_equal(mr_column_new("ts", MR_T_TIMESTAMP, n, &ts, NULL), MR_OK);
-    assert_int_equal(mr_column_new("score", MR_T_FLOAT64, n, &score, NULL), MR_OK);
+    assert_ok(mr_table_new(&t, NULL));
+    assert_ok(mr_column_new("id", MR_T_INT64, n, &id, NULL));
+    assert_ok(mr_column_new("cls", MR_T_STRING, n, &cls, NULL));
+    assert_ok(mr_column_new("user", MR_T_INT64, n, &user, NULL));
+    assert_ok(mr_column_new("ts", MR_T_TIMESTAMP, n, &ts, NULL));
+    assert_ok(mr_column_new("score", MR_T_FLOAT64, n, &score, NULL));
     static const char *names[] = {"churn", "stay", "stay", "stay", "stay", "stay", "rare"};
     for (size_t i = 0; i < n; i++) {
         uint64_t r = rng();
-        mr_column_append_int64(id, (int64_t)i);
-        if (r % 53 == 0) mr_column_append_null(cls);
+        assert_ok(mr_column_append_int64(id, (int64_t)i));
+        if (r % 53 == 0) assert_ok(mr_column_append_null(cls));
         else {
             const char *s = names[(r >> 8) % 7];
             if (strcmp(s, "rare") == 0 && (r >> 20) % 3) s = "churn";
-            mr_column_append_str(cls, s, strlen(s));
+            assert_ok(mr_column_append_str(cls, s, strlen(s)));
         }
-        mr_column_append_int64(user, (int64_t)((r >> 24) % (n / 7 + 1)));
-        mr_column_append_int64(ts, (int64_t)1700000000000000LL + (int64_t)((r >> 32) % 1000000) * 1000000LL);
-        mr_column_append_float64(score, (double)(r >> 11) / 9007199254740992.0);
+        assert_ok(mr_column_append_int64(user, (int64_t)((r >> 24) % (n / 7 + 1))));
+        assert_ok(mr_column_append_int64(ts, (int64_t)1700000000000000LL + (int64_t)((r >> 32) % 1000000) * 1000000LL));
+        assert_ok(mr_column_append_float64(score, (double)(r >> 11) / 9007199254740992.0));
     }
     add(t, id);
     add(t, cls);
@@ -67,9 +69,9 @@ static mr_table *make_table(size_t n, uint64_t seed)
 
 static void three_parts(mr_split_spec *s, double a, double b, double c)
 {
-    assert_int_equal(mr_split_spec_add_part(s, "train", a), MR_OK);
-    assert_int_equal(mr_split_spec_add_part(s, "valid", b), MR_OK);
-    assert_int_equal(mr_split_spec_add_part(s, "test", c), MR_OK);
+    assert_ok(mr_split_spec_add_part(s, "train", a));
+    assert_ok(mr_split_spec_add_part(s, "valid", b));
+    assert_ok(mr_split_spec_add_part(s, "test", c));
 }
 
 static void test_stratified_exact(void **state)
@@ -88,7 +90,8 @@ static void test_stratified_exact(void **state)
                 s.seed = seed;
                 three_parts(&s, fr[fi][0], fr[fi][1], fr[fi][2]);
                 uint8_t *part = mr_malloc(t->n_rows + 1);
-                assert_int_equal(mr_split_assign(&s, t, part, NULL), MR_OK);
+                assert_alloc(part);
+                assert_ok(mr_split_assign(&s, t, part, NULL));
                 /* classes: churn, stay, rare, null */
                 const char *cls[] = {"churn", "stay", "rare", NULL};
                 for (size_t c = 0; c < 4; c++) {
@@ -128,11 +131,11 @@ static void test_stratified_float_labels(void **state)
     (void)state;
     mr_table *t = NULL;
     mr_column *y;
-    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
-    assert_int_equal(mr_column_new("y", MR_T_FLOAT64, 0, &y, NULL), MR_OK);
+    assert_ok(mr_table_new(&t, NULL));
+    assert_ok(mr_column_new("y", MR_T_FLOAT64, 0, &y, NULL));
     for (int i = 0; i < 300; i++) {
         double v = i % 3 == 0 ? 0.0 : i % 3 == 1 ? -0.0 : (i % 2 ? NAN : 1.5);
-        mr_column_append_float64(y, v);
+        assert_ok(mr_column_append_float64(y, v));
     }
     add(t, y);
     mr_split_spec s;
@@ -142,7 +145,7 @@ static void test_stratified_float_labels(void **state)
     mr_split_spec_add_part(&s, "train", 0.5);
     mr_split_spec_add_part(&s, "test", 0.5);
     uint8_t part[300];
-    assert_int_equal(mr_split_assign(&s, t, part, NULL), MR_OK);
+    assert_ok(mr_split_assign(&s, t, part, NULL));
     /* 0 and -0 are one class (200 rows), NaN one (50), 1.5 one (50) */
     size_t zero = 0, nan_ = 0, other = 0;
     for (int i = 0; i < 300; i++) {
@@ -168,10 +171,12 @@ static void test_group_disjoint(void **state)
     s.seed = 9;
     three_parts(&s, 0.6, 0.2, 0.2);
     uint8_t *part = mr_malloc(t->n_rows);
-    assert_int_equal(mr_split_assign(&s, t, part, NULL), MR_OK);
+    assert_alloc(part);
+    assert_ok(mr_split_assign(&s, t, part, NULL));
     const mr_column *u = mr_table_column(t, "user");
     size_t n_users = 5000 / 7 + 1;
     int *seen = mr_calloc(n_users, sizeof(int));
+    assert_alloc(seen);
     size_t count[3] = {0};
     for (size_t i = 0; i < t->n_rows; i++) {
         int64_t g = ((const int64_t *)u->data)[i];
@@ -189,16 +194,17 @@ static void test_group_disjoint(void **state)
      * row order and key type (the string "42" and the integer 42 agree) */
     mr_table *t2 = NULL;
     mr_column *su;
-    assert_int_equal(mr_table_new(&t2, NULL), MR_OK);
-    assert_int_equal(mr_column_new("user", MR_T_STRING, 0, &su, NULL), MR_OK);
+    assert_ok(mr_table_new(&t2, NULL));
+    assert_ok(mr_column_new("user", MR_T_STRING, 0, &su, NULL));
     for (size_t g = n_users; g-- > 0;) {
         char buf[32];
         int len = snprintf(buf, sizeof(buf), "%zu", g);
-        mr_column_append_str(su, buf, (size_t)len);
+        assert_ok(mr_column_append_str(su, buf, (size_t)len));
     }
     add(t2, su);
     uint8_t *part2 = mr_malloc(n_users);
-    assert_int_equal(mr_split_assign(&s, t2, part2, NULL), MR_OK);
+    assert_alloc(part2);
+    assert_ok(mr_split_assign(&s, t2, part2, NULL));
     for (size_t g = 0; g < n_users; g++)
         if (seen[g]) assert_int_equal(part2[n_users - 1 - g], seen[g] - 1);
     mr_free(part2);
@@ -221,7 +227,7 @@ static void test_group_float_rejected(void **state)
     uint8_t part[50];
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_split_assign(&s, t, part, &err), MR_E_INVALID_ARG);
+    assert_status(mr_split_assign(&s, t, part, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "float64"));
     mr_table_free(t);
 }
@@ -242,7 +248,8 @@ static void test_time_cutoff(void **state)
     s.cutoffs[0] = "2023-11-16";             /* 1700092800 s */
     s.cutoffs[1] = "2023-11-20T00:00:00Z";   /* 1700438400 s */
     uint8_t *part = mr_malloc(t->n_rows);
-    assert_int_equal(mr_split_assign(&s, t, part, NULL), MR_OK);
+    assert_alloc(part);
+    assert_ok(mr_split_assign(&s, t, part, NULL));
     int64_t c1 = 1700092800LL * 1000000, c2 = 1700438400LL * 1000000;
     size_t cnt[3] = {0};
     for (size_t i = 0; i < t->n_rows; i++) {
@@ -258,7 +265,7 @@ static void test_time_cutoff(void **state)
     f.time = "ts";
     mr_split_spec_add_part(&f, "train", 0.8);
     mr_split_spec_add_part(&f, "test", 0.2);
-    assert_int_equal(mr_split_assign(&f, t, part, NULL), MR_OK);
+    assert_ok(mr_split_assign(&f, t, part, NULL));
     int64_t max_train = INT64_MIN, min_test = INT64_MAX;
     size_t n_train = 0;
     for (size_t i = 0; i < t->n_rows; i++) {
@@ -275,15 +282,16 @@ static void test_time_cutoff(void **state)
     mr_error err;
     mr_error_init(&err);
     s.cutoffs[1] = "2023-11-01";
-    assert_int_equal(mr_split_assign(&s, t, part, &err), MR_E_INVALID_ARG);
+    assert_status(mr_split_assign(&s, t, part, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "increase"));
     mr_error_clear(&err);
-    mr_column_append_null(t->cols[3]);
+    assert_ok(mr_column_append_null(t->cols[3]));
     for (size_t j = 0; j < t->n_cols; j++)
-        if (j != 3) mr_column_append_null(t->cols[j]);
+        if (j != 3) assert_ok(mr_column_append_null(t->cols[j]));
     t->n_rows++;
     uint8_t *p2 = mr_malloc(t->n_rows);
-    assert_int_equal(mr_split_assign(&f, t, p2, &err), MR_E_INVALID_ARG);
+    assert_alloc(p2);
+    assert_status(mr_split_assign(&f, t, p2, &err), MR_E_INVALID_ARG);
     assert_int_equal(err.row, 3001);
     mr_free(p2);
     mr_free(part);
@@ -299,27 +307,28 @@ static void test_determinism(void **state)
     three_parts(&s, 0.7, 0.2, 0.1);
     s.seed = 42;
     uint8_t *a = mr_malloc(t->n_rows), *b = mr_malloc(t->n_rows), *c = mr_malloc(t->n_rows);
+    assert_alloc(a);
     for (int m = 0; m < 4; m++) {
         s.method = (mr_split_method)m;
         s.label = "cls";
         s.group = "user";
         s.time = "ts";
         mr_pool_shutdown();
-        assert_int_equal(mr_split_assign(&s, t, a, NULL), MR_OK); /* serial */
-        assert_int_equal(mr_pool_init(4, NULL), MR_OK);
-        assert_int_equal(mr_split_assign(&s, t, b, NULL), MR_OK); /* 4 threads */
+        assert_ok(mr_split_assign(&s, t, a, NULL)); /* serial */
+        assert_ok(mr_pool_init(4, NULL));
+        assert_ok(mr_split_assign(&s, t, b, NULL)); /* 4 threads */
         assert_memory_equal(a, b, t->n_rows);
         s.seed = 43;
-        assert_int_equal(mr_split_assign(&s, t, c, NULL), MR_OK);
+        assert_ok(mr_split_assign(&s, t, c, NULL));
         if (m != MR_SPLIT_TIME) assert_true(memcmp(a, c, t->n_rows) != 0); /* the seed matters */
         s.seed = 42;
     }
     /* random: row i's part depends only on (seed, i), so a prefix agrees */
     s.method = MR_SPLIT_RANDOM;
-    assert_int_equal(mr_split_assign(&s, t, a, NULL), MR_OK);
+    assert_ok(mr_split_assign(&s, t, a, NULL));
     mr_table *half = NULL;
-    assert_int_equal(mr_table_slice(t, 0, 1000, &half, NULL), MR_OK);
-    assert_int_equal(mr_split_assign(&s, half, b, NULL), MR_OK);
+    assert_ok(mr_table_slice(t, 0, 1000, &half, NULL));
+    assert_ok(mr_split_assign(&s, half, b, NULL));
     assert_memory_equal(a, b, 1000);
     size_t cnt[3] = {0};
     for (size_t i = 0; i < t->n_rows; i++) cnt[a[i]]++;
@@ -343,9 +352,9 @@ static void test_split_table(void **state)
     s.label = "cls";
     three_parts(&s, 0.7, 0.15, 0.15);
     mr_table *parts[MR_SPLIT_MAX_PARTS];
-    assert_int_equal(mr_split_table(&s, t, parts, NULL), MR_OK);
+    assert_ok(mr_split_table(&s, t, parts, NULL));
     uint8_t part[1000];
-    assert_int_equal(mr_split_assign(&s, t, part, NULL), MR_OK);
+    assert_ok(mr_split_assign(&s, t, part, NULL));
     size_t pos[3] = {0};
     for (size_t i = 0; i < 1000; i++) {
         const mr_table *p = parts[part[i]];
@@ -372,25 +381,25 @@ static void test_errors(void **state)
     uint8_t part[20];
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_split_assign(&s, t, part, &err), MR_E_INVALID_ARG);
+    assert_status(mr_split_assign(&s, t, part, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "sum to 0.9"));
     mr_error_clear(&err);
     s.fractions[2] = 0.2 + 2e-9;
-    assert_int_equal(mr_split_assign(&s, t, part, &err), MR_E_INVALID_ARG);
+    assert_status(mr_split_assign(&s, t, part, &err), MR_E_INVALID_ARG);
     mr_error_clear(&err);
     s.fractions[2] = 0.2 + 5e-10; /* within 1e-9 */
-    assert_int_equal(mr_split_assign(&s, t, part, &err), MR_OK);
+    assert_ok(mr_split_assign(&s, t, part, &err));
     s.method = MR_SPLIT_STRATIFIED;
     s.label = "clss";
-    assert_int_equal(mr_split_assign(&s, t, part, &err), MR_E_NOT_FOUND);
-    assert_string_equal(err.hint, "did you mean 'cls'?");
+    assert_status(mr_split_assign(&s, t, part, &err), MR_E_NOT_FOUND);
+    if (!mr_test_fault_fired()) assert_string_equal(err.hint, "did you mean 'cls'?"); /* the hint is best effort */
     mr_error_clear(&err);
     s.label = NULL;
-    assert_int_equal(mr_split_assign(&s, t, part, &err), MR_E_INVALID_ARG);
+    assert_status(mr_split_assign(&s, t, part, &err), MR_E_INVALID_ARG);
     mr_error_clear(&err);
     s.names[1] = "train";
     s.label = "cls";
-    assert_int_equal(mr_split_assign(&s, t, part, &err), MR_E_INVALID_ARG);
+    assert_status(mr_split_assign(&s, t, part, &err), MR_E_INVALID_ARG);
     assert_non_null(strstr(err.msg, "twice"));
     mr_error_clear(&err);
     mr_table_free(t);
@@ -401,9 +410,9 @@ static void test_from_yaml(void **state)
     (void)state;
     const char *y = "method: stratified\nparts: {train: 0.7, valid: 0.15, test: 0.15}\nlabel: cls\nseed: 7\n";
     mr_value *v = NULL;
-    assert_int_equal(mr_yaml_parse(y, strlen(y), "split.yaml", &v, NULL), MR_OK);
+    assert_ok(mr_yaml_parse(y, strlen(y), "split.yaml", &v, NULL));
     mr_split_spec s;
-    assert_int_equal(mr_split_spec_from_value(v, &s, NULL), MR_OK);
+    assert_ok(mr_split_spec_from_value(v, &s, NULL));
     assert_int_equal(s.method, MR_SPLIT_STRATIFIED);
     assert_int_equal(s.n_parts, 3);
     assert_string_equal(s.names[1], "valid");
@@ -412,34 +421,34 @@ static void test_from_yaml(void **state)
     mr_value_free(v);
 
     y = "method: time\ntime: ts\nparts: [train, test]\ncutoffs: [2023-11-18]\n";
-    assert_int_equal(mr_yaml_parse(y, strlen(y), "split.yaml", &v, NULL), MR_OK);
-    assert_int_equal(mr_split_spec_from_value(v, &s, NULL), MR_OK);
+    assert_ok(mr_yaml_parse(y, strlen(y), "split.yaml", &v, NULL));
+    assert_ok(mr_split_spec_from_value(v, &s, NULL));
     assert_int_equal(s.n_cutoffs, 1);
     mr_table *t = make_table(100, 4);
     uint8_t part[100];
-    assert_int_equal(mr_split_assign(&s, t, part, NULL), MR_OK);
+    assert_ok(mr_split_assign(&s, t, part, NULL));
     mr_table_free(t);
     mr_value_free(v);
 
     mr_error err;
     mr_error_init(&err);
     y = "method: stratifed\nparts: {train: 1}\n";
-    assert_int_equal(mr_yaml_parse(y, strlen(y), "split.yaml", &v, NULL), MR_OK);
-    assert_int_equal(mr_split_spec_from_value(v, &s, &err), MR_E_PARSE);
-    assert_string_equal(err.hint, "did you mean 'stratified'?");
+    assert_ok(mr_yaml_parse(y, strlen(y), "split.yaml", &v, NULL));
+    assert_status(mr_split_spec_from_value(v, &s, &err), MR_E_PARSE);
+    if (!mr_test_fault_fired()) assert_string_equal(err.hint, "did you mean 'stratified'?"); /* the hint is best effort */
     assert_int_equal(err.line, 1);
     mr_value_free(v);
     mr_error_clear(&err);
     y = "method: random\nparts: {train: 0.5, test: 0.5}\nlabl: x\n";
-    assert_int_equal(mr_yaml_parse(y, strlen(y), "split.yaml", &v, NULL), MR_OK);
-    assert_int_equal(mr_split_spec_from_value(v, &s, &err), MR_E_PARSE);
-    assert_string_equal(err.hint, "did you mean 'label'?");
+    assert_ok(mr_yaml_parse(y, strlen(y), "split.yaml", &v, NULL));
+    assert_status(mr_split_spec_from_value(v, &s, &err), MR_E_PARSE);
+    if (!mr_test_fault_fired()) assert_string_equal(err.hint, "did you mean 'label'?"); /* the hint is best effort */
     assert_int_equal(err.line, 3);
     mr_value_free(v);
     mr_error_clear(&err);
     y = "parts: {train: 0.5, test: 0.4}\n";
-    assert_int_equal(mr_yaml_parse(y, strlen(y), "split.yaml", &v, NULL), MR_OK);
-    assert_int_equal(mr_split_spec_from_value(v, &s, &err), MR_E_INVALID_ARG);
+    assert_ok(mr_yaml_parse(y, strlen(y), "split.yaml", &v, NULL));
+    assert_status(mr_split_spec_from_value(v, &s, &err), MR_E_INVALID_ARG);
     mr_value_free(v);
     mr_error_clear(&err);
 }
@@ -478,7 +487,7 @@ static void test_from_yaml_positions(void **state)
         mr_error err;
         mr_error_init(&err);
         mr_split_spec s;
-        assert_int_equal(mr_yaml_parse(cases[k].yaml, strlen(cases[k].yaml), "split.yaml", &v, NULL), MR_OK);
+        assert_ok(mr_yaml_parse(cases[k].yaml, strlen(cases[k].yaml), "split.yaml", &v, NULL));
         mr_status rc = mr_split_spec_from_value(v, &s, &err);
         if (rc != cases[k].rc || err.line != cases[k].line || err.col != cases[k].col || !strstr(err.msg, cases[k].msg))
             fail_msg("case %zu (%s): got %s at %ld:%ld \"%s\", expected %s at %ld:%ld \"%s\"", k, cases[k].yaml,
@@ -491,12 +500,12 @@ static void test_from_yaml_positions(void **state)
     const char *y = "method: time\ntime: ts\nparts: [a, b, c]\ncutoffs: [2023-11-16, 2023-11-18T06:00:00Z]\n";
     mr_value *v = NULL;
     mr_split_spec s;
-    assert_int_equal(mr_yaml_parse(y, strlen(y), "split.yaml", &v, NULL), MR_OK);
-    assert_int_equal(mr_split_spec_from_value(v, &s, NULL), MR_OK);
+    assert_ok(mr_yaml_parse(y, strlen(y), "split.yaml", &v, NULL));
+    assert_ok(mr_split_spec_from_value(v, &s, NULL));
     mr_table *t = make_table(50, 2);
-    assert_int_equal(mr_split_check(&s, t, NULL), MR_OK);
+    assert_ok(mr_split_check(&s, t, NULL));
     s.time = "score"; /* a FLOAT64 column: the date cut-offs are not numbers */
-    assert_int_equal(mr_split_check(&s, t, NULL), MR_E_INVALID_ARG);
+    assert_status(mr_split_check(&s, t, NULL), MR_E_INVALID_ARG);
     mr_table_free(t);
     mr_value_free(v);
 }
@@ -523,7 +532,7 @@ static void test_oom(void **state)
                 done = 1;
                 for (size_t p = 0; p < 3; p++) mr_table_free(parts[p]);
             } else {
-                assert_int_equal(rc, MR_E_NOMEM);
+                assert_status(rc, MR_E_NOMEM);
                 for (size_t p = 0; p < 3; p++) assert_null(parts[p]);
             }
         }
@@ -547,5 +556,5 @@ int main(void)
         cmocka_unit_test(test_from_yaml_positions),
         cmocka_unit_test(test_oom),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return mr_test_run(tests, NULL, NULL);
 }

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,17 +23,17 @@
 static mr_column *f64_col(const char *name, const double *v, size_t n) /* NAN with signbit set = null */
 {
     mr_column *c;
-    assert_int_equal(mr_column_new(name, MR_T_FLOAT64, n, &c, NULL), MR_OK);
+    assert_ok(mr_column_new(name, MR_T_FLOAT64, n, &c, NULL));
     for (size_t i = 0; i < n; i++)
-        assert_int_equal(isnan(v[i]) && signbit(v[i]) ? mr_column_append_null(c) : mr_column_append_float64(c, v[i]), MR_OK);
+        assert_ok(isnan(v[i]) && signbit(v[i]) ? mr_column_append_null(c) : mr_column_append_float64(c, v[i]));
     return c;
 }
 
 static mr_column *date_col(const char *name, const int32_t *v, size_t n)
 {
     mr_column *c;
-    assert_int_equal(mr_column_new(name, MR_T_DATE, n, &c, NULL), MR_OK);
-    for (size_t i = 0; i < n; i++) assert_int_equal(mr_column_append_int32(c, v[i]), MR_OK);
+    assert_ok(mr_column_new(name, MR_T_DATE, n, &c, NULL));
+    for (size_t i = 0; i < n; i++) assert_ok(mr_column_append_int32(c, v[i]));
     return c;
 }
 
@@ -39,7 +41,7 @@ static void check_bound(const mr_stats *s, size_t j, int is_max, const char *wan
 {
     mr_buf b;
     mr_buf_init(&b);
-    assert_int_equal(mr_stats_format_bound(s, j, is_max, &b), MR_OK);
+    assert_ok(mr_stats_format_bound(s, j, is_max, &b));
     if (!want) assert_int_equal(b.len, 0);
     else assert_string_equal(b.data ? b.data : "", want);
     mr_buf_free(&b);
@@ -61,14 +63,14 @@ static void test_types(void **state)
     const int bv[] = {1, 0, -1, 1, 1};
     const int32_t dv[] = {19000, 18000, 20000, 19000, 19500};
     mr_table *t;
-    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+    assert_ok(mr_table_new(&t, NULL));
     add(t, int_col("i", iv, 5));
     add(t, f64_col("f", fv, 5));
     add(t, str_col("s", sv, 5, 0));
     add(t, bool_col("b", bv, 5));
     add(t, date_col("d", dv, 5));
     mr_stats *s = NULL;
-    assert_int_equal(mr_stats_new(&s, NULL), MR_OK);
+    assert_ok(mr_stats_new(&s, NULL));
     assert_int_equal(mr_stats_n_cols(s), 0);
     add_ok(s, t);
     assert_int_equal(mr_stats_rows(s), 5);
@@ -109,7 +111,7 @@ static void test_types(void **state)
     check_bound(s, 4, 1, "2024-10-04");
     /* another schema is refused */
     mr_table *u;
-    assert_int_equal(mr_table_new(&u, NULL), MR_OK);
+    assert_ok(mr_table_new(&u, NULL));
     add(u, str_col("i", sv, 5, 0));
     add(u, f64_col("f", fv, 5));
     add(u, str_col("s", sv, 5, 0));
@@ -117,7 +119,7 @@ static void test_types(void **state)
     add(u, date_col("d", dv, 5));
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_stats_add(s, u, &err), MR_E_SCHEMA);
+    assert_status(mr_stats_add(s, u, &err), MR_E_SCHEMA);
     assert_string_equal(err.msg, "statistics: column 'i' is string, was int64");
     mr_table_free(u);
     mr_stats_free(s);
@@ -130,10 +132,10 @@ static void test_all_null(void **state)
     (void)state;
     const char *sv[] = {NULL, NULL};
     mr_table *t;
-    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+    assert_ok(mr_table_new(&t, NULL));
     add(t, str_col("s", sv, 2, 0));
     mr_stats *s = NULL;
-    assert_int_equal(mr_stats_new(&s, NULL), MR_OK);
+    assert_ok(mr_stats_new(&s, NULL));
     add_ok(s, t);
     mr_stats_column c;
     mr_stats_column_get(s, 0, &c);
@@ -156,11 +158,11 @@ static void test_dictionary_strings(void **state)
     mr_stats_column c[2];
     for (int dict = 0; dict < 2; dict++) {
         mr_table *t;
-        assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+        assert_ok(mr_table_new(&t, NULL));
         add(t, str_col("w", v, N, dict));
         assert_int_equal(t->cols[0]->codes != NULL, dict);
         mr_stats *s = NULL;
-        assert_int_equal(mr_stats_new(&s, NULL), MR_OK);
+        assert_ok(mr_stats_new(&s, NULL));
         add_ok(s, t);
         mr_stats_column_get(s, 0, &c[dict]);
         check_bound(s, 0, 0, "a");
@@ -181,19 +183,19 @@ static void test_hll_and_batches(void **state)
     (void)state;
     enum { N = 200000 };
     int64_t *v = mr_malloc(N * sizeof *v);
-    assert_non_null(v);
+    assert_alloc(v);
     for (size_t i = 0; i < N; i++) v[i] = (int64_t)(i * 7919 % N); /* a permutation of 0..N-1 */
     mr_table *t;
-    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+    assert_ok(mr_table_new(&t, NULL));
     add(t, int_col("id", v, N));
     mr_stats *one = NULL, *many = NULL;
-    assert_int_equal(mr_stats_new(&one, NULL), MR_OK);
-    assert_int_equal(mr_stats_new(&many, NULL), MR_OK);
+    assert_ok(mr_stats_new(&one, NULL));
+    assert_ok(mr_stats_new(&many, NULL));
     add_ok(one, t);
     const size_t cuts[] = {0, 1, 65536, 65537, 150000, N};
     for (size_t k = 0; k + 1 < sizeof(cuts) / sizeof(cuts[0]); k++) {
         mr_table *part = NULL;
-        assert_int_equal(mr_table_slice(t, cuts[k], cuts[k + 1], &part, NULL), MR_OK);
+        assert_ok(mr_table_slice(t, cuts[k], cuts[k + 1], &part, NULL));
         add_ok(many, part);
         mr_table_free(part);
     }
@@ -216,10 +218,11 @@ static void test_hll_and_batches(void **state)
     mr_free(v);
     /* exactly MR_STATS_EXACT_MAX distinct values are still exact */
     v = mr_malloc(MR_STATS_EXACT_MAX * sizeof *v);
+    assert_alloc(v);
     for (size_t i = 0; i < MR_STATS_EXACT_MAX; i++) v[i] = (int64_t)i * 3;
-    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+    assert_ok(mr_table_new(&t, NULL));
     add(t, int_col("x", v, MR_STATS_EXACT_MAX));
-    assert_int_equal(mr_stats_new(&one, NULL), MR_OK);
+    assert_ok(mr_stats_new(&one, NULL));
     add_ok(one, t);
     mr_stats_column_get(one, 0, &a);
     assert_true(a.distinct_exact);
@@ -236,7 +239,7 @@ static void test_oom(void **state)
     (void)state;
     const char *sv[] = {"x", "y", NULL, "x"};
     mr_table *t;
-    assert_int_equal(mr_table_new(&t, NULL), MR_OK);
+    assert_ok(mr_table_new(&t, NULL));
     add(t, str_col("s", sv, 4, 1));
     add(t, str_col("p", sv, 4, 0));
     long k;
@@ -250,7 +253,7 @@ static void test_oom(void **state)
         mr_alloc_fail_after(0);
         mr_stats_free(s);
         if (rc == MR_OK) break;
-        assert_int_equal(rc, MR_E_NOMEM);
+        assert_status(rc, MR_E_NOMEM);
     }
     assert_true(k > 3 && k < 100);
     mr_table_free(t);
@@ -265,5 +268,5 @@ int main(void)
         cmocka_unit_test(test_hll_and_batches),
         cmocka_unit_test(test_oom),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return mr_test_run(tests, NULL, NULL);
 }

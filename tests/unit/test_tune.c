@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "mr_test.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,7 +44,7 @@ static void space_err(const char *text, const char *needle, long line, long col)
     mr_error err;
     mr_error_init(&err);
     mr_tune_space *s = NULL;
-    assert_int_equal(mr_tune_space_parse(v, "t.yaml", &s, &err), MR_E_SCHEMA);
+    assert_status(mr_tune_space_parse(v, "t.yaml", &s, &err), MR_E_SCHEMA);
     assert_null(s);
     if (!strstr(err.msg, needle)) fail_msg("expected '%s' in '%s'", needle, err.msg);
     if (err.line != line || err.col != col) fail_msg("%s: at %ld:%ld, expected %ld:%ld", err.msg, err.line, err.col, line, col);
@@ -66,15 +68,15 @@ static void test_space_parse(void **state)
     x[2] = 0;
     assert_true(mr_tune_space_active(s, 3, x));
     mr_value *pv = NULL;
-    assert_int_equal(mr_tune_point_value(s, x, &pv), MR_OK);
+    assert_ok(mr_tune_point_value(s, x, &pv));
     mr_buf b;
     mr_buf_init(&b);
-    mr_value_to_json(pv, 1, &b);
+    assert_ok(mr_value_to_json(pv, 1, &b));
     assert_string_equal(b.data, "{\"boosting\":\"gbdt\",\"lambda_l2\":2.5,\"learning_rate\":0.1,\"num_leaves\":31}");
     double y[4];
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_tune_point_from_value(s, pv, y, &err), MR_OK);
+    assert_ok(mr_tune_point_from_value(s, pv, y, &err));
     assert_true(y[2] == 0 && y[1] == 31 && y[3] == 2.5);
     mr_buf_free(&b);
     mr_value_free(pv);
@@ -129,7 +131,7 @@ static double run_study(const mr_tune_space *s, mr_tune_sampler_kind kind, uint6
         double *x = xs + (size_t)t * m;
         mr_error err;
         mr_error_init(&err);
-        assert_int_equal(mr_tune_suggest(s, &o, hist, (size_t)t, (uint64_t)t, x, &err), MR_OK);
+        assert_ok(mr_tune_suggest(s, &o, hist, (size_t)t, (uint64_t)t, x, &err));
         for (size_t j = 0; j < m; j++) {
             int active = mr_tune_space_active(s, j, x);
             if (active && isnan(x[j])) fail_msg("active param %zu is NaN (trial %d)", j, t);
@@ -187,6 +189,17 @@ static void test_tpe_beats_random(void **state)
 }
 
 /* ---- pruners ------------------------------------------------------------- */
+/* mr_tune_should_prune has no status: out of memory answers "continue"
+ * (tune.h), which torture accepts once an allocation failed. */
+static int should_prune(const mr_tune_pruner_opts *o, const mr_tune_trial *hist, size_t n_hist, const double *curve,
+                        size_t n_curve)
+{
+    uint64_t oom0 = mr_alloc_failures_here();
+    int r = mr_tune_should_prune(o, hist, n_hist, curve, n_curve);
+    mr_test_accept_if_oom(oom0);
+    return r;
+}
+
 static void test_asha_rungs(void **state)
 {
     (void)state;
@@ -209,36 +222,36 @@ static void test_asha_rungs(void **state)
     /* Rung 1 with the first 2 trials (0.50, 0.60) + this one: n = 3, idx 0:
      * only the best continues. */
     cur[0] = 0.59;
-    assert_true(mr_tune_should_prune(&o, h, 2, cur, 1));
+    assert_true(should_prune(&o, h, 2, cur, 1));
     cur[0] = 0.60; /* ties continue */
-    assert_false(mr_tune_should_prune(&o, h, 2, cur, 1));
+    assert_false(should_prune(&o, h, 2, cur, 1));
     /* Rung 1 with all 6 + this one: n = 7, idx = 7/3 - 1 = 1: the top 2
      * continue (sorted: 0.70, 0.65, 0.60, ...). */
     cur[0] = 0.66;
-    assert_false(mr_tune_should_prune(&o, h, 6, cur, 1));
+    assert_false(should_prune(&o, h, 6, cur, 1));
     cur[0] = 0.65;
-    assert_false(mr_tune_should_prune(&o, h, 6, cur, 1));
+    assert_false(should_prune(&o, h, 6, cur, 1));
     cur[0] = 0.64;
-    assert_true(mr_tune_should_prune(&o, h, 6, cur, 1));
+    assert_true(should_prune(&o, h, 6, cur, 1));
     /* Never between rungs. */
     cur[1] = 0.0;
-    assert_false(mr_tune_should_prune(&o, h, 6, cur, 2));
+    assert_false(should_prune(&o, h, 6, cur, 2));
     /* Rung 3: values at round 3 are r1 + 0.02. A pruned trial that stopped at
      * round 1 does not compete at round 3. */
     h[5].status = MR_TRIAL_PRUNED;
     h[5].n_curve = 1;
     cur[2] = 0.66; /* 5 competitors + self: n = 6, idx 1: 0.72, 0.67 -> 0.66 pruned */
-    assert_true(mr_tune_should_prune(&o, h, 6, cur, 3));
+    assert_true(should_prune(&o, h, 6, cur, 3));
     cur[2] = 0.67;
-    assert_false(mr_tune_should_prune(&o, h, 6, cur, 3));
+    assert_false(should_prune(&o, h, 6, cur, 3));
     /* Alone at a rung: continue. */
-    assert_false(mr_tune_should_prune(&o, h, 0, cur, 1));
+    assert_false(should_prune(&o, h, 0, cur, 1));
     /* Minimize: the order flips. */
     o.maximize = 0;
     cur[0] = 0.51; /* sorted asc with 6 (one pruned at 1 still counts at rung 1): 0.50, 0.51 -> idx 1 */
-    assert_false(mr_tune_should_prune(&o, h, 6, cur, 1));
+    assert_false(should_prune(&o, h, 6, cur, 1));
     cur[0] = 0.53;
-    assert_true(mr_tune_should_prune(&o, h, 6, cur, 1));
+    assert_true(should_prune(&o, h, 6, cur, 1));
     /* min_resource 10, eta 2: rungs 10, 20, 40. */
     o.min_resource = 10;
     o.reduction_factor = 2;
@@ -261,16 +274,16 @@ static void test_median(void **state)
     for (int t = 0; t < 4; t++) h[t] = (mr_tune_trial){dummy, MR_TRIAL_COMPLETE, c[t][4], c[t], 5};
     h[3].status = MR_TRIAL_PRUNED; /* pruned trials never set the median */
     double cur[5] = {0.0, 0.1, 0.35, 0.2, 0.2};
-    assert_false(mr_tune_should_prune(&o, h, 4, cur, 1)); /* warm-up */
-    assert_false(mr_tune_should_prune(&o, h, 4, cur, 2));
+    assert_false(should_prune(&o, h, 4, cur, 1)); /* warm-up */
+    assert_false(should_prune(&o, h, 4, cur, 2));
     /* round 3: median of 0.3, 0.4, 0.5 = 0.4; best so far 0.35 < 0.4 */
-    assert_true(mr_tune_should_prune(&o, h, 4, cur, 3));
+    assert_true(should_prune(&o, h, 4, cur, 3));
     cur[2] = 0.4;
-    assert_false(mr_tune_should_prune(&o, h, 4, cur, 3));
+    assert_false(should_prune(&o, h, 4, cur, 3));
     /* too few complete trials */
-    assert_false(mr_tune_should_prune(&o, h, 2, cur, 4));
+    assert_false(should_prune(&o, h, 2, cur, 4));
     o.maximize = 0; /* minimize: best so far 0.0 beats the median */
-    assert_false(mr_tune_should_prune(&o, h, 4, cur, 4));
+    assert_false(should_prune(&o, h, 4, cur, 4));
 }
 
 static void test_importance(void **state)
@@ -290,7 +303,7 @@ static void test_importance(void **state)
     double imp[M];
     mr_error err;
     mr_error_init(&err);
-    assert_int_equal(mr_tune_importance(x, y, N, M, cat, imp, &err), MR_OK);
+    assert_ok(mr_tune_importance(x, y, N, M, cat, imp, &err));
     assert_true(fabs(imp[0] + imp[1] + imp[2] - 1) < 1e-9);
     assert_true(imp[0] > imp[2] && imp[2] > imp[1]);
     assert_true(imp[1] < 0.05);
@@ -321,5 +334,5 @@ int main(void)
         cmocka_unit_test(test_asha_rungs),      cmocka_unit_test(test_median),
         cmocka_unit_test(test_importance),      cmocka_unit_test(test_rng),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return mr_test_run(tests, NULL, NULL);
 }

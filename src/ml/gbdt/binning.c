@@ -631,7 +631,8 @@ mr_status mr_gbdt_data_from_bytes(const void *data, size_t len, mr_gbdt_data **o
         d->names[j] = mr_reader_str(&r);
         f->kind = mr_reader_u8(&r);
         f->n_bins = mr_reader_u16(&r);
-        if (r.bad || !d->names[j] || f->kind > 1 || f->n_bins < 1 || f->n_bins > max_bin + 1) goto corrupt;
+        if (r.bad || f->kind > 1 || f->n_bins < 1 || f->n_bins > max_bin + 1) goto corrupt;
+        if (!d->names[j]) goto nomem; /* mr_reader_str: NULL without r.bad is out of memory */
         if (f->kind == MR__FEAT_CATEGORICAL) {
             if (!(f->cats = mr_calloc(f->n_bins, sizeof(int32_t)))) goto nomem;
             for (int b = 1; b < f->n_bins; b++) f->cats[b] = (int32_t)mr_reader_u32(&r);

@@ -387,12 +387,15 @@ static mr_status round_metrics(trainer *t, int iter, const mr_gbdt_metric *metri
         info->metric[k] = metrics[k];
         info->train_metric[k] = NAN;
         info->valid_metric[k] = NAN;
+        mr_status mst = MR_OK;
         if (p->is_provide_training_metric)
-            info->train_metric[k] =
-                mr__metric_eval(metrics[k], p->objective, t->K, p->alpha, t->train->label, t->score, t->n, p->num_threads);
-        if (t->valid)
-            info->valid_metric[k] =
-                mr__metric_eval(metrics[k], p->objective, t->K, p->alpha, t->valid->label, t->vscore, t->nv, p->num_threads);
+            mst = mr__metric_eval(metrics[k], p->objective, t->K, p->alpha, t->train->label, t->score, t->n,
+                                  p->num_threads, &info->train_metric[k]);
+        if (mst == MR_OK && t->valid)
+            mst = mr__metric_eval(metrics[k], p->objective, t->K, p->alpha, t->valid->label, t->vscore, t->nv,
+                                  p->num_threads, &info->valid_metric[k]);
+        if (mst != MR_OK)
+            return MR_ERR(err, mst, "out of memory evaluating %s at iteration %d", mr_gbdt_metric_name(metrics[k]), iter);
         double v[2] = {info->train_metric[k], info->valid_metric[k]};
         int have[2] = {p->is_provide_training_metric, t->valid != NULL};
         for (int s = 0; s < 2; s++) {

@@ -263,10 +263,12 @@ typedef struct mr__es {
 int mr__es_update(mr__es *es, int iter, double v);
 
 /* ---- metrics -------------------------------------------------------------- */
-/* Evaluates a metric on raw scores (n, k). Deterministic for any thread count. */
-double mr__metric_eval(mr_gbdt_metric m, mr_gbdt_objective obj, int k, double alpha, const float *label,
-                       const double *score, size_t n, int max_threads);
+/* Evaluates a metric on raw scores (n, k) into *out (NaN for n 0).
+ * Deterministic for any thread count. MR_E_NOMEM when its scratch cannot be
+ * allocated (never a NaN: the trainer takes a NaN for divergence). */
+mr_status mr__metric_eval(mr_gbdt_metric m, mr_gbdt_objective obj, int k, double alpha, const float *label,
+                          const double *score, size_t n, int max_threads, double *out);
 int mr__metric_higher_better(mr_gbdt_metric m);
-double mr__auc(const float *label, const double *score, size_t n);
+mr_status mr__auc(const float *label, const double *score, size_t n, double *out);
 
 #endif

@@ -72,10 +72,10 @@ static int cmp_sl(const void *a, const void *b)
     return (x->y > y->y) - (x->y < y->y);
 }
 
-double mr__auc(const float *label, const double *score, size_t n)
+mr_status mr__auc(const float *label, const double *score, size_t n, double *out)
 {
     sl *v = mr_malloc((n ? n : 1) * sizeof(sl));
-    if (!v) return NAN;
+    if (!v) return MR_E_NOMEM;
     double npos = 0;
     for (size_t i = 0; i < n; i++) {
         v[i].s = score[i];
@@ -85,7 +85,8 @@ double mr__auc(const float *label, const double *score, size_t n)
     double nneg = (double)n - npos;
     if (npos == 0 || nneg == 0) {
         mr_free(v);
-        return 0.5; /* undefined with one class: reported as chance level */
+        *out = 0.5; /* undefined with one class: reported as chance level */
+        return MR_OK;
     }
     qsort(v, n, sizeof(sl), cmp_sl);
     double rank_sum = 0;
@@ -99,25 +100,28 @@ double mr__auc(const float *label, const double *score, size_t n)
         i = j;
     }
     mr_free(v);
-    return (rank_sum - npos * (npos + 1) / 2) / (npos * nneg);
+    *out = (rank_sum - npos * (npos + 1) / 2) / (npos * nneg);
+    return MR_OK;
 }
 
-double mr__metric_eval(mr_gbdt_metric m, mr_gbdt_objective obj, int k, double alpha, const float *label,
-                       const double *score, size_t n, int max_threads)
+mr_status mr__metric_eval(mr_gbdt_metric m, mr_gbdt_objective obj, int k, double alpha, const float *label,
+                          const double *score, size_t n, int max_threads, double *out)
 {
     (void)obj;
-    if (n == 0) return NAN;
-    if (m == MR_GBDT_METRIC_AUC) return mr__auc(label, score, n);
+    *out = NAN;
+    if (n == 0) return MR_OK;
+    if (m == MR_GBDT_METRIC_AUC) return mr__auc(label, score, n, out);
     size_t nb = (n + METRIC_BLOCK - 1) / METRIC_BLOCK;
     double *partial = mr_malloc(nb * sizeof(double));
-    if (!partial) return NAN;
+    if (!partial) return MR_E_NOMEM;
     mctx c = {.m = m, .k = k, .alpha = alpha, .label = label, .score = score, .partial = partial};
     mr_parallel_for_capped(n, METRIC_BLOCK, max_threads, sum_block, &c);
     double s = 0;
     for (size_t b = 0; b < nb; b++) s += partial[b];
     mr_free(partial);
     s /= (double)n;
-    return m == MR_GBDT_METRIC_RMSE ? sqrt(s) : s;
+    *out = m == MR_GBDT_METRIC_RMSE ? sqrt(s) : s;
+    return MR_OK;
 }
 
 int mr__metric_higher_better(mr_gbdt_metric m) { return m == MR_GBDT_METRIC_AUC; }

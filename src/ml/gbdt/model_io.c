@@ -246,11 +246,13 @@ mr_status mr_gbdt_model_from_bytes(const void *data, size_t len, mr_gbdt_model *
     for (size_t j = 0; j < nf; j++) {
         m->names[j] = mr_reader_str(&r);
         m->kind[j] = mr_reader_u8(&r);
-        if (r.bad || !m->names[j] || m->kind[j] > 1) goto corrupt;
+        if (r.bad || m->kind[j] > 1) goto corrupt;
+        if (!m->names[j]) goto nomem; /* mr_reader_str: NULL without r.bad is out of memory */
     }
     m->params_text = mr_reader_str(&r);
     uint64_t nt = mr_reader_u64(&r);
-    if (r.bad || !m->params_text || nt > len) goto corrupt;
+    if (r.bad || nt > len) goto corrupt;
+    if (!m->params_text) goto nomem;
     for (uint64_t t = 0; t < nt; t++) {
         uint32_t nl = mr_reader_u32(&r), ncat = mr_reader_u32(&r);
         if (r.bad || nl < 1 || nl > 65536 || ncat >= nl) goto corrupt;
