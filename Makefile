@@ -5,7 +5,7 @@ NAME ?= noop
 
 TORTURE_MAX ?= 10
 
-.PHONY: all deps build test demo asan tsan torture bench clean
+.PHONY: all deps build test demo asan tsan torture fuzz bench clean
 
 all: build
 
@@ -50,10 +50,18 @@ torture: deps
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest -L torture --output-on-failure -j $(JOBS)
 
+# libFuzzer targets (tests/fuzz/fuzz_*.c), clang with ASan + UBSan, in
+# build-fuzz/; bench/fuzz/run.sh runs them. `make test` replays their corpora
+# with any compiler and needs none of this.
+fuzz:
+	@./scripts/install-deps.sh --fuzz
+	CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMILLRACE_FUZZ=ON -DMILLRACE_SANITIZE=ON >/dev/null
+	cmake --build build-fuzz -j $(JOBS) --target fuzz
+
 bench:
 	@./scripts/install-deps.sh --bench
 	$(MAKE) build
 	./bench/$(NAME)/run.sh $(CURDIR)/$(BUILD)/millrace
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

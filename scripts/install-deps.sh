@@ -12,7 +12,9 @@
 #                                     bench/tune. npm peers (DuckDB, ONNX Runtime) are
 #                                     installed by the benches themselves, LightGBM
 #                                     comes from ../shared/peers
-#   scripts/install-deps.sh --fuzz    also clang, which builds the libFuzzer targets
+#   scripts/install-deps.sh --fuzz    also clang and its runtimes (libFuzzer, the
+#                                     sanitizers: libclang-rt-dev, only a Recommends
+#                                     of clang), which build the libFuzzer targets
 #                                     (tests/fuzz; make test replays their corpora
 #                                     with any compiler and does not need it)
 set -eu
@@ -37,7 +39,7 @@ if [ "$BENCH" = 1 ]; then
     PKGS="$PKGS python3-optuna"
 fi
 if [ "$FUZZ" = 1 ]; then
-    PKGS="$PKGS clang"
+    PKGS="$PKGS clang libclang-rt-dev"
 fi
 
 missing=""

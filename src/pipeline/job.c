@@ -616,6 +616,9 @@ static mr_status dec_error(dec *d, const json_t *e, mr_error *out)
     const char *code = json_string_value(json_object_get(e, "code"));
     const char *msg = json_string_value(json_object_get(e, "message"));
     if (!json_is_object(e) || !code || !msg) return bad(d, "a failed result has no error {code, message}");
+    /* the runner prints the message as the stage's failure: an empty one
+     * would report a failure that says nothing (found by fuzz_job) */
+    if (!msg[0]) return bad(d, "a failed result's error has an empty 'message'");
     mr_status st = MR_E_FAILED;
 #define MR__STATUS_BY_NAME(name, val, str) \
     if (!strcmp(code, #name)) st = MR_##name;

@@ -2,7 +2,7 @@
  * when they parse, checks that the canonical text round-trips, binds against
  * a fixed table, evaluates over dictionary and plain string copies of it
  * (results must agree) and checks statistics pruning against evaluation.
- * Any violated invariant aborts. tests/fuzz/replay_expr.c feeds the corpus
+ * Any violated invariant aborts. tests/fuzz/replay.c feeds the corpus
  * to the same entry point under ctest with any compiler. */
 #include "millrace/expr.h"
 #include "millrace/table.h"

@@ -298,6 +298,23 @@ static void test_result_round_trip(void **state)
         assert_int_not_equal(mr_job_result_decode(bad[k], strlen(bad[k]), "r.json", &back, &err), MR_OK);
         mr_job_result_deinit(&back);
     }
+    /* a failed result whose error message is empty (found by fuzz_job):
+     * the runner would print a failure that says nothing */
+    {
+        mr_job_result_init(&r);
+        r.status = MR_JOB_FAILED;
+        MR_ERR(&r.error, MR_E_IO, "%s", "");
+        mr_buf_free(&b);
+        mr_buf_init(&b);
+        assert_ok(mr_job_result_encode(&r, &b, &err));
+        assert_non_null(strstr(b.data, "\"message\": \"\""));
+        mr_error_init(&err);
+        assert_status(mr_job_result_decode(b.data, b.len, "r.json", &back, &err), MR_E_PARSE);
+        assert_non_null(strstr(err.msg, "r.json"));
+        assert_non_null(strstr(err.msg, "empty 'message'"));
+        mr_job_result_deinit(&back);
+        mr_job_result_deinit(&r);
+    }
     mr_buf_free(&b);
 }
 
