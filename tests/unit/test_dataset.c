@@ -591,6 +591,8 @@ static void assert_same_files(const char *a, const char *b)
             rel = si.path;
         }
         char *pa = mr_path_join(a, rel), *pb = mr_path_join(b, rel), *ta, *tb;
+        assert_alloc(pa);
+        assert_alloc(pb);
         size_t la, lb;
         CHECK_OK(mr_fs_read_file(pa, (size_t)1 << 30, &ta, &la, &err));
         CHECK_OK(mr_fs_read_file(pb, (size_t)1 << 30, &tb, &lb, &err));
