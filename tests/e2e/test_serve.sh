@@ -16,18 +16,7 @@ expect_exit 0 mr run
 cp out/pkg/model.mrb live.mrb
 chmod u+w live.mrb
 expect_exit 0 mr predict live.mrb test.csv -o pred.csv
-client() { run_cmd python3 "$E2E_DIR/serve_client.py" "$@"; [ "$T_RC" = 0 ] || fail "serve_client $*"; pass "$T_OUT"; }
-
-start_server() { # LOG ARGS...: starts serve on a free port; sets SPID and PORT
-    local log=$1
-    shift
-    rm -f port.txt
-    "$MR_BIN" serve "$@" --port 0 --port-file port.txt >"$log" 2>&1 &
-    SPID=$!
-    bg_track $SPID
-    wait_for "server listening" 20 test -s port.txt
-    PORT=$(cat port.txt)
-}
+. "$E2E_DIR/serve_lib.sh"
 start_server s1.log live.mrb --max-body 100000
 assert_contains "$(cat s1.log)" "http://127.0.0.1:" "binds 127.0.0.1 by default"
 # a busy port: which address and port, exit 1 like other runtime failures

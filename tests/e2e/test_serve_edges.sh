@@ -26,18 +26,7 @@ cd "$ws" || fail "cd"
 . "$E2E_DIR/bundle_fixture.sh"
 expect_exit 0 mr run
 cp out/pkg/model.mrb m.mrb
-client() { run_cmd python3 "$E2E_DIR/serve_client.py" "$@"; [ "$T_RC" = 0 ] || fail "serve_client $*"; pass "$T_OUT"; }
-
-start_server() { # LOG ARGS...: starts serve on a free port; sets SPID and PORT
-    local log=$1
-    shift
-    rm -f port.txt
-    "$MR_BIN" serve "$@" --port 0 --port-file port.txt >"$log" 2>&1 &
-    SPID=$!
-    bg_track $SPID
-    wait_for "server listening" 20 test -s port.txt
-    PORT=$(cat port.txt)
-}
+. "$E2E_DIR/serve_lib.sh"
 stop_server() { # LOG
     kill -TERM "$SPID"
     wait "$SPID"
