@@ -3,7 +3,8 @@
  * tiny chunks on 1 and on 2 threads (results must agree), then streamed in
  * small batches. A table that reads is written back with the CSV writer and
  * read again: rows, column names, nulls and the values of string columns
- * must survive (numbers may change type: 1.0 comes back as the int 1). Also
+ * must survive (numbers may change type: 1.0 comes back as the int 1, and a
+ * string column of numbers and empty strings as numbers and nulls). Also
  * built with gcc for the corpus replay (replay.c), which ctest always runs. */
 #include "millrace/csv.h"
 
@@ -16,10 +17,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char path[128], path2[128];
 
+/* The values of a string column a, read back as b. A column whose strings
+ * all look like numbers may come back as numbers (docs/data.md, Writing CSV);
+ * its empty strings are then written "" and read as null, as every quoted
+ * empty field in a non-string column is. Any other change of a null or a
+ * value is a broken promise. */
 static int same_strings(const mr_column *a, const mr_column *b)
 {
     for (size_t i = 0; i < a->n; i++) {
-        if (mr_column_is_null(a, i) != mr_column_is_null(b, i)) return 0;
+        int na = mr_column_is_null(a, i), nb = mr_column_is_null(b, i);
+        if (!na && nb && a->type == MR_T_STRING && b->type != MR_T_STRING) {
+            size_t l;
+            mr_column_str(a, i, &l);
+            if (l == 0) continue;
+        }
+        if (na != nb) return 0;
         if (mr_column_is_null(a, i) || a->type != MR_T_STRING || b->type != MR_T_STRING) continue;
         size_t la, lb;
         const char *sa = mr_column_str(a, i, &la), *sb = mr_column_str(b, i, &lb);
