@@ -195,6 +195,14 @@ uint64_t mr_alloc_fault_nomem_errors(void);
  * ignores a failed append), so any failure during a parse means the result
  * is out of memory, whatever the parser returned. */
 uint64_t mr_alloc_failures_here(void);
+/* Parses len bytes of JSON with jansson (flags as json_loadb's) into *out,
+ * telling out-of-memory from bad text, which jansson does not: MR_E_NOMEM
+ * when an allocation failed during the parse (whatever jansson returned),
+ * MR_E_PARSE naming `what`, jansson's line and column and its message
+ * otherwise. *out is NULL unless MR_OK. */
+struct json_t;
+mr_status mr_json_parse(const char *text, size_t len, size_t flags, struct json_t **out, const char *what,
+                        mr_error *err);
 /* A second, independent hook for hand-written OOM loops: the Nth
  * allocation from now fails, once (0 disables). Not counted in failed. */
 void mr_alloc_fail_after(long n);

@@ -21,7 +21,8 @@
  * (no allocator hook), libzstd (its custom-allocator API is behind
  * ZSTD_STATIC_LINKING_ONLY), snappy and libmicrohttpd. mr_alloc_failures_here
  * counts, per thread, every NULL these wrappers return, so a caller can
- * tell jansson's "invalid token" after a failed allocation from bad input. */
+ * tell jansson's "invalid token" after a failed allocation from bad input;
+ * mr_json_parse (at the end) does that for one text. */
 #include "millrace/core.h"
 
 #include <jansson.h>
@@ -246,4 +247,19 @@ mr_status mr_buf_json_str(mr_buf *b, const char *s)
     }
     if (st == MR_OK) st = mr_buf_append(b, "\"", 1);
     return st;
+}
+
+mr_status mr_json_parse(const char *text, size_t len, size_t flags, json_t **out, const char *what, mr_error *err)
+{
+    *out = NULL;
+    json_error_t je;
+    uint64_t oom0 = mr_alloc_failures_here();
+    json_t *j = json_loadb(text ? text : "", text ? len : 0, flags, &je);
+    if (mr_alloc_failures_here() != oom0 || (!j && json_error_code(&je) == json_error_out_of_memory)) {
+        json_decref(j);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory reading %s", what);
+    }
+    if (!j) return MR_ERR(err, MR_E_PARSE, "%s: invalid JSON at line %d, column %d: %s", what, je.line, je.column, je.text);
+    *out = j;
+    return MR_OK;
 }

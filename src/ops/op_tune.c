@@ -85,6 +85,7 @@ typedef struct trial {
     int stopping;           /* exec: pruned or timed out, SIGTERM sent */
     double term_at;
     int timed_out;
+    uint64_t oom0;          /* mr_alloc_failures_here() when it started */
 } trial;
 
 typedef struct study {
@@ -646,6 +647,7 @@ typedef struct child_ctx {
     trial *tr;
     int metric_idx;
     int pruned;
+    int oom; /* a round's value could not be kept */
 } child_ctx;
 
 static int child_round(void *vc, int it, int n, const char *const *names, const double *train, const double *valid,
@@ -658,8 +660,9 @@ static int child_round(void *vc, int it, int n, const char *const *names, const 
         for (int k = 0; k < n; k++)
             if (!strcmp(names[k], c->s->metric)) c->metric_idx = k;
     double v = c->metric_idx >= 0 ? valid[c->metric_idx] : NAN;
-    while ((int)c->tr->n_curve < it) push_curve(c->tr, NAN);
-    if (push_curve(c->tr, v) != 0) return 1;
+    while ((int)c->tr->n_curve < it)
+        if (push_curve(c->tr, NAN) != 0) return c->oom = 1;
+    if (push_curve(c->tr, v) != 0) return c->oom = 1;
     if (mr_tune_should_prune(&c->s->po, c->s->hist, c->tr->n_info, c->tr->curve, c->tr->n_curve)) {
         c->pruned = 1;
         return 1;
@@ -667,8 +670,11 @@ static int child_round(void *vc, int it, int n, const char *const *names, const 
     return 0;
 }
 
+/* Writes nothing when an allocation fails on the way (jansson drops what
+ * it cannot allocate): the parent then counts the trial as failed. */
 static void write_child_result(const char *path, const char *status, const trial *tr, const char *error)
 {
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *j = json_object(), *curve = json_array();
     for (size_t r = 0; r < tr->n_curve; r++)
         json_array_append_new(curve, isnan(tr->curve[r]) ? json_null() : json_real(tr->curve[r]));
@@ -677,7 +683,7 @@ static void write_child_result(const char *path, const char *status, const trial
     if (error) json_object_set_new(j, "error", json_string(error));
     if (tr->bins_cached) json_object_set_new(j, "bins_cached", json_true());
     char *t = json_dumps(j, JSON_COMPACT);
-    if (t) mr_fs_write_atomic(path, t, strlen(t), NULL);
+    if (t && mr_alloc_failures_here() == oom0) mr_fs_write_atomic(path, t, strlen(t), NULL);
     free(t);
     json_decref(j);
 }
@@ -760,7 +766,7 @@ static void child_train(study *s, trial *tr)
     mr_train_opts o;
     opts_mem om;
     int ok = trial_opts(s, tr->params, &o, &om) == 0;
-    child_ctx cc = {s, tr, -1, 0};
+    child_ctx cc = {s, tr, -1, 0, 0};
     o.on_round = child_round;
     o.on_round_ctx = &cc;
     mr_model *model = NULL;
@@ -771,6 +777,10 @@ static void child_train(study *s, trial *tr)
         char msg[1024];
         mr_error_format(&err, msg, sizeof(msg));
         write_child_result(tr->result_path, "failed", tr, msg[0] ? msg : mr_status_str(rc));
+        _exit(1);
+    }
+    if (cc.oom) {
+        write_child_result(tr->result_path, "failed", tr, "out of memory recording the validation curve");
         _exit(1);
     }
     if (cc.metric_idx < 0) {
@@ -969,14 +979,27 @@ static void finish_trial(study *s, int n)
     tr->state = T_DONE;
     if (!tr->cached) tr->wall_s = mr_now() - tr->started;
     tr->done_s = mr_now() - s->t0;
+    /* An allocation failed in this thread while the trial ran (reading its
+     * metrics or its result, extending its curve): what it reported may be
+     * incomplete, so it fails, is not cached, and a later run retries it. */
+    if (tr->status != MR_TRIAL_FAILED && mr_alloc_failures_here() != tr->oom0) {
+        tr->status = MR_TRIAL_FAILED;
+        if (!tr->error) tr->error = mr_strdup("out of memory while the trial ran");
+    }
     if (tr->status != MR_TRIAL_FAILED) tr->value = best_of(tr->curve, tr->n_curve, s->maximize);
     if (tr->status != MR_TRIAL_FAILED && isnan(tr->value)) {
         tr->status = MR_TRIAL_FAILED;
         if (!tr->error) tr->error = mr_strdup("no metric value was reported");
     }
     s->hist[n] = (mr_tune_trial){tr->x, tr->status, tr->value, tr->curve, tr->n_curve};
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *j = trial_json(s, n, tr, 1);
     char *text = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    if (mr_alloc_failures_here() != oom0) { /* a field may be missing: neither cached nor recorded */
+        dprintf(ctx->log_fd, "warning: trial %d: out of memory: not cached, not recorded\n", n);
+        free(text);
+        text = NULL;
+    }
     mr_error e;
     mr_error_init(&e);
     /* Cache what does not depend on other trials: complete runs, and pruned
@@ -1054,6 +1077,7 @@ static mr_status begin_trial(study *s, int n, mr_error *err)
     if (rc == MR_OK) rc = trial_key(s, tr, err);
     if (rc != MR_OK) return rc;
     tr->started = mr_now();
+    tr->oom0 = mr_alloc_failures_here();
     tr->value = NAN;
     char *cached = NULL;
     if (mr_op_cache_get(s->ctx, tr->key, &cached, NULL) == MR_OK && cached && replay_cached(s, tr, cached)) {
@@ -1153,6 +1177,9 @@ static mr_status write_outputs(study *s, int n_started, mr_error *err)
     dprintf(ctx->log_fd, "study: %d trials (%d complete, %d pruned, %d failed; %d from the cache)\n", n_started, n_complete,
             n_pruned, n_failed, n_cached);
     if (best < 0) return MR_ERR(err, MR_E_FAILED, "no trial of the study completed (%d pruned, %d failed)", n_pruned, n_failed);
+    /* jansson drops what it cannot allocate; any failure from here to the
+     * writes means a document may be missing a part, and none is written. */
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *trials = json_array();
     for (int n = 0; n < n_started; n++) json_array_append_new(trials, trial_json(s, n, &s->t[n], 0));
     /* importances over the complete and pruned trials (their best values) */
@@ -1162,6 +1189,7 @@ static mr_status write_outputs(study *s, int n_started, mr_error *err)
     double *imp = mr_calloc(m ? m : 1, sizeof(double));
     int *cat = mr_calloc(m ? m : 1, sizeof(int));
     json_t *jimp = json_object();
+    int imp_oom = 0; /* in a pool thread: not counted by mr_alloc_failures_here */
     if (xs && ys && imp && cat) {
         for (int n = 0; n < n_started; n++)
             if (s->t[n].status == MR_TRIAL_COMPLETE) {
@@ -1169,8 +1197,11 @@ static mr_status write_outputs(study *s, int n_started, mr_error *err)
                 ys[k++] = s->t[n].value;
             }
         for (size_t j = 0; j < m; j++) cat[j] = mr_tune_space_kind(s->space, j) == MR_TUNE_CHOICE;
-        if (mr_tune_importance(xs, ys, k, m, cat, imp, NULL) == MR_OK)
+        mr_status ist = mr_tune_importance(xs, ys, k, m, cat, imp, NULL);
+        if (ist == MR_OK)
             for (size_t j = 0; j < m; j++) json_object_set_new(jimp, mr_tune_space_name(s->space, j), json_real(imp[j]));
+        else if (ist == MR_E_NOMEM)
+            imp_oom = 1;
     }
     mr_free(xs);
     mr_free(ys);
@@ -1187,7 +1218,7 @@ static mr_status write_outputs(study *s, int n_started, mr_error *err)
     for (int q = 0; q < 3 && rc == MR_OK; q++) {
         char *path = mr_path_join(ctx->outputs[0].path, files[q]);
         char *t = docs[q] ? json_dumps(docs[q], JSON_INDENT(1) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17)) : NULL;
-        rc = path && t ? mr_fs_write_atomic(path, t, strlen(t), err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        rc = path && t && !imp_oom && mr_alloc_failures_here() == oom0 ? mr_fs_write_atomic(path, t, strlen(t), err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
         mr_free(path);
         free(t);
     }

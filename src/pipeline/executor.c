@@ -239,12 +239,24 @@ static void record_metric_list(run_ctx *c, size_t i, const mr_metric *m, size_t 
         mr_log(MR_LOG_WARN, "run store: %s", e.msg);
 }
 
-/* Records the metrics of a cache hit (the stage cache's JSON list). */
+/* Records the metrics of a cache hit (the stage cache's JSON list). Like
+ * every run-store write, a failure is a warning, never silent. */
 static void record_cached_metrics(run_ctx *c, size_t i, const char *metrics_json)
 {
-    json_t *arr = metrics_json ? json_loads(metrics_json, 0, NULL) : NULL;
+    json_t *arr = NULL;
+    mr_error e;
+    mr_error_init(&e);
+    if (metrics_json && mr_json_parse(metrics_json, strlen(metrics_json), 0, &arr, "the stage cache's metrics", &e) != MR_OK) {
+        mr_log(MR_LOG_WARN, "run store: stage '%s': %s; its metrics are not recorded", c->spec->stages[i].name, e.msg);
+        return;
+    }
     size_t n = json_array_size(arr);
     mr_metric *m = n ? mr_calloc(n, sizeof(*m)) : NULL;
+    if (n && !m) {
+        mr_log(MR_LOG_WARN, "run store: stage '%s': out of memory; its metrics are not recorded", c->spec->stages[i].name);
+        json_decref(arr);
+        return;
+    }
     size_t k = 0, idx;
     json_t *x;
     json_array_foreach(arr, idx, x)

@@ -121,7 +121,13 @@ static mr_status parse_metrics(const char *path, mr_job_result *res, mr_error *e
     mr_status rc = mr_fs_read_file(path, (size_t)256 << 20, &text, &len, err);
     if (rc != MR_OK) return rc;
     json_error_t je;
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *j = json_loadb(text, len, 0, &je);
+    if (mr_alloc_failures_here() != oom0) { /* not the file's fault */
+        json_decref(j);
+        mr_free(text);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory reading %s", path);
+    }
     if (j) {
         if (!json_is_object(j)) rc = MR_ERR(err, MR_E_PARSE, "%s: metrics file must hold a JSON object", path);
         else flatten_metrics(j, "", 0, res);
@@ -136,7 +142,9 @@ static mr_status parse_metrics(const char *path, mr_job_result *res, mr_error *e
         lineno++;
         if (line[strspn(line, " \t\r")]) {
             j = json_loads(line, 0, &je);
-            if (!j || !json_is_object(j)) {
+            if (mr_alloc_failures_here() != oom0) {
+                rc = MR_ERR(err, MR_E_NOMEM, "out of memory reading %s", path);
+            } else if (!j || !json_is_object(j)) {
                 rc = MR_ERR(err, MR_E_PARSE, "expected a JSON object per line: %s", j ? "not an object" : je.text);
                 mr_error_at(err, path, lineno, j ? 1 : je.column);
             } else {
@@ -482,9 +490,16 @@ static mr_status serve_from_cache(worker *w, int *served, mr_error *err)
     if (mr_runstore_cache_get(w->ws->rs, w->job.key, &outs, &mets, NULL, NULL) != MR_OK) return MR_OK;
     mr_status rc = MR_OK;
     if (cached_outputs_sound(w, outs)) {
-        json_t *co = json_loads(outs ? outs : "{}", 0, NULL);
-        json_t *cm = json_loads(mets ? mets : "[]", 0, NULL);
-        rc = co ? checkout_outputs(w, co, err) : MR_ERR(err, MR_E_CORRUPT, "corrupt cache entry for %s", w->job.key);
+        json_t *co = NULL, *cm = NULL;
+        mr_error pe;
+        mr_error_init(&pe);
+        rc = mr_json_parse(outs ? outs : "{}", outs ? strlen(outs) : 2, 0, &co, "a stage cache entry", &pe);
+        if (rc == MR_OK)
+            rc = mr_json_parse(mets ? mets : "[]", mets ? strlen(mets) : 2, 0, &cm, "a stage cache entry", &pe);
+        if (rc == MR_E_NOMEM) rc = MR_ERR(err, MR_E_NOMEM, "%s", pe.msg);
+        else if (rc != MR_OK) rc = MR_ERR(err, MR_E_CORRUPT, "corrupt cache entry for %s: %s", w->job.key, pe.msg);
+        else
+            rc = checkout_outputs(w, co, err);
         size_t k;
         json_t *m;
         json_array_foreach(cm, k, m)

@@ -281,7 +281,13 @@ int mr__serve_parse_body(const char *body, size_t len, size_t max_rows, mr__serv
 {
     memset(req, 0, sizeof(*req));
     json_error_t je;
+    uint64_t oom0 = mr_alloc_failures_here();
     json_t *doc = json_loadb(body ? body : "", body ? len : 0, 0, &je);
+    if (mr_alloc_failures_here() != oom0) { /* the server's fault, not the request's: 500, as any other */
+        json_decref(doc);
+        mr_buf_puts(err_body, "{\"error\": \"out of memory\"}");
+        return 500;
+    }
     if (!doc) {
         char msg[400];
         snprintf(msg, sizeof(msg), "malformed JSON at line %d, column %d (byte %d): %s", je.line, je.column,

@@ -997,6 +997,50 @@ static void test_alloc_fault_arm(void **state)
     assert_int_equal(WEXITSTATUS(ws), 0);
 }
 
+/* mr_json_parse tells an allocation that failed during the parse (which
+ * jansson reports as a syntax error, or hides by dropping a character)
+ * from bad text, and names the text, line and column of the latter. */
+static void test_json_parse(void **state)
+{
+    (void)state;
+    mr_error err;
+    mr_error_init(&err);
+    json_t *j = NULL;
+    const char *doc = "{\"name\": \"a long enough string value\", \"n\": [1, 2, 3]}";
+    assert_ok(mr_json_parse(doc, strlen(doc), 0, &j, "doc", &err));
+    assert_string_equal(json_string_value(json_object_get(j, "name")), "a long enough string value");
+    json_decref(j);
+
+    mr_error_init(&err);
+    assert_status(mr_json_parse("{\"a\": 1,\n  x}", 13, 0, &j, "the cache entry", &err), MR_E_PARSE);
+    assert_null(j);
+    assert_non_null(strstr(err.msg, "the cache entry: invalid JSON at line 2, column"));
+
+    if (mr_test_torturing()) return; /* the runner holds the hook */
+    /* every allocation of the parse in turn: out of memory, never a
+     * syntax error and never a document with a part missing */
+    int fired_all = 1;
+    for (long k = 1; k <= 40; k++) {
+        mr_error_init(&err);
+        uint64_t oom0 = mr_alloc_failures_here();
+        mr_alloc_fail_after(k);
+        mr_status rc = mr_json_parse(doc, strlen(doc), 0, &j, "doc", &err);
+        mr_alloc_fail_after(0);
+        int fired = mr_alloc_failures_here() != oom0;
+        if (fired) {
+            assert_status(rc, MR_E_NOMEM);
+            assert_null(j);
+            assert_non_null(strstr(err.msg, "out of memory reading doc"));
+        } else {
+            fired_all = 0;
+            assert_ok(rc);
+            assert_string_equal(json_string_value(json_object_get(j, "name")), "a long enough string value");
+            json_decref(j);
+        }
+    }
+    assert_false(fired_all); /* the parse makes fewer than 40 allocations: the last rounds succeed */
+}
+
 static void test_alloc_fail_hook(void **state)
 {
     (void)state;
@@ -1415,6 +1459,7 @@ int main(void)
         cmocka_unit_test(test_parallel_for_deterministic),
         cmocka_unit_test(test_parallel_for_concurrent_callers),
         cmocka_unit_test(test_alloc_fail_hook),
+        cmocka_unit_test(test_json_parse),
         cmocka_unit_test(test_alloc_fault_arm),
         cmocka_unit_test(test_iso_time),
         cmocka_unit_test(test_proc_spawn_wait_describe),
