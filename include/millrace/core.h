@@ -492,7 +492,7 @@ void mr_parallel_for(size_t n, size_t block, mr_range_fn fn, void *ctx);
 void mr_parallel_for_capped(size_t n, size_t block, int max_threads, mr_range_fn fn, void *ctx);
 /* min(pool threads, max_threads) (max_threads <= 0: the pool's), >= 1. */
 int mr_pool_threads_capped(int max_threads);
-int mr_cpu_count(void); /* online CPUs, >= 1 */
+int mr_cpu_count(void); /* the CPUs this process may run on (its affinity mask: taskset, cpusets, Slurm), >= 1 */
 
 /* ---- child processes ---------------------------------------------------
  * One supervisor under every child millrace starts (stage workers, exec

@@ -4,9 +4,11 @@
  * threads may call mr_parallel_for at once: one job gets the workers, the
  * others run on their callers' threads. mr_parallel_for_capped runs a job on
  * at most T threads: T "lanes" each pull the job's blocks from one counter. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "millrace/core.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -31,8 +33,16 @@ static struct {
     atomic_int busy; /* a job is running: other callers run theirs inline */
 } pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv_work = PTHREAD_COND_INITIALIZER, .cv_done = PTHREAD_COND_INITIALIZER};
 
+/* The CPUs this process may run on (its affinity mask, as nproc counts:
+ * taskset, cgroup cpusets, a Slurm allocation), else the online ones. */
 int mr_cpu_count(void)
 {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int n = CPU_COUNT(&set);
+        if (n > 0) return n;
+    }
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
 }

@@ -991,8 +991,8 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
      * unless http_threads says otherwise; handlers never block (see top). */
     unsigned pool = o->http_threads;
     if (pool == 0) {
-        long nc = sysconf(_SC_NPROCESSORS_ONLN);
-        pool = nc < 1 ? 1 : nc > 4 ? 4 : (unsigned)nc;
+        int nc = mr_cpu_count(); /* the CPUs it may run on */
+        pool = nc > 4 ? 4 : (unsigned)nc;
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     if (v6) flags |= MHD_USE_IPv6;

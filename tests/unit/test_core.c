@@ -1,3 +1,4 @@
+#define _GNU_SOURCE /* sched_setaffinity */
 /* Unit tests for the core module (src/core/): the error object, mr_buf and
  * JSON escaping, path normalisation, xxh3-128 hashing, atomic writes,
  * rmtree, advisory locks, the thread pool and the allocation failure hook. */
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1041,6 +1043,34 @@ static void test_json_parse(void **state)
     assert_false(fired_all); /* the parse makes fewer than 40 allocations: the last rounds succeed */
 }
 
+/* The default thread count follows the affinity mask (taskset, cpusets,
+ * a Slurm allocation), as nproc does, not the machine's CPU count. */
+static void test_cpu_count_affinity(void **state)
+{
+    (void)state;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    assert_int_equal(sched_getaffinity(0, sizeof set, &set), 0);
+    assert_int_equal(mr_cpu_count(), CPU_COUNT(&set));
+    int first = -1;
+    for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
+        if (CPU_ISSET(c, &set)) first = c;
+    assert_true(first >= 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) { /* one CPU only */
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(first, &one);
+        if (sched_setaffinity(0, sizeof one, &one) != 0) _exit(2);
+        _exit(mr_cpu_count() == 1 ? 0 : 1);
+    }
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), 0);
+}
+
 static void test_alloc_fail_hook(void **state)
 {
     (void)state;
@@ -1459,6 +1489,7 @@ int main(void)
         cmocka_unit_test(test_parallel_for_deterministic),
         cmocka_unit_test(test_parallel_for_concurrent_callers),
         cmocka_unit_test(test_alloc_fail_hook),
+        cmocka_unit_test(test_cpu_count_affinity),
         cmocka_unit_test(test_json_parse),
         cmocka_unit_test(test_alloc_fault_arm),
         cmocka_unit_test(test_iso_time),
