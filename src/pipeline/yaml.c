@@ -341,6 +341,10 @@ static mr_status emit_scalar(const mr_value *v, mr_buf *out)
     return st;
 }
 
+/* Emitted length above which a mapping key is written explicitly ("? key"):
+ * under libyaml's 1024-character limit on implicit keys, counted in bytes. */
+#define MAX_IMPLICIT_KEY 1000
+
 static int is_block(const mr_value *v) { return (v->kind == MR_V_MAP || v->kind == MR_V_SEQ) && v->n; }
 
 static mr_status indent_to(mr_buf *out, int indent)
@@ -369,7 +373,21 @@ static mr_status emit_block(const mr_value *v, int indent, int inline_first, mr_
             }
             continue;
         }
-        st = emit_str(v->keys[i], out);
+        /* An implicit key is at most 1024 characters (YAML 1.2, 7.4.2; libyaml
+         * enforces it): a longer one is written as an explicit "? key" line,
+         * its value after a ":" on the next. */
+        mr_buf key;
+        mr_buf_init(&key);
+        st = emit_str(v->keys[i], &key);
+        if (st == MR_OK && key.len > MAX_IMPLICIT_KEY) {
+            st = mr_buf_puts(out, "? ");
+            if (st == MR_OK) st = mr_buf_append(out, key.data, key.len);
+            if (st == MR_OK) st = mr_buf_puts(out, "\n");
+            if (st == MR_OK) st = indent_to(out, indent);
+        } else if (st == MR_OK) {
+            st = mr_buf_append(out, key.data ? key.data : "", key.len);
+        }
+        mr_buf_free(&key);
         if (st == MR_OK && is_block(item)) {
             st = mr_buf_puts(out, ":\n");
             if (st == MR_OK) st = emit_block(item, indent + 2, 0, out);
