@@ -218,6 +218,9 @@ typedef struct mr_buf {
     size_t len;   /* bytes used */
     size_t cap;   /* bytes allocated */
     size_t limit; /* hard cap; 0 = 1 GiB */
+    mr_status failed; /* the first append that failed (MR_E_NOMEM, MR_E_LIMIT), kept until
+                       * mr_buf_free: code building a document with many appends (a server
+                       * response) checks it once, at the end, instead of every call */
 } mr_buf;
 void mr_buf_init(mr_buf *b);
 void mr_buf_free(mr_buf *b);

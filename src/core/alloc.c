@@ -180,6 +180,7 @@ void mr_buf_free(mr_buf *b)
     mr_free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
+    b->failed = MR_OK;
 }
 
 static mr_status buf_reserve(mr_buf *b, size_t extra)
@@ -188,13 +189,19 @@ static mr_status buf_reserve(mr_buf *b, size_t extra)
     /* At most limit bytes of data (plus the NUL). Written without
      * "limit - extra - 1", which wrapped around for extra == limit and let
      * len exceed the cap (or looped forever growing towards limit + 1). */
-    if (extra > limit || b->len > limit - extra) return MR_E_LIMIT;
+    if (extra > limit || b->len > limit - extra) {
+        if (!b->failed) b->failed = MR_E_LIMIT;
+        return MR_E_LIMIT;
+    }
     size_t need = b->len + extra + 1;
     if (need <= b->cap) return MR_OK;
     size_t ncap = b->cap ? b->cap : 64;
     while (ncap < need) ncap = ncap > limit / 2 ? limit + 1 : ncap * 2;
     char *nd = mr_realloc(b->data, ncap);
-    if (!nd) return MR_E_NOMEM;
+    if (!nd) {
+        if (!b->failed) b->failed = MR_E_NOMEM;
+        return MR_E_NOMEM;
+    }
     b->data = nd;
     b->cap = ncap;
     return MR_OK;

@@ -581,11 +581,15 @@ static enum MHD_Result reply(mr_server *s, struct MHD_Connection *c, conn *cc, i
     return reply_full(s, c, cc, status, body, len, ctype, 0, 0);
 }
 
+/* A body that could not be built whole (an append ran out of memory: the
+ * builders do not check each one, mr_buf keeps the first failure) is a 500,
+ * never a truncated document under the status it was meant for. */
 static enum MHD_Result reply_json(mr_server *s, struct MHD_Connection *c, conn *cc, int status, const mr_buf *b,
                                   int close)
 {
-    return reply_full(s, c, cc, b->data ? status : 500, b->data ? b->data : "{}", b->data ? b->len : 2,
-                      "application/json", status == 503, close);
+    static const char oom[] = "{\"error\": \"out of memory building the response\"}";
+    if (!b->data || b->failed) return reply_full(s, c, cc, 500, oom, sizeof oom - 1, "application/json", 0, close);
+    return reply_full(s, c, cc, status, b->data, b->len, "application/json", status == 503, close);
 }
 
 static enum MHD_Result reply_error_close(mr_server *s, struct MHD_Connection *c, conn *cc, int status, const char *msg,

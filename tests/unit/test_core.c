@@ -254,11 +254,25 @@ static void test_buf_limit(void **state)
     b.limit = 16;
     assert_ok(mr_buf_append(&b, "0123456789abcdef", 16));
     assert_int_equal(b.len, 16);
+    assert_int_equal(b.failed, MR_OK);
     assert_status(mr_buf_append(&b, "x", 1), MR_E_LIMIT);
     assert_status(mr_buf_printf(&b, "%s", "y"), MR_E_LIMIT);
     assert_int_equal(b.len, 16);
     assert_string_equal(b.data, "0123456789abcdef");
+    assert_int_equal(b.failed, MR_E_LIMIT); /* sticky: the first failure */
     mr_buf_free(&b);
+    assert_int_equal(b.failed, MR_OK); /* free leaves an empty, unfailed buffer */
+
+    /* out of memory is kept the same way, and later appends do not clear it */
+    if (!mr_test_torturing()) {
+        mr_buf_init(&b);
+        mr_alloc_fail_after(1);
+        assert_status(mr_buf_puts(&b, "lost"), MR_E_NOMEM);
+        assert_ok(mr_buf_puts(&b, "kept"));
+        assert_string_equal(b.data, "kept");
+        assert_int_equal(b.failed, MR_E_NOMEM);
+        mr_buf_free(&b);
+    }
 
     /* extra == limit on a non-empty buffer: used to pass the check through
      * unsigned wrap-around and write past the cap */
