@@ -760,6 +760,7 @@ static int train_trial_child(void *arg)
 
 static void child_train(study *s, trial *tr)
 {
+    uint64_t oom0 = mr_alloc_failures_here(); /* the pruner answers "go on" when it cannot allocate */
     mr_error err;
     mr_error_init(&err);
     mr_pool_init(s->threads_per_trial, NULL);
@@ -779,8 +780,8 @@ static void child_train(study *s, trial *tr)
         write_child_result(tr->result_path, "failed", tr, msg[0] ? msg : mr_status_str(rc));
         _exit(1);
     }
-    if (cc.oom) {
-        write_child_result(tr->result_path, "failed", tr, "out of memory recording the validation curve");
+    if (cc.oom || mr_alloc_failures_here() != oom0) {
+        write_child_result(tr->result_path, "failed", tr, "out of memory while the trial ran");
         _exit(1);
     }
     if (cc.metric_idx < 0) {

@@ -735,7 +735,9 @@ done:
 
 /* The output names of stage s as the plan will have them (normalised paths
  * for ops that write the workspace). Up to max names, borrowed or, for
- * paths, copied into owned[] (caller frees); returns how many there are. */
+ * paths, copied into owned[] (caller frees); returns how many there are,
+ * or (size_t)-1 when memory ran out (a list with a name missing would turn
+ * into a wrong "has no output" error). */
 static size_t stage_outputs(const mr_stage_spec *s, const char **names, char **owned, size_t max)
 {
     size_t n = 0;
@@ -744,11 +746,18 @@ static size_t stage_outputs(const mr_stage_spec *s, const char **names, char **o
         for (int q = 0; q < 2; q++) {
             const char **items = NULL;
             size_t ni = 0;
-            if (mr_value_strings(s->def, keys[q], &items, &ni) != MR_OK) continue;
+            mr_status st = mr_value_strings(s->def, keys[q], &items, &ni);
+            if (st == MR_E_NOMEM) return (size_t)-1;
+            if (st != MR_OK) continue; /* absent, or not strings: validate reports that */
             for (size_t k = 0; k < ni && n < max; k++) {
                 if (strstr(items[k], "${")) continue;
+                uint64_t oom0 = mr_alloc_failures_here();
                 char *p = mr_path_normalize(items[k], 0);
-                if (!p) continue;
+                if (!p && mr_alloc_failures_here() != oom0) {
+                    mr_free(items);
+                    return (size_t)-1;
+                }
+                if (!p) continue; /* escapes the workspace, or absolute: validate reports it */
                 owned[n] = p;
                 names[n++] = p;
             }
@@ -781,6 +790,10 @@ static mr_status check_ref_outputs(ctx *c, const mr_stage_spec *sg)
         const char *names[MAX_OUTS];
         char *owned[MAX_OUTS] = {NULL};
         size_t n = stage_outputs(target, names, owned, MAX_OUTS);
+        if (n == (size_t)-1) {
+            for (size_t k = 0; k < MAX_OUTS; k++) mr_free(owned[k]);
+            return MR_ERR(c->err, MR_E_NOMEM, "out of memory checking ${stages.%s.%s}", ref->stage, ref->output);
+        }
         if (n > MAX_OUTS) n = MAX_OUTS;
         int found = 0;
         for (size_t k = 0; k < n && !found; k++) found = !strcmp(names[k], ref->output);
