@@ -8,8 +8,10 @@
 #
 #   bench/soak/run.sh BINARY [--duration S]      (default 600)
 #
-# Capacity: `millrace bench-serve --port` closed loop for SOAK_CAPACITY_SECONDS
-# (10) over SOAK_CONNECTIONS (32) keep-alive connections. The soak runs in
+# Capacity: the highest open-loop rate of the soak's mix that the server
+# sustains, found by bisection below the closed-loop throughput of
+# `millrace bench-serve --port` over SOAK_CONNECTIONS (32) keep-alive
+# connections (the comment above the capacity search has why). The soak runs in
 # windows of SOAK_WINDOW (10) seconds, each two bench-serve processes at once:
 #   - the main stream, open loop at 99% of the target rate over
 #     SOAK_CONNECTIONS connections, 5/99 of it malformed (bench-serve
@@ -21,15 +23,25 @@
 #     long again, the rest), on connections of its own, so that a slow
 #     request never delays a well-formed one behind it on the same
 #     connection (which would measure the load generator, not the server).
+# CPUs: with SOAK_PIN=1 (the default where there are at least 2) the server
+# runs on the first half of the CPUs and the load generators on the rest
+# (taskset), so capacity and latency are the server's, not what is left of
+# a core a load generator shares with it; SOAK_PIN=0 lets them mix.
 # A server that dies is a crash: it is counted, its log tail printed, and a
 # new one started for the remaining windows; so is an exit status other than
 # 0 on the final SIGTERM, or a sanitizer report in its log.
+# Each window's row has the server's CPU share and the load generators'
+# (100% = one core), to tell which side a slow window waited on.
 # RSS slope: least squares over the samples after the first window (the
 # allocator's warm-up), in KiB per minute. Fails (exit 1, after the RESULT
 # line) on a crash, a malformed request not answered 4xx, a well-formed or
 # slow one not answered 2xx, or a request left without an answer.
+# p99 stability: the first and last window's p99, their median and the
+# largest over the windows after the first, and the fraction of those
+# windows whose p99 is within 2x the median.
 # Last line:
 #   RESULT soak crashes=N bad_4xx_fraction=X rss_slope_kb_per_min=Y p99_ms_first=A p99_ms_last=B
+#          p99_ms_median=M p99_ms_max=X p99_windows_within_2x=F   (one line)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -54,10 +66,24 @@ PY=${MR_PYTHON:-/usr/bin/python3}
 shared=${MILLRACE_SHARED:-$repo/../shared}
 WINDOW=${SOAK_WINDOW:-10}
 CONN=${SOAK_CONNECTIONS:-32}
-CAP_SECS=${SOAK_CAPACITY_SECONDS:-10}
+CAP_SECS=${SOAK_CAPACITY_SECONDS:-4}
 LOAD=${SOAK_LOAD:-0.8}
 RSS_EVERY=${SOAK_RSS_EVERY:-2}
 PAUSE=${SOAK_SLOW_PAUSE:-0.5}
+ncpu=$(nproc)
+PIN=${SOAK_PIN:-$([ "$ncpu" -ge 2 ] && echo 1 || echo 0)}
+SERVER_CPUS="" LOAD_CPUS=""
+if [ "$PIN" = 1 ]; then
+    command -v taskset >/dev/null || { echo "bench/soak: SOAK_PIN=1 needs taskset (util-linux)" >&2; exit 2; }
+    half=$((ncpu / 2))
+    SERVER_CPUS=0-$((half - 1))
+    LOAD_CPUS=$half-$((ncpu - 1))
+fi
+on() { # on CPUS CMD...: CMD pinned to CPUS, or unpinned when CPUS is empty
+    local c=$1
+    shift
+    if [ -n "$c" ]; then taskset -c "$c" "$@"; else "$@"; fi
+}
 ws=$(mktemp -d /tmp/millrace-bench-soak.XXXXXX)
 SPID=""
 SAMPLER=""
@@ -97,7 +123,12 @@ echo "# bundle: $bundle"
 crashes=0
 start_server() {
     rm -f port.txt
-    "$mr" serve "$bundle" --port 0 --port-file port.txt >>serve.log 2>&1 &
+    # not through on(): $! must be the server itself (its RSS, its exit status)
+    if [ -n "$SERVER_CPUS" ]; then
+        taskset -c "$SERVER_CPUS" "$mr" serve "$bundle" --port 0 --port-file port.txt >>serve.log 2>&1 &
+    else
+        "$mr" serve "$bundle" --port 0 --port-file port.txt >>serve.log 2>&1 &
+    fi
     SPID=$!
     echo "$SPID" >spid
     for _ in $(seq 200); do [ -s port.txt ] && break; sleep 0.05; done
@@ -126,30 +157,85 @@ start_server
 SAMPLER=$!
 
 j() { "$PY" -c "import json,sys; print(json.load(open('$1'))['$2'])"; }
-"$mr" bench-serve "$bundle" --port "$PORT" --qps 0 --duration "$CAP_SECS" --connections "$CONN" --json >cap.json || exit 1
+# Capacity for the soak's own traffic. A closed loop (32 connections, so
+# batches of up to 32 rows) gives the server's peak throughput, CLOSED; an
+# open loop at the same mean rate keeps far fewer requests in flight, so
+# smaller batches and more wake-ups per request: measured here, 80% of
+# CLOSED kept one core 92-96% busy and its p99 swung 10-400 ms from window
+# to window. The capacity is therefore the highest open-loop rate of the
+# soak's mix (main stream with its malformed share, slow stream beside it)
+# that the server sustains: SOAK_CAPACITY_STEPS (5) bisection steps of
+# SOAK_CAPACITY_SECONDS (4) each between CLOSED/2 and CLOSED, a rate
+# counting as sustained when the main stream achieves 99% of it and its
+# p50 stays within 3x (at least 2 ms) of the p50 at CLOSED/2.
+slow_plan() { # RATE -> "slow_qps slow_conns" for a total rate RATE
+    "$PY" -c "import math; s = $1 * 0.01; print(round(s, 2), min(1024, max(4, math.ceil(s * $PAUSE * 1.5))))"
+}
+bad=$("$PY" -c "print(round(0.05 / 0.99, 5))")
+STEPS=${SOAK_CAPACITY_STEPS:-5}
+# open_run RATE NAME: the soak's mix at total rate RATE for CAP_SECS; NAME.json, NAME_slow.json
+open_run() {
+    local sq sc
+    read -r sq sc < <(slow_plan "$1")
+    on "$LOAD_CPUS" "$mr" bench-serve "$bundle" --port "$PORT" --qps "$("$PY" -c "print(round($1 * 0.99, 1))")" \
+        --duration "$CAP_SECS" --connections "$CONN" --malformed "$bad" --json >"$2.json" &
+    local m=$!
+    on "$LOAD_CPUS" "$mr" bench-serve "$bundle" --port "$PORT" --qps "$sq" --duration "$CAP_SECS" \
+        --connections "$sc" --slow 1 --slow-pause "$PAUSE" --json >"$2_slow.json" &
+    local s=$!
+    wait "$m" && wait "$s" || { echo "bench/soak: a capacity run failed" >&2; exit 1; }
+    check_server
+}
+on "$LOAD_CPUS" "$mr" bench-serve "$bundle" --port "$PORT" --qps 0 --duration "$CAP_SECS" --connections "$CONN" --json >cap0.json || exit 1
 check_server
-cap=$(j cap.json achieved_qps)
-read -r main_qps slow_qps bad slow_conns < <("$PY" -c "
-import math
-t = $cap * $LOAD
-slow = t * 0.01
-print(round(t * 0.99, 1), round(slow, 2), round(0.05 / 0.99, 5), min(1024, max(4, math.ceil(slow * $PAUSE * 1.5))))")
-echo "# capacity $(printf %.0f "$cap") req/s (closed loop, $CONN connections); soak at $LOAD of it for ${DURATION}s:" \
+closed=$(j cap0.json achieved_qps)
+lo=$("$PY" -c "print($closed / 2)") hi=$closed
+open_run "$lo" cap_lo
+p50_ref=$(j cap_lo.json p50_ms)
+echo "# capacity search: closed loop $(printf %.0f "$closed") req/s; open loop at $(printf %.0f "$lo"): p50 $p50_ref ms"
+for k in $(seq "$STEPS"); do
+    mid=$("$PY" -c "print(($lo + $hi) / 2)")
+    open_run "$mid" "cap$k"
+    ok=$("$PY" -c "
+import json
+m = json.load(open('cap$k.json'))
+print(1 if m['achieved_qps'] >= 0.99 * $mid * 0.99 and m['p50_ms'] <= max(3 * $p50_ref, 2.0) else 0)")
+    echo "#   $(printf %.0f "$mid") req/s: achieved $(printf %.0f "$(j "cap$k.json" achieved_qps)") (main stream)," \
+        "p50 $(j "cap$k.json" p50_ms) ms, p99 $(j "cap$k.json" p99_ms) ms: $([ "$ok" = 1 ] && echo sustained || echo not sustained)"
+    if [ "$ok" = 1 ]; then lo=$mid; else hi=$mid; fi
+done
+cap=$lo
+main_qps=$("$PY" -c "print(round($cap * $LOAD * 0.99, 1))")
+read -r slow_qps slow_conns < <(slow_plan "$("$PY" -c "print($cap * $LOAD)")")
+if [ -n "$SERVER_CPUS" ]; then
+    echo "# CPUs: server on $SERVER_CPUS, load generators on $LOAD_CPUS ($ncpu online)"
+else
+    echo "# CPUs: server and load generators unpinned ($ncpu online)"
+fi
+echo "# capacity $(printf %.0f "$cap") req/s (open loop, the soak's mix; $(printf %.0f "$closed") req/s closed loop);" \
+    "soak at $LOAD of it for ${DURATION}s:" \
     "$main_qps req/s ($(printf %.1f "$("$PY" -c "print($bad*100)")")% malformed) + $slow_qps slow req/s on $slow_conns connections"
 t_start=$(date +%s.%N)
 echo "$t_start" >t_start
 n=$(( (DURATION + WINDOW - 1) / WINDOW ))
 left=$DURATION
-printf '%-6s %10s %9s %9s %8s %10s %10s %9s\n' window qps p50_ms p99_ms errors bad_4xx slow_ok rss_mib
+# CPU ticks: the server's (utime + stime), and the waited-for children of
+# this script's (cutime + cstime: the load generators), for the per-window
+# CPU share that tells a busy server from a busy load generator
+ticks_server() { awk '{print $14 + $15}' "/proc/$SPID/stat" 2>/dev/null || echo 0; }
+ticks_children() { awk '{print $16 + $17}' "/proc/$$/stat"; }
+HZ=$(getconf CLK_TCK)
+printf '%-6s %10s %9s %9s %8s %10s %10s %9s %8s %8s\n' window qps p50_ms p99_ms errors bad_4xx slow_ok rss_mib srv_cpu gen_cpu
 for i in $(seq "$n"); do
     w=$WINDOW
     [ "$left" -lt "$w" ] && w=$left
     left=$((left - w))
     [ "$i" = 2 ] && date +%s.%N >t_warm
-    "$mr" bench-serve "$bundle" --port "$PORT" --qps "$main_qps" --duration "$w" --connections "$CONN" \
+    s0=$(ticks_server) g0=$(ticks_children) w0=$(date +%s.%N)
+    on "$LOAD_CPUS" "$mr" bench-serve "$bundle" --port "$PORT" --qps "$main_qps" --duration "$w" --connections "$CONN" \
         --malformed "$bad" --json >"main$i.json" 2>"main$i.err" &
     m=$!
-    "$mr" bench-serve "$bundle" --port "$PORT" --qps "$slow_qps" --duration "$w" --connections "$slow_conns" \
+    on "$LOAD_CPUS" "$mr" bench-serve "$bundle" --port "$PORT" --qps "$slow_qps" --duration "$w" --connections "$slow_conns" \
         --slow 1 --slow-pause "$PAUSE" --json >"slow$i.json" 2>"slow$i.err" &
     s=$!
     wait "$m"
@@ -157,15 +243,19 @@ for i in $(seq "$n"); do
     wait "$s"
     rs_=$?
     [ "$rm_" = 0 ] && [ "$rs_" = 0 ] || { echo "bench/soak: a load generator failed" >&2; cat "main$i.err" "slow$i.err" >&2; exit 1; }
+    s1=$(ticks_server) g1=$(ticks_children) w1=$(date +%s.%N)
     check_server
-    "$PY" - "$i" <<'PY'
+    "$PY" - "$i" "$s0" "$s1" "$g0" "$g1" "$w0" "$w1" "$HZ" <<'PY'
 import json, sys
 i = sys.argv[1]
+s0, s1, g0, g1, w0, w1, hz = map(float, sys.argv[2:])
+srv = (s1 - s0) / hz / (w1 - w0) * 100 if s1 >= s0 else float("nan")  # a restarted server: unknown
+gen = (g1 - g0) / hz / (w1 - w0) * 100
 m, s = json.load(open(f"main{i}.json")), json.load(open(f"slow{i}.json"))
 rss = [l.split() for l in open("rss.txt")]
 print(f"{i:<6} {m['achieved_qps']:10.0f} {m['p50_ms']:9.3f} {m['p99_ms']:9.3f} {m['errors'] + s['errors']:8d} "
       f"{m['malformed_4xx']:>4}/{m['malformed_sent']:<5} {s['slow_ok']:>4}/{s['slow_sent']:<5} "
-      f"{int(rss[-1][1]) / 1024 if rss else 0:9.1f}")
+      f"{int(rss[-1][1]) / 1024 if rss else 0:9.1f} {srv:7.0f}% {gen:7.0f}%")
 PY
 done
 kill -TERM "$SPID"
@@ -216,8 +306,15 @@ if rss:
     print(f"# RSS over the soak: first {rss[0] / 1024:.1f} MiB, last {rss[-1] / 1024:.1f} MiB, "
           f"max {max(rss) / 1024:.1f} MiB ({len(pts)} samples)")
 frac = bad_4xx / bad_sent if bad_sent else float("nan")
+p99s = [m["p99_ms"] for m in (mains[1:] if len(mains) > 1 else mains)]  # the first window warms up
+srt = sorted(p99s)
+med = srt[len(srt) // 2] if len(srt) % 2 else (srt[len(srt) // 2 - 1] + srt[len(srt) // 2]) / 2
+within = sum(1 for v in p99s if v <= 2 * med) / len(p99s)
+print(f"# p99 over windows {2 if len(mains) > 1 else 1}..{len(mains)}: median {med:.3f} ms, "
+      f"max {max(p99s):.3f} ms, {within * 100:.0f}% of windows within 2x the median")
 print(f"RESULT soak crashes={crashes} bad_4xx_fraction={frac:.4f} rss_slope_kb_per_min={slope:.1f} "
-      f"p99_ms_first={mains[0]['p99_ms']:.3f} p99_ms_last={mains[-1]['p99_ms']:.3f}")
+      f"p99_ms_first={mains[0]['p99_ms']:.3f} p99_ms_last={mains[-1]['p99_ms']:.3f} "
+      f"p99_ms_median={med:.3f} p99_ms_max={max(p99s):.3f} p99_windows_within_2x={within:.2f}")
 wrong = []
 if crashes: wrong.append(f"{crashes} crash(es)")
 if bad_4xx != bad_sent: wrong.append(f"{bad_sent - bad_4xx} malformed requests not answered 4xx")

@@ -839,23 +839,29 @@ mr_status mr_loadgen_run(const mr_loadgen_opts *o, mr_loadgen_result *out, mr_er
     }
 
     /* connect everything first (a failure here is retried, and counted, at
-     * the connection's first request), then start the clock */
-    g.start = mr_now() + 0.05;
-    g.end = g.start + o->duration_s;
-    g.hard_stop = g.end + LG_REQ_TIMEOUT_S;
+     * the connection's first request), then start the clock: connect() of
+     * hundreds of sockets can take tens of milliseconds on a host with many
+     * TIME_WAIT sockets (a soak's earlier windows), which a clock started
+     * before would count as the first requests' latency */
     for (int i = 0; i < C; i++) {
         conn *c = &cs[i];
         c->fd = -1;
         c->p.buf = bufs + (size_t)i * LG_HEAD_MAX;
         c->state = C_IDLE;
-        c->due = g.start + (g.open_loop ? g.interval * i / C : 0);
-        c->wake = c->due;
-        if (g.open_loop && c->due >= g.end) { /* qps so low that its first request is past the deadline */
+        if (g.open_loop && g.interval * i / C >= o->duration_s) { /* qps so low that its first request is past the deadline */
             c->state = C_DONE;
             continue;
         }
         (void)conn_open(&g, c);
-        heap_push(&g, c);
+    }
+    g.start = mr_now() + 0.05;
+    g.end = g.start + o->duration_s;
+    g.hard_stop = g.end + LG_REQ_TIMEOUT_S;
+    for (int i = 0; i < C; i++) {
+        conn *c = &cs[i];
+        c->due = g.start + (g.open_loop ? g.interval * i / C : 0);
+        c->wake = c->due;
+        if (c->state != C_DONE) heap_push(&g, c);
     }
     rc = run_loop(&g, cs, C, fire, err);
     double elapsed = mr_now() - g.start;
