@@ -54,7 +54,7 @@ static const char ingest_help[] =
     "  --partition-by A,B     hive partitions (A=value/B=value/ directories)\n"
     "  --rows-per-shard N     default 1000000\n"
     "  --row-group-rows N     default 131072\n"
-    "  --codec C              zstd (default), snappy, gzip, none\n"
+    "  --codec C              zstd (default), snappy, gzip, lz4_raw (or lz4), none\n"
     "  --limit N              ingest only the first N good rows\n"
     "  -j, --threads N        parser threads (default: all cores)\n"
     "  --force                replace an existing DIR\n"
@@ -315,7 +315,7 @@ static int ingest_args_parse(int argc, char **argv, ingest_args *a)
         } else if (!strcmp(arg, "--codec")) {
             if (v && !strcasecmp(v, "none")) o->write.codec = MR_PQ_UNCOMPRESSED;
             else if (v && mr_parquet_codec_parse(v, &o->write.codec) != MR_OK)
-                rc = cli_usage_error("data ingest", "unknown codec '%s' (zstd, snappy, gzip, none)", v);
+                rc = cli_usage_error("data ingest", "unknown codec '%s' (zstd, snappy, gzip, lz4_raw, none)", v);
         } else {
             takes = 0;
             if (!strcmp(arg, "--json")) a->json = 1;

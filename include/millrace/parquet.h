@@ -77,9 +77,9 @@ typedef enum mr_parquet_codec {
     MR_PQ_GZIP = 2,
     MR_PQ_LZO = 3,    /* not supported */
     MR_PQ_BROTLI = 4, /* not supported */
-    MR_PQ_LZ4 = 5,    /* not supported */
+    MR_PQ_LZ4 = 5,    /* deprecated: read (Hadoop-framed, LZ4 frame or bare block), not written */
     MR_PQ_ZSTD = 6,
-    MR_PQ_LZ4_RAW = 7, /* not supported */
+    MR_PQ_LZ4_RAW = 7, /* read and written */
 } mr_parquet_codec;
 
 const char *mr_parquet_type_name(mr_parquet_type t);   /* "INT32" (static) */

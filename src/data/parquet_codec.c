@@ -1,9 +1,12 @@
-/* Parquet page codecs (snappy, gzip, zstd), page CRC, and the RLE/bit-packed
+/* Parquet page codecs (snappy, gzip, zstd, LZ4_RAW; the deprecated LZ4 read
+ * in each of the framings writers used), page CRC, and the RLE/bit-packed
  * hybrid encoding used for levels, dictionary indices and RLE booleans.
- * LZO, BROTLI, LZ4 and LZ4_RAW are not supported. */
+ * LZO and BROTLI are not supported. */
 #include "data/parquet_int.h"
 
 #include <limits.h>
+#include <lz4.h>
+#include <lz4frame.h>
 #include <snappy-c.h>
 #include <string.h>
 #include <zlib.h>
@@ -98,6 +101,77 @@ static mr_status gunzip(const uint8_t *src, size_t src_len, uint8_t *dst, size_t
 
 void mr__pq_decompress_ctx_free(void *zctx) { ZSTD_freeDCtx((ZSTD_DCtx *)zctx); }
 
+/* One LZ4 block (LZ4_RAW pages; the blocks of the framings below) that
+ * decodes to exactly dst_len bytes: 1, else 0. */
+static int lz4_block(const uint8_t *src, size_t src_len, uint8_t *dst, size_t dst_len)
+{
+    if (src_len > INT_MAX || dst_len > INT_MAX) return 0;
+    if (dst_len == 0) return src_len == 1 && src[0] == 0; /* the one encoding of nothing */
+    return LZ4_decompress_safe((const char *)src, (char *)dst, (int)src_len, (int)dst_len) == (int)dst_len;
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
+}
+
+/* Hadoop's framing (parquet-mr's LZ4, Arrow's LZ4_HADOOP): blocks of a
+ * 4-byte big-endian decompressed size, a 4-byte big-endian compressed size
+ * and that many bytes of one LZ4 block, covering the page exactly. */
+static int lz4_hadoop(const uint8_t *src, size_t src_len, uint8_t *dst, size_t dst_len)
+{
+    size_t in = 0, out = 0;
+    while (in < src_len) {
+        if (src_len - in < 8) return 0;
+        size_t raw = be32(src + in), comp = be32(src + in + 4);
+        in += 8;
+        if (comp > src_len - in || raw > dst_len - out || !lz4_block(src + in, comp, dst + out, raw)) return 0;
+        in += comp;
+        out += raw;
+    }
+    return out == dst_len && src_len > 0;
+}
+
+/* The LZ4 frame format (magic 04 22 4D 18), which some writers put in LZ4
+ * pages: the frame decodes to exactly dst_len bytes. */
+static mr_status lz4_frame(const uint8_t *src, size_t src_len, uint8_t *dst, size_t dst_len, int *ok)
+{
+    *ok = 0;
+    LZ4F_dctx *d = NULL;
+    if (LZ4F_isError(LZ4F_createDecompressionContext(&d, LZ4F_VERSION))) return MR_E_NOMEM;
+    size_t in = 0, out = 0, hint = 1;
+    while (hint != 0 && in < src_len) {
+        size_t dn = dst_len - out, sn = src_len - in;
+        hint = LZ4F_decompress(d, dst + out, &dn, src + in, &sn, NULL);
+        if (LZ4F_isError(hint)) break;
+        in += sn;
+        out += dn;
+        if (sn == 0 && dn == 0) break; /* no progress: output full, or truncated input */
+    }
+    *ok = !LZ4F_isError(hint) && hint == 0 && in == src_len && out == dst_len;
+    LZ4F_freeDecompressionContext(d);
+    return MR_OK;
+}
+
+/* Parquet's deprecated LZ4 codec meant Hadoop's framing to parquet-mr and
+ * the frame format or a bare block to other writers; like Arrow, each is
+ * tried in turn, and only an exact decode of the page's size counts. */
+static mr_status lz4_legacy(const uint8_t *src, size_t src_len, uint8_t *dst, size_t dst_len, const char **why)
+{
+    if (lz4_hadoop(src, src_len, dst, dst_len)) return MR_OK;
+    if (src_len >= 4 && mr_le_get32(src) == LZ4F_MAGICNUMBER) {
+        int ok;
+        if (lz4_frame(src, src_len, dst, dst_len, &ok) != MR_OK) {
+            *why = "out of memory";
+            return MR_E_NOMEM;
+        }
+        if (ok) return MR_OK;
+    }
+    if (lz4_block(src, src_len, dst, dst_len)) return MR_OK;
+    *why = "invalid LZ4 data (neither Hadoop-framed, an LZ4 frame nor an LZ4 block of the page's size)";
+    return MR_E_CORRUPT;
+}
+
 mr_status mr__pq_decompress(mr_parquet_codec codec, const uint8_t *src, size_t src_len, uint8_t *dst,
                             size_t dst_len, void **zctx, const char **why)
 {
@@ -123,6 +197,11 @@ mr_status mr__pq_decompress(mr_parquet_codec codec, const uint8_t *src, size_t s
         return MR_OK;
     }
     case MR_PQ_GZIP: return gunzip(src, src_len, dst, dst_len, why);
+    case MR_PQ_LZ4_RAW:
+        if (lz4_block(src, src_len, dst, dst_len)) return MR_OK;
+        *why = "invalid LZ4_RAW data, or it does not match the page's uncompressed size";
+        return MR_E_CORRUPT;
+    case MR_PQ_LZ4: return lz4_legacy(src, src_len, dst, dst_len, why);
     case MR_PQ_ZSTD: {
         if (!*zctx) *zctx = ZSTD_createDCtx();
         if (!*zctx) {
@@ -155,6 +234,10 @@ mr_status mr__pq_compress(mr_parquet_codec codec, int level, const uint8_t *src,
     case MR_PQ_SNAPPY: bound = snappy_max_compressed_length(src_len); break;
     case MR_PQ_GZIP: bound = src_len + src_len / 1000 + 64 + 18; break;
     case MR_PQ_ZSTD: bound = ZSTD_compressBound(src_len); break;
+    case MR_PQ_LZ4_RAW:
+        if (src_len > LZ4_MAX_INPUT_SIZE) return MR_E_LIMIT;
+        bound = (size_t)LZ4_compressBound((int)src_len);
+        break;
     default: return MR_E_INVALID_ARG;
     }
     if (bound < src_len || bound > MR__PQ_MAX_PAGE * 2) return MR_E_LIMIT;
@@ -170,6 +253,10 @@ mr_status mr__pq_compress(mr_parquet_codec codec, int level, const uint8_t *src,
     size_t n = bound;
     if (codec == MR_PQ_SNAPPY) {
         if (snappy_compress((const char *)src, src_len, (char *)dst, &n) != SNAPPY_OK) return MR_E_INTERNAL;
+    } else if (codec == MR_PQ_LZ4_RAW) {
+        int k = LZ4_compress_default((const char *)src, (char *)dst, (int)src_len, (int)bound);
+        if (k <= 0) return MR_E_INTERNAL;
+        n = (size_t)k;
     } else if (codec == MR_PQ_ZSTD) {
         if (!*zctx) *zctx = ZSTD_createCCtx();
         if (!*zctx) return MR_E_NOMEM;

@@ -38,7 +38,8 @@ mr_status mr_parquet_codec_parse(const char *name, mr_parquet_codec *out)
 {
     static const struct { const char *s; mr_parquet_codec c; } t[] = {
         {"none", MR_PQ_UNCOMPRESSED}, {"uncompressed", MR_PQ_UNCOMPRESSED}, {"snappy", MR_PQ_SNAPPY},
-        {"gzip", MR_PQ_GZIP},         {"zstd", MR_PQ_ZSTD},
+        {"gzip", MR_PQ_GZIP},         {"zstd", MR_PQ_ZSTD},   {"lz4_raw", MR_PQ_LZ4_RAW},
+        {"lz4", MR_PQ_LZ4_RAW}, /* as DuckDB and pyarrow write it: the deprecated LZ4 codec is never written */
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (!strcasecmp(name, t[i].s)) {

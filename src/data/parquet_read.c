@@ -884,7 +884,8 @@ static mr_status read_chunk(mr_parquet_file *f, size_t rg, size_t ci, mr_column 
                   mr_parquet_type_name(L->info.physical));
         goto done;
     }
-    if (ch->codec != MR_PQ_UNCOMPRESSED && ch->codec != MR_PQ_SNAPPY && ch->codec != MR_PQ_GZIP && ch->codec != MR_PQ_ZSTD) {
+    if (ch->codec != MR_PQ_UNCOMPRESSED && ch->codec != MR_PQ_SNAPPY && ch->codec != MR_PQ_GZIP && ch->codec != MR_PQ_ZSTD &&
+        ch->codec != MR_PQ_LZ4 && ch->codec != MR_PQ_LZ4_RAW) {
         rc = cerr(c, MR_E_SCHEMA, "compression codec %s is not supported", mr_parquet_codec_name((mr_parquet_codec)ch->codec));
         goto done;
     }

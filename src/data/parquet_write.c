@@ -151,7 +151,7 @@ mr_status mr_parquet_writer_open(const char *path, const mr_parquet_write_opts *
     else mr_parquet_write_opts_init(&w->o);
     mr_status rc = MR_OK;
     if (w->o.codec != MR_PQ_UNCOMPRESSED && w->o.codec != MR_PQ_SNAPPY && w->o.codec != MR_PQ_GZIP &&
-        w->o.codec != MR_PQ_ZSTD) {
+        w->o.codec != MR_PQ_ZSTD && w->o.codec != MR_PQ_LZ4_RAW) {
         rc = werr(w, err, MR_E_INVALID_ARG, "compression codec %s is not supported for writing",
                   mr_parquet_codec_name(w->o.codec));
         goto fail;

@@ -110,7 +110,7 @@ static mr_status ingest_settings(const mr_value *def, mr_ingest_opts *o, ingest_
 {
     static const char *const formats[] = {"csv", "tsv", "jsonl", "parquet", "dataset", "auto"};
     static const char *const on_errors[] = {"fail", "skip", "quarantine"};
-    static const char *const codecs[] = {"zstd", "snappy", "gzip", "none"};
+    static const char *const codecs[] = {"zstd", "snappy", "gzip", "lz4_raw", "none"};
     const mr_value *v;
     mr_status rc;
     memset(a, 0, sizeof(*a));
@@ -163,7 +163,7 @@ static mr_status ingest_settings(const mr_value *def, mr_ingest_opts *o, ingest_
     }
     if ((v = mr_value_get(def, "codec")) && v->kind == MR_V_STR) {
         if (!strcasecmp(v->str, "none")) o->write.codec = MR_PQ_UNCOMPRESSED;
-        else if (mr_parquet_codec_parse(v->str, &o->write.codec) != MR_OK) return bad_choice(err, v, "codec", codecs, 4);
+        else if (mr_parquet_codec_parse(v->str, &o->write.codec) != MR_OK) return bad_choice(err, v, "codec", codecs, 5);
     }
     if ((v = mr_value_get(def, "schema")) && v->kind == MR_V_MAP && v->n) {
         a->schema_names = mr_calloc(v->n, sizeof *a->schema_names);

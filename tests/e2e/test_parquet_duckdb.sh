@@ -13,7 +13,7 @@ PQTOOL="$BUILD/tests/mr_pqtool"
 [ -x "$PQTOOL" ] || fail "mr_pqtool not built at $PQTOOL"
 duckdb_setup "DuckDB round trip" compare.mjs
 
-for spec in "zstd 3000 1000" "snappy 2500 700" "gzip 1200 5000" "none 900 256" "zstd 0 100"; do
+for spec in "zstd 3000 1000" "snappy 2500 700" "gzip 1200 5000" "lz4_raw 2000 600" "none 900 256" "zstd 0 100"; do
     set -- $spec
     f="$T_ROOT/mr_$1_$2.parquet"
     run_cmd "$PQTOOL" gen "$f" "$2" "$1" "$3"

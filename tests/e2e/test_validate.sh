@@ -226,8 +226,8 @@ refused 9:13 ing "filter: column 6: expected an expression, got end of input" ""
 ingest '    schema: {x: int64, y: integr}'
 refused 9:27 ing "schema: column 'y' has unknown type 'integr'" \
     "did you mean 'integer'? types: bool, int64, float64, float32, string, date, timestamp" "ingest: a declared type"
-ingest '    codec: lz4'
-refused 9:12 ing "unknown codec 'lz4' (expected zstd, snappy, gzip, none)" "" "ingest: a codec"
+ingest '    codec: lzo'
+refused 9:12 ing "unknown codec 'lzo' (expected zstd, snappy, gzip, lz4_raw, none)" "" "ingest: a codec"
 ingest '    rows_per_shard: 0'
 refused 9:21 ing "rows_per_shard must be positive, got 0" "" "ingest: a shard size"
 ingest '    null_values: ["NA", "a,b"]'

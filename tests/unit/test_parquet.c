@@ -12,6 +12,11 @@
 
 #include "mr_test.h"
 
+#include "data/parquet_int.h"
+
+#include <lz4.h>
+#include <lz4frame.h>
+
 #include <dirent.h>
 #include <jansson.h>
 #include <math.h>
@@ -319,10 +324,10 @@ static void test_roundtrip_codecs(void **state)
     (void)state;
     mr_error err;
     mr_error_init(&err);
-    mr_parquet_codec codecs[] = {MR_PQ_UNCOMPRESSED, MR_PQ_SNAPPY, MR_PQ_GZIP, MR_PQ_ZSTD};
+    mr_parquet_codec codecs[] = {MR_PQ_UNCOMPRESSED, MR_PQ_SNAPPY, MR_PQ_GZIP, MR_PQ_ZSTD, MR_PQ_LZ4_RAW};
     mr_table *t1 = make_table(2500, 0x9e3779b97f4a7c15ULL, 1);
     mr_table *t2 = make_table(700, 42, 0);
-    for (size_t k = 0; k < 4; k++) {
+    for (size_t k = 0; k < sizeof codecs / sizeof codecs[0]; k++) {
         char *path = tmp_path("rt.parquet");
         mr_parquet_write_opts o;
         mr_parquet_write_opts_init(&o);
@@ -502,7 +507,11 @@ static void test_empty_and_errors(void **state)
     mr_parquet_codec c;
     assert_ok(mr_parquet_codec_parse("ZSTD", &c));
     assert_int_equal(c, MR_PQ_ZSTD);
-    assert_status(mr_parquet_codec_parse("lz4", &c), MR_E_NOT_FOUND);
+    assert_ok(mr_parquet_codec_parse("lz4_raw", &c));
+    assert_int_equal(c, MR_PQ_LZ4_RAW);
+    assert_ok(mr_parquet_codec_parse("LZ4", &c)); /* written as LZ4_RAW */
+    assert_int_equal(c, MR_PQ_LZ4_RAW);
+    assert_status(mr_parquet_codec_parse("lzo", &c), MR_E_NOT_FOUND);
     mr_table_free(t);
     mr_table_free(t2);
     mr_free(path);
@@ -678,6 +687,156 @@ static int64_t col_i64(const mr_table *t, const char *name, size_t i)
     return ((const int64_t *)c->data)[i];
 }
 
+/* Reads dir/name whole. */
+static mr_table *read_fixture(const char *dir, const char *name)
+{
+    mr_error err;
+    mr_error_init(&err);
+    char *p = mr_path_join(dir, name);
+    assert_alloc(p);
+    mr_parquet_file *f;
+    CHECK_OK(mr_parquet_open(p, &f, &err));
+    mr_table *t = NULL;
+    CHECK_OK(mr_parquet_read_all(f, NULL, 0, &t, &err));
+    mr_parquet_close(f);
+    mr_free(p);
+    return t;
+}
+
+/* Every cell of a and b prints the same (names, types, nulls, values). */
+static void assert_tables_same(const mr_table *a, const mr_table *b, const char *what)
+{
+    assert_int_equal(a->n_rows, b->n_rows);
+    assert_int_equal(a->n_cols, b->n_cols);
+    mr_buf x, y;
+    mr_buf_init(&x);
+    mr_buf_init(&y);
+    for (size_t j = 0; j < a->n_cols; j++) {
+        assert_string_equal(a->cols[j]->name, b->cols[j]->name);
+        assert_int_equal(a->cols[j]->type, b->cols[j]->type);
+        for (size_t i = 0; i < a->n_rows; i++) {
+            x.len = y.len = 0;
+            assert_int_equal(mr_column_is_null(a->cols[j], i), mr_column_is_null(b->cols[j], i));
+            if (mr_column_is_null(a->cols[j], i)) continue;
+            assert_ok(mr_column_format(a->cols[j], i, &x));
+            assert_ok(mr_column_format(b->cols[j], i, &y));
+            if (x.len != y.len || memcmp(x.data, y.data, x.len))
+                fail_msg("%s: row %zu column '%s': '%s' vs '%s'", what, i, a->cols[j]->name, x.data, y.data);
+        }
+    }
+    mr_buf_free(&x);
+    mr_buf_free(&y);
+}
+
+/* LZ4_RAW, and the deprecated LZ4 as Hadoop-framed and as a bare block:
+ * the values DuckDB reads from the LZ4_RAW files (it refuses the LZ4 ones),
+ * and each LZ4 file equal to its LZ4_RAW twin. */
+static void check_lz4_fixtures(const char *dir)
+{
+    mr_table *raw = read_fixture(dir, "lz4_raw_compressed.parquet");
+    static const int64_t c0[] = {1593604800, 1593604800, 1593604801, 1593604801};
+    static const char *const c1[] = {"abc", "def", "abc", "def"};
+    static const double v11[] = {42, 7.7, 42.125, 7.7};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(col_i64(raw, "c0", i), c0[i]);
+        size_t l;
+        const char *s = mr_column_str(mr_table_column(raw, "c1"), i, &l);
+        assert_int_equal(l, 3);
+        assert_memory_equal(s, c1[i], 3);
+        assert_true(((const double *)mr_table_column(raw, "v11")->data)[i] == v11[i]);
+    }
+    mr_table *hadoop = read_fixture(dir, "hadoop_lz4_compressed.parquet");
+    mr_table *bare = read_fixture(dir, "non_hadoop_lz4_compressed.parquet");
+    assert_tables_same(raw, hadoop, "hadoop_lz4_compressed");
+    assert_tables_same(raw, bare, "non_hadoop_lz4_compressed");
+    mr_table_free(raw);
+    mr_table_free(hadoop);
+    mr_table_free(bare);
+
+    raw = read_fixture(dir, "lz4_raw_compressed_larger.parquet");
+    const mr_column *a = mr_table_column(raw, "a");
+    assert_alloc(a);
+    assert_int_equal(a->n, 10000);
+    size_t l;
+    const char *s = mr_column_str(a, 0, &l);
+    assert_int_equal(l, 36);
+    assert_memory_equal(s, "c7ce6bef-d5b0-4863-b199-8ea8c7fb117b", 36);
+    hadoop = read_fixture(dir, "hadoop_lz4_compressed_larger.parquet");
+    assert_tables_same(raw, hadoop, "hadoop_lz4_compressed_larger");
+    mr_table_free(raw);
+    mr_table_free(hadoop);
+}
+
+/* The LZ4 page forms, without fixtures: LZ4_RAW (one block), and for the
+ * deprecated LZ4 Hadoop's framing over two blocks, an LZ4 frame and a bare
+ * block; a decode to any other size, or garbage, is corruption. */
+static void test_lz4_pages(void **state)
+{
+    (void)state;
+    enum { N = 5000 };
+    uint8_t *src = mr_malloc(N), *back = mr_malloc(N);
+    assert_alloc(src);
+    assert_alloc(back);
+    for (size_t i = 0; i < N; i++) src[i] = (uint8_t)((i * 7) % 13 + (i / 100));
+    int bound = LZ4_compressBound(N);
+    uint8_t *blk = mr_malloc((size_t)bound), *had = mr_malloc((size_t)bound * 2 + 16);
+    assert_alloc(blk);
+    assert_alloc(had);
+    int nb = LZ4_compress_default((const char *)src, (char *)blk, N, bound);
+    assert_true(nb > 0);
+    void *z = NULL;
+    const char *why = NULL;
+    /* LZ4_RAW and the bare block */
+    for (int codec = 0; codec < 2; codec++) {
+        mr_parquet_codec c = codec ? MR_PQ_LZ4 : MR_PQ_LZ4_RAW;
+        memset(back, 0, N);
+        assert_ok(mr__pq_decompress(c, blk, (size_t)nb, back, N, &z, &why));
+        assert_memory_equal(back, src, N);
+        assert_status(mr__pq_decompress(c, blk, (size_t)nb, back, N - 1, &z, &why), MR_E_CORRUPT);
+        assert_status(mr__pq_decompress(c, blk, (size_t)nb / 2, back, N, &z, &why), MR_E_CORRUPT);
+    }
+    /* Hadoop framing: two blocks, each with its big-endian sizes */
+    size_t h = 0;
+    const size_t half[2] = {N / 3, N - N / 3};
+    size_t off = 0;
+    for (int b = 0; b < 2; b++) {
+        int k = LZ4_compress_default((const char *)src + off, (char *)had + h + 8, (int)half[b], bound);
+        assert_true(k > 0);
+        const uint32_t sz[2] = {(uint32_t)half[b], (uint32_t)k};
+        for (int q = 0; q < 2; q++)
+            for (int byte = 0; byte < 4; byte++) had[h + (size_t)q * 4 + (size_t)byte] = (uint8_t)(sz[q] >> (24 - 8 * byte));
+        h += 8 + (size_t)k;
+        off += half[b];
+    }
+    memset(back, 0, N);
+    assert_ok(mr__pq_decompress(MR_PQ_LZ4, had, h, back, N, &z, &why));
+    assert_memory_equal(back, src, N);
+    assert_status(mr__pq_decompress(MR_PQ_LZ4, had, h - 3, back, N, &z, &why), MR_E_CORRUPT);
+    /* the LZ4 frame format */
+    size_t fb = LZ4F_compressFrameBound(N, NULL);
+    uint8_t *fr = mr_malloc(fb);
+    assert_alloc(fr);
+    size_t nf = LZ4F_compressFrame(fr, fb, src, N, NULL);
+    assert_false(LZ4F_isError(nf));
+    memset(back, 0, N);
+    assert_ok(mr__pq_decompress(MR_PQ_LZ4, fr, nf, back, N, &z, &why));
+    assert_memory_equal(back, src, N);
+    assert_status(mr__pq_decompress(MR_PQ_LZ4, fr, nf, back, N - 10, &z, &why), MR_E_CORRUPT);
+    assert_non_null(strstr(why, "LZ4"));
+    /* and LZ4_RAW written by the writer's compressor reads back */
+    mr_buf out;
+    mr_buf_init(&out);
+    assert_ok(mr__pq_compress(MR_PQ_LZ4_RAW, 0, src, N, &out, &z));
+    assert_ok(mr__pq_decompress(MR_PQ_LZ4_RAW, (const uint8_t *)out.data, out.len, back, N, &z, &why));
+    assert_memory_equal(back, src, N);
+    mr_buf_free(&out);
+    mr_free(fr);
+    mr_free(src);
+    mr_free(back);
+    mr_free(blk);
+    mr_free(had);
+}
+
 static void test_parquet_testing(void **state)
 {
     (void)state;
@@ -729,12 +888,12 @@ static void test_parquet_testing(void **state)
         {"single_nan.parquet", 1, NULL},
         {"sort_columns.parquet", 6, NULL},
         {"unknown-logical-type.parquet", 3, NULL},
-        /* unsupported codecs: a clean error naming the codec */
-        {"hadoop_lz4_compressed.parquet", 4, "LZ4"},
-        {"hadoop_lz4_compressed_larger.parquet", 10000, "LZ4"},
-        {"lz4_raw_compressed.parquet", 4, "LZ4_RAW"},
-        {"lz4_raw_compressed_larger.parquet", 10000, "LZ4_RAW"},
-        {"non_hadoop_lz4_compressed.parquet", 4, "LZ4"},
+        /* LZ4_RAW, and the deprecated LZ4 in Hadoop's framing and as a bare block */
+        {"hadoop_lz4_compressed.parquet", 4, NULL},
+        {"hadoop_lz4_compressed_larger.parquet", 10000, NULL},
+        {"lz4_raw_compressed.parquet", 4, NULL},
+        {"lz4_raw_compressed_larger.parquet", 10000, NULL},
+        {"non_hadoop_lz4_compressed.parquet", 4, NULL},
         /* deliberately broken */
         {"nation.dict-malformed.parquet", 25, "column 'name'"},
         {"datapage_v1-corrupt-checksum.parquet", 5120, "CRC mismatch"},
@@ -764,6 +923,7 @@ static void test_parquet_testing(void **state)
         mr_parquet_close(f);
         mr_free(p);
     }
+    check_lz4_fixtures(dir);
     compare_expect_csv(dir, "delta_binary_packed.parquet", "delta_binary_packed_expect.csv");
     compare_expect_csv(dir, "delta_byte_array.parquet", "delta_byte_array_expect.csv");
     compare_expect_csv(dir, "delta_encoding_optional_column.parquet", "delta_encoding_optional_column_expect.csv");
@@ -1134,6 +1294,7 @@ int main(void)
         cmocka_unit_test(test_empty_and_errors),
         cmocka_unit_test(test_corrupt_inputs),
         cmocka_unit_test(test_footer_row_count_mismatch),
+        cmocka_unit_test(test_lz4_pages),
         cmocka_unit_test(test_parquet_testing),
         cmocka_unit_test(test_duckdb_fixtures),
         cmocka_unit_test(test_throughput),
