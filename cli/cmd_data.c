@@ -121,6 +121,7 @@ typedef struct reader {
     int bound;
     char **cols;
     size_t n_cols;
+    int delivered; /* a batch went out: later empty ones are skipped */
 } reader;
 
 static mr_status reader_open(reader *r, const char *path, const char *filter, char **cols, size_t n_cols, mr_error *err)
@@ -179,10 +180,11 @@ static mr_status reader_next(reader *r, mr_table **out, mr_error *err)
                 return rc;
             }
         }
-        if (t->n_rows == 0) {
+        if (t->n_rows == 0 && r->delivered) { /* the first may be empty: it carries the columns */
             mr_table_free(t);
             continue;
         }
+        r->delivered = 1;
         *out = t;
         return MR_OK;
     }

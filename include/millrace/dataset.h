@@ -277,7 +277,9 @@ typedef struct mr_source mr_source;
 mr_status mr_source_open(const char *path, mr_source_format format, const mr_csv_options *csv, mr_source **out,
                          mr_error *err);
 /* Next batch of 1..max_rows rows (0 = reader's choice), or *out = NULL at the
- * end. The caller frees each batch. Errors: the readers' (naming the file),
+ * end; a source whose first file has no rows (a Parquet file of empty row
+ * groups or none) gives one batch of 0 rows first, with its columns. The
+ * caller frees each batch. Errors: the readers' (naming the file),
  * MR_E_SCHEMA (a file whose columns differ from the first's); after one,
  * later calls return MR_E_STATE. */
 mr_status mr_source_next(mr_source *src, size_t max_rows, mr_table **out, mr_error *err);

@@ -400,9 +400,18 @@ static mr_status next_raw(mr_source *s, size_t max_rows, mr_table **out, mr_erro
     s->pending_off = 0;
     if (s->csv_r) return mr_csv_reader_next(s->csv_r, max_rows, out, err);
     if (s->pf) {
+        if (s->rg == 0 && mr_parquet_num_row_groups(s->pf) == 0 && !s->have_schema) { /* no row group: the columns */
+            s->rg = 1;
+            return mr_parquet_read_all(s->pf, NULL, 0, out, err);
+        }
         if (s->rg >= mr_parquet_num_row_groups(s->pf)) return MR_OK;
         mr_status rc = mr_parquet_read_row_group(s->pf, s->rg++, NULL, 0, &s->pending, err);
         if (rc != MR_OK) return rc;
+        if (s->pending->n_rows == 0 && !s->have_schema) { /* an empty row group still carries the columns */
+            *out = s->pending;
+            s->pending = NULL;
+            return MR_OK;
+        }
         return next_raw(s, max_rows, out, err);
     }
     if (s->scan) {

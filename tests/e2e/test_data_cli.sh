@@ -85,6 +85,19 @@ expect_exit 0 mr data ingest back.parquet ds_pq --json
 assert_eq "$(json 'd["rows_written"]')" "$de" "a Parquet file ingests back"
 expect_exit 0 mr data head back.csv -n 1 --json
 assert_contains "$T_OUT" '"id":0' "head reads plain files too"
+# a Parquet file of no rows still has its columns: head shows them, ingest
+# keeps them in the manifest, export writes them (as DuckDB reads such files)
+expect_exit 0 mr data export ds empty.parquet --filter "id < 0" --columns id,note --json
+assert_eq "$(json 'd["rows"]')" 0 "export of no rows"
+expect_exit 0 mr data head empty.parquet
+assert_eq "$(echo "$T_OUT" | tr -s ' ')" "id note" "head of a file of no rows prints its columns"
+expect_exit 0 mr data ingest empty.parquet ds_empty --json
+assert_eq "$(json 'd["rows_written"]')" 0 "a file of no rows ingests"
+assert_eq "$(python3 -c "import json; print([c['name'] for c in json.load(open('ds_empty/manifest.json'))['schema']])")" \
+    "['id', 'note']" "the dataset of no rows keeps the columns"
+expect_exit 0 mr data export ds_empty empty_back.parquet
+expect_exit 0 mr data head empty_back.parquet
+assert_eq "$(echo "$T_OUT" | tr -s ' ')" "id note" "and exports them"
 
 # ---- partitions, filters and push-down --------------------------------------
 expect_exit 0 mr data ingest events.csv parts --partition-by day --filter "country != 'IT'" --json
