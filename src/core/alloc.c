@@ -19,7 +19,8 @@
  * nor failed: SQLite (sqlite3_config(SQLITE_CONFIG_MALLOC) would need a
  * size header per block and must run before the first connection), libyaml
  * (no allocator hook), libzstd (its custom-allocator API is behind
- * ZSTD_STATIC_LINKING_ONLY), snappy and libmicrohttpd. mr_alloc_failures_here
+ * ZSTD_STATIC_LINKING_ONLY), snappy, liblz4 (its frame context; the custom
+ * allocator is behind LZ4F_STATIC_LINKING_ONLY) and libmicrohttpd. mr_alloc_failures_here
  * counts, per thread, every NULL these wrappers return, so a caller can
  * tell jansson's "invalid token" after a failed allocation from bad input;
  * mr_json_parse (at the end) does that for one text. */
