@@ -158,7 +158,8 @@ ssize_t mr_csv_reader_col_index(const mr_csv_reader *r, const char *name);
 mr_dtype mr_csv_reader_col_type(const mr_csv_reader *r, size_t j);
 /* Next batch of 1..max_rows rows (0 = no limit) in file order; a batch may
  * also end at an internal window boundary (about 8 chunks). *out = NULL at
- * the end. The caller frees each batch. After an error the reader is sticky:
+ * the end; a file with no data rows (or none kept) first gives one batch of
+ * 0 rows with the header's columns. The caller frees each batch. After an error the reader is sticky:
  * later calls return the same status (and copy the same error into err). */
 mr_status mr_csv_reader_next(mr_csv_reader *r, size_t max_rows, mr_table **out, mr_error *err);
 /* Closes the file (and quarantine file); fills stats if not NULL. NULL is a no-op. */

@@ -85,6 +85,7 @@ struct mr_csv_reader {
     col_sample *sample; /* n_cols, from inference */
     mr_table *cur;    /* parsed window not yet handed out */
     size_t cur_off;
+    int handed_out;   /* a batch was returned: at the end, no empty one */
     mr_csv_stats stats;
     mr_status sticky;
     mr_error sticky_err;
@@ -1103,13 +1104,22 @@ mr_status mr_csv_reader_next(mr_csv_reader *r, size_t max_rows, mr_table **out, 
                     r->cur_off += take;
                 }
                 r->stats.rows_read += take;
+                r->handed_out = 1;
                 return MR_OK;
             }
             mr_table_free(r->cur);
             r->cur = NULL;
             r->cur_off = 0;
         }
-        if (r->pos == r->len && r->eof) return MR_OK;
+        if (r->pos == r->len && r->eof) {
+            if (r->handed_out || !r->n_cols) return MR_OK;
+            /* no data rows (or none kept): one batch of 0 rows with the
+             * header's columns, so a consumer still learns them */
+            r->handed_out = 1;
+            rc = mr__cb_table(r->names, r->types, r->n_cols, NULL, 0, 1, out, &r->sticky_err);
+            if (rc != MR_OK) goto fail;
+            return MR_OK;
+        }
         rc = fill(r, r->cap, &r->sticky_err);
         if (rc != MR_OK) goto fail;
         size_t consumed = 0;

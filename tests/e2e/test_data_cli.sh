@@ -98,6 +98,12 @@ assert_eq "$(python3 -c "import json; print([c['name'] for c in json.load(open('
 expect_exit 0 mr data export ds_empty empty_back.parquet
 expect_exit 0 mr data head empty_back.parquet
 assert_eq "$(echo "$T_OUT" | tr -s ' ')" "id note" "and exports them"
+printf 'id,note\n' >header_only.csv # a CSV of a header only, the same way (DuckDB: two VARCHAR columns)
+expect_exit 0 mr data head header_only.csv
+assert_eq "$(echo "$T_OUT" | tr -s ' ')" "id note" "head of a header-only CSV prints its columns"
+expect_exit 0 mr data ingest header_only.csv ds_hdr --json
+assert_eq "$(python3 -c "import json; print([(c['name'], c['type']) for c in json.load(open('ds_hdr/manifest.json'))['schema']])")" \
+    "[('id', 'string'), ('note', 'string')]" "a header-only CSV ingests to a dataset with its columns, as strings"
 
 # ---- partitions, filters and push-down --------------------------------------
 expect_exit 0 mr data ingest events.csv parts --partition-by day --filter "country != 'IT'" --json
