@@ -146,7 +146,7 @@ static int json_value(const json_t *j, mr_dtype t, tval *v)
         if (!json_is_string(j)) return -1;
         v->len = json_string_length(j);
         v->s = mr_strndup(json_string_value(j), v->len);
-        return v->s ? 0 : -1;
+        return v->s ? 0 : -2; /* out of memory, not a bad value */
     default: return -1;
     }
 }
@@ -1071,7 +1071,7 @@ static mr_status parse_shard(mr_dataset *ds, const json_t *js, size_t i, const c
     sh->abs_path = mr_path_join(ds->dir, sh->path);
     sh->stats = mr_calloc(ds->n_cols ? ds->n_cols : 1, sizeof *sh->stats);
     if (!sh->abs_path || !sh->stats) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    int bad = 0;
+    int bad = 0, jr = 0;
     sh->rows = (uint64_t)get_uint(js, "rows", &bad);
     sh->bytes = (uint64_t)get_uint(js, "bytes", &bad);
     sh->row_groups = (uint64_t)get_uint(js, "row_groups", &bad);
@@ -1093,7 +1093,7 @@ static mr_status parse_shard(mr_dataset *ds, const json_t *js, size_t i, const c
         }
         tval mn, mx;
         if (ds->is_part[j]) {
-            if (json_value(jc, ds->types[j], &mn)) goto bad_value;
+            if ((jr = json_value(jc, ds->types[j], &mn)) != 0) goto bad_value;
             if (mn.is_null) {
                 st->null_count = sh->rows;
             } else {
@@ -1118,8 +1118,8 @@ static mr_status parse_shard(mr_dataset *ds, const json_t *js, size_t i, const c
         st->null_count = (uint64_t)get_uint(jc, "null_count", &bad);
         if (json_object_get(jc, "nan_count")) st->nan_count = (uint64_t)get_uint(jc, "nan_count", &bad);
         if (bad || st->null_count > sh->rows) goto bad_value;
-        if (json_value(json_object_get(jc, "min"), ds->types[j], &mn)) goto bad_value;
-        if (json_value(json_object_get(jc, "max"), ds->types[j], &mx)) {
+        if ((jr = json_value(json_object_get(jc, "min"), ds->types[j], &mn)) != 0) goto bad_value;
+        if ((jr = json_value(json_object_get(jc, "max"), ds->types[j], &mx)) != 0) {
             tval_free(&mn);
             goto bad_value;
         }
@@ -1132,6 +1132,7 @@ static mr_status parse_shard(mr_dataset *ds, const json_t *js, size_t i, const c
         tval_free(&mx);
         continue;
     bad_value:
+        if (jr == -2) return MR_ERR(err, MR_E_NOMEM, "out of memory reading the manifest");
         snprintf(what, sizeof what, "shard '%s', column '%s'", sh->path, ds->names[j]);
         return corrupt(err, mpath, what, "malformed value or statistics");
     }
