@@ -84,7 +84,7 @@ for t in $TARGETS; do
     n_corp=$(find "$corp" -type f | wc -l)
     # slow-unit-* files (an input past 10 s, or a paused process) are not
     # failures: libFuzzer goes on, and rc stays 0
-    repro=$({ grep -a -o 'Test unit written to .*' "$log" || true; } | grep -v '/slow-unit-' | tail -1 |
+    repro=$({ grep -a -o 'Test unit written to .*' "$log" || true; } | { grep -v '/slow-unit-' || true; } | tail -1 |
         sed 's/Test unit written to //')
     n_slow=$({ grep -a -o 'Test unit written to .*/slow-unit-' "$log" || true; } | wc -l)
     if [ "$rc" = 0 ] && [ -z "$repro" ]; then
