@@ -603,6 +603,27 @@ static void test_streaming_schema_misfit(void **state)
     unlink(p);
 }
 
+/* The file at p, read by the streaming reader, gives one batch of 0 rows
+ * with columns a and b, then the end. */
+static void expect_columns_only(const char *p, const mr_csv_options *o)
+{
+    mr_error err;
+    mr_error_init(&err);
+    mr_csv_reader *r = NULL;
+    assert_ok(mr_csv_reader_open(p, o, &r, &err));
+    mr_table *t = NULL;
+    assert_ok(mr_csv_reader_next(r, 0, &t, &err));
+    assert_non_null(t);
+    assert_int_equal(t->n_rows, 0);
+    assert_int_equal(t->n_cols, 2);
+    assert_string_equal(t->cols[0]->name, "a");
+    assert_string_equal(t->cols[1]->name, "b");
+    mr_table_free(t);
+    assert_ok(mr_csv_reader_next(r, 0, &t, &err));
+    assert_null(t);
+    mr_csv_reader_close(r, NULL);
+}
+
 /* The streaming reader on a file with no data rows gives one batch of 0
  * rows with the header's columns (as DuckDB reads such a file: columns,
  * no rows), then the end; a file with rows never gives an empty batch,
@@ -615,38 +636,14 @@ static void test_streaming_header_only(void **state)
     mr_error err;
     mr_error_init(&err);
     const char *texts[] = {"a,b\n", "a,b", "a,b\r\n\n\n"};
-    for (size_t k = 0; k < 3; k++) {
-        const char *p = write_tmp("h.csv", texts[k], strlen(texts[k]));
-        mr_csv_reader *r = NULL;
-        assert_ok(mr_csv_reader_open(p, &o, &r, &err));
-        mr_table *t = NULL;
-        assert_ok(mr_csv_reader_next(r, 0, &t, &err));
-        assert_non_null(t);
-        assert_int_equal(t->n_rows, 0);
-        assert_int_equal(t->n_cols, 2);
-        assert_string_equal(t->cols[0]->name, "a");
-        assert_string_equal(t->cols[1]->name, "b");
-        mr_table_free(t);
-        assert_ok(mr_csv_reader_next(r, 0, &t, &err));
-        assert_null(t);
-        mr_csv_reader_close(r, NULL);
-    }
+    for (size_t k = 0; k < 3; k++) expect_columns_only(write_tmp("h.csv", texts[k], strlen(texts[k])), &o);
     /* every row bad and skipped: still the columns */
-    const char *p = write_tmp("bad.csv", "a,b\n1\n2\n", 8);
     o.on_error = MR_ON_ERROR_SKIP;
-    mr_csv_reader *r = NULL;
-    assert_ok(mr_csv_reader_open(p, &o, &r, &err));
-    mr_table *t = NULL;
-    assert_ok(mr_csv_reader_next(r, 0, &t, &err));
-    assert_non_null(t);
-    assert_int_equal(t->n_rows, 0);
-    assert_int_equal(t->n_cols, 2);
-    mr_table_free(t);
-    assert_ok(mr_csv_reader_next(r, 0, &t, &err));
-    assert_null(t);
-    mr_csv_reader_close(r, NULL);
+    expect_columns_only(write_tmp("bad.csv", "a,b\n1\n2\n", 8), &o);
     /* rows: batches of rows only */
-    p = write_tmp("rows.csv", "a,b\n1,2\n3,4\n", 12);
+    mr_csv_reader *r = NULL;
+    mr_table *t = NULL;
+    const char *p = write_tmp("rows.csv", "a,b\n1,2\n3,4\n", 12);
     o.on_error = MR_ON_ERROR_FAIL;
     assert_ok(mr_csv_reader_open(p, &o, &r, &err));
     size_t rows = 0;
