@@ -107,11 +107,13 @@ static mr_value *stage_entry(const mr_stage_spec *s, const mr__plan *p)
     /* Out of memory reading the key document is NULL (as for every other
      * allocation here), never an entry with its params left out. */
     uint64_t oom0 = mr_alloc_failures_here();
-    json_t *doc = json_loads(p->key_doc ? p->key_doc : "{}", 0, NULL);
+    json_t *doc = NULL;
+    const char *kd = p->key_doc ? p->key_doc : "{}";
+    if (mr_json_parse(kd, strlen(kd), 0, &doc, "the key document", NULL) == MR_E_NOMEM) return NULL;
     json_t *jparams = json_object_get(doc, "params");
     mr_value *params = jparams ? json_to_value(jparams) : NULL;
     json_decref(doc);
-    if (mr_alloc_failures_here() != oom0) { /* (jansson may also drop a character) */
+    if (mr_alloc_failures_here() != oom0) { /* json_to_value ran out of memory */
         mr_value_free(params);
         return NULL;
     }

@@ -509,9 +509,9 @@ mr_status mr_runstore_kept_artifacts(mr_runstore *rs, int keep_runs, char ***ids
             } else {
                 /* out of memory is not "no outputs": gc would delete what
                  * a kept run references */
-                uint64_t oom0 = mr_alloc_failures_here();
-                json_t *v = json_loads(t, JSON_DECODE_ANY, NULL);
-                st = mr_alloc_failures_here() != oom0 ? MR_E_NOMEM : collect_strings(v, &sv);
+                json_t *v = NULL;
+                st = mr_json_parse(t, strlen(t), JSON_DECODE_ANY, &v, "run outputs", NULL);
+                st = st == MR_E_NOMEM ? st : collect_strings(v, &sv); /* not JSON: no outputs */
                 json_decref(v);
             }
         }
@@ -550,15 +550,12 @@ static int cmp_doomed_id(const void *x, const void *y)
 static int outputs_present(mr_store *store, const mr_artifact *doomed, size_t n_doomed, const char *outputs_json)
 {
     int ok = 0;
-    uint64_t oom0 = mr_alloc_failures_here();
-    json_t *v = outputs_json ? json_loads(outputs_json, 0, NULL) : NULL;
+    json_t *v = NULL;
     const char *k;
     json_t *id;
     mr_artifact a;
-    if (mr_alloc_failures_here() != oom0) {
-        json_decref(v);
+    if (outputs_json && mr_json_parse(outputs_json, strlen(outputs_json), 0, &v, "run outputs", NULL) == MR_E_NOMEM)
         return -1;
-    }
     if (!json_is_object(v)) goto done;
     json_object_foreach(v, k, id)
     {

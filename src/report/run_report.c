@@ -506,17 +506,7 @@ static mr_status sec_importance(rep *p, mr_error *err)
     json_t *j = NULL;
     rc = file ? mr_model_load(file, &m, err) : nomem(err);
     if (rc == MR_OK) rc = mr_model_info_json(m, &info, err);
-    if (rc == MR_OK) {
-        uint64_t oom0 = mr_alloc_failures_here();
-        j = json_loadb(info.data, info.len, 0, NULL);
-        if (mr_alloc_failures_here() != oom0) { /* NULL, or a string with a character dropped */
-            json_decref(j);
-            j = NULL;
-            rc = nomem(err);
-        } else if (!j) {
-            rc = MR_ERR(err, MR_E_PARSE, "model summary is not JSON");
-        }
-    }
+    if (rc == MR_OK) rc = mr_json_parse(info.data, info.len, 0, &j, "the model summary", err);
     json_t *feats = json_object_get(j, "features");
     size_t n = json_array_size(feats);
     const char **names = mr_calloc(n ? n : 1, sizeof(char *));
