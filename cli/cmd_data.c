@@ -38,7 +38,8 @@ static const char ingest_help[] =
     "\n"
     "options:\n"
     "  --schema FILE          YAML mapping column -> type (int64, float64, float32, bool, string,\n"
-    "                         date, timestamp); a declared type never changes\n"
+    "                         date, timestamp, int8..int32, uint8..uint64, decimal(P,S), binary,\n"
+    "                         timestamp_local); a declared type never changes\n"
     "  --format F             csv, tsv, jsonl, parquet, dataset (default: by extension)\n"
     "  --delimiter C          CSV field separator (default ','; 'tab' or '\\t' for tabs)\n"
     "  --no-header            the first CSV record is data (columns c0, c1, ...)\n"
@@ -200,7 +201,8 @@ static void reader_close(reader *r)
 
 /* ---- ingest ---------------------------------------------------------------------------- */
 
-static mr_status load_schema(const char *path, mr_value **doc, const char ***names, mr_dtype **types, size_t *n,
+static mr_status load_schema(const char *path, mr_value **doc, const char ***names, mr_dtype **types,
+                             mr_colkind **kinds, size_t *n,
                              mr_error *err)
 {
     char *text = NULL;
@@ -218,13 +220,14 @@ static mr_status load_schema(const char *path, mr_value **doc, const char ***nam
     }
     *names = mr_calloc(m->n ? m->n : 1, sizeof **names);
     *types = mr_calloc(m->n ? m->n : 1, sizeof **types);
-    if (!*names || !*types) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    *kinds = mr_calloc(m->n ? m->n : 1, sizeof **kinds);
+    if (!*names || !*types || !*kinds) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     for (size_t k = 0; k < m->n; k++) {
         (*names)[k] = m->keys[k];
-        if (m->items[k]->kind != MR_V_STR || mr_dtype_parse(m->items[k]->str, &(*types)[k]) != MR_OK) {
+        if (m->items[k]->kind != MR_V_STR || mr_kind_parse(m->items[k]->str, &(*types)[k], &(*kinds)[k]) != MR_OK) {
             rc = MR_ERR(err, MR_E_INVALID_ARG, "column '%s': unknown type", m->keys[k]);
             mr_error_at(err, path, m->items[k]->line, m->items[k]->col);
-            mr_error_hint(err, "types: bool, int64, float64, float32, string, date, timestamp");
+            mr_error_hint(err, "types: %s", MR_SCHEMA_TYPE_NAMES);
             return rc;
         }
     }
@@ -404,6 +407,7 @@ static int data_ingest(int argc, char **argv)
     mr_value *schema_doc = NULL;
     const char **schema_names = NULL;
     mr_dtype *schema_types = NULL;
+    mr_colkind *schema_kinds = NULL;
     char *tmp = NULL, *old = NULL, *qpath = NULL;
     mr_error err;
     mr_error_init(&err);
@@ -415,13 +419,15 @@ static int data_ingest(int argc, char **argv)
         goto done;
     }
     if (a.schema_path &&
-        load_schema(a.schema_path, &schema_doc, &schema_names, &schema_types, &o->csv.n_schema, &err) != MR_OK) {
+        load_schema(a.schema_path, &schema_doc, &schema_names, &schema_types, &schema_kinds, &o->csv.n_schema, &err) !=
+            MR_OK) {
         rc = data_error(&err);
         if (err.code != MR_E_NOMEM && err.code != MR_E_IO) rc = EXIT_USAGE;
         goto done;
     }
     o->csv.schema_names = schema_names;
     o->csv.schema_types = schema_types;
+    o->csv.schema_kinds = schema_kinds;
     size_t dl = strlen(a.dir);
     while (dl > 1 && a.dir[dl - 1] == '/') dl--;
     tmp = mr_asprintf("%.*s.tmp.%ld", (int)dl, a.dir, (long)getpid());
@@ -466,6 +472,7 @@ done:
     mr_value_free(schema_doc);
     mr_free(schema_names);
     mr_free(schema_types);
+    mr_free(schema_kinds);
     cli_free_list(a.nulls);
     cli_free_list(a.parts);
     cli_free_list(a.cols);
@@ -481,15 +488,17 @@ done:
 static void json_name(mr_buf *out, const char *s) { mr_buf_json_text(out, s ? s : "", s ? strlen(s) : 0); }
 
 /* Formats a manifest bound of column type t into out (as JSON when json). */
-static void put_bound(mr_buf *out, mr_dtype t, const mr_dataset_col_stats *s, int is_max, int json)
+static void put_bound(mr_buf *out, mr_dtype t, mr_colkind k, const mr_dataset_col_stats *s, int is_max, int json)
 {
     mr_column *c = NULL;
     if (mr_column_new("v", t == MR_T_FLOAT32 ? MR_T_FLOAT64 : t, 1, &c, NULL) != MR_OK) return;
+    c->kind = k; /* a DECIMAL's scale */
     const mr_dataset_col_stats *x = s;
     switch (t) {
     case MR_T_BOOL: mr_column_append_bool(c, is_max ? x->max.b : x->min.b); break;
     case MR_T_INT64:
-    case MR_T_TIMESTAMP: mr_column_append_int64(c, is_max ? x->max.i : x->min.i); break;
+    case MR_T_TIMESTAMP:
+    case MR_T_DECIMAL: mr_column_append_int64(c, is_max ? x->max.i : x->min.i); break;
     case MR_T_DATE: mr_column_append_int32(c, (int32_t)(is_max ? x->max.i : x->min.i)); break;
     case MR_T_FLOAT64:
     case MR_T_FLOAT32: mr_column_append_float64(c, is_max ? x->max.f : x->min.f); break;
@@ -502,7 +511,7 @@ static void put_bound(mr_buf *out, mr_dtype t, const mr_dataset_col_stats *s, in
     mr_buf v;
     mr_buf_init(&v);
     mr_column_format(c, 0, &v);
-    int numeric = t == MR_T_INT64 || ((t == MR_T_FLOAT64 || t == MR_T_FLOAT32) && isfinite(is_max ? x->max.f : x->min.f));
+    int numeric = t == MR_T_INT64 || t == MR_T_DECIMAL || ((t == MR_T_FLOAT64 || t == MR_T_FLOAT32) && isfinite(is_max ? x->max.f : x->min.f));
     if (json && t == MR_T_BOOL) mr_buf_puts(out, (is_max ? x->max.b : x->min.b) ? "true" : "false");
     else if (json && !numeric) mr_buf_json_text(out, v.data ? v.data : "", v.len);
     else mr_buf_append(out, v.data ? v.data : "", v.len);
@@ -518,7 +527,8 @@ static int bound_less(mr_dtype t, const mr_dataset_col_stats *a, const mr_datase
     case MR_T_BOOL: cmp = (is_max ? a->max.b : a->min.b) - (is_max ? b->max.b : b->min.b); break;
     case MR_T_INT64:
     case MR_T_DATE:
-    case MR_T_TIMESTAMP: {
+    case MR_T_TIMESTAMP:
+    case MR_T_DECIMAL: {
         int64_t x = is_max ? a->max.i : a->min.i, y = is_max ? b->max.i : b->min.i;
         cmp = x < y ? -1 : x > y;
         break;
@@ -665,23 +675,28 @@ static int data_inspect(int argc, char **argv)
             mr_buf_printf(&out, ",\"type\":\"%s\",\"nullable\":%s,\"partition\":%s,\"null_count\":%llu", mr_dtype_name(t),
                           mr_dataset_col_nullable(ds, j) ? "true" : "false", is_part ? "true" : "false",
                           (unsigned long long)nulls);
+            mr_colkind kd = mr_dataset_col_kind(ds, j);
+            char kn[24];
+            if (kd.int_bits || kd.flags || t == MR_T_DECIMAL) mr_buf_printf(&out, ",\"kind\":\"%s\"", mr_kind_name(t, kd, kn, sizeof kn));
             if (t == MR_T_FLOAT64 || t == MR_T_FLOAT32) mr_buf_printf(&out, ",\"nan_count\":%llu", (unsigned long long)nans);
             mr_buf_puts(&out, ",\"min\":");
-            if (lo) put_bound(&out, t, lo, 0, 1);
+            if (lo) put_bound(&out, t, mr_dataset_col_kind(ds, j), lo, 0, 1);
             else mr_buf_puts(&out, "null");
             mr_buf_puts(&out, ",\"max\":");
-            if (hi) put_bound(&out, t, hi, 1, 1);
+            if (hi) put_bound(&out, t, mr_dataset_col_kind(ds, j), hi, 1, 1);
             else mr_buf_puts(&out, "null");
             mr_buf_puts(&out, "}");
         } else {
             mr_buf a, b;
             mr_buf_init(&a);
             mr_buf_init(&b);
-            if (lo) put_bound(&a, t, lo, 0, 0);
-            if (hi) put_bound(&b, t, hi, 1, 0);
+            if (lo) put_bound(&a, t, mr_dataset_col_kind(ds, j), lo, 0, 0);
+            if (hi) put_bound(&b, t, mr_dataset_col_kind(ds, j), hi, 1, 0);
             const char *nm = mr_dataset_col_name(ds, j);
             cli_cell(&out, nm, strlen(nm), 24, 0);
-            mr_buf_printf(&out, " %-10s %-9s %12llu  ", mr_dtype_name(t), mr_dataset_col_nullable(ds, j) ? "yes" : "no",
+            char kn[24];
+            mr_buf_printf(&out, " %-10s %-9s %12llu  ", mr_kind_name(t, mr_dataset_col_kind(ds, j), kn, sizeof kn),
+                          mr_dataset_col_nullable(ds, j) ? "yes" : "no",
                           (unsigned long long)nulls);
             cli_cell(&out, a.data ? a.data : "-", a.data ? a.len : 1, 24, 1);
             mr_buf_puts(&out, " ");
@@ -728,7 +743,8 @@ static void put_json_value(mr_buf *out, const mr_column *c, size_t i, mr_buf *tm
     const char *s = tmp->data ? tmp->data : "";
     switch (c->type) {
     case MR_T_BOOL:
-    case MR_T_INT64: mr_buf_puts(out, s); break;
+    case MR_T_INT64:
+    case MR_T_DECIMAL: mr_buf_puts(out, s); break; /* "12.50": a JSON number, at the decimal's scale */
     case MR_T_FLOAT64:
     case MR_T_FLOAT32: {
         double v = c->type == MR_T_FLOAT64 ? ((const double *)c->data)[i] : ((const float *)c->data)[i];
@@ -931,7 +947,7 @@ static int data_stats(int argc, char **argv)
                 json_name(&out, a.name);
                 mr_buf_printf(&out, ",\"type\":\"%s\",\"rows\":%llu,\"nulls\":%llu,\"nans\":%llu,\"min\":", mr_dtype_name(a.type),
                               (unsigned long long)a.rows, (unsigned long long)a.nulls, (unsigned long long)a.nans);
-                int num = a.type == MR_T_INT64 || a.type == MR_T_FLOAT64 || a.type == MR_T_FLOAT32;
+                int num = a.type == MR_T_INT64 || a.type == MR_T_FLOAT64 || a.type == MR_T_FLOAT32 || a.type == MR_T_DECIMAL;
                 if (!a.has_min_max) mr_buf_puts(&out, "null,\"max\":null");
                 else if (num) mr_buf_printf(&out, "%s,\"max\":%s", lo.data, hi.data);
                 else {
@@ -1026,6 +1042,7 @@ static int data_export(int argc, char **argv)
                 for (size_t k = 0; cols && k < n_cols; k++) keep |= !strcmp(cols[k], name);
                 mr_column *c = NULL;
                 if (keep) s = mr_column_new(name, mr_dataset_col_type(r.ds, j), 0, &c, &err);
+                if (s == MR_OK && c) c->kind = mr_dataset_col_kind(r.ds, j);
                 if (s == MR_OK && c) s = mr_table_add_column(t, c, &err);
             }
             if (s == MR_OK && cols) s = mr_table_project(t, (const char *const *)cols, n_cols, &err);

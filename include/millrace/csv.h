@@ -108,6 +108,9 @@ typedef struct mr_csv_options {
     size_t n_null_tokens;
     const char *const *schema_names; /* declared types by column name (borrowed during open) */
     const mr_dtype *schema_types;
+    const mr_colkind *schema_kinds;  /* optional, parallel to schema_types (NULL: plain): int8..uint64 (a
+                                        value out of range misfits), decimal(p,s) (exact: more fractional
+                                        digits than s misfit), binary, timestamp_local */
     size_t n_schema;
     size_t sample_rows;              /* records used for inference; 0 = 10000 */
     mr_on_error on_error;

@@ -178,6 +178,7 @@ const char *mr_dataset_dir(const mr_dataset *ds);
 size_t mr_dataset_n_cols(const mr_dataset *ds);
 const char *mr_dataset_col_name(const mr_dataset *ds, size_t j);
 mr_dtype mr_dataset_col_type(const mr_dataset *ds, size_t j);
+mr_colkind mr_dataset_col_kind(const mr_dataset *ds, size_t j); /* int widths, binary, naive timestamps */
 int mr_dataset_col_nullable(const mr_dataset *ds, size_t j); /* the dataset holds a null in column j */
 ssize_t mr_dataset_col_index(const mr_dataset *ds, const char *name); /* -1 if absent */
 size_t mr_dataset_n_partition_cols(const mr_dataset *ds);

@@ -46,6 +46,8 @@ extern "C" {
 typedef struct mr_jsonl_options {
     const char *const *schema_names; /* declared types by key */
     const mr_dtype *schema_types;
+    const mr_colkind *schema_kinds;  /* optional, as in mr_csv_options (a JSON number fits a decimal when
+                                        it is the double nearest a value of that scale) */
     size_t n_schema;
     mr_on_error on_error;
     const char *quarantine_path;     /* required with MR_ON_ERROR_QUARANTINE */

@@ -99,6 +99,8 @@ typedef struct mr_parquet_column_info {
     char logical[48];       /* "STRING", "DATE", "TIMESTAMP(MICROS,UTC)", "DECIMAL(9,2)", "INT(8,unsigned)", "" */
     int nested;             /* 1 when the column is inside a group or repeated (not readable) */
     mr_dtype dtype;         /* the column type a read produces; MR_T_NULL if the column cannot be read */
+    mr_colkind kind;        /* and its kind: int widths, unsigned, binary, naive timestamps (INT96 and
+                               isAdjustedToUTC=false or a ConvertedType only, as DuckDB reads them) */
 } mr_parquet_column_info;
 
 /* Per row group, per column chunk statistics, decoded into the read type:

@@ -66,6 +66,8 @@ typedef enum mr_dtype {
     MR_T_STRING = 5,
     MR_T_DATE = 6,
     MR_T_TIMESTAMP = 7,
+    MR_T_DECIMAL = 8, /* exact: int64 unscaled values, kind.precision (1..38) and kind.scale digits;
+                         expressions, features and models see the value as float64 */
 } mr_dtype;
 
 const char *mr_dtype_name(mr_dtype t); /* "int64", "float64", "string", ... (static; "unknown" out of range) */
@@ -74,10 +76,34 @@ const char *mr_dtype_name(mr_dtype t); /* "int64", "float64", "string", ... (sta
 mr_status mr_dtype_parse(const char *name, mr_dtype *out);
 size_t mr_dtype_width(mr_dtype t); /* bytes per value in data (STRING, NULL: 0) */
 
+/* How a column's values were typed where they came from, kept so that an
+ * export writes them back as they came (docs/data.md, "Exact types"):
+ * computation only ever sees mr_column.type. All zero = the plain type. */
+enum {
+    MR_KIND_UNSIGNED = 1, /* INT64: the source integer was unsigned */
+    MR_KIND_BINARY = 2,   /* STRING: bytes, not text (Parquet BYTE_ARRAY without a string annotation) */
+    MR_KIND_LOCAL = 4,    /* TIMESTAMP: a naive (local) time, not adjusted to UTC */
+};
+typedef struct mr_colkind {
+    uint8_t int_bits; /* INT64: 8, 16 or 32 when the source was that narrow; 0 = 64 */
+    uint8_t flags;    /* MR_KIND_* */
+    uint8_t precision, scale; /* DECIMAL: total and fractional digits (scale <= precision) */
+} mr_colkind;
+/* "int32", "uint64", "binary", "timestamp_local", "decimal(10,2)", ... or mr_dtype_name(t)
+ * when the kind is plain; written into buf (at least 24 bytes). */
+const char *mr_kind_name(mr_dtype t, mr_colkind k, char *buf, size_t n);
+/* The names a declared schema (--schema, the ingest op) accepts, for hints. */
+#define MR_SCHEMA_TYPE_NAMES                                                                                       \
+    "bool, int64, float64, float32, string, date, timestamp, int8, int16, int32, uint8, uint16, uint32, uint64, "  \
+    "decimal(P,S), binary, timestamp_local"
+/* Parses a name mr_kind_name writes (and every mr_dtype_parse name).
+ * MR_E_NOT_FOUND (no mr_error). */
+mr_status mr_kind_parse(const char *name, mr_dtype *type, mr_colkind *kind);
 typedef struct mr_column mr_column;
 struct mr_column {
     char *name;
     mr_dtype type;
+    mr_colkind kind;     /* zeroed by mr_column_new; copied by slice, take and mr_column_new_like */
     size_t n;            /* rows */
     size_t cap;          /* rows allocated */
     uint8_t *valid;      /* validity bitmap, NULL = no nulls */
@@ -105,6 +131,8 @@ typedef struct mr_table {
 /* ---- columns ------------------------------------------------------------ */
 /* An empty column (name copied; cap_hint rows reserved). MR_E_NOMEM. */
 mr_status mr_column_new(const char *name, mr_dtype type, size_t cap_hint, mr_column **out, mr_error *err);
+/* An empty column of src's type and kind, named name (src's when NULL). */
+mr_status mr_column_new_like(const mr_column *src, const char *name, size_t cap_hint, mr_column **out, mr_error *err);
 /* A dictionary-encoded STRING column over dict, a plain STRING column
  * (takes ownership of dict, also on failure). MR_E_INVALID_ARG (dict is not
  * plain STRING), MR_E_NOMEM. */
@@ -114,7 +142,7 @@ mr_status mr_column_reserve(mr_column *c, size_t n_rows); /* MR_E_NOMEM / MR_E_L
 /* Appends one row. MR_E_NOMEM / MR_E_LIMIT (nothing appended). */
 mr_status mr_column_append_null(mr_column *c);
 mr_status mr_column_append_bool(mr_column *c, int v);
-mr_status mr_column_append_int64(mr_column *c, int64_t v);   /* INT64, TIMESTAMP */
+mr_status mr_column_append_int64(mr_column *c, int64_t v);   /* INT64, TIMESTAMP, DECIMAL (unscaled) */
 mr_status mr_column_append_int32(mr_column *c, int32_t v);   /* DATE */
 mr_status mr_column_append_float64(mr_column *c, double v);
 mr_status mr_column_append_float32(mr_column *c, float v);
@@ -138,6 +166,13 @@ mr_status mr_column_slice(const mr_column *c, size_t begin, size_t end, mr_colum
 /* Copies the rows listed in idx (n_idx of them, each < c->n, repeats
  * allowed) into a new column; strings come out plain. */
 mr_status mr_column_take(const mr_column *c, const uint32_t *idx, size_t n_idx, mr_column **out, mr_error *err);
+/* Whether value v (unscaled for DECIMAL) fits kind k of type t: an
+ * int_bits integer of its signedness, a DECIMAL of at most k.precision
+ * digits (when <= 18); 1 for other types. */
+int mr_kind_fits(mr_dtype t, mr_colkind k, int64_t v);
+/* Whether every non-null value of c fits its kind (an int_bits integer of
+ * its signedness); 1 for other kinds. *bad_row: the first that does not. */
+int mr_column_fits_kind(const mr_column *c, size_t *bad_row);
 /* Appends all rows of src to dst. MR_E_SCHEMA (another type), MR_E_NOMEM,
  * MR_E_LIMIT; a dictionary dst over another dictionary is decoded first.
  * After a failure dst may hold some of src's rows. */
@@ -188,6 +223,16 @@ mr_hash128 mr_table_content_hash(const mr_table *t);
  * ("2024-03-01 12:00:00" plus ".ffffff" when there are microseconds),
  * strings as their bytes. Appends to out: MR_E_NOMEM, MR_E_LIMIT. */
 mr_status mr_column_format(const mr_column *c, size_t i, mr_buf *out);
+
+/* DECIMAL values: the unscaled int64 and the column's scale. */
+#define MR_DECIMAL_MAX_PRECISION 38 /* a declared precision; values hold at most 18 digits (int64) */
+double mr_decimal_to_f64(int64_t unscaled, unsigned scale);
+/* "-123.45" for (-12345, 2): exactly scale fractional digits. MR_E_NOMEM. */
+mr_status mr_decimal_format(int64_t unscaled, unsigned scale, mr_buf *out);
+/* Parses s[0..len) ("-12.3", "7", "0.250") to the unscaled value at scale:
+ * 0, or -1 (not a number, more fractional digits than scale that are not
+ * zeros, or beyond int64). */
+int mr_decimal_parse(const char *s, size_t len, unsigned scale, int64_t *out);
 
 /* Calendar helpers (proleptic Gregorian, UTC); pure functions. */
 int32_t mr_date_from_civil(int64_t y, unsigned m, unsigned d); /* days since 1970-01-01 */

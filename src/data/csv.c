@@ -81,6 +81,7 @@ struct mr_csv_reader {
     char **names;
     mr_strindex name_ix; /* names -> field index (header duplicates, declared schema) */
     mr_dtype *types;
+    mr_colkind *kinds; /* declared kinds (zero: plain) */
     uint8_t *declared;
     col_sample *sample; /* n_cols, from inference */
     mr_table *cur;    /* parsed window not yet handed out */
@@ -229,6 +230,11 @@ static inline int convert(const mr_csv_reader *r, mr__cb *b, const fld *f, mr_st
         break;
     case MR_T_INT64:
         if (mr__parse_i64(f->s, f->len, &((int64_t *)b->data)[i])) return 1;
+        if ((b->kind.int_bits || b->kind.flags) && !mr_kind_fits(MR_T_INT64, b->kind, ((int64_t *)b->data)[i]))
+            return 1; /* a declared int8 .. uint64 it does not fit */
+        break;
+    case MR_T_DECIMAL:
+        if (mr__cb_decimal(b, f->s, f->len)) return 1;
         break;
     case MR_T_FLOAT32: {
         double d;
@@ -247,6 +253,7 @@ static inline int convert(const mr_csv_reader *r, mr__cb *b, const fld *f, mr_st
         break;
     case MR_T_TIMESTAMP:
         if (mr__parse_ts(f->s, f->len, &((int64_t *)b->data)[i])) return 1;
+        if (f->len > 19 && !b->ts_offset) b->ts_offset = mr__ts_has_offset(f->s, f->len);
         break;
     default: return 1; /* MR_T_NULL: any value misfits */
     }
@@ -330,6 +337,7 @@ typedef struct wjob {
     size_t n_ch;
     mr__cb *cbs;         /* n_ch * n_cols, chunk-major */
     const mr_dtype *types;
+    const mr_colkind *kinds;
     int allow_promote;
 } wjob;
 
@@ -415,6 +423,7 @@ static void parse_chunk(void *ctx, size_t k)
             c->oom = MR_E_NOMEM;
             return;
         }
+        cbs[j].kind = w->kinds[j];
     }
     c->need = mr_calloc(n_cols ? n_cols : 1, sizeof(mr_dtype));
     rowneed = mr_calloc(n_cols ? n_cols : 1, sizeof(mr_dtype));
@@ -656,6 +665,7 @@ static mr_status parse_window(mr_csv_reader *r, size_t *consumed, mr_table **out
     }
     w.allow_promote = r->whole;
     w.types = types;
+    w.kinds = r->kinds;
     for (;;) {
         w.cbs = mr_calloc(w.n_ch * n_cols + 1, sizeof(mr__cb));
         if (!w.cbs) goto nomem;
@@ -696,7 +706,7 @@ static mr_status parse_window(mr_csv_reader *r, size_t *consumed, mr_table **out
         rc = MR_ERR_SYS(err, MR_E_IO, errno, "cannot write quarantine file");
         goto done;
     }
-    rc = mr__cb_table(r->names, types, n_cols, w.cbs, w.n_ch, r->c.threads, out, err);
+    rc = mr__cb_table(r->names, types, r->kinds, n_cols, w.cbs, w.n_ch, r->c.threads, out, err);
     if (rc != MR_OK) goto done;
     for (size_t j = 0; j < n_cols; j++) {
         if (is_number_type(r->types[j]) && (*out)->cols[j]->type == MR_T_STRING) warn_promoted(r, &w, *out, j);
@@ -985,6 +995,10 @@ static mr_status apply_schema(mr_csv_reader *r, const mr_csv_options *o, mr_erro
         if (o->schema_types[i] == MR_T_NULL || mr_dtype_name(o->schema_types[i])[0] == 'u')
             return MR_ERR(err, MR_E_INVALID_ARG, "column '%s': invalid declared type", o->schema_names[i]);
         r->types[j] = o->schema_types[i];
+        if (o->schema_kinds) r->kinds[j] = o->schema_kinds[i];
+        if (r->types[j] == MR_T_DECIMAL && !r->kinds[j].precision)
+            return MR_ERR(err, MR_E_INVALID_ARG, "column '%s': a declared decimal needs its precision and scale",
+                          o->schema_names[i]);
         r->declared[j] = 1;
     }
     return MR_OK;
@@ -1036,7 +1050,8 @@ static mr_status open_impl(const char *path, const mr_csv_options *o, int whole,
     }
     r->types = mr_calloc(r->n_cols ? r->n_cols : 1, sizeof(mr_dtype));
     r->declared = mr_calloc(r->n_cols ? r->n_cols : 1, 1);
-    if (!r->types || !r->declared) {
+    r->kinds = mr_calloc(r->n_cols ? r->n_cols : 1, sizeof *r->kinds);
+    if (!r->types || !r->declared || !r->kinds) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto fail;
     }
@@ -1116,7 +1131,7 @@ mr_status mr_csv_reader_next(mr_csv_reader *r, size_t max_rows, mr_table **out, 
             /* no data rows (or none kept): one batch of 0 rows with the
              * header's columns, so a consumer still learns them */
             r->handed_out = 1;
-            rc = mr__cb_table(r->names, r->types, r->n_cols, NULL, 0, 1, out, &r->sticky_err);
+            rc = mr__cb_table(r->names, r->types, r->kinds, r->n_cols, NULL, 0, 1, out, &r->sticky_err);
             if (rc != MR_OK) goto fail;
             return MR_OK;
         }
@@ -1151,6 +1166,7 @@ void mr_csv_reader_close(mr_csv_reader *r, mr_csv_stats *stats)
     mr_strindex_deinit(&r->name_ix);
     mr_free(r->types);
     mr_free(r->declared);
+    mr_free(r->kinds);
     mr_free(r->sample);
     for (size_t i = 0; i < r->c.n_nulls; i++) mr_free(r->c.nulls[i]);
     mr_free(r->c.nulls);
@@ -1170,7 +1186,7 @@ mr_status mr_csv_read(const char *path, const mr_csv_options *o, mr_table **out,
     rc = mr_csv_reader_next(r, 0, &t, err);
     if (rc != MR_OK) goto done;
     if (!t) { /* no data rows: the header's columns, empty */
-        rc = mr__cb_table(r->names, r->types, r->n_cols, NULL, 0, 1, &t, err);
+        rc = mr__cb_table(r->names, r->types, r->kinds, r->n_cols, NULL, 0, 1, &t, err);
         if (rc != MR_OK) goto done;
     }
     for (;;) { /* only if the file grew while being read */

@@ -77,7 +77,8 @@ static json_t *value_json(mr_dtype t, int64_t i, double f, const char *s, size_t
     char buf[64];
     switch (t) {
     case MR_T_BOOL: return json_boolean(i);
-    case MR_T_INT64: return json_integer((json_int_t)i);
+    case MR_T_INT64:
+    case MR_T_DECIMAL: return json_integer((json_int_t)i); /* DECIMAL: the unscaled value */
     case MR_T_FLOAT64:
     case MR_T_FLOAT32:
         if (isnan(f)) return json_string("nan");
@@ -108,6 +109,7 @@ static int json_value(const json_t *j, mr_dtype t, tval *v)
         v->i = json_is_true(j);
         return 0;
     case MR_T_INT64:
+    case MR_T_DECIMAL:
         if (!json_is_integer(j)) return -1;
         v->i = json_integer_value(j);
         return 0;
@@ -191,6 +193,7 @@ static mr_status cstat_update(cstat *st, const mr_column *c, size_t b, size_t e)
     case MR_T_INT64:
     case MR_T_DATE:
     case MR_T_TIMESTAMP:
+    case MR_T_DECIMAL:
         for (size_t i = b; i < e; i++) {
             if (mr_column_is_null(c, i)) continue;
             int64_t v = c->type == MR_T_BOOL ? ((const uint8_t *)c->data)[i]
@@ -279,6 +282,8 @@ struct mr_dataset_writer {
     size_t n_cols;
     char **names;
     mr_dtype *types;
+    mr_colkind *kinds; /* the first batch's kinds (schema order) */
+    mr_colkind *fkinds; /* the same for the file columns (fcols order): every shard's */
     int *is_part;
     size_t n_fcols;
     size_t *fcols;       /* schema indices of the columns stored in the files */
@@ -363,6 +368,8 @@ void mr_dataset_writer_free(mr_dataset_writer *w)
     for (size_t k = 0; k < w->n_pcols; k++) mr_free(w->pnames[k]);
     mr_free(w->names);
     mr_free(w->types);
+    mr_free(w->kinds);
+    mr_free(w->fkinds);
     mr_free(w->is_part);
     mr_free(w->fcols);
     mr_free(w->parts);
@@ -379,7 +386,10 @@ static mr_status fix_schema(mr_dataset_writer *w, const mr_table *t, mr_error *e
     w->types = mr_calloc(t->n_cols ? t->n_cols : 1, sizeof *w->types);
     w->is_part = mr_calloc(t->n_cols ? t->n_cols : 1, sizeof *w->is_part);
     w->fcols = mr_calloc(t->n_cols ? t->n_cols : 1, sizeof *w->fcols);
-    if (!w->names || !w->types || !w->is_part || !w->fcols) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    w->kinds = mr_calloc(t->n_cols ? t->n_cols : 1, sizeof *w->kinds);
+    w->fkinds = mr_calloc(t->n_cols ? t->n_cols : 1, sizeof *w->fkinds);
+    if (!w->names || !w->types || !w->is_part || !w->fcols || !w->kinds || !w->fkinds)
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
     for (size_t j = 0; j < t->n_cols; j++) {
         w->names[j] = mr_strdup(t->cols[j]->name);
         if (!w->names[j]) return MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -389,6 +399,7 @@ static mr_status fix_schema(mr_dataset_writer *w, const mr_table *t, mr_error *e
             return MR_ERR(err, MR_E_SCHEMA, "dataset: the name of column %zu ('%s') is not valid UTF-8", j + 1, shown);
         }
         w->types[j] = t->cols[j]->type;
+        w->kinds[j] = t->cols[j]->kind;
         if (w->types[j] == MR_T_NULL)
             return MR_ERR(err, MR_E_SCHEMA, "dataset: column '%s' has no type (all null?); declare one",
                           w->names[j]);
@@ -404,7 +415,10 @@ static mr_status fix_schema(mr_dataset_writer *w, const mr_table *t, mr_error *e
         w->is_part[j] = 1;
     }
     for (size_t j = 0; j < t->n_cols; j++)
-        if (!w->is_part[j]) w->fcols[w->n_fcols++] = j;
+        if (!w->is_part[j]) {
+            w->fkinds[w->n_fcols] = w->kinds[j];
+            w->fcols[w->n_fcols++] = j;
+        }
     if (w->n_fcols == 0)
         return MR_ERR(err, MR_E_INVALID_ARG, "dataset: every column is a partition column; shards need at least one other");
     w->have_schema = 1;
@@ -474,7 +488,8 @@ static void get_value(const mr_column *c, size_t i, tval *v)
     switch (c->type) {
     case MR_T_BOOL: v->i = ((const uint8_t *)c->data)[i]; break;
     case MR_T_INT64:
-    case MR_T_TIMESTAMP: v->i = ((const int64_t *)c->data)[i]; break;
+    case MR_T_TIMESTAMP:
+    case MR_T_DECIMAL: v->i = ((const int64_t *)c->data)[i]; break;
     case MR_T_DATE: v->i = ((const int32_t *)c->data)[i]; break;
     case MR_T_FLOAT64: v->f = ((const double *)c->data)[i]; break;
     case MR_T_FLOAT32: v->f = ((const float *)c->data)[i]; break;
@@ -621,6 +636,8 @@ static mr_status open_shard(mr_dataset_writer *w, size_t part, mr_error *err)
     if (rc == MR_OK) mr_hasher_reset(p->hasher);
     if (rc == MR_OK) rc = mr_parquet_writer_open(abs, &o, &p->pw, err);
     mr_free(abs);
+    if (rc == MR_OK && mr__pq_writer_set_kinds(p->pw, w->fkinds, w->n_fcols) != MR_OK)
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     if (rc != MR_OK) return rc;
     mr__pq_writer_hash(p->pw, p->hasher);
     p->shard = w->n_shards - 1;
@@ -890,6 +907,11 @@ static mr_status write_manifest(mr_dataset_writer *w, mr_dataset_summary *sum, m
         json_t *c = json_pack("{s:s, s:s, s:b}", "name", w->names[j], "type", mr_dtype_name(w->types[j]), "nullable",
                               nulls > 0);
         if (!c || json_array_append_new(schema, c)) goto nomem;
+        if (w->kinds[j].int_bits || w->kinds[j].flags || w->types[j] == MR_T_DECIMAL) { /* absent = the plain type */
+            char kn[24];
+            if (json_object_set_new(c, "kind", json_string(mr_kind_name(w->types[j], w->kinds[j], kn, sizeof kn))))
+                goto nomem;
+        }
     }
     for (size_t k = 0; k < w->n_pcols; k++) {
         json_t *c = json_pack("{s:s, s:s}", "name", w->pnames[k], "type", mr_dtype_name(w->types[w->pidx[k]]));
@@ -1005,6 +1027,7 @@ void mr_dataset_close(mr_dataset *ds)
     mr_free(ds->names);
     mr_strindex_deinit(&ds->name_ix);
     mr_free(ds->types);
+    mr_free(ds->kinds);
     mr_free(ds->nullable);
     mr_free(ds->is_part);
     mr_free(ds->dir);
@@ -1223,9 +1246,10 @@ mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
     size_t n = json_array_size(schema);
     ds->names = mr_calloc(n ? n : 1, sizeof *ds->names);
     ds->types = mr_calloc(n ? n : 1, sizeof *ds->types);
+    ds->kinds = mr_calloc(n ? n : 1, sizeof *ds->kinds);
     ds->nullable = mr_calloc(n ? n : 1, sizeof *ds->nullable);
     ds->is_part = mr_calloc(n ? n : 1, sizeof *ds->is_part);
-    if (!ds->names || !ds->types || !ds->nullable || !ds->is_part) {
+    if (!ds->names || !ds->types || !ds->kinds || !ds->nullable || !ds->is_part) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto done;
     }
@@ -1236,6 +1260,19 @@ mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
         if (!name || !type || mr_dtype_parse(type, &ds->types[j]) != MR_OK || ds->types[j] == MR_T_NULL) {
             rc = corrupt(err, mpath, "schema entry needs \"name\" and a valid \"type\"", name);
             goto done;
+        }
+        const json_t *jk = json_object_get(c, "kind");
+        if (!jk && ds->types[j] == MR_T_DECIMAL) {
+            rc = corrupt(err, mpath, "a decimal schema entry needs its \"kind\" (precision and scale)", name);
+            goto done;
+        }
+        if (jk) {
+            mr_dtype kt;
+            if (!json_is_string(jk) || mr_kind_parse(json_string_value(jk), &kt, &ds->kinds[j]) != MR_OK ||
+                kt != ds->types[j]) {
+                rc = corrupt(err, mpath, "schema entry has a \"kind\" that is not one of its type's", name);
+                goto done;
+            }
         }
         ds->names[j] = mr_strdup(name);
         if (!ds->names[j]) {
@@ -1342,6 +1379,10 @@ const char *mr_dataset_dir(const mr_dataset *ds) { return ds->dir; }
 size_t mr_dataset_n_cols(const mr_dataset *ds) { return ds->n_cols; }
 const char *mr_dataset_col_name(const mr_dataset *ds, size_t j) { return j < ds->n_cols ? ds->names[j] : NULL; }
 mr_dtype mr_dataset_col_type(const mr_dataset *ds, size_t j) { return j < ds->n_cols ? ds->types[j] : MR_T_NULL; }
+mr_colkind mr_dataset_col_kind(const mr_dataset *ds, size_t j)
+{
+    return j < ds->n_cols ? ds->kinds[j] : (mr_colkind){0};
+}
 int mr_dataset_col_nullable(const mr_dataset *ds, size_t j) { return j < ds->n_cols && ds->nullable[j]; }
 ssize_t mr_dataset_col_index(const mr_dataset *ds, const char *name)
 {

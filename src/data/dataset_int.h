@@ -24,6 +24,7 @@ struct mr_dataset {
     char **names;
     mr_strindex name_ix;          /* names -> schema index */
     mr_dtype *types;
+    mr_colkind *kinds;            /* from the manifest's "kind" (zero when absent) */
     int *nullable;
     int *is_part;                 /* n_cols: 1 for partition columns */
     size_t n_part;

@@ -212,6 +212,7 @@ static void pq_to_stats(mr_dtype t, const mr_parquet_stats *ps, mr_col_stats *o)
     case MR_T_INT64:
     case MR_T_DATE:
     case MR_T_TIMESTAMP:
+    case MR_T_DECIMAL: /* unscaled */
         if (ps->kind != MR_PQ_STAT_INT) return;
         o->min.i = ps->min_i;
         o->max.i = ps->max_i;
@@ -300,6 +301,7 @@ mr_status mr__ds_const_column(const mr_dataset *ds, size_t shard, size_t j, size
         rc = mr_column_new(ds->names[j], t, n, &c, err);
     }
     if (rc != MR_OK) return rc;
+    c->kind = ds->kinds[j];
     rc = mr_column_reserve(c, n);
     for (size_t i = 0; rc == MR_OK && i < n; i++) {
         if (is_null) {
@@ -309,7 +311,8 @@ mr_status mr__ds_const_column(const mr_dataset *ds, size_t shard, size_t j, size
         switch (t) {
         case MR_T_BOOL: rc = mr_column_append_bool(c, v->min.b); break;
         case MR_T_INT64:
-        case MR_T_TIMESTAMP: rc = mr_column_append_int64(c, v->min.i); break;
+        case MR_T_TIMESTAMP:
+        case MR_T_DECIMAL: rc = mr_column_append_int64(c, v->min.i); break;
         case MR_T_DATE: rc = mr_column_append_int32(c, (int32_t)v->min.i); break;
         case MR_T_FLOAT64: rc = mr_column_append_float64(c, v->has_min_max ? v->min.f : NAN); break;
         case MR_T_FLOAT32: rc = mr_column_append_float32(c, (float)(v->has_min_max ? v->min.f : NAN)); break;
@@ -568,6 +571,7 @@ static mr_status empty_table(const mr__ds_plan *p, mr_table **out, mr_error *err
     for (size_t k = 0; rc == MR_OK && k < p->n_out; k++) {
         mr_column *c = NULL;
         rc = mr_column_new(p->out_names[k], p->ds->types[p->out_cols[k]], 0, &c, err);
+        if (rc == MR_OK) c->kind = p->ds->kinds[p->out_cols[k]];
         if (rc == MR_OK) rc = mr_table_add_column(t, c, err);
     }
     if (rc != MR_OK) {

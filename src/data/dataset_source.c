@@ -19,6 +19,7 @@ struct mr_source {
     mr_csv_options csv;         /* copy; arrays below are owned copies */
     char **schema_names;
     mr_dtype *schema_types;
+    mr_colkind *schema_kinds;
     char **null_tokens;
     char *quarantine_path;
     char *quarantine_part;      /* quarantine file of files after the first, appended to quarantine_path */
@@ -202,6 +203,7 @@ void mr_source_close(mr_source *s, mr_csv_stats *stats)
     free_strs(s->null_tokens, s->csv.n_null_tokens);
     free_strs(s->names, s->n_cols);
     mr_free(s->schema_types);
+    mr_free(s->schema_kinds);
     mr_free(s->types);
     mr_free(s->quarantine_path);
     mr_free(s->quarantine_part);
@@ -220,10 +222,11 @@ mr_status mr_source_open(const char *path, mr_source_format format, const mr_csv
     /* keep copies of what the options borrow: later files are opened after open returns */
     s->schema_names = copy_strs(s->csv.schema_names, s->csv.n_schema);
     s->schema_types = mr_calloc(s->csv.n_schema ? s->csv.n_schema : 1, sizeof *s->schema_types);
+    s->schema_kinds = mr_calloc(s->csv.n_schema ? s->csv.n_schema : 1, sizeof *s->schema_kinds);
     s->null_tokens = s->csv.null_tokens ? copy_strs(s->csv.null_tokens, s->csv.n_null_tokens) : NULL;
     s->quarantine_path = s->csv.quarantine_path ? mr_strdup(s->csv.quarantine_path) : NULL;
     s->quarantine_part = s->csv.quarantine_path ? mr_asprintf("%s.part", s->csv.quarantine_path) : NULL;
-    if (!s->schema_names || !s->schema_types || (s->csv.null_tokens && !s->null_tokens) ||
+    if (!s->schema_names || !s->schema_types || !s->schema_kinds || (s->csv.null_tokens && !s->null_tokens) ||
         (s->csv.quarantine_path && (!s->quarantine_path || !s->quarantine_part))) {
         if (!s->null_tokens) s->csv.n_null_tokens = 0;
         if (!s->schema_names) s->csv.n_schema = 0;
@@ -231,8 +234,11 @@ mr_status mr_source_open(const char *path, mr_source_format format, const mr_csv
         return MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
     if (s->csv.n_schema) memcpy(s->schema_types, s->csv.schema_types, s->csv.n_schema * sizeof *s->schema_types);
+    if (s->csv.n_schema && s->csv.schema_kinds)
+        memcpy(s->schema_kinds, s->csv.schema_kinds, s->csv.n_schema * sizeof *s->schema_kinds);
     s->csv.schema_names = (const char *const *)s->schema_names;
     s->csv.schema_types = s->schema_types;
+    s->csv.schema_kinds = s->schema_kinds;
     s->csv.null_tokens = (const char *const *)s->null_tokens;
     s->csv.quarantine_path = s->quarantine_path;
     mr_status rc = list_files(s, path, err);
@@ -298,6 +304,7 @@ static mr_status open_file(mr_source *s, mr_error *err)
         mr_jsonl_options_init(&o);
         o.schema_names = s->csv.schema_names;
         o.schema_types = s->csv.schema_types;
+        o.schema_kinds = s->csv.schema_kinds;
         o.n_schema = s->csv.n_schema;
         o.on_error = s->csv.on_error;
         o.quarantine_path = qpath;

@@ -123,7 +123,8 @@ static mr_status bind_column(binder *b, enode *n)
         if (!b->names[i] || strcmp(b->names[i], n->str)) continue;
         n->col = (int)i;
         n->col_type = b->types[i];
-        n->type = n->col_type == MR_T_FLOAT32 ? MR_T_FLOAT64 : n->col_type;
+        /* FLOAT32 and DECIMAL columns are read as float64 values */
+        n->type = n->col_type == MR_T_FLOAT32 || n->col_type == MR_T_DECIMAL ? MR_T_FLOAT64 : n->col_type;
         n->dict_col = n->type == MR_T_STRING ? (int)i : DICT_NONE;
         return MR_OK;
     }

@@ -733,6 +733,12 @@ static mr_status load_col(ectx *c, const enode *n, vec *o)
         const float *f = col->data;
         for (size_t i = 0; i < c->n; i++) d[i] = f[i];
         o->data = d;
+    } else if (col->type == MR_T_DECIMAL) {
+        double *d = vec_alloc(o, c->n * sizeof(double));
+        if (!d) return MR_E_NOMEM;
+        const int64_t *u = col->data;
+        for (size_t i = 0; i < c->n; i++) d[i] = mr_decimal_to_f64(u[i], col->kind.scale);
+        o->data = d;
     } else if (col->type != MR_T_STRING) {
         o->data = col->data ? col->data : (const void *)zero_bytes;
     } else if (col->codes) {

@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 #define DEFAULT_CHUNK ((size_t)8 << 20)
@@ -50,6 +51,7 @@ typedef struct jjob {
     char **names;
     mr_strindex name_ix; /* names -> column */
     mr_dtype *types;
+    mr_colkind *kinds; /* declared kinds (zero: plain) */
     uint8_t *declared;
     mr__cb *cbs;
 } jjob;
@@ -224,6 +226,10 @@ static int put_value(mr__cb *b, json_t *v, mr_status *rc)
         switch (b->type) {
         case MR_T_INT64:
             if (mr__parse_i64(s, len, &((int64_t *)b->data)[i])) return 1;
+            if (!mr_kind_fits(MR_T_INT64, b->kind, ((int64_t *)b->data)[i])) return 1;
+            break;
+        case MR_T_DECIMAL:
+            if (mr__cb_decimal(b, s, len)) return 1;
             break;
         case MR_T_FLOAT64:
             if (mr__parse_f64(s, len, &((double *)b->data)[i])) return 1;
@@ -245,6 +251,7 @@ static int put_value(mr__cb *b, json_t *v, mr_status *rc)
             break;
         case MR_T_TIMESTAMP:
             if (mr__parse_ts(s, len, &((int64_t *)b->data)[i])) return 1;
+            if (len > 19 && !b->ts_offset) b->ts_offset = mr__ts_has_offset(s, len);
             break;
         default: return 1;
         }
@@ -273,7 +280,27 @@ static int put_value(mr__cb *b, json_t *v, mr_status *rc)
     case MR_T_INT64:
         if (!json_is_integer(v)) return 1;
         ((int64_t *)b->data)[i] = (int64_t)json_integer_value(v);
+        if (!mr_kind_fits(MR_T_INT64, b->kind, ((int64_t *)b->data)[i])) return 1;
         break;
+    case MR_T_DECIMAL: { /* a JSON number: exact when it is the double nearest a decimal of this scale */
+        if (!json_is_number(v)) return 1;
+        int64_t u;
+        if (json_is_integer(v)) {
+            char tmp[32];
+            int n = snprintf(tmp, sizeof tmp, "%lld", (long long)json_integer_value(v));
+            if (mr_decimal_parse(tmp, (size_t)n, b->kind.scale, &u)) return 1;
+        } else {
+            double d = json_number_value(v), p = 1;
+            for (unsigned q = 0; q < b->kind.scale; q++) p *= 10;
+            double r = nearbyint(d * p);
+            if (!(fabs(r) < 9.2e18)) return 1;
+            u = (int64_t)r;
+            if (mr_decimal_to_f64(u, b->kind.scale) != d) return 1;
+        }
+        if (!mr_kind_fits(MR_T_DECIMAL, b->kind, u)) return 1;
+        ((int64_t *)b->data)[i] = u;
+        break;
+    }
     case MR_T_FLOAT64:
     case MR_T_FLOAT32: {
         if (!json_is_number(v)) return 1;
@@ -303,6 +330,8 @@ static void pass2(void *ctx, size_t k)
         if (mr__cb_init(&cbs[j], w->types[j], c->max_rows) != MR_OK) {
             c->oom = MR_E_NOMEM;
             return;
+        } else {
+            cbs[j].kind = w->kinds[j];
         }
     c->n_bad = 0;
     FOR_EACH_LINE(w, c, s, len, line, {
@@ -435,7 +464,8 @@ mr_status mr_jsonl_read(const char *path, const mr_jsonl_options *o, mr_table **
             w.types[j] = jjoin(w.types[j], w.ch[k].keys[i].type);
         }
     w.declared = mr_calloc(w.n_cols + 1, 1);
-    if (!w.declared) goto nomem;
+    w.kinds = mr_calloc(w.n_cols + 1, sizeof *w.kinds);
+    if (!w.declared || !w.kinds) goto nomem;
     for (size_t i = 0; i < o->n_schema; i++) {
         ssize_t found = mr_strindex_find(&w.name_ix, o->schema_names[i], job_name_of, &w);
         size_t j = found < 0 ? w.n_cols : (size_t)found;
@@ -445,6 +475,12 @@ mr_status mr_jsonl_read(const char *path, const mr_jsonl_options *o, mr_table **
             goto done;
         }
         w.types[j] = o->schema_types[i];
+        if (o->schema_kinds) w.kinds[j] = o->schema_kinds[i];
+        if (w.types[j] == MR_T_DECIMAL && !w.kinds[j].precision) {
+            rc = MR_ERR(err, MR_E_INVALID_ARG, "column '%s': a declared decimal needs its precision and scale",
+                        o->schema_names[i]);
+            goto done;
+        }
         w.declared[j] = 1;
     }
     for (size_t k = 0; k < w.n_ch; k++) { /* pass 1 bad rows are found again in pass 2 */
@@ -473,7 +509,7 @@ mr_status mr_jsonl_read(const char *path, const mr_jsonl_options *o, mr_table **
             st.rows_quarantined++;
         }
     }
-    rc = mr__cb_table(w.names, w.types, w.n_cols, w.cbs, w.n_ch, o->threads, out, err);
+    rc = mr__cb_table(w.names, w.types, w.kinds, w.n_cols, w.cbs, w.n_ch, o->threads, out, err);
     if (rc != MR_OK) goto done;
     st.rows_read = (*out)->n_rows;
     st.bytes = len;
@@ -501,6 +537,7 @@ done:
     mr_free(w.names);
     mr_strindex_deinit(&w.name_ix);
     mr_free(w.types);
+    mr_free(w.kinds);
     mr_free(w.declared);
     mr_free(buf);
     if (stats) *stats = st;

@@ -269,7 +269,8 @@ static mr_status append_value(mr_column *dst, const mr_column *src, size_t row)
     switch (src->type) {
     case MR_T_BOOL: return mr_column_append_bool(dst, ((const uint8_t *)src->data)[row]);
     case MR_T_INT64:
-    case MR_T_TIMESTAMP: return mr_column_append_int64(dst, ((const int64_t *)src->data)[row]);
+    case MR_T_TIMESTAMP:
+    case MR_T_DECIMAL: return mr_column_append_int64(dst, ((const int64_t *)src->data)[row]);
     case MR_T_DATE: return mr_column_append_int32(dst, ((const int32_t *)src->data)[row]);
     case MR_T_FLOAT64: return mr_column_append_float64(dst, ((const double *)src->data)[row]);
     case MR_T_FLOAT32: return mr_column_append_float32(dst, ((const float *)src->data)[row]);
@@ -290,6 +291,7 @@ static mr_status gather(mr_loader *ld, const ref *refs, size_t n, mr_table **out
     for (size_t k = 0; rc == MR_OK && k < ld->plan.n_out; k++) {
         mr_column *c = NULL;
         rc = mr_column_new(ld->plan.out_names[k], ld->ds->types[ld->plan.out_cols[k]], n, &c, err);
+        if (rc == MR_OK) c->kind = ld->ds->kinds[ld->plan.out_cols[k]];
         for (size_t i = 0; rc == MR_OK && i < n; i++) {
             const mr_table *bt = ld->blocks[REF_BLOCK(refs[i])].t;
             rc = append_value(c, bt->cols[k], REF_ROW(refs[i]));

@@ -74,6 +74,9 @@ mr_status mr__pq_compress(mr_parquet_codec codec, int level, const uint8_t *src,
 void mr__pq_compress_ctx_free(void *zctx);
 uint32_t mr__pq_crc32(const uint8_t *p, size_t n);
 
+/* The kinds the columns are written as (instead of the first batch's), for a
+ * dataset whose shards must all have the manifest's schema. MR_E_NOMEM. */
+mr_status mr__pq_writer_set_kinds(mr_parquet_writer *w, const mr_colkind *kinds, size_t n);
 /* Feeds every byte the writer writes from now on to h (borrowed; must outlive
  * the writer), so a caller needing the file's hash need not read it back. */
 void mr__pq_writer_hash(mr_parquet_writer *w, mr_hasher *h);
@@ -221,24 +224,23 @@ static inline float half_to_float(uint16_t h)
     return f;
 }
 
-static inline double pow10_of(int scale)
+/* Big-endian two's complement integer of n bytes -> int64: 0, or -1 when
+ * the value does not fit (more than 8 significant bytes). */
+static inline int be_twos_to_i64(const uint8_t *p, size_t n, int64_t *out)
 {
-    return pow(10.0, (double)scale);
-}
-
-/* Big-endian two's complement integer of n bytes -> double (exact to 2^53). */
-static inline double be_twos_to_double(const uint8_t *p, size_t n)
-{
-    if (n == 0) return 0;
-    if (n <= 8) {
-        uint64_t u = 0;
-        for (size_t i = 0; i < n; i++) u = u << 8 | p[i];
-        if (n < 8 && (p[0] & 0x80)) u |= ~(uint64_t)0 << (8 * n);
-        return (double)(int64_t)u;
+    if (n == 0) {
+        *out = 0;
+        return 0;
     }
-    double v = (double)(int8_t)p[0];
-    for (size_t i = 1; i < n; i++) v = v * 256.0 + (double)p[i];
-    return v;
+    uint8_t ext = (p[0] & 0x80) ? 0xff : 0x00;
+    size_t skip = 0;
+    while (n - skip > 8 && p[skip] == ext) skip++; /* leading sign-extension bytes */
+    if (n - skip > 8) return -1;
+    if (n - skip == 8 && ((p[skip] ^ ext) & 0x80)) return -1; /* the sign changed past 64 bits */
+    uint64_t u = ext ? ~(uint64_t)0 : 0;
+    for (size_t i = skip; i < n; i++) u = u << 8 | p[i];
+    *out = (int64_t)u;
+    return 0;
 }
 
 /* INT96 (nanos of day, Julian day) -> microseconds since the epoch, with

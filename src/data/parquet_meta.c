@@ -394,7 +394,7 @@ static void classify_leaf(pq_leaf *L, const sch_el *e)
     case MR_PQ_BOOLEAN: cv = CV_BOOL, dt = MR_T_BOOL; break;
     case MR_PQ_INT32:
         if (lt == LT_DATE) cv = CV_DATE, dt = MR_T_DATE;
-        else if (lt == LT_DECIMAL) cv = CV_DEC32, dt = MR_T_FLOAT64;
+        else if (lt == LT_DECIMAL) cv = CV_DEC32, dt = MR_T_DECIMAL;
         else if (lt == LT_TIME && unit == TU_MILLIS) cv = CV_TS32, dt = MR_T_INT64;
         else if (lt == LT_INT && !sgn) cv = CV_U32, dt = MR_T_INT64;
         else if (lt == LT_NONE || lt == LT_INT) cv = CV_I32, dt = MR_T_INT64;
@@ -402,18 +402,18 @@ static void classify_leaf(pq_leaf *L, const sch_el *e)
     case MR_PQ_INT64:
         if (lt == LT_TIMESTAMP && unit_ok) cv = CV_TS64, dt = MR_T_TIMESTAMP;
         else if (lt == LT_TIME && unit_ok) cv = CV_TS64, dt = MR_T_INT64;
-        else if (lt == LT_DECIMAL) cv = CV_DEC64, dt = MR_T_FLOAT64;
+        else if (lt == LT_DECIMAL) cv = CV_DEC64, dt = MR_T_DECIMAL;
         else if (lt == LT_NONE || lt == LT_INT) cv = CV_I64, dt = MR_T_INT64;
         break;
     case MR_PQ_INT96: cv = CV_INT96, dt = MR_T_TIMESTAMP; break;
     case MR_PQ_FLOAT: cv = CV_F32, dt = MR_T_FLOAT32; break;
     case MR_PQ_DOUBLE: cv = CV_F64, dt = MR_T_FLOAT64; break;
     case MR_PQ_BYTE_ARRAY:
-        if (lt == LT_DECIMAL) cv = CV_DECBYTES, dt = MR_T_FLOAT64;
+        if (lt == LT_DECIMAL) cv = CV_DECBYTES, dt = MR_T_DECIMAL;
         else if (lt != LT_OTHER) cv = CV_STR, dt = MR_T_STRING;
         break;
     case MR_PQ_FIXED_LEN_BYTE_ARRAY:
-        if (lt == LT_DECIMAL) cv = e->type_length >= 1 ? CV_DECBYTES : CV_NONE, dt = MR_T_FLOAT64;
+        if (lt == LT_DECIMAL) cv = e->type_length >= 1 ? CV_DECBYTES : CV_NONE, dt = MR_T_DECIMAL;
         else if (lt == LT_FLOAT16) cv = e->type_length == 2 ? CV_F16 : CV_NONE, dt = MR_T_FLOAT32;
         else if (lt != LT_OTHER) cv = CV_STR, dt = MR_T_STRING;
         if (e->type_length < 0) cv = CV_NONE;
@@ -421,8 +421,24 @@ static void classify_leaf(pq_leaf *L, const sch_el *e)
     default: break;
     }
     if (L->max_rep > 0 || L->info.nested) cv = CV_NONE;
+    if (dt == MR_T_DECIMAL && (precision < 1 || precision > MR_DECIMAL_MAX_PRECISION || scale < 0 || scale > precision))
+        cv = CV_NONE; /* a malformed DECIMAL annotation: not readable (the error names the column) */
     L->cv = cv;
     L->info.dtype = cv == CV_NONE ? MR_T_NULL : dt;
+    mr_colkind k = {0};
+    if (cv == CV_I32 || cv == CV_U32 || cv == CV_I64) {
+        if (lt == LT_INT && (bits == 8 || bits == 16 || bits == 32)) k.int_bits = (uint8_t)bits;
+        else if (cv != CV_I64) k.int_bits = 32;
+        if (lt == LT_INT && !sgn) k.flags |= MR_KIND_UNSIGNED;
+    } else if (cv == CV_STR && lt == LT_NONE) {
+        k.flags |= MR_KIND_BINARY;
+    } else if (dt == MR_T_DECIMAL) {
+        k.precision = (uint8_t)precision;
+        k.scale = (uint8_t)scale;
+    } else if (cv == CV_INT96 || (cv == CV_TS64 && dt == MR_T_TIMESTAMP && !(e->has_lt && L->utc))) {
+        k.flags |= MR_KIND_LOCAL;
+    }
+    L->info.kind = cv == CV_NONE ? (mr_colkind){0} : k;
 }
 
 /* Walks the depth-first schema list, producing one leaf per primitive. */
@@ -847,7 +863,8 @@ mr_status mr_parquet_column_stats(const mr_parquet_file *f, size_t rg, size_t co
     case MR_T_BOOL:
     case MR_T_INT64:
     case MR_T_DATE:
-    case MR_T_TIMESTAMP: out->kind = MR_PQ_STAT_INT; break;
+    case MR_T_TIMESTAMP:
+    case MR_T_DECIMAL: out->kind = MR_PQ_STAT_INT; break; /* DECIMAL: unscaled */
     case MR_T_FLOAT32:
     case MR_T_FLOAT64: out->kind = MR_PQ_STAT_DOUBLE; break;
     case MR_T_STRING: out->kind = MR_PQ_STAT_STRING; break;
@@ -918,15 +935,14 @@ mr_status mr_parquet_column_stats(const mr_parquet_file *f, size_t rg, size_t co
             break;
         case CV_DEC32:
             ok = vl[k] == 4;
-            if (ok) dv = (double)(int32_t)mr_le_get32(v[k]) / pow10_of(L->info.scale);
+            if (ok) iv = (int32_t)mr_le_get32(v[k]);
             break;
         case CV_DEC64:
             ok = vl[k] == 8;
-            if (ok) dv = (double)(int64_t)mr_le_get64(v[k]) / pow10_of(L->info.scale);
+            if (ok) iv = (int64_t)mr_le_get64(v[k]);
             break;
         case CV_DECBYTES:
-            ok = vl[k] >= 1;
-            if (ok) dv = be_twos_to_double(v[k], vl[k]) / pow10_of(L->info.scale);
+            ok = vl[k] >= 1 && !be_twos_to_i64(v[k], vl[k], &iv);
             break;
         case CV_STR:
             if (k == 0) out->min_s = (const char *)v[k], out->min_len = vl[k];

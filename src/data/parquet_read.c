@@ -489,6 +489,7 @@ static mr_status read_dictionary(chunk_ctx *c, const uint8_t *p, size_t len, int
         size_t hint = c->rows_total < ((size_t)1 << 20) ? c->rows_total : (size_t)1 << 20;
         rc = mr_column_new_dict(L->name, d, hint, &c->col, c->err);
         if (rc != MR_OK) return rc;
+        c->col->kind = L->info.kind;
         c->dict_mode = 1;
     }
     return MR_OK;
@@ -498,7 +499,9 @@ static mr_status ensure_column(chunk_ctx *c)
 {
     if (c->col) return MR_OK;
     size_t hint = c->rows_total < ((size_t)1 << 20) ? c->rows_total : (size_t)1 << 20;
-    return mr_column_new(c->L->name, c->L->info.dtype, hint, &c->col, c->err);
+    mr_status rc = mr_column_new(c->L->name, c->L->info.dtype, hint, &c->col, c->err);
+    if (rc == MR_OK) c->col->kind = c->L->info.kind;
+    return rc;
 }
 
 static mr_status set_null(chunk_ctx *c, size_t row)
@@ -577,14 +580,17 @@ static mr_status emit(chunk_ctx *c, size_t n_rows, const uint32_t *lev, size_t n
             break;
         case CV_F32: memcpy((float *)col->data + row, v, 4); break;
         case CV_F64: memcpy((double *)col->data + row, v, 8); break;
-        case CV_DEC32: ((double *)col->data)[row] = (double)(int32_t)mr_le_get32(v) / pow10_of(L->info.scale); break;
-        case CV_DEC64: ((double *)col->data)[row] = (double)(int64_t)mr_le_get64(v) / pow10_of(L->info.scale); break;
-        case CV_DECBYTES:
-            if (L->info.physical == MR_PQ_BYTE_ARRAY)
-                ((double *)col->data)[row] = be_twos_to_double(c->bv[j].p, c->bv[j].len) / pow10_of(L->info.scale);
-            else
-                ((double *)col->data)[row] = be_twos_to_double(v, (size_t)c->es) / pow10_of(L->info.scale);
+        case CV_DEC32: ((int64_t *)col->data)[row] = (int32_t)mr_le_get32(v); break;
+        case CV_DEC64: ((int64_t *)col->data)[row] = (int64_t)mr_le_get64(v); break;
+        case CV_DECBYTES: {
+            int bad = L->info.physical == MR_PQ_BYTE_ARRAY
+                          ? be_twos_to_i64(c->bv[j].p, c->bv[j].len, &((int64_t *)col->data)[row])
+                          : be_twos_to_i64(v, (size_t)c->es, &((int64_t *)col->data)[row]);
+            if (bad)
+                return cerr(c, MR_E_LIMIT, "page %zu: a %s value has more than 18 digits, the most kept exactly",
+                            c->page_no, L->info.logical);
             break;
+        }
         case CV_F16: ((float *)col->data)[row] = half_to_float((uint16_t)(v[0] | v[1] << 8)); break;
         default: return cerr(c, MR_E_INTERNAL, "unexpected conversion");
         }
@@ -934,8 +940,15 @@ static mr_status read_chunk(mr_parquet_file *f, size_t rg, size_t ci, mr_column 
             goto done;
         }
         pos = (size_t)(r.p - buf);
-        if (h.csize < 0 || h.usize < 0 || (size_t)h.csize > len - pos || (size_t)h.usize > MR__PQ_MAX_PAGE) {
-            rc = cerr(c, MR_E_CORRUPT, "page %zu: sizes (compressed %d, uncompressed %d) exceed the chunk", c->page_no,
+        if (h.csize >= 0 && h.usize >= 0 && (size_t)h.csize > len - pos) {
+            rc = cerr(c, MR_E_CORRUPT,
+                      "page %zu: its %d bytes end %zu bytes past the column chunk's declared size (total_compressed_size "
+                      "%zu bytes)",
+                      c->page_no, h.csize, (size_t)h.csize - (len - pos), len);
+            goto done;
+        }
+        if (h.csize < 0 || h.usize < 0 || (size_t)h.usize > MR__PQ_MAX_PAGE) {
+            rc = cerr(c, MR_E_CORRUPT, "page %zu: sizes (compressed %d, uncompressed %d) out of range", c->page_no,
                       h.csize, h.usize);
             goto done;
         }
@@ -972,6 +985,28 @@ static mr_status read_chunk(mr_parquet_file *f, size_t rg, size_t ci, mr_column 
     if (rc != MR_OK) goto done;
     if (c->col->n != c->rows_total) {
         rc = cerr(c, MR_E_CORRUPT, "chunk has %zu values, the row group has %zu rows", c->col->n, c->rows_total);
+        goto done;
+    }
+    size_t bad;
+    /* 32-bit values always fit an int32 or uint32 kind; narrower kinds, INT64 values of any narrower or
+     * unsigned kind, and decimals (their precision) may not */
+    const mr_colkind *kd = &c->col->kind;
+    int check = c->col->type == MR_T_DECIMAL || (kd->int_bits && kd->int_bits < 32) ||
+                (c->L->cv == CV_I64 && (kd->int_bits || (kd->flags & MR_KIND_UNSIGNED)));
+    if (check && !mr_column_fits_kind(c->col, &bad)) { /* a UINT64 above INT64_MAX, or a value wider than its annotation */
+        char kn[24];
+        int64_t v = ((const int64_t *)c->col->data)[bad];
+        if ((c->col->kind.flags & MR_KIND_UNSIGNED) && !c->col->kind.int_bits)
+            rc = cerr(c, MR_E_LIMIT, "row %zu: the uint64 value %llu is above 9223372036854775807, the largest kept", bad,
+                      (unsigned long long)v);
+        else {
+            mr_buf val;
+            mr_buf_init(&val);
+            mr_column_format(c->col, bad, &val);
+            rc = cerr(c, MR_E_CORRUPT, "row %zu: the value %s does not fit the column's type %s", bad,
+                      val.data ? val.data : "?", mr_kind_name(c->col->type, c->col->kind, kn, sizeof kn));
+            mr_buf_free(&val);
+        }
         goto done;
     }
     *out = c->col;
@@ -1104,6 +1139,7 @@ mr_status mr_parquet_read_all(mr_parquet_file *f, const size_t *cols, size_t n_c
             }
             mr_column *col = NULL;
             rc = mr_column_new(L->name, L->info.dtype, 0, &col, err);
+            if (rc == MR_OK) col->kind = L->info.kind;
             if (rc == MR_OK) rc = mr_table_add_column(all, col, err);
         }
     }

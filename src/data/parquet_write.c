@@ -72,6 +72,9 @@ struct mr_parquet_writer {
     size_t n_cols;
     char **names;
     mr_dtype *types;
+    mr_colkind *kinds; /* the first batch's kinds: how each column is written */
+    mr_colkind *preset; /* kinds set by mr__pq_writer_set_kinds before the first batch, or NULL */
+    size_t n_preset;
     rg_meta *rgs;
     size_t n_rg, cap_rg;
     mr_buf out;              /* pending file bytes */
@@ -129,6 +132,17 @@ static mr_status emit_bytes(mr_parquet_writer *w, const void *p, size_t n, mr_er
     if (mr_buf_append(&w->out, p, n) != MR_OK) return werr(w, err, MR_E_NOMEM, "out of memory");
     w->off += n;
     if (w->out.len >= FLUSH_BYTES) return flush_out(w, err);
+    return MR_OK;
+}
+
+mr_status mr__pq_writer_set_kinds(mr_parquet_writer *w, const mr_colkind *kinds, size_t n)
+{
+    mr_colkind *k = mr_malloc((n ? n : 1) * sizeof *k);
+    if (!k) return MR_E_NOMEM;
+    if (n) memcpy(k, kinds, n * sizeof *k);
+    mr_free(w->preset);
+    w->preset = k;
+    w->n_preset = n;
     return MR_OK;
 }
 
@@ -217,6 +231,8 @@ void mr_parquet_writer_free(mr_parquet_writer *w)
     for (size_t i = 0; i < w->n_cols; i++) mr_free(w->names[i]);
     mr_free(w->names);
     mr_free(w->types);
+    mr_free(w->kinds);
+    mr_free(w->preset);
     for (size_t g = 0; g < w->n_rg; g++) {
         for (size_t i = 0; i < w->n_cols; i++) {
             mr_free(w->rgs[g].cols[i].min);
@@ -247,8 +263,24 @@ void mr_parquet_writer_free(mr_parquet_writer *w)
 
 /* ---- statistics ---------------------------------------------------------- */
 
-static int phys_of(mr_dtype t)
+/* An INT64 column written as INT32 (a 8, 16 or 32-bit source). */
+static int narrow(mr_dtype t, mr_colkind k) { return t == MR_T_INT64 && k.int_bits && k.int_bits <= 32; }
+
+/* A DECIMAL of more than 18 digits is written as FIXED_LEN_BYTE_ARRAY of
+ * the fewest bytes that hold its precision (big-endian two's complement). */
+static int dec_flba_len(mr_colkind k)
 {
+    if (k.precision <= 18) return 0;
+    int n = 8;
+    double lim = pow(2.0, 63.0);
+    while (lim <= pow(10.0, (double)k.precision)) n++, lim *= 256.0;
+    return n;
+}
+
+static int phys_of_kind(mr_dtype t, mr_colkind k)
+{
+    if (narrow(t, k)) return MR_PQ_INT32;
+    if (t == MR_T_DECIMAL) return dec_flba_len(k) ? MR_PQ_FIXED_LEN_BYTE_ARRAY : MR_PQ_INT64;
     switch (t) {
     case MR_T_BOOL: return MR_PQ_BOOLEAN;
     case MR_T_INT64:
@@ -260,6 +292,8 @@ static int phys_of(mr_dtype t)
     default: return -1;
     }
 }
+
+static int phys_of(mr_dtype t) { return phys_of_kind(t, (mr_colkind){0}); }
 
 static int str_cmp(const char *a, size_t al, const char *b, size_t bl)
 {
@@ -280,10 +314,13 @@ static mr_status set_bound(uint8_t **dst, size_t *dst_len, const void *p, size_t
 }
 
 /* Min/max over the non-null rows [b, e) of c, PLAIN-encoded into m. */
-static mr_status compute_stats(const mr_column *c, size_t b, size_t e, col_meta *m)
+static mr_status compute_stats(const mr_column *c, mr_colkind k, size_t b, size_t e, col_meta *m)
 {
     int have = 0;
     switch (c->type) {
+    case MR_T_DECIMAL:
+        if (dec_flba_len(k)) break; /* no statistics for the wide form */
+        /* fall through */
     case MR_T_BOOL:
     case MR_T_INT64:
     case MR_T_TIMESTAMP:
@@ -299,7 +336,7 @@ static mr_status compute_stats(const mr_column *c, size_t b, size_t e, col_meta 
             have = 1;
         }
         if (!have) break;
-        size_t n = c->type == MR_T_BOOL ? 1 : c->type == MR_T_DATE ? 4 : 8;
+        size_t n = c->type == MR_T_BOOL ? 1 : c->type == MR_T_DATE || narrow(c->type, k) ? 4 : 8;
         uint8_t a[8], z[8];
         for (size_t k = 0; k < n; k++) {
             a[k] = (uint8_t)((uint64_t)mn >> (8 * k));
@@ -493,7 +530,7 @@ static int build_dict(const mr_column *c, size_t b, size_t e, size_t max_distinc
  * first), using scratch x. Offsets in m are relative to the chunk's start;
  * the caller rebases them. Reads w, never writes it: chunks of one row group
  * are encoded in parallel. */
-static mr_status encode_chunk(const mr_parquet_writer *w, wscratch *x, mr_buf *out, const mr_column *c, size_t b,
+static mr_status encode_chunk(const mr_parquet_writer *w, wscratch *x, mr_buf *out, const mr_column *c, mr_colkind k, size_t b,
                               size_t e, col_meta *m, mr_error *err)
 {
     size_t n = e - b;
@@ -505,7 +542,7 @@ static mr_status encode_chunk(const mr_parquet_writer *w, wscratch *x, mr_buf *o
     m->null_count = 0;
     for (size_t i = b; c->valid && i < e; i++) m->null_count += mr_column_is_null(c, i);
     out->len = 0;
-    rc = compute_stats(c, b, e, m);
+    rc = compute_stats(c, k, b, e, m);
     if (rc != MR_OK) return cerr(w, err, rc, "out of memory");
     if (n > x->cap) {
         uint32_t *nc = mr_realloc(x->codes, n * sizeof(uint32_t));
@@ -558,7 +595,9 @@ static mr_status encode_chunk(const mr_parquet_writer *w, wscratch *x, mr_buf *o
     }
     m->data_off = (int64_t)out->len;
     unsigned bw = dict ? bit_width((uint32_t)(dict_n - 1)) : 0;
-    size_t width = dict ? 1 : c->type == MR_T_STRING ? 0 : mr_dtype_width(c->type);
+    int nar = narrow(c->type, k);
+    size_t flba = c->type == MR_T_DECIMAL ? (size_t)dec_flba_len(k) : 0;
+    size_t width = dict ? 1 : c->type == MR_T_STRING ? 0 : nar ? 4 : flba ? flba : mr_dtype_width(c->type);
     size_t code_pos = 0; /* index into x->codes of the page's first non-null */
     size_t r = b;
     while (r < e || (n == 0 && r == b)) {
@@ -621,6 +660,22 @@ static mr_status encode_chunk(const mr_parquet_writer *w, wscratch *x, mr_buf *o
                 mr_le_put32(lb, (uint32_t)l);
                 if (mr_buf_append(&x->page, lb, 4) || mr_buf_append(&x->page, s, l)) rc = MR_E_NOMEM;
             }
+        } else if (flba) { /* wide DECIMAL: big-endian, sign-extended to flba bytes */
+            for (size_t i = r; i < pe && rc == MR_OK; i++) {
+                if (mr_column_is_null(c, i)) continue;
+                uint8_t be[32];
+                int64_t v = ((const int64_t *)c->data)[i];
+                for (size_t q = 0; q < flba; q++)
+                    be[flba - 1 - q] = q < 8 ? (uint8_t)((uint64_t)v >> (8 * q)) : (v < 0 ? 0xff : 0x00);
+                if (mr_buf_append(&x->page, be, flba)) rc = MR_E_NOMEM;
+            }
+        } else if (nar) { /* INT64 values of a narrow source, as the INT32 they came as */
+            for (size_t i = r; i < pe && rc == MR_OK; i++) {
+                if (mr_column_is_null(c, i)) continue;
+                uint8_t v4[4];
+                mr_le_put32(v4, (uint32_t)((const int64_t *)c->data)[i]);
+                if (mr_buf_append(&x->page, v4, 4)) rc = MR_E_NOMEM;
+            }
         } else if (nn == pn) { /* no nulls: one copy */
             if (mr_buf_append(&x->page, (const char *)c->data + r * width, pn * width)) rc = MR_E_NOMEM;
         } else {
@@ -643,13 +698,39 @@ done:
     return rc;
 }
 
+/* Every value of t fits the kind its column is written as (the first
+ * batch's): a narrow integer never wraps. */
+static mr_status check_kinds(mr_parquet_writer *w, const mr_table *t, mr_error *err)
+{
+    for (size_t i = 0; i < t->n_cols; i++) {
+        mr_column v = *t->cols[i];
+        size_t bad;
+        char kn[24], kn2[24];
+        if (v.type == MR_T_DECIMAL && v.kind.scale != w->kinds[i].scale)
+            return werr(w, err, MR_E_SCHEMA, "column '%s' is %s, the file has %s", v.name,
+                        mr_kind_name(v.type, v.kind, kn, sizeof kn), mr_kind_name(v.type, w->kinds[i], kn2, sizeof kn2));
+        v.kind = w->kinds[i];
+        if (!mr_column_fits_kind(&v, &bad)) {
+            mr_buf val;
+            mr_buf_init(&val);
+            mr_column_format(&v, bad, &val);
+            mr_status rc = werr(w, err, MR_E_SCHEMA, "column '%s': the value %s (row %zu) does not fit its type %s", v.name,
+                                val.data ? val.data : "?", bad, mr_kind_name(v.type, v.kind, kn, sizeof kn));
+            mr_buf_free(&val);
+            return rc;
+        }
+    }
+    return MR_OK;
+}
+
 static mr_status check_schema(mr_parquet_writer *w, const mr_table *t, mr_error *err)
 {
     if (!w->have_schema) {
         if (!t->n_cols) return werr(w, err, MR_E_SCHEMA, "cannot write a table without columns");
         w->names = mr_calloc(t->n_cols, sizeof(char *));
         w->types = mr_calloc(t->n_cols, sizeof(mr_dtype));
-        if (!w->names || !w->types) return werr(w, err, MR_E_NOMEM, "out of memory");
+        w->kinds = mr_calloc(t->n_cols, sizeof(mr_colkind));
+        if (!w->names || !w->types || !w->kinds) return werr(w, err, MR_E_NOMEM, "out of memory");
         for (size_t i = 0; i < t->n_cols; i++) {
             if (phys_of(t->cols[i]->type) < 0)
                 return werr(w, err, MR_E_SCHEMA, "column '%s': type %s cannot be written to Parquet", t->cols[i]->name,
@@ -658,6 +739,11 @@ static mr_status check_schema(mr_parquet_writer *w, const mr_table *t, mr_error 
             w->n_cols = i + 1;
             if (!w->names[i]) return werr(w, err, MR_E_NOMEM, "out of memory");
             w->types[i] = t->cols[i]->type;
+            w->kinds[i] = i < w->n_preset ? w->preset[i] : t->cols[i]->kind;
+            if (w->types[i] == MR_T_DECIMAL && !w->kinds[i].precision) /* a decimal of unknown precision */
+                w->kinds[i].precision = 18;
+            if (w->types[i] == MR_T_DECIMAL && w->kinds[i].scale > w->kinds[i].precision)
+                w->kinds[i].precision = w->kinds[i].scale;
         }
         w->chunks = mr_calloc(w->n_cols, sizeof(mr_buf));
         if (!w->chunks) return werr(w, err, MR_E_NOMEM, "out of memory");
@@ -666,7 +752,7 @@ static mr_status check_schema(mr_parquet_writer *w, const mr_table *t, mr_error 
             w->chunks[i].limit = (size_t)4 << 30;
         }
         w->have_schema = 1;
-        return MR_OK;
+        return check_kinds(w, t, err);
     }
     if (t->n_cols != w->n_cols)
         return werr(w, err, MR_E_SCHEMA, "table has %zu columns, the file has %zu", t->n_cols, w->n_cols);
@@ -674,7 +760,7 @@ static mr_status check_schema(mr_parquet_writer *w, const mr_table *t, mr_error 
         if (strcmp(t->cols[i]->name, w->names[i]) || t->cols[i]->type != w->types[i])
             return werr(w, err, MR_E_SCHEMA, "column %zu is '%s' (%s), the file has '%s' (%s)", i, t->cols[i]->name,
                         mr_dtype_name(t->cols[i]->type), w->names[i], mr_dtype_name(w->types[i]));
-    return MR_OK;
+    return check_kinds(w, t, err);
 }
 
 /* One row group's column chunks, encoded in parallel: chunk i is an
@@ -712,7 +798,7 @@ static void rg_range(void *ctx, size_t begin, size_t end, int tid)
         mr_error e;
         mr_error_init(&e);
         wscratch *x = get_scratch(j->w, tid);
-        j->rcs[i] = x ? encode_chunk(j->w, x, &j->w->chunks[i], j->t->cols[i], j->b, j->e, &j->g->cols[i], &e)
+        j->rcs[i] = x ? encode_chunk(j->w, x, &j->w->chunks[i], j->t->cols[i], j->w->kinds[i], j->b, j->e, &j->g->cols[i], &e)
                       : MR_ERR(&e, MR_E_NOMEM, "out of memory");
         if (j->rcs[i] != MR_OK && !j->errs[i]) {
             j->errs[i] = mr_malloc(sizeof(e));
@@ -801,11 +887,12 @@ mr_status mr__pq_writer_write_range(mr_parquet_writer *w, const mr_table *t, siz
 
 /* ---- footer ----------------------------------------------------------------- */
 
-static void write_stats(mr__tc_writer *tw, mr_dtype t, const col_meta *m)
+static void write_stats(mr__tc_writer *tw, mr_dtype t, mr_colkind k, const col_meta *m)
 {
     mr__tc_write_field(tw, 12, MR__TC_STRUCT);
     mr__tc_write_struct_begin(tw);
-    int legacy = m->has_minmax && t != MR_T_STRING; /* signed sort order: legacy min/max agree */
+    /* signed sort order: legacy min/max agree (not for bytes or unsigned) */
+    int legacy = m->has_minmax && t != MR_T_STRING && !(k.flags & MR_KIND_UNSIGNED);
     if (legacy) {
         mr__tc_write_binary_field(tw, 1, m->max, m->max_len);
         mr__tc_write_binary_field(tw, 2, m->min, m->min_len);
@@ -818,29 +905,55 @@ static void write_stats(mr__tc_writer *tw, mr_dtype t, const col_meta *m)
     mr__tc_write_struct_end(tw);
 }
 
-static void write_schema_leaf(mr__tc_writer *tw, const char *name, mr_dtype t)
+/* ConvertedType INT_8..INT_64 (15..18) and UINT_8..UINT_64 (11..14). */
+static int int_converted(unsigned bits, int is_unsigned)
 {
+    int i = bits == 8 ? 0 : bits == 16 ? 1 : bits == 32 ? 2 : 3;
+    return (is_unsigned ? MR__PQ_CT_UINT_8 : MR__PQ_CT_INT_8) + i;
+}
+
+static void write_schema_leaf(mr__tc_writer *tw, const char *name, mr_dtype t, mr_colkind k)
+{
+    int is_int = t == MR_T_INT64 && (k.int_bits || (k.flags & MR_KIND_UNSIGNED));
+    int local = t == MR_T_TIMESTAMP && (k.flags & MR_KIND_LOCAL);
+    int binary = t == MR_T_STRING && (k.flags & MR_KIND_BINARY);
+    int dec = t == MR_T_DECIMAL;
     mr__tc_write_struct_begin(tw);
-    mr__tc_write_i32_field(tw, 1, phys_of(t));
+    mr__tc_write_i32_field(tw, 1, phys_of_kind(t, k));
+    if (dec && dec_flba_len(k)) mr__tc_write_i32_field(tw, 2, dec_flba_len(k)); /* type_length */
     mr__tc_write_i32_field(tw, 3, 1); /* OPTIONAL */
     mr__tc_write_binary_field(tw, 4, name, strlen(name));
-    int ct = t == MR_T_STRING ? MR__PQ_CT_UTF8 : t == MR_T_DATE ? MR__PQ_CT_DATE
-             : t == MR_T_TIMESTAMP ? MR__PQ_CT_TIMESTAMP_MICROS : -1;
+    /* ConvertedType TIMESTAMP_MICROS means adjusted to UTC: a naive one has only the LogicalType */
+    int ct = binary ? -1 : t == MR_T_STRING ? MR__PQ_CT_UTF8 : t == MR_T_DATE ? MR__PQ_CT_DATE
+             : t == MR_T_TIMESTAMP ? (local ? -1 : MR__PQ_CT_TIMESTAMP_MICROS)
+             : is_int ? int_converted(k.int_bits ? k.int_bits : 64, k.flags & MR_KIND_UNSIGNED)
+             : dec    ? MR__PQ_CT_DECIMAL
+                      : -1;
     if (ct >= 0) mr__tc_write_i32_field(tw, 6, ct);
-    if (ct >= 0) {
-        mr__tc_write_field(tw, 10, MR__TC_STRUCT);
+    if (dec) {
+        mr__tc_write_i32_field(tw, 7, k.scale);
+        mr__tc_write_i32_field(tw, 8, k.precision);
+    }
+    if (ct >= 0 || local) {
+        mr__tc_write_field(tw, 10, MR__TC_STRUCT); /* LogicalType, a union */
         mr__tc_write_struct_begin(tw);
-        int lt = t == MR_T_STRING ? 1 : t == MR_T_DATE ? 6 : 8;
+        int lt = t == MR_T_STRING ? 1 : t == MR_T_DATE ? 6 : t == MR_T_TIMESTAMP ? 8 : dec ? 5 : 10;
         mr__tc_write_field(tw, lt, MR__TC_STRUCT);
         mr__tc_write_struct_begin(tw);
         if (t == MR_T_TIMESTAMP) {
-            mr__tc_write_bool_field(tw, 1, 1);      /* isAdjustedToUTC */
+            mr__tc_write_bool_field(tw, 1, !local); /* isAdjustedToUTC */
             mr__tc_write_field(tw, 2, MR__TC_STRUCT); /* unit */
             mr__tc_write_struct_begin(tw);
             mr__tc_write_field(tw, 2, MR__TC_STRUCT); /* MICROS */
             mr__tc_write_struct_begin(tw);
             mr__tc_write_struct_end(tw);
             mr__tc_write_struct_end(tw);
+        } else if (dec) { /* DecimalType {1: scale, 2: precision} */
+            mr__tc_write_i32_field(tw, 1, k.scale);
+            mr__tc_write_i32_field(tw, 2, k.precision);
+        } else if (is_int) { /* IntType {1: bitWidth i8, 2: isSigned} */
+            mr__tc_write_i8_field(tw, 1, (int8_t)(k.int_bits ? k.int_bits : 64));
+            mr__tc_write_bool_field(tw, 2, !(k.flags & MR_KIND_UNSIGNED));
         }
         mr__tc_write_struct_end(tw);
         mr__tc_write_struct_end(tw);
@@ -865,7 +978,7 @@ static mr_status write_footer(mr_parquet_writer *w, mr_error *err)
     mr__tc_write_binary_field(&tw, 4, "schema", 6);
     mr__tc_write_i32_field(&tw, 5, (int32_t)w->n_cols);
     mr__tc_write_struct_end(&tw);
-    for (size_t i = 0; i < w->n_cols; i++) write_schema_leaf(&tw, w->names[i], w->types[i]);
+    for (size_t i = 0; i < w->n_cols; i++) write_schema_leaf(&tw, w->names[i], w->types[i], w->kinds[i]);
     mr__tc_write_i64_field(&tw, 3, rows);
     mr__tc_write_field(&tw, 4, MR__TC_LIST);
     mr__tc_write_list_begin(&tw, MR__TC_STRUCT, w->n_rg);
@@ -881,7 +994,7 @@ static mr_status write_footer(mr_parquet_writer *w, mr_error *err)
             mr__tc_write_i64_field(&tw, 2, first);
             mr__tc_write_field(&tw, 3, MR__TC_STRUCT);
             mr__tc_write_struct_begin(&tw);
-            mr__tc_write_i32_field(&tw, 1, phys_of(w->types[i]));
+            mr__tc_write_i32_field(&tw, 1, phys_of_kind(w->types[i], w->kinds[i]));
             mr__tc_write_field(&tw, 2, MR__TC_LIST);
             int dict = m->dict_off >= 0;
             mr__tc_write_list_begin(&tw, MR__TC_I32, dict ? 3 : 2);
@@ -897,7 +1010,7 @@ static mr_status write_footer(mr_parquet_writer *w, mr_error *err)
             mr__tc_write_i64_field(&tw, 7, m->tot_comp);
             mr__tc_write_i64_field(&tw, 9, m->data_off);
             if (dict) mr__tc_write_i64_field(&tw, 11, m->dict_off);
-            write_stats(&tw, w->types[i], m);
+            write_stats(&tw, w->types[i], w->kinds[i], m);
             mr__tc_write_struct_end(&tw);
             mr__tc_write_struct_end(&tw);
         }

@@ -221,8 +221,8 @@ done:
     return rc;
 }
 
-mr_status mr__cb_concat(const char *name, mr_dtype type, const mr__cb *parts, size_t stride, size_t n_parts,
-                        mr_column **out, mr_error *err)
+mr_status mr__cb_concat(const char *name, mr_dtype type, const mr_colkind *kind, const mr__cb *parts, size_t stride,
+                        size_t n_parts, mr_column **out, mr_error *err)
 {
     size_t n_rows = 0, n_null = 0, n_bytes = 0;
     for (size_t k = 0; k < n_parts; k++) {
@@ -286,6 +286,15 @@ done:
         mr_column_free(c);
         return MR_ERR(err, rc, "out of memory building column '%s'", name);
     }
+    if (type != MR_T_NULL) {
+        c->kind = n_parts ? parts[0].kind : kind ? *kind : (mr_colkind){0}; /* declared: every part has it */
+        if (type == MR_T_TIMESTAMP && !(c->kind.flags & MR_KIND_LOCAL)) {
+            /* naive unless some value had an offset (then all are UTC); declared timestamp_local stays naive */
+            c->kind.flags |= MR_KIND_LOCAL;
+            for (size_t k = 0; k < n_parts; k++)
+                if (parts[k * stride].ts_offset) c->kind.flags &= (uint8_t)~MR_KIND_LOCAL;
+        }
+    }
     *out = c;
     return MR_OK;
 }
@@ -293,6 +302,7 @@ done:
 typedef struct table_job {
     char *const *names;
     const mr_dtype *types;
+    const mr_colkind *kinds;
     size_t n_cols, n_chunks;
     const mr__cb *cbs;
     mr_column **cols;
@@ -305,18 +315,19 @@ static void table_task(void *ctx, size_t j)
     table_job *t = ctx;
     mr_error e;
     mr_error_init(&e);
-    t->rcs[j] = mr__cb_concat(t->names[j], t->types[j], t->cbs ? t->cbs + j : NULL, t->n_cols, t->n_chunks, &t->cols[j], &e);
+    t->rcs[j] = mr__cb_concat(t->names[j], t->types[j], t->kinds ? &t->kinds[j] : NULL, t->cbs ? t->cbs + j : NULL,
+                              t->n_cols, t->n_chunks, &t->cols[j], &e);
     if (t->rcs[j] != MR_OK) {
         t->errs[j] = mr_malloc(sizeof(e));
         if (t->errs[j]) *t->errs[j] = e;
     }
 }
 
-mr_status mr__cb_table(char *const *names, const mr_dtype *types, size_t n_cols, const mr__cb *cbs, size_t n_chunks,
-                       int threads, mr_table **out, mr_error *err)
+mr_status mr__cb_table(char *const *names, const mr_dtype *types, const mr_colkind *kinds, size_t n_cols,
+                       const mr__cb *cbs, size_t n_chunks, int threads, mr_table **out, mr_error *err)
 {
     mr_table *t = NULL;
-    table_job job = {names, types, n_cols, n_chunks, cbs, NULL, NULL, NULL};
+    table_job job = {names, types, kinds, n_cols, n_chunks, cbs, NULL, NULL, NULL};
     mr_status rc = mr_table_new(&t, err);
     if (rc != MR_OK) return rc;
     job.cols = mr_calloc(n_cols ? n_cols : 1, sizeof(mr_column *));

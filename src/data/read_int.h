@@ -98,6 +98,14 @@ static inline int mr__parse_bool(const char *s, size_t len, int *out)
     return 0;
 }
 
+/* Whether a timestamp that parsed carries an offset (Z, +HH:MM, -HH:MM). */
+static inline int mr__ts_has_offset(const char *s, size_t len)
+{
+    for (size_t i = 19; i < len; i++)
+        if (s[i] == 'Z' || s[i] == 'z' || s[i] == '+' || s[i] == '-') return 1;
+    return 0;
+}
+
 /* Timestamps also accept a plain date (midnight UTC). */
 static inline int mr__parse_ts(const char *s, size_t len, int64_t *out)
 {
@@ -128,6 +136,8 @@ typedef struct mr__cb {
     int64_t *offsets;  /* STRING: cap + 1 offsets into bytes */
     char *bytes;       /* STRING: concatenated values */
     size_t bytes_len, bytes_cap;
+    int ts_offset;     /* TIMESTAMP: a value had an offset, so the column is UTC-adjusted (else naive) */
+    mr_colkind kind;   /* the declared kind (set after mr__cb_init): a narrow int, a decimal's scale, ... */
 } mr__cb;
 
 mr_status mr__cb_init(mr__cb *b, mr_dtype type, size_t cap);
@@ -180,17 +190,27 @@ static inline void mr__cb_truncate(mr__cb *b, size_t n)
 }
 
 /* Concatenates parts[0], parts[stride], ... (n_parts of them, all of type
- * type) into one new column. STRING columns become dictionary-encoded when
+ * type and kind) into one new column, of *kind when there are no parts
+ * (NULL: plain). STRING columns become dictionary-encoded when
  * the distinct count stays <= n_rows / 2 and <= MR__DICT_MAX. A column of
  * type MR_T_NULL becomes an all-null STRING column. */
 #define MR__DICT_MAX 65536
-mr_status mr__cb_concat(const char *name, mr_dtype type, const mr__cb *parts, size_t stride, size_t n_parts,
-                        mr_column **out, mr_error *err);
+mr_status mr__cb_concat(const char *name, mr_dtype type, const mr_colkind *kind, const mr__cb *parts, size_t stride,
+                        size_t n_parts, mr_column **out, mr_error *err);
 
 /* Builds a table from per-chunk builders laid out chunk-major
  * (cbs[k * n_cols + j]), concatenating the columns in parallel. */
-mr_status mr__cb_table(char *const *names, const mr_dtype *types, size_t n_cols, const mr__cb *cbs, size_t n_chunks,
-                       int threads, mr_table **out, mr_error *err);
+mr_status mr__cb_table(char *const *names, const mr_dtype *types, const mr_colkind *kinds, size_t n_cols,
+                       const mr__cb *cbs, size_t n_chunks, int threads, mr_table **out, mr_error *err);
+/* Parses one text value into b as DECIMAL at b->kind.scale: 0, or 1 when it
+ * is not an exact decimal of that scale and precision. */
+static inline int mr__cb_decimal(mr__cb *b, const char *s, size_t len)
+{
+    int64_t u;
+    if (mr_decimal_parse(s, len, b->kind.scale, &u) || !mr_kind_fits(MR_T_DECIMAL, b->kind, u)) return 1;
+    ((int64_t *)b->data)[b->n] = u;
+    return 0;
+}
 
 /* ---- tasks -------------------------------------------------------------
  * Runs fn(ctx, i) for i in [0, n) on at most `threads` threads of the core

@@ -180,6 +180,7 @@ static mr_status acc_floats(col_acc *a, const mr_column *c)
         if (mr_column_is_null(c, i)) continue;
         double v = c->type == MR_T_FLOAT64   ? ((const double *)c->data)[i]
                    : c->type == MR_T_FLOAT32 ? ((const float *)c->data)[i]
+                   : c->type == MR_T_DECIMAL ? mr_decimal_to_f64(((const int64_t *)c->data)[i], c->kind.scale)
                                              : ((const uint8_t *)c->data)[i];
         if (isnan(v)) {
             a->nans++;
@@ -223,6 +224,7 @@ static mr_status acc_column(col_acc *a, const mr_column *c)
     case MR_T_STRING: return acc_strings(a, c);
     case MR_T_FLOAT64:
     case MR_T_FLOAT32:
+    case MR_T_DECIMAL: /* as its float64 value */
     case MR_T_BOOL: return acc_floats(a, c);
     case MR_T_INT64:
     case MR_T_DATE:
@@ -298,7 +300,7 @@ mr_status mr_stats_format_bound(const mr_stats *s, size_t j, int is_max, mr_buf 
 {
     const col_acc *a = &s->cols[j];
     mr_column *c = NULL;
-    mr_dtype t = a->type == MR_T_FLOAT32 ? MR_T_FLOAT64 : a->type;
+    mr_dtype t = a->type == MR_T_FLOAT32 || a->type == MR_T_DECIMAL ? MR_T_FLOAT64 : a->type;
     if (!a->have) return MR_OK;
     mr_status rc = mr_column_new("v", t, 1, &c, NULL);
     if (rc != MR_OK) return rc;

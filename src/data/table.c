@@ -11,7 +11,8 @@
 #define MAX_ROWS ((size_t)INT32_MAX)
 #define MAX_BYTES ((size_t)1 << 40)
 
-static const char *const dtype_names[] = {"null", "bool", "int64", "float64", "float32", "string", "date", "timestamp"};
+static const char *const dtype_names[] = {"null",   "bool", "int64",     "float64", "float32",
+                                          "string", "date", "timestamp", "decimal"};
 
 const char *mr_dtype_name(mr_dtype t)
 {
@@ -43,7 +44,8 @@ size_t mr_dtype_width(mr_dtype t)
     case MR_T_BOOL: return 1;
     case MR_T_INT64:
     case MR_T_FLOAT64:
-    case MR_T_TIMESTAMP: return 8;
+    case MR_T_TIMESTAMP:
+    case MR_T_DECIMAL: return 8;
     case MR_T_FLOAT32:
     case MR_T_DATE: return 4;
     default: return 0;
@@ -71,6 +73,165 @@ mr_status mr_column_new(const char *name, mr_dtype type, size_t cap_hint, mr_col
     }
     *out = c;
     return MR_OK;
+}
+
+mr_status mr_column_new_like(const mr_column *src, const char *name, size_t cap_hint, mr_column **out, mr_error *err)
+{
+    mr_status rc = mr_column_new(name ? name : src->name, src->type, cap_hint, out, err);
+    if (rc == MR_OK) (*out)->kind = src->kind;
+    return rc;
+}
+
+const char *mr_kind_name(mr_dtype t, mr_colkind k, char *buf, size_t n)
+{
+    if (t == MR_T_INT64 && (k.int_bits || (k.flags & MR_KIND_UNSIGNED)))
+        snprintf(buf, n, "%sint%u", k.flags & MR_KIND_UNSIGNED ? "u" : "", k.int_bits ? k.int_bits : 64u);
+    else if (t == MR_T_STRING && (k.flags & MR_KIND_BINARY))
+        snprintf(buf, n, "binary");
+    else if (t == MR_T_TIMESTAMP && (k.flags & MR_KIND_LOCAL))
+        snprintf(buf, n, "timestamp_local");
+    else if (t == MR_T_DECIMAL)
+        snprintf(buf, n, "decimal(%u,%u)", k.precision, k.scale);
+    else
+        snprintf(buf, n, "%s", mr_dtype_name(t));
+    return buf;
+}
+
+mr_status mr_kind_parse(const char *name, mr_dtype *type, mr_colkind *kind)
+{
+    static const struct { const char *name; mr_dtype t; mr_colkind k; } kinds[] = {
+        {"int8", MR_T_INT64, {.int_bits = 8, .flags = 0}},
+        {"int16", MR_T_INT64, {.int_bits = 16, .flags = 0}},
+        {"int32", MR_T_INT64, {.int_bits = 32, .flags = 0}},
+        {"uint8", MR_T_INT64, {.int_bits = 8, .flags = MR_KIND_UNSIGNED}},
+        {"uint16", MR_T_INT64, {.int_bits = 16, .flags = MR_KIND_UNSIGNED}},
+        {"uint32", MR_T_INT64, {.int_bits = 32, .flags = MR_KIND_UNSIGNED}},
+        {"uint64", MR_T_INT64, {.int_bits = 0, .flags = MR_KIND_UNSIGNED}},
+        {"binary", MR_T_STRING, {.int_bits = 0, .flags = MR_KIND_BINARY}},
+        {"bytes", MR_T_STRING, {.int_bits = 0, .flags = MR_KIND_BINARY}},
+        {"timestamp_local", MR_T_TIMESTAMP, {.int_bits = 0, .flags = MR_KIND_LOCAL}},
+    };
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        if (!strcmp(name, kinds[i].name)) {
+            *type = kinds[i].t;
+            *kind = kinds[i].k;
+            return MR_OK;
+        }
+    unsigned p, sc;
+    int end = 0;
+    if (sscanf(name, "decimal(%u,%u)%n", &p, &sc, &end) == 2 && end > 0 && !name[end]) {
+        if (p < 1 || p > MR_DECIMAL_MAX_PRECISION || sc > p) return MR_E_NOT_FOUND;
+        *type = MR_T_DECIMAL;
+        *kind = (mr_colkind){0, 0, (uint8_t)p, (uint8_t)sc};
+        return MR_OK;
+    }
+    mr_status rc = mr_dtype_parse(name, type);
+    if (rc == MR_OK && *type == MR_T_DECIMAL) return MR_E_NOT_FOUND; /* needs its precision and scale */
+    if (rc == MR_OK) *kind = (mr_colkind){0};
+    return rc;
+}
+
+static const int64_t pow10_i64[19] = {1,
+                                      10,
+                                      100,
+                                      1000,
+                                      10000,
+                                      100000,
+                                      1000000,
+                                      10000000,
+                                      100000000,
+                                      1000000000,
+                                      10000000000,
+                                      100000000000,
+                                      1000000000000,
+                                      10000000000000,
+                                      100000000000000,
+                                      1000000000000000,
+                                      10000000000000000,
+                                      100000000000000000,
+                                      1000000000000000000};
+
+double mr_decimal_to_f64(int64_t unscaled, unsigned scale)
+{
+    static const double p10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11, 1e12,
+                                 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    if (scale < sizeof p10 / sizeof p10[0]) return (double)unscaled / p10[scale];
+    return (double)unscaled / pow(10.0, (double)scale);
+}
+
+mr_status mr_decimal_format(int64_t unscaled, unsigned scale, mr_buf *out)
+{
+    char digits[24];
+    uint64_t mag = unscaled < 0 ? (uint64_t)0 - (uint64_t)unscaled : (uint64_t)unscaled;
+    int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)mag);
+    mr_status rc = unscaled < 0 ? mr_buf_puts(out, "-") : MR_OK;
+    if (scale == 0) return rc == MR_OK ? mr_buf_append(out, digits, (size_t)n) : rc;
+    if ((unsigned)n <= scale) { /* 0.00ddd */
+        if (rc == MR_OK) rc = mr_buf_puts(out, "0.");
+        for (unsigned k = (unsigned)n; rc == MR_OK && k < scale; k++) rc = mr_buf_puts(out, "0");
+        return rc == MR_OK ? mr_buf_append(out, digits, (size_t)n) : rc;
+    }
+    size_t whole = (size_t)n - scale;
+    if (rc == MR_OK) rc = mr_buf_append(out, digits, whole);
+    if (rc == MR_OK) rc = mr_buf_puts(out, ".");
+    return rc == MR_OK ? mr_buf_append(out, digits + whole, scale) : rc;
+}
+
+int mr_decimal_parse(const char *s, size_t len, unsigned scale, int64_t *out)
+{
+    size_t i = 0;
+    int neg = 0;
+    if (i < len && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
+    uint64_t m = 0;
+    unsigned frac = 0;
+    int any = 0, dot = 0;
+    for (; i < len; i++) {
+        if (s[i] == '.' && !dot) {
+            dot = 1;
+            continue;
+        }
+        unsigned d = (unsigned)(unsigned char)s[i] - '0';
+        if (d > 9) return -1;
+        any = 1;
+        if (dot && frac == scale) {
+            if (d) return -1; /* more fractional digits than the scale keeps: not exact */
+            continue;
+        }
+        if (m > (UINT64_C(1) << 63) / 10) return -1;
+        m = m * 10 + d;
+        frac += dot;
+    }
+    if (!any) return -1;
+    for (; frac < scale; frac++) {
+        if (m > (UINT64_C(1) << 63) / 10) return -1;
+        m *= 10;
+    }
+    if (m > (uint64_t)INT64_MAX + (uint64_t)neg) return -1;
+    *out = neg ? (int64_t)(0 - m) : (int64_t)m;
+    return 0;
+}
+
+int mr_kind_fits(mr_dtype t, mr_colkind k, int64_t v)
+{
+    if (t == MR_T_DECIMAL)
+        return k.precision < 1 || k.precision > 18 || (v < pow10_i64[k.precision] && v > -pow10_i64[k.precision]);
+    if (t != MR_T_INT64 || (!k.int_bits && !(k.flags & MR_KIND_UNSIGNED))) return 1;
+    unsigned bits = k.int_bits ? k.int_bits : 64;
+    if (k.flags & MR_KIND_UNSIGNED) return v >= 0 && (bits == 64 || v <= (int64_t)((UINT64_C(1) << bits) - 1));
+    return v >= -(INT64_C(1) << (bits - 1)) && v <= (INT64_C(1) << (bits - 1)) - 1;
+}
+
+int mr_column_fits_kind(const mr_column *c, size_t *bad_row)
+{
+    if (c->type != MR_T_INT64 && c->type != MR_T_DECIMAL) return 1;
+    if (c->type == MR_T_INT64 && !c->kind.int_bits && !(c->kind.flags & MR_KIND_UNSIGNED)) return 1;
+    const int64_t *v = c->data;
+    for (size_t i = 0; i < c->n; i++)
+        if (!mr_kind_fits(c->type, c->kind, v[i]) && !mr_column_is_null(c, i)) {
+            if (bad_row) *bad_row = i;
+            return 0;
+        }
+    return 1;
 }
 
 mr_status mr_column_new_dict(const char *name, mr_column *dict, size_t cap_hint, mr_column **out, mr_error *err)
@@ -187,7 +348,7 @@ mr_status mr_column_append_null(mr_column *c)
         return MR_OK;                                                            \
     }
 
-APPEND_FIXED(mr_column_append_int64, int64_t, c->type == MR_T_INT64 || c->type == MR_T_TIMESTAMP)
+APPEND_FIXED(mr_column_append_int64, int64_t, c->type == MR_T_INT64 || c->type == MR_T_TIMESTAMP || c->type == MR_T_DECIMAL)
 APPEND_FIXED(mr_column_append_int32, int32_t, c->type == MR_T_DATE)
 APPEND_FIXED(mr_column_append_float64, double, c->type == MR_T_FLOAT64)
 APPEND_FIXED(mr_column_append_float32, float, c->type == MR_T_FLOAT32)
@@ -251,7 +412,8 @@ static mr_status append_row(mr_column *dst, const mr_column *src, size_t i)
     switch (src->type) {
     case MR_T_BOOL: return mr_column_append_bool(dst, ((const uint8_t *)src->data)[i]);
     case MR_T_INT64:
-    case MR_T_TIMESTAMP: return mr_column_append_int64(dst, ((const int64_t *)src->data)[i]);
+    case MR_T_TIMESTAMP:
+    case MR_T_DECIMAL: return mr_column_append_int64(dst, ((const int64_t *)src->data)[i]);
     case MR_T_DATE: return mr_column_append_int32(dst, ((const int32_t *)src->data)[i]);
     case MR_T_FLOAT64: return mr_column_append_float64(dst, ((const double *)src->data)[i]);
     case MR_T_FLOAT32: return mr_column_append_float32(dst, ((const float *)src->data)[i]);
@@ -278,6 +440,7 @@ static mr_status slice_fast(const mr_column *c, size_t begin, size_t n, mr_colum
         rc = mr_column_new(c->name, c->type, n, &d, err);
     }
     if (rc != MR_OK) return rc;
+    d->kind = c->kind;
     if (c->codes) {
         memcpy(d->codes, c->codes + begin, n * sizeof(int32_t));
     } else if (c->type == MR_T_STRING) {
@@ -321,7 +484,7 @@ static mr_status gather_rows(const mr_column *c, const uint32_t *idx, size_t beg
                              mr_error *err)
 {
     mr_column *d = NULL;
-    mr_status rc = mr_column_new(c->name, c->type, n, &d, err);
+    mr_status rc = mr_column_new_like(c, NULL, n, &d, err);
     for (size_t k = 0; rc == MR_OK && k < n; k++) {
         size_t i = idx ? idx[k] : begin + k;
         MR_ASSERT(i < c->n);
@@ -385,6 +548,9 @@ mr_status mr_column_append_column(mr_column *dst, const mr_column *src, mr_error
     if (dst->type != src->type)
         return MR_ERR(err, MR_E_SCHEMA, "column '%s': cannot append %s values to a %s column", dst->name,
                       mr_dtype_name(src->type), mr_dtype_name(dst->type));
+    if (dst->type == MR_T_DECIMAL && dst->kind.scale != src->kind.scale)
+        return MR_ERR(err, MR_E_SCHEMA, "column '%s': cannot append decimals of scale %u to a column of scale %u",
+                      dst->name, src->kind.scale, dst->kind.scale);
     if (src->n == 0) return MR_OK;
     mr_status rc = mr_column_reserve(dst, dst->n + src->n);
     size_t w = mr_dtype_width(src->type);
@@ -793,6 +959,7 @@ mr_status mr_column_format(const mr_column *c, size_t i, mr_buf *out)
     switch (c->type) {
     case MR_T_BOOL: return mr_buf_puts(out, ((const uint8_t *)c->data)[i] ? "true" : "false");
     case MR_T_INT64: return mr_buf_printf(out, "%lld", (long long)((const int64_t *)c->data)[i]);
+    case MR_T_DECIMAL: return mr_decimal_format(((const int64_t *)c->data)[i], c->kind.scale, out);
     case MR_T_FLOAT64:
     case MR_T_FLOAT32: {
         double v = c->type == MR_T_FLOAT64 ? ((const double *)c->data)[i] : (double)((const float *)c->data)[i];
@@ -844,6 +1011,7 @@ mr_hash128 mr_table_content_hash(const mr_table *t)
         uint32_t type = (uint32_t)c->type;
         mr_hasher_update(h, c->name, strlen(c->name) + 1);
         mr_hasher_update(h, &type, sizeof(type));
+        if (c->kind.int_bits | c->kind.flags | c->kind.precision | c->kind.scale) mr_hasher_update(h, &c->kind, sizeof(c->kind)); /* plain: as before kinds */
         size_t w = mr_dtype_width(c->type);
         for (size_t i = 0; i < c->n; i++) {
             uint8_t null = mr_column_is_null(c, i);

@@ -336,6 +336,12 @@ void mr__tc_write_i32_field(mr__tc_writer *w, int fid, int32_t v)
     mr__tc_write_i32(w, v);
 }
 
+void mr__tc_write_i8_field(mr__tc_writer *w, int fid, int8_t v)
+{
+    mr__tc_write_field(w, fid, MR__TC_BYTE);
+    put(w, &v, 1);
+}
+
 void mr__tc_write_i64_field(mr__tc_writer *w, int fid, int64_t v)
 {
     mr__tc_write_field(w, fid, MR__TC_I64);

@@ -87,6 +87,7 @@ typedef struct mr__tc_writer {
 void mr__tc_writer_init(mr__tc_writer *w, mr_buf *out);
 void mr__tc_write_field(mr__tc_writer *w, int fid, int type); /* field header (type != bool) */
 void mr__tc_write_bool_field(mr__tc_writer *w, int fid, int v);
+void mr__tc_write_i8_field(mr__tc_writer *w, int fid, int8_t v);
 void mr__tc_write_i32_field(mr__tc_writer *w, int fid, int32_t v);
 void mr__tc_write_i64_field(mr__tc_writer *w, int fid, int64_t v);
 void mr__tc_write_binary_field(mr__tc_writer *w, int fid, const void *p, size_t len);

@@ -162,7 +162,8 @@ mr_status mr__xf_append_row(mr_column *dst, const mr_column *src, size_t i)
     switch (src->type) {
     case MR_T_BOOL: return mr_column_append_bool(dst, ((const uint8_t *)src->data)[i]);
     case MR_T_INT64:
-    case MR_T_TIMESTAMP: return mr_column_append_int64(dst, ((const int64_t *)src->data)[i]);
+    case MR_T_TIMESTAMP:
+    case MR_T_DECIMAL: return mr_column_append_int64(dst, ((const int64_t *)src->data)[i]);
     case MR_T_DATE: return mr_column_append_int32(dst, ((const int32_t *)src->data)[i]);
     case MR_T_FLOAT64: return mr_column_append_float64(dst, ((const double *)src->data)[i]);
     case MR_T_FLOAT32: return mr_column_append_float32(dst, ((const float *)src->data)[i]);
@@ -178,7 +179,7 @@ mr_status mr__xf_append_row(mr_column *dst, const mr_column *src, size_t i)
 mr_status mr__xf_take_nullable(const mr_column *c, const uint32_t *idx, size_t n, mr_column **out, mr_error *err)
 {
     mr_column *d = NULL;
-    mr_status rc = mr_column_new(c->name, c->type, n, &d, err);
+    mr_status rc = mr_column_new_like(c, NULL, n, &d, err);
     for (size_t k = 0; rc == MR_OK && k < n; k++)
         rc = idx[k] == XF_NONE ? mr_column_append_null(d) : mr__xf_append_row(d, c, idx[k]);
     if (rc != MR_OK) {

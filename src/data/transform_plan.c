@@ -568,9 +568,24 @@ static void describe_arg(const mr_expr *e, char *buf, size_t len)
     mr_buf_free(&b);
 }
 
+/* Group and join keys compare unscaled values, which only agree within one
+ * scale: a DECIMAL key is refused with the way around it. */
+static mr_status no_decimal_keys(const xf_step *s, const xf_schema *in, const char *what, mr_error *err)
+{
+    for (size_t i = 0; i < s->n_names; i++)
+        if (in->types[s->key_idx[i]] == MR_T_DECIMAL)
+            return step_err(err, MR_E_SCHEMA, s, s->lines[i], s->cols[i],
+                            "cannot %s the decimal column '%s': keys must be int64, string, bool, date, "
+                            "timestamp or float (a derived column such as '%s * 1.0' is float64)",
+                            what, s->names[i], s->names[i]);
+    return MR_OK;
+}
+
 static mr_status bind_aggregate(xf_step *s, const xf_schema *in, xf_schema *out, mr_error *err)
 {
     mr_status rc = resolve_keys(s, in, err);
+    if (rc != MR_OK) return rc;
+    rc = no_decimal_keys(s, in, "group by", err);
     if (rc != MR_OK) return rc;
     if (schema_init(out, s->n_names + s->n_aggs) != MR_OK) return nomem(err, s);
     for (size_t i = 0; i < s->n_names; i++)
@@ -654,6 +669,11 @@ static mr_status bind_join(xf_step *s, const xf_schema *in, const mr_transform_s
         }
         s->rkey_idx[i] = (size_t)k;
         mr_dtype lt = in->types[s->key_idx[i]], rt = s->right.types[k];
+        if (lt == MR_T_DECIMAL || rt == MR_T_DECIMAL)
+            return step_err(err, MR_E_SCHEMA, s, s->lines[i], s->cols[i],
+                            "cannot join on the decimal column '%s': keys must be int64, string, bool, date, "
+                            "timestamp or float (a derived column such as '%s * 1.0' is float64)",
+                            s->names[i], s->names[i]);
         if (lt != rt)
             return step_err(err, MR_E_SCHEMA, s, s->lines[i], s->cols[i],
                             "join key '%s' is %s in the input but %s in '%s'", s->names[i], mr_dtype_name(lt),

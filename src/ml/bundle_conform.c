@@ -155,7 +155,7 @@ static int type_fits(const mr_bundle_input *in, mr_dtype t)
 {
     if (t == MR_T_NULL) return 1;
     if (in->categorical) return t == MR_T_STRING || t == MR_T_INT64 || t == MR_T_BOOL;
-    return t == MR_T_BOOL || t == MR_T_INT64 || t == MR_T_FLOAT64 || t == MR_T_FLOAT32;
+    return t == MR_T_BOOL || t == MR_T_INT64 || t == MR_T_FLOAT64 || t == MR_T_FLOAT32 || t == MR_T_DECIMAL;
 }
 
 /* Converts text column c for input i into *out. In fail mode (no on_bad)

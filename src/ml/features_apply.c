@@ -43,6 +43,10 @@ void mr_features_cell(const mr_column *c, size_t i, mr_cell *out)
         out->kind = MR_CELL_NUM;
         out->num = (double)((const float *)c->data)[i];
         break;
+    case MR_T_DECIMAL:
+        out->kind = MR_CELL_NUM;
+        out->num = mr_decimal_to_f64(((const int64_t *)c->data)[i], c->kind.scale);
+        break;
     case MR_T_STRING:
         out->kind = MR_CELL_STR;
         out->str = mr_column_str(c, i, &out->len);

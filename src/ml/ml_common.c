@@ -62,7 +62,7 @@ int mr__ml_cell_key(const mr_column *c, size_t i, char *buf, const char **p_out,
 
 int mr__ml_is_numeric(mr_dtype t)
 {
-    return t == MR_T_BOOL || t == MR_T_INT64 || t == MR_T_FLOAT64 || t == MR_T_FLOAT32;
+    return t == MR_T_BOOL || t == MR_T_INT64 || t == MR_T_FLOAT64 || t == MR_T_FLOAT32 || t == MR_T_DECIMAL;
 }
 
 double mr__ml_cell_num(const mr_column *c, size_t i)
@@ -75,6 +75,7 @@ double mr__ml_cell_num(const mr_column *c, size_t i)
     case MR_T_DATE: return (double)((const int32_t *)c->data)[i];
     case MR_T_FLOAT64: return ((const double *)c->data)[i];
     case MR_T_FLOAT32: return (double)((const float *)c->data)[i];
+    case MR_T_DECIMAL: return mr_decimal_to_f64(((const int64_t *)c->data)[i], c->kind.scale);
     default: return NAN;
     }
 }

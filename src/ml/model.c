@@ -155,6 +155,7 @@ static mr_status column_to_floats(const mr_column *c, float *dst, mr_error *err)
         case MR_T_INT64: dst[i] = (float)((const int64_t *)c->data)[i]; break;
         case MR_T_BOOL: dst[i] = ((const uint8_t *)c->data)[i] ? 1.0f : 0.0f; break;
         case MR_T_DATE: dst[i] = (float)((const int32_t *)c->data)[i]; break;
+        case MR_T_DECIMAL: dst[i] = (float)mr_decimal_to_f64(((const int64_t *)c->data)[i], c->kind.scale); break;
         default: {
             mr_status rc = MR_ERR(err, MR_E_SCHEMA, "column '%s' has type %s; models take numeric and bool columns",
                                   c->name, mr_dtype_name(c->type));
@@ -337,6 +338,7 @@ static double *label_doubles(const mr_table *t, const char *label)
         case MR_T_FLOAT32: y[i] = ((const float *)c->data)[i]; break;
         case MR_T_INT64: y[i] = (double)((const int64_t *)c->data)[i]; break;
         case MR_T_BOOL: y[i] = ((const uint8_t *)c->data)[i] ? 1.0 : 0.0; break;
+        case MR_T_DECIMAL: y[i] = mr_decimal_to_f64(((const int64_t *)c->data)[i], c->kind.scale); break;
         default: mr_free(y); return NULL;
         }
         if (!isfinite(y[i])) {

@@ -233,7 +233,7 @@ mr_status mr_split_check(const mr_split_spec *s, const mr_table *t, mr_error *er
     case MR_SPLIT_TIME: {
         if ((rc = find_col(t, "split: time column", s->time, &c, err)) != MR_OK) return rc;
         if (c->type != MR_T_DATE && c->type != MR_T_TIMESTAMP && c->type != MR_T_INT64 && c->type != MR_T_FLOAT64 &&
-            c->type != MR_T_FLOAT32) {
+            c->type != MR_T_FLOAT32 && c->type != MR_T_DECIMAL) {
             MR_ERR(err, MR_E_INVALID_ARG, "split: time column '%s' is %s; expected date, timestamp or number", s->time,
                    mr_dtype_name(c->type));
             mr_error_key(err, s->time);

@@ -316,6 +316,7 @@ static mr_status column_doubles(const mr_column *c, double *out, mr_error *err)
         switch (c->type) {
         case MR_T_BOOL: out[i] = ((const uint8_t *)c->data)[i]; break;
         case MR_T_INT64: out[i] = (double)((const int64_t *)c->data)[i]; break;
+        case MR_T_DECIMAL: out[i] = mr_decimal_to_f64(((const int64_t *)c->data)[i], c->kind.scale); break;
         case MR_T_FLOAT64: out[i] = ((const double *)c->data)[i]; break;
         case MR_T_FLOAT32: out[i] = ((const float *)c->data)[i]; break;
         default: {

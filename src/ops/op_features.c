@@ -201,7 +201,7 @@ static mr_status run_features(mr_op_ctx *ctx, mr_error *err)
 
 const mr_op mr_op_features = {
     .name = "features",
-    .version = 1,
+    .version = 2, /* 2: passed-through columns keep their kinds; decimals are numeric inputs */
     .params = features_params,
     .outputs = NULL,
     .run = run_features,

@@ -52,6 +52,7 @@ static void log_progress(void *vctx, const mr_ingest_stats *st)
 typedef struct ingest_arrays {
     const char **schema_names;
     mr_dtype *schema_types;
+    mr_colkind *schema_kinds;
     const char **nulls, **parts, **cols;
 } ingest_arrays;
 
@@ -59,6 +60,7 @@ static void ingest_arrays_free(ingest_arrays *a)
 {
     mr_free(a->schema_names);
     mr_free(a->schema_types);
+    mr_free(a->schema_kinds);
     mr_free(a->nulls);
     mr_free(a->parts);
     mr_free(a->cols);
@@ -168,25 +170,27 @@ static mr_status ingest_settings(const mr_value *def, mr_ingest_opts *o, ingest_
     if ((v = mr_value_get(def, "schema")) && v->kind == MR_V_MAP && v->n) {
         a->schema_names = mr_calloc(v->n, sizeof *a->schema_names);
         a->schema_types = mr_calloc(v->n, sizeof *a->schema_types);
-        if (!a->schema_names || !a->schema_types) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        a->schema_kinds = mr_calloc(v->n, sizeof *a->schema_kinds);
+        if (!a->schema_names || !a->schema_types || !a->schema_kinds) return MR_ERR(err, MR_E_NOMEM, "out of memory");
         for (size_t k = 0; k < v->n; k++) {
-            static const char *const types[] = {"bool",    "int64", "float64", "float32", "string",  "date",    "timestamp",
-                                                "integer", "int",   "float",   "double",  "boolean", "datetime"};
+            static const char *const types[] = {"bool",   "int64",     "float64", "float32", "string",          "date",
+                                                "timestamp", "integer", "int",   "float",   "double",  "boolean",
+                                                "datetime",  "int8",    "int16", "int32",   "uint8",   "uint16",
+                                                "uint32",    "uint64",  "binary", "timestamp_local"};
             const mr_value *t = v->items[k];
             a->schema_names[k] = v->keys[k];
-            if (t->kind != MR_V_STR || mr_dtype_parse(t->str, &a->schema_types[k]) != MR_OK) {
+            if (t->kind != MR_V_STR || mr_kind_parse(t->str, &a->schema_types[k], &a->schema_kinds[k]) != MR_OK) {
                 rc = mr_error_set_at(err, NULL, t->line, t->col, MR_E_INVALID_ARG, "schema: column '%s' has unknown type '%s'",
                                  v->keys[k], t->kind == MR_V_STR ? t->str : mr_vkind_name(t->kind));
                 const char *best = t->kind == MR_V_STR ? mr_closest(t->str, types, sizeof(types) / sizeof(*types)) : NULL;
-                if (best)
-                    mr_error_hint(err, "did you mean '%s'? types: bool, int64, float64, float32, string, date, timestamp",
-                                  best);
-                else mr_error_hint(err, "types: bool, int64, float64, float32, string, date, timestamp");
+                if (best) mr_error_hint(err, "did you mean '%s'? types: %s", best, MR_SCHEMA_TYPE_NAMES);
+                else mr_error_hint(err, "types: %s", MR_SCHEMA_TYPE_NAMES);
                 return rc;
             }
         }
         o->csv.schema_names = a->schema_names;
         o->csv.schema_types = a->schema_types;
+        o->csv.schema_kinds = a->schema_kinds;
         o->csv.n_schema = v->n;
     }
     if ((v = mr_value_get(def, "null_values"))) {
@@ -299,7 +303,8 @@ done:
 
 const mr_op mr_op_ingest = {
     .name = "ingest",
-    .version = 2, /* 2: the CSV reader's default null tokens grew to pandas' set (n/a, NaN, None, -, ...) */
+    .version = 3, /* 2: the CSV reader's default null tokens grew to pandas' set (n/a, NaN, None, -, ...);
+                     3: exact types (column kinds: int widths, decimals, binary, naive timestamps) */
     .params = ingest_params,
     .outputs = NULL,
     .run = run_ingest,

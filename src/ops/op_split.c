@@ -111,7 +111,7 @@ static mr_status run_split(mr_op_ctx *ctx, mr_error *err)
 
 const mr_op mr_op_split = {
     .name = "split",
-    .version = 1,
+    .version = 2, /* 2: outputs keep their columns' kinds (int widths, decimals, binary, naive timestamps) */
     .params = split_params,
     .outputs = NULL,
     .run = run_split,

@@ -288,7 +288,7 @@ static size_t transform_inputs(const mr_value *def, const mr_value **paths, size
 
 const mr_op mr_op_transform = {
     .name = "transform",
-    .version = 1,
+    .version = 2, /* 2: outputs keep their columns' kinds (int widths, decimals, binary, naive timestamps) */
     .params = transform_params,
     .outputs = NULL,
     .run = run_transform,

@@ -225,7 +225,8 @@ refused 9:13 ing "filter: column 6: expected an expression, got end of input" ""
     "ingest: filter syntax"
 ingest '    schema: {x: int64, y: integr}'
 refused 9:27 ing "schema: column 'y' has unknown type 'integr'" \
-    "did you mean 'integer'? types: bool, int64, float64, float32, string, date, timestamp" "ingest: a declared type"
+    "did you mean 'integer'? types: bool, int64, float64, float32, string, date, timestamp, int8, int16, int32," \
+    "ingest: a declared type"
 ingest '    codec: lzo'
 refused 9:12 ing "unknown codec 'lzo' (expected zstd, snappy, gzip, lz4_raw, none)" "" "ingest: a codec"
 ingest '    rows_per_shard: 0'

@@ -1,6 +1,7 @@
 /* libFuzzer target for the CSV reader and writer: each input is written to a
  * private file (in /dev/shm when writable, else /tmp) and read whole with
- * tiny chunks on 1 and on 2 threads (results must agree), then streamed in
+ * tiny chunks on 1 and on 2 threads (results must agree, content hashes
+ * included: values, types and kinds), then streamed in
  * small batches. A table that reads is written back with the CSV writer and
  * read again: rows, column names, nulls and the values of string columns
  * must survive (numbers may change type: 1.0 comes back as the int 1, and a
@@ -66,7 +67,8 @@ static void round_trip(const mr_csv_options *o)
     unlink(path2);
 }
 
-static mr_status read_once(const mr_csv_options *o, size_t *rows, size_t *cols, char *msg, size_t msg_len)
+static mr_status read_once(const mr_csv_options *o, size_t *rows, size_t *cols, mr_hash128 *h, char *msg,
+                           size_t msg_len)
 {
     mr_error err;
     mr_error_init(&err);
@@ -74,6 +76,7 @@ static mr_status read_once(const mr_csv_options *o, size_t *rows, size_t *cols, 
     mr_status rc = mr_csv_read(path, o, &t, NULL, &err);
     *rows = t ? t->n_rows : 0;
     *cols = t ? t->n_cols : 0;
+    *h = t ? mr_table_content_hash(t) : (mr_hash128){0, 0}; /* values, nulls, types and kinds */
     mr_error_format(&err, msg, msg_len);
     mr_table_free(t);
     return rc;
@@ -100,12 +103,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.on_error = size && (data[0] & 1) ? MR_ON_ERROR_SKIP : MR_ON_ERROR_FAIL;
     o.no_header = size && (data[0] & 2);
     size_t r1, c1, r2, c2;
+    mr_hash128 h1, h2;
     char m1[1024], m2[1024];
     o.threads = 1;
-    mr_status s1 = read_once(&o, &r1, &c1, m1, sizeof(m1));
+    mr_status s1 = read_once(&o, &r1, &c1, &h1, m1, sizeof(m1));
     o.threads = 2;
-    mr_status s2 = read_once(&o, &r2, &c2, m2, sizeof(m2));
-    if (s1 != s2 || r1 != r2 || c1 != c2 || strcmp(m1, m2)) abort(); /* thread count changed the result */
+    mr_status s2 = read_once(&o, &r2, &c2, &h2, m2, sizeof(m2));
+    if (s1 != s2 || r1 != r2 || c1 != c2 || h1.lo != h2.lo || h1.hi != h2.hi || strcmp(m1, m2))
+        abort(); /* thread count changed the result */
     mr_csv_reader *r = NULL;
     if (mr_csv_reader_open(path, &o, &r, NULL) == MR_OK) {
         mr_table *b = NULL;

@@ -248,6 +248,62 @@ static void test_skip_and_quarantine(void **state)
     unlink(qpath);
 }
 
+/* Declared kinds: a decimal is read exactly at its scale (more fractional
+ * digits, or more digits than its precision, misfit), a narrow integer must
+ * fit, timestamp_local stays naive whatever offsets the values carry, and a
+ * header-only file keeps the kinds. */
+static void test_declared_kinds(void **state)
+{
+    (void)state;
+    const char *names[] = {"price", "small", "when", "raw"};
+    const mr_dtype types[] = {MR_T_DECIMAL, MR_T_INT64, MR_T_TIMESTAMP, MR_T_STRING};
+    const mr_colkind kinds[] = {{.precision = 6, .scale = 2}, {.int_bits = 8}, {.flags = MR_KIND_LOCAL},
+                                {.flags = MR_KIND_BINARY}};
+    mr_csv_options o;
+    mr_csv_options_init(&o);
+    o.schema_names = names;
+    o.schema_types = types;
+    o.schema_kinds = kinds;
+    o.n_schema = 4;
+    o.on_error = MR_ON_ERROR_SKIP;
+    const char *text = "price,small,when,raw\n"
+                       "12.5,-128,2024-03-01 12:00:00Z,a\n"
+                       "-0.01,127,2024-03-01 12:00:00,b\n"
+                       "1.234,1,2024-03-01 12:00:00,c\n"     /* three fractional digits: not exact at scale 2 */
+                       "10000.00,1,2024-03-01 12:00:00,d\n"  /* seven digits: past precision 6 */
+                       "1.00,128,2024-03-01 12:00:00,e\n"    /* past int8 */
+                       "+3,0,2024-03-01 12:00:00+01:00,f\n";
+    const char *p = write_tmp("kinds.csv", text, strlen(text));
+    mr_csv_stats st;
+    mr_table *t = NULL;
+    assert_ok(mr_csv_read(p, &o, &t, &st, NULL));
+    assert_int_equal(t->n_rows, 3);
+    assert_int_equal(st.rows_skipped, 3);
+    char kn[40];
+    const char *want[] = {"decimal(6,2)", "int8", "timestamp_local", "binary"};
+    for (size_t j = 0; j < 4; j++) assert_string_equal(mr_kind_name(t->cols[j]->type, t->cols[j]->kind, kn, sizeof kn), want[j]);
+    assert_true(i64(t, 0, 0) == 1250 && i64(t, 0, 1) == -1 && i64(t, 0, 2) == 300);
+    assert_true(i64(t, 1, 0) == -128 && i64(t, 1, 1) == 127);
+    int64_t noon = ((int64_t)mr_date_from_civil(2024, 3, 1) * 86400 + 43200) * 1000000;
+    assert_true(i64(t, 2, 0) == noon && i64(t, 2, 2) == noon - 3600000000LL);
+    mr_table_free(t);
+    unlink(p);
+    /* header only: the declared kinds without rows */
+    p = write_tmp("kinds0.csv", "price,small,when,raw\n", 21);
+    assert_ok(mr_csv_read(p, &o, &t, &st, NULL));
+    assert_int_equal(t->n_rows, 0);
+    for (size_t j = 0; j < 4; j++) assert_string_equal(mr_kind_name(t->cols[j]->type, t->cols[j]->kind, kn, sizeof kn), want[j]);
+    mr_table_free(t);
+    unlink(p);
+    /* a decimal without its precision is refused up front */
+    const mr_colkind none[4] = {{0}};
+    o.schema_kinds = none;
+    char msg[512];
+    o.on_error = MR_ON_ERROR_FAIL;
+    assert_status(read_err("price,small,when,raw\n1,1,2024-01-01,x\n", &o, msg, sizeof msg), MR_E_INVALID_ARG);
+    assert_non_null(strstr(msg, "a declared decimal needs its precision and scale"));
+}
+
 /* ---- inference ------------------------------------------------------------ */
 
 static void test_inference(void **state)
@@ -273,6 +329,37 @@ static void test_inference(void **state)
     assert_int_equal(i64(t, 4, 1), us + 36000250000LL);
     assert_int_equal(i64(t, 4, 2), us);
     assert_int_equal(t->cols[6]->null_count, 3); /* all-null column: string */
+    mr_table_free(t);
+}
+
+/* A timestamp column is naive (MR_KIND_LOCAL, Parquet isAdjustedToUTC=false)
+ * unless a value carries an offset; then the whole column is UTC-adjusted,
+ * its offset-less values read as UTC, whichever chunk the offset is in. */
+static void test_timestamp_offsets(void **state)
+{
+    (void)state;
+    mr_table *t = read_ok("naive,utc,mixed,date\n"
+                          "2024-03-01 12:00:00,2024-03-01T12:00:00Z,2024-03-01 12:00:00,2024-03-01\n"
+                          "2024-03-01T13:00:00.5,2024-03-01 14:00:00+02:00,2024-03-01 13:00:00-01:30,2024-03-02 01:00:00\n",
+                          NULL);
+    const int want_local[] = {1, 0, 0, 1};
+    for (size_t j = 0; j < 4; j++) {
+        assert_int_equal(t->cols[j]->type, MR_T_TIMESTAMP);
+        if (!!(t->cols[j]->kind.flags & MR_KIND_LOCAL) != want_local[j])
+            fail_msg("column %s: local %d, want %d", t->cols[j]->name, !!(t->cols[j]->kind.flags & MR_KIND_LOCAL),
+                     want_local[j]);
+    }
+    int64_t noon = ((int64_t)mr_date_from_civil(2024, 3, 1) * 86400 + 43200) * 1000000;
+    assert_int_equal(i64(t, 0, 0), noon);
+    assert_int_equal(i64(t, 1, 1), noon); /* 14:00+02:00 */
+    assert_int_equal(i64(t, 2, 1), noon + (int64_t)(2 * 3600 + 1800) * 1000000); /* 13:00-01:30 */
+    mr_table_free(t);
+    mr_csv_options o;
+    mr_csv_options_init(&o);
+    o.chunk_size = 16; /* the offset sits in a later chunk than the first values */
+    t = read_ok("a\n2024-03-01 12:00:00\n2024-03-01 12:00:00\n2024-03-01 12:00:00\n2024-03-01 12:00:00Z\n", &o);
+    assert_int_equal(t->cols[0]->type, MR_T_TIMESTAMP);
+    assert_int_equal(t->cols[0]->kind.flags & MR_KIND_LOCAL, 0);
     mr_table_free(t);
 }
 
@@ -1024,7 +1111,9 @@ int main(void)
         cmocka_unit_test(test_quote_errors),
         cmocka_unit_test(test_declared_type_error),
         cmocka_unit_test(test_skip_and_quarantine),
+        cmocka_unit_test(test_declared_kinds),
         cmocka_unit_test(test_inference),
+        cmocka_unit_test(test_timestamp_offsets),
         cmocka_unit_test(test_promotion),
         cmocka_unit_test(test_nulls),
         cmocka_unit_test(test_dictionary),

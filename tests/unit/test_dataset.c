@@ -495,6 +495,93 @@ static void test_explain_row_groups(void **state)
     mr_free(dir);
 }
 
+/* ---- exact types ------------------------------------------------------------------------- */
+
+/* Kinds (an int32 source, a decimal, a naive timestamp) survive the
+ * manifest, every shard, partitioning by a decimal, a filtered scan (the
+ * filter reads the decimal as its float64 value) and an empty scan; a
+ * manifest whose kind does not match its type is corrupt. */
+static void test_kinds(void **state)
+{
+    (void)state;
+    mr_table *t = NULL;
+    CHECK_OK(mr_table_new(&t, &err));
+    mr_column *id = NULL, *price = NULL, *ts = NULL, *band = NULL;
+    CHECK_OK(mr_column_new("id", MR_T_INT64, 0, &id, &err));
+    CHECK_OK(mr_column_new("price", MR_T_DECIMAL, 0, &price, &err));
+    CHECK_OK(mr_column_new("ts", MR_T_TIMESTAMP, 0, &ts, &err));
+    CHECK_OK(mr_column_new("band", MR_T_DECIMAL, 0, &band, &err));
+    id->kind.int_bits = 32;
+    price->kind = (mr_colkind){.precision = 9, .scale = 2};
+    ts->kind.flags = MR_KIND_LOCAL;
+    band->kind = (mr_colkind){.precision = 3, .scale = 1};
+    for (int64_t i = 0; i < 100; i++) {
+        assert_ok(mr_column_append_int64(id, i));
+        assert_ok(mr_column_append_int64(price, i * 25)); /* 0.00, 0.25, ... 24.75 */
+        assert_ok(mr_column_append_int64(ts, i * 1000000));
+        assert_ok(mr_column_append_int64(band, i % 2 ? 15 : 5)); /* 1.5 or 0.5 */
+    }
+    CHECK_OK(mr_table_add_column(t, id, &err));
+    CHECK_OK(mr_table_add_column(t, price, &err));
+    CHECK_OK(mr_table_add_column(t, ts, &err));
+    CHECK_OK(mr_table_add_column(t, band, &err));
+    char *dir = sub("kinds");
+    mr_dataset_write_opts o;
+    mr_dataset_write_opts_init(&o);
+    o.rows_per_shard = 30;
+    const char *pby[] = {"band"};
+    o.partition_by = pby;
+    o.n_partition_by = 1;
+    CHECK_OK(mr_dataset_write_table(dir, t, &o, NULL, &err));
+    mr_dataset *ds = NULL;
+    CHECK_OK(mr_dataset_open(dir, &ds, &err));
+    char kn[40];
+    const char *want[] = {"int32", "decimal(9,2)", "timestamp_local", "decimal(3,1)"};
+    for (size_t j = 0; j < 4; j++)
+        assert_string_equal(mr_kind_name(mr_dataset_col_type(ds, j), mr_dataset_col_kind(ds, j), kn, sizeof kn), want[j]);
+    mr_dataset_close(ds);
+    mr_table *r = NULL;
+    CHECK_OK(mr_dataset_read_all(dir, "price > 20.1 and band = 1.5", NULL, 0, &r, NULL, &err));
+    assert_int_equal(r->n_rows, 10); /* odd i = 81, 83, ..., 99: price 20.25 .. 24.75 */
+    for (size_t j = 0; j < r->n_cols; j++) {
+        const mr_column *c = r->cols[j];
+        ssize_t k = mr_table_column_index(t, c->name);
+        assert_true(k >= 0);
+        assert_true(memcmp(&c->kind, &t->cols[k]->kind, sizeof c->kind) == 0);
+    }
+    mr_buf b;
+    mr_buf_init(&b);
+    const mr_column *pc = mr_table_column(r, "price"), *bc = mr_table_column(r, "band");
+    for (size_t i = 0; i < r->n_rows; i++) {
+        b.len = 0;
+        assert_ok(mr_column_format(bc, i, &b));
+        assert_string_equal(b.data, "1.5");
+        assert_true(((int64_t *)pc->data)[i] % 2 == 1 && ((int64_t *)pc->data)[i] > 2010);
+    }
+    mr_buf_free(&b);
+    mr_table_free(r);
+    CHECK_OK(mr_dataset_read_all(dir, "price > 1000", NULL, 0, &r, NULL, &err));
+    assert_int_equal(r->n_rows, 0);
+    assert_int_equal(mr_table_column(r, "price")->kind.scale, 2);
+    mr_table_free(r);
+    /* a kind that is not its type's */
+    char *mf = sub("kinds/manifest.json");
+    char *text = NULL;
+    size_t len = 0;
+    CHECK_OK(mr_fs_read_file(mf, 1 << 20, &text, &len, &err));
+    char *at = strstr(text, "\"decimal(9,2)\"");
+    assert_non_null(at);
+    memcpy(at, "\"int32\"       ", 14); /* the same length */
+    CHECK_OK(mr_fs_write_atomic(mf, text, len, &err));
+    assert_status(mr_dataset_open(dir, &ds, &err), MR_E_CORRUPT);
+    if (!strstr(err.msg, "kind")) fail_msg("%s", err.msg);
+    mr_error_clear(&err);
+    mr_free(text);
+    mr_free(mf);
+    mr_free(dir);
+    mr_table_free(t);
+}
+
 /* ---- corrupt datasets --------------------------------------------------------------------- */
 
 /* Opening a sound dataset with each allocation failing in turn: it opens,
@@ -866,6 +953,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_partition_escaping_and_nulls, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_random_filters, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_explain_row_groups, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_kinds, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_corrupt, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_open_oom_is_never_corrupt, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_source, setup_tmp, teardown_tmp),

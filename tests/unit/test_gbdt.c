@@ -1078,6 +1078,68 @@ static void test_from_table(void **state)
     mr_table_free(t);
 }
 
+/* A DECIMAL feature and label train exactly the model their float64 values
+ * do: the same bytes. */
+static void test_decimal_columns(void **state)
+{
+    (void)state;
+    const size_t n = 2000;
+    mr_table *td = NULL, *tf = NULL;
+    assert_ok(mr_table_new(&td, NULL));
+    assert_ok(mr_table_new(&tf, NULL));
+    mr_column *xd, *yd, *xf, *yf;
+    assert_ok(mr_column_new("x", MR_T_DECIMAL, n, &xd, NULL));
+    assert_ok(mr_column_new("y", MR_T_DECIMAL, n, &yd, NULL));
+    assert_ok(mr_column_new("x", MR_T_FLOAT64, n, &xf, NULL));
+    assert_ok(mr_column_new("y", MR_T_FLOAT64, n, &yf, NULL));
+    xd->kind = (mr_colkind){.precision = 12, .scale = 3};
+    yd->kind = (mr_colkind){.precision = 6, .scale = 2};
+    rng_state = SEED;
+    for (size_t i = 0; i < n; i++) {
+        int64_t xu = (int64_t)(nrand() * 1e6), yu = (int64_t)(xu / 1000 % 500) + (int64_t)(urand() * 20);
+        if (i % 97 == 0) {
+            assert_ok(mr_column_append_null(xd));
+            assert_ok(mr_column_append_null(xf));
+        } else {
+            assert_ok(mr_column_append_int64(xd, xu));
+            assert_ok(mr_column_append_float64(xf, mr_decimal_to_f64(xu, 3)));
+        }
+        assert_ok(mr_column_append_int64(yd, yu));
+        assert_ok(mr_column_append_float64(yf, mr_decimal_to_f64(yu, 2)));
+    }
+    assert_ok(mr_table_add_column(td, xd, NULL));
+    assert_ok(mr_table_add_column(td, yd, NULL));
+    assert_ok(mr_table_add_column(tf, xf, NULL));
+    assert_ok(mr_table_add_column(tf, yf, NULL));
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    set(&p, "objective", "regression");
+    set(&p, "num_iterations", "15");
+    mr_gbdt_table_spec spec = {.label = "y"};
+    mr_gbdt_data *dd = NULL, *df = NULL;
+    mr_error err;
+    mr_error_init(&err);
+    if (mr_gbdt_data_from_table(td, &spec, NULL, &p, &dd, &err) != MR_OK) fail_msg("%s", err.msg);
+    if (mr_gbdt_data_from_table(tf, &spec, NULL, &p, &df, &err) != MR_OK) fail_msg("%s", err.msg);
+    mr_gbdt_model *md = train_or_fail(&p, dd, NULL), *mf = train_or_fail(&p, df, NULL);
+    assert_int_equal(mr_gbdt_model_num_trees(md), 15); /* a real model, not a constant */
+    mr_buf bd, bf;
+    mr_buf_init(&bd);
+    mr_buf_init(&bf);
+    assert_ok(mr_gbdt_model_to_bytes(md, &bd, NULL));
+    assert_ok(mr_gbdt_model_to_bytes(mf, &bf, NULL));
+    assert_int_equal(bd.len, bf.len);
+    assert_memory_equal(bd.data, bf.data, bd.len);
+    mr_buf_free(&bd);
+    mr_buf_free(&bf);
+    mr_gbdt_model_free(md);
+    mr_gbdt_model_free(mf);
+    mr_gbdt_data_free(dd);
+    mr_gbdt_data_free(df);
+    mr_table_free(td);
+    mr_table_free(tf);
+}
+
 int main(void)
 {
     mr_pool_init(4, NULL);
@@ -1099,6 +1161,7 @@ int main(void)
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_multiclass_and_regression),
         cmocka_unit_test(test_from_table),
+        cmocka_unit_test(test_decimal_columns),
     };
     int rc = mr_test_run(tests, NULL, NULL);
     mr_pool_shutdown();

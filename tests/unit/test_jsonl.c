@@ -98,6 +98,52 @@ static void test_basic(void **state)
     mr_table_free(t);
 }
 
+/* Timestamps in strings: naive unless one carries an offset (as in CSV). */
+static void test_timestamp_offsets(void **state)
+{
+    (void)state;
+    mr_table *t = read_ok("{\"n\": \"2024-03-01 12:00:00\", \"u\": \"2024-03-01 12:00:00\"}\n"
+                          "{\"n\": \"2024-03-02T00:00:00.25\", \"u\": \"2024-03-01T12:00:00+01:00\"}\n",
+                          NULL, NULL);
+    assert_int_equal(t->cols[0]->type, MR_T_TIMESTAMP);
+    assert_int_equal(t->cols[1]->type, MR_T_TIMESTAMP);
+    assert_true(t->cols[0]->kind.flags & MR_KIND_LOCAL);
+    assert_false(t->cols[1]->kind.flags & MR_KIND_LOCAL);
+    int64_t noon = ((int64_t)mr_date_from_civil(2024, 3, 1) * 86400 + 43200) * 1000000;
+    assert_true(((int64_t *)t->cols[1]->data)[1] == noon - 3600000000LL);
+    mr_table_free(t);
+}
+
+/* A declared decimal takes numbers that are the double nearest a value of
+ * its scale, integers and strings; others misfit (bad rows). */
+static void test_declared_decimal(void **state)
+{
+    (void)state;
+    const char *names[] = {"d", "i"};
+    const mr_dtype types[] = {MR_T_DECIMAL, MR_T_INT64};
+    const mr_colkind kinds[] = {{.precision = 5, .scale = 2}, {.int_bits = 16, .flags = MR_KIND_UNSIGNED}};
+    mr_jsonl_options o;
+    mr_jsonl_options_init(&o);
+    o.schema_names = names;
+    o.schema_types = types;
+    o.schema_kinds = kinds;
+    o.n_schema = 2;
+    o.on_error = MR_ON_ERROR_SKIP;
+    mr_csv_stats st;
+    memset(&st, 0, sizeof st);
+    mr_table *t = read_ok("{\"d\": 1.25, \"i\": 0}\n{\"d\": 3, \"i\": 65535}\n{\"d\": \"-4.50\", \"i\": \"7\"}\n"
+                          "{\"d\": 1.1, \"i\": 1}\n{\"d\": 0.125, \"i\": 1}\n{\"d\": 1000, \"i\": 1}\n{\"d\": 1, \"i\": -1}\n"
+                          "{\"d\": 1, \"i\": 65536}\n",
+                          &o, &st);
+    assert_int_equal(t->n_rows, 4);
+    assert_int_equal(st.rows_skipped, 4);
+    const int64_t want[] = {125, 300, -450, 110};
+    for (size_t i = 0; i < 4; i++) assert_true(((int64_t *)t->cols[0]->data)[i] == want[i]);
+    assert_int_equal(t->cols[0]->kind.scale, 2);
+    assert_true(((int64_t *)t->cols[1]->data)[1] == 65535);
+    mr_table_free(t);
+}
+
 static void test_errors(void **state)
 {
     (void)state;
@@ -161,6 +207,8 @@ int main(void)
     mr_pool_init(4, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basic),
+        cmocka_unit_test(test_timestamp_offsets),
+        cmocka_unit_test(test_declared_decimal),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_skip_quarantine),
     };

@@ -578,6 +578,157 @@ static void test_corrupt_inputs(void **state)
     mr_table_free(t);
 }
 
+
+/* ---- exact types: kinds and decimals ----------------------------------------- */
+
+static mr_column *int_col(const char *name, mr_colkind k, const int64_t *v, size_t n)
+{
+    mr_column *c = NULL;
+    mr_error err;
+    mr_error_init(&err);
+    assert_ok(mr_column_new(name, k.precision ? MR_T_DECIMAL : MR_T_INT64, n, &c, &err));
+    c->kind = k;
+    for (size_t i = 0; i < n; i++) assert_ok(mr_column_append_int64(c, v[i]));
+    assert_ok(mr_column_append_null(c));
+    return c;
+}
+
+/* Every kind is written as the Parquet type it came as and read back with
+ * the same kind and values: narrow and unsigned integers, bytes, naive
+ * timestamps, decimals in INT64 and (past 18 digits) FIXED_LEN_BYTE_ARRAY. */
+static void test_kinds_roundtrip(void **state)
+{
+    (void)state;
+    mr_error err;
+    mr_error_init(&err);
+    mr_table *t = NULL;
+    assert_ok(mr_table_new(&t, &err));
+    const int64_t i8[] = {-128, 0, 127}, i16[] = {-32768, 5, 32767}, i32[] = {INT32_MIN, 7, INT32_MAX};
+    const int64_t u8[] = {0, 200, 255}, u32[] = {0, 3000000000LL, 4294967295LL}, u64[] = {0, 1, INT64_MAX};
+    const int64_t d92[] = {-9999999, 12345, 0}, d253[] = {-INT64_MAX, 1, INT64_MAX};
+    struct { const char *name; mr_colkind k; const int64_t *v; const char *logical; int phys; } ints[] = {
+        {"i8", {.int_bits = 8}, i8, "INT(8,signed)", MR_PQ_INT32},
+        {"i16", {.int_bits = 16}, i16, "INT(16,signed)", MR_PQ_INT32},
+        {"i32", {.int_bits = 32}, i32, "INT(32,signed)", MR_PQ_INT32},
+        {"u8", {.int_bits = 8, .flags = MR_KIND_UNSIGNED}, u8, "INT(8,unsigned)", MR_PQ_INT32},
+        {"u32", {.int_bits = 32, .flags = MR_KIND_UNSIGNED}, u32, "INT(32,unsigned)", MR_PQ_INT32},
+        {"u64", {.flags = MR_KIND_UNSIGNED}, u64, "INT(64,unsigned)", MR_PQ_INT64},
+        {"d92", {.precision = 9, .scale = 2}, d92, "DECIMAL(9,2)", MR_PQ_INT64},
+        {"d253", {.precision = 25, .scale = 3}, d253, "DECIMAL(25,3)", MR_PQ_FIXED_LEN_BYTE_ARRAY},
+    };
+    size_t n_ints = sizeof ints / sizeof ints[0];
+    for (size_t j = 0; j < n_ints; j++) assert_ok(mr_table_add_column(t, int_col(ints[j].name, ints[j].k, ints[j].v, 3), &err));
+    mr_column *bin = NULL, *ts = NULL;
+    assert_ok(mr_column_new("bin", MR_T_STRING, 4, &bin, &err));
+    bin->kind.flags = MR_KIND_BINARY;
+    assert_ok(mr_column_append_str(bin, "\x00\xff", 2));
+    assert_ok(mr_column_append_str(bin, "", 0));
+    assert_ok(mr_column_append_str(bin, "abc", 3));
+    assert_ok(mr_column_append_null(bin));
+    assert_ok(mr_table_add_column(t, bin, &err));
+    assert_ok(mr_column_new("ts", MR_T_TIMESTAMP, 4, &ts, &err));
+    ts->kind.flags = MR_KIND_LOCAL;
+    for (int i = 0; i < 3; i++) assert_ok(mr_column_append_int64(ts, 1709294400000000LL + i));
+    assert_ok(mr_column_append_null(ts));
+    assert_ok(mr_table_add_column(t, ts, &err));
+
+    char *p = tmp_path("kinds.parquet");
+    CHECK_OK(mr_parquet_write_table(p, t, NULL, &err));
+    mr_parquet_file *f = NULL;
+    CHECK_OK(mr_parquet_open(p, &f, &err));
+    for (size_t j = 0; j < n_ints; j++) {
+        const mr_parquet_column_info *ci = mr_parquet_column(f, j);
+        assert_string_equal(ci->logical, ints[j].logical);
+        assert_int_equal(ci->physical, ints[j].phys);
+    }
+    assert_string_equal(mr_parquet_column(f, n_ints + 1)->logical, "TIMESTAMP(MICROS)"); /* not UTC */
+    assert_string_equal(mr_parquet_column(f, n_ints)->logical, "");                     /* bytes: no STRING */
+    mr_table *r = NULL;
+    CHECK_OK(mr_parquet_read_all(f, NULL, 0, &r, &err));
+    assert_int_equal(r->n_cols, t->n_cols);
+    for (size_t j = 0; j < t->n_cols; j++) {
+        char a[40], b[40];
+        const mr_column *x = t->cols[j], *y = r->cols[j];
+        assert_string_equal(mr_kind_name(y->type, y->kind, b, sizeof b), mr_kind_name(x->type, x->kind, a, sizeof a));
+        assert_true(memcmp(&x->kind, &y->kind, sizeof x->kind) == 0);
+    }
+    assert_true(mr_table_content_hash(r).lo == mr_table_content_hash(t).lo); /* values, nulls and kinds */
+    mr_buf v;
+    mr_buf_init(&v);
+    assert_ok(mr_column_format(r->cols[6], 0, &v));
+    assert_string_equal(v.data, "-99999.99");
+    v.len = 0;
+    assert_ok(mr_column_format(r->cols[7], 0, &v));
+    assert_string_equal(v.data, "-9223372036854775.807");
+    mr_buf_free(&v);
+    mr_table_free(r);
+    mr_parquet_close(f);
+
+    /* a value its kind cannot hold is refused, not wrapped */
+    ((int64_t *)t->cols[0]->data)[1] = 128;
+    assert_status(mr_parquet_write_table(p, t, NULL, &err), MR_E_SCHEMA);
+    assert_non_null(strstr(err.msg, "the value 128 (row 1) does not fit its type int8"));
+    ((int64_t *)t->cols[0]->data)[1] = 0;
+    /* decimals of another scale cannot follow in one file */
+    mr_parquet_writer *w = NULL;
+    mr_error_init(&err);
+    CHECK_OK(mr_parquet_writer_open(p, NULL, &w, &err));
+    CHECK_OK(mr_parquet_writer_write(w, t, &err));
+    t->cols[6]->kind.scale = 3;
+    assert_status(mr_parquet_writer_write(w, t, &err), MR_E_SCHEMA);
+    assert_non_null(strstr(err.msg, "column 'd92' is decimal(9,3), the file has decimal(9,2)"));
+    mr_parquet_writer_free(w);
+    mr_free(p);
+    mr_table_free(t);
+}
+
+static void test_decimal_text(void **state)
+{
+    (void)state;
+    struct { int64_t u; unsigned scale; const char *text; } cases[] = {
+        {12345, 2, "123.45"}, {-5, 3, "-0.005"}, {0, 2, "0.00"}, {7, 0, "7"},
+        {INT64_MIN, 4, "-922337203685477.5808"}, {INT64_MAX, 18, "9.223372036854775807"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        mr_buf b;
+        mr_buf_init(&b);
+        assert_ok(mr_decimal_format(cases[k].u, cases[k].scale, &b));
+        assert_string_equal(b.data, cases[k].text);
+        int64_t back;
+        assert_int_equal(mr_decimal_parse(b.data, b.len, cases[k].scale, &back), 0);
+        assert_true(back == cases[k].u);
+        mr_buf_free(&b);
+    }
+    int64_t u;
+    assert_int_equal(mr_decimal_parse("1.5", 3, 2, &u), 0);
+    assert_true(u == 150);
+    assert_int_equal(mr_decimal_parse("1.500", 5, 2, &u), 0); /* trailing zeros are exact */
+    assert_true(u == 150);
+    assert_int_equal(mr_decimal_parse("1.505", 5, 2, &u), -1); /* would round */
+    assert_int_equal(mr_decimal_parse("9223372036854775808", 19, 0, &u), -1);
+    assert_int_equal(mr_decimal_parse("-9223372036854775808", 20, 0, &u), 0);
+    assert_true(u == INT64_MIN);
+    assert_int_equal(mr_decimal_parse("1e5", 3, 0, &u), -1);
+    assert_int_equal(mr_decimal_parse(".", 1, 0, &u), -1);
+    assert_true(mr_decimal_to_f64(12345, 2) == 123.45);
+    /* names round trip through the parser */
+    const char *names[] = {"int8", "int16", "int32", "uint8", "uint16", "uint32", "uint64", "binary",
+                           "timestamp_local", "decimal(38,10)", "decimal(1,0)", "int64", "string", "timestamp"};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+        mr_dtype t;
+        mr_colkind kd;
+        char buf[40];
+        assert_ok(mr_kind_parse(names[k], &t, &kd));
+        assert_string_equal(mr_kind_name(t, kd, buf, sizeof buf), names[k]);
+    }
+    mr_dtype t;
+    mr_colkind kd;
+    assert_int_equal(mr_kind_parse("decimal(39,2)", &t, &kd), MR_E_NOT_FOUND);
+    assert_int_equal(mr_kind_parse("decimal(4,5)", &t, &kd), MR_E_NOT_FOUND);
+    assert_int_equal(mr_kind_parse("decimal", &t, &kd), MR_E_NOT_FOUND);
+    assert_int_equal(mr_kind_parse("decimal(4,2)x", &t, &kd), MR_E_NOT_FOUND);
+}
+
 /* ---- apache/parquet-testing --------------------------------------------------------- */
 
 /* Minimal RFC 4180 reader: returns cells of one line; an unquoted empty cell is NULL. */
@@ -997,20 +1148,28 @@ static void test_parquet_testing(void **state)
     assert_alloc(p);
     CHECK_OK(mr_parquet_open(p, &f, &err));
     CHECK_OK(mr_parquet_read_all(f, NULL, 0, &t, &err));
-    assert_int_equal(t->cols[0]->type, MR_T_FLOAT64);
-    for (size_t i = 0; i < 24; i++) assert_true(((double *)t->cols[0]->data)[i] == (double)(i + 1));
+    /* exact: DECIMAL(4,2) values 1.00 .. 24.00 as unscaled 100 .. 2400 */
+    assert_int_equal(t->cols[0]->type, MR_T_DECIMAL);
+    assert_int_equal(t->cols[0]->kind.precision, 4);
+    assert_int_equal(t->cols[0]->kind.scale, 2);
+    for (size_t i = 0; i < 24; i++) assert_true(((int64_t *)t->cols[0]->data)[i] == (int64_t)(i + 1) * 100);
     mr_table_free(t);
     mr_parquet_close(f);
     mr_free(p);
     const char *decfiles[] = {"int64_decimal.parquet", "byte_array_decimal.parquet", "fixed_length_decimal.parquet",
                               "fixed_length_decimal_legacy.parquet"};
+    const int decprec[] = {10, 4, 25, 13}; /* INT64, BYTE_ARRAY, FLBA(11), FLBA(6); all scale 2 */
     for (size_t k = 0; k < 4; k++) {
         p = mr_path_join(dir, decfiles[k]);
         assert_alloc(p);
         CHECK_OK(mr_parquet_open(p, &f, &err));
         CHECK_OK(mr_parquet_read_all(f, NULL, 0, &t, &err));
+        const mr_column *dc = t->cols[0];
+        if (dc->type != MR_T_DECIMAL || dc->kind.precision != decprec[k] || dc->kind.scale != 2)
+            fail_msg("%s: %s decimal(%u,%u)", decfiles[k], mr_dtype_name(dc->type), dc->kind.precision, dc->kind.scale);
         for (size_t i = 0; i < 24; i++)
-            if (((double *)t->cols[0]->data)[i] != (double)(i + 1)) fail_msg("%s row %zu: %g", decfiles[k], i, ((double *)t->cols[0]->data)[i]);
+            if (((int64_t *)dc->data)[i] != (int64_t)(i + 1) * 100)
+                fail_msg("%s row %zu: %lld", decfiles[k], i, (long long)((int64_t *)dc->data)[i]);
         mr_table_free(t);
         mr_parquet_close(f);
         mr_free(p);
@@ -1071,6 +1230,24 @@ static void compare_json(const char *pq, const char *js)
         json_t *cj = json_array_get(cols, j);
         assert_string_equal(json_string_value(json_object_get(cj, "name")), c->name);
         const char *kind = json_string_value(json_object_get(cj, "kind"));
+        /* the type DuckDB gives the column, as the millrace type and kind that keep it */
+        const char *duck = json_string_value(json_object_get(cj, "duckdb"));
+        static const char *const duck_names[][2] = {
+            {"BOOLEAN", "bool"},     {"TINYINT", "int8"},       {"SMALLINT", "int16"},         {"INTEGER", "int32"},
+            {"BIGINT", "int64"},     {"UTINYINT", "uint8"},     {"USMALLINT", "uint16"},       {"UINTEGER", "uint32"},
+            {"UBIGINT", "uint64"},   {"FLOAT", "float32"},      {"DOUBLE", "float64"},         {"VARCHAR", "string"},
+            {"BLOB", "binary"},      {"DATE", "date"},          {"TIMESTAMP", "timestamp_local"},
+            {"TIMESTAMP_NS", "timestamp_local"}, /* kept to microseconds */
+            {"TIMESTAMP WITH TIME ZONE", "timestamp"},
+        };
+        char want_kind[40] = "", got_kind[40];
+        for (size_t k = 0; duck && k < sizeof duck_names / sizeof duck_names[0]; k++)
+            if (!strcmp(duck, duck_names[k][0])) snprintf(want_kind, sizeof want_kind, "%s", duck_names[k][1]);
+        unsigned dp, ds;
+        if (duck && sscanf(duck, "DECIMAL(%u,%u)", &dp, &ds) == 2) snprintf(want_kind, sizeof want_kind, "decimal(%u,%u)", dp, ds);
+        if (!want_kind[0]) fail_msg("%s column '%s': no millrace kind for DuckDB's %s", pq, c->name, duck ? duck : "?");
+        mr_kind_name(c->type, c->kind, got_kind, sizeof got_kind);
+        if (strcmp(got_kind, want_kind)) fail_msg("%s column '%s': DuckDB reads %s, millrace %s", pq, c->name, duck, got_kind);
         for (size_t i = 0; i < t->n_rows; i++) {
             json_t *v = json_array_get(json_array_get(data, i), j);
             int null = mr_column_is_null(c, i);
@@ -1082,10 +1259,12 @@ static void compare_json(const char *pq, const char *js)
             } else if (!strcmp(kind, "int")) {
                 int64_t got = c->type == MR_T_DATE ? ((int32_t *)c->data)[i] : ((int64_t *)c->data)[i];
                 ok = json_is_integer(v) && got == (int64_t)json_integer_value(v);
-            } else if (!strcmp(kind, "float") || !strcmp(kind, "decimal")) {
-                double got = ((double *)c->data)[i], want = json_number_value(v);
-                ok = c->type == MR_T_FLOAT64 &&
-                     (!strcmp(kind, "float") ? got == want : fabs(got - want) <= 1e-15 * fabs(want));
+            } else if (!strcmp(kind, "float")) {
+                ok = c->type == MR_T_FLOAT64 && ((double *)c->data)[i] == json_number_value(v);
+            } else if (!strcmp(kind, "decimal")) { /* DuckDB printed the double nearest the decimal */
+                double want = json_number_value(v);
+                ok = c->type == MR_T_DECIMAL &&
+                     mr_decimal_to_f64(((int64_t *)c->data)[i], c->kind.scale) == want;
             } else if (!strcmp(kind, "float32")) {
                 ok = c->type == MR_T_FLOAT32 && ((float *)c->data)[i] == (float)json_number_value(v);
             } else if (!strcmp(kind, "string")) {
@@ -1314,6 +1493,8 @@ int main(void)
         cmocka_unit_test(test_corrupt_inputs),
         cmocka_unit_test(test_footer_row_count_mismatch),
         cmocka_unit_test(test_lz4_pages),
+        cmocka_unit_test(test_kinds_roundtrip),
+        cmocka_unit_test(test_decimal_text),
         cmocka_unit_test(test_parquet_testing),
         cmocka_unit_test(test_duckdb_fixtures),
         cmocka_unit_test(test_throughput),

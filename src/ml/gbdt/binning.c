@@ -136,9 +136,10 @@ mr_status mr__gbdt_parse_categorical(const char *spec, const char *const *names,
 
 /* ---- feature sources ----------------------------------------------------------
  * One feature column of the input, whatever its type and layout. */
-enum { SRC_F32, SRC_F64, SRC_I64, SRC_BOOL };
+enum { SRC_F32, SRC_F64, SRC_I64, SRC_BOOL, SRC_DEC };
 typedef struct colsrc {
     int type;
+    unsigned scale;       /* SRC_DEC: the decimal's scale (int64 unscaled values) */
     const void *data;
     size_t stride;        /* in elements */
     const uint8_t *valid; /* validity bitmap or NULL */
@@ -151,6 +152,7 @@ static inline double colsrc_get(const colsrc *c, size_t i)
     case SRC_F32: return ((const float *)c->data)[i * c->stride];
     case SRC_F64: return ((const double *)c->data)[i * c->stride];
     case SRC_I64: return (double)((const int64_t *)c->data)[i * c->stride];
+    case SRC_DEC: return mr_decimal_to_f64(((const int64_t *)c->data)[i * c->stride], c->scale);
     default: return (double)((const uint8_t *)c->data)[i * c->stride];
     }
 }
@@ -514,6 +516,10 @@ mr_status mr_gbdt_data_from_table(const mr_table *t, const mr_gbdt_table_spec *s
         case MR_T_FLOAT64: src[j].type = SRC_F64; break;
         case MR_T_INT64: src[j].type = SRC_I64; break;
         case MR_T_BOOL: src[j].type = SRC_BOOL; break;
+        case MR_T_DECIMAL:
+            src[j].type = SRC_DEC;
+            src[j].scale = c->kind.scale;
+            break;
         default:
             st = MR_ERR(err, MR_E_SCHEMA, "feature column '%s' has type %s; gbdt takes bool, int64, float32, float64 "
                         "(encode strings as integer codes first)", c->name, mr_dtype_name(c->type));
@@ -540,6 +546,10 @@ mr_status mr_gbdt_data_from_table(const mr_table *t, const mr_gbdt_table_spec *s
         case MR_T_FLOAT64: ls.type = SRC_F64; break;
         case MR_T_INT64: ls.type = SRC_I64; break;
         case MR_T_BOOL: ls.type = SRC_BOOL; break;
+        case MR_T_DECIMAL:
+            ls.type = SRC_DEC;
+            ls.scale = lab->kind.scale;
+            break;
         default:
             st = MR_ERR(err, MR_E_SCHEMA, "label column '%s' has type %s; expected a number or bool", lab->name,
                         mr_dtype_name(lab->type));
