@@ -2,7 +2,9 @@
 # millrace train / model and the train op: a model trained from a CSV beats
 # chance clearly on a nonlinear synthetic problem, predictions come back in
 # row order with ids, the pipeline op records the validation curve, a param
-# change re-trains only the model, smoke mode trains a handful of rounds, and
+# change re-trains only the model, smoke mode trains a handful of rounds, the
+# same data as Parquet (also with exact decimal features) trains the same
+# model byte for byte, and
 # bad labels or params are errors naming them.
 . "$(dirname "$0")/lib.sh" "$@"
 
@@ -54,6 +56,19 @@ assert_eq "$(json 'd["kind"]')" gbdt "inspect --json names the kind"
 assert_eq "$(json '[f["name"] for f in d["features"]]' | tr '\n' ' ')" "x1 x2 x3 " "features listed, id excluded"
 expect_exit 0 mr model predict gb.bin test.csv -o pred.parquet --raw
 assert_file pred.parquet "predictions can be written as Parquet"
+# the same data as a dataset, as Parquet, and with x1..x3 declared exact
+# decimals, trains the same model, byte for byte
+expect_exit 0 mr data ingest train.csv train_ds
+expect_exit 0 mr data export train_ds train.parquet
+expect_exit 0 mr train train.parquet --label label --exclude id -p objective=binary -p num_iterations=60 --valid test.csv -o gb_pq.bin
+cmp -s gb.bin gb_pq.bin || fail "a model trained from Parquet differs from the one trained from the CSV"
+pass "the model trained from the Parquet export equals the one from the CSV, byte for byte"
+printf 'x1: decimal(9,6)\nx2: decimal(9,6)\nx3: decimal(7,6)\n' >dec.yaml
+expect_exit 0 mr data ingest train.csv dec_ds --schema dec.yaml
+expect_exit 0 mr data export dec_ds train_dec.parquet
+expect_exit 0 mr train train_dec.parquet --label label --exclude id -p objective=binary -p num_iterations=60 --valid test.csv -o gb_dec.bin
+cmp -s gb.bin gb_dec.bin || fail "a model trained on decimal columns differs from the one on their float64 values"
+pass "decimal feature columns train the model their float64 values do, byte for byte"
 expect_exit 2 mr train train.csv --label lable -o x.bin
 assert_contains "$T_ERR" "did you mean 'label'" "an unknown label column gets a did-you-mean"
 expect_exit 2 mr train train.csv --label label -p num_iteratons=5 -o x.bin
