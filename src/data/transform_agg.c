@@ -599,8 +599,10 @@ mr_status mr__xf_agg_add(const xf_step *s, xf_aggstate *a, const mr_table *batch
             uint32_t gid = find_or_add(a, k.buf + k.off[r0], (size_t)(k.off[r0 + 1] - k.off[r0]), k.hash[r0], &is_new);
             if (gid == XF_NONE) goto nomem;
             if (is_new)
-                for (size_t j = 0; j < s->n_names; j++)
+                for (size_t j = 0; j < s->n_names; j++) {
+                    if (!a->keycols[j]->n) a->keycols[j]->kind = kcols[j]->kind; /* the key's kind, as it came */
                     if (mr__xf_append_row(a->keycols[j], kcols[j], r0) != MR_OK) goto nomem;
+                }
             map[q] = gid;
             for (size_t j = 0; j < s->n_aggs; j++)
                 if (!merge_part(&s->aggs[j], &a->st[j], &c.p[j], q, gid, is_new, c.args[j])) goto nomem;
