@@ -227,6 +227,8 @@ static const char bench_help[] =
     "  --slow F             share sent slowly: head, pause, half the body, pause, the rest\n"
     "  --slow-pause S       the two pauses together (default 0.5, at most 4)\n"
     "  --max-batch N, --max-delay-us U, --max-queue N, -j N, --http-threads N   server settings as for serve\n"
+    "  --floor              the server answers /v1/predict with one constant response, without parsing\n"
+    "                       or predicting: the floor of the design, to divide by (bench/serve vs_floor)\n"
     "  --json               print the result as JSON\n";
 
 /* A plausible row from the schema: numbers 0.5, categories "a" / 1 / true. */
@@ -294,7 +296,10 @@ int cmd_bench_serve(int argc, char **argv)
         } else if (!strcmp(a, "--row") && v) row = argv[++i];
         else if (!strcmp(a, "--token-file") && v) token_file = argv[++i];
         else if (!strcmp(a, "--json")) json = 1;
-        else if (a[0] != '-' && !o.bundle_path) o.bundle_path = a;
+        else if (!strcmp(a, "--floor")) {
+            o.constant_response = 1;
+            server_opts = 1;
+        } else if (a[0] != '-' && !o.bundle_path) o.bundle_path = a;
         else return cli_usage_error("bench-serve", "unexpected argument '%s'", a);
     }
     if (!o.bundle_path || !have_qps) return cli_usage_error("bench-serve", "expected BUNDLE --qps N --duration S");

@@ -62,6 +62,10 @@ typedef struct mr_server_opts {
                                  while answering; default 30 */
     unsigned request_timeout_s; /* from a request's headers to its last body byte; slower is closed;
                                    default 30 */
+    int constant_response;    /* 1: /v1/predict reads each body whole and answers one fixed 200 response
+                                 without parsing or predicting, through the same connections, threads
+                                 and replies: the floor of the design, what bench/serve divides by
+                                 (vs_floor); never for serving models */
 } mr_server_opts;
 void mr_server_opts_init(mr_server_opts *o); /* the defaults above */
 

@@ -156,8 +156,11 @@ struct mr_server {
     size_t inflight;   /* jobs created and not yet finished by on_completed (under mu) */
     pthread_cond_t idle_cv; /* signalled when inflight drops to 0 */
     int stopping;
+    int busy;          /* the batcher holds a batch (from its first job to its answers; under mu) */
+    int inline_n;      /* requests being scored in their connection's thread (under mu) */
     mr_bundle *cur;
-    retired *old;
+    retired *old;      /* bundles replaced by a reload: freed once neither the batcher nor an inline
+                          request can be using one (busy == 0 and inline_n == 0) */
     mr__serve_job **batch; /* the batcher's array of jobs (max_batch, at most 4096) */
     char version[MR_HASH_HEX_LEN + 1];
     uint64_t reloads;
@@ -341,14 +344,18 @@ static void *batcher_main(void *arg)
     char version[MR_HASH_HEX_LEN + 1];
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->head && !s->stopping) pthread_cond_wait(&s->work_cv, &s->mu);
-        while (s->old) { /* not in use: the previous batch is finished */
+        while (!s->head && !s->stopping && !(s->old && !s->inline_n)) pthread_cond_wait(&s->work_cv, &s->mu);
+        while (s->old && !s->inline_n) { /* not in use: the previous batch is finished, no inline scoring */
             retired *r = s->old;
             s->old = r->next;
             mr_bundle_free(r->b);
             mr_free(r);
         }
-        if (!s->head) break; /* stopping and drained */
+        if (!s->head) {
+            if (s->stopping) break; /* stopping and drained */
+            continue;               /* woken to free a retired bundle */
+        }
+        s->busy = 1;
         size_t n = 0, rows = 0;
         double deadline = s->head->t_enq + s->o.max_delay_us * 1e-6;
         for (;;) {
@@ -387,6 +394,7 @@ static void *batcher_main(void *arg)
             j->done = 1;
             if (j->suspended) MHD_resume_connection(j->mc);
         }
+        s->busy = 0;
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -610,6 +618,11 @@ static enum MHD_Result reply_error(mr_server *s, struct MHD_Connection *c, conn 
 
 static enum MHD_Result handle_predict(mr_server *s, struct MHD_Connection *c, conn *cc)
 {
+    if (s->o.constant_response) { /* the floor: the body was read; answer without parsing or predicting */
+        static const char floor_body[] = "{\"model_version\": \"floor\", \"predictions\": [0.5]}";
+        mr_buf_free(&cc->body);
+        return reply(s, c, cc, 200, floor_body, sizeof floor_body - 1, "application/json");
+    }
     const char *text = cc->body.data ? cc->body.data : "";
     size_t cost = mr__serve_json_cost(text, cc->body.len);
     if (cost > s->o.max_inflight_bytes)
@@ -639,6 +652,29 @@ static enum MHD_Result handle_predict(mr_server *s, struct MHD_Connection *c, co
         mr_buf_free(&j->base.body);
         mr_free(j);
         return reply_error(s, c, cc, 503, stopping ? "shutting down" : "queue full, retry later");
+    }
+    if (!s->head && !s->busy && !s->inline_n) {
+        /* The batcher is idle and nobody waits: score here, in the connection's thread. A lone request
+         * would otherwise wait max_delay_us for company, then pay a hand-off to the batcher and back
+         * (two wake-ups and a suspend/resume of the connection); under load requests queue behind a
+         * busy batcher and are batched as before. */
+        const mr_bundle *b = s->cur;
+        char version[MR_HASH_HEX_LEN + 1];
+        memcpy(version, s->version, sizeof(version));
+        s->inline_n++;
+        pthread_mutex_unlock(&s->mu);
+        mr__serve_job *jb = &j->base;
+        size_t scored = 0;
+        mr__serve_score(&jb, 1, b, version, 1, &scored);
+        if (scored) record_batch(s, scored);
+        pthread_mutex_lock(&s->mu);
+        if (--s->inline_n == 0 && s->old) pthread_cond_signal(&s->work_cv); /* a retired bundle may go now */
+        pthread_mutex_unlock(&s->mu);
+        enum MHD_Result r = reply_json(s, c, cc, j->base.status, &j->base.body, 0);
+        mr__serve_req_clear(&j->base.req);
+        mr_buf_free(&j->base.body);
+        mr_free(j);
+        return r;
     }
     /* not suspended yet: the next call does it (see "Half-closed clients") */
     j->t_enq = mr_now();

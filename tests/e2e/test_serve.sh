@@ -95,4 +95,8 @@ assert_contains "$T_ERR" "not an IPv4 or IPv6 address" "a bad --host is refused 
 # bench-serve runs, bounded
 expect_exit 0 mr bench-serve live.mrb --qps 200 --duration 1 --connections 2 --json
 assert_eq "$(json 'd["non_2xx"] + d["errors"]')" 0 "bench-serve: every request answered 200"
+# the floor: the same server answering a constant response (bench/serve's vs_floor)
+expect_exit 0 mr bench-serve live.mrb --qps 0 --duration 1 --connections 4 --floor --json
+assert_eq "$(json 'd["non_2xx"] + d["errors"]')" 0 "bench-serve --floor: every request answered 200"
+assert_eq "$(json 'int(d["achieved_qps"] > 0)')" 1 "bench-serve --floor: requests were answered"
 t_done
