@@ -14,11 +14,17 @@
 # (200k rows, 2 threads, best of three batches on each side) and peak RSS of each whole process (/usr/bin/time -v).
 # Training CPU seconds (all threads) are printed too: on a shared machine they
 # move less than wall time. Validation first: millrace's AUC must be within 0.001 of XGBoost's or the
-# run says so. Ends with
-#   RESULT gbdt time_vs_xgboost=<(bin+train) ratio> auc_minus_xgboost=<diff>
-#          predict_vs_xgboost=<rows/s ratio> rss_vs_xgboost=<ratio>
-# for the first setting run. Targets: time <= 0.5, auc >= -0.001, predict >= 2,
-# rss < 0.5.
+# run says so. The XGBoost keys, for the first setting run:
+#   time_vs_xgboost=<(bin+train) ratio> auc_minus_xgboost=<diff>
+#   predict_vs_xgboost=<rows/s ratio> rss_vs_xgboost=<ratio>
+# (targets: time <= 0.5, auc >= -0.001, predict >= 2, rss < 0.5).
+# Then, when ../shared/peers/lightgbm-4.6.0/lightgbm exists (it says so when
+# not), `millrace train` and the LightGBM CLI as whole processes on the same
+# CSV: big, small, and small with a core held by `yes`, with the keys
+#   time_vs_lightgbm=<big> small_vs_lightgbm=<small> contended_vs_lightgbm=<ratio>
+#   rss_vs_lightgbm=<big> auc_minus_lightgbm=<big>
+# (issue 19 targets: time <= 0.6 in both settings, rss <= 1.0, auc >= -0.001).
+# Ends with one line: RESULT gbdt <the LightGBM keys> <the XGBoost keys>.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -89,6 +95,68 @@ for s in "${settings[@]}"; do
     r_ratio=$(calc "round($(rss_kb "$m.time")/$(rss_kb "$x.time"),3)")
     ok=$(calc "'ok' if $auc_diff >= -0.001 else 'AUC BELOW XGBOOST - 0.001'")
     echo "# $s: (bin+train) time ratio $t_ratio, train-only ratio $tr_ratio, train CPU-seconds ratio $cpu_ratio, auc diff $auc_diff ($ok), predict ratio $p_ratio, rss ratio $r_ratio"
-    [ -n "$first_result" ] || first_result="RESULT gbdt time_vs_xgboost=$t_ratio auc_minus_xgboost=$auc_diff predict_vs_xgboost=$p_ratio rss_vs_xgboost=$r_ratio"
+    [ -n "$first_result" ] || first_result="time_vs_xgboost=$t_ratio auc_minus_xgboost=$auc_diff predict_vs_xgboost=$p_ratio rss_vs_xgboost=$r_ratio"
 done
-echo "$first_result"
+
+# ---- LightGBM: the whole process from the same CSV --------------------------------
+# `millrace train` and the LightGBM 4.6.0 command-line program (../shared/peers)
+# each read the same train.csv (label first, NaN as "nan"), bin and train with
+# the same parameters on THREADS threads; wall time and peak RSS are of the
+# whole training process, AUC of each model's predictions of test.csv. Three
+# runs: big, small, and small again with `yes > /dev/null` holding one core.
+lgb=${LIGHTGBM:-$shared/peers/lightgbm-4.6.0/lightgbm}
+mr=$(dirname "$tool")/../millrace
+lgb_result=""
+if [ ! -x "$lgb" ]; then
+    echo "# LightGBM NOT RUN: no $lgb (../shared/peers/lightgbm-4.6.0; see its README)"
+elif [ ! -x "$mr" ]; then
+    echo "# LightGBM NOT RUN: no millrace binary at $mr"
+else
+    mr=$(cd "$(dirname "$mr")" && pwd)/millrace
+    csvd=/tmp/millrace-bench-gbdt-csv
+    [ "$rows" = 1000000 ] || csvd=/tmp/millrace-bench-gbdt-csv-$rows
+    if [ ! -f "$csvd/train.csv" ] || [ ! -f "$csvd/test.csv" ]; then
+        echo "# generating the CSV files of the same $rows + $test_rows rows into $csvd"
+        "$PY" "$gen" "$csvd" --n-train "$rows" --n-test "$test_rows" >/dev/null || exit 1
+    fi
+    elapsed() { "$PY" -c "import time; print(round(time.monotonic() - $1, 3))"; }
+    now() { "$PY" -c "import time; print(time.monotonic())"; }
+    printf '%-10s %-9s %9s %9s %9s\n' setting system wall_s auc rss_MB
+    for s in big small contended; do
+        case $s in big) rounds=500 leaves=255 ;; *) rounds=100 leaves=63 ;; esac
+        hog=""
+        if [ $s = contended ]; then
+            yes >/dev/null &
+            hog=$!
+        fi
+        t0=$(now)
+        /usr/bin/time -v "$mr" train "$csvd/train.csv" --label label -j "$THREADS" -p objective=binary \
+            -p num_iterations=$rounds -p learning_rate=0.1 -p num_leaves=$leaves -p max_bin=255 -p min_data_in_leaf=20 \
+            -o "$out/mr_$s.bin" >"$out/mrl.$s" 2>"$out/mrl.$s.time" || { [ -z "$hog" ] || kill $hog; cat "$out/mrl.$s.time"; exit 1; }
+        mr_wall=$(elapsed "$t0")
+        t0=$(now)
+        /usr/bin/time -v "$lgb" task=train objective=binary data="$csvd/train.csv" header=true label_column=0 \
+            num_iterations=$rounds learning_rate=0.1 num_leaves=$leaves max_bin=255 min_data_in_leaf=20 \
+            num_threads="$THREADS" output_model="$out/lgb_$s.txt" >"$out/lgb.$s" 2>"$out/lgb.$s.time" ||
+            { [ -z "$hog" ] || kill $hog; cat "$out/lgb.$s" "$out/lgb.$s.time"; exit 1; }
+        lgb_wall=$(elapsed "$t0")
+        [ -z "$hog" ] || kill $hog
+        "$mr" model predict "$out/mr_$s.bin" "$csvd/test.csv" -o "$out/mr_$s.pred.csv" >/dev/null || exit 1
+        "$lgb" task=predict data="$csvd/test.csv" header=true label_column=0 input_model="$out/lgb_$s.txt" \
+            output_result="$out/lgb_$s.pred.txt" num_threads="$THREADS" >/dev/null 2>&1 || exit 1
+        mr_auc=$("$PY" "$here/auc.py" "$csvd/test.csv" "$out/mr_$s.pred.csv" --column prediction) || exit 1
+        lgb_auc=$("$PY" "$here/auc.py" "$csvd/test.csv" "$out/lgb_$s.pred.txt") || exit 1
+        mr_rss=$(rss_kb "$out/mrl.$s.time") lgb_rss=$(rss_kb "$out/lgb.$s.time")
+        printf '%-10s %-9s %9s %9s %9s\n' $s millrace "$mr_wall" "$mr_auc" "$(calc "round($mr_rss/1024)")"
+        printf '%-10s %-9s %9s %9s %9s\n' $s lightgbm "$lgb_wall" "$lgb_auc" "$(calc "round($lgb_rss/1024)")"
+        eval "r_$s=\$(calc \"round($mr_wall/$lgb_wall,3)\")"
+        if [ $s = big ]; then
+            rss_r=$(calc "round($mr_rss/$lgb_rss,3)")
+            auc_d=$(calc "round($mr_auc-$lgb_auc,4)")
+        fi
+    done
+    echo "# lightgbm: big time ratio $r_big, small $r_small, contended $r_contended, rss ratio $rss_r, auc diff $auc_d" \
+        "(targets: time <= 0.6 both settings, rss <= 1.0, auc >= -0.001)"
+    lgb_result="time_vs_lightgbm=$r_big small_vs_lightgbm=$r_small contended_vs_lightgbm=$r_contended rss_vs_lightgbm=$rss_r auc_minus_lightgbm=$auc_d"
+fi
+echo "RESULT gbdt ${lgb_result:+$lgb_result }$first_result"

@@ -221,9 +221,17 @@ done:
     return rc;
 }
 
-mr_status mr__cb_concat(const char *name, mr_dtype type, const mr_colkind *kind, const mr__cb *parts, size_t stride,
+mr_status mr__cb_concat(const char *name, mr_dtype type, const mr_colkind *kind, mr__cb *parts, size_t stride,
                         size_t n_parts, mr_column **out, mr_error *err)
 {
+    /* the kind first: the parts are consumed below */
+    mr_colkind ck = n_parts ? parts[0].kind : kind ? *kind : (mr_colkind){0}; /* declared: every part has it */
+    if (type == MR_T_TIMESTAMP && !(ck.flags & MR_KIND_LOCAL)) {
+        /* naive unless some value had an offset (then all are UTC); declared timestamp_local stays naive */
+        ck.flags |= MR_KIND_LOCAL;
+        for (size_t k = 0; k < n_parts; k++)
+            if (parts[k * stride].ts_offset) ck.flags &= (uint8_t)~MR_KIND_LOCAL;
+    }
     size_t n_rows = 0, n_null = 0, n_bytes = 0;
     for (size_t k = 0; k < n_parts; k++) {
         const mr__cb *p = &parts[k * stride];
@@ -246,6 +254,9 @@ mr_status mr__cb_concat(const char *name, mr_dtype type, const mr_colkind *kind,
     rc = mr_column_new(name, type, 0, &c, err);
     if (rc != MR_OK) goto done;
     c->cap = n_rows;
+    c->n = n_rows;
+    rc = set_validity(c, parts, stride, n_parts, n_null); /* before the parts are consumed */
+    if (rc != MR_OK) goto done;
     if (type == MR_T_STRING) {
         mr_free(c->offsets);
         c->offsets = mr_malloc((n_rows + 1) * sizeof(int64_t));
@@ -259,42 +270,42 @@ mr_status mr__cb_concat(const char *name, mr_dtype type, const mr_colkind *kind,
         size_t row = 0;
         int64_t base = 0;
         for (size_t k = 0; k < n_parts; k++) {
-            const mr__cb *p = &parts[k * stride];
+            mr__cb *p = &parts[k * stride];
             if (p->offsets[p->n]) memcpy(c->bytes + base, p->bytes, (size_t)p->offsets[p->n]);
             for (size_t i = 0; i < p->n; i++) c->offsets[++row] = base + p->offsets[i + 1];
             base += p->offsets[p->n];
+            mr__cb_free(p); /* copied: the peak stays near one copy of the column */
         }
         c->bytes_len = n_bytes;
     } else {
-        size_t w = mr_dtype_width(type);
-        c->data = mr_malloc(n_rows ? n_rows * w : 1);
+        /* The first part's buffer grows into the column (realloc: no copy of it when it can grow in
+         * place, as large blocks do with mremap) and each later part is freed once copied, so the
+         * column and its parts never coexist whole. */
+        size_t w = mr_dtype_width(type), row = 0;
+        void *first = n_parts ? parts[0].data : NULL;
+        c->data = mr_realloc(first, n_rows ? n_rows * w : 1);
         if (!c->data) {
             rc = MR_E_NOMEM;
             goto done;
         }
-        size_t row = 0;
-        for (size_t k = 0; k < n_parts; k++) {
-            const mr__cb *p = &parts[k * stride];
+        if (n_parts) {
+            parts[0].data = NULL; /* now the column's */
+            row = parts[0].n;
+            mr__cb_free(&parts[0]);
+        }
+        for (size_t k = 1; k < n_parts; k++) {
+            mr__cb *p = &parts[k * stride];
             if (p->n) memcpy((char *)c->data + row * w, p->data, p->n * w);
             row += p->n;
+            mr__cb_free(p);
         }
     }
-    c->n = n_rows;
-    rc = set_validity(c, parts, stride, n_parts, n_null);
 done:
     if (rc != MR_OK) {
         mr_column_free(c);
         return MR_ERR(err, rc, "out of memory building column '%s'", name);
     }
-    if (type != MR_T_NULL) {
-        c->kind = n_parts ? parts[0].kind : kind ? *kind : (mr_colkind){0}; /* declared: every part has it */
-        if (type == MR_T_TIMESTAMP && !(c->kind.flags & MR_KIND_LOCAL)) {
-            /* naive unless some value had an offset (then all are UTC); declared timestamp_local stays naive */
-            c->kind.flags |= MR_KIND_LOCAL;
-            for (size_t k = 0; k < n_parts; k++)
-                if (parts[k * stride].ts_offset) c->kind.flags &= (uint8_t)~MR_KIND_LOCAL;
-        }
-    }
+    if (type != MR_T_NULL) c->kind = ck;
     *out = c;
     return MR_OK;
 }
@@ -304,7 +315,7 @@ typedef struct table_job {
     const mr_dtype *types;
     const mr_colkind *kinds;
     size_t n_cols, n_chunks;
-    const mr__cb *cbs;
+    mr__cb *cbs;
     mr_column **cols;
     mr_status *rcs;
     mr_error **errs; /* per column, only for a column that failed (an mr_error is 2 KB) */
@@ -324,7 +335,7 @@ static void table_task(void *ctx, size_t j)
 }
 
 mr_status mr__cb_table(char *const *names, const mr_dtype *types, const mr_colkind *kinds, size_t n_cols,
-                       const mr__cb *cbs, size_t n_chunks, int threads, mr_table **out, mr_error *err)
+                       mr__cb *cbs, size_t n_chunks, int threads, mr_table **out, mr_error *err)
 {
     mr_table *t = NULL;
     table_job job = {names, types, kinds, n_cols, n_chunks, cbs, NULL, NULL, NULL};

@@ -191,17 +191,19 @@ static inline void mr__cb_truncate(mr__cb *b, size_t n)
 
 /* Concatenates parts[0], parts[stride], ... (n_parts of them, all of type
  * type and kind) into one new column, of *kind when there are no parts
- * (NULL: plain). STRING columns become dictionary-encoded when
+ * (NULL: plain). The parts are consumed as they are copied (mr__cb_free:
+ * freeing them again is a no-op), so a column and its parts are never held
+ * whole at once; a dictionary-encoded column leaves them. STRING columns become dictionary-encoded when
  * the distinct count stays <= n_rows / 2 and <= MR__DICT_MAX. A column of
  * type MR_T_NULL becomes an all-null STRING column. */
 #define MR__DICT_MAX 65536
-mr_status mr__cb_concat(const char *name, mr_dtype type, const mr_colkind *kind, const mr__cb *parts, size_t stride,
+mr_status mr__cb_concat(const char *name, mr_dtype type, const mr_colkind *kind, mr__cb *parts, size_t stride,
                         size_t n_parts, mr_column **out, mr_error *err);
 
 /* Builds a table from per-chunk builders laid out chunk-major
  * (cbs[k * n_cols + j]), concatenating the columns in parallel. */
 mr_status mr__cb_table(char *const *names, const mr_dtype *types, const mr_colkind *kinds, size_t n_cols,
-                       const mr__cb *cbs, size_t n_chunks, int threads, mr_table **out, mr_error *err);
+                       mr__cb *cbs, size_t n_chunks, int threads, mr_table **out, mr_error *err);
 /* Parses one text value into b as DECIMAL at b->kind.scale: 0, or 1 when it
  * is not an exact decimal of that scale and precision. */
 static inline int mr__cb_decimal(mr__cb *b, const char *s, size_t len)
