@@ -706,10 +706,11 @@ static mr_status parse_window(mr_csv_reader *r, size_t *consumed, mr_table **out
         rc = MR_ERR_SYS(err, MR_E_IO, errno, "cannot write quarantine file");
         goto done;
     }
-    if (r->eof && complete == len) { /* the file's last text is parsed: free it before the columns are built */
+    if (r->eof && len && complete == len) { /* the file's last text is parsed: free it before the columns are built */
         mr_free(r->buf);
         r->buf = NULL;
-        r->cap = 0; /* pos, len stay: the caller consumes the rest; nothing reads the buffer at EOF */
+        r->cap = 0; /* pos, len stay: the caller consumes all of it (len > 0), and at pos == len and EOF
+                       nothing reads the buffer again (an empty window at EOF keeps it: consumed is 0 then) */
     }
     rc = mr__cb_table(r->names, types, r->kinds, n_cols, w.cbs, w.n_ch, r->c.threads, out, err);
     if (rc != MR_OK) goto done;
