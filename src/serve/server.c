@@ -158,6 +158,7 @@ struct mr_server {
     int stopping;
     int busy;          /* the batcher holds a batch (from its first job to its answers; under mu) */
     int inline_n;      /* requests being scored in their connection's thread (under mu) */
+    unsigned http_threads; /* the pool's event-loop threads: in-place scoring needs another one free */
     mr_bundle *cur;
     retired *old;      /* bundles replaced by a reload: freed once neither the batcher nor an inline
                           request can be using one (busy == 0 and inline_n == 0) */
@@ -653,11 +654,13 @@ static enum MHD_Result handle_predict(mr_server *s, struct MHD_Connection *c, co
         mr_free(j);
         return reply_error(s, c, cc, 503, stopping ? "shutting down" : "queue full, retry later");
     }
-    if (!s->head && !s->busy && !s->inline_n) {
+    if (!s->head && !s->busy && !s->inline_n && s->http_threads >= 2) {
         /* The batcher is idle and nobody waits: score here, in the connection's thread. A lone request
          * would otherwise wait max_delay_us for company, then pay a hand-off to the batcher and back
          * (two wake-ups and a suspend/resume of the connection); under load requests queue behind a
-         * busy batcher and are batched as before. */
+         * busy batcher and are batched as before. Only while another pool thread is free to read the
+         * next requests: with one pool thread every request would be scored in place, one at a time
+         * (the soak's one-core server lost a third of its capacity that way). */
         const mr_bundle *b = s->cur;
         char version[MR_HASH_HEX_LEN + 1];
         memcpy(version, s->version, sizeof(version));
@@ -1038,6 +1041,7 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     if (v6) flags |= MHD_USE_IPv6;
     /* a pool of 1 is the daemon's own polling thread (libmicrohttpd warns
      * about a pool size below 2, so the option is left out then) */
+    s->http_threads = pool;
     struct MHD_OptionItem pool_opt[2] = {{MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)pool, NULL}, {MHD_OPTION_END, 0, NULL}};
     if (pool < 2) pool_opt[0].option = MHD_OPTION_END;
     char addr_txt[INET6_ADDRSTRLEN] = "", shown[INET6_ADDRSTRLEN + 2];
