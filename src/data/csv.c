@@ -386,7 +386,9 @@ static __attribute__((cold, noinline)) int misfit(wjob *w, chunk *c, size_t j, c
     }
     mr_dtype k = f->esc ? MR_T_STRING : mr__classify(f->s, f->len);
     if (!is_number_type(k) && is_number_type(w->types[j])) {
-        if (!c->nn) c->nn = mr_calloc(r->n_cols, sizeof(non_number)); /* NULL: no warning, nothing worse */
+        /* out of memory for the note: the read fails, as for any other allocation, rather than warn
+         * about a later value than the first (another chunk's note would be named instead) */
+        if (!c->nn && !(c->nn = mr_calloc(r->n_cols, sizeof(non_number)))) c->oom = MR_E_NOMEM;
         if (c->nn && !c->nn[j].line) note_non_number(&c->nn[j], line, j + 1, f);
     }
     rowneed[j] = mr__type_join(rowneed[j], mr__type_join(w->types[j], k));

@@ -266,11 +266,18 @@ static int put_value(mr__cb *b, json_t *v, mr_status *rc)
             return 0;
         }
         size_t need = json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (need == 0) { /* every value has text: jansson could not allocate to dump it */
+            *rc = MR_E_NOMEM;
+            return 0;
+        }
         if (b->bytes_cap - b->bytes_len < need || !b->bytes) {
             *rc = mr__cb_grow_bytes(b, need);
             if (*rc != MR_OK) return 0;
         }
-        json_dumpb(v, b->bytes + b->bytes_len, need, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (json_dumpb(v, b->bytes + b->bytes_len, need, JSON_COMPACT | JSON_ENCODE_ANY) != need) {
+            *rc = MR_E_NOMEM; /* the same: never a value of uninitialised bytes */
+            return 0;
+        }
         b->bytes_len += need;
         b->valid[i] = 1;
         b->offsets[i + 1] = (int64_t)b->bytes_len;

@@ -71,7 +71,7 @@ static int grow(void *pp, size_t elem, size_t old_n, size_t new_n)
 void mr__xf_agg_free(xf_aggstate *a)
 {
     if (!a) return;
-    for (size_t k = 0; k < a->n_aggs; k++) {
+    for (size_t k = 0; a->st && k < a->n_aggs; k++) { /* st is NULL when its allocation failed */
         gstate *g = &a->st[k];
         mr_free(g->cnt);
         mr_free(g->isum);

@@ -126,9 +126,9 @@ static char *scalar_dup(const mr_value *v)
     if (v->kind != MR_V_INT && v->kind != MR_V_FLOAT && v->kind != MR_V_BOOL) return NULL;
     mr_buf b;
     mr_buf_init(&b);
-    if (mr_value_scalar_text(v, &b) != MR_OK || !b.data) {
+    if (mr_value_scalar_text(v, &b) != MR_OK || !b.data) { /* out of memory: the caller says so */
         mr_buf_free(&b);
-        return mr_strdup("");
+        return NULL;
     }
     return b.data;
 }
@@ -180,6 +180,7 @@ static mr_status parse_expr(xf_step *s, const char *text, const char *label, con
 static mr_status parse_filter(xf_step *s, const mr_value *v, mr_error *err)
 {
     char *text = scalar_dup(v);
+    if (!text && v->kind == MR_V_STR) return nomem(err, s); /* out of memory, not a bad value */
     if (!text || v->kind != MR_V_STR) {
         mr_free(text);
         return step_err(err, MR_E_PARSE, s, v->line, v->col, "expected an expression string, got %s",
@@ -212,6 +213,8 @@ static mr_status parse_map_step(xf_step *s, const mr_value *v, mr_error *err)
         s->lines[i] = v->key_lines ? v->key_lines[i] : it->line;
         s->cols[i] = v->key_cols ? v->key_cols[i] : it->col;
         char *text = scalar_dup(it);
+        int scalar = it->kind == MR_V_STR || it->kind == MR_V_INT || it->kind == MR_V_FLOAT || it->kind == MR_V_BOOL;
+        if (!text && scalar) return nomem(err, s); /* out of memory copying it, not a bad value */
         if (!text || (s->kind == XS_RENAME && it->kind != MR_V_STR) || !text[0]) {
             mr_free(text);
             return step_err(err, MR_E_PARSE, s, it->line, it->col, "'%s': expected %s, got %s", v->keys[i],

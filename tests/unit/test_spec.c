@@ -41,7 +41,8 @@ static mr_spec *parse_ok_ov(const char *text, const char *const *ov, size_t n_ov
     mr_spec *spec = NULL;
     mr_status st = mr_spec_parse(text, strlen(text), "millrace.yaml", ov, n_ov, &spec, &err);
     if (st != MR_OK)
-        fail_msg("spec failed: %s:%ld:%ld: %s (hint: %s)", err.file, err.line, err.col, err.msg, err.hint);
+        fail_msg("spec failed (%s): %s:%ld:%ld: %s (hint: %s)", mr_status_name(st), err.file, err.line, err.col, err.msg,
+                 err.hint);
     assert_alloc(spec);
     return spec;
 }

@@ -332,6 +332,7 @@ static void test_publish_dir(void **state)
     fx *f = *state;
     make_tree(f, "model");
     char *want = expected_manifest();
+    assert_alloc(want);
     mr_artifact a = publish(f, "model");
     assert_int_equal(a.is_dir, 1);
     assert_int_equal(a.n_files, 5);
