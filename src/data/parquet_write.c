@@ -698,9 +698,9 @@ done:
     return rc;
 }
 
-/* Every value of t fits the kind its column is written as (the first
- * batch's): a narrow integer never wraps. */
-static mr_status check_kinds(mr_parquet_writer *w, const mr_table *t, mr_error *err)
+/* Every value of t's rows [b, e), the ones about to be written, fits the kind
+ * its column is written as (the first batch's): a narrow integer never wraps. */
+static mr_status check_kinds(mr_parquet_writer *w, const mr_table *t, size_t b, size_t e, mr_error *err)
 {
     for (size_t i = 0; i < t->n_cols; i++) {
         mr_column v = *t->cols[i];
@@ -710,7 +710,11 @@ static mr_status check_kinds(mr_parquet_writer *w, const mr_table *t, mr_error *
             return werr(w, err, MR_E_SCHEMA, "column '%s' is %s, the file has %s", v.name,
                         mr_kind_name(v.type, v.kind, kn, sizeof kn), mr_kind_name(v.type, w->kinds[i], kn2, sizeof kn2));
         v.kind = w->kinds[i];
-        if (!mr_column_fits_kind(&v, &bad)) {
+        int ranged = v.type == MR_T_DECIMAL ||
+                     (v.type == MR_T_INT64 && (v.kind.int_bits || (v.kind.flags & MR_KIND_UNSIGNED)));
+        for (bad = b; ranged && bad < e; bad++)
+            if (!mr_kind_fits(v.type, v.kind, ((const int64_t *)v.data)[bad]) && !mr_column_is_null(&v, bad)) break;
+        if (ranged && bad < e) {
             mr_buf val;
             mr_buf_init(&val);
             mr_column_format(&v, bad, &val);
@@ -723,7 +727,7 @@ static mr_status check_kinds(mr_parquet_writer *w, const mr_table *t, mr_error *
     return MR_OK;
 }
 
-static mr_status check_schema(mr_parquet_writer *w, const mr_table *t, mr_error *err)
+static mr_status check_schema(mr_parquet_writer *w, const mr_table *t, size_t b, size_t e, mr_error *err)
 {
     if (!w->have_schema) {
         if (!t->n_cols) return werr(w, err, MR_E_SCHEMA, "cannot write a table without columns");
@@ -752,7 +756,7 @@ static mr_status check_schema(mr_parquet_writer *w, const mr_table *t, mr_error 
             w->chunks[i].limit = (size_t)4 << 30;
         }
         w->have_schema = 1;
-        return check_kinds(w, t, err);
+        return check_kinds(w, t, b, e, err);
     }
     if (t->n_cols != w->n_cols)
         return werr(w, err, MR_E_SCHEMA, "table has %zu columns, the file has %zu", t->n_cols, w->n_cols);
@@ -760,7 +764,7 @@ static mr_status check_schema(mr_parquet_writer *w, const mr_table *t, mr_error 
         if (strcmp(t->cols[i]->name, w->names[i]) || t->cols[i]->type != w->types[i])
             return werr(w, err, MR_E_SCHEMA, "column %zu is '%s' (%s), the file has '%s' (%s)", i, t->cols[i]->name,
                         mr_dtype_name(t->cols[i]->type), w->names[i], mr_dtype_name(w->types[i]));
-    return check_kinds(w, t, err);
+    return check_kinds(w, t, b, e, err);
 }
 
 /* One row group's column chunks, encoded in parallel: chunk i is an
@@ -816,7 +820,7 @@ mr_status mr__pq_writer_write_range(mr_parquet_writer *w, const mr_table *t, siz
 {
     MR_ASSERT(b0 <= e0 && e0 <= t->n_rows);
     if (w->failed) return MR_ERR(err, MR_E_STATE, "%s: writer failed earlier", w->path);
-    mr_status rc = check_schema(w, t, err);
+    mr_status rc = check_schema(w, t, b0, e0, err);
     if (rc != MR_OK) return rc;
     size_t threads = (size_t)mr_pool_threads();
     if (w->n_scratch < threads) {
