@@ -77,6 +77,17 @@ static int load_data(const char *path, mr_table **t)
     return EXIT_OK;
 }
 
+/* A data error (the file cannot be read, or its content is bad) is exit 1;
+ * a mistake in the command (a column, a param) is a usage error. */
+static int train_exit(const char *data, const char *valid, mr_status st)
+{
+    if (st == MR_E_NOMEM || st == MR_E_IO || st == MR_E_FAILED || st == MR_E_PARSE || st == MR_E_CORRUPT ||
+        st == MR_E_LIMIT)
+        return EXIT_FAILED;
+    if (st == MR_E_NOT_FOUND && (!mr_fs_exists(data) || (valid && !mr_fs_exists(valid)))) return EXIT_FAILED;
+    return EXIT_USAGE;
+}
+
 int cmd_train(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
@@ -89,7 +100,6 @@ int cmd_train(int argc, char **argv)
     mr_value *params = mr_value_new(MR_V_MAP); /* -p KEY=VALUE, typed as YAML scalars */
     char **features = NULL, **exclude = NULL, **categorical = NULL;
     int json = 0, rc = EXIT_OK;
-    mr_table *train = NULL, *valid = NULL;
     mr_model *model = NULL;
     progress_ctx pc = {0};
     for (int i = 1; i < argc && rc == EXIT_OK; i++) {
@@ -138,8 +148,6 @@ int cmd_train(int argc, char **argv)
     o.features = (const char *const *)features;
     o.exclude = (const char *const *)exclude;
     o.categorical = (const char *const *)categorical;
-    if (rc == EXIT_OK) rc = load_data(data, &train);
-    if (rc == EXIT_OK && valid_path) rc = load_data(valid_path, &valid);
     if (rc == EXIT_OK) {
         mr_error err;
         mr_error_init(&err);
@@ -150,19 +158,20 @@ int cmd_train(int argc, char **argv)
         o.on_round = on_round;
         o.on_round_ctx = &pc;
         double t0 = mr_now();
-        mr_status st = mr_model_train(train, valid, &o, &model, &err);
+        mr_status st = mr_model_train_file(data, valid_path, &o, &model, &err);
         double secs = mr_now() - t0;
         mr_progress_end(pc.bar, NULL);
         pc.bar = NULL;
         if (st == MR_OK) st = mr_model_save(model, output, &err);
         if (st != MR_OK) {
             mr_log_error(&err);
-            rc = st == MR_E_NOMEM || st == MR_E_IO || st == MR_E_FAILED ? EXIT_FAILED : EXIT_USAGE;
+            rc = train_exit(data, valid_path, st);
         } else if (json) {
             json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:I,s:f,s:O}", "model", output, "kind", mr_model_kind_name(model),
-                                  "objective", mr_model_objective_name(model), "rows", (json_int_t)train->n_rows, "features",
+                                  "objective", mr_model_objective_name(model), "rows", (json_int_t)o.train_rows, "features",
                                   (json_int_t)mr_model_num_features(model), "seconds", secs, "curve", pc.curve);
-            if (valid && mr_model_kind_of(model) == MR_MODEL_GBDT) {
+            json_object_set_new(j, "binned_while_reading", json_boolean(o.streamed));
+            if (valid_path && mr_model_kind_of(model) == MR_MODEL_GBDT) {
                 json_object_set_new(j, "fast_tier_seconds", json_real(o.fast_tier_seconds));
                 json_object_set_new(j, "valid_rows", json_integer((json_int_t)o.valid_rows_used));
             }
@@ -172,14 +181,12 @@ int cmd_train(int argc, char **argv)
             json_decref(j);
         } else {
             printf("trained %s (%s) on %zu rows x %zu features in %.2fs%s%s -> %s\n", mr_model_kind_name(model),
-                   mr_model_objective_name(model), train->n_rows, mr_model_num_features(model), secs,
+                   mr_model_objective_name(model), o.train_rows, mr_model_num_features(model), secs,
                    pc.last[0] ? "; " : "", pc.last, output);
         }
     }
     json_decref(pc.curve);
     mr_model_free(model);
-    mr_table_free(train);
-    mr_table_free(valid);
     mr_value_free(params);
     cli_free_list(features);
     cli_free_list(exclude);

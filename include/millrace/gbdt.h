@@ -196,6 +196,28 @@ mr_status mr_gbdt_data_from_table(const mr_table *t, const mr_gbdt_table_spec *s
                                   const mr_gbdt_data *reference, const mr_gbdt_params *p, mr_gbdt_data **out,
                                   mr_error *err);
 void mr_gbdt_data_free(mr_gbdt_data *d);
+
+/* The same, for a table that arrives in batches and is never held whole
+ * (the streaming trainer's input: peak memory is the binned matrix, the
+ * sample and one batch). open takes the row count the batches will add up
+ * to and the schema (a batch, perhaps of 0 rows; the features are fixed
+ * from it). Without a reference the batches come twice, in the same order:
+ * first through mr_gbdt_stream_sample (while mr_gbdt_stream_wants_sample),
+ * which keeps the values of the seeded sample rows, then through
+ * mr_gbdt_stream_bin; with a reference only the second pass. finish hands
+ * over the data. The result equals mr_gbdt_data_from_table on the batches
+ * concatenated, byte for byte (same sample rows, same edges). Errors: those
+ * of mr_gbdt_data_from_table, checked per batch, and MR_E_STATE (the
+ * batches do not add up to n_rows). */
+typedef struct mr_gbdt_stream mr_gbdt_stream;
+mr_status mr_gbdt_stream_open(const mr_table *schema, size_t n_rows, const mr_gbdt_table_spec *spec,
+                              const mr_gbdt_data *reference, const mr_gbdt_params *p, mr_gbdt_stream **out,
+                              mr_error *err);
+int mr_gbdt_stream_wants_sample(const mr_gbdt_stream *s);
+mr_status mr_gbdt_stream_sample(mr_gbdt_stream *s, const mr_table *batch, mr_error *err);
+mr_status mr_gbdt_stream_bin(mr_gbdt_stream *s, const mr_table *batch, mr_error *err);
+mr_status mr_gbdt_stream_finish(mr_gbdt_stream *s, mr_gbdt_data **out, mr_error *err);
+void mr_gbdt_stream_free(mr_gbdt_stream *s); /* NULL is a no-op */
 /* Accessors (pure reads; names borrowed until the data is freed). */
 size_t mr_gbdt_data_rows(const mr_gbdt_data *d);
 size_t mr_gbdt_data_features(const mr_gbdt_data *d);

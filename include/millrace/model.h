@@ -99,6 +99,8 @@ typedef struct mr_train_opts {
     size_t valid_sample;
     double fast_tier_seconds;         /* [out] time spent computing fast-tier metrics */
     size_t valid_rows_used;           /* [out] validation rows after subsampling */
+    size_t train_rows;                /* [out] training rows used */
+    int streamed;                     /* [out] mr_model_train_file binned the file while reading it */
 } mr_train_opts;
 void mr_train_opts_init(mr_train_opts *o); /* gbdt, defaults above, fast_metrics on */
 
@@ -116,6 +118,18 @@ mr_status mr_model_check_params(const char *kind, const mr_value *params, mr_err
  * bin_only it stays NULL. */
 mr_status mr_model_train(const mr_table *train, const mr_table *valid, mr_train_opts *o, mr_model **out,
                          mr_error *err);
+/* Trains on the files train_path and valid_path (NULL: none), read as
+ * mr_table_read_file reads them. A gbdt on a CSV/TSV file, a Parquet file
+ * or a dataset is binned while the file is read (twice: the seeded sample,
+ * then the bins), so its table never exists whole: peak memory is the
+ * binned matrix, the sample and one batch (o->streamed = 1). With
+ * bin_cache_dir the cached matrix is found by the file's content, without
+ * reading it. Anything else (a linear model, JSON lines, a glob, or a CSV
+ * the streaming reader types differently from the whole-file reader)
+ * reads the table and calls mr_model_train. The model is the same, byte
+ * for byte, either way; so are the errors. o->train_rows tells the rows. */
+mr_status mr_model_train_file(const char *train_path, const char *valid_path, mr_train_opts *o, mr_model **out,
+                              mr_error *err);
 void mr_model_free(mr_model *m);
 /* Any millrace model file (the kind is read from its magic number; files
  * over 4 GiB are MR_E_LIMIT). MR_E_NOT_FOUND, MR_E_IO, MR_E_CORRUPT naming

@@ -1,13 +1,22 @@
-/* The model handle: gbdt or linear behind one API for training from tables,
+/* The model handle: gbdt or linear behind one API for training from tables
+ * or from files (a gbdt binned while the file is read),
  * loading by magic number, predicting on tables and describing a model. */
 #include "millrace/model.h"
+#include "millrace/csv.h"
+#include "millrace/dataset.h"
 #include "millrace/gbdt.h"
+#include "millrace/io.h"
+#include "millrace/parquet.h"
 #include "millrace/linear.h"
 #include "millrace/metrics.h"
 #include "millrace/value.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -406,6 +415,289 @@ static mr_status binned(const mr_table *t, const mr_gbdt_table_spec *spec, const
     return rc;
 }
 
+/* ---- training from files: binning while reading --------------------------
+ * A gbdt trained on a CSV/TSV file, a Parquet file or a dataset is binned
+ * from batches read twice (the sample pass, then the binning pass), so the
+ * table of the whole file never exists: peak memory is the binned matrix,
+ * the sample and one batch. Anything the streaming path cannot take as the
+ * whole-file reader would (a CSV column whose type the streaming reader
+ * fixed from its sample and a later value does not fit, a row count that
+ * differs from the count taken first, any error) falls back to reading the
+ * table, which gives the same model or the canonical error. */
+
+enum { FB_NONE, FB_CSV, FB_PARQUET, FB_DATASET };
+
+typedef struct file_batches {
+    int kind;
+    const char *path;
+    mr_csv_reader *csv;
+    mr_parquet_file *pq;
+    size_t rg;
+    mr_dataset *ds;
+    mr_dataset_scan *scan;
+} file_batches;
+
+static int ends_with_ci(const char *s, const char *suffix)
+{
+    size_t ls = strlen(s), lx = strlen(suffix);
+    return ls >= lx && !strcasecmp(s + ls - lx, suffix);
+}
+
+static int file_kind(const char *path)
+{
+    if (strpbrk(path, "*?[")) return FB_NONE;
+    if (mr_fs_is_dir(path)) {
+        char *m = mr_path_join(path, "manifest.json");
+        int ok = m && mr_fs_exists(m);
+        mr_free(m);
+        return ok ? FB_DATASET : FB_NONE;
+    }
+    if (ends_with_ci(path, ".parquet") || ends_with_ci(path, ".pq")) return FB_PARQUET;
+    if (ends_with_ci(path, ".csv") || ends_with_ci(path, ".tsv") || ends_with_ci(path, ".txt")) return FB_CSV;
+    return FB_NONE;
+}
+
+static void fb_close(file_batches *b)
+{
+    mr_csv_reader_close(b->csv, NULL);
+    mr_parquet_close(b->pq);
+    mr_dataset_scan_close(b->scan);
+    mr_dataset_close(b->ds);
+    b->csv = NULL;
+    b->pq = NULL;
+    b->scan = NULL;
+    b->ds = NULL;
+    b->rg = 0;
+}
+
+/* Opens (or reopens, for the next pass) with the options mr_table_read_file uses. */
+static mr_status fb_open(file_batches *b, mr_error *err)
+{
+    fb_close(b);
+    if (b->kind == FB_CSV) {
+        mr_csv_options o;
+        memset(&o, 0, sizeof(o));
+        if (ends_with_ci(b->path, ".tsv")) o.delimiter = '\t';
+        o.chunk_size = (size_t)1 << 20; /* an 8 MiB window: the text and one batch stay small */
+        return mr_csv_reader_open(b->path, &o, &b->csv, err);
+    }
+    if (b->kind == FB_PARQUET) return mr_parquet_open(b->path, &b->pq, err);
+    mr_status rc = mr_dataset_open(b->path, &b->ds, err);
+    if (rc == MR_OK) rc = mr_dataset_scan_open(b->ds, NULL, NULL, 0, &b->scan, err);
+    return rc;
+}
+
+/* The next batch, NULL at the end. */
+static mr_status fb_next(file_batches *b, mr_table **out, mr_error *err)
+{
+    *out = NULL;
+    if (b->kind == FB_CSV) return mr_csv_reader_next(b->csv, 0, out, err);
+    if (b->kind == FB_PARQUET) {
+        if (b->rg >= mr_parquet_num_row_groups(b->pq)) return MR_OK;
+        return mr_parquet_read_row_group(b->pq, b->rg++, NULL, 0, out, err);
+    }
+    return mr_dataset_scan_next(b->scan, out, err);
+}
+
+/* The data rows of a CSV as its reader counts them (records outside quotes,
+ * blank lines skipped, less the header). Valid files only: the binning
+ * pass checks the count, and a mismatch falls back to the table. */
+static mr_status csv_count_rows(const char *path, size_t *n_out, mr_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot open", path);
+    size_t cap = (size_t)1 << 20, n = 0;
+    char *buf = mr_malloc(cap);
+    if (!buf) {
+        close(fd);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    /* rec: bytes of the current record; a record of nothing or of one CR
+     * (a CRLF blank line) is blank. A lone CR is data. */
+    int in_quotes = 0, last_cr = 0;
+    size_t rec = 0;
+    mr_status rc = MR_OK;
+    for (;;) {
+        ssize_t got = read(fd, buf, cap);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot read", path);
+            break;
+        }
+        if (got == 0) break;
+        const char *p = buf, *e = buf + got;
+        if (!in_quotes && !memchr(buf, '"', (size_t)got)) { /* no quotes: line by line with memchr */
+            for (const char *nl; (nl = memchr(p, '\n', (size_t)(e - p))) != NULL; p = nl + 1) {
+                size_t len = rec + (size_t)(nl - p);
+                int cr = nl > p ? nl[-1] == '\r' : last_cr;
+                n += !(len == 0 || (len == 1 && cr));
+                rec = 0;
+                last_cr = 0;
+            }
+            if (p < e) {
+                rec += (size_t)(e - p);
+                last_cr = e[-1] == '\r';
+            }
+            continue;
+        }
+        for (; p < e; p++) {
+            char c = *p;
+            if (c == '\n' && !in_quotes) {
+                n += !(rec == 0 || (rec == 1 && last_cr));
+                rec = 0;
+                last_cr = 0;
+                continue;
+            }
+            if (c == '"') in_quotes = !in_quotes;
+            last_cr = c == '\r';
+            rec++;
+        }
+    }
+    n += rec > 0; /* the final newline is optional */
+    mr_free(buf);
+    close(fd);
+    if (rc == MR_OK) *n_out = n ? n - 1 : 0;
+    return rc;
+}
+
+static mr_status fb_rows(file_batches *b, size_t *n, mr_error *err)
+{
+    if (b->kind == FB_CSV) return csv_count_rows(b->path, n, err);
+    int64_t r = b->kind == FB_PARQUET ? mr_parquet_num_rows(b->pq) : (int64_t)mr_dataset_n_rows(b->ds);
+    if (r < 0) return MR_ERR(err, MR_E_CORRUPT, "%s: negative row count", b->path);
+    *n = (size_t)r;
+    return MR_OK;
+}
+
+/* The content of what path names: the file, or a dataset's manifest and shards. */
+static mr_status file_content_hash(file_batches *b, mr_hasher *h, mr_error *err)
+{
+    mr_hash128 fh;
+    uint64_t size = 0;
+    mr_status rc = MR_OK;
+    if (b->kind != FB_DATASET) {
+        rc = mr_hash_file(b->path, &fh, &size, err);
+        if (rc == MR_OK) mr_hasher_update(h, &fh, sizeof(fh));
+        return rc;
+    }
+    mr_dataset *ds = NULL;
+    char *m = mr_path_join(b->path, "manifest.json");
+    rc = m ? mr_hash_file(m, &fh, &size, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) mr_hasher_update(h, &fh, sizeof(fh));
+    if (rc == MR_OK) rc = mr_dataset_open(b->path, &ds, err);
+    for (size_t i = 0; rc == MR_OK && i < mr_dataset_n_shards(ds); i++) {
+        mr_dataset_shard_info si;
+        mr_dataset_shard(ds, i, &si);
+        char *sp = mr_path_join(b->path, si.path);
+        rc = sp ? mr_hash_file(sp, &fh, &size, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (rc == MR_OK) mr_hasher_update(h, &fh, sizeof(fh));
+        mr_free(sp);
+    }
+    mr_dataset_close(ds);
+    mr_free(m);
+    return rc;
+}
+
+/* The binned-matrix cache key of a file: its content, the columns asked
+ * for (features or exclude), the label, smoke, and the binning params. */
+static mr_status file_bin_key(file_batches *b, const mr_gbdt_params *p, const mr_train_opts *o, char *hex,
+                              mr_error *err)
+{
+    mr_hasher *h = NULL;
+    mr_status rc = mr_hasher_new(&h, err);
+    if (rc != MR_OK) return rc;
+    rc = file_content_hash(b, h, err);
+    mr_buf k;
+    mr_buf_init(&k);
+    mr_buf_printf(&k, "millrace-binned-file/1 kind=%d label=%s smoke=%d max_bin=%d sample=%d seed=%llu cat=%s", b->kind,
+                  o->label, o->smoke, p->max_bin, p->bin_construct_sample_cnt, (unsigned long long)p->seed,
+                  p->categorical_feature ? p->categorical_feature : "");
+    for (size_t i = 0; i < o->n_features; i++) mr_buf_printf(&k, " f=%s", o->features[i]);
+    for (size_t i = 0; i < o->n_exclude; i++) mr_buf_printf(&k, " x=%s", o->exclude[i]);
+    for (size_t i = 0; i < o->n_categorical; i++) mr_buf_printf(&k, " c=%s", o->categorical[i]);
+    if (rc == MR_OK && !k.data) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) mr_hasher_update(h, k.data, k.len);
+    if (rc == MR_OK) mr_hash_hex(mr_hasher_digest(h), hex);
+    mr_buf_free(&k);
+    mr_hasher_free(h);
+    return rc;
+}
+
+/* One pass: every batch (the first, already read, included) to the stream. */
+static mr_status stream_pass(file_batches *b, mr_gbdt_stream *s, mr_table *first, size_t limit, int sample,
+                             mr_error *err)
+{
+    size_t seen = 0;
+    mr_table *t = first;
+    mr_status rc = MR_OK;
+    for (;;) {
+        if (!t && (rc = fb_next(b, &t, err)) != MR_OK) break;
+        if (!t) break;
+        mr_table *part = NULL;
+        if (t->n_rows > limit - seen) { /* smoke: the first rows */
+            rc = mr_table_slice(t, 0, limit - seen, &part, err);
+            if (rc != MR_OK) break;
+        }
+        const mr_table *use = part ? part : t;
+        rc = sample ? mr_gbdt_stream_sample(s, use, err) : mr_gbdt_stream_bin(s, use, err);
+        seen += use->n_rows;
+        mr_table_free(part);
+        if (t != first) mr_table_free(t);
+        t = NULL;
+        if (rc != MR_OK || seen >= limit) break;
+    }
+    if (t != first) mr_table_free(t);
+    return rc;
+}
+
+/* Bins the training file while reading it, or loads its cached matrix. */
+static mr_status binned_file(const char *path, const mr_gbdt_params *p, mr_train_opts *o, char *key_out,
+                             mr_gbdt_data **out, int *hit, mr_error *err)
+{
+    *out = NULL;
+    *hit = 0;
+    file_batches b = {.kind = file_kind(path), .path = path};
+    mr_table *first = NULL;
+    mr_gbdt_stream *s = NULL;
+    char *cache_path = NULL;
+    const char **feats = NULL;
+    size_t n = 0, nf = 0;
+    mr_status rc = fb_open(&b, err);
+    if (rc == MR_OK && o->bin_cache_dir) {
+        rc = file_bin_key(&b, p, o, key_out, err);
+        if (rc == MR_OK && !(cache_path = mr_asprintf("%s/%s.mrbin", o->bin_cache_dir, key_out)))
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (rc == MR_OK && mr_fs_exists(cache_path) && mr_gbdt_data_load(cache_path, out, NULL) == MR_OK) {
+            *hit = 1;
+            goto done;
+        }
+    }
+    if (rc == MR_OK) rc = fb_rows(&b, &n, err);
+    size_t limit = o->smoke && n > SMOKE_ROWS ? SMOKE_ROWS : n;
+    if (rc == MR_OK) rc = fb_next(&b, &first, err);
+    if (rc == MR_OK && !first) rc = MR_ERR(err, MR_E_PARSE, "%s: no batches", path);
+    if (rc == MR_OK && !find_column(first, SIZE_MAX, o->label, "label", err)) rc = MR_E_NOT_FOUND;
+    if (rc == MR_OK) rc = pick_features(first, o, &feats, &nf, err);
+    mr_gbdt_table_spec spec = {.label = o->label, .features = feats, .n_features = nf, .categorical = o->categorical,
+                               .n_categorical = o->n_categorical};
+    if (rc == MR_OK) rc = mr_gbdt_stream_open(first, limit, &spec, NULL, p, &s, err);
+    if (rc == MR_OK) rc = stream_pass(&b, s, first, limit, 1, err);
+    mr_table_free(first);
+    first = NULL;
+    if (rc == MR_OK) rc = fb_open(&b, err);
+    if (rc == MR_OK) rc = stream_pass(&b, s, NULL, limit, 0, err);
+    if (rc == MR_OK) rc = mr_gbdt_stream_finish(s, out, err);
+    /* A failed cache write only costs the next run its binning. */
+    if (rc == MR_OK && cache_path && mr_fs_mkdirs(o->bin_cache_dir, NULL) == MR_OK) mr_gbdt_data_save(*out, cache_path, NULL);
+done:
+    mr_gbdt_stream_free(s);
+    mr_table_free(first);
+    fb_close(&b);
+    mr_free(feats);
+    mr_free(cache_path);
+    return rc;
+}
+
 mr_status mr_model_check_params(const char *kind, const mr_value *params, mr_error *err)
 {
     mr_status rc;
@@ -425,8 +717,11 @@ mr_status mr_model_check_params(const char *kind, const mr_value *params, mr_err
     return rc;
 }
 
-static mr_status train_gbdt(const mr_table *train, const mr_table *valid, mr_train_opts *o, const char **feats,
-                            size_t nf, mr_model **out, mr_error *err)
+/* Trains on the table train, or on the file train_path binned while read
+ * (feats then come from the file; *stream_failed tells that binning it
+ * failed, so the caller can read the table instead). */
+static mr_status train_gbdt(const mr_table *train, const char *train_path, const mr_table *valid, mr_train_opts *o,
+                            const char **feats, size_t nf, int *stream_failed, mr_model **out, mr_error *err)
 {
     mr_gbdt_params p;
     mr_gbdt_params_init(&p);
@@ -478,7 +773,20 @@ static mr_status train_gbdt(const mr_table *train, const mr_table *valid, mr_tra
         b.buf = mr_malloc((b.ny ? b.ny : 1) * (size_t)(p.num_class > 1 ? p.num_class : 1) * sizeof(double));
         if (!b.buf) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
-    if (rc == MR_OK) rc = binned(train, &spec, NULL, NULL, &p, o, tkey, &dt, &hit_t, err);
+    const char **dfeats = NULL;
+    if (rc == MR_OK && train_path) {
+        rc = binned_file(train_path, &p, o, tkey, &dt, &hit_t, err);
+        if (rc != MR_OK) *stream_failed = 1;
+        /* validation data takes the features the file gave */
+        size_t dnf = rc == MR_OK ? mr_gbdt_data_features(dt) : 0;
+        if (rc == MR_OK && !(dfeats = mr_calloc(dnf, sizeof(*dfeats)))) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        for (size_t j = 0; rc == MR_OK && j < dnf; j++) dfeats[j] = mr_gbdt_data_feature_name(dt, j);
+        spec.features = dfeats;
+        spec.n_features = dnf;
+    } else if (rc == MR_OK) {
+        rc = binned(train, &spec, NULL, NULL, &p, o, tkey, &dt, &hit_t, err);
+    }
+    if (rc == MR_OK) o->train_rows = mr_gbdt_data_rows(dt);
     if (rc == MR_OK && valid) {
         rc = binned(valid, &spec, dt, tkey, &p, o, vkey, &dv, &hit_v, err);
         if (rc != MR_OK) mr_error_key(err, "valid");
@@ -487,6 +795,7 @@ static mr_status train_gbdt(const mr_table *train, const mr_table *valid, mr_tra
     int stop = o->bin_only && o->bin_cache_dir;
     if (rc == MR_OK && !stop) rc = mr_gbdt_train(&p, dt, dv, gbdt_round, &b, &gb, err);
     if (rc == MR_OK && !stop) rc = wrap_gbdt(gb, out, err);
+    mr_free(dfeats);
     mr_gbdt_data_free(dt);
     mr_gbdt_data_free(dv);
     mr_gbdt_params_deinit(&p);
@@ -550,9 +859,44 @@ mr_status mr_model_train(const mr_table *train, const mr_table *valid, mr_train_
     const char **feats = NULL;
     size_t nf = 0;
     mr_status rc = pick_features(tr, o, &feats, &nf, err);
-    if (rc == MR_OK) rc = gbdt ? train_gbdt(tr, valid, o, feats, nf, out, err) : train_linear(tr, o, feats, nf, out, err);
+    int unused = 0;
+    o->train_rows = tr->n_rows;
+    if (rc == MR_OK)
+        rc = gbdt ? train_gbdt(tr, NULL, valid, o, feats, nf, &unused, out, err) : train_linear(tr, o, feats, nf, out, err);
     mr_free(feats);
     mr_table_free(sample);
+    return rc;
+}
+
+mr_status mr_model_train_file(const char *train_path, const char *valid_path, mr_train_opts *o, mr_model **out,
+                              mr_error *err)
+{
+    *out = NULL;
+    o->streamed = 0;
+    o->train_rows = 0;
+    if (!o->label) return MR_ERR(err, MR_E_INVALID_ARG, "no label column given");
+    mr_table *train = NULL, *valid = NULL;
+    mr_status rc = MR_OK;
+    if (valid_path && (rc = mr_table_read_file(valid_path, &valid, err)) != MR_OK) return rc;
+    int gbdt = !o->kind || !strcmp(o->kind, "gbdt");
+    if (gbdt && file_kind(train_path) != FB_NONE) {
+        mr_error e;
+        mr_error_init(&e);
+        int stream_failed = 0;
+        rc = train_gbdt(NULL, train_path, valid, o, NULL, 0, &stream_failed, out, &e);
+        if (rc == MR_OK || !stream_failed) {
+            o->streamed = rc == MR_OK && !o->binned_from_cache;
+            if (rc != MR_OK && err) *err = e;
+            mr_table_free(valid);
+            return rc;
+        }
+        /* the table reader decides: the same model, or the canonical error */
+        mr_log(MR_LOG_DEBUG, "%s: binning while reading fell back to the table: %s", train_path, e.msg);
+    }
+    rc = mr_table_read_file(train_path, &train, err);
+    if (rc == MR_OK) rc = mr_model_train(train, valid, o, out, err);
+    mr_table_free(train);
+    mr_table_free(valid);
     return rc;
 }
 

@@ -138,15 +138,13 @@ static mr_status run_train(mr_op_ctx *ctx, mr_error *err)
     const mr_value *def = ctx->def;
     const mr_value *vtrain = mr_value_get(def, "train"), *vvalid = mr_value_get(def, "valid");
     const mr_value *vlabel = mr_value_get(def, "label");
-    mr_table *train = NULL, *valid = NULL;
     mr_model *model = NULL;
     mr_train_opts o;
     mr_train_opts_init(&o);
     char *bin_cache = NULL;
     mr_status rc = train_settings(def, &o, err);
-    if (rc == MR_OK) rc = mr_table_read_file(vtrain->str, &train, err);
-    if (rc == MR_OK && vvalid && vvalid->kind == MR_V_STR) rc = mr_table_read_file(vvalid->str, &valid, err);
     if (rc != MR_OK) goto done;
+    const char *valid_path = vvalid && vvalid->kind == MR_V_STR ? vvalid->str : NULL;
     o.label = vlabel->str;
     o.features = strings_of(def, "features", &o.n_features);
     o.exclude = strings_of(def, "exclude", &o.n_exclude);
@@ -160,20 +158,22 @@ static mr_status run_train(mr_op_ctx *ctx, mr_error *err)
     train_run tr = {ctx, &o};
     o.on_round = on_round;
     o.on_round_ctx = &tr;
-    dprintf(ctx->log_fd, "training %s on %zu rows (%s)%s\n", o.kind, train->n_rows, vtrain->str,
-            ctx->smoke ? " [smoke]" : "");
+    dprintf(ctx->log_fd, "training %s on %s%s\n", o.kind, vtrain->str, ctx->smoke ? " [smoke]" : "");
     double t0 = mr_now();
-    rc = mr_model_train(train, valid, &o, &model, err);
+    rc = mr_model_train_file(vtrain->str, valid_path, &o, &model, err);
     if (rc != MR_OK) {
         if (vlabel) mr_error_key(err, "label");
         goto done;
     }
     double secs = mr_now() - t0;
-    mr_op_metric(ctx, "train_rows", 0, (double)train->n_rows);
+    mr_op_metric(ctx, "train_rows", 0, (double)o.train_rows);
     mr_op_metric(ctx, "binned_from_cache", 0, o.binned_from_cache);
-    if (o.binned_from_cache) dprintf(ctx->log_fd, "binned matrix reused from the cache\n");
+    dprintf(ctx->log_fd, "%zu training rows%s\n", o.train_rows,
+            o.binned_from_cache ? "; binned matrix reused from the cache"
+            : o.streamed        ? "; binned while reading"
+                                : "");
     mr_op_metric(ctx, "train_seconds", 0, secs);
-    if (valid && mr_model_kind_of(model) == MR_MODEL_GBDT) {
+    if (valid_path && mr_model_kind_of(model) == MR_MODEL_GBDT) {
         mr_op_metric(ctx, "fast_tier_seconds", 0, o.fast_tier_seconds);
         mr_op_metric(ctx, "valid_rows", 0, (double)o.valid_rows_used);
         dprintf(ctx->log_fd, "fast tier: %.3fs on %zu validation rows (%.2f%% of training)\n", o.fast_tier_seconds,
@@ -198,8 +198,6 @@ done:
     mr_free((void *)o.exclude);
     mr_free((void *)o.categorical);
     mr_model_free(model);
-    mr_table_free(train);
-    mr_table_free(valid);
     return rc;
 }
 

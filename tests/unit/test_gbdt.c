@@ -1078,6 +1078,111 @@ static void test_from_table(void **state)
     mr_table_free(t);
 }
 
+/* The binned bytes of d, for comparing two builds. */
+static mr_buf binned_bytes(const mr_gbdt_data *d)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    assert_ok(mr_gbdt_data_to_bytes(d, &b, NULL));
+    return b;
+}
+
+/* Both passes of a stream over t cut into uneven batches (a 0-row one
+ * first), against reference ref (NULL: edges from the sample). */
+static mr_status stream_over(const mr_table *t, const mr_gbdt_table_spec *spec, const mr_gbdt_data *ref,
+                             const mr_gbdt_params *p, size_t announce, mr_gbdt_data **out, mr_error *err)
+{
+    static const size_t cuts[] = {0, 1, 700, 13, 1000, 4096};
+    mr_table *schema = NULL;
+    mr_status rc = mr_table_slice(t, 0, 0, &schema, err);
+    if (rc != MR_OK) return rc;
+    mr_gbdt_stream *s = NULL;
+    rc = mr_gbdt_stream_open(schema, announce, spec, ref, p, &s, err);
+    mr_table_free(schema);
+    for (int pass = rc == MR_OK && mr_gbdt_stream_wants_sample(s) ? 0 : 1; rc == MR_OK && pass < 2; pass++) {
+        for (size_t at = 0, k = 0; rc == MR_OK && at < t->n_rows; k++) {
+            size_t len = cuts[k % (sizeof(cuts) / sizeof(cuts[0]))];
+            if (len > t->n_rows - at) len = t->n_rows - at;
+            mr_table *b = NULL;
+            rc = mr_table_slice(t, at, at + len, &b, err);
+            if (rc == MR_OK) rc = pass == 0 ? mr_gbdt_stream_sample(s, b, err) : mr_gbdt_stream_bin(s, b, err);
+            mr_table_free(b);
+            at += len;
+        }
+    }
+    if (rc == MR_OK) rc = mr_gbdt_stream_finish(s, out, err);
+    mr_gbdt_stream_free(s);
+    return rc;
+}
+
+/* A table binned from batches in two passes is the table binned whole,
+ * byte for byte, with the seeded sample smaller than the table (so the
+ * sample rows fall in many batches), categorical and null values, and a
+ * reference; batches that do not add up to the announced rows fail. */
+static void test_stream_equals_table(void **state)
+{
+    (void)state;
+    const size_t n = 9000;
+    mr_table *t = NULL;
+    assert_ok(mr_table_new(&t, NULL));
+    mr_column *a, *b, *c, *lab;
+    assert_ok(mr_column_new("a", MR_T_FLOAT64, n, &a, NULL));
+    assert_ok(mr_column_new("b", MR_T_INT64, n, &b, NULL));
+    assert_ok(mr_column_new("c", MR_T_FLOAT32, n, &c, NULL));
+    assert_ok(mr_column_new("y", MR_T_INT64, n, &lab, NULL));
+    rng_state = SEED;
+    for (size_t i = 0; i < n; i++) {
+        double av = nrand();
+        int64_t bv = (int64_t)(urand() * 9);
+        if (i % 37 == 0) assert_ok(mr_column_append_null(a));
+        else assert_ok(mr_column_append_float64(a, av));
+        assert_ok(mr_column_append_int64(b, bv));
+        assert_ok(mr_column_append_float32(c, (float)(urand() * 100)));
+        assert_ok(mr_column_append_int64(lab, (av > 0) ^ (bv == 2)));
+    }
+    assert_ok(mr_table_add_column(t, a, NULL));
+    assert_ok(mr_table_add_column(t, b, NULL));
+    assert_ok(mr_table_add_column(t, c, NULL));
+    assert_ok(mr_table_add_column(t, lab, NULL));
+    mr_gbdt_params p;
+    mr_gbdt_params_init(&p);
+    set(&p, "objective", "binary");
+    set(&p, "bin_construct_sample_cnt", "1500");
+    set(&p, "max_bin", "63");
+    const char *cats[] = {"b"};
+    mr_gbdt_table_spec spec = {.label = "y", .categorical = cats, .n_categorical = 1};
+    mr_error err;
+    mr_error_init(&err);
+    mr_gbdt_data *whole = NULL, *streamed = NULL, *vwhole = NULL, *vstreamed = NULL, *bad = NULL;
+    assert_ok(mr_gbdt_data_from_table(t, &spec, NULL, &p, &whole, &err));
+    if (stream_over(t, &spec, NULL, &p, n, &streamed, &err) != MR_OK) fail_msg("%s", err.msg);
+    mr_buf x = binned_bytes(whole), y = binned_bytes(streamed);
+    assert_int_equal(x.len, y.len);
+    assert_memory_equal(x.data, y.data, x.len);
+    mr_buf_free(&x);
+    mr_buf_free(&y);
+    /* validation data binned against the training edges: one pass */
+    assert_ok(mr_gbdt_data_from_table(t, &spec, whole, &p, &vwhole, &err));
+    assert_ok(stream_over(t, &spec, whole, &p, n, &vstreamed, &err));
+    x = binned_bytes(vwhole);
+    y = binned_bytes(vstreamed);
+    assert_int_equal(x.len, y.len);
+    assert_memory_equal(x.data, y.data, x.len);
+    mr_buf_free(&x);
+    mr_buf_free(&y);
+    /* more rows than announced, and fewer */
+    assert_status(stream_over(t, &spec, NULL, &p, n - 1, &bad, &err), MR_E_STATE);
+    mr_error_clear(&err);
+    assert_status(stream_over(t, &spec, NULL, &p, n + 1, &bad, &err), MR_E_STATE);
+    assert_null(bad);
+    mr_gbdt_data_free(whole);
+    mr_gbdt_data_free(streamed);
+    mr_gbdt_data_free(vwhole);
+    mr_gbdt_data_free(vstreamed);
+    mr_gbdt_params_deinit(&p);
+    mr_table_free(t);
+}
+
 /* A DECIMAL feature and label train exactly the model their float64 values
  * do: the same bytes. */
 static void test_decimal_columns(void **state)
@@ -1161,6 +1266,7 @@ int main(void)
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_multiclass_and_regression),
         cmocka_unit_test(test_from_table),
+        cmocka_unit_test(test_stream_equals_table),
         cmocka_unit_test(test_decimal_columns),
     };
     int rc = mr_test_run(tests, NULL, NULL);

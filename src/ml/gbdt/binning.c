@@ -292,6 +292,7 @@ typedef struct build_ctx {
     double *scratch;         /* n_threads * n_sample */
     int max_bin;
     int failed;              /* set by a task on OOM; read after the join */
+    size_t row0;             /* bin_task: the matrix row of source row 0 */
 } build_ctx;
 
 static void edges_task(void *vctx, size_t begin, size_t end, int tid)
@@ -327,7 +328,7 @@ static void bin_task(void *vctx, size_t begin, size_t end, int tid)
     for (size_t j = 0; j < F; j++) {
         const mr__bin_feature *f = &d->feat[j];
         const colsrc *s = &c->src[j];
-        uint8_t *out = d->bins + j;
+        uint8_t *out = d->bins + c->row0 * F + j;
         if (f->kind == MR__FEAT_CATEGORICAL) {
             for (size_t i = begin; i < end; i++) out[i * F] = (uint8_t)mr__bin_categorical(f, colsrc_get(s, i));
         } else if (s->type == SRC_F32 && !s->valid) {
@@ -360,18 +361,19 @@ static uint32_t *sample_rows(size_t n, size_t k, uint64_t seed, size_t *k_out)
     return s;
 }
 
-static mr_status build(const colsrc *src, size_t n_rows, size_t n_features, const char *const *names,
-                       const uint8_t *is_cat_in, const float *label, const mr_gbdt_data *ref,
-                       const mr_gbdt_params *p, mr_gbdt_data **out, mr_error *err)
+/* Phase 1 of a build: the data object with names, and either the
+ * reference's edges copied or *is_cat_out (the categorical features, from
+ * is_cat_in and the categorical_feature param) for edges to come. */
+static mr_status build_begin(size_t n_rows, size_t n_features, const char *const *names, const uint8_t *is_cat_in,
+                             const mr_gbdt_data *ref, const mr_gbdt_params *p, mr_gbdt_data **out,
+                             uint8_t **is_cat_out, mr_error *err)
 {
     mr_gbdt_data *d = NULL;
     uint8_t *is_cat = NULL;
-    uint32_t *sample = NULL;
-    double *scratch = NULL;
+    *out = NULL;
+    *is_cat_out = NULL;
     mr_status st = mr__gbdt_data_alloc(n_rows, n_features, &d, err);
     if (st != MR_OK) return st;
-    int max_bin = p ? p->max_bin : 255;
-    int threads = p ? p->num_threads : 0;
     if (ref && ref->n_features != n_features) {
         st = MR_ERR(err, MR_E_SCHEMA, "data has %zu features, the reference (training) data has %zu", n_features,
                     ref->n_features);
@@ -401,40 +403,77 @@ static mr_status build(const colsrc *src, size_t n_rows, size_t n_features, cons
                 memcpy(f->cats, rf->cats, rf->n_bins * sizeof(int32_t));
             }
         }
+        if ((st = mr__gbdt_data_finish_offsets(d, err)) != MR_OK) goto fail;
     } else {
-        d->max_bin = max_bin;
+        d->max_bin = p ? p->max_bin : 255;
         if (!(is_cat = mr_calloc(n_features, 1))) goto nomem;
         if (is_cat_in) memcpy(is_cat, is_cat_in, n_features);
         if (p && (st = mr__gbdt_parse_categorical(p->categorical_feature, (const char *const *)d->names, n_features,
                                                   is_cat, err)) != MR_OK)
             goto fail;
-        size_t n_sample = 0;
-        size_t want = p ? (size_t)p->bin_construct_sample_cnt : 200000;
-        if (!(sample = sample_rows(n_rows, want, p ? p->seed : 0, &n_sample))) goto nomem;
-        int nt = mr_pool_threads_capped(threads);
-        if (!(scratch = mr_malloc((size_t)nt * (n_sample ? n_sample : 1) * sizeof(double)))) goto nomem;
-        build_ctx c = {.src = src, .d = d, .sample = sample, .n_sample = n_sample, .is_cat = is_cat,
-                       .scratch = scratch, .max_bin = max_bin};
-        mr_parallel_for_capped(n_features, 1, threads, edges_task, &c);
-        if (c.failed) goto nomem;
     }
-    if ((st = mr__gbdt_data_finish_offsets(d, err)) != MR_OK) goto fail;
-    {
-        build_ctx c = {.src = src, .d = d};
-        mr_parallel_for_capped(n_rows, BIN_BLOCK, threads, bin_task, &c);
-    }
-    if (label && (st = mr_gbdt_data_set_label(d, label, err)) != MR_OK) goto fail;
-    mr_free(is_cat);
-    mr_free(sample);
-    mr_free(scratch);
     *out = d;
+    *is_cat_out = is_cat;
     return MR_OK;
 nomem:
     st = MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
 fail:
     mr_free(is_cat);
-    mr_free(sample);
+    mr_gbdt_data_free(d);
+    return st;
+}
+
+/* Phase 2: every feature's edges from the sample rows of src, then the
+ * histogram offsets. */
+static mr_status build_edges(mr_gbdt_data *d, const colsrc *src, const uint32_t *sample, size_t n_sample,
+                             const uint8_t *is_cat, const mr_gbdt_params *p, mr_error *err)
+{
+    int threads = p ? p->num_threads : 0;
+    int nt = mr_pool_threads_capped(threads);
+    double *scratch = mr_malloc((size_t)nt * (n_sample ? n_sample : 1) * sizeof(double));
+    if (!scratch) return MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
+    build_ctx c = {.src = src, .d = d, .sample = sample, .n_sample = n_sample, .is_cat = is_cat,
+                   .scratch = scratch, .max_bin = d->max_bin};
+    mr_parallel_for_capped(d->n_features, 1, threads, edges_task, &c);
     mr_free(scratch);
+    if (c.failed) return MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
+    return mr__gbdt_data_finish_offsets(d, err);
+}
+
+/* Phase 3: rows [row0, row0 + n) of the matrix from source rows 0..n-1. */
+static void build_rows(mr_gbdt_data *d, const colsrc *src, size_t row0, size_t n, const mr_gbdt_params *p)
+{
+    build_ctx c = {.src = src, .d = d, .row0 = row0};
+    mr_parallel_for_capped(n, BIN_BLOCK, p ? p->num_threads : 0, bin_task, &c);
+}
+
+static mr_status build(const colsrc *src, size_t n_rows, size_t n_features, const char *const *names,
+                       const uint8_t *is_cat_in, const float *label, const mr_gbdt_data *ref,
+                       const mr_gbdt_params *p, mr_gbdt_data **out, mr_error *err)
+{
+    mr_gbdt_data *d = NULL;
+    uint8_t *is_cat = NULL;
+    uint32_t *sample = NULL;
+    mr_status st = build_begin(n_rows, n_features, names, is_cat_in, ref, p, &d, &is_cat, err);
+    if (st != MR_OK) return st;
+    if (!ref) {
+        size_t n_sample = 0;
+        size_t want = p ? (size_t)p->bin_construct_sample_cnt : 200000;
+        if (!(sample = sample_rows(n_rows, want, p ? p->seed : 0, &n_sample))) {
+            st = MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
+            goto fail;
+        }
+        if ((st = build_edges(d, src, sample, n_sample, is_cat, p, err)) != MR_OK) goto fail;
+    }
+    build_rows(d, src, 0, n_rows, p);
+    if (label && (st = mr_gbdt_data_set_label(d, label, err)) != MR_OK) goto fail;
+    mr_free(is_cat);
+    mr_free(sample);
+    *out = d;
+    return MR_OK;
+fail:
+    mr_free(is_cat);
+    mr_free(sample);
     mr_gbdt_data_free(d);
     return st;
 }
@@ -459,11 +498,28 @@ mr_status mr_gbdt_data_from_matrix(const float *x, size_t n_rows, size_t n_featu
     return st;
 }
 
-mr_status mr_gbdt_data_from_table(const mr_table *t, const mr_gbdt_table_spec *spec,
-                                  const mr_gbdt_data *reference, const mr_gbdt_params *p, mr_gbdt_data **out,
-                                  mr_error *err)
+/* The columns of a table that a spec names, as sources: what
+ * mr_gbdt_data_from_table and the stream check and read. */
+typedef struct resolved {
+    size_t nf;
+    const char **names; /* nf, borrowed from the table's columns */
+    uint8_t *is_cat;    /* nf */
+    colsrc *src;        /* nf */
+    int has_label;
+    colsrc label;
+} resolved;
+
+static void resolved_free(resolved *r)
 {
-    *out = NULL;
+    mr_free(r->names);
+    mr_free(r->is_cat);
+    mr_free(r->src);
+    memset(r, 0, sizeof(*r));
+}
+
+static mr_status resolve(const mr_table *t, const mr_gbdt_table_spec *spec, resolved *r, mr_error *err)
+{
+    memset(r, 0, sizeof(*r));
     const mr_column *lab = NULL;
     if (spec && spec->label) {
         lab = mr_table_column(t, spec->label);
@@ -478,14 +534,12 @@ mr_status mr_gbdt_data_from_table(const mr_table *t, const mr_gbdt_table_spec *s
             return MR_E_NOT_FOUND;
         }
     }
-    size_t nf = 0;
-    const mr_column **cols = mr_calloc(t->n_cols + (spec ? spec->n_features : 0) + 1, sizeof(*cols));
-    const char **names = mr_calloc(t->n_cols + (spec ? spec->n_features : 0) + 1, sizeof(char *));
-    uint8_t *is_cat = mr_calloc(t->n_cols + (spec ? spec->n_features : 0) + 1, 1);
-    colsrc *src = NULL;
-    float *label = NULL;
+    size_t nf = 0, cap = t->n_cols + (spec ? spec->n_features : 0) + 1;
+    const mr_column **cols = mr_calloc(cap, sizeof(*cols));
+    r->names = mr_calloc(cap, sizeof(char *));
+    r->is_cat = mr_calloc(cap, 1);
     mr_status st = MR_OK;
-    if (!cols || !names || !is_cat) goto nomem;
+    if (!cols || !r->names || !r->is_cat) goto nomem;
     if (spec && spec->features) {
         for (size_t i = 0; i < spec->n_features; i++) {
             const mr_column *c = mr_table_column(t, spec->features[i]);
@@ -504,21 +558,21 @@ mr_status mr_gbdt_data_from_table(const mr_table *t, const mr_gbdt_table_spec *s
         st = MR_ERR(err, MR_E_INVALID_ARG, "no feature columns");
         goto fail;
     }
-    if (!(src = mr_calloc(nf, sizeof(colsrc)))) goto nomem;
+    if (!(r->src = mr_calloc(nf, sizeof(colsrc)))) goto nomem;
     for (size_t j = 0; j < nf; j++) {
         const mr_column *c = cols[j];
-        names[j] = c->name;
-        src[j].data = c->data;
-        src[j].stride = 1;
-        src[j].valid = c->valid;
+        r->names[j] = c->name;
+        r->src[j].data = c->data;
+        r->src[j].stride = 1;
+        r->src[j].valid = c->valid;
         switch (c->type) {
-        case MR_T_FLOAT32: src[j].type = SRC_F32; break;
-        case MR_T_FLOAT64: src[j].type = SRC_F64; break;
-        case MR_T_INT64: src[j].type = SRC_I64; break;
-        case MR_T_BOOL: src[j].type = SRC_BOOL; break;
+        case MR_T_FLOAT32: r->src[j].type = SRC_F32; break;
+        case MR_T_FLOAT64: r->src[j].type = SRC_F64; break;
+        case MR_T_INT64: r->src[j].type = SRC_I64; break;
+        case MR_T_BOOL: r->src[j].type = SRC_BOOL; break;
         case MR_T_DECIMAL:
-            src[j].type = SRC_DEC;
-            src[j].scale = c->kind.scale;
+            r->src[j].type = SRC_DEC;
+            r->src[j].scale = c->kind.scale;
             break;
         default:
             st = MR_ERR(err, MR_E_SCHEMA, "feature column '%s' has type %s; gbdt takes bool, int64, float32, float64 "
@@ -527,11 +581,12 @@ mr_status mr_gbdt_data_from_table(const mr_table *t, const mr_gbdt_table_spec *s
             goto fail;
         }
         for (size_t k = 0; spec && k < spec->n_categorical; k++)
-            if (!strcmp(spec->categorical[k], c->name)) is_cat[j] = 1;
+            if (!strcmp(spec->categorical[k], c->name)) r->is_cat[j] = 1;
     }
+    r->nf = nf;
     for (size_t k = 0; spec && k < spec->n_categorical; k++) {
         int found = 0;
-        for (size_t j = 0; j < nf; j++) found |= !strcmp(spec->categorical[k], names[j]);
+        for (size_t j = 0; j < nf; j++) found |= !strcmp(spec->categorical[k], r->names[j]);
         if (!found) {
             st = MR_ERR(err, MR_E_NOT_FOUND, "categorical column '%s' is not a feature", spec->categorical[k]);
             mr_error_key(err, spec->categorical[k]);
@@ -539,16 +594,16 @@ mr_status mr_gbdt_data_from_table(const mr_table *t, const mr_gbdt_table_spec *s
         }
     }
     if (lab) {
-        if (!(label = mr_malloc((t->n_rows ? t->n_rows : 1) * sizeof(float)))) goto nomem;
-        colsrc ls = {.data = lab->data, .stride = 1, .valid = lab->valid};
+        r->has_label = 1;
+        r->label = (colsrc){.data = lab->data, .stride = 1, .valid = lab->valid};
         switch (lab->type) {
-        case MR_T_FLOAT32: ls.type = SRC_F32; break;
-        case MR_T_FLOAT64: ls.type = SRC_F64; break;
-        case MR_T_INT64: ls.type = SRC_I64; break;
-        case MR_T_BOOL: ls.type = SRC_BOOL; break;
+        case MR_T_FLOAT32: r->label.type = SRC_F32; break;
+        case MR_T_FLOAT64: r->label.type = SRC_F64; break;
+        case MR_T_INT64: r->label.type = SRC_I64; break;
+        case MR_T_BOOL: r->label.type = SRC_BOOL; break;
         case MR_T_DECIMAL:
-            ls.type = SRC_DEC;
-            ls.scale = lab->kind.scale;
+            r->label.type = SRC_DEC;
+            r->label.scale = lab->kind.scale;
             break;
         default:
             st = MR_ERR(err, MR_E_SCHEMA, "label column '%s' has type %s; expected a number or bool", lab->name,
@@ -556,20 +611,183 @@ mr_status mr_gbdt_data_from_table(const mr_table *t, const mr_gbdt_table_spec *s
             mr_error_key(err, lab->name);
             goto fail;
         }
-        for (size_t i = 0; i < t->n_rows; i++) label[i] = (float)colsrc_get(&ls, i);
     }
-    st = build(src, t->n_rows, nf, names, is_cat, label, reference, p, out, err);
-    goto done;
+    mr_free(cols);
+    return MR_OK;
 nomem:
     st = MR_ERR(err, MR_E_NOMEM, "out of memory");
 fail:
-done:
     mr_free(cols);
-    mr_free(names);
-    mr_free(is_cat);
-    mr_free(src);
-    mr_free(label);
+    resolved_free(r);
     return st;
+}
+
+mr_status mr_gbdt_data_from_table(const mr_table *t, const mr_gbdt_table_spec *spec,
+                                  const mr_gbdt_data *reference, const mr_gbdt_params *p, mr_gbdt_data **out,
+                                  mr_error *err)
+{
+    *out = NULL;
+    resolved r;
+    mr_status st = resolve(t, spec, &r, err);
+    if (st != MR_OK) return st;
+    float *label = NULL;
+    if (r.has_label) {
+        if (!(label = mr_malloc((t->n_rows ? t->n_rows : 1) * sizeof(float)))) {
+            resolved_free(&r);
+            return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < t->n_rows; i++) label[i] = (float)colsrc_get(&r.label, i);
+    }
+    st = build(r.src, t->n_rows, r.nf, r.names, r.is_cat, label, reference, p, out, err);
+    mr_free(label);
+    resolved_free(&r);
+    return st;
+}
+
+/* ---- streaming: binning a table that arrives in batches ---------------------- */
+
+struct mr_gbdt_stream {
+    mr_gbdt_table_spec spec;    /* features: the names fixed at open (owned array, borrowed names) */
+    const char **feat_names;    /* the spec's features (the schema's, when the spec had none); names owned */
+    mr_gbdt_data *d;
+    uint8_t *is_cat;            /* NULL with a reference */
+    const mr_gbdt_params *p;
+    uint32_t *sample;           /* ascending sample rows (NULL with a reference) */
+    size_t n_sample, next_sample;
+    double *sample_vals;        /* n_features * n_sample: column j at j * n_sample */
+    size_t rows_seen;           /* pass 1: rows sampled through */
+    size_t rows_binned;         /* pass 2 */
+    int edges_done;
+    int has_label;
+};
+
+void mr_gbdt_stream_free(mr_gbdt_stream *s)
+{
+    if (!s) return;
+    for (size_t j = 0; s->feat_names && j < s->spec.n_features; j++) mr_free((char *)s->feat_names[j]);
+    mr_free(s->feat_names);
+    mr_gbdt_data_free(s->d);
+    mr_free(s->is_cat);
+    mr_free(s->sample);
+    mr_free(s->sample_vals);
+    mr_free(s);
+}
+
+mr_status mr_gbdt_stream_open(const mr_table *schema, size_t n_rows, const mr_gbdt_table_spec *spec,
+                              const mr_gbdt_data *reference, const mr_gbdt_params *p, mr_gbdt_stream **out,
+                              mr_error *err)
+{
+    *out = NULL;
+    resolved r;
+    mr_status st = resolve(schema, spec, &r, err);
+    if (st != MR_OK) return st;
+    mr_gbdt_stream *s = mr_calloc(1, sizeof(*s));
+    if (!s || !(s->feat_names = mr_calloc(r.nf, sizeof(char *)))) goto nomem;
+    s->spec = spec ? *spec : (mr_gbdt_table_spec){0};
+    s->spec.n_features = 0;
+    for (size_t j = 0; j < r.nf; j++) {
+        if (!(s->feat_names[j] = mr_strdup(r.names[j]))) goto nomem;
+        s->spec.n_features = j + 1;
+    }
+    s->spec.features = s->feat_names;
+    s->p = p;
+    s->has_label = r.has_label;
+    st = build_begin(n_rows, r.nf, r.names, r.is_cat, reference, p, &s->d, &s->is_cat, err);
+    if (st != MR_OK) goto fail;
+    if (r.has_label && !(s->d->label = mr_malloc((n_rows ? n_rows : 1) * sizeof(float)))) goto nomem;
+    if (reference) {
+        s->edges_done = 1;
+    } else {
+        size_t want = p ? (size_t)p->bin_construct_sample_cnt : 200000;
+        if (!(s->sample = sample_rows(n_rows, want, p ? p->seed : 0, &s->n_sample))) goto nomem;
+        size_t cells = r.nf * (s->n_sample ? s->n_sample : 1);
+        if (cells / r.nf != (s->n_sample ? s->n_sample : 1) || !(s->sample_vals = mr_malloc(cells * sizeof(double))))
+            goto nomem;
+    }
+    resolved_free(&r);
+    *out = s;
+    return MR_OK;
+nomem:
+    st = MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
+fail:
+    resolved_free(&r);
+    mr_gbdt_stream_free(s);
+    return st;
+}
+
+int mr_gbdt_stream_wants_sample(const mr_gbdt_stream *s) { return !s->edges_done; }
+
+mr_status mr_gbdt_stream_sample(mr_gbdt_stream *s, const mr_table *batch, mr_error *err)
+{
+    if (s->edges_done) return MR_ERR(err, MR_E_STATE, "gbdt stream: the edges are already built");
+    if (batch->n_rows > s->d->n_rows - s->rows_seen)
+        return MR_ERR(err, MR_E_STATE, "gbdt stream: more rows than the %zu announced", s->d->n_rows);
+    resolved r;
+    mr_status st = resolve(batch, &s->spec, &r, err);
+    if (st != MR_OK) return st;
+    size_t end = s->rows_seen + batch->n_rows, ns = s->n_sample;
+    for (; s->next_sample < ns && s->sample[s->next_sample] < end; s->next_sample++) {
+        size_t i = s->sample[s->next_sample] - s->rows_seen;
+        for (size_t j = 0; j < r.nf; j++) s->sample_vals[j * ns + s->next_sample] = colsrc_get(&r.src[j], i);
+    }
+    s->rows_seen = end;
+    resolved_free(&r);
+    return MR_OK;
+}
+
+/* After the last sampling batch: the edges from the values kept. */
+static mr_status stream_edges(mr_gbdt_stream *s, mr_error *err)
+{
+    if (s->rows_seen != s->d->n_rows)
+        return MR_ERR(err, MR_E_STATE, "gbdt stream: %zu rows sampled through, %zu announced", s->rows_seen,
+                      s->d->n_rows);
+    size_t F = s->d->n_features, ns = s->n_sample;
+    colsrc *src = mr_calloc(F, sizeof(colsrc));
+    uint32_t *idx = mr_malloc((ns ? ns : 1) * sizeof(uint32_t));
+    mr_status st = MR_OK;
+    if (!src || !idx) {
+        st = MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
+    } else {
+        for (size_t j = 0; j < F; j++) src[j] = (colsrc){.type = SRC_F64, .data = s->sample_vals + j * ns, .stride = 1};
+        for (size_t k = 0; k < ns; k++) idx[k] = (uint32_t)k;
+        st = build_edges(s->d, src, idx, ns, s->is_cat, s->p, err);
+    }
+    mr_free(src);
+    mr_free(idx);
+    if (st == MR_OK) {
+        s->edges_done = 1;
+        mr_free(s->sample_vals);
+        s->sample_vals = NULL;
+    }
+    return st;
+}
+
+mr_status mr_gbdt_stream_bin(mr_gbdt_stream *s, const mr_table *batch, mr_error *err)
+{
+    mr_status st = MR_OK;
+    if (!s->edges_done && (st = stream_edges(s, err)) != MR_OK) return st;
+    if (batch->n_rows > s->d->n_rows - s->rows_binned)
+        return MR_ERR(err, MR_E_STATE, "gbdt stream: more rows than the %zu announced", s->d->n_rows);
+    resolved r;
+    if ((st = resolve(batch, &s->spec, &r, err)) != MR_OK) return st;
+    build_rows(s->d, r.src, s->rows_binned, batch->n_rows, s->p);
+    if (s->has_label)
+        for (size_t i = 0; i < batch->n_rows; i++) s->d->label[s->rows_binned + i] = (float)colsrc_get(&r.label, i);
+    s->rows_binned += batch->n_rows;
+    resolved_free(&r);
+    return MR_OK;
+}
+
+mr_status mr_gbdt_stream_finish(mr_gbdt_stream *s, mr_gbdt_data **out, mr_error *err)
+{
+    *out = NULL;
+    mr_status st = MR_OK;
+    if (!s->edges_done && (st = stream_edges(s, err)) != MR_OK) return st;
+    if (s->rows_binned != s->d->n_rows)
+        return MR_ERR(err, MR_E_STATE, "gbdt stream: %zu rows binned, %zu announced", s->rows_binned, s->d->n_rows);
+    *out = s->d;
+    s->d = NULL;
+    return MR_OK;
 }
 
 /* ---- serialised form (docs/gbdt.md "Binned matrix file") ---------------------- */
