@@ -63,6 +63,13 @@ void mr_jsonl_options_init(mr_jsonl_options *o); /* zeroes: the defaults above *
  * failure. The caller frees *out. */
 mr_status mr_jsonl_read(const char *path, const mr_jsonl_options *o, mr_table **out, mr_csv_stats *stats,
                         mr_error *err);
+/* The same over text in memory, buf[0, len) (borrowed for the call): the
+ * lines of a file from line first_line on (a reader of a big file in
+ * windows of whole lines), so errors name the file (name) and the line as
+ * mr_jsonl_read would; a BOM is skipped only at line 1. Columns and types
+ * come from these lines alone. */
+mr_status mr_jsonl_read_mem(const char *buf, size_t len, const char *name, long first_line,
+                            const mr_jsonl_options *o, mr_table **out, mr_csv_stats *stats, mr_error *err);
 
 #ifdef __cplusplus
 }

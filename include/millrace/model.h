@@ -119,13 +119,13 @@ mr_status mr_model_check_params(const char *kind, const mr_value *params, mr_err
 mr_status mr_model_train(const mr_table *train, const mr_table *valid, mr_train_opts *o, mr_model **out,
                          mr_error *err);
 /* Trains on the files train_path and valid_path (NULL: none), read as
- * mr_table_read_file reads them. A gbdt on a CSV/TSV file, a Parquet file
- * or a dataset is binned while the file is read (twice: the seeded sample,
+ * mr_table_read_file reads them. A gbdt on a CSV/TSV file, a JSON-lines
+ * file, a Parquet file or a dataset is binned while the file is read (twice: the seeded sample,
  * then the bins), so its table never exists whole: peak memory is the
  * binned matrix, the sample and one batch (o->streamed = 1). With
  * bin_cache_dir the cached matrix is found by the file's content, without
- * reading it. Anything else (a linear model, JSON lines, a glob, or a CSV
- * the streaming reader types differently from the whole-file reader)
+ * reading it. Anything else (a linear model, a glob, or a file the
+ * streaming path would type differently from the whole-file reader)
  * reads the table and calls mr_model_train. The model is the same, byte
  * for byte, either way; so are the errors. o->train_rows tells the rows. */
 mr_status mr_model_train_file(const char *train_path, const char *valid_path, mr_train_opts *o, mr_model **out,

@@ -399,16 +399,16 @@ static mr_status first_error(jjob *w, mr_error *err)
     return MR_OK;
 }
 
-mr_status mr_jsonl_read(const char *path, const mr_jsonl_options *o, mr_table **out, mr_csv_stats *stats,
-                        mr_error *err)
+/* Reads the lines of buf[0, len) (the text of path from line first_line on;
+ * a BOM is skipped only at line 1) into *out. */
+static mr_status read_buf(const char *buf, size_t len, const char *path, long first_line, const mr_jsonl_options *o,
+                          mr_table **out, mr_csv_stats *stats, mr_error *err)
 {
     mr_jsonl_options d;
     mr_jsonl_options_init(&d);
     if (!o) o = &d;
     mr_csv_stats st;
     memset(&st, 0, sizeof(st));
-    char *buf = NULL;
-    size_t len = 0;
     FILE *qf = NULL;
     jjob w;
     memset(&w, 0, sizeof(w));
@@ -416,18 +416,16 @@ mr_status mr_jsonl_read(const char *path, const mr_jsonl_options *o, mr_table **
     mr_status rc = MR_OK;
     if (o->on_error > MR_ON_ERROR_QUARANTINE || (o->on_error == MR_ON_ERROR_QUARANTINE && !o->quarantine_path))
         return MR_ERR(err, MR_E_INVALID_ARG, "on_error quarantine needs a quarantine path");
-    rc = mr_fs_read_file(path, SIZE_MAX - 1, &buf, &len, err);
-    if (rc != MR_OK) goto done;
     size_t C = o->chunk_size ? o->chunk_size : DEFAULT_CHUNK;
     w.buf = buf;
     w.path = path;
     w.on_error = o->on_error;
     w.max_line = o->max_line_len ? o->max_line_len : DEFAULT_CAP;
-    size_t off = len >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3) ? 3 : 0;
+    size_t off = first_line == 1 && len >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3) ? 3 : 0;
     w.n_ch = len > off ? (len - off + C - 1) / C : 0;
     w.ch = mr_calloc(w.n_ch + 1, sizeof(jchunk));
     if (!w.ch) goto nomem;
-    long line = 1;
+    long line = first_line;
     for (size_t k = 0; k < w.n_ch; k++) { /* chunk k starts after the first newline at or past its nominal start */
         size_t s = k == 0 ? off : off + k * C;
         if (k) {
@@ -546,7 +544,27 @@ done:
     mr_free(w.types);
     mr_free(w.kinds);
     mr_free(w.declared);
-    mr_free(buf);
     if (stats) *stats = st;
     return rc;
+}
+
+mr_status mr_jsonl_read(const char *path, const mr_jsonl_options *o, mr_table **out, mr_csv_stats *stats,
+                        mr_error *err)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    *out = NULL;
+    if (o && (o->on_error > MR_ON_ERROR_QUARANTINE || (o->on_error == MR_ON_ERROR_QUARANTINE && !o->quarantine_path)))
+        return MR_ERR(err, MR_E_INVALID_ARG, "on_error quarantine needs a quarantine path");
+    mr_status rc = mr_fs_read_file(path, SIZE_MAX - 1, &buf, &len, err);
+    if (rc == MR_OK) rc = read_buf(buf, len, path, 1, o, out, stats, err);
+    else if (stats) memset(stats, 0, sizeof(*stats));
+    mr_free(buf);
+    return rc;
+}
+
+mr_status mr_jsonl_read_mem(const char *buf, size_t len, const char *name, long first_line,
+                            const mr_jsonl_options *o, mr_table **out, mr_csv_stats *stats, mr_error *err)
+{
+    return read_buf(buf, len, name, first_line < 1 ? 1 : first_line, o, out, stats, err);
 }

@@ -6,6 +6,7 @@
 #include "millrace/dataset.h"
 #include "millrace/gbdt.h"
 #include "millrace/io.h"
+#include "millrace/jsonl.h"
 #include "millrace/parquet.h"
 #include "millrace/linear.h"
 #include "millrace/metrics.h"
@@ -425,7 +426,9 @@ static mr_status binned(const mr_table *t, const mr_gbdt_table_spec *spec, const
  * differs from the count taken first, any error) falls back to reading the
  * table, which gives the same model or the canonical error. */
 
-enum { FB_NONE, FB_CSV, FB_PARQUET, FB_DATASET };
+enum { FB_NONE, FB_CSV, FB_PARQUET, FB_DATASET, FB_JSONL };
+
+#define JSONL_WINDOW ((size_t)8 << 20) /* bytes of whole lines parsed at a time */
 
 typedef struct file_batches {
     int kind;
@@ -435,6 +438,12 @@ typedef struct file_batches {
     size_t rg;
     mr_dataset *ds;
     mr_dataset_scan *scan;
+    /* JSON lines: a window of the file's text, cut at the last newline */
+    int fd;                 /* -1: none */
+    char *win;
+    size_t win_len, win_cap;
+    long line;              /* the line number of win[0] */
+    int eof;
 } file_batches;
 
 static int ends_with_ci(const char *s, const char *suffix)
@@ -454,6 +463,7 @@ static int file_kind(const char *path)
     }
     if (ends_with_ci(path, ".parquet") || ends_with_ci(path, ".pq")) return FB_PARQUET;
     if (ends_with_ci(path, ".csv") || ends_with_ci(path, ".tsv") || ends_with_ci(path, ".txt")) return FB_CSV;
+    if (ends_with_ci(path, ".jsonl") || ends_with_ci(path, ".ndjson")) return FB_JSONL;
     return FB_NONE;
 }
 
@@ -463,11 +473,17 @@ static void fb_close(file_batches *b)
     mr_parquet_close(b->pq);
     mr_dataset_scan_close(b->scan);
     mr_dataset_close(b->ds);
+    if (b->fd >= 0) close(b->fd);
+    mr_free(b->win);
     b->csv = NULL;
     b->pq = NULL;
     b->scan = NULL;
     b->ds = NULL;
     b->rg = 0;
+    b->fd = -1;
+    b->win = NULL;
+    b->win_len = b->win_cap = 0;
+    b->eof = 0;
 }
 
 /* Opens (or reopens, for the next pass) with the options mr_table_read_file uses. */
@@ -482,9 +498,64 @@ static mr_status fb_open(file_batches *b, mr_error *err)
         return mr_csv_reader_open(b->path, &o, &b->csv, err);
     }
     if (b->kind == FB_PARQUET) return mr_parquet_open(b->path, &b->pq, err);
+    if (b->kind == FB_JSONL) {
+        int fd = open(b->path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot open", b->path);
+        b->fd = fd;
+        b->line = 1;
+        return MR_OK;
+    }
     mr_status rc = mr_dataset_open(b->path, &b->ds, err);
     if (rc == MR_OK) rc = mr_dataset_scan_open(b->ds, NULL, NULL, 0, &b->scan, err);
     return rc;
+}
+
+/* The next window of whole lines of a JSON-lines file as a table (windows
+ * of only blank lines are skipped), NULL at the end. */
+static mr_status jsonl_next(file_batches *b, mr_table **out, mr_error *err)
+{
+    for (;;) {
+        while (!b->eof && b->win_len < JSONL_WINDOW) { /* fill the window */
+            if (b->win_len == b->win_cap) {
+                size_t ncap = b->win_cap ? b->win_cap * 2 : JSONL_WINDOW;
+                char *nw = mr_realloc(b->win, ncap);
+                if (!nw) return MR_ERR(err, MR_E_NOMEM, "out of memory reading '%s'", b->path);
+                b->win = nw;
+                b->win_cap = ncap;
+            }
+            ssize_t got = read(b->fd, b->win + b->win_len, b->win_cap - b->win_len);
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot read", b->path);
+            if (got == 0) b->eof = 1;
+            b->win_len += (size_t)got;
+        }
+        if (!b->win_len) return MR_OK; /* the end */
+        const char *nl = NULL; /* the last newline (near the end: lines are short) */
+        for (size_t i = b->win_len; i > 0 && !nl; i--)
+            if (b->win[i - 1] == '\n') nl = b->win + i - 1;
+        if (!nl && !b->eof) { /* one line longer than the window: read on */
+            if (b->win_len == b->win_cap) {
+                char *nw = mr_realloc(b->win, b->win_cap * 2);
+                if (!nw) return MR_ERR(err, MR_E_NOMEM, "out of memory reading '%s'", b->path);
+                b->win = nw;
+                b->win_cap *= 2;
+            }
+            ssize_t got = read(b->fd, b->win + b->win_len, b->win_cap - b->win_len);
+            if (got < 0 && errno != EINTR) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot read", b->path);
+            if (got == 0) b->eof = 1;
+            if (got > 0) b->win_len += (size_t)got;
+            continue;
+        }
+        size_t take = b->eof ? b->win_len : (size_t)(nl - b->win) + 1;
+        mr_status rc = mr_jsonl_read_mem(b->win, take, b->path, b->line, NULL, out, NULL, err);
+        if (rc != MR_OK) return rc;
+        for (const char *p = b->win, *e = b->win + take; (p = memchr(p, '\n', (size_t)(e - p))) != NULL; p++) b->line++;
+        memmove(b->win, b->win + take, b->win_len - take);
+        b->win_len -= take;
+        if ((*out)->n_rows) return MR_OK;
+        mr_table_free(*out);
+        *out = NULL;
+    }
 }
 
 /* The next batch, NULL at the end. */
@@ -492,6 +563,7 @@ static mr_status fb_next(file_batches *b, mr_table **out, mr_error *err)
 {
     *out = NULL;
     if (b->kind == FB_CSV) return mr_csv_reader_next(b->csv, 0, out, err);
+    if (b->kind == FB_JSONL) return jsonl_next(b, out, err);
     if (b->kind == FB_PARQUET) {
         if (b->rg >= mr_parquet_num_row_groups(b->pq)) return MR_OK;
         return mr_parquet_read_row_group(b->pq, b->rg++, NULL, 0, out, err);
@@ -560,9 +632,52 @@ static mr_status csv_count_rows(const char *path, size_t *n_out, mr_error *err)
     return rc;
 }
 
+/* The non-blank lines of a JSON-lines file (a blank line holds only spaces,
+ * tabs and CRs; a BOM opening the file is not data), as its reader counts rows. */
+static mr_status jsonl_count_rows(const char *path, size_t *n_out, mr_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot open", path);
+    size_t cap = (size_t)1 << 20, n = 0, at = 0;
+    char *buf = mr_malloc(cap);
+    if (!buf) {
+        close(fd);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    int has = 0; /* the current line has a byte that is not blank */
+    mr_status rc = MR_OK;
+    for (;;) {
+        ssize_t got = read(fd, buf, cap);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot read", path);
+            break;
+        }
+        if (got == 0) break;
+        size_t i = 0;
+        if (at == 0 && got >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3)) i = 3;
+        at += (size_t)got;
+        for (; i < (size_t)got; i++) {
+            char c = buf[i];
+            if (c == '\n') {
+                n += has;
+                has = 0;
+            } else if (c != ' ' && c != '\t' && c != '\r') {
+                has = 1;
+            }
+        }
+    }
+    n += has;
+    mr_free(buf);
+    close(fd);
+    if (rc == MR_OK) *n_out = n;
+    return rc;
+}
+
 static mr_status fb_rows(file_batches *b, size_t *n, mr_error *err)
 {
     if (b->kind == FB_CSV) return csv_count_rows(b->path, n, err);
+    if (b->kind == FB_JSONL) return jsonl_count_rows(b->path, n, err);
     int64_t r = b->kind == FB_PARQUET ? mr_parquet_num_rows(b->pq) : (int64_t)mr_dataset_n_rows(b->ds);
     if (r < 0) return MR_ERR(err, MR_E_CORRUPT, "%s: negative row count", b->path);
     *n = (size_t)r;
@@ -623,9 +738,26 @@ static mr_status file_bin_key(file_batches *b, const mr_gbdt_params *p, const mr
     return rc;
 }
 
+/* A later batch has the first's columns (by name, any order) and types,
+ * int64 and float64 mixing (JSON lines type each window alone; the whole
+ * file joins them: int64 + float64 is float64, the same doubles). Anything
+ * else would not be what the whole-file reader gives: MR_E_SCHEMA, and the
+ * caller reads the table instead. */
+static mr_status same_schema(const mr_table *first, const mr_table *t, const char *path, mr_error *err)
+{
+    int ok = t->n_cols == first->n_cols;
+    for (size_t j = 0; ok && j < t->n_cols; j++) {
+        const mr_column *c = t->cols[j], *f = mr_table_column(first, c->name);
+        int num = (c->type == MR_T_INT64 || c->type == MR_T_FLOAT64) && f &&
+                  (f->type == MR_T_INT64 || f->type == MR_T_FLOAT64);
+        ok = f && (f->type == c->type || num);
+    }
+    return ok ? MR_OK : MR_ERR(err, MR_E_SCHEMA, "%s: a batch's columns or types differ from the first's", path);
+}
+
 /* One pass: every batch (the first, already read, included) to the stream. */
-static mr_status stream_pass(file_batches *b, mr_gbdt_stream *s, mr_table *first, size_t limit, int sample,
-                             mr_error *err)
+static mr_status stream_pass(file_batches *b, mr_gbdt_stream *s, const mr_table *schema, mr_table *first,
+                             size_t limit, int sample, mr_error *err)
 {
     size_t seen = 0;
     mr_table *t = first;
@@ -633,6 +765,7 @@ static mr_status stream_pass(file_batches *b, mr_gbdt_stream *s, mr_table *first
     for (;;) {
         if (!t && (rc = fb_next(b, &t, err)) != MR_OK) break;
         if (!t) break;
+        if ((rc = same_schema(schema, t, b->path, err)) != MR_OK) break;
         mr_table *part = NULL;
         if (t->n_rows > limit - seen) { /* smoke: the first rows */
             rc = mr_table_slice(t, 0, limit - seen, &part, err);
@@ -656,7 +789,7 @@ static mr_status binned_file(const char *path, const mr_gbdt_params *p, mr_train
 {
     *out = NULL;
     *hit = 0;
-    file_batches b = {.kind = file_kind(path), .path = path};
+    file_batches b = {.kind = file_kind(path), .path = path, .fd = -1};
     mr_table *first = NULL;
     mr_gbdt_stream *s = NULL;
     char *cache_path = NULL;
@@ -681,11 +814,14 @@ static mr_status binned_file(const char *path, const mr_gbdt_params *p, mr_train
     mr_gbdt_table_spec spec = {.label = o->label, .features = feats, .n_features = nf, .categorical = o->categorical,
                                .n_categorical = o->n_categorical};
     if (rc == MR_OK) rc = mr_gbdt_stream_open(first, limit, &spec, NULL, p, &s, err);
-    if (rc == MR_OK) rc = stream_pass(&b, s, first, limit, 1, err);
+    mr_table *schema = NULL; /* the first batch's columns, for the checks of the later ones */
+    if (rc == MR_OK) rc = mr_table_slice(first, 0, 0, &schema, err);
+    if (rc == MR_OK) rc = stream_pass(&b, s, schema, first, limit, 1, err);
     mr_table_free(first);
     first = NULL;
     if (rc == MR_OK) rc = fb_open(&b, err);
-    if (rc == MR_OK) rc = stream_pass(&b, s, NULL, limit, 0, err);
+    if (rc == MR_OK) rc = stream_pass(&b, s, schema, NULL, limit, 0, err);
+    mr_table_free(schema);
     if (rc == MR_OK) rc = mr_gbdt_stream_finish(s, out, err);
     /* A failed cache write only costs the next run its binning. */
     if (rc == MR_OK && cache_path && mr_fs_mkdirs(o->bin_cache_dir, NULL) == MR_OK) mr_gbdt_data_save(*out, cache_path, NULL);

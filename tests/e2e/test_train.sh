@@ -78,7 +78,9 @@ pass "decimal feature columns train the model their float64 values do, byte for 
 # row count taken first must match the reader's), and a CSV whose column the
 # streaming reader typed from its first 10,000 rows and a later value does
 # not fit, which falls back to the table (compared with the same values as
-# JSON lines, which are always read whole).
+# JSON lines read whole). JSON lines are binned while read in windows of
+# whole lines (two windows for a 9 MB file): the table's model, and the
+# CSV's; windows that type a column differently fall back.
 sp="-p objective=binary -p num_iterations=20 -p bin_construct_sample_cnt=700"
 expect_exit 0 mr train 'train.c[s]v' --label label --exclude id $sp --json -o s_table.bin
 assert_eq "$(json 'd["binned_while_reading"]')" false "a glob reads the table whole"
@@ -114,8 +116,33 @@ expect_exit 0 mr train 'quoted.c[s]v' --label label --exclude id,note $sp -o q_t
 cmp -s q_stream.bin q_table.bin || fail "quoted.csv binned while read differs from its table"
 expect_exit 0 mr train late_float.csv --label label --exclude id $sp --json -o lf_stream.bin
 assert_eq "$(json 'd["binned_while_reading"]')" false "a column the streaming reader mistyped falls back to the table"
-expect_exit 0 mr train late_float.jsonl --label label --exclude id $sp -o lf_table.bin
+expect_exit 0 mr train 'late_float.json[l]' --label label --exclude id $sp -o lf_table.bin
 cmp -s lf_stream.bin lf_table.bin || fail "the fallback model differs from the table's"
+python3 - <<'PY'
+import csv, json
+rows = list(csv.DictReader(open("train.csv")))
+with open("train.jsonl", "w") as f:
+    for r in rows:
+        f.write(json.dumps({"id": int(r["id"]), "x1": float(r["x1"]), "x2": float(r["x2"]), "x3": float(r["x3"]),
+                            "label": int(r["label"])}) + "\n")
+with open("big.jsonl", "w") as f, open("mixed.jsonl", "w") as g:
+    for i in range(150000):
+        r = rows[i % len(rows)]
+        line = json.dumps({"x1": float(r["x1"]), "x2": float(r["x2"]), "pad": "p" * 20, "label": int(r["label"])})
+        f.write(line + "\n")
+        if i == 140000: line = json.dumps({"x1": True, "x2": float(r["x2"]), "pad": "", "label": 0})
+        g.write(line + "\n")
+PY
+expect_exit 0 mr train train.jsonl --label label --exclude id $sp --json -o j_stream.bin
+assert_eq "$(json 'd["binned_while_reading"]')" true "JSON lines are binned while read"
+cmp -s j_stream.bin s_table.bin || fail "JSON lines binned while read differ from the CSV's model"
+expect_exit 0 mr train big.jsonl --label label --exclude pad $sp --json -o big_stream.bin
+assert_eq "$(json 'd["binned_while_reading"]') $(json 'd["rows"]')" "true 150000" "a 9 MB JSON-lines file, two windows"
+expect_exit 0 mr train 'big.json[l]' --label label --exclude pad $sp -o big_table.bin
+cmp -s big_stream.bin big_table.bin || fail "big.jsonl binned in windows differs from its table"
+expect_exit 2 mr train mixed.jsonl --label label --exclude pad $sp --json -o mixed.bin
+assert_contains "$T_ERR" "feature column 'x1' has type string" "a bool in a later window: the whole file's error, not a model"
+pass "JSON lines binned while read: the table's model, and a later window's misfit gives the table's error"
 expect_exit 0 mr train train.csv --label label --exclude id $sp --smoke --json -o sm_stream.bin
 assert_eq "$(json 'd["rows"]')" 5000 "smoke keeps at most 10,000 rows"
 expect_exit 0 mr train 'train.c[s]v' --label label --exclude id $sp --smoke -o sm_table.bin
