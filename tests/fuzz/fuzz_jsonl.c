@@ -1,16 +1,16 @@
 /* libFuzzer target for the JSON-lines reader (src/data/jsonl.c): each input
  * is a mode byte and the file: the file (the input after its first byte)
- * is written once to a private file in /dev/shm (the reader takes a path)
- * and read twice — on 1 thread in one chunk, and on 2 threads in 7-byte
- * chunks — with the options the mode byte picks (bits 0-1: on_error
+ * is written once to a private file in /dev/shm and read twice — from the
+ * file on 1 thread in one chunk, and from memory (mr_jsonl_read_mem, as the
+ * trainer reads windows) on 2 threads in 7-byte chunks — with the options the mode byte picks (bits 0-1: on_error
  * fail / skip / quarantine; bits 2-4: a declared type for key "a", 0 none;
  * bit 5: max_line_len 64). The mode byte is not part of the file, so a
  * seed's lines are read as they are whatever they start with (the corpus
  * files begin with one: 0x00 for the defaults). Aborts when a property the reader promises
  * breaks:
  *   - the two reads differ in status, message, stats, quarantined bytes,
- *     column names, types or any value (the chunking and the thread count
- *     must not show);
+ *     column names, types or any value (the chunking, the thread count and
+ *     reading from memory must not show);
  *   - a failure without a message, or with a status jsonl.h does not list;
  *   - a table whose columns disagree on the row count, or whose names
  *     repeat, or whose declared column is not of the declared type.
@@ -43,14 +43,17 @@ typedef struct outcome {
     size_t quarantine_len;
 } outcome;
 
-static void read_once(const mr_jsonl_options *o, int which, outcome *out)
+/* which 0 reads the file; which 1 reads the same bytes from memory
+ * (mr_jsonl_read_mem, as the trainer's windows do): the two must agree. */
+static void read_once(const mr_jsonl_options *o, int which, const uint8_t *data, size_t size, outcome *out)
 {
     mr_error err;
     mr_error_init(&err);
     memset(out, 0, sizeof(*out));
     mr_jsonl_options oo = *o;
     oo.quarantine_path = qpath[which];
-    out->rc = mr_jsonl_read(path, &oo, &out->t, &out->stats, &err);
+    out->rc = which == 0 ? mr_jsonl_read(path, &oo, &out->t, &out->stats, &err)
+                         : mr_jsonl_read_mem((const char *)data, size, path, 1, &oo, &out->t, &out->stats, &err);
     mr_error_format(&err, out->msg, sizeof(out->msg));
     if (out->rc != MR_OK) {
         check(out->t == NULL, "a failed read returned a table");
@@ -146,10 +149,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (mode & 32) o.max_line_len = 64;
     outcome one, two;
     o.threads = 1;
-    read_once(&o, 0, &one);
+    read_once(&o, 0, data, size, &one);
     o.threads = 2;
     o.chunk_size = 7;
-    read_once(&o, 1, &two);
+    read_once(&o, 1, data, size, &two);
     same(&one, &two);
     if (one.rc == MR_OK) check_table(one.t, &o);
     outcome_free(&one);
