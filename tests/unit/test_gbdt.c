@@ -19,6 +19,9 @@
 #include <unistd.h>
 
 #include "millrace/gbdt.h"
+#include "millrace/io.h"
+#include "millrace/model.h"
+#include "millrace/value.h"
 #include "ml/gbdt/gbdt_int.h"
 
 #define SEED 20240601u
@@ -1202,6 +1205,92 @@ static void test_stream_equals_table(void **state)
     mr_table_free(t);
 }
 
+/* The model bytes of training on path binned while read, and (want_streamed
+ * checked) on the table read whole; both must be equal. */
+static void train_file_vs_table(const char *path, const mr_value *params, int want_streamed)
+{
+    static const char *const exclude[] = {"note"};
+    mr_train_opts o;
+    mr_train_opts_init(&o);
+    o.label = "y";
+    o.params = params;
+    o.exclude = exclude;
+    o.n_exclude = 1;
+    o.fast_metrics = 0;
+    mr_error err;
+    mr_error_init(&err);
+    mr_model *a = NULL, *b = NULL;
+    mr_table *t = NULL;
+    uint64_t failed0 = mr_alloc_fault_failed();
+    assert_ok(mr_model_train_file(path, NULL, &o, &a, &err));
+    /* an injected allocation failure while streaming falls back to the table */
+    if (mr_alloc_fault_failed() == failed0) assert_int_equal(o.streamed, want_streamed);
+    size_t rows = o.train_rows;
+    assert_ok(mr_table_read_file(path, &t, &err));
+    assert_int_equal(rows, t->n_rows);
+    assert_ok(mr_model_train(t, NULL, &o, &b, &err));
+    mr_buf x, y;
+    mr_buf_init(&x);
+    mr_buf_init(&y);
+    assert_ok(mr_model_to_bytes(a, &x, &err));
+    assert_ok(mr_model_to_bytes(b, &y, &err));
+    assert_int_equal(x.len, y.len);
+    assert_memory_equal(x.data, y.data, x.len);
+    mr_buf_free(&x);
+    mr_buf_free(&y);
+    mr_model_free(a);
+    mr_model_free(b);
+    mr_table_free(t);
+}
+
+/* mr_model_train_file: a CSV (quoted newlines, CRLF, a blank line) and
+ * JSON lines of the same data, binned while read with a sample smaller
+ * than the data, train the table's model byte for byte; a CSV column the
+ * streaming reader typed int64 from its first 10,000 rows that a later
+ * 2.5 does not fit falls back to the table, with the same model. */
+static void test_train_file_equals_table(void **state)
+{
+    (void)state;
+    char csv[4096], jsonl[4096], late[4096];
+    snprintf(csv, sizeof csv, "%s/mr_tf_%ld.csv", mr_test_tmpdir(), (long)getpid());
+    snprintf(jsonl, sizeof jsonl, "%s/mr_tf_%ld.jsonl", mr_test_tmpdir(), (long)getpid());
+    snprintf(late, sizeof late, "%s/mr_tf_late_%ld.csv", mr_test_tmpdir(), (long)getpid());
+    FILE *fc = fopen(csv, "wb"), *fj = fopen(jsonl, "wb"), *fl = fopen(late, "wb");
+    assert_non_null(fc);
+    assert_non_null(fj);
+    assert_non_null(fl);
+    fputs("a,b,note,y\r\n", fc);
+    fputs("a,k,note,y\n", fl);
+    rng_state = SEED;
+    for (int i = 0; i < 10500; i++) {
+        double av = nrand();
+        int bv = (int)(urand() * 5);
+        int yv = (av > 0) ^ (bv == 3);
+        if (i < 3000) {
+            fprintf(fc, "%.6f,%d,%s,%d\r\n", av, bv, i % 7 ? "plain" : "\"two\nlines, \"\"q\"\"\"", yv);
+            if (i == 1500) fputs("\r\n", fc);
+            fprintf(fj, "{\"a\": %.6f, \"b\": %d, \"note\": \"n\", \"y\": %d}\n", av, bv, yv);
+        }
+        if (i == 10200) fprintf(fl, "%.6f,2.5,x,%d\n", av, yv);
+        else fprintf(fl, "%.6f,%d,x,%d\n", av, bv, yv);
+    }
+    fclose(fc);
+    fclose(fj);
+    fclose(fl);
+    mr_value *params = mr_value_new(MR_V_MAP);
+    assert_alloc(params);
+    assert_ok(mr_value_map_set(params, "objective", mr_value_from_scalar("binary", 0)));
+    assert_ok(mr_value_map_set(params, "num_iterations", mr_value_from_scalar("5", 0)));
+    assert_ok(mr_value_map_set(params, "bin_construct_sample_cnt", mr_value_from_scalar("500", 0)));
+    train_file_vs_table(csv, params, 1);
+    train_file_vs_table(jsonl, params, 1);
+    train_file_vs_table(late, params, 0);
+    mr_value_free(params);
+    unlink(csv);
+    unlink(jsonl);
+    unlink(late);
+}
+
 /* A DECIMAL feature and label train exactly the model their float64 values
  * do: the same bytes. */
 static void test_decimal_columns(void **state)
@@ -1286,6 +1375,7 @@ int main(void)
         cmocka_unit_test(test_multiclass_and_regression),
         cmocka_unit_test(test_from_table),
         cmocka_unit_test(test_stream_equals_table),
+        cmocka_unit_test(test_train_file_equals_table),
         cmocka_unit_test(test_decimal_columns),
     };
     int rc = mr_test_run(tests, NULL, NULL);
