@@ -55,6 +55,8 @@ static const char ingest_help[] =
     "  --partition-by A,B     hive partitions (A=value/B=value/ directories)\n"
     "  --rows-per-shard N     default 1000000\n"
     "  --row-group-rows N     default 131072\n"
+    "  --row-group-bytes N    a row group also ends at the row that brings its values to N bytes\n"
+    "                         (default 134217728: 128 MiB, so multi-megabyte values stay bounded)\n"
     "  --codec C              zstd (default), snappy, gzip, lz4_raw (or lz4), none\n"
     "  --limit N              ingest only the first N good rows\n"
     "  -j, --threads N        parser threads (default: all cores)\n"
@@ -311,6 +313,9 @@ static int ingest_args_parse(int argc, char **argv, ingest_args *a)
         } else if (!strcmp(arg, "--row-group-rows")) {
             rc = parse_count("data ingest", arg, v, &n);
             if (rc == EXIT_OK) o->write.row_group_rows = (size_t)n;
+        } else if (!strcmp(arg, "--row-group-bytes")) {
+            rc = parse_count("data ingest", arg, v, &n);
+            if (rc == EXIT_OK) o->write.row_group_bytes = (size_t)n;
         } else if (!strcmp(arg, "--limit")) {
             rc = parse_count("data ingest", arg, v, &n);
             if (rc == EXIT_OK) o->max_rows = (uint64_t)n;

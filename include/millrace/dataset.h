@@ -71,6 +71,9 @@ extern "C" {
 typedef struct mr_dataset_write_opts {
     size_t rows_per_shard;            /* 0 = 1,000,000 */
     size_t row_group_rows;            /* 0 = 131,072 */
+    size_t row_group_bytes;           /* 0 = 128 MiB: a row group also ends at the row that brings its
+                                         values to this many bytes (fixed widths, string and binary
+                                         lengths), so rows of multi-megabyte values stay bounded */
     mr_parquet_codec codec;           /* init: MR_PQ_ZSTD (a zeroed struct means uncompressed) */
     int level;                        /* codec level, 0 = default (zstd 1, gzip 6) */
     const char *const *partition_by;  /* column names (borrowed during open), at most 16 */

@@ -15,6 +15,7 @@
 
 #define DEFAULT_ROWS_PER_SHARD 1000000u
 #define DEFAULT_ROW_GROUP_ROWS 131072u
+#define DEFAULT_ROW_GROUP_BYTES ((size_t)128 << 20)
 #define DATASET_ZSTD_LEVEL 1        /* see open_shard */
 #define MAX_STAT_STR 256            /* longer string bounds are left out of the manifest */
 #define MAX_MANIFEST ((size_t)1 << 30)
@@ -264,6 +265,7 @@ typedef struct wpart {
     char *dir;           /* "k=v/k2=v2" or "" */
     tval vals[MR_DATASET_MAX_PARTITION_COLS];
     mr_table *acc;       /* rows not yet written (< one row group) */
+    uint64_t acc_bytes;  /* their values' bytes (row_bytes) */
     mr_parquet_writer *pw;
     mr_hasher *hasher;   /* the open shard's content hash, fed as it is written */
     size_t shard;        /* index in w->shards while pw is open */
@@ -272,7 +274,7 @@ typedef struct wpart {
 
 struct mr_dataset_writer {
     char *dir;
-    size_t rows_per_shard, rg_rows;
+    size_t rows_per_shard, rg_rows, rg_bytes;
     mr_parquet_codec codec;
     int level;
     size_t n_pcols;
@@ -304,6 +306,7 @@ void mr_dataset_write_opts_init(mr_dataset_write_opts *o)
     memset(o, 0, sizeof *o);
     o->rows_per_shard = DEFAULT_ROWS_PER_SHARD;
     o->row_group_rows = DEFAULT_ROW_GROUP_ROWS;
+    o->row_group_bytes = DEFAULT_ROW_GROUP_BYTES;
     o->codec = MR_PQ_ZSTD;
 }
 
@@ -326,6 +329,7 @@ mr_status mr_dataset_writer_open(const char *dir, const mr_dataset_write_opts *o
     w->dir = mr_strdup(dir);
     w->rows_per_shard = opts->rows_per_shard ? opts->rows_per_shard : DEFAULT_ROWS_PER_SHARD;
     w->rg_rows = opts->row_group_rows ? opts->row_group_rows : DEFAULT_ROW_GROUP_ROWS;
+    w->rg_bytes = opts->row_group_bytes ? opts->row_group_bytes : DEFAULT_ROW_GROUP_BYTES;
     w->codec = opts->codec;
     w->level = opts->level;
     w->n_pcols = opts->n_partition_by;
@@ -645,12 +649,67 @@ static mr_status open_shard(mr_dataset_writer *w, size_t part, mr_error *err)
     return MR_OK;
 }
 
-/* Rows the partition's next row group takes: a full row group, or what
- * still fits in its open shard. */
+/* Rows the partition's next row group takes at most: a full row group, or
+ * what still fits in its open shard. */
 static size_t next_group(const mr_dataset_writer *w, const wpart *p)
 {
     size_t left = w->rows_per_shard - (p->pw ? (size_t)w->shards[p->shard].rows : 0);
     return left < w->rg_rows ? left : w->rg_rows;
+}
+
+/* The bytes of row i's values (a fixed-width value its width, null or not;
+ * a string or binary value its length): what a row group's byte budget
+ * counts, a function of the row alone. */
+static uint64_t row_bytes(const mr_table *t, size_t i)
+{
+    uint64_t b = 0;
+    for (size_t j = 0; j < t->n_cols; j++) {
+        const mr_column *c = t->cols[j];
+        if (c->type != MR_T_STRING) {
+            b += mr_dtype_width(c->type);
+        } else if (!mr_column_is_null(c, i)) {
+            size_t len = 0;
+            (void)mr_column_str(c, i, &len);
+            b += len;
+        }
+    }
+    return b;
+}
+
+/* The width of a row when every column is fixed-width (0: some are not). */
+static uint64_t fixed_row_bytes(const mr_table *t)
+{
+    uint64_t b = 0;
+    for (size_t j = 0; j < t->n_cols; j++) {
+        if (t->cols[j]->type == MR_T_STRING) return 0;
+        b += mr_dtype_width(t->cols[j]->type);
+    }
+    return b ? b : 1;
+}
+
+/* Of rows [off, off + avail) of src, how many the partition's current row
+ * group takes, when it already holds have rows of have_bytes bytes. A group
+ * ends at next_group's row count, or at the row that brings its bytes to
+ * rg_bytes (that row included): cuts that depend on the rows alone, however
+ * they arrive in batches. *full: the group is complete with them. */
+static size_t group_take(const mr_dataset_writer *w, const wpart *p, const mr_table *src, size_t off, size_t avail,
+                         size_t have, uint64_t have_bytes, int *full, uint64_t *bytes_out)
+{
+    size_t max_rows = next_group(w, p);
+    size_t room = max_rows > have ? max_rows - have : 0;
+    uint64_t bytes = have_bytes, fixed = fixed_row_bytes(src);
+    size_t k = 0;
+    if (bytes < w->rg_bytes && fixed) { /* every row the same width: divide */
+        uint64_t rows_to_budget = (w->rg_bytes - bytes + fixed - 1) / fixed;
+        k = rows_to_budget < room ? (size_t)rows_to_budget : room;
+        if (k > avail) k = avail;
+        bytes += k * fixed;
+    } else {
+        while (k < room && k < avail && bytes < w->rg_bytes) bytes += row_bytes(src, off + k++);
+    }
+    *full = have + k >= max_rows || bytes >= w->rg_bytes;
+    if (bytes_out) *bytes_out = bytes - have_bytes;
+    return k;
 }
 
 /* Writes rows [b, e) of src (the file columns) as one row group of the
@@ -677,34 +736,41 @@ static mr_status write_group(mr_dataset_writer *w, size_t part, const mr_table *
     return rc;
 }
 
-/* Writes the partition's accumulated rows in row groups of rg_rows (and
- * shards of rows_per_shard); keeps a partial row group unless final. */
+/* Writes the partition's accumulated rows in row groups (group_take: of
+ * rg_rows rows or rg_bytes bytes, and shards of rows_per_shard); keeps a
+ * partial row group unless final. */
 static mr_status flush_part(mr_dataset_writer *w, size_t part, int final, mr_error *err)
 {
     wpart *p = &w->parts[part];
     mr_status rc = MR_OK;
     size_t off = 0, n = p->acc ? p->acc->n_rows : 0;
     p->lru = ++w->tick;
+    uint64_t written = 0;
     while (off < n) {
-        size_t take = next_group(w, &w->parts[part]);
-        if (n - off < take) {
+        int full = 0;
+        uint64_t gb = 0;
+        size_t take = group_take(w, &w->parts[part], w->parts[part].acc, off, n - off, 0, 0, &full, &gb);
+        if (!full) {
             if (!final) break;
             take = n - off;
         }
         rc = write_group(w, part, w->parts[part].acc, off, off + take, err);
         if (rc != MR_OK) return rc;
         off += take;
+        written += gb;
     }
     p = &w->parts[part];
     if (off == n) {
         mr_table_free(p->acc);
         p->acc = NULL;
+        p->acc_bytes = 0;
     } else if (off > 0) {
         mr_table *rest = NULL;
         rc = mr_table_slice(p->acc, off, n, &rest, err);
         if (rc != MR_OK) return rc;
         mr_table_free(p->acc);
         p->acc = rest;
+        p->acc_bytes -= written;
     }
     if (final) rc = close_shard(w, p, err);
     return rc;
@@ -717,6 +783,10 @@ static mr_status accumulate(mr_dataset_writer *w, size_t part, const mr_table *s
     mr_status rc = mr_table_slice(src, b, e, &rows, err);
     if (rc != MR_OK) return rc;
     wpart *p = &w->parts[part];
+    uint64_t fixed = fixed_row_bytes(src);
+    if (fixed) p->acc_bytes += (uint64_t)(e - b) * fixed;
+    else
+        for (size_t i = b; i < e; i++) p->acc_bytes += row_bytes(src, i);
     if (!p->acc) {
         p->acc = rows;
         return MR_OK;
@@ -745,6 +815,10 @@ static mr_status route(mr_dataset_writer *w, const mr_table *t, size_t part, con
         rc = mr_table_take(&view, idx, n, &rows, err);
         if (rc == MR_OK) {
             wpart *p = &w->parts[part];
+            uint64_t fixed = fixed_row_bytes(rows);
+            if (fixed) p->acc_bytes += (uint64_t)rows->n_rows * fixed;
+            else
+                for (size_t i = 0; i < rows->n_rows; i++) p->acc_bytes += row_bytes(rows, i);
             if (!p->acc) {
                 p->acc = rows;
             } else {
@@ -752,21 +826,24 @@ static mr_status route(mr_dataset_writer *w, const mr_table *t, size_t part, con
                 mr_table_free(rows);
             }
         }
-        if (rc == MR_OK && w->parts[part].acc->n_rows >= w->rg_rows) rc = flush_part(w, part, 0, err);
+        if (rc == MR_OK && (w->parts[part].acc->n_rows >= next_group(w, &w->parts[part]) ||
+                            w->parts[part].acc_bytes >= w->rg_bytes))
+            rc = flush_part(w, part, 0, err);
         goto done;
     }
     size_t off = 0;
     if (w->parts[part].acc) { /* complete the partial group first */
-        size_t have = w->parts[part].acc->n_rows, take = next_group(w, &w->parts[part]);
-        size_t add = have < take ? take - have : 0;
-        if (add > n) add = n;
+        int full = 0;
+        size_t add = group_take(w, &w->parts[part], &view, 0, n, w->parts[part].acc->n_rows,
+                                w->parts[part].acc_bytes, &full, NULL);
         rc = accumulate(w, part, &view, 0, add, err);
         off = add;
-        if (rc == MR_OK && w->parts[part].acc->n_rows >= take) rc = flush_part(w, part, 0, err);
+        if (rc == MR_OK && full) rc = flush_part(w, part, 0, err);
     }
     while (rc == MR_OK && !w->parts[part].acc && off < n) {
-        size_t take = next_group(w, &w->parts[part]);
-        if (n - off < take) break;
+        int full = 0;
+        size_t take = group_take(w, &w->parts[part], &view, off, n - off, 0, 0, &full, NULL);
+        if (!full) break;
         rc = write_group(w, part, &view, off, off + take, err);
         off += take;
     }

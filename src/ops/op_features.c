@@ -201,7 +201,8 @@ static mr_status run_features(mr_op_ctx *ctx, mr_error *err)
 
 const mr_op mr_op_features = {
     .name = "features",
-    .version = 2, /* 2: passed-through columns keep their kinds; decimals are numeric inputs */
+    .version = 3, /* 2: passed-through columns keep their kinds; decimals are numeric inputs;
+                     3: dataset row groups also end at 128 MiB of values */
     .params = features_params,
     .outputs = NULL,
     .run = run_features,

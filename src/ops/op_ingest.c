@@ -28,6 +28,7 @@ static const mr_param_def ingest_params[] = {
     {"partition_by", MR_PT_STRSEQ, 0, "hive partition columns (key=value directories)"},
     {"rows_per_shard", MR_PT_INT, 0, "rows per Parquet shard (default 1000000)"},
     {"row_group_rows", MR_PT_INT, 0, "rows per row group (default 131072)"},
+    {"row_group_bytes", MR_PT_INT, 0, "a row group also ends at the row that brings its values to this many bytes (default 134217728)"},
     {"codec", MR_PT_STR, 0, "zstd (default), snappy, gzip or none"},
     {"columns", MR_PT_STRSEQ, 0, "columns to keep, in order (default: all)"},
     {NULL, 0, 0, NULL},
@@ -152,8 +153,9 @@ static mr_status ingest_settings(const mr_value *def, mr_ingest_opts *o, ingest_
             return rc;
         }
     }
-    static const char *const size_keys[] = {"rows_per_shard", "row_group_rows"};
-    for (size_t k = 0; k < 2; k++) {
+    static const char *const size_keys[] = {"rows_per_shard", "row_group_rows", "row_group_bytes"};
+    size_t *size_dst[] = {&o->write.rows_per_shard, &o->write.row_group_rows, &o->write.row_group_bytes};
+    for (size_t k = 0; k < 3; k++) {
         if (!(v = mr_value_get(def, size_keys[k])) || v->kind != MR_V_INT) continue;
         if (v->u.i <= 0) {
             rc = mr_error_set_at(err, NULL, v->line, v->col, MR_E_INVALID_ARG, "%s must be positive, got %lld", size_keys[k],
@@ -161,7 +163,7 @@ static mr_status ingest_settings(const mr_value *def, mr_ingest_opts *o, ingest_
             mr_error_key(err, size_keys[k]);
             return rc;
         }
-        *(k ? &o->write.row_group_rows : &o->write.rows_per_shard) = (size_t)v->u.i;
+        *size_dst[k] = (size_t)v->u.i;
     }
     if ((v = mr_value_get(def, "codec")) && v->kind == MR_V_STR) {
         if (!strcasecmp(v->str, "none")) o->write.codec = MR_PQ_UNCOMPRESSED;
@@ -303,8 +305,9 @@ done:
 
 const mr_op mr_op_ingest = {
     .name = "ingest",
-    .version = 3, /* 2: the CSV reader's default null tokens grew to pandas' set (n/a, NaN, None, -, ...);
-                     3: exact types (column kinds: int widths, decimals, binary, naive timestamps) */
+    .version = 4, /* 2: the CSV reader's default null tokens grew to pandas' set (n/a, NaN, None, -, ...);
+                     3: exact types (column kinds: int widths, decimals, binary, naive timestamps);
+                     4: row groups also end at 128 MiB of values (row_group_bytes) */
     .params = ingest_params,
     .outputs = NULL,
     .run = run_ingest,

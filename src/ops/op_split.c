@@ -111,7 +111,8 @@ static mr_status run_split(mr_op_ctx *ctx, mr_error *err)
 
 const mr_op mr_op_split = {
     .name = "split",
-    .version = 2, /* 2: outputs keep their columns' kinds (int widths, decimals, binary, naive timestamps) */
+    .version = 3, /* 2: outputs keep their columns' kinds (int widths, decimals, binary, naive timestamps);
+                     3: dataset row groups also end at 128 MiB of values */
     .params = split_params,
     .outputs = NULL,
     .run = run_split,

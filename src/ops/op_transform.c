@@ -288,7 +288,8 @@ static size_t transform_inputs(const mr_value *def, const mr_value **paths, size
 
 const mr_op mr_op_transform = {
     .name = "transform",
-    .version = 2, /* 2: outputs keep their columns' kinds (int widths, decimals, binary, naive timestamps) */
+    .version = 3, /* 2: outputs keep their columns' kinds (int widths, decimals, binary, naive timestamps);
+                     3: dataset row groups also end at 128 MiB of values */
     .params = transform_params,
     .outputs = NULL,
     .run = run_transform,

@@ -19,6 +19,8 @@
 
 #include "data/dataset_int.h"
 #include "millrace/dataset.h"
+#include "millrace/io.h"
+#include "millrace/parquet.h"
 #include "millrace/expr.h"
 
 static char tmpdir[256];
@@ -734,6 +736,117 @@ static void assert_same_files(const char *a, const char *b)
     mr_dataset_close(db);
 }
 
+/* Writes t to dir in batches of `batch` rows (0: all at once) with the
+ * given byte budget per row group. */
+static void write_batched(const char *dir, const mr_table *t, size_t batch, size_t rg_bytes, const char *part_by)
+{
+    mr_dataset_write_opts o;
+    mr_dataset_write_opts_init(&o);
+    o.row_group_bytes = rg_bytes;
+    o.codec = MR_PQ_UNCOMPRESSED;
+    const char *pb[1] = {part_by};
+    if (part_by) {
+        o.partition_by = pb;
+        o.n_partition_by = 1;
+    }
+    mr_dataset_writer *w;
+    CHECK_OK(mr_dataset_writer_open(dir, &o, &w, &err));
+    size_t step = batch ? batch : t->n_rows;
+    for (size_t off = 0; off < t->n_rows; off += step) {
+        mr_table *b;
+        CHECK_OK(mr_table_slice(t, off, off + step < t->n_rows ? off + step : t->n_rows, &b, &err));
+        CHECK_OK(mr_dataset_writer_write(w, b, &err));
+        mr_table_free(b);
+    }
+    CHECK_OK(mr_dataset_writer_close(w, NULL, &err));
+}
+
+/* Row groups end at a byte budget as well as a row count: 10 rows of
+ * 300,000-byte values with a 1 MB budget make groups of 4, 4 and 2 rows
+ * (the row that reaches the budget closes its group), however the rows
+ * arrive (all at once, one by one, in threes: the same files, byte for
+ * byte), and partitioned too; a fixed-width table of 24-byte rows with an
+ * 800-byte budget makes groups of 34 rows. The values read back equal. */
+static void test_row_group_bytes(void **state)
+{
+    (void)state;
+    const size_t n = 10, vlen = 300000;
+    mr_table *t;
+    mr_column *id, *k, *v;
+    CHECK_OK(mr_table_new(&t, &err));
+    CHECK_OK(mr_column_new("id", MR_T_INT64, n, &id, &err));
+    CHECK_OK(mr_column_new("k", MR_T_STRING, n, &k, &err));
+    CHECK_OK(mr_column_new("v", MR_T_STRING, n, &v, &err));
+    char *val = mr_malloc(vlen);
+    assert_alloc(val);
+    for (size_t i = 0; i < n; i++) {
+        memset(val, 'a' + (int)i, vlen);
+        CHECK_OK(mr_column_append_int64(id, (int64_t)i));
+        CHECK_OK(mr_column_append_str(k, "same", 4));
+        CHECK_OK(mr_column_append_str(v, val, vlen));
+    }
+    mr_free(val);
+    CHECK_OK(mr_table_add_column(t, id, &err));
+    CHECK_OK(mr_table_add_column(t, k, &err));
+    CHECK_OK(mr_table_add_column(t, v, &err));
+    char *d0 = sub("rgb0"), *d1 = sub("rgb1"), *d3 = sub("rgb3"), *dp = sub("rgbp"), *dp1 = sub("rgbp1");
+    write_batched(d0, t, 0, 1000000, NULL);
+    write_batched(d1, t, 1, 1000000, NULL);
+    write_batched(d3, t, 3, 1000000, NULL);
+    write_batched(dp, t, 0, 1000000, "k");
+    write_batched(dp1, t, 1, 1000000, "k");
+    assert_same_files(d0, d1);
+    assert_same_files(d0, d3);
+    assert_same_files(dp, dp1);
+    mr_dataset *ds;
+    CHECK_OK(mr_dataset_open(d0, &ds, &err));
+    mr_dataset_shard_info si;
+    mr_dataset_shard(ds, 0, &si);
+    assert_int_equal(si.row_groups, 3);
+    mr_parquet_file *pf;
+    char *shard = mr_path_join(d0, si.path);
+    assert_alloc(shard);
+    CHECK_OK(mr_parquet_open(shard, &pf, &err));
+    assert_int_equal(mr_parquet_row_group_rows(pf, 0), 4);
+    assert_int_equal(mr_parquet_row_group_rows(pf, 1), 4);
+    assert_int_equal(mr_parquet_row_group_rows(pf, 2), 2);
+    mr_parquet_close(pf);
+    mr_free(shard);
+    mr_table *back;
+    CHECK_OK(mr_table_read_file(d0, &back, &err));
+    assert_same_rows(t, NULL, back, "byte-sized row groups");
+    mr_table_free(back);
+    mr_dataset_close(ds);
+    /* fixed width: 3 x 8 bytes a row, 800-byte budget -> 34-row groups */
+    mr_table *f;
+    CHECK_OK(mr_table_new(&f, &err));
+    for (int j = 0; j < 3; j++) {
+        mr_column *c;
+        char nm[8];
+        snprintf(nm, sizeof nm, "c%d", j);
+        CHECK_OK(mr_column_new(nm, MR_T_INT64, 100, &c, &err));
+        for (int64_t i = 0; i < 100; i++) CHECK_OK(mr_column_append_int64(c, i * (j + 1)));
+        CHECK_OK(mr_table_add_column(f, c, &err));
+    }
+    char *df = sub("rgbf"), *df7 = sub("rgbf7");
+    write_batched(df, f, 0, 800, NULL);
+    write_batched(df7, f, 7, 800, NULL);
+    assert_same_files(df, df7);
+    CHECK_OK(mr_dataset_open(df, &ds, &err));
+    mr_dataset_shard(ds, 0, &si);
+    assert_int_equal(si.row_groups, 3); /* 34 + 34 + 32 */
+    mr_dataset_close(ds);
+    mr_table_free(f);
+    mr_free(df);
+    mr_free(df7);
+    mr_free(d0);
+    mr_free(d1);
+    mr_free(d3);
+    mr_free(dp);
+    mr_free(dp1);
+    mr_table_free(t);
+}
+
 /* The writer encodes a row group's column chunks on the pool and ingest runs
  * the writer on its own thread: the shards must not depend on either. Odd
  * batch sizes exercise row groups written straight from a batch and ones
@@ -958,6 +1071,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_open_oom_is_never_corrupt, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_source, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_threads_identical, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_row_group_bytes, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_name_not_utf8, setup_tmp, teardown_tmp),
     };
     return mr_test_run(tests, NULL, NULL);
