@@ -137,7 +137,9 @@ assert_not_contains() { # HAYSTACK NEEDLE WHAT
 }
 
 assert_match() { # TEXT EXTENDED-REGEX WHAT
-    printf '%s\n' "$1" | grep -Eq -- "$2" || fail "$3: no line matches /$2/ in: $(printf '%s' "$1" | head -c 2000)"
+    # a here-string, not a pipe: with pipefail, grep -q leaving at the first
+    # match could kill a printf still writing (SIGPIPE) and fail a match
+    grep -Eq -- "$2" <<<"$1" || fail "$3: no line matches /$2/ in: $(printf '%s' "$1" | head -c 2000)"
     pass "$3"
 }
 

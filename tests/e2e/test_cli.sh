@@ -8,7 +8,7 @@ verbs=$(printf '%s\n' "$T_OUT" | sed -n '/^verbs:/,/^$/p' | awk 'NF && $1 != "ve
 [ "$(printf '%s\n' "$verbs" | wc -l)" -ge 10 ] || fail "could not read the verb list from --help: $verbs"
 pass "--help lists $(printf '%s\n' "$verbs" | wc -l) verbs"
 for v in init run status dag params runs show compare verify gc; do
-    printf '%s\n' "$verbs" | grep -qx "$v" || fail "--help does not list verb $v"
+    grep -qx -- "$v" <<<"$verbs" || fail "--help does not list verb $v"
 done
 pass "--help lists every verb of the issue"
 for v in $verbs; do
