@@ -36,6 +36,9 @@ expect_exit 0 mr data ingest events.csv ds --force --row-group-rows 1000
 expect_exit 0 mr data inspect ds --json
 assert_eq "$(json 'd["rows"]')" 3000 "inspect: total rows"
 assert_eq "$(json 'd["row_groups"]')" 3 "inspect: row groups of 1000 rows"
+expect_exit 0 mr data ingest events.csv ds_b --row-group-bytes 1
+expect_exit 0 mr data inspect ds_b --json
+assert_eq "$(json 'd["rows"]') $(json 'd["row_groups"]')" "3000 3000" "--row-group-bytes 1: every row closes its row group"
 assert_eq "$(json '" ".join(c["name"] + ":" + c["type"] for c in d["columns"])')" \
     "id:int64 country:string amount:float64 day:date note:string" "inspect: inferred schema"
 assert_eq "$(json '[c["null_count"] for c in d["columns"] if c["name"] == "amount"][0]')" 300 "inspect: null counts"
