@@ -941,9 +941,9 @@ static json_t *stats_json(const mr_dataset_writer *w, const wshard *sh)
             mn = json_null();
             mx = json_null();
         }
-        if (json_object_set_new(o, "min", mn) || json_object_set_new(o, "max", mx) ||
-            json_object_set_new(o, "null_count", json_integer((json_int_t)st->nulls)))
-            goto fail;
+        int bad = json_object_set_new(o, "min", mn); /* each set takes its value, even failing: both run */
+        bad |= json_object_set_new(o, "max", mx);
+        if (bad || json_object_set_new(o, "null_count", json_integer((json_int_t)st->nulls))) goto fail;
         if ((w->types[j] == MR_T_FLOAT64 || w->types[j] == MR_T_FLOAT32) &&
             json_object_set_new(o, "nan_count", json_integer((json_int_t)st->nans)))
             goto fail;
@@ -964,7 +964,13 @@ static mr_status write_manifest(mr_dataset_writer *w, mr_dataset_summary *sum, m
     mr_status rc = MR_OK;
     char *text = NULL, *path = NULL;
     json_t *root = json_object(), *schema = json_array(), *pby = json_array(), *shards = json_array();
-    if (!root || !schema || !pby || !shards) goto nomem;
+    if (!root || !schema || !pby || !shards) { /* none is attached yet: each is freed here */
+        json_decref(schema);
+        json_decref(pby);
+        json_decref(shards);
+        schema = pby = shards = NULL;
+        goto nomem;
+    }
     json_object_set_new(root, "format", json_string(MR_DATASET_FORMAT));
     json_object_set_new(root, "created_by", json_string("millrace " MILLRACE_VERSION));
     json_object_set_new(root, "schema", schema);
