@@ -571,25 +571,21 @@ static mr_status fb_next(file_batches *b, mr_table **out, mr_error *err)
     return mr_dataset_scan_next(b->scan, out, err);
 }
 
-/* The data rows of a CSV as its reader counts them (records outside quotes,
- * blank lines skipped, less the header). Valid files only: the binning
- * pass checks the count, and a mismatch falls back to the table. */
-static mr_status csv_count_rows(const char *path, size_t *n_out, mr_error *err)
+/* Feeds the file's bytes to fn in blocks (first: the file's first block). */
+typedef void (*block_fn)(void *state, const char *p, size_t n, int first);
+
+static mr_status scan_file(const char *path, block_fn fn, void *state, mr_error *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot open", path);
-    size_t cap = (size_t)1 << 20, n = 0;
+    size_t cap = (size_t)1 << 20;
     char *buf = mr_malloc(cap);
     if (!buf) {
         close(fd);
         return MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
-    /* rec: bytes of the current record; a record of nothing or of one CR
-     * (a CRLF blank line) is blank. A lone CR is data. */
-    int in_quotes = 0, last_cr = 0;
-    size_t rec = 0;
     mr_status rc = MR_OK;
-    for (;;) {
+    for (int first = 1;;) {
         ssize_t got = read(fd, buf, cap);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) {
@@ -597,87 +593,94 @@ static mr_status csv_count_rows(const char *path, size_t *n_out, mr_error *err)
             break;
         }
         if (got == 0) break;
-        const char *p = buf, *e = buf + got;
-        if (!in_quotes && !memchr(buf, '"', (size_t)got)) { /* no quotes: line by line with memchr */
-            for (const char *nl; (nl = memchr(p, '\n', (size_t)(e - p))) != NULL; p = nl + 1) {
-                size_t len = rec + (size_t)(nl - p);
-                int cr = nl > p ? nl[-1] == '\r' : last_cr;
-                n += !(len == 0 || (len == 1 && cr));
-                rec = 0;
-                last_cr = 0;
-            }
-            if (p < e) {
-                rec += (size_t)(e - p);
-                last_cr = e[-1] == '\r';
-            }
-            continue;
-        }
-        for (; p < e; p++) {
-            char c = *p;
-            if (c == '\n' && !in_quotes) {
-                n += !(rec == 0 || (rec == 1 && last_cr));
-                rec = 0;
-                last_cr = 0;
-                continue;
-            }
-            if (c == '"') in_quotes = !in_quotes;
-            last_cr = c == '\r';
-            rec++;
-        }
+        fn(state, buf, (size_t)got, first);
+        first = 0;
     }
-    n += rec > 0; /* the final newline is optional */
     mr_free(buf);
     close(fd);
-    if (rc == MR_OK) *n_out = n ? n - 1 : 0;
     return rc;
 }
 
-/* The non-blank lines of a JSON-lines file (a blank line holds only spaces,
- * tabs and CRs; a BOM opening the file is not data), as its reader counts rows. */
-static mr_status jsonl_count_rows(const char *path, size_t *n_out, mr_error *err)
+/* CSV records as its reader counts them: outside quotes, blank lines (of
+ * nothing, or of one CR: a CRLF blank line) skipped; a lone CR is data.
+ * Valid files only: the binning pass checks the count, and a mismatch
+ * falls back to the table. */
+typedef struct csv_count {
+    int in_quotes, last_cr;
+    size_t rec; /* bytes of the current record */
+    size_t n;
+} csv_count;
+
+static void csv_block(void *state, const char *buf, size_t got, int first)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot open", path);
-    size_t cap = (size_t)1 << 20, n = 0, at = 0;
-    char *buf = mr_malloc(cap);
-    if (!buf) {
-        close(fd);
-        return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    }
-    int has = 0; /* the current line has a byte that is not blank */
-    mr_status rc = MR_OK;
-    for (;;) {
-        ssize_t got = read(fd, buf, cap);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) {
-            rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot read", path);
-            break;
+    (void)first;
+    csv_count *c = state;
+    const char *p = buf, *e = buf + got;
+    if (!c->in_quotes && !memchr(buf, '"', got)) { /* no quotes: line by line with memchr */
+        for (const char *nl; (nl = memchr(p, '\n', (size_t)(e - p))) != NULL; p = nl + 1) {
+            size_t len = c->rec + (size_t)(nl - p);
+            int cr = nl > p ? nl[-1] == '\r' : c->last_cr;
+            c->n += !(len == 0 || (len == 1 && cr));
+            c->rec = 0;
+            c->last_cr = 0;
         }
-        if (got == 0) break;
-        size_t i = 0;
-        if (at == 0 && got >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3)) i = 3;
-        at += (size_t)got;
-        for (; i < (size_t)got; i++) {
-            char c = buf[i];
-            if (c == '\n') {
-                n += has;
-                has = 0;
-            } else if (c != ' ' && c != '\t' && c != '\r') {
-                has = 1;
-            }
+        if (p < e) {
+            c->rec += (size_t)(e - p);
+            c->last_cr = e[-1] == '\r';
+        }
+        return;
+    }
+    for (; p < e; p++) {
+        char ch = *p;
+        if (ch == '\n' && !c->in_quotes) {
+            c->n += !(c->rec == 0 || (c->rec == 1 && c->last_cr));
+            c->rec = 0;
+            c->last_cr = 0;
+            continue;
+        }
+        if (ch == '"') c->in_quotes = !c->in_quotes;
+        c->last_cr = ch == '\r';
+        c->rec++;
+    }
+}
+
+/* JSON lines: the non-blank lines (a blank line holds only spaces, tabs and
+ * CRs; a BOM opening the file is not data), as its reader counts rows. */
+typedef struct jsonl_count {
+    int has; /* the current line has a byte that is not blank */
+    size_t n;
+} jsonl_count;
+
+static void jsonl_block(void *state, const char *buf, size_t got, int first)
+{
+    jsonl_count *c = state;
+    size_t i = first && got >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3) ? 3 : 0;
+    for (; i < got; i++) {
+        char ch = buf[i];
+        if (ch == '\n') {
+            c->n += c->has;
+            c->has = 0;
+        } else if (ch != ' ' && ch != '\t' && ch != '\r') {
+            c->has = 1;
         }
     }
-    n += has;
-    mr_free(buf);
-    close(fd);
-    if (rc == MR_OK) *n_out = n;
-    return rc;
 }
 
 static mr_status fb_rows(file_batches *b, size_t *n, mr_error *err)
 {
-    if (b->kind == FB_CSV) return csv_count_rows(b->path, n, err);
-    if (b->kind == FB_JSONL) return jsonl_count_rows(b->path, n, err);
+    if (b->kind == FB_CSV) { /* the records less the header; the final newline is optional */
+        csv_count c = {0};
+        mr_status rc = scan_file(b->path, csv_block, &c, err);
+        c.n += c.rec > 0;
+        *n = c.n ? c.n - 1 : 0;
+        return rc;
+    }
+    if (b->kind == FB_JSONL) {
+        jsonl_count c = {0};
+        mr_status rc = scan_file(b->path, jsonl_block, &c, err);
+        *n = c.n + (size_t)c.has;
+        return rc;
+    }
     int64_t r = b->kind == FB_PARQUET ? mr_parquet_num_rows(b->pq) : (int64_t)mr_dataset_n_rows(b->ds);
     if (r < 0) return MR_ERR(err, MR_E_CORRUPT, "%s: negative row count", b->path);
     *n = (size_t)r;
