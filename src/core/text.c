@@ -15,8 +15,12 @@ static size_t distance(const char *a, const char *b, int transpose)
     size_t la = strlen(a), lb = strlen(b);
     size_t result = SIZE_MAX;
     size_t w = lb + 1;
-    size_t *rows = mr_calloc(3 * w, sizeof(*rows)); /* rows i-2, i-1, i */
+    /* rows i-2, i-1, i; on the stack for names of up to 127 bytes (all but
+     * odd ones), so a did-you-mean survives running out of memory */
+    size_t small[3 * 128];
+    size_t *rows = w <= 128 ? small : mr_calloc(3 * w, sizeof(*rows));
     if (!rows) goto done;
+    if (rows == small) memset(small, 0, 3 * w * sizeof(*rows));
     for (size_t j = 0; j <= lb; j++) rows[j] = j;
     for (size_t i = 1; i <= la; i++) {
         size_t *prev2 = rows + ((i + 1) % 3) * w;
@@ -35,7 +39,7 @@ static size_t distance(const char *a, const char *b, int transpose)
     }
     result = rows[(la % 3) * w + lb];
 done:
-    mr_free(rows);
+    if (rows != small) mr_free(rows);
     return result;
 }
 

@@ -360,7 +360,10 @@ static mr_status interp_str(ctx *c, const mr_value *s, mr_value **repl)
             if (st == MR_OK && *repl) goto done;
         } else if (len > 7 && !strncmp(ref, "stages.", 7)) {
             st = stage_ref(c, ref + 7, len - 7, s);
-            if (st == MR_OK) st = mr_buf_append(&b, p, (size_t)(end + 1 - p));
+            if (st == MR_OK) {
+                st = mr_buf_append(&b, p, (size_t)(end + 1 - p));
+                if (st == MR_E_NOMEM) oom(c->err);
+            }
         } else {
             st = mr_error_set_at(c->err, c->path, s->line, s->col, MR_E_SCHEMA,
                          "stage '%s': unknown reference '${%.*s}', expected ${params.PATH} or "

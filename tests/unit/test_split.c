@@ -308,6 +308,8 @@ static void test_determinism(void **state)
     s.seed = 42;
     uint8_t *a = mr_malloc(t->n_rows), *b = mr_malloc(t->n_rows), *c = mr_malloc(t->n_rows);
     assert_alloc(a);
+    assert_alloc(b);
+    assert_alloc(c);
     for (int m = 0; m < 4; m++) {
         s.method = (mr_split_method)m;
         s.label = "cls";
