@@ -37,9 +37,6 @@ struct mr__hist_ctx {
  * below it the wake-up and merge cost more than they save. */
 #define HIST_PAR_MIN_ROWS 16384
 #define HIST_MIN_BLOCK 4096
-/* Smaller leaves (down to this) split their features over the threads
- * instead of their rows. */
-#define HIST_FEAT_PAR_MIN_ROWS 1024
 #define HIST_PREFETCH 16 /* rows ahead: covers memory latency at a few ns per row */
 
 mr_status mr__hist_ctx_new(size_t total_bins, int n_threads, mr__hist_ctx **out, mr_error *err)
@@ -88,28 +85,6 @@ static void hist_rows_all(const uint8_t *restrict bins, size_t F, const uint32_t
     }
 }
 
-/* Features [f0, f1) only: one thread's share of a small leaf. */
-static void hist_rows_range(const uint8_t *restrict bins, size_t F, const uint32_t *restrict off, size_t f0,
-                            size_t f1, const uint32_t *restrict idx, size_t begin, size_t end,
-                            const mr__ghq *restrict gh, mr__hbin *restrict H)
-{
-    for (size_t i = begin; i < end; i++) {
-        size_t r = idx ? idx[i] : i;
-        if (idx && i + HIST_PREFETCH < end) {
-            __builtin_prefetch(bins + (size_t)idx[i + HIST_PREFETCH] * F + f0);
-            __builtin_prefetch(gh + idx[i + HIST_PREFETCH]);
-        }
-        const uint8_t *restrict row = bins + r * F;
-        const int64_t g = gh[r].g, h = gh[r].h;
-        for (size_t f = f0; f < f1; f++) {
-            mr__hbin *b = H + off[f] + row[f];
-            b->g += g;
-            b->h += h;
-            b->c += 1;
-        }
-    }
-}
-
 /* Same over a subset of features (feature_fraction < 1). */
 static void hist_rows_sub(const uint8_t *restrict bins, size_t F, const uint32_t *restrict off,
                           const uint32_t *restrict feats, size_t n_feats, const uint32_t *restrict idx, size_t begin,
@@ -136,8 +111,6 @@ typedef struct build_task {
     const mr__ghq *gh;
     const uint32_t *feats;
     size_t n_feats;
-    size_t n;      /* build_feats: the rows */
-    mr__hbin *out; /* build_feats: the histogram */
 } build_task;
 
 static void run_rows(const build_task *t, size_t begin, size_t end, mr__hbin *H)
@@ -147,21 +120,6 @@ static void run_rows(const build_task *t, size_t begin, size_t end, mr__hbin *H)
         hist_rows_all(d->bins, d->n_features, d->bin_offset, t->idx, begin, end, t->gh, H);
     else
         hist_rows_sub(d->bins, d->n_features, d->bin_offset, t->feats, t->n_feats, t->idx, begin, end, t->gh, H);
-}
-
-/* Features [begin, end) of the build (of feats, or all) over every row,
- * straight into the output: the threads write disjoint bins, so nothing is
- * merged, and the sums are the same integers. */
-static void build_feats(void *vctx, size_t begin, size_t end, int tid)
-{
-    (void)tid;
-    build_task *t = vctx;
-    const mr_gbdt_data *d = t->d;
-    if (t->n_feats == d->n_features)
-        hist_rows_range(d->bins, d->n_features, d->bin_offset, begin, end, t->idx, 0, t->n, t->gh, t->out);
-    else
-        hist_rows_sub(d->bins, d->n_features, d->bin_offset, t->feats + begin, end - begin, t->idx, 0, t->n, t->gh,
-                      t->out);
 }
 
 static void build_block(void *vctx, size_t begin, size_t end, int tid)
@@ -179,15 +137,12 @@ void mr__hist_build(mr__hist_ctx *hc, const mr_gbdt_data *d, const uint32_t *idx
                     const uint32_t *feats, size_t n_feats, int max_threads, mr__hbin *hist)
 {
     if (!feats) n_feats = d->n_features;
-    build_task t = {.hc = hc, .d = d, .idx = idx, .gh = gh, .feats = feats, .n_feats = n_feats, .n = n, .out = hist};
+    build_task t = {.hc = hc, .d = d, .idx = idx, .gh = gh, .feats = feats, .n_feats = n_feats};
     memset(hist, 0, hc->total_bins * sizeof(mr__hbin));
     int T = mr_pool_threads_capped(max_threads);
     if (T > hc->n_threads) T = hc->n_threads;
-    if (T <= 1 || n < HIST_FEAT_PAR_MIN_ROWS || n_feats < 2) {
+    if (T <= 1 || n < HIST_PAR_MIN_ROWS) {
         run_rows(&t, 0, n, hist);
-    } else if (n < HIST_PAR_MIN_ROWS) {
-        size_t per = (n_feats + (size_t)T - 1) / (size_t)T;
-        mr_parallel_for_capped(n_feats, per, T, build_feats, &t);
     } else {
         for (int i = 0; i < T; i++) hc->used[(size_t)i * 64] = 0;
         size_t block = n / ((size_t)T * 4);
