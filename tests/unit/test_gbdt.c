@@ -183,7 +183,25 @@ static void test_hist_parallel_and_subtraction(void **state)
         mr__hist_build(hc, d, all, n, gh, NULL, 0, threads[t], par);
         assert_memory_equal(ref, par, nb * sizeof(mr__hbin));
     }
+    /* a leaf of 5,000 rows, with every feature and with a subset: the
+     * reference's sums on the features built, at any thread count */
+    {
+        size_t nl = 5000;
+        uint32_t sub_feats[] = {1, 2, 4, 5};
+        mr__hist_build_ref(d, a, nl, gh, ref);
+        for (int t = 0; t < 4; t++) {
+            mr__hist_build(hc, d, a, nl, gh, NULL, 0, threads[t], par);
+            assert_memory_equal(ref, par, nb * sizeof(mr__hbin));
+            mr__hist_build(hc, d, a, nl, gh, sub_feats, 4, threads[t], par);
+            for (size_t k = 0; k < 4; k++) {
+                uint32_t f = sub_feats[k];
+                assert_memory_equal(ref + d->bin_offset[f], par + d->bin_offset[f],
+                                    (d->bin_offset[f + 1] - d->bin_offset[f]) * sizeof(mr__hbin));
+            }
+        }
+    }
     /* subtraction: parent - A == B built directly, exactly */
+    mr__hist_build(hc, d, all, n, gh, NULL, 0, 2, par);
     mr__hist_build(hc, d, a, na, gh, NULL, 0, 2, ha);
     mr__hist_build(hc, d, b, nbb, gh, NULL, 0, 2, hb);
     mr__hist_sub(par, ha, nb);
