@@ -417,12 +417,13 @@ static mr_status binned(const mr_table *t, const mr_gbdt_table_spec *spec, const
 }
 
 /* ---- training from files: binning while reading --------------------------
- * A gbdt trained on a CSV/TSV file, a Parquet file or a dataset is binned
- * from batches read twice (the sample pass, then the binning pass), so the
- * table of the whole file never exists: peak memory is the binned matrix,
- * the sample and one batch. Anything the streaming path cannot take as the
- * whole-file reader would (a CSV column whose type the streaming reader
- * fixed from its sample and a later value does not fit, a row count that
+ * A gbdt trained on a CSV/TSV file, a JSON-lines file, a Parquet file or a
+ * dataset is binned from batches read twice (the sample pass, then the
+ * binning pass), so the table of the whole file never exists: peak memory
+ * is the binned matrix, the sample and one batch. Anything the streaming
+ * path cannot take as the whole-file reader would (a CSV column whose type
+ * the streaming reader fixed from its sample and a later value does not
+ * fit, a JSON-lines window typed otherwise than the first, a row count that
  * differs from the count taken first, any error) falls back to reading the
  * table, which gives the same model or the canonical error. */
 
