@@ -516,14 +516,14 @@ static mr_status fb_open(file_batches *b, mr_error *err)
 static mr_status jsonl_next(file_batches *b, mr_table **out, mr_error *err)
 {
     for (;;) {
-        while (!b->eof && b->win_len < JSONL_WINDOW) { /* fill the window */
-            if (b->win_len == b->win_cap) {
-                size_t ncap = b->win_cap ? b->win_cap * 2 : JSONL_WINDOW;
-                char *nw = mr_realloc(b->win, ncap);
-                if (!nw) return MR_ERR(err, MR_E_NOMEM, "out of memory reading '%s'", b->path);
-                b->win = nw;
-                b->win_cap = ncap;
-            }
+        if (b->win_len == b->win_cap && !b->eof) { /* first use, or one line longer than the window */
+            size_t ncap = b->win_cap ? b->win_cap * 2 : JSONL_WINDOW;
+            char *nw = mr_realloc(b->win, ncap);
+            if (!nw) return MR_ERR(err, MR_E_NOMEM, "out of memory reading '%s'", b->path);
+            b->win = nw;
+            b->win_cap = ncap;
+        }
+        while (!b->eof && b->win_len < b->win_cap) { /* fill the window */
             ssize_t got = read(b->fd, b->win + b->win_len, b->win_cap - b->win_len);
             if (got < 0 && errno == EINTR) continue;
             if (got < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot read", b->path);
@@ -534,19 +534,7 @@ static mr_status jsonl_next(file_batches *b, mr_table **out, mr_error *err)
         const char *nl = NULL; /* the last newline (near the end: lines are short) */
         for (size_t i = b->win_len; i > 0 && !nl; i--)
             if (b->win[i - 1] == '\n') nl = b->win + i - 1;
-        if (!nl && !b->eof) { /* one line longer than the window: read on */
-            if (b->win_len == b->win_cap) {
-                char *nw = mr_realloc(b->win, b->win_cap * 2);
-                if (!nw) return MR_ERR(err, MR_E_NOMEM, "out of memory reading '%s'", b->path);
-                b->win = nw;
-                b->win_cap *= 2;
-            }
-            ssize_t got = read(b->fd, b->win + b->win_len, b->win_cap - b->win_len);
-            if (got < 0 && errno != EINTR) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot read", b->path);
-            if (got == 0) b->eof = 1;
-            if (got > 0) b->win_len += (size_t)got;
-            continue;
-        }
+        if (!nl && !b->eof) continue; /* grows the window above */
         size_t take = b->eof ? b->win_len : (size_t)(nl - b->win) + 1;
         mr_status rc = mr_jsonl_read_mem(b->win, take, b->path, b->line, NULL, out, NULL, err);
         if (rc != MR_OK) return rc;
