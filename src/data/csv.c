@@ -665,6 +665,13 @@ static mr_status parse_window(mr_csv_reader *r, size_t *consumed, mr_table **out
         w.ch[k].line = r->line + (long)line_at[k];
         w.ch[k].max_rows = line_at[k + 1] - line_at[k] + 1;
     }
+    /* A chunk in which no record starts (one record spans it) is dropped: it would parse nothing
+     * and still cost a buffer per column. The order of the rest is the file's. */
+    const size_t lines = line_at[w.n_ch];
+    size_t kept = 0;
+    for (size_t k = 0; k < w.n_ch; k++)
+        if (w.ch[k].begin < w.ch[k].end) w.ch[kept++] = w.ch[k];
+    w.n_ch = kept;
     w.allow_promote = r->whole;
     w.types = types;
     w.kinds = r->kinds;
@@ -721,7 +728,7 @@ static mr_status parse_window(mr_csv_reader *r, size_t *consumed, mr_table **out
         r->types[j] = (*out)->cols[j]->type;
     }
     *consumed = complete;
-    r->line += (long)line_at[w.n_ch];
+    r->line += (long)lines;
     goto done;
 nomem:
     rc = MR_ERR(err, MR_E_NOMEM, "out of memory parsing '%s'", r->path);

@@ -442,6 +442,11 @@ static mr_status read_buf(const char *buf, size_t len, const char *path, long fi
         const char *p = buf + w.ch[k].begin, *e = buf + w.ch[k].end;
         while ((p = memchr(p, '\n', (size_t)(e - p))) != NULL) line++, p++;
     }
+    /* a chunk in which no line starts (one line spans it) parses nothing: dropped, in order */
+    size_t kept = 0;
+    for (size_t k = 0; k < w.n_ch; k++)
+        if (w.ch[k].begin < w.ch[k].end) w.ch[kept++] = w.ch[k];
+    w.n_ch = kept;
     mr__run_tasks(w.n_ch, o->threads, pass1, &w);
     rc = first_error(&w, err);
     if (rc != MR_OK) goto done;

@@ -115,7 +115,7 @@ void mr__cb_free(mr__cb *b)
 mr_status mr__cb_grow_bytes(mr__cb *b, size_t extra)
 {
     if (extra > ((size_t)1 << 40) - b->bytes_len) return MR_E_LIMIT;
-    size_t need = b->bytes_len + extra, ncap = b->bytes_cap ? b->bytes_cap : 4096;
+    size_t need = b->bytes_len + extra, ncap = b->bytes_cap ? b->bytes_cap : 256; /* small: one per string column and chunk */
     while (ncap < need) ncap *= 2;
     char *nb = mr_realloc(b->bytes, ncap);
     if (!nb) return MR_E_NOMEM;
