@@ -5,6 +5,7 @@
  * error, 2 usage error. */
 #include "cli.h"
 #include "millrace/dataset.h"
+#include "millrace/webdataset.h"
 #include "millrace/stats.h"
 
 #include <dirent.h>
@@ -61,7 +62,21 @@ static const char ingest_help[] =
     "  --limit N              ingest only the first N good rows\n"
     "  -j, --threads N        parser threads (default: all cores)\n"
     "  --force                replace an existing DIR\n"
-    "  --json                 print the summary as JSON\n";
+    "  --json                 print the summary as JSON\n"
+    "\n"
+    "Files, one row per file (images, clips, documents):\n"
+    "  millrace data ingest --files 'DIR/**/*.jpg' OUT [options]\n"
+    "  --files PATTERN        the files to pack: DIR/REST, where * ? [..] match within a name and **\n"
+    "                         any number of folders; a plain directory means every file under it.\n"
+    "                         Rows: path (relative to DIR), the bytes, and the labels asked for\n"
+    "  --column NAME          the bytes column (default image)\n"
+    "  --label-from parent-dir   label = the name of the file's folder\n"
+    "  --labels FILE          a CSV/TSV/JSONL/Parquet file with a 'path' column: its other columns\n"
+    "                         are joined to the files by path\n"
+    "  --on-error skip        leave out (and list) files that cannot be read or that are symbolic\n"
+    "                         links out of DIR; the default stops at the first, naming it\n"
+    "  Shards hold at most --rows-per-shard files and --row-group-bytes bytes. A killed or failed\n"
+    "  ingest keeps its finished shards in OUT.partial: the same command continues after them.\n";
 
 static const char inspect_help[] =
     "usage: millrace data inspect DIR [--json] [--explain FILTER [--columns A,B]]\n"
@@ -86,10 +101,12 @@ static const char stats_help[] =
     "of min/max/mean/distinct.\n";
 
 static const char export_help[] =
-    "usage: millrace data export SRC OUT [--filter EXPR] [--columns A,B] [--json]\n"
+    "usage: millrace data export SRC OUT [--filter EXPR] [--columns A,B] [--format webdataset] [--json]\n"
     "\n"
     "Writes SRC (a dataset or any source) to OUT by its extension: .parquet (zstd) or .csv/.tsv\n"
-    "(header, RFC 4180 quoting, nulls as empty fields, empty strings as \"\"). Partition columns\n"
+    "(header, RFC 4180 quoting, nulls as empty fields, empty strings as \"\"), or .tar (or\n"
+    "--format webdataset): a WebDataset shard, one member KEY.COLUMN per non-null value, the key\n"
+    "from __key__, else path without its extension, else the row number. Partition columns\n"
     "are written as ordinary columns. OUT is written to a temporary name and renamed.\n";
 
 /* ---- shared helpers ------------------------------------------------------------------ */
@@ -265,6 +282,8 @@ static void on_ingest_progress(void *ctx, const mr_ingest_stats *st)
 /* What `data ingest` was asked to do. The lists are owned (cli_free_list). */
 typedef struct ingest_args {
     const char *src, *dir, *schema_path, *quarantine;
+    const char *files, *column, *labels; /* --files PATTERN, --column, --labels */
+    int label_parent;                    /* --label-from parent-dir */
     char **nulls, **parts, **cols;
     size_t n_nulls, n_parts, n_cols;
     int json, force;
@@ -282,9 +301,15 @@ static int ingest_args_parse(int argc, char **argv, ingest_args *a)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = 1;
         if (!strcmp(arg, "--schema")) a->schema_path = v;
-        else if (!strcmp(arg, "--format")) {
+        else if (!strcmp(arg, "--files")) a->files = v;
+        else if (!strcmp(arg, "--column")) a->column = v;
+        else if (!strcmp(arg, "--labels")) a->labels = v;
+        else if (!strcmp(arg, "--label-from")) {
+            if (v && !strcmp(v, "parent-dir")) a->label_parent = 1;
+            else if (v) rc = cli_usage_error("data ingest", "--label-from takes parent-dir, got '%s'", v);
+        } else if (!strcmp(arg, "--format")) {
             if (v && mr_source_format_parse(v, &o->format) != MR_OK)
-                rc = cli_usage_error("data ingest", "unknown format '%s' (csv, tsv, jsonl, parquet, dataset)", v);
+                rc = cli_usage_error("data ingest", "unknown format '%s' (csv, tsv, jsonl, parquet, dataset, webdataset)", v);
         } else if (!strcmp(arg, "--delimiter")) {
             if (v && (!strcmp(v, "\\t") || !strcasecmp(v, "tab") || !strcmp(v, "\t"))) o->csv.delimiter = '\t';
             else if (v && strlen(v) == 1) o->csv.delimiter = v[0];
@@ -341,7 +366,19 @@ static int ingest_args_parse(int argc, char **argv, ingest_args *a)
             i++;
         }
     }
-    if (rc == EXIT_OK && (!a->src || !a->dir)) rc = cli_usage_error("data ingest", "expected SRC and DIR");
+    if (rc == EXIT_OK && a->files && a->src && !a->dir) { /* data ingest --files PATTERN DIR */
+        a->dir = a->src;
+        a->src = NULL;
+    }
+    if (rc == EXIT_OK && a->files && a->src) rc = cli_usage_error("data ingest", "--files PATTERN replaces SRC");
+    if (rc == EXIT_OK && !a->files && (a->column || a->labels || a->label_parent))
+        rc = cli_usage_error("data ingest", "--column, --labels and --label-from go with --files");
+    if (rc == EXIT_OK && a->files &&
+        (a->schema_path || o->filter || a->cols || a->parts || o->max_rows || o->format || a->quarantine ||
+         o->csv.on_error == MR_ON_ERROR_QUARANTINE))
+        rc = cli_usage_error("data ingest", "--schema, --format, --filter, --columns, --partition-by, --limit and "
+                                            "quarantine do not apply to --files");
+    if (rc == EXIT_OK && !a->dir) rc = cli_usage_error("data ingest", a->files ? "expected DIR" : "expected SRC and DIR");
     if (rc != EXIT_OK) return rc;
     if (a->nulls) {
         o->csv.null_tokens = (const char *const *)a->nulls;
@@ -399,6 +436,91 @@ static void print_ingest_summary(const ingest_args *a, const mr_ingest_stats *st
                quarantined ? ", quarantined in " : "", quarantined ? qname : "");
 }
 
+static void on_files_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    ingest_progress *p = ctx;
+    char detail[96];
+    snprintf(detail, sizeof detail, "of %llu files", (unsigned long long)total);
+    mr_progress_update(p->bar, done, detail);
+}
+
+/* data ingest --files: packs files into tmp (DIR.partial keeps the finished shards of a killed
+ * or failed call, for the next one) and publishes it as a->dir. */
+static int ingest_files(const ingest_args *a, const char *tmp, const char *old, size_t dl)
+{
+    mr_files_opts fo;
+    mr_files_opts_init(&fo);
+    fo.column = a->column;
+    fo.labels = a->labels;
+    fo.label_from = a->label_parent ? MR_LABEL_PARENT_DIR : MR_LABEL_NONE;
+    fo.on_error = a->o.csv.on_error;
+    fo.write = a->o.write;
+    fo.threads = a->o.csv.threads;
+    mr_error err;
+    mr_error_init(&err);
+    char *work = mr_asprintf("%.*s.partial", (int)dl, a->dir);
+    if (!work) {
+        MR_ERR(&err, MR_E_NOMEM, "out of memory");
+        return data_error(&err);
+    }
+    fo.work = work;
+    mr_pool_init(fo.threads, NULL);
+    ingest_progress pg = {a->json ? NULL : mr_progress_begin("ingest", 0, "files")};
+    fo.progress = on_files_progress;
+    fo.progress_ctx = &pg;
+    mr_files_stats st;
+    double t0 = mr_now();
+    mr_status s = mr_files_ingest(a->files, tmp, &fo, &st, &err);
+    double secs = mr_now() - t0;
+    mr_progress_end(pg.bar, NULL);
+    if (s == MR_OK) s = publish_dataset(tmp, a->dir, old, &err);
+    int rc = EXIT_OK;
+    if (s != MR_OK) {
+        mr_fs_rmtree(tmp, NULL);
+        rc = data_error(&err);
+        if (mr_fs_exists(work))
+            fprintf(stderr, "millrace: the shards finished so far are kept in %s: the same command continues "
+                            "after them\n", cli_safe(work));
+        goto done;
+    }
+    if (a->json) {
+        json_t *j = json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f}", "files", a->files, "dataset", a->dir,
+                              "files_matched", (json_int_t)st.files, "rows_written", (json_int_t)st.rows_written,
+                              "files_skipped", (json_int_t)st.files_skipped, "labels_missing",
+                              (json_int_t)st.labels_missing, "bytes_read", (json_int_t)st.bytes_read, "shards",
+                              (json_int_t)st.dataset.shards, "shards_resumed", (json_int_t)st.shards_resumed,
+                              "seconds", secs);
+        json_t *sk = j ? json_array() : NULL;
+        for (uint64_t i = 0; sk && i < st.files_skipped; i++) json_array_append_new(sk, json_string(st.skipped[i]));
+        if (sk) json_object_set_new(j, "skipped", sk);
+        char *t = j ? json_dumps(j, JSON_INDENT(1)) : NULL;
+        if (t) cli_puts_json(t);
+        free(t);
+        json_decref(j);
+    } else {
+        printf("packed %llu files into %s (%llu shards, %.1f MB) in %.2fs, %.0f files/s\n",
+               (unsigned long long)st.rows_written, cli_safe(a->dir), (unsigned long long)st.dataset.shards,
+               st.dataset.bytes / 1e6, secs, secs > 0 ? (double)st.rows_written / secs : 0.0);
+        if (st.shards_resumed)
+            printf("  resumed: %llu shards were kept from an interrupted ingest\n",
+                   (unsigned long long)st.shards_resumed);
+        if (st.labels_missing)
+            printf("  %llu files have no row in %s: their label columns are null\n",
+                   (unsigned long long)st.labels_missing, cli_safe(a->labels));
+    }
+    for (uint64_t i = 0; i < st.files_skipped; i++) mr_log(MR_LOG_WARN, "skipped %s", cli_safe(st.skipped[i]));
+    if (st.files_skipped && !a->json)
+        printf("  %llu files skipped (listed above)\n", (unsigned long long)st.files_skipped);
+    if (mr_dataset_remove_stale_staging(a->dir, NULL, &err) != MR_OK) {
+        mr_log(MR_LOG_WARN, "%s: %s", cli_safe(a->dir), err.msg);
+        mr_error_clear(&err);
+    }
+done:
+    mr_files_stats_free(&st);
+    mr_free(work);
+    return rc;
+}
+
 static int data_ingest(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
@@ -440,6 +562,10 @@ static int data_ingest(int argc, char **argv)
     if (!tmp || !old) {
         MR_ERR(&err, MR_E_NOMEM, "out of memory");
         rc = data_error(&err);
+        goto done;
+    }
+    if (a.files) {
+        rc = ingest_files(&a, tmp, old, dl);
         goto done;
     }
     if (o->csv.on_error == MR_ON_ERROR_QUARANTINE) {
@@ -999,13 +1125,28 @@ static int data_export(int argc, char **argv)
     const char *src = NULL, *out_path = NULL, *filter = NULL;
     char **cols = NULL;
     size_t n_cols = 0;
-    int json = 0;
-    int rc = parse_read_opts("data export", argc, argv, 2, &src, &out_path, &filter, &cols, &n_cols, NULL, &json);
+    int json = 0, wds = 0, rc = EXIT_OK;
+    /* --format webdataset: taken out before the read options are parsed */
+    char **av = mr_calloc((size_t)argc + 1, sizeof *av);
+    int ac = 0;
+    if (!av) return cli_usage_error("data export", "out of memory");
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--format")) {
+            av[ac++] = argv[i];
+            continue;
+        }
+        const char *f = i + 1 < argc ? argv[++i] : "";
+        if (!strcasecmp(f, "webdataset") || !strcasecmp(f, "wds")) wds = 1;
+        else if (rc == EXIT_OK) rc = cli_usage_error("data export", "--format takes webdataset (else OUT's extension decides), got '%s'", f);
+    }
+    if (rc == EXIT_OK) rc = parse_read_opts("data export", ac, av, 2, &src, &out_path, &filter, &cols, &n_cols, NULL, &json);
+    mr_free(av);
     const char *dot = out_path ? strrchr(out_path, '.') : NULL;
-    int parquet = dot && (!strcasecmp(dot, ".parquet") || !strcasecmp(dot, ".pq"));
+    int parquet = !wds && dot && (!strcasecmp(dot, ".parquet") || !strcasecmp(dot, ".pq"));
     char delim = dot && (!strcasecmp(dot, ".tsv") || !strcasecmp(dot, ".tab")) ? '\t' : ',';
-    if (rc == EXIT_OK && !parquet && !(dot && (!strcasecmp(dot, ".csv") || delim == '\t')))
-        rc = cli_usage_error("data export", "OUT must end in .parquet, .csv or .tsv, got '%s'", out_path);
+    if (dot && !strcasecmp(dot, ".tar")) wds = 1;
+    if (rc == EXIT_OK && !wds && !parquet && !(dot && (!strcasecmp(dot, ".csv") || delim == '\t')))
+        rc = cli_usage_error("data export", "OUT must end in .parquet, .csv, .tsv or .tar, got '%s'", out_path);
     if (rc != EXIT_OK) {
         cli_free_list(cols);
         return rc;
@@ -1016,6 +1157,7 @@ static int data_export(int argc, char **argv)
     mr_table *t = NULL;
     mr_csv_writer *cw = NULL;
     mr_parquet_writer *pw = NULL;
+    mr_wds_writer *ww = NULL;
     uint64_t rows = 0;
     int started = 0;
     double t0 = mr_now();
@@ -1027,7 +1169,9 @@ static int data_export(int argc, char **argv)
         if (parquet && !tmp) memset(&r, 0, sizeof r);
         goto done;
     }
-    if (parquet) {
+    if (wds) {
+        s = mr_wds_writer_open(out_path, &ww, &err);
+    } else if (parquet) {
         mr_parquet_write_opts po;
         mr_parquet_write_opts_init(&po);
         s = mr_parquet_writer_open(tmp, &po, &pw, &err);
@@ -1054,14 +1198,19 @@ static int data_export(int argc, char **argv)
             if (s != MR_OK) break;
         }
         int last = t->n_rows == 0;
-        s = parquet ? mr_parquet_writer_write(pw, t, &err) : mr_csv_writer_write(cw, t, &err);
+        s = wds ? mr_wds_writer_write(ww, t, &err)
+            : parquet ? mr_parquet_writer_write(pw, t, &err) : mr_csv_writer_write(cw, t, &err);
         rows += t->n_rows;
         started = 1;
         mr_table_free(t);
         t = NULL;
         if (last) break;
     }
-    if (parquet) {
+    if (wds) {
+        if (s == MR_OK) s = mr_wds_writer_close(ww, NULL, &err);
+        else mr_wds_writer_free(ww);
+        ww = NULL;
+    } else if (parquet) {
         if (s == MR_OK) s = mr_parquet_writer_close(pw, &err);
         else mr_parquet_writer_free(pw);
         pw = NULL;

@@ -31,7 +31,7 @@ done
 
 PKGS="build-essential cmake pkg-config git \
 libyaml-dev libxxhash-dev libsqlite3-dev libjansson-dev libcmocka-dev \
-libsnappy-dev libzstd-dev liblz4-dev zlib1g-dev libmicrohttpd-dev \
+libsnappy-dev libzstd-dev liblz4-dev zlib1g-dev libmicrohttpd-dev libarchive-dev \
 sqlite3 python3 procps coreutils \
 python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml curl wrk bc time \
 chromium"

@@ -260,6 +260,7 @@ typedef enum mr_source_format {
     MR_SRC_JSONL = 3,
     MR_SRC_PARQUET = 4,
     MR_SRC_DATASET = 5, /* a directory with manifest.json */
+    MR_SRC_WEBDATASET = 6, /* WebDataset tar shards (.tar, .tar.gz, .tgz, .tar.zst): a row per sample (webdataset.h) */
 } mr_source_format;
 
 /* "csv", "tsv", "jsonl" (also "ndjson"), "parquet", "dataset", "auto";
@@ -350,6 +351,78 @@ void mr_ingest_opts_init(mr_ingest_opts *o); /* defaults: mr_csv_options_init + 
  * an unknown column in columns or partition_by, writer errors. */
 mr_status mr_dataset_ingest(const char *source, const char *dir, const mr_ingest_opts *o, mr_ingest_stats *stats,
                             mr_error *err);
+
+/* ---- files -> dataset: one row per file ----------------------------------------
+ * Packs many small files (images, audio clips, documents: the one-file-per-
+ * sample layout) into a dataset, one row per file: `path` (relative to the
+ * pattern's base directory), the file's bytes in a binary column (`image`
+ * unless told) and, when asked, `label` and the other columns of a labels
+ * file. The pattern is BASE/REST: BASE is its part before the first path
+ * segment with a wildcard (a directory alone: every file under it); REST's
+ * segments match one name each (fnmatch: *, ?, [...]; a leading dot only
+ * explicitly) and a segment "**" matches any number of directories.
+ * Directories are listed and files read on the pool's threads; rows are in
+ * the order of their sorted paths, whatever the thread count.
+ *
+ * Resumable: the dataset is built in the work directory o->work (the CLI
+ * uses DIR.partial), as shards of at most o->write.rows_per_shard files and
+ * o->write.row_group_bytes bytes, each published in turn; a call that finds
+ * the shards of an earlier, killed call of the same file list (paths, sizes,
+ * modification times) and options keeps them and continues after them. The
+ * result at dir equals an uninterrupted ingest's, byte for byte. A symbolic
+ * link to a file is read when it resolves inside BASE and refused otherwise
+ * (a path that escapes BASE); symbolic links to directories are not
+ * followed. */
+typedef enum mr_label_from { MR_LABEL_NONE = 0, MR_LABEL_PARENT_DIR = 1 } mr_label_from;
+
+typedef struct mr_files_opts {
+    const char *column;          /* the bytes column; NULL = "image" */
+    mr_label_from label_from;    /* MR_LABEL_PARENT_DIR: label = the name of the file's folder */
+    const char *labels;          /* CSV/TSV/JSON lines/Parquet file with a `path` column (relative
+                                    to BASE) and the label and other columns; NULL = none */
+    mr_on_error on_error;        /* FAIL: an unreadable or escaping file stops the ingest (naming it);
+                                    SKIP (or QUARANTINE): it is left out, counted and listed */
+    mr_dataset_write_opts write; /* shard size (rows_per_shard files, row_group_bytes bytes), codec */
+    const char *work;            /* where shards are built and kept for a resume; NULL = dir".partial" */
+    int threads;                 /* 0 = the pool's */
+    void (*progress)(void *ctx, uint64_t files_done, uint64_t files_total);
+    void *progress_ctx;
+} mr_files_opts;
+
+void mr_files_opts_init(mr_files_opts *o);
+
+typedef struct mr_files_stats {
+    uint64_t files;          /* files the pattern matched */
+    uint64_t rows_written;   /* rows in the dataset */
+    uint64_t files_skipped;  /* unreadable or escaping files left out (SKIP) */
+    uint64_t labels_missing; /* files without a row in the labels file (their label columns are null) */
+    uint64_t bytes_read;     /* file bytes read by this call (a resumed call reads only the rest) */
+    uint64_t shards_resumed; /* shards kept from an earlier, interrupted call */
+    char **skipped;          /* the skipped files' paths, then ": " and why (n = files_skipped) */
+    mr_dataset_summary dataset;
+} mr_files_stats;
+
+void mr_files_stats_free(mr_files_stats *st); /* frees skipped; st may be NULL */
+
+/* Packs the files pattern matches into the dataset directory dir (created;
+ * it should be empty; the CLI builds DIR.tmp.PID and renames it into place),
+ * then removes the work directory. stats may be NULL. Errors: MR_E_NOT_FOUND
+ * (no file matches; the base directory does not exist), MR_E_IO naming the
+ * file that cannot be read (FAIL), MR_E_INVALID_ARG (a path escaping BASE,
+ * FAIL; a labels file without a `path` column, or whose row names a path
+ * outside BASE or names one twice: file:row), reader errors of the labels
+ * file, writer errors. On failure the work directory keeps the finished
+ * shards for the next call. */
+mr_status mr_files_ingest(const char *pattern, const char *dir, const mr_files_opts *o, mr_files_stats *stats,
+                          mr_error *err);
+
+/* The files pattern matches, by mr_files_ingest's rules ("**" included), as
+ * paths under its base ("imgs/cat/1.jpg"), sorted: what a pipeline hashes
+ * for a dependency pattern with "**". *paths_out (n_out entries) is freed
+ * with mr_files_match_free. Errors as mr_files_ingest's walk (MR_E_NOT_FOUND
+ * when nothing matches). */
+mr_status mr_files_match(const char *pattern, char ***paths_out, size_t *n_out, mr_error *err);
+void mr_files_match_free(char **paths, size_t n);
 
 /* The staging directories of an atomic publish into dir (`millrace data
  * ingest`: DIR.tmp.PID holds the dataset being built, DIR.old.PID the one

@@ -4,6 +4,7 @@
  * with one schema. It does not write anything and knows nothing of ops. */
 #include "data/dataset_int.h"
 #include "millrace/jsonl.h"
+#include "millrace/webdataset.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,6 +31,7 @@ struct mr_source {
     size_t rg;
     mr_dataset *ds;
     mr_dataset_scan *scan;
+    mr_wds_reader *wds;
     mr_table *pending;          /* rows not yet returned (jsonl, parquet, dataset) */
     size_t pending_off;
     int jsonl_done;
@@ -47,7 +49,8 @@ mr_status mr_source_format_parse(const char *name, mr_source_format *out)
     static const struct { const char *s; mr_source_format f; } t[] = {
         {"auto", MR_SRC_AUTO},       {"csv", MR_SRC_CSV},         {"tsv", MR_SRC_TSV},
         {"jsonl", MR_SRC_JSONL},     {"ndjson", MR_SRC_JSONL},    {"json", MR_SRC_JSONL},
-        {"parquet", MR_SRC_PARQUET}, {"dataset", MR_SRC_DATASET},
+        {"parquet", MR_SRC_PARQUET}, {"dataset", MR_SRC_DATASET},   {"webdataset", MR_SRC_WEBDATASET},
+        {"wds", MR_SRC_WEBDATASET},  {"tar", MR_SRC_WEBDATASET},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (!strcasecmp(name, t[i].s)) {
@@ -64,6 +67,12 @@ static mr_source_format by_extension(const char *path)
     const char *dot = strrchr(path, '.');
     const char *slash = strrchr(path, '/');
     if (!dot || (slash && dot < slash)) return MR_SRC_AUTO;
+    size_t n = strlen(path);
+    static const char *const tars[] = {".tar", ".tar.gz", ".tgz", ".tar.zst", ".tar.xz"};
+    for (size_t i = 0; i < sizeof tars / sizeof tars[0]; i++) {
+        size_t l = strlen(tars[i]);
+        if (n > l && !strcasecmp(path + n - l, tars[i])) return MR_SRC_WEBDATASET;
+    }
     if (!strcasecmp(dot, ".csv")) return MR_SRC_CSV;
     if (!strcasecmp(dot, ".tsv") || !strcasecmp(dot, ".tab")) return MR_SRC_TSV;
     if (!strcasecmp(dot, ".jsonl") || !strcasecmp(dot, ".ndjson")) return MR_SRC_JSONL;
@@ -143,7 +152,8 @@ static mr_status list_files(mr_source *s, const char *path, mr_error *err)
     if (s->n_files == 0) {
         MR_ERR(err, MR_E_NOT_FOUND, "no input files match");
         mr_error_at(err, path, 0, 0);
-        mr_error_hint(err, "supported: .csv .tsv .jsonl .ndjson .parquet files, or a millrace dataset directory");
+        mr_error_hint(err, "supported: .csv .tsv .jsonl .ndjson .parquet files, WebDataset .tar shards, or a millrace "
+                           "dataset directory");
         return MR_E_NOT_FOUND;
     }
     qsort(s->files, s->n_files, sizeof *s->files, cmp_str);
@@ -153,7 +163,7 @@ static mr_status list_files(mr_source *s, const char *path, mr_error *err)
         if (f == MR_SRC_AUTO) {
             MR_ERR(err, MR_E_INVALID_ARG, "cannot tell the format from the file name");
             mr_error_at(err, s->files[i], 0, 0);
-            mr_error_hint(err, "name it .csv/.tsv/.jsonl/.ndjson/.parquet or give the format explicitly");
+            mr_error_hint(err, "name it .csv/.tsv/.jsonl/.ndjson/.parquet/.tar or give the format explicitly");
             return MR_E_INVALID_ARG;
         }
     }
@@ -196,6 +206,7 @@ void mr_source_close(mr_source *s, mr_csv_stats *stats)
     if (stats) *stats = s->stats;
     mr_parquet_close(s->pf);
     mr_dataset_scan_close(s->scan);
+    mr_wds_close(s->wds);
     mr_dataset_close(s->ds);
     mr_table_free(s->pending);
     free_strs(s->files, s->n_files);
@@ -321,6 +332,7 @@ static mr_status open_file(mr_source *s, mr_error *err)
         break;
     }
     case MR_SRC_PARQUET: rc = mr_parquet_open(f, &s->pf, err); break;
+    case MR_SRC_WEBDATASET: rc = mr_wds_open(f, &s->wds, err); break;
     case MR_SRC_DATASET:
         rc = mr_dataset_open(f, &s->ds, err);
         if (rc == MR_OK) rc = mr_dataset_scan_open(s->ds, NULL, NULL, 0, &s->scan, err);
@@ -347,6 +359,8 @@ static mr_status close_file(mr_source *s, mr_error *err)
     s->pf = NULL;
     mr_dataset_scan_close(s->scan);
     s->scan = NULL;
+    mr_wds_close(s->wds);
+    s->wds = NULL;
     mr_dataset_close(s->ds);
     s->ds = NULL;
     mr_table_free(s->pending);
@@ -426,6 +440,7 @@ static mr_status next_raw(mr_source *s, size_t max_rows, mr_table **out, mr_erro
         if (rc != MR_OK || !s->pending) return rc;
         return next_raw(s, max_rows, out, err);
     }
+    if (s->wds) return mr_wds_next(s->wds, max_rows, out, err);
     return MR_OK; /* jsonl: its one table is used up */
 }
 

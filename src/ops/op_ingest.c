@@ -9,6 +9,7 @@
 #include "millrace/op.h"
 #include "ops_int.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -17,7 +18,11 @@
 #define SMOKE_ROWS 10000u
 
 static const mr_param_def ingest_params[] = {
-    {"source", MR_PT_STR | MR_PT_PATH, 1, "file, glob, directory of files, dataset, or ${stages.X}"},
+    {"source", MR_PT_STR | MR_PT_PATH, 0, "file, glob, directory of files, dataset, or ${stages.X} (or files:)"},
+    {"files", MR_PT_STR | MR_PT_PATH, 0, "files to pack one per row, e.g. images/**/*.jpg (docs/data.md, Files into shards)"},
+    {"column", MR_PT_STR, 0, "with files: the bytes column (default image)"},
+    {"label_from", MR_PT_STR, 0, "with files: parent-dir (label = the file's folder name)"},
+    {"labels", MR_PT_STR | MR_PT_PATH, 0, "with files: CSV/Parquet with a path column, joined to the files"},
     {"format", MR_PT_STR, 0, "csv, tsv, jsonl, parquet, dataset or auto (default: by extension)"},
     {"schema", MR_PT_MAP, 0, "declared column types: {name: int64|float64|float32|bool|string|date|timestamp}"},
     {"delimiter", MR_PT_STR, 0, "CSV field separator: one character, or \\t / tab (default ',')"},
@@ -111,7 +116,7 @@ static mr_status names_of(const mr_value *def, const char *key, const char ***ou
  * it is read. */
 static mr_status ingest_settings(const mr_value *def, mr_ingest_opts *o, ingest_arrays *a, mr_error *err)
 {
-    static const char *const formats[] = {"csv", "tsv", "jsonl", "parquet", "dataset", "auto"};
+    static const char *const formats[] = {"csv", "tsv", "jsonl", "parquet", "dataset", "webdataset", "auto"};
     static const char *const on_errors[] = {"fail", "skip", "quarantine"};
     static const char *const codecs[] = {"zstd", "snappy", "gzip", "lz4_raw", "none"};
     const mr_value *v;
@@ -119,7 +124,7 @@ static mr_status ingest_settings(const mr_value *def, mr_ingest_opts *o, ingest_
     memset(a, 0, sizeof(*a));
     mr_ingest_opts_init(o);
     if ((v = mr_value_get(def, "format")) && v->kind == MR_V_STR && mr_source_format_parse(v->str, &o->format) != MR_OK)
-        return bad_choice(err, v, "format", formats, 6);
+        return bad_choice(err, v, "format", formats, 7);
     if ((v = mr_value_get(def, "delimiter")) && v->kind == MR_V_STR) {
         if (!strcmp(v->str, "\\t") || !strcasecmp(v->str, "tab") || !strcmp(v->str, "\t")) o->csv.delimiter = '\t';
         else if (strlen(v->str) == 1 && v->str[0] != '"' && v->str[0] != '\n' && v->str[0] != '\r') o->csv.delimiter = v->str[0];
@@ -237,25 +242,156 @@ static mr_status ingest_settings(const mr_value *def, mr_ingest_opts *o, ingest_
     return MR_OK;
 }
 
+/* source: or files: (exactly one), and the keys that go with each. */
+static mr_status check_mode(const mr_value *def, mr_error *err)
+{
+    const mr_value *src = mr_value_get(def, "source"), *files = mr_value_get(def, "files");
+    if (!src == !files) {
+        const mr_value *at = src ? src : def;
+        mr_status rc = mr_error_set_at(err, NULL, at->line, at->col, MR_E_SCHEMA,
+                                       src ? "give source or files, not both" : "missing source (or files)");
+        mr_error_key(err, src ? "files" : "source");
+        mr_error_hint(err, "source: data/train.csv reads rows; files: 'images/**/*.jpg' packs one file per row");
+        return rc;
+    }
+    static const char *const file_keys[] = {"column", "label_from", "labels"};
+    static const char *const row_keys[] = {"format", "schema", "delimiter", "header", "null_values",
+                                           "filter", "partition_by", "columns"};
+    const char *const *bad = files ? row_keys : file_keys;
+    size_t n_bad = files ? 8 : 3;
+    for (size_t k = 0; k < n_bad; k++) {
+        const mr_value *v = mr_value_get(def, bad[k]);
+        if (!v) continue;
+        mr_status rc = mr_error_set_at(err, NULL, v->line, v->col, MR_E_SCHEMA, "%s does not go with %s", bad[k],
+                                       files ? "files" : "source");
+        mr_error_key(err, bad[k]);
+        return rc;
+    }
+    const mr_value *lf = mr_value_get(def, "label_from");
+    if (lf && lf->kind == MR_V_STR && strcmp(lf->str, "parent-dir")) {
+        mr_status rc = mr_error_set_at(err, NULL, lf->line, lf->col, MR_E_SCHEMA,
+                                       "label_from must be parent-dir, got '%s'", lf->str);
+        mr_error_key(err, "label_from");
+        return rc;
+    }
+    const mr_value *oe = mr_value_get(def, "on_error");
+    if (files && oe && oe->kind == MR_V_STR && !strcmp(oe->str, "quarantine")) {
+        mr_status rc = mr_error_set_at(err, NULL, oe->line, oe->col, MR_E_SCHEMA,
+                                       "on_error: quarantine does not go with files (skip leaves a file out)");
+        mr_error_key(err, "on_error");
+        return rc;
+    }
+    return MR_OK;
+}
+
 static mr_status validate_ingest(const mr_op_validate_ctx *vc, mr_error *err)
 {
     mr_ingest_opts o;
     ingest_arrays a;
-    mr_status rc = ingest_settings(vc->def, &o, &a, err);
+    mr_status rc = check_mode(vc->def, err);
+    if (rc != MR_OK) return rc;
+    rc = ingest_settings(vc->def, &o, &a, err);
     ingest_arrays_free(&a);
+    return rc;
+}
+
+/* Removes the work of this stage's earlier keys (their inputs changed since a run was killed):
+ * the caller holds the stage's lock, so no runner uses them. */
+static void drop_stale_work(const char *workspace, const char *stage, const char *keep)
+{
+    char *parent = mr_asprintf("%s/.millrace/partial", workspace);
+    DIR *d = parent ? opendir(parent) : NULL;
+    size_t sl = strlen(stage);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, stage, sl) || e->d_name[sl] != '@') continue;
+        char *p = mr_path_join(parent, e->d_name);
+        if (p && strcmp(p, keep) && mr_fs_is_dir(p)) mr_fs_rmtree(p, NULL);
+        mr_free(p);
+    }
+    if (d) closedir(d);
+    mr_free(parent);
+}
+
+/* files: one row per file. The finished shards are kept in
+ * .millrace/partial/STAGE@KEY (while STAGE.lock is held), so a killed run of the same stage and
+ * inputs continues after them; a runner that finds the lock held works in its private tmp. */
+static mr_status run_files(mr_op_ctx *ctx, const mr_ingest_opts *io, mr_error *err)
+{
+    const char *pattern = mr_value_get(ctx->def, "files")->str;
+    const mr_value *v;
+    mr_files_opts fo;
+    mr_files_opts_init(&fo);
+    fo.write = io->write;
+    fo.on_error = io->csv.on_error;
+    fo.threads = ctx->threads > 0 ? ctx->threads : 0;
+    if ((v = mr_value_get(ctx->def, "column")) && v->kind == MR_V_STR) fo.column = v->str;
+    if ((v = mr_value_get(ctx->def, "labels")) && v->kind == MR_V_STR) fo.labels = v->str;
+    if ((v = mr_value_get(ctx->def, "label_from")) && v->kind == MR_V_STR) fo.label_from = MR_LABEL_PARENT_DIR;
+    char key[17];
+    snprintf(key, sizeof key, "%s", ctx->stage_key ? ctx->stage_key : "nokey");
+    char *work = mr_asprintf("%s/.millrace/partial/%s@%s", ctx->workspace, ctx->stage, key); /* no stage name has @ */
+    char *lock = mr_asprintf("%s/.millrace/partial/%s.lock", ctx->workspace, ctx->stage); /* one per stage */
+    char *priv = ctx->tmp_dir ? mr_path_join(ctx->tmp_dir, "files-work") : NULL;
+    mr_flock lk = {-1};
+    mr_status rc = work && lock && priv ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) {
+        char *parent = mr_asprintf("%s/.millrace/partial", ctx->workspace);
+        rc = parent ? mr_fs_mkdirs(parent, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        mr_free(parent);
+    }
+    if (rc == MR_OK) {
+        mr_status lrc = mr_flock_acquire(&lk, lock, MR_LOCK_EXCLUSIVE, 0, 0, NULL);
+        fo.work = lrc == MR_OK ? work : priv;
+        if (lrc == MR_OK) drop_stale_work(ctx->workspace, ctx->stage, work);
+    }
+    mr_files_stats st;
+    memset(&st, 0, sizeof st);
+    double t0 = mr_now();
+    if (rc == MR_OK) {
+        dprintf(ctx->log_fd, "packing %s\n", pattern);
+        rc = mr_files_ingest(pattern, ctx->outputs[0].path, &fo, &st, err);
+    }
+    double secs = mr_now() - t0;
+    for (uint64_t i = 0; i < st.files_skipped; i++) dprintf(ctx->log_fd, "skipped %s\n", st.skipped[i]);
+    if (rc == MR_OK) {
+        mr_op_metric(ctx, "files", 0, (double)st.files);
+        mr_op_metric(ctx, "rows_written", 0, (double)st.rows_written);
+        mr_op_metric(ctx, "files_skipped", 0, (double)st.files_skipped);
+        mr_op_metric(ctx, "labels_missing", 0, (double)st.labels_missing);
+        mr_op_metric(ctx, "bytes_read", 0, (double)st.bytes_read);
+        mr_op_metric(ctx, "shards", 0, (double)st.dataset.shards);
+        dprintf(ctx->log_fd, "packed %llu of %llu files (%llu skipped, %llu without labels) into %llu shards, "
+                             "%llu bytes, in %.2fs%s\n",
+                (unsigned long long)st.rows_written, (unsigned long long)st.files,
+                (unsigned long long)st.files_skipped, (unsigned long long)st.labels_missing,
+                (unsigned long long)st.dataset.shards, (unsigned long long)st.dataset.bytes, secs,
+                st.shards_resumed ? "; resumed an interrupted run" : "");
+    }
+    mr_files_stats_free(&st);
+    mr_flock_release(&lk); /* the lock file stays: unlinking it would race a waiting runner */
+    mr_free(work);
+    mr_free(lock);
+    mr_free(priv);
     return rc;
 }
 
 static mr_status run_ingest(mr_op_ctx *ctx, mr_error *err)
 {
-    const char *source = mr_value_get(ctx->def, "source")->str;
     ingest_arrays a;
     char *qpath = NULL;
     mr_ingest_opts o;
     mr_ingest_stats st;
     memset(&st, 0, sizeof st);
-    mr_status rc = ingest_settings(ctx->def, &o, &a, err);
+    mr_status rc = check_mode(ctx->def, err);
+    if (rc != MR_OK) return rc;
+    rc = ingest_settings(ctx->def, &o, &a, err);
     if (rc != MR_OK) goto done;
+    if (mr_value_get(ctx->def, "files")) {
+        rc = run_files(ctx, &o, err);
+        goto done;
+    }
+    const char *source = mr_value_get(ctx->def, "source")->str;
     if (o.csv.on_error == MR_ON_ERROR_QUARANTINE) {
         const char *dot = strrchr(source, '.');
         int jsonl = o.format == MR_SRC_JSONL ||
@@ -307,7 +443,8 @@ const mr_op mr_op_ingest = {
     .name = "ingest",
     .version = 4, /* 2: the CSV reader's default null tokens grew to pandas' set (n/a, NaN, None, -, ...);
                      3: exact types (column kinds: int widths, decimals, binary, naive timestamps);
-                     4: row groups also end at 128 MiB of values (row_group_bytes) */
+                     4: row groups also end at 128 MiB of values (row_group_bytes)
+                     (files: is new; source: stages keep their version) */
     .params = ingest_params,
     .outputs = NULL,
     .run = run_ingest,

@@ -19,6 +19,7 @@
  * the cache entry, which is how `millrace status` explains what changed. */
 #include "pipeline_int.h"
 #include "millrace/csv.h"
+#include "millrace/dataset.h"
 
 #include <glob.h>
 #include <stdlib.h>
@@ -170,12 +171,27 @@ mr_status mr__plan_inputs(const mr_dag *dag, size_t i, mr__plan *plans, mr_error
 
 /* A workspace input that is a glob pattern (an op's MR_PT_PATH param such as
  * a pattern with * ? or [): its id is xxh3-128 over "glob\n" then "path\tid\n" for
- * every match in glob(3) order (sorted), so adding, removing, renaming or
- * changing a matching file changes the id, as a directory's would. */
+ * every match in glob(3) order (sorted; a pattern with "**" is matched as the
+ * files ingest matches it, any number of folders deep), so adding, removing,
+ * renaming or changing a matching file changes the id, as a directory's would. */
 static mr_status hash_glob(mr_workspace *ws, mr__io *io, uint64_t *bytes_hashed, mr_error *err)
 {
     glob_t g;
-    int r = glob(io->path, 0, NULL, &g);
+    memset(&g, 0, sizeof g);
+    int r;
+    char **deep = NULL; /* "**": the files ingest's matcher (glob(3) reads ** as *) */
+    size_t n_deep = 0;
+    if (strstr(io->path, "**")) {
+        mr_error e;
+        mr_error_init(&e);
+        mr_status mrc = mr_files_match(io->path, &deep, &n_deep, &e);
+        if (mrc == MR_E_NOMEM) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        r = mrc == MR_OK ? 0 : GLOB_NOMATCH;
+        g.gl_pathc = n_deep;
+        g.gl_pathv = deep;
+    } else {
+        r = glob(io->path, 0, NULL, &g);
+    }
     if (r != 0) {
         if (r != GLOB_NOMATCH) globfree(&g);
         mr_status rc = MR_ERR(err, MR_E_NOT_FOUND, "no file matches the dependency pattern '%s'", io->path);
@@ -202,7 +218,8 @@ static mr_status hash_glob(mr_workspace *ws, mr__io *io, uint64_t *bytes_hashed,
     }
     mr_buf_free(&b);
     mr_free(arts);
-    globfree(&g);
+    if (deep) mr_files_match_free(deep, n_deep);
+    else globfree(&g);
     return rc;
 }
 
