@@ -5,7 +5,7 @@ NAME ?= noop
 
 TORTURE_MAX ?= 10
 
-.PHONY: all deps build test demo asan tsan torture fuzz bench clean
+.PHONY: all deps build test demo asan tsan torture fuzz bench clean python install-python
 
 all: build
 
@@ -21,6 +21,16 @@ build: $(BUILD)/CMakeCache.txt
 test: deps
 	$(MAKE) build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 300
+
+# The Python package: build/python/millrace (PYTHONPATH=build/python), part of the build.
+python: build
+	@test -f $(BUILD)/python/millrace/__init__.py || { echo "python: no python3-dev (make deps)"; exit 1; }
+
+# Copies it where Debian's /usr/bin/python3 finds it (its site-packages under /usr/local).
+install-python: python
+	dest=$$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_path("purelib"))') && \
+	    mkdir -p "$$dest" && rm -rf "$$dest/millrace" && cp -r $(BUILD)/python/millrace "$$dest/" && \
+	    echo "installed millrace into $$dest"
 
 demo: deps
 	$(MAKE) build

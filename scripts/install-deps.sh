@@ -4,6 +4,8 @@
 # scikit-learn, pandas) and the doc tests' YAML reader (PyYAML); chromium
 # renders the HTML report in its test; bc, time, curl and wrk serve the
 # tests and bench/. None of them is a runtime dependency of millrace.
+# python3-dev builds the Python package (python/); python3-torch tests its
+# PyTorch adapter; libarchive-dev reads and writes WebDataset tar shards.
 # Idempotent: only calls apt-get for packages that are missing.
 #
 #   scripts/install-deps.sh           what make demo and make test need
@@ -33,7 +35,7 @@ PKGS="build-essential cmake pkg-config git \
 libyaml-dev libxxhash-dev libsqlite3-dev libjansson-dev libcmocka-dev \
 libsnappy-dev libzstd-dev liblz4-dev zlib1g-dev libmicrohttpd-dev libarchive-dev \
 sqlite3 python3 procps coreutils \
-python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml curl wrk bc time \
+python3-dev python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml python3-torch curl wrk bc time \
 chromium"
 if [ "$BENCH" = 1 ]; then
     PKGS="$PKGS python3-optuna"

@@ -11,6 +11,7 @@ HOW A PAGE RUNS
 
 Its fenced code blocks run in page order in one fresh scratch workspace
 (under $TMPDIR, removed at the end), with `millrace` and `churn_gen` on PATH
+(and the Python package built next to the binary, BUILD/python, on PYTHONPATH)
 (the built binaries), HOME and TMPDIR inside the scratch directory and
 NO_COLOR=1. By the block's info string:
 
@@ -311,6 +312,10 @@ class Runner:
         self.env.update(PATH=bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
                         HOME=os.path.join(root_dir, "home"), TMPDIR=os.path.join(root_dir, "tmp"),
                         NO_COLOR="1")
+        # the Python package built next to the binary (build/python), as `make install-python` would
+        pkg = os.path.join(os.path.dirname(os.path.abspath(args.millrace)), "python")
+        if os.path.isdir(os.path.join(pkg, "millrace")):
+            self.env["PYTHONPATH"] = pkg + (os.pathsep + self.env["PYTHONPATH"] if self.env.get("PYTHONPATH") else "")
         for k in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
             self.env.pop(k, None)
         self.env["no_proxy"] = self.env["NO_PROXY"] = "127.0.0.1,localhost"

@@ -1,0 +1,458 @@
+/* millrace's CPython extension (the public C API of Python 3.11, Debian's
+ * python3-dev): the dataset loader as an iterator of batches, whose
+ * fixed-width columns Python reads without a copy.
+ *
+ *   _millrace.dataset_info(path) -> dict: rows, shards, schema [(name, type, kind)]
+ *   _millrace.Loader(path, batch_size, columns, filter, shuffle, seed, epoch,
+ *                    start_batch, threads, prefetch, drop_last)
+ *       iterator: each item a dict name -> Column (fixed-width: the buffer
+ *       protocol over the batch's memory) or a list (strings: str, binary:
+ *       bytes, nulls: None), plus name -> bytes validity bitmap under
+ *       "__valid__" for columns with nulls (the Python layer makes masks)
+ *       .stats() -> dict; .batches -> batches returned
+ *
+ * Memory: a Batch object owns one mr_table; every Column of it holds the
+ * Batch, and every exported buffer holds its Column, so a batch's memory is
+ * freed when the last array over it is released, not before. The GIL is
+ * released while the loader opens and while it waits for a batch. Errors
+ * are millrace.Error (a RuntimeError) with millrace's message: file, row,
+ * column. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "millrace/core.h"
+#include "millrace/dataset.h"
+#include "millrace/loader.h"
+
+#include <string.h>
+
+static PyObject *MrError;
+
+static PyObject *raise_mr(const mr_error *err)
+{
+    char msg[MR_ERR_MSG_MAX + 3 * MR_ERR_CTX_MAX];
+    mr_error_format(err, msg, sizeof msg);
+    PyErr_SetString(MrError, msg);
+    return NULL;
+}
+
+/* ---- Batch: owns one table ------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    mr_table *t;
+} BatchObject;
+
+static void batch_dealloc(BatchObject *self)
+{
+    mr_table_free(self->t);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject BatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "millrace._millrace.Batch",
+    .tp_basicsize = sizeof(BatchObject),
+    .tp_dealloc = (destructor)batch_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "the memory of one batch (internal)",
+};
+
+/* ---- Column: a fixed-width column of a batch, as a buffer ------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    BatchObject *batch;
+    const mr_column *c;
+    Py_ssize_t shape[1], strides[1];
+    const char *format;
+} ColumnObject;
+
+static const char *format_of(const mr_column *c)
+{
+    switch (c->type) {
+    case MR_T_BOOL: return "?";
+    case MR_T_INT64:
+    case MR_T_TIMESTAMP:
+    case MR_T_DECIMAL: return "q";
+    case MR_T_FLOAT64: return "d";
+    case MR_T_FLOAT32: return "f";
+    case MR_T_DATE: return "i";
+    default: return NULL;
+    }
+}
+
+static int column_getbuffer(ColumnObject *self, Py_buffer *view, int flags)
+{
+    if (flags & PyBUF_WRITABLE) {
+        PyErr_SetString(PyExc_BufferError, "millrace batch columns are read-only");
+        view->obj = NULL;
+        return -1;
+    }
+    static char empty[8];
+    size_t w = mr_dtype_width(self->c->type);
+    view->buf = self->c->data && self->c->n ? self->c->data : empty;
+    view->obj = (PyObject *)self;
+    Py_INCREF(self);
+    view->len = (Py_ssize_t)(self->c->n * w);
+    view->readonly = 1;
+    view->itemsize = (Py_ssize_t)w;
+    view->format = (flags & PyBUF_FORMAT) ? (char *)self->format : NULL;
+    view->ndim = 1;
+    view->shape = (flags & PyBUF_ND) ? self->shape : NULL;
+    view->strides = (flags & PyBUF_STRIDES) ? self->strides : NULL;
+    view->suboffsets = NULL;
+    view->internal = NULL;
+    return 0;
+}
+
+static PyBufferProcs column_as_buffer = {(getbufferproc)column_getbuffer, NULL};
+
+static void column_dealloc(ColumnObject *self)
+{
+    Py_XDECREF(self->batch);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *column_address(ColumnObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromVoidPtr(self->c->data);
+}
+
+static PyObject *column_len_get(ColumnObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSize_t(self->c->n);
+}
+
+static PyObject *column_type_get(ColumnObject *self, void *closure)
+{
+    (void)closure;
+    return PyUnicode_FromString(mr_dtype_name(self->c->type));
+}
+
+static PyGetSetDef column_getset[] = {
+    {"address", (getter)column_address, NULL, "address of the values (the batch's own memory)", NULL},
+    {"length", (getter)column_len_get, NULL, "values", NULL},
+    {"type", (getter)column_type_get, NULL, "millrace type name", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ColumnType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "millrace._millrace.Column",
+    .tp_basicsize = sizeof(ColumnObject),
+    .tp_dealloc = (destructor)column_dealloc,
+    .tp_as_buffer = &column_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a fixed-width column of a batch: numpy.asarray() reads it without a copy",
+    .tp_getset = column_getset,
+};
+
+/* The values of a string column as a list (str, or bytes for binary; None for null). */
+static PyObject *string_list(const mr_column *c)
+{
+    PyObject *list = PyList_New((Py_ssize_t)c->n);
+    if (!list) return NULL;
+    int binary = (c->kind.flags & MR_KIND_BINARY) != 0;
+    for (size_t i = 0; i < c->n; i++) {
+        PyObject *v;
+        if (mr_column_is_null(c, i)) {
+            v = Py_None;
+            Py_INCREF(v);
+        } else {
+            size_t len;
+            const char *s = mr_column_str(c, i, &len);
+            v = binary ? PyBytes_FromStringAndSize(s, (Py_ssize_t)len)
+                       : PyUnicode_DecodeUTF8(s, (Py_ssize_t)len, "surrogateescape");
+        }
+        if (!v) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, v);
+    }
+    return list;
+}
+
+/* A batch as a dict (takes t). */
+static PyObject *batch_dict(mr_table *t)
+{
+    BatchObject *b = PyObject_New(BatchObject, &BatchType);
+    if (!b) {
+        mr_table_free(t);
+        return NULL;
+    }
+    b->t = t;
+    PyObject *d = PyDict_New(), *valid = PyDict_New();
+    if (!d || !valid) goto fail;
+    for (size_t j = 0; j < t->n_cols; j++) {
+        const mr_column *c = t->cols[j];
+        PyObject *v;
+        if (format_of(c)) {
+            ColumnObject *co = PyObject_New(ColumnObject, &ColumnType);
+            if (!co) goto fail;
+            Py_INCREF(b);
+            co->batch = b;
+            co->c = c;
+            co->shape[0] = (Py_ssize_t)c->n;
+            co->strides[0] = (Py_ssize_t)mr_dtype_width(c->type);
+            co->format = format_of(c);
+            v = (PyObject *)co;
+        } else {
+            v = string_list(c);
+        }
+        if (!v || PyDict_SetItemString(d, c->name, v) < 0) {
+            Py_XDECREF(v);
+            goto fail;
+        }
+        Py_DECREF(v);
+        if (c->null_count && c->valid && format_of(c)) {
+            PyObject *bits = PyBytes_FromStringAndSize((const char *)c->valid, (Py_ssize_t)((c->n + 7) / 8));
+            if (!bits || PyDict_SetItemString(valid, c->name, bits) < 0) {
+                Py_XDECREF(bits);
+                goto fail;
+            }
+            Py_DECREF(bits);
+        }
+    }
+    if (PyDict_Size(valid) && PyDict_SetItemString(d, "__valid__", valid) < 0) goto fail;
+    Py_DECREF(valid);
+    Py_DECREF(b);
+    return d;
+fail:
+    Py_XDECREF(d);
+    Py_XDECREF(valid);
+    Py_DECREF(b);
+    return NULL;
+}
+
+/* ---- Loader ------------------------------------------------------------------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    mr_loader *ld;
+    uint64_t batches;
+    int done;
+} LoaderObject;
+
+static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"path",  "batch_size", "columns", "filter",  "shuffle",   "seed", "epoch",
+                             "start_batch", "threads", "prefetch", "drop_last", "shuffle_buffer", NULL};
+    const char *path = NULL, *filter = NULL;
+    Py_ssize_t batch_size = 1024, threads = 0, prefetch = 0, shuffle_buffer = 0;
+    unsigned long long seed = 0, epoch = 0, start_batch = 0;
+    int shuffle = 0, drop_last = 0;
+    PyObject *columns = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|nOzpKKKnnpn", kwlist, &path, &batch_size, &columns, &filter,
+                                     &shuffle, &seed, &epoch, &start_batch, &threads, &prefetch, &drop_last,
+                                     &shuffle_buffer))
+        return -1;
+    if (batch_size <= 0 || threads < 0 || prefetch < 0 || shuffle_buffer < 0) {
+        PyErr_SetString(PyExc_ValueError, "batch_size must be positive; threads, prefetch, shuffle_buffer >= 0");
+        return -1;
+    }
+    mr_loader_opts o;
+    mr_loader_opts_init(&o);
+    o.batch_size = (size_t)batch_size;
+    o.filter = filter;
+    o.shuffle = shuffle;
+    o.seed = seed;
+    o.epoch = epoch;
+    o.start_batch = start_batch;
+    o.threads = (int)threads;
+    o.prefetch_batches = (size_t)prefetch;
+    o.drop_last = drop_last;
+    o.shuffle_buffer_rows = (size_t)shuffle_buffer;
+    const char **names = NULL;
+    PyObject *seq = NULL;
+    if (columns != Py_None) {
+        seq = PySequence_Fast(columns, "columns must be a sequence of names");
+        if (!seq) return -1;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+        names = PyMem_Calloc((size_t)(n ? n : 1), sizeof *names);
+        if (!names) {
+            Py_DECREF(seq);
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            names[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
+            if (!names[i]) {
+                PyMem_Free(names);
+                Py_DECREF(seq);
+                return -1;
+            }
+        }
+        o.columns = names;
+        o.n_columns = (size_t)n;
+    }
+    if (self->ld) {
+        mr_loader_close(self->ld);
+        self->ld = NULL;
+    }
+    mr_error err;
+    mr_error_init(&err);
+    mr_status rc;
+    mr_loader *ld = NULL;
+    Py_BEGIN_ALLOW_THREADS rc = mr_loader_open(path, &o, &ld, &err);
+    Py_END_ALLOW_THREADS PyMem_Free(names);
+    Py_XDECREF(seq);
+    if (rc != MR_OK) {
+        raise_mr(&err);
+        return -1;
+    }
+    self->ld = ld;
+    self->batches = 0;
+    self->done = 0;
+    return 0;
+}
+
+static void loader_dealloc(LoaderObject *self)
+{
+    mr_loader *ld = self->ld;
+    self->ld = NULL;
+    if (ld) {
+        Py_BEGIN_ALLOW_THREADS mr_loader_close(ld); /* joins the threads */
+        Py_END_ALLOW_THREADS
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *loader_next(LoaderObject *self)
+{
+    if (!self->ld) {
+        PyErr_SetString(MrError, "the loader is closed");
+        return NULL;
+    }
+    if (self->done) return NULL;
+    mr_table *t = NULL;
+    mr_error err;
+    mr_error_init(&err);
+    mr_status rc;
+    Py_BEGIN_ALLOW_THREADS rc = mr_loader_next(self->ld, &t, &err);
+    Py_END_ALLOW_THREADS if (rc != MR_OK) return raise_mr(&err);
+    if (!t) {
+        self->done = 1;
+        return NULL; /* StopIteration */
+    }
+    self->batches++;
+    return batch_dict(t);
+}
+
+static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->ld) {
+        PyErr_SetString(MrError, "the loader is closed");
+        return NULL;
+    }
+    mr_loader_stats st;
+    mr_loader_stats_get(self->ld, &st);
+    return Py_BuildValue("{s:d,s:d,s:d,s:K,s:K,s:K,s:K}", "wait_seconds", st.wait_seconds, "total_seconds",
+                         st.total_seconds, "input_bound_fraction", st.input_bound_fraction, "batches",
+                         (unsigned long long)st.batches, "rows", (unsigned long long)st.rows, "blocks",
+                         (unsigned long long)st.blocks, "blocks_decoded", (unsigned long long)st.blocks_decoded);
+}
+
+static PyObject *loader_close(LoaderObject *self, PyObject *unused)
+{
+    (void)unused;
+    mr_loader *ld = self->ld;
+    self->ld = NULL;
+    if (ld) {
+        Py_BEGIN_ALLOW_THREADS mr_loader_close(ld);
+        Py_END_ALLOW_THREADS
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *loader_batches(LoaderObject *self, void *closure)
+{
+    (void)closure;
+    return PyLong_FromUnsignedLongLong(self->batches);
+}
+
+static PyMethodDef loader_methods[] = {
+    {"stats", (PyCFunction)loader_stats, METH_NOARGS, "wait and total seconds, input-bound fraction, counts"},
+    {"close", (PyCFunction)loader_close, METH_NOARGS, "stop the loader's threads now"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef loader_getset[] = {
+    {"batches", (getter)loader_batches, NULL, "batches returned so far", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject LoaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "millrace._millrace.Loader",
+    .tp_basicsize = sizeof(LoaderObject),
+    .tp_dealloc = (destructor)loader_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "batches of a dataset, in millrace's deterministic (seed, epoch) order",
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)loader_next,
+    .tp_methods = loader_methods,
+    .tp_getset = loader_getset,
+    .tp_init = (initproc)loader_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* ---- dataset_info -------------------------------------------------------------------------- */
+
+static PyObject *dataset_info(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *path;
+    if (!PyArg_ParseTuple(args, "s", &path)) return NULL;
+    mr_dataset *ds = NULL;
+    mr_error err;
+    mr_error_init(&err);
+    mr_status rc;
+    Py_BEGIN_ALLOW_THREADS rc = mr_dataset_open(path, &ds, &err);
+    Py_END_ALLOW_THREADS if (rc != MR_OK) return raise_mr(&err);
+    PyObject *schema = PyList_New(0), *out = NULL;
+    for (size_t j = 0; schema && j < mr_dataset_n_cols(ds); j++) {
+        char kn[32];
+        mr_colkind k = mr_dataset_col_kind(ds, j);
+        PyObject *c = Py_BuildValue("(sss)", mr_dataset_col_name(ds, j), mr_dtype_name(mr_dataset_col_type(ds, j)),
+                                    mr_kind_name(mr_dataset_col_type(ds, j), k, kn, sizeof kn));
+        if (!c || PyList_Append(schema, c) < 0) {
+            Py_XDECREF(c);
+            Py_CLEAR(schema);
+            break;
+        }
+        Py_DECREF(c);
+    }
+    if (schema)
+        out = Py_BuildValue("{s:K,s:n,s:O}", "rows", (unsigned long long)mr_dataset_n_rows(ds), "shards",
+                            (Py_ssize_t)mr_dataset_n_shards(ds), "schema", schema);
+    Py_XDECREF(schema);
+    mr_dataset_close(ds);
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"dataset_info", dataset_info, METH_VARARGS, "rows, shards and schema of a dataset directory"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_millrace", "millrace's C core (use the millrace package)", -1, module_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__millrace(void)
+{
+    if (PyType_Ready(&BatchType) < 0 || PyType_Ready(&ColumnType) < 0 || PyType_Ready(&LoaderType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    MrError = PyErr_NewException("millrace.Error", PyExc_RuntimeError, NULL);
+    if (!MrError || PyModule_AddObjectRef(m, "Error", MrError) < 0 ||
+        PyModule_AddObjectRef(m, "Loader", (PyObject *)&LoaderType) < 0 ||
+        PyModule_AddStringConstant(m, "version", MILLRACE_VERSION) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,168 @@
+"""The Python package (python/millrace) under the suite, with Debian's numpy and torch:
+values equal to the data written, numeric arrays over the batch's own memory (checked by
+address, numpy and torch), memory returned as batches are released (no growth over 10,000
+batches), resume and thread count leave the sequence unchanged, errors map to millrace.Error,
+no reference leaks. Run: MILLRACE_BIN=build/millrace PYTHONPATH=build/python python3 this."""
+import gc
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+import millrace
+
+BIN = os.environ["MILLRACE_BIN"]
+
+
+def ingest(src, out, *args):
+    subprocess.run([BIN, "data", "ingest", src, out, *args], check=True, stdout=subprocess.DEVNULL)
+
+
+def rss_kb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+class PackageTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        d = cls.tmp.name
+        cls.n = 5000
+        with open(os.path.join(d, "t.csv"), "w") as f:
+            f.write("id,x,f,name,flag\n")
+            for i in range(cls.n):
+                x = "" if i % 7 == 3 else "%.3f" % (i * 0.25)
+                f.write("%d,%s,%d.5,n%d,%s\n" % (i, x, i % 10, i % 13, "true" if i % 2 else "false"))
+        cls.ds = os.path.join(d, "ds")
+        ingest(os.path.join(d, "t.csv"), cls.ds, "--row-group-rows", "700", "--rows-per-shard", "2000")
+        os.makedirs(os.path.join(d, "files", "a"))
+        for i in range(20):
+            with open(os.path.join(d, "files", "a", "%02d.bin" % i), "wb") as f:
+                f.write(bytes(range(i)) + b"\0\xff")
+        cls.fds = os.path.join(d, "fds")
+        subprocess.run([BIN, "data", "ingest", "--files", os.path.join(d, "files"), cls.fds, "--label-from",
+                        "parent-dir"], check=True, stdout=subprocess.DEVNULL)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_dataset_info(self):
+        ds = millrace.Dataset(self.ds)
+        self.assertEqual(len(ds), self.n)
+        self.assertEqual(ds.num_shards, 3)
+        self.assertEqual(ds.columns, ["id", "x", "f", "name", "flag"])
+        self.assertEqual(ds.schema[1][1], "float64")
+
+    def test_values(self):
+        ids, xs, names, flags = [], [], [], []
+        for b in millrace.Dataset(self.ds).loader(batch_size=333):
+            self.assertEqual(b["id"].dtype, np.int64)
+            self.assertEqual(b["flag"].dtype, np.bool_)
+            ids.extend(b["id"].tolist())
+            x = b["x"]
+            xs.extend([None if m else v for v, m in zip(np.ma.getdata(x).tolist(), np.ma.getmaskarray(x).tolist())])
+            names.extend(b["name"])
+            flags.extend(b["flag"].tolist())
+        self.assertEqual(ids, list(range(self.n)))
+        self.assertEqual(xs, [None if i % 7 == 3 else round(i * 0.25, 3) for i in range(self.n)])
+        self.assertEqual(names, ["n%d" % (i % 13) for i in range(self.n)])
+        self.assertEqual(flags, [bool(i % 2) for i in range(self.n)])
+
+    def test_binary_files(self):
+        b = next(iter(millrace.Dataset(self.fds).loader(batch_size=100)))
+        self.assertEqual(b["path"][3], "a/03.bin")
+        self.assertEqual(b["image"][3], bytes(range(3)) + b"\0\xff")
+        self.assertEqual(b["label"], ["a"] * 20)
+
+    def test_zero_copy(self):
+        import torch
+        ld = millrace.Dataset(self.ds).loader(batch_size=1000, columns=["id", "f"])
+        b = next(ld)
+        for name in ("id", "f"):
+            a = b[name]
+            col = a.base.obj if isinstance(a.base, memoryview) else a.base
+            self.assertEqual(type(col).__name__, "Column")
+            self.assertEqual(a.__array_interface__["data"][0], col.address, "numpy reads the batch's memory")
+            self.assertFalse(a.flags.writeable)
+            self.assertEqual(torch.from_numpy(a).data_ptr(), col.address, "and so does torch")
+
+    def test_memory_returns(self):
+        ds = millrace.Dataset(self.ds)
+        count, base = 0, None
+        while count < 10000:
+            for b in ds.loader(batch_size=8, columns=["id", "x", "name"], threads=2):
+                count += 1
+                if count == 1000:
+                    gc.collect()
+                    base = rss_kb()
+                if count == 10000:
+                    break
+        gc.collect()
+        grown = rss_kb() - base
+        self.assertLess(grown, 16 * 1024, "RSS grew by %d KiB over 9,000 batches" % grown)
+
+    def test_resume_and_threads(self):
+        ds = millrace.Dataset(self.ds)
+        def seq(**kw):
+            return [b["id"].tolist() for b in ds.loader(batch_size=128, shuffle=True, seed=11, epoch=2, **kw)]
+        full = seq(threads=1)
+        self.assertEqual(sorted(sum(full, [])), list(range(self.n)))
+        self.assertNotEqual(sum(full, []), list(range(self.n)), "shuffled")
+        self.assertEqual(seq(threads=2), full, "the thread count does not change the sequence")
+        ld = ds.loader(batch_size=128, shuffle=True, seed=11, epoch=2)
+        head = [next(ld)["id"].tolist() for _ in range(7)]
+        state = ld.state()
+        self.assertEqual(state["batch"], 7)
+        ld.close()
+        rest = [b["id"].tolist() for b in ds.loader(batch_size=128, shuffle=True, resume=state)]
+        self.assertEqual(head + rest, full, "interrupted at batch 7 and resumed: the same epoch")
+
+    def test_errors(self):
+        with self.assertRaises(millrace.Error) as e:
+            millrace.Dataset(os.path.join(self.tmp.name, "missing"))
+        self.assertIn("missing", str(e.exception))
+        with self.assertRaises(millrace.Error) as e:
+            millrace.Dataset(self.ds).loader(filter="nosuch > 1")
+        self.assertIn("nosuch", str(e.exception))
+        with self.assertRaises(ValueError):
+            millrace.Dataset(self.ds).loader(batch_size=0)
+        self.assertTrue(issubclass(millrace.Error, RuntimeError))
+
+    def test_no_reference_leaks(self):
+        ds = millrace.Dataset(self.ds)
+        def once():
+            for b in ds.loader(batch_size=500, columns=["id", "name"]):
+                b["id"].sum()
+        once()
+        gc.collect()
+        before = len(gc.get_objects())
+        refs = sys.getrefcount(None)
+        for _ in range(20):
+            once()
+        gc.collect()
+        self.assertLess(len(gc.get_objects()) - before, 50)
+        self.assertLess(abs(sys.getrefcount(None) - refs), 50)
+
+    def test_torch_adapter(self):
+        import torch
+        from millrace.torch import Loader
+        ld = Loader(self.ds, batch_size=1000, columns=["id", "x"], shuffle=True, seed=3)
+        ld.set_epoch(1)
+        batches = list(ld)
+        self.assertEqual(len(batches), 5)
+        self.assertIsInstance(batches[0]["id"], torch.Tensor)
+        self.assertEqual(sorted(torch.cat([b["id"] for b in batches]).tolist()), list(range(self.n)))
+        direct = [b["id"].tolist() for b in millrace.Dataset(self.ds).loader(
+            batch_size=1000, columns=["id", "x"], shuffle=True, seed=3, epoch=1)]
+        self.assertEqual([b["id"].tolist() for b in batches], direct)
+        dl = torch.utils.data.DataLoader(ld, batch_size=None)
+        self.assertEqual(sum(len(b["id"]) for b in dl), self.n)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
