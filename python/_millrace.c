@@ -4,7 +4,7 @@
  *
  *   _millrace.dataset_info(path) -> dict: rows, shards, schema [(name, type, kind)]
  *   _millrace.Loader(path, batch_size, columns, filter, shuffle, seed, epoch,
- *                    start_batch, threads, prefetch, drop_last)
+ *                    start_batch, threads, prefetch, drop_last, shuffle_buffer, rank, world_size)
  *       iterator: each item a dict name -> Column (fixed-width: the buffer
  *       protocol over the batch's memory) or a list (strings: str, binary:
  *       bytes, nulls: None), plus name -> bytes validity bitmap under
@@ -238,15 +238,17 @@ typedef struct {
 static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"path",  "batch_size", "columns", "filter",  "shuffle",   "seed", "epoch",
-                             "start_batch", "threads", "prefetch", "drop_last", "shuffle_buffer", NULL};
+                             "start_batch", "threads", "prefetch", "drop_last", "shuffle_buffer", "rank",
+                             "world_size", NULL};
     const char *path = NULL, *filter = NULL;
     Py_ssize_t batch_size = 1024, threads = 0, prefetch = 0, shuffle_buffer = 0;
+    int rank = 0, world_size = 0;
     unsigned long long seed = 0, epoch = 0, start_batch = 0;
     int shuffle = 0, drop_last = 0;
     PyObject *columns = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|nOzpKKKnnpn", kwlist, &path, &batch_size, &columns, &filter,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|nOzpKKKnnpnii", kwlist, &path, &batch_size, &columns, &filter,
                                      &shuffle, &seed, &epoch, &start_batch, &threads, &prefetch, &drop_last,
-                                     &shuffle_buffer))
+                                     &shuffle_buffer, &rank, &world_size))
         return -1;
     if (batch_size <= 0 || threads < 0 || prefetch < 0 || shuffle_buffer < 0) {
         PyErr_SetString(PyExc_ValueError, "batch_size must be positive; threads, prefetch, shuffle_buffer >= 0");
@@ -264,6 +266,8 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     o.prefetch_batches = (size_t)prefetch;
     o.drop_last = drop_last;
     o.shuffle_buffer_rows = (size_t)shuffle_buffer;
+    o.rank = rank;
+    o.world_size = world_size;
     const char **names = NULL;
     PyObject *seq = NULL;
     if (columns != Py_None) {

@@ -36,11 +36,24 @@
  *   4. batches are consecutive batch_size rows of the output (the last one
  *      may be short unless drop_last).
  *
+ * Ranks (data-parallel training): with world_size W > 1 the sequence above
+ * (N rows, fixed by seed and epoch alone) is cut into W contiguous slices of
+ * L rows and rank r reads rows [r*L, r*L + L): the ranks' slices in rank
+ * order are the W = 1 sequence. With drop_last, L = the largest multiple of
+ * batch_size with W*L <= N (every rank gets the same number of full
+ * batches; the last N - W*L rows are dropped). Without it L = ceil(N / W),
+ * and the slices that run past the end are padded with rows from the start
+ * of the sequence (row p >= N is row p mod N), fewer than W rows in all, so
+ * every rank gets the same number of batches and no rank waits at a
+ * collective because it ran dry. start_batch counts the rank's own batches.
+ * Knowing N needs every row group's count: from the footers without a
+ * filter, else by evaluating the filter's columns at open.
+ *
  * Ownership: the loader is the caller's (mr_loader_close); each batch is
  * the caller's (mr_table_free). Options are read during open only.
  * Status codes: those of mr_dataset_open and mr_dataset_scan_open at open
  * (MR_E_NOT_FOUND, MR_E_CORRUPT, MR_E_PARSE, MR_E_SCHEMA), MR_E_INVALID_ARG
- * (threads or batch_size out of range), MR_E_INTERNAL (a thread could not
+ * (threads, batch_size, rank or world_size out of range), MR_E_INTERNAL (a thread could not
  * start), MR_E_NOMEM; while decoding MR_E_IO, MR_E_CORRUPT, MR_E_LIMIT,
  * MR_E_NOMEM, returned by mr_loader_next.
  * Thread safety: one consumer thread per loader; the loader's own threads
@@ -69,6 +82,7 @@ typedef struct mr_loader_opts {
     size_t prefetch_batches;       /* assembled batches queued ahead; 0 = 4 */
     int threads;                   /* decoding threads; 0 = min(4, CPUs) */
     int drop_last;                 /* 1: no short last batch */
+    int rank, world_size;          /* world_size > 1: this rank's slice of the epoch (below); 0/1 = all */
 } mr_loader_opts;
 
 void mr_loader_opts_init(mr_loader_opts *o); /* the defaults above */

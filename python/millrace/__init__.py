@@ -14,7 +14,8 @@ arrays over the batch's own memory, read-only; a column with nulls in the
 batch is a numpy.ma.MaskedArray (mask True where null). String columns are
 lists of str, binary columns lists of bytes (None for null). The order of
 rows is a pure function of (dataset, options, seed, epoch): the same at any
-thread count, and resumable at any batch. Errors are millrace.Error, with
+thread count, and resumable at any batch. With rank and world_size each rank
+reads its contiguous slice of that order, all slices of one length (docs/data.md). Errors are millrace.Error, with
 millrace's message (file, row, column).
 """
 import numpy as _np
@@ -48,10 +49,12 @@ class Dataset:
             self.path, self.num_rows, len(self.schema), self.num_shards)
 
     def loader(self, batch_size=1024, columns=None, filter=None, shuffle=False, seed=0, epoch=0,
-               start_batch=0, threads=0, prefetch=0, drop_last=False, shuffle_buffer=0, resume=None):
+               start_batch=0, threads=0, prefetch=0, drop_last=False, shuffle_buffer=0, rank=0, world_size=1,
+               resume=None):
         return Loader(self.path, batch_size=batch_size, columns=columns, filter=filter, shuffle=shuffle,
                       seed=seed, epoch=epoch, start_batch=start_batch, threads=threads, prefetch=prefetch,
-                      drop_last=drop_last, shuffle_buffer=shuffle_buffer, resume=resume)
+                      drop_last=drop_last, shuffle_buffer=shuffle_buffer, rank=rank, world_size=world_size,
+                      resume=resume)
 
 
 def _masked(col, bits, n):
@@ -63,17 +66,22 @@ class Loader:
     """An iterator of batches (dicts of numpy arrays and lists); see the module's doc."""
 
     def __init__(self, path, batch_size=1024, columns=None, filter=None, shuffle=False, seed=0, epoch=0,
-                 start_batch=0, threads=0, prefetch=0, drop_last=False, shuffle_buffer=0, resume=None):
+                 start_batch=0, threads=0, prefetch=0, drop_last=False, shuffle_buffer=0, rank=0, world_size=1,
+                 resume=None):
         if resume is not None:
             epoch = resume["epoch"]
             start_batch = resume["batch"]
             seed = resume.get("seed", seed)
+            rank = resume.get("rank", rank)
+            world_size = resume.get("world_size", world_size)
         self._opts = dict(path=str(path), batch_size=batch_size, columns=None if columns is None else list(columns),
                           filter=filter, shuffle=bool(shuffle), seed=seed, epoch=epoch, threads=threads,
-                          prefetch=prefetch, drop_last=bool(drop_last), shuffle_buffer=shuffle_buffer)
+                          prefetch=prefetch, drop_last=bool(drop_last), shuffle_buffer=shuffle_buffer, rank=rank,
+                          world_size=world_size)
         self._start = start_batch
         self._ld = _millrace.Loader(self._opts["path"], batch_size, self._opts["columns"], filter, bool(shuffle),
-                                    seed, epoch, start_batch, threads, prefetch, bool(drop_last), shuffle_buffer)
+                                    seed, epoch, start_batch, threads, prefetch, bool(drop_last), shuffle_buffer,
+                                    rank, world_size)
 
     def __iter__(self):
         return self
@@ -95,7 +103,8 @@ class Loader:
     def state(self):
         """Where the loader is: pass it as resume= to continue with the next batch."""
         return {"epoch": self._opts["epoch"], "batch": self._start + self._ld.batches, "seed": self._opts["seed"],
-                "batch_size": self._opts["batch_size"]}
+                "batch_size": self._opts["batch_size"], "rank": self._opts["rank"],
+                "world_size": self._opts["world_size"]}
 
     def stats(self):
         """input_bound_fraction (time waiting / total), wait and total seconds, batches, rows, samples_per_second."""

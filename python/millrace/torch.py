@@ -9,6 +9,8 @@
 
 It yields whole batches (millrace batches in its threads): give it to
 torch.utils.data.DataLoader with batch_size=None, or iterate it directly.
+With rank and world_size (torch.distributed's), each rank reads its own
+slice of the epoch, every rank the same number of batches.
 Tensors share the batch's memory (torch.from_numpy, no copy; read-only
 memory, so torch warns once if asked to write).
 """
@@ -21,11 +23,12 @@ from . import Dataset
 
 class Loader(_torch.utils.data.IterableDataset):
     def __init__(self, path, batch_size=1024, columns=None, filter=None, shuffle=False, seed=0, epoch=0,
-                 threads=0, prefetch=0, drop_last=False, shuffle_buffer=0):
+                 threads=0, prefetch=0, drop_last=False, shuffle_buffer=0, rank=0, world_size=1):
         super().__init__()
         self.dataset = Dataset(path)
         self.kw = dict(batch_size=batch_size, columns=columns, filter=filter, shuffle=shuffle, seed=seed,
-                       threads=threads, prefetch=prefetch, drop_last=drop_last, shuffle_buffer=shuffle_buffer)
+                       threads=threads, prefetch=prefetch, drop_last=drop_last, shuffle_buffer=shuffle_buffer,
+                       rank=rank, world_size=world_size)
         self.epoch = epoch
         self.resume = None
 

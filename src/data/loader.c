@@ -75,6 +75,9 @@ struct mr_loader {
     size_t batch_size, buf_cap, prefetch, lookahead;
     int shuffle, drop_last, n_threads;
     uint64_t start_batch;
+    uint64_t rank_begin, rank_len; /* this rank's rows of the sequence (rank_len UINT64_MAX: all) */
+    mr_table *pad;              /* the rows after the sequence's end that pad this rank's slice */
+    uint64_t first_pad;         /* the position of pad's first row in the padded sequence */
     mr_rng rng;
     /* assembler-private */
     size_t pos;                 /* index into order of the block being streamed */
@@ -373,8 +376,11 @@ static void *assembler_main(void *arg)
     mr_status rc = MR_OK;
     ref *refs = mr_malloc(ld->batch_size * sizeof *refs);
     if (!refs) rc = MR_ERR(&err, MR_E_NOMEM, "out of memory");
-    /* replay: the rows of the skipped batches, references only */
-    uint64_t skip = ld->start_batch * (uint64_t)ld->batch_size;
+    /* replay: the rows before this rank's slice and of its skipped batches, references only */
+    uint64_t own = ld->start_batch * (uint64_t)ld->batch_size; /* rows of the slice already delivered */
+    if (own > ld->rank_len) own = ld->rank_len;
+    uint64_t skip = ld->rank_begin + own, left = ld->rank_len - own;
+    size_t pad_off = ld->pad && skip > ld->first_pad ? (size_t)(skip - ld->first_pad) : 0; /* resumed in the padding */
     int got = 1;
     for (uint64_t i = 0; rc == MR_OK && i < skip && got; i++) {
         ref r;
@@ -382,22 +388,40 @@ static void *assembler_main(void *arg)
         if (rc == MR_OK && got) ld->blocks[REF_BLOCK(r)].remaining--;
     }
     if (rc == MR_OK) rc = build_queue(ld, &err);
-    while (rc == MR_OK && got) {
-        size_t n = 0;
-        while (n < ld->batch_size) {
+    while (rc == MR_OK && left) {
+        size_t n = 0, want = left < ld->batch_size ? (size_t)left : ld->batch_size;
+        while (got && n < want) {
             rc = emit_next(ld, 1, &refs[n], &got, &err);
             if (rc != MR_OK || !got) break;
             n++;
         }
-        if (rc != MR_OK || n == 0 || (n < ld->batch_size && ld->drop_last)) break;
+        if (rc != MR_OK) break;
+        size_t n_pad = 0;
+        if (n < want && ld->pad) n_pad = want - n < ld->pad->n_rows - pad_off ? want - n : ld->pad->n_rows - pad_off;
+        if (n + n_pad == 0 || (n + n_pad < ld->batch_size && ld->drop_last)) break;
+        left -= n + n_pad;
         for (size_t i = 0; i < n; i++) /* touch first so the workers start on all of them */
             if (!i || REF_BLOCK(refs[i]) != REF_BLOCK(refs[i - 1])) touch(ld, REF_BLOCK(refs[i]));
         for (size_t i = 0; i < n && rc == MR_OK; i++)
             if ((!i || REF_BLOCK(refs[i]) != REF_BLOCK(refs[i - 1])) && wait_block(ld, REF_BLOCK(refs[i])))
                 rc = MR_E_INTERRUPTED;
         mr_table *t = NULL;
-        if (rc == MR_OK) rc = gather(ld, refs, n, &t, &err);
-        if (rc != MR_OK) break;
+        if (rc == MR_OK && n) rc = gather(ld, refs, n, &t, &err);
+        if (rc == MR_OK && n_pad) { /* this rank's slice ran past the end of the sequence */
+            mr_table *p = NULL;
+            rc = mr_table_slice(ld->pad, pad_off, pad_off + n_pad, &p, &err);
+            if (rc == MR_OK && t) rc = mr_table_append(t, p, &err);
+            if (rc == MR_OK && !t) {
+                t = p;
+                p = NULL;
+            }
+            mr_table_free(p);
+            pad_off += n_pad;
+        }
+        if (rc != MR_OK) {
+            mr_table_free(t);
+            break;
+        }
         for (size_t i = 0; i < n; i++) consumed(ld, REF_BLOCK(refs[i]));
         if (!push_batch(ld, t)) break;
     }
@@ -481,6 +505,7 @@ void mr_loader_close(mr_loader *ld)
     stop_threads(ld);
     for (size_t i = 0; i < ld->b_n; i++) mr_table_free(ld->batches[(ld->b_head + i) % ld->prefetch]);
     for (size_t b = 0; b < ld->n_blocks; b++) mr_table_free(ld->blocks[b].t);
+    mr_table_free(ld->pad);
     if (ld->files)
         for (size_t i = 0; i < ld->ds->n_shards; i++) mr_parquet_close(ld->files[i]);
     pthread_mutex_destroy(&ld->mu);
@@ -499,6 +524,46 @@ void mr_loader_close(mr_loader *ld)
     mr_free(ld);
 }
 
+/* This rank's slice [rank_begin, rank_begin + rank_len) of the N-row sequence, and the rows that
+ * pad it past the end: row p >= N is row p mod N, read by a loader of the whole sequence. */
+static mr_status plan_rank(mr_loader *ld, const char *dir, const mr_loader_opts *opts, mr_error *err)
+{
+    uint64_t n = 0, w = (uint64_t)opts->world_size, bs = ld->batch_size;
+    for (size_t b = 0; b < ld->n_blocks; b++) {
+        mr_status rc = block_count(ld, b, 0, err);
+        if (rc != MR_OK) return rc;
+        n += (uint64_t)ld->blocks[b].count;
+    }
+    uint64_t len = opts->drop_last ? n / (w * bs) * bs : (n + w - 1) / w;
+    ld->rank_begin = (uint64_t)opts->rank * len;
+    ld->rank_len = len;
+    uint64_t end = ld->rank_begin + len, first_pad = ld->rank_begin > n ? ld->rank_begin : n;
+    ld->first_pad = first_pad;
+    if (opts->drop_last || end <= n || n == 0) return MR_OK;
+    uint64_t need = end - n; /* the pad rows are rows (first_pad - n .. need) mod n of the sequence */
+    mr_loader_opts o = *opts;
+    o.world_size = 0;
+    o.rank = 0;
+    o.start_batch = 0;
+    o.drop_last = 0;
+    o.batch_size = (size_t)(need < n ? need : n);
+    mr_loader *sub = NULL;
+    mr_table *head = NULL;
+    uint32_t *idx = NULL;
+    mr_status rc = mr_loader_open(dir, &o, &sub, err);
+    if (rc == MR_OK) rc = mr_loader_next(sub, &head, err);
+    if (rc == MR_OK && (!head || head->n_rows != o.batch_size))
+        rc = MR_ERR(err, MR_E_INTERNAL, "loader: the sequence's first %zu rows could not be read again", o.batch_size);
+    size_t k = (size_t)(end - first_pad);
+    if (rc == MR_OK && !(idx = mr_malloc(k * sizeof *idx))) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t i = 0; rc == MR_OK && i < k; i++) idx[i] = (uint32_t)((first_pad + i - n) % n);
+    if (rc == MR_OK) rc = mr_table_take(head, idx, k, &ld->pad, err);
+    mr_free(idx);
+    mr_table_free(head);
+    mr_loader_close(sub);
+    return rc;
+}
+
 mr_status mr_loader_open(const char *dir, const mr_loader_opts *opts, mr_loader **out, mr_error *err)
 {
     mr_loader_opts def;
@@ -511,6 +576,10 @@ mr_status mr_loader_open(const char *dir, const mr_loader_opts *opts, mr_loader 
         return MR_ERR(err, MR_E_INVALID_ARG, "loader: threads must be 0..%d, got %d", MAX_THREADS, opts->threads);
     if (opts->batch_size > UINT32_MAX)
         return MR_ERR(err, MR_E_INVALID_ARG, "loader: batch_size %zu is too large", opts->batch_size);
+    if (opts->world_size < 0 || (opts->world_size > 1 && (opts->rank < 0 || opts->rank >= opts->world_size)) ||
+        (opts->world_size <= 1 && opts->rank != 0))
+        return MR_ERR(err, MR_E_INVALID_ARG, "loader: rank %d is not in 0..world_size-1 (world_size %d)", opts->rank,
+                      opts->world_size);
     mr_loader *ld = mr_calloc(1, sizeof *ld);
     if (!ld) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     pthread_mutex_init(&ld->mu, NULL);
@@ -533,6 +602,8 @@ mr_status mr_loader_open(const char *dir, const mr_loader_opts *opts, mr_loader 
     if (rc == MR_OK) rc = mr__ds_plan_init(&ld->plan, ld->ds, opts->filter, opts->columns, opts->n_columns, err);
     else ld->plan.ds = NULL;
     if (rc == MR_OK) rc = plan_blocks(ld, err);
+    ld->rank_len = UINT64_MAX;
+    if (rc == MR_OK && opts->world_size > 1) rc = plan_rank(ld, dir, opts, err);
     if (rc == MR_OK && ld->buf_cap > 1) {
         ld->buf = mr_calloc(ld->buf_cap, sizeof *ld->buf);
         if (!ld->buf) rc = MR_ERR(err, MR_E_NOMEM, "out of memory for a shuffle buffer of %zu rows", ld->buf_cap);

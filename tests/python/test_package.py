@@ -122,6 +122,21 @@ class PackageTest(unittest.TestCase):
         rest = [b["id"].tolist() for b in ds.loader(batch_size=128, shuffle=True, resume=state)]
         self.assertEqual(head + rest, full, "interrupted at batch 7 and resumed: the same epoch")
 
+    def test_ranks(self):
+        ds = millrace.Dataset(self.ds)
+        whole = sum((b["id"].tolist() for b in ds.loader(batch_size=100, shuffle=True, seed=4)), [])
+        for w in (1, 2, 4):
+            parts = [sum((b["id"].tolist() for b in ds.loader(batch_size=100, shuffle=True, seed=4, rank=r,
+                                                              world_size=w)), []) for r in range(w)]
+            self.assertEqual(len({len(p) for p in parts}), 1, "equal slices")
+            self.assertEqual(sum(parts, []), whole, "in rank order the slices are the whole epoch")
+        ld = ds.loader(batch_size=100, shuffle=True, seed=4, rank=1, world_size=4)
+        next(ld)
+        st = ld.state()
+        self.assertEqual((st["rank"], st["world_size"], st["batch"]), (1, 4, 1))
+        rest = sum((b["id"].tolist() for b in ds.loader(batch_size=100, shuffle=True, resume=st)), [])
+        self.assertEqual(rest, whole[1250 + 100:2500], "a rank resumes its own slice")
+
     def test_errors(self):
         with self.assertRaises(millrace.Error) as e:
             millrace.Dataset(os.path.join(self.tmp.name, "missing"))

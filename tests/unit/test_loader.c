@@ -295,6 +295,74 @@ static void test_resume(void **state)
     }
 }
 
+/* Ranks: each rank's slice has the same length (and batch count); in rank order the
+ * slices are the world-size-1 sequence, then rows from its start as padding; a rank
+ * resumes at its own batch k. */
+static void test_ranks(void **state)
+{
+    (void)state;
+    /* 0: shuffled, 1: filtered (1848 rows), 2: dataset order, 3: 1001 rows (padded by 1 and 3),
+     * 4: 3 rows for 4 ranks (a slice wholly of padding) */
+    static const char *const filters[] = {NULL, FILTER, NULL, "id < 1001", "id < 3"};
+    for (int variant = 0; variant < 5; variant++) {
+        mr_loader_opts o;
+        mr_loader_opts_init(&o);
+        o.batch_size = 64;
+        o.shuffle = variant != 2;
+        o.seed = 5;
+        o.epoch = 1;
+        o.shuffle_buffer_rows = 1500;
+        o.threads = 2;
+        o.filter = filters[variant];
+        const char *dir = variant == 1 ? pds_dir : ds_dir;
+        seq whole = run(dir, &o);
+        size_t n = whole.n;
+        assert_true(n > 0);
+        int worlds[] = {1, 2, 4};
+        for (int wi = 0; wi < 3; wi++)
+            for (int drop = 0; drop < 2; drop++) {
+                int w = worlds[wi];
+                size_t len = drop ? n / ((size_t)w * 64) * 64 : (n + (size_t)w - 1) / (size_t)w;
+                o.world_size = w;
+                o.drop_last = drop;
+                o.start_batch = 0;
+                size_t batches = 0;
+                for (int r = 0; r < w; r++) {
+                    o.rank = r;
+                    seq part = run(dir, &o);
+                    if (part.n != len)
+                        fail_msg("variant %d, world %d, drop %d: rank %d has %zu rows, expected %zu", variant, w,
+                                 drop, r, part.n, len);
+                    if (r == 0) batches = part.batches;
+                    assert_int_equal(part.batches, batches); /* no rank runs dry before the others */
+                    for (size_t i = 0; i < len; i++) {
+                        size_t p = (size_t)r * len + i;
+                        if (part.ids[i] != whole.ids[p % n])
+                            fail_msg("variant %d, world %d, drop %d: rank %d row %zu is id %lld, the sequence has %lld",
+                                     variant, w, drop, r, i, (long long)part.ids[i], (long long)whole.ids[p % n]);
+                    }
+                    if (r == w - 1 && batches > 2) { /* resume on a rank */
+                        o.start_batch = 2;
+                        seq rest = run(dir, &o);
+                        assert_int_equal(rest.n, len - 128);
+                        assert_memory_equal(rest.ids, part.ids + 128, rest.n * sizeof *rest.ids);
+                        mr_free(rest.ids);
+                        o.start_batch = 0;
+                    }
+                    mr_free(part.ids);
+                }
+            }
+        mr_free(whole.ids);
+    }
+    mr_loader_opts o;
+    mr_loader_opts_init(&o);
+    o.world_size = 2;
+    o.rank = 2;
+    mr_loader *ld = NULL;
+    mr_error_clear(&err);
+    assert_status(mr_loader_open(ds_dir, &o, &ld, &err), MR_E_INVALID_ARG);
+}
+
 static void test_early_close(void **state)
 {
     (void)state;
@@ -323,6 +391,7 @@ int main(void)
         cmocka_unit_test(test_no_shuffle_in_order), cmocka_unit_test(test_shuffle_determinism),
         cmocka_unit_test(test_threads_identical),   cmocka_unit_test(test_filter_exactly_once),
         cmocka_unit_test(test_resume),              cmocka_unit_test(test_early_close),
+        cmocka_unit_test(test_ranks),
     };
     return mr_test_run(tests, setup, teardown);
 }
