@@ -22,6 +22,7 @@
 
 #include "millrace/core.h"
 #include "millrace/dataset.h"
+#include "millrace/image.h"
 #include "millrace/loader.h"
 
 #include <string.h>
@@ -63,7 +64,10 @@ typedef struct {
     PyObject_HEAD
     BatchObject *batch;
     const mr_column *c;
-    Py_ssize_t shape[1], strides[1];
+    void *buf;            /* the values: c->data, or a decoded image column's bytes */
+    Py_ssize_t len, itemsize;
+    int ndim;
+    Py_ssize_t shape[4], strides[4];
     const char *format;
 } ColumnObject;
 
@@ -89,15 +93,14 @@ static int column_getbuffer(ColumnObject *self, Py_buffer *view, int flags)
         return -1;
     }
     static char empty[8];
-    size_t w = mr_dtype_width(self->c->type);
-    view->buf = self->c->data && self->c->n ? self->c->data : empty;
+    view->buf = self->buf && self->len ? self->buf : empty;
     view->obj = (PyObject *)self;
     Py_INCREF(self);
-    view->len = (Py_ssize_t)(self->c->n * w);
+    view->len = self->len;
     view->readonly = 1;
-    view->itemsize = (Py_ssize_t)w;
+    view->itemsize = self->itemsize;
     view->format = (flags & PyBUF_FORMAT) ? (char *)self->format : NULL;
-    view->ndim = 1;
+    view->ndim = self->ndim;
     view->shape = (flags & PyBUF_ND) ? self->shape : NULL;
     view->strides = (flags & PyBUF_STRIDES) ? self->strides : NULL;
     view->suboffsets = NULL;
@@ -116,7 +119,7 @@ static void column_dealloc(ColumnObject *self)
 static PyObject *column_address(ColumnObject *self, void *closure)
 {
     (void)closure;
-    return PyLong_FromVoidPtr(self->c->data);
+    return PyLong_FromVoidPtr(self->buf);
 }
 
 static PyObject *column_len_get(ColumnObject *self, void *closure)
@@ -174,8 +177,25 @@ static PyObject *string_list(const mr_column *c)
     return list;
 }
 
+/* What the loader decodes, for the shape of the decoded column. */
+typedef struct img_shape {
+    const char *column; /* NULL: none */
+    int h, w, to_float;
+} img_shape;
+
+static ColumnObject *new_column(BatchObject *b, const mr_column *c)
+{
+    ColumnObject *co = PyObject_New(ColumnObject, &ColumnType);
+    if (!co) return NULL;
+    Py_INCREF(b);
+    co->batch = b;
+    co->c = c;
+    co->ndim = 1;
+    return co;
+}
+
 /* A batch as a dict (takes t). */
-static PyObject *batch_dict(mr_table *t)
+static PyObject *batch_dict(mr_table *t, const img_shape *im)
 {
     BatchObject *b = PyObject_New(BatchObject, &BatchType);
     if (!b) {
@@ -188,14 +208,28 @@ static PyObject *batch_dict(mr_table *t)
     for (size_t j = 0; j < t->n_cols; j++) {
         const mr_column *c = t->cols[j];
         PyObject *v;
-        if (format_of(c)) {
-            ColumnObject *co = PyObject_New(ColumnObject, &ColumnType);
+        if (im->column && !strcmp(c->name, im->column)) { /* decoded samples back to back: a 4-d tensor */
+            ColumnObject *co = new_column(b, c);
             if (!co) goto fail;
-            Py_INCREF(b);
-            co->batch = b;
-            co->c = c;
+            Py_ssize_t n = (Py_ssize_t)c->n, h = im->h, w = im->w, is = im->to_float ? 4 : 1;
+            co->buf = c->bytes;
+            co->itemsize = is;
+            co->len = n * h * w * 3 * is;
+            co->ndim = 4;
+            co->format = im->to_float ? "f" : "B";
+            Py_ssize_t dims[4] = {n, h, w, 3}, chw[4] = {n, 3, h, w};
+            memcpy(co->shape, im->to_float ? chw : dims, sizeof co->shape);
+            co->strides[3] = is;
+            for (int d = 2; d >= 0; d--) co->strides[d] = co->strides[d + 1] * co->shape[d + 1];
+            v = (PyObject *)co;
+        } else if (format_of(c)) {
+            ColumnObject *co = new_column(b, c);
+            if (!co) goto fail;
+            co->buf = c->data;
+            co->itemsize = (Py_ssize_t)mr_dtype_width(c->type);
+            co->len = (Py_ssize_t)c->n * co->itemsize;
             co->shape[0] = (Py_ssize_t)c->n;
-            co->strides[0] = (Py_ssize_t)mr_dtype_width(c->type);
+            co->strides[0] = co->itemsize;
             co->format = format_of(c);
             v = (PyObject *)co;
         } else {
@@ -233,22 +267,100 @@ typedef struct {
     mr_loader *ld;
     uint64_t batches;
     int done;
+    img_shape im;
+    char *im_column;
 } LoaderObject;
+
+/* An optional float pair / triple of an image dict. */
+static int get_floats(PyObject *d, const char *key, double *out, int n)
+{
+    PyObject *v = PyDict_GetItemString(d, key);
+    if (!v) return 0;
+    PyObject *seq = PySequence_Fast(v, "expected a sequence of numbers");
+    if (!seq) return -1;
+    if (PySequence_Fast_GET_SIZE(seq) != n) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "%s: expected %d numbers", key, n);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        out[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
+        if (PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+static int get_int(PyObject *d, const char *key, int *out)
+{
+    PyObject *v = PyDict_GetItemString(d, key);
+    if (!v) return 0;
+    long x = PyLong_AsLong(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    *out = (int)x;
+    return 0;
+}
+
+/* The image options from the Python layer's dict (millrace/__init__.py builds it). */
+static int image_opts(PyObject *d, mr_loader_opts *o, LoaderObject *self)
+{
+    if (!PyDict_Check(d)) {
+        PyErr_SetString(PyExc_TypeError, "image must be a dict");
+        return -1;
+    }
+    PyObject *col = PyDict_GetItemString(d, "column");
+    const char *cs = col ? PyUnicode_AsUTF8(col) : NULL;
+    if (!cs) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "image needs a column");
+        return -1;
+    }
+    mr_image_opts *im = &o->image;
+    int fmt = 0, geo = 0, skip = 0;
+    double hf = 0, mean[3] = {0, 0, 0}, sd[3] = {1, 1, 1};
+    PyObject *hv = PyDict_GetItemString(d, "hflip");
+    if (hv && (hf = PyFloat_AsDouble(hv)) == -1 && PyErr_Occurred()) return -1;
+    if (get_int(d, "format", &fmt) || get_int(d, "geometry", &geo) || get_int(d, "out_h", &im->out_h) ||
+        get_int(d, "out_w", &im->out_w) || get_int(d, "resize_shorter", &im->resize_shorter) ||
+        get_int(d, "to_float", &im->to_float) || get_int(d, "dct_scale", &im->dct_scale) ||
+        get_int(d, "skip_errors", &skip) || get_floats(d, "scale", im->scale, 2) ||
+        get_floats(d, "ratio", im->ratio, 2) || get_floats(d, "mean", mean, 3) || get_floats(d, "std", sd, 3))
+        return -1;
+    im->format = (mr_img_format)fmt;
+    im->geometry = (mr_img_geometry)geo;
+    im->hflip = hf;
+    for (int c = 0; c < 3; c++) {
+        im->mean[c] = (float)mean[c];
+        im->std[c] = (float)sd[c];
+    }
+    o->decode_skip_errors = skip;
+    self->im_column = PyMem_Malloc(strlen(cs) + 1);
+    if (!self->im_column) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    strcpy(self->im_column, cs);
+    o->decode_column = self->im_column;
+    self->im = (img_shape){self->im_column, im->out_h, im->out_w, im->to_float};
+    return 0;
+}
 
 static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"path",  "batch_size", "columns", "filter",  "shuffle",   "seed", "epoch",
                              "start_batch", "threads", "prefetch", "drop_last", "shuffle_buffer", "rank",
-                             "world_size", NULL};
+                             "world_size", "image", NULL};
     const char *path = NULL, *filter = NULL;
     Py_ssize_t batch_size = 1024, threads = 0, prefetch = 0, shuffle_buffer = 0;
     int rank = 0, world_size = 0;
     unsigned long long seed = 0, epoch = 0, start_batch = 0;
     int shuffle = 0, drop_last = 0;
-    PyObject *columns = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|nOzpKKKnnpnii", kwlist, &path, &batch_size, &columns, &filter,
+    PyObject *columns = Py_None, *image = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|nOzpKKKnnpniiO", kwlist, &path, &batch_size, &columns, &filter,
                                      &shuffle, &seed, &epoch, &start_batch, &threads, &prefetch, &drop_last,
-                                     &shuffle_buffer, &rank, &world_size))
+                                     &shuffle_buffer, &rank, &world_size, &image))
         return -1;
     if (batch_size <= 0 || threads < 0 || prefetch < 0 || shuffle_buffer < 0) {
         PyErr_SetString(PyExc_ValueError, "batch_size must be positive; threads, prefetch, shuffle_buffer >= 0");
@@ -268,6 +380,10 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     o.shuffle_buffer_rows = (size_t)shuffle_buffer;
     o.rank = rank;
     o.world_size = world_size;
+    PyMem_Free(self->im_column);
+    self->im_column = NULL;
+    self->im = (img_shape){NULL, 0, 0, 0};
+    if (image != Py_None && image_opts(image, &o, self) < 0) return -1;
     const char **names = NULL;
     PyObject *seq = NULL;
     if (columns != Py_None) {
@@ -320,6 +436,7 @@ static void loader_dealloc(LoaderObject *self)
         Py_BEGIN_ALLOW_THREADS mr_loader_close(ld); /* joins the threads */
         Py_END_ALLOW_THREADS
     }
+    PyMem_Free(self->im_column);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -341,7 +458,7 @@ static PyObject *loader_next(LoaderObject *self)
         return NULL; /* StopIteration */
     }
     self->batches++;
-    return batch_dict(t);
+    return batch_dict(t, &self->im);
 }
 
 static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
@@ -353,10 +470,12 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
     }
     mr_loader_stats st;
     mr_loader_stats_get(self->ld, &st);
-    return Py_BuildValue("{s:d,s:d,s:d,s:K,s:K,s:K,s:K}", "wait_seconds", st.wait_seconds, "total_seconds",
-                         st.total_seconds, "input_bound_fraction", st.input_bound_fraction, "batches",
+    return Py_BuildValue("{s:d,s:d,s:d,s:K,s:K,s:K,s:K,s:d,s:K,s:K}", "wait_seconds", st.wait_seconds,
+                         "total_seconds", st.total_seconds, "input_bound_fraction", st.input_bound_fraction, "batches",
                          (unsigned long long)st.batches, "rows", (unsigned long long)st.rows, "blocks",
-                         (unsigned long long)st.blocks, "blocks_decoded", (unsigned long long)st.blocks_decoded);
+                         (unsigned long long)st.blocks, "blocks_decoded", (unsigned long long)st.blocks_decoded,
+                         "decode_seconds", st.decode_seconds, "images", (unsigned long long)st.images,
+                         "decode_errors", (unsigned long long)st.decode_errors);
 }
 
 static PyObject *loader_close(LoaderObject *self, PyObject *unused)
@@ -436,8 +555,29 @@ static PyObject *dataset_info(PyObject *mod, PyObject *args)
     return out;
 }
 
+/* image_params(image_dict, seed, epoch, index, width, height) -> (x, y, w, h, flip): a sample's
+ * random choices, for references in tests. */
+static PyObject *image_params(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    PyObject *d;
+    unsigned long long seed, epoch, index;
+    int w, h;
+    if (!PyArg_ParseTuple(args, "OKKKii", &d, &seed, &epoch, &index, &w, &h)) return NULL;
+    mr_loader_opts o;
+    mr_loader_opts_init(&o);
+    LoaderObject tmp;
+    memset(&tmp, 0, sizeof tmp);
+    if (image_opts(d, &o, &tmp) < 0) return NULL;
+    PyMem_Free(tmp.im_column);
+    mr_image_box b;
+    mr_image_params(&o.image, seed, epoch, index, w, h, &b);
+    return Py_BuildValue("(ddddi)", b.x, b.y, b.w, b.h, b.flip);
+}
+
 static PyMethodDef module_methods[] = {
     {"dataset_info", dataset_info, METH_VARARGS, "rows, shards and schema of a dataset directory"},
+    {"image_params", image_params, METH_VARARGS, "a sample's random crop box and flip"},
     {NULL, NULL, 0, NULL},
 };
 

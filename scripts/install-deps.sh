@@ -5,7 +5,9 @@
 # renders the HTML report in its test; bc, time, curl and wrk serve the
 # tests and bench/. None of them is a runtime dependency of millrace.
 # python3-dev builds the Python package (python/); python3-torch tests its
-# PyTorch adapter; libarchive-dev reads and writes WebDataset tar shards.
+# PyTorch adapter; libarchive-dev reads and writes WebDataset tar shards;
+# libjpeg62-turbo-dev and libpng-dev decode images in the loader; python3-pil
+# is the decoding oracle of its tests.
 # Idempotent: only calls apt-get for packages that are missing.
 #
 #   scripts/install-deps.sh           what make demo and make test need
@@ -33,9 +35,9 @@ done
 
 PKGS="build-essential cmake pkg-config git \
 libyaml-dev libxxhash-dev libsqlite3-dev libjansson-dev libcmocka-dev \
-libsnappy-dev libzstd-dev liblz4-dev zlib1g-dev libmicrohttpd-dev libarchive-dev \
+libsnappy-dev libzstd-dev liblz4-dev zlib1g-dev libmicrohttpd-dev libarchive-dev libjpeg62-turbo-dev libpng-dev \
 sqlite3 python3 procps coreutils \
-python3-dev python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml python3-torch curl wrk bc time \
+python3-dev python3-pil python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml python3-torch curl wrk bc time \
 chromium"
 if [ "$BENCH" = 1 ]; then
     PKGS="$PKGS python3-optuna"

@@ -63,6 +63,7 @@
 
 #include "millrace/core.h"
 #include "millrace/dataset.h"
+#include "millrace/image.h"
 #include "millrace/table.h"
 
 #ifdef __cplusplus
@@ -83,6 +84,14 @@ typedef struct mr_loader_opts {
     int threads;                   /* decoding threads; 0 = min(4, CPUs) */
     int drop_last;                 /* 1: no short last batch */
     int rank, world_size;          /* world_size > 1: this rank's slice of the epoch (below); 0/1 = all */
+    /* Images (image.h): the binary column decode_column (JPEG/PNG) is decoded and augmented in the
+     * loader's threads and replaced in each batch by a binary column whose every value is one
+     * sample of mr_image_out_bytes(&image) bytes, back to back: its bytes are the batch's
+     * N x H x W x 3 uint8 (or N x 3 x H x W float32) tensor. The random choices of a sample are a
+     * pure function of (seed, epoch, its position in the epoch's sequence). */
+    const char *decode_column;     /* NULL: no decoding */
+    mr_image_opts image;           /* geometry, flip, output; init: mr_image_opts_init */
+    int decode_skip_errors;        /* 1: an image that fails to decode is zeros, counted; 0: the error */
 } mr_loader_opts;
 
 void mr_loader_opts_init(mr_loader_opts *o); /* the defaults above */
@@ -93,6 +102,8 @@ typedef struct mr_loader_stats {
     double input_bound_fraction;   /* wait / total, in [0, 1] */
     uint64_t batches, rows;        /* returned so far */
     uint64_t blocks, blocks_decoded; /* row groups in the epoch; decoded by this loader (resume skips some) */
+    double decode_seconds;         /* thread-seconds spent decoding and augmenting images */
+    uint64_t images, decode_errors; /* images decoded; of them failed (decode_skip_errors) */
 } mr_loader_stats;
 
 typedef struct mr_loader mr_loader;

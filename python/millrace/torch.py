@@ -23,12 +23,12 @@ from . import Dataset
 
 class Loader(_torch.utils.data.IterableDataset):
     def __init__(self, path, batch_size=1024, columns=None, filter=None, shuffle=False, seed=0, epoch=0,
-                 threads=0, prefetch=0, drop_last=False, shuffle_buffer=0, rank=0, world_size=1):
+                 threads=0, prefetch=0, drop_last=False, shuffle_buffer=0, rank=0, world_size=1, **image):
         super().__init__()
         self.dataset = Dataset(path)
         self.kw = dict(batch_size=batch_size, columns=columns, filter=filter, shuffle=shuffle, seed=seed,
                        threads=threads, prefetch=prefetch, drop_last=drop_last, shuffle_buffer=shuffle_buffer,
-                       rank=rank, world_size=world_size)
+                       rank=rank, world_size=world_size, **image)
         self.epoch = epoch
         self.resume = None
 

@@ -61,6 +61,13 @@ typedef struct block {
 } block;
 
 typedef uint64_t ref; /* block << 32 | row */
+
+enum { S_READY = 0, S_RAW = 1, S_DECODING = 2 };
+typedef struct slot {
+    int state;            /* S_RAW: its images wait for a worker */
+    uint64_t first;       /* position of its first row in the epoch's sequence */
+    uint32_t *shard;      /* per row: the shard it came from (UINT32_MAX: padding) */
+} slot;
 #define REF(b, r) (((uint64_t)(b) << 32) | (uint64_t)(r))
 #define REF_BLOCK(x) ((size_t)((x) >> 32))
 #define REF_ROW(x) ((size_t)((x)&0xffffffffu))
@@ -76,6 +83,12 @@ struct mr_loader {
     int shuffle, drop_last, n_threads;
     uint64_t start_batch;
     uint64_t rank_begin, rank_len; /* this rank's rows of the sequence (rank_len UINT64_MAX: all) */
+    const char *decode_col;     /* borrowed from ds (its name) or NULL */
+    mr_image_opts img;
+    int skip_bad_images;
+    uint64_t seed, epoch;
+    double decode_s;            /* under mu */
+    uint64_t n_images, n_bad_images;
     mr_table *pad;              /* the rows after the sequence's end that pad this rank's slice */
     uint64_t first_pad;         /* the position of pad's first row in the padded sequence */
     mr_rng rng;
@@ -91,6 +104,7 @@ struct mr_loader {
     size_t n_queue, next_q;
     size_t touched_hi;          /* furthest queue index the assembler touched, +1 (0 = none) */
     mr_table **batches;         /* ring of prefetch slots */
+    struct slot *slots;         /* per ring slot: its images' state */
     size_t b_head, b_n;
     int done, stop, failed;
     mr_status fail_rc;
@@ -111,6 +125,7 @@ void mr_loader_opts_init(mr_loader_opts *o)
     o->batch_size = DEFAULT_BATCH;
     o->shuffle_buffer_rows = DEFAULT_SHUFFLE_BUFFER;
     o->prefetch_batches = DEFAULT_PREFETCH;
+    mr_image_opts_init(&o->image);
 }
 
 static void fail_locked(mr_loader *ld, mr_status rc, const mr_error *e)
@@ -128,11 +143,39 @@ static void fail_locked(mr_loader *ld, mr_status rc, const mr_error *e)
 
 /* ---- workers ------------------------------------------------------------------------------ */
 
+static mr_status decode_batch(mr_loader *ld, mr_table *t, const slot *sl, uint64_t *bad, mr_error *err);
+
 static void *worker_main(void *arg)
 {
     mr_loader *ld = arg;
     pthread_mutex_lock(&ld->mu);
     while (!ld->stop && !ld->failed) {
+        size_t raw = SIZE_MAX; /* the oldest batch whose images wait */
+        for (size_t i = 0; ld->decode_col && i < ld->b_n && raw == SIZE_MAX; i++)
+            if (ld->slots[(ld->b_head + i) % ld->prefetch].state == S_RAW) raw = (ld->b_head + i) % ld->prefetch;
+        if (raw != SIZE_MAX) {
+            slot *sl = &ld->slots[raw];
+            mr_table *t = ld->batches[raw];
+            sl->state = S_DECODING;
+            pthread_mutex_unlock(&ld->mu);
+            mr_error e;
+            mr_error_init(&e);
+            uint64_t bad = 0;
+            double t0 = mr_now();
+            mr_status rc = decode_batch(ld, t, sl, &bad, &e);
+            double dt = mr_now() - t0;
+            pthread_mutex_lock(&ld->mu);
+            ld->decode_s += dt;
+            ld->n_images += t->n_rows;
+            ld->n_bad_images += bad;
+            if (rc != MR_OK) {
+                fail_locked(ld, rc, &e);
+                break;
+            }
+            sl->state = S_READY;
+            pthread_cond_broadcast(&ld->cv_batch);
+            continue;
+        }
         if (ld->next_q < ld->n_queue && ld->next_q < ld->touched_hi + ld->lookahead) {
             size_t b = ld->queue[ld->next_q++];
             block *bk = &ld->blocks[b];
@@ -353,19 +396,81 @@ static mr_status build_queue(mr_loader *ld, mr_error *err)
     return MR_OK;
 }
 
-static int push_batch(mr_loader *ld, mr_table *t)
+static int push_batch(mr_loader *ld, mr_table *t, uint64_t first, uint32_t *shard)
 {
     pthread_mutex_lock(&ld->mu);
     while (ld->b_n == ld->prefetch && !ld->stop) pthread_cond_wait(&ld->cv_batch, &ld->mu);
     int ok = !ld->stop;
     if (ok) {
-        ld->batches[(ld->b_head + ld->b_n) % ld->prefetch] = t;
+        size_t i = (ld->b_head + ld->b_n) % ld->prefetch;
+        ld->batches[i] = t;
+        mr_free(ld->slots[i].shard);
+        ld->slots[i] = (slot){ld->decode_col ? S_RAW : S_READY, first, shard};
         ld->b_n++;
         pthread_cond_broadcast(&ld->cv_batch);
+        if (ld->decode_col) pthread_cond_broadcast(&ld->cv_work);
     }
     pthread_mutex_unlock(&ld->mu);
-    if (!ok) mr_table_free(t);
+    if (!ok) {
+        mr_table_free(t);
+        mr_free(shard);
+    }
     return ok;
+}
+
+/* Decodes the images of batch t (its rows are positions sl->first ...) into one binary
+ * column of samples back to back, which replaces the bytes column. */
+static mr_status decode_batch(mr_loader *ld, mr_table *t, const slot *sl, uint64_t *bad, mr_error *err)
+{
+    ssize_t j = mr_table_column_index(t, ld->decode_col);
+    if (j < 0) return MR_ERR(err, MR_E_INTERNAL, "loader: the batch has no column '%s'", ld->decode_col);
+    const mr_column *src = t->cols[j];
+    const mr_column *paths = mr_table_column(t, "path");
+    if (paths && paths->type != MR_T_STRING) paths = NULL;
+    size_t one = mr_image_out_bytes(&ld->img), n = t->n_rows;
+    mr_column *c = NULL;
+    mr_status rc = mr_column_new(src->name, MR_T_STRING, 0, &c, err);
+    if (rc != MR_OK) return rc;
+    mr_free(c->offsets);
+    c->offsets = mr_malloc((n + 1) * sizeof *c->offsets);
+    mr_free(c->bytes);
+    c->bytes = mr_malloc(n && one ? n * one : 1);
+    if (!c->offsets || !c->bytes) {
+        mr_column_free(c);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory for a batch of %zu images", n);
+    }
+    c->kind.flags |= MR_KIND_BINARY;
+    c->n = c->cap = n;
+    c->bytes_len = c->bytes_cap = n * one;
+    for (size_t i = 0; i <= n; i++) c->offsets[i] = (int64_t)(i * one);
+    for (size_t i = 0; i < n; i++) {
+        char *dst = c->bytes + i * one;
+        mr_error e;
+        mr_error_init(&e);
+        size_t len = 0;
+        const char *data = mr_column_is_null(src, i) ? NULL : mr_column_str(src, i, &len);
+        mr_status irc = data ? mr_image_decode(&ld->img, data, len, ld->seed, ld->epoch, sl->first + i, dst, &e)
+                             : MR_ERR(&e, MR_E_CORRUPT, "the image is null");
+        if (irc == MR_OK) continue;
+        if (irc != MR_E_NOMEM && ld->skip_bad_images) {
+            memset(dst, 0, one); /* zeros (a float sample of 0.0), counted */
+            (*bad)++;
+            continue;
+        }
+        uint32_t sh = sl->shard ? sl->shard[i] : UINT32_MAX;
+        size_t pl = 0;
+        const char *p = paths && !mr_column_is_null(paths, i) ? mr_column_str(paths, i, &pl) : NULL;
+        rc = MR_ERR(err, irc, "%s%s%s%.*s%ssample %llu of epoch %llu, column '%s': %s",
+                    sh != UINT32_MAX ? "shard " : "", sh != UINT32_MAX ? ld->ds->shards[sh].path : "",
+                    p ? (sh != UINT32_MAX ? ", path " : "path ") : "", (int)(p ? (pl > 300 ? 300 : pl) : 0),
+                    p ? p : "", sh != UINT32_MAX || p ? ", " : "", (unsigned long long)(sl->first + i),
+                    (unsigned long long)ld->epoch, ld->decode_col, e.msg);
+        if (sh != UINT32_MAX) mr_error_at(err, ld->ds->shards[sh].abs_path, 0, 0);
+        mr_error_hint(err, "decode_skip_errors (on_error: skip) turns such images into zeros, counted");
+        mr_column_free(c);
+        return rc;
+    }
+    return mr_table_set_column(t, (size_t)j, c, err);
 }
 
 static void *assembler_main(void *arg)
@@ -381,6 +486,7 @@ static void *assembler_main(void *arg)
     if (own > ld->rank_len) own = ld->rank_len;
     uint64_t skip = ld->rank_begin + own, left = ld->rank_len - own;
     size_t pad_off = ld->pad && skip > ld->first_pad ? (size_t)(skip - ld->first_pad) : 0; /* resumed in the padding */
+    uint64_t next_pos = skip; /* the sequence position of the next row delivered */
     int got = 1;
     for (uint64_t i = 0; rc == MR_OK && i < skip && got; i++) {
         ref r;
@@ -422,8 +528,13 @@ static void *assembler_main(void *arg)
             mr_table_free(t);
             break;
         }
+        uint32_t *shard = NULL;
+        if (ld->decode_col && (shard = mr_malloc((n + n_pad + 1) * sizeof *shard)) != NULL)
+            for (size_t i = 0; i < n + n_pad; i++) shard[i] = i < n ? (uint32_t)ld->blocks[REF_BLOCK(refs[i])].shard : UINT32_MAX;
         for (size_t i = 0; i < n; i++) consumed(ld, REF_BLOCK(refs[i]));
-        if (!push_batch(ld, t)) break;
+        uint64_t first = next_pos;
+        next_pos += n + n_pad;
+        if (!push_batch(ld, t, first, shard)) break;
     }
     mr_free(refs);
     pthread_mutex_lock(&ld->mu);
@@ -504,6 +615,8 @@ void mr_loader_close(mr_loader *ld)
     if (!ld) return;
     stop_threads(ld);
     for (size_t i = 0; i < ld->b_n; i++) mr_table_free(ld->batches[(ld->b_head + i) % ld->prefetch]);
+    for (size_t i = 0; ld->slots && i < ld->prefetch; i++) mr_free(ld->slots[i].shard);
+    mr_free(ld->slots);
     for (size_t b = 0; b < ld->n_blocks; b++) mr_table_free(ld->blocks[b].t);
     mr_table_free(ld->pad);
     if (ld->files)
@@ -522,6 +635,30 @@ void mr_loader_close(mr_loader *ld)
     mr_free(ld->batches);
     mr_free(ld->workers);
     mr_free(ld);
+}
+
+/* Images: the column must be an output binary (or string) column; the options must hold. */
+static mr_status plan_decode(mr_loader *ld, const mr_loader_opts *opts, mr_error *err)
+{
+    mr_status rc = mr_image_opts_check(&opts->image, err);
+    if (rc != MR_OK) return rc;
+    for (size_t k = 0; k < ld->plan.n_out; k++) {
+        size_t j = ld->plan.out_cols[k];
+        if (strcmp(ld->ds->names[j], opts->decode_column)) continue;
+        if (ld->ds->types[j] != MR_T_STRING)
+            return MR_ERR(err, MR_E_SCHEMA, "loader: decode column '%s' is %s, not binary", opts->decode_column,
+                          mr_dtype_name(ld->ds->types[j]));
+        ld->decode_col = ld->ds->names[j];
+        ld->img = opts->image;
+        ld->skip_bad_images = opts->decode_skip_errors;
+        ld->seed = opts->seed;
+        ld->epoch = opts->epoch;
+        if (ld->prefetch < (size_t)ld->n_threads * 2) ld->prefetch = (size_t)ld->n_threads * 2; /* a batch per thread in flight */
+        return MR_OK;
+    }
+    rc = MR_ERR(err, MR_E_NOT_FOUND, "loader: decode column '%s' is not among the output columns", opts->decode_column);
+    mr_error_hint(err, "name a binary column of the dataset (and list it in columns, when columns are given)");
+    return rc;
 }
 
 /* This rank's slice [rank_begin, rank_begin + rank_len) of the N-row sequence, and the rows that
@@ -545,6 +682,7 @@ static mr_status plan_rank(mr_loader *ld, const char *dir, const mr_loader_opts 
     o.world_size = 0;
     o.rank = 0;
     o.start_batch = 0;
+    o.decode_column = NULL; /* raw: this loader decodes them, at their positions past the end */
     o.drop_last = 0;
     o.batch_size = (size_t)(need < n ? need : n);
     mr_loader *sub = NULL;
@@ -602,6 +740,7 @@ mr_status mr_loader_open(const char *dir, const mr_loader_opts *opts, mr_loader 
     if (rc == MR_OK) rc = mr__ds_plan_init(&ld->plan, ld->ds, opts->filter, opts->columns, opts->n_columns, err);
     else ld->plan.ds = NULL;
     if (rc == MR_OK) rc = plan_blocks(ld, err);
+    if (rc == MR_OK && opts->decode_column) rc = plan_decode(ld, opts, err);
     ld->rank_len = UINT64_MAX;
     if (rc == MR_OK && opts->world_size > 1) rc = plan_rank(ld, dir, opts, err);
     if (rc == MR_OK && ld->buf_cap > 1) {
@@ -610,8 +749,9 @@ mr_status mr_loader_open(const char *dir, const mr_loader_opts *opts, mr_loader 
     }
     if (rc == MR_OK) {
         ld->batches = mr_calloc(ld->prefetch, sizeof *ld->batches);
+        ld->slots = mr_calloc(ld->prefetch, sizeof *ld->slots);
         ld->workers = mr_calloc((size_t)ld->n_threads, sizeof *ld->workers);
-        if (!ld->batches || !ld->workers) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (!ld->batches || !ld->slots || !ld->workers) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
     for (int i = 0; rc == MR_OK && i < ld->n_threads; i++) {
         if (pthread_create(&ld->workers[i], NULL, worker_main, ld) != 0)
@@ -638,7 +778,8 @@ mr_status mr_loader_next(mr_loader *ld, mr_table **out, mr_error *err)
     double t0 = mr_now();
     mr_status rc = MR_OK;
     pthread_mutex_lock(&ld->mu);
-    while (ld->b_n == 0 && !ld->done && !ld->failed) pthread_cond_wait(&ld->cv_batch, &ld->mu);
+    while (!ld->failed && (ld->b_n == 0 ? !ld->done : ld->slots[ld->b_head].state != S_READY))
+        pthread_cond_wait(&ld->cv_batch, &ld->mu);
     if (ld->failed) {
         rc = ld->fail_rc;
         if (err && !mr_error_is_set(err)) *err = ld->fail_err;
@@ -671,5 +812,8 @@ void mr_loader_stats_get(const mr_loader *ld, mr_loader_stats *out)
     out->blocks = ld->n_blocks;
     pthread_mutex_lock((pthread_mutex_t *)&ld->mu);
     out->blocks_decoded = ld->decoded;
+    out->decode_seconds = ld->decode_s;
+    out->images = ld->n_images;
+    out->decode_errors = ld->n_bad_images;
     pthread_mutex_unlock((pthread_mutex_t *)&ld->mu);
 }
