@@ -21,8 +21,10 @@
 #include <Python.h>
 
 #include "millrace/core.h"
+#include "millrace/bundle.h"
 #include "millrace/dataset.h"
 #include "millrace/image.h"
+#include "millrace/io.h"
 #include "millrace/loader.h"
 
 #include <string.h>
@@ -521,6 +523,215 @@ static PyTypeObject LoaderType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ---- Bundle: the model and its preprocessing, as millrace predict runs them -------------- */
+
+typedef struct {
+    PyObject_HEAD
+    mr_bundle *b;
+} BundleObject;
+
+static int bundle_init(BundleObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"path", NULL};
+    const char *path;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s", kwlist, &path)) return -1;
+    mr_bundle_free(self->b);
+    self->b = NULL;
+    mr_error err;
+    mr_error_init(&err);
+    mr_status rc;
+    Py_BEGIN_ALLOW_THREADS rc = mr_bundle_load(path, &self->b, &err);
+    Py_END_ALLOW_THREADS if (rc != MR_OK) {
+        raise_mr(&err);
+        return -1;
+    }
+    return 0;
+}
+
+static void bundle_dealloc(BundleObject *self)
+{
+    mr_bundle_free(self->b);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Scores table t (taken): (bytes of n * k doubles, k). */
+static PyObject *bundle_score(BundleObject *self, mr_table *t, int text, int raw)
+{
+    mr_error err;
+    mr_error_init(&err);
+    mr_bundle_conform_opts co;
+    mr_bundle_conform_opts_init(&co);
+    co.text = text;
+    co.row_base = 1;
+    double *out = NULL;
+    size_t k = 0, n = t->n_rows;
+    mr_status rc;
+    Py_BEGIN_ALLOW_THREADS rc = mr_bundle_conform_table(self->b, t, &co, &err);
+    if (rc == MR_OK) rc = mr_bundle_predict_table(self->b, t, raw, 0, &out, &k, &err);
+    Py_END_ALLOW_THREADS mr_table_free(t);
+    if (rc != MR_OK) return raise_mr(&err);
+    PyObject *bytes = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)(n * k * sizeof(double)));
+    mr_free(out);
+    if (!bytes) return NULL;
+    return Py_BuildValue("(Nn)", bytes, (Py_ssize_t)k);
+}
+
+/* predict_file(path, raw): a CSV/Parquet/JSON lines file or a dataset, as millrace predict reads it. */
+static PyObject *bundle_predict_file(BundleObject *self, PyObject *args)
+{
+    const char *path;
+    int raw = 0;
+    if (!PyArg_ParseTuple(args, "s|p", &path, &raw)) return NULL;
+    mr_table *t = NULL;
+    mr_error err;
+    mr_error_init(&err);
+    mr_status rc;
+    Py_BEGIN_ALLOW_THREADS rc = mr_table_read_file(path, &t, &err);
+    Py_END_ALLOW_THREADS if (rc != MR_OK) return raise_mr(&err);
+    return bundle_score(self, t, 0, raw);
+}
+
+/* predict_columns({name: ("f", float64 buffer[, null mask bytes]) | ("s", [str or None])}, n, raw). */
+static PyObject *bundle_predict_columns(BundleObject *self, PyObject *args)
+{
+    PyObject *cols;
+    Py_ssize_t n;
+    int raw = 0;
+    if (!PyArg_ParseTuple(args, "O!n|p", &PyDict_Type, &cols, &n, &raw)) return NULL;
+    mr_table *t = NULL;
+    mr_error err;
+    mr_error_init(&err);
+    if (mr_table_new(&t, &err) != MR_OK) return raise_mr(&err);
+    PyObject *key, *val;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(cols, &pos, &key, &val)) {
+        const char *name = PyUnicode_AsUTF8(key);
+        const char *kind = NULL;
+        PyObject *data = NULL, *nulls = Py_None;
+        if (!name || !PyArg_ParseTuple(val, "sO|O", &kind, &data, &nulls)) goto fail;
+        mr_column *c = NULL;
+        mr_status rc = MR_OK;
+        if (kind[0] == 'f') {
+            Py_buffer view;
+            if (PyObject_GetBuffer(data, &view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto fail;
+            if (view.itemsize != 8 || !view.format || strcmp(view.format, "d") || view.len / 8 != n) {
+                PyBuffer_Release(&view);
+                PyErr_Format(PyExc_ValueError, "column '%s': expected %zd float64 values", name, n);
+                goto fail;
+            }
+            const char *isnull = NULL; /* optional bytes: 1 where the value is null (None) */
+            if (nulls != Py_None && (!PyBytes_Check(nulls) || PyBytes_GET_SIZE(nulls) != n)) {
+                PyBuffer_Release(&view);
+                PyErr_Format(PyExc_ValueError, "column '%s': bad null mask", name);
+                goto fail;
+            }
+            if (nulls != Py_None) isnull = PyBytes_AS_STRING(nulls);
+            rc = mr_column_new(name, MR_T_FLOAT64, (size_t)n, &c, &err);
+            for (Py_ssize_t i = 0; rc == MR_OK && i < n; i++)
+                rc = isnull && isnull[i] ? mr_column_append_null(c) : mr_column_append_float64(c, ((double *)view.buf)[i]);
+            PyBuffer_Release(&view);
+        } else {
+            PyObject *seq = PySequence_Fast(data, "expected a list of str or None");
+            if (!seq) goto fail;
+            if (PySequence_Fast_GET_SIZE(seq) != n) {
+                Py_DECREF(seq);
+                PyErr_Format(PyExc_ValueError, "column '%s': expected %zd values", name, n);
+                goto fail;
+            }
+            rc = mr_column_new(name, MR_T_STRING, (size_t)n, &c, &err);
+            for (Py_ssize_t i = 0; rc == MR_OK && i < n; i++) {
+                PyObject *o = PySequence_Fast_GET_ITEM(seq, i);
+                if (o == Py_None) {
+                    rc = mr_column_append_null(c);
+                    continue;
+                }
+                Py_ssize_t len;
+                const char *sv = PyUnicode_AsUTF8AndSize(o, &len);
+                if (!sv) {
+                    Py_DECREF(seq);
+                    mr_column_free(c);
+                    goto fail;
+                }
+                rc = mr_column_append_str(c, sv, (size_t)len);
+            }
+            Py_DECREF(seq);
+        }
+        if (rc == MR_OK) rc = mr_table_add_column(t, c, &err);
+        else mr_column_free(c);
+        if (rc != MR_OK) {
+            if (!mr_error_is_set(&err)) MR_ERR(&err, rc, "out of memory");
+            mr_table_free(t);
+            return raise_mr(&err);
+        }
+    }
+    t->n_rows = (size_t)n;
+    return bundle_score(self, t, 1, raw);
+fail:
+    mr_table_free(t);
+    return NULL;
+}
+
+static PyObject *bundle_inputs(BundleObject *self, void *closure)
+{
+    (void)closure;
+    PyObject *l = PyList_New(0);
+    for (size_t i = 0; l && i < mr_bundle_n_inputs(self->b); i++) {
+        const mr_bundle_input *in = mr_bundle_input_at(self->b, i);
+        PyObject *t = Py_BuildValue("(ssOO)", in->name, mr_dtype_name(in->type), in->categorical ? Py_True : Py_False,
+                                    in->required ? Py_True : Py_False);
+        if (!t || PyList_Append(l, t) < 0) {
+            Py_XDECREF(t);
+            Py_CLEAR(l);
+        } else {
+            Py_DECREF(t);
+        }
+    }
+    return l;
+}
+
+static PyObject *bundle_outputs(BundleObject *self, void *closure)
+{
+    (void)closure;
+    PyObject *l = PyList_New(0);
+    for (size_t k = 0; l && k < mr_bundle_n_outputs(self->b); k++) {
+        PyObject *s = PyUnicode_FromString(mr_bundle_output_name(self->b, k));
+        if (!s || PyList_Append(l, s) < 0) Py_CLEAR(l);
+        Py_XDECREF(s);
+    }
+    return l;
+}
+
+static PyObject *bundle_version(BundleObject *self, void *closure)
+{
+    (void)closure;
+    return PyUnicode_FromString(mr_bundle_version_id(self->b));
+}
+
+static PyMethodDef bundle_methods[] = {
+    {"predict_file", (PyCFunction)bundle_predict_file, METH_VARARGS, "scores a file or dataset: (bytes, outputs)"},
+    {"predict_columns", (PyCFunction)bundle_predict_columns, METH_VARARGS, "scores columns: (bytes, outputs)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef bundle_getset[] = {
+    {"inputs", (getter)bundle_inputs, NULL, "(name, type, categorical, required) per raw input", NULL},
+    {"outputs", (getter)bundle_outputs, NULL, "output names", NULL},
+    {"version", (getter)bundle_version, NULL, "xxh3-128 of the bundle file", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject BundleType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "millrace._millrace.Bundle",
+    .tp_basicsize = sizeof(BundleObject),
+    .tp_dealloc = (destructor)bundle_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "a model bundle: its preprocessing and model, as millrace predict runs them",
+    .tp_methods = bundle_methods,
+    .tp_getset = bundle_getset,
+    .tp_init = (initproc)bundle_init,
+    .tp_new = PyType_GenericNew,
+};
+
 /* ---- dataset_info -------------------------------------------------------------------------- */
 
 static PyObject *dataset_info(PyObject *mod, PyObject *args)
@@ -588,12 +799,15 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__millrace(void)
 {
-    if (PyType_Ready(&BatchType) < 0 || PyType_Ready(&ColumnType) < 0 || PyType_Ready(&LoaderType) < 0) return NULL;
+    if (PyType_Ready(&BatchType) < 0 || PyType_Ready(&ColumnType) < 0 || PyType_Ready(&LoaderType) < 0 ||
+        PyType_Ready(&BundleType) < 0)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     MrError = PyErr_NewException("millrace.Error", PyExc_RuntimeError, NULL);
     if (!MrError || PyModule_AddObjectRef(m, "Error", MrError) < 0 ||
         PyModule_AddObjectRef(m, "Loader", (PyObject *)&LoaderType) < 0 ||
+        PyModule_AddObjectRef(m, "Bundle", (PyObject *)&BundleType) < 0 ||
         PyModule_AddStringConstant(m, "version", MILLRACE_VERSION) < 0) {
         Py_DECREF(m);
         return NULL;

@@ -25,12 +25,14 @@ output="uint8" (N, H, W, 3) or "float32" (N, 3, H, W) with normalize={"mean":
 The decoded batch is one array over the loader's memory. Errors are millrace.Error, with
 millrace's message (file, row, column).
 """
+import os
+
 import numpy as _np
 
 from . import _millrace
 from ._millrace import Error, image_params as _image_params
 
-__all__ = ["Dataset", "Loader", "Error", "version"]
+__all__ = ["Dataset", "Loader", "Bundle", "Error", "log_metric", "log_params", "flush", "version"]
 version = _millrace.version
 
 
@@ -199,3 +201,115 @@ class Loader:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+class Bundle:
+    """A model bundle (millrace.yaml's package op): Bundle(path).predict(...) gives the scores
+    millrace predict and millrace serve give, with the same preprocessing."""
+
+    def __init__(self, path):
+        self._b = _millrace.Bundle(str(path))
+        self.inputs = self._b.inputs          # [(name, type, categorical, required)]
+        self.outputs = self._b.outputs        # ["prediction"] or ["prediction_0", ...]
+        self.version = self._b.version
+
+    def predict(self, data, raw=False):
+        """data: a path (CSV, TSV, JSON lines, Parquet, a dataset), a dict of columns (numpy
+        arrays or lists; None for missing), or a list of row dicts. Returns a float64 array:
+        (n,) for one output, (n, k) for k. raw=True: margins instead of probabilities."""
+        if isinstance(data, (str, os.PathLike)):
+            buf, k = self._b.predict_file(os.fspath(data), bool(raw))
+        else:
+            if isinstance(data, list):
+                names = []
+                for row in data:
+                    names.extend(n for n in row if n not in names)
+                data = {n: [row.get(n) for row in data] for n in names}
+            n = None
+            cols = {}
+            for name, v in data.items():
+                col = _as_column(v)
+                if n is None:
+                    n = len(col[1])
+                elif len(col[1]) != n:
+                    raise ValueError("column %r has %d values, the first had %d" % (name, len(col[1]), n))
+                cols[name] = col
+            buf, k = self._b.predict_columns(cols, n or 0, bool(raw))
+        a = _np.frombuffer(buf, dtype=_np.float64)
+        return a if k == 1 else a.reshape(-1, k)
+
+
+def _as_column(v):
+    """("f", float64 array, null mask or None) for numbers, ("s", [str or None]) for the rest."""
+    if isinstance(v, _np.ma.MaskedArray):
+        return "f", _np.ascontiguousarray(v.filled(0), dtype=_np.float64), _np.ma.getmaskarray(v).astype(_np.uint8).tobytes()
+    if isinstance(v, _np.ndarray) and v.dtype.kind in "biuf":
+        return "f", _np.ascontiguousarray(v, dtype=_np.float64), None
+    v = list(v)
+    if all(x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)) for x in v):
+        mask = bytes(x is None for x in v)
+        return "f", _np.array([0.0 if x is None else x for x in v], dtype=_np.float64), mask if any(mask) else None
+    return "s", [None if x is None else (x if isinstance(x, str) else str(x)) for x in v]
+
+
+# ---- metrics from inside an exec stage ---------------------------------------------------
+# The engine sets MILLRACE_LOG_FILE for an exec stage's commands; records are kept in memory and
+# appended in batches (every 1,000 records or 2 seconds, and at exit), so logging never waits on
+# the disk in the training loop. The stage records them when its commands end.
+
+import atexit as _atexit
+import json as _json
+import math as _math
+import time as _time
+
+_log = {"records": [], "last": 0.0, "steps": {}}
+
+
+def _log_file():
+    path = os.environ.get("MILLRACE_LOG_FILE")
+    if not path:
+        raise Error("millrace.log_metric and log_params record into a running exec stage "
+                    "(millrace run sets MILLRACE_LOG_FILE); this process is not one")
+    return path
+
+
+def flush():
+    """Appends the records logged so far to the stage's log file."""
+    if not _log["records"]:
+        return
+    with open(_log_file(), "a") as f:
+        f.write("".join(_json.dumps(r) + "\n" for r in _log["records"]))
+    _log["records"] = []
+    _log["last"] = _time.monotonic()
+
+
+def _add(rec):
+    _log["records"].append(rec)
+    if len(_log["records"]) >= 1000 or _time.monotonic() - _log["last"] > 2.0:
+        flush()
+
+
+def log_metric(name, value, step=None):
+    """Records metric `name` at `step` (default: one more than its last step, from 0) in the
+    current run, as a curve when steps vary (millrace show, compare, the report)."""
+    _log_file()
+    value = float(value)
+    if not name or not _math.isfinite(value):
+        raise ValueError("log_metric needs a name and a finite value, got %r=%r" % (name, value))
+    if step is None:
+        step = _log["steps"].get(name, -1) + 1
+    _log["steps"][name] = int(step)
+    _add({"metric": str(name), "value": value, "step": int(step)})
+
+
+def log_params(params):
+    """Records a dict of params: numbers as metrics params.NAME, other values in the stage log."""
+    _log_file()
+    for k, v in params.items():
+        _add({"param": str(k), "value": v if isinstance(v, (int, float, str, bool)) or v is None else str(v)})
+
+
+@_atexit.register
+def _flush_at_exit():
+    if _log["records"] and os.environ.get("MILLRACE_LOG_FILE"):
+        flush()

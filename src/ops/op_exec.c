@@ -10,6 +10,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -115,6 +116,7 @@ typedef struct command {
     const exec_settings *x;
     const char *cmd;
     const char *params_file;
+    const char *log_file;
 } command;
 
 /* In the forked child: the stage's environment, then /bin/sh -c CMD. */
@@ -130,6 +132,7 @@ static int command_child(void *arg)
         setenv("MILLRACE_MEM_BYTES", buf, 1);
     }
     mr__command_env(ctx, ctx->threads, x->params_file, ctx->params, x->x->env);
+    setenv("MILLRACE_LOG_FILE", x->log_file, 1); /* millrace.log_metric / log_params append here */
     execl("/bin/sh", "sh", "-c", x->cmd, (char *)NULL);
     dprintf(2, "cannot run /bin/sh: %s\n", strerror(errno));
     return 127;
@@ -138,10 +141,10 @@ static int command_child(void *arg)
 /* The command runs in the worker's process group: a stopped stage takes it
  * (and whatever it started) down with the worker. */
 static mr_status run_one(mr_op_ctx *ctx, const exec_settings *xs, const char *cmd, const char *params_file,
-                         mr_error *err)
+                         const char *log_file, mr_error *err)
 {
     dprintf(ctx->log_fd, "$ %s\n", cmd);
-    command x = {ctx, xs, cmd, params_file};
+    command x = {ctx, xs, cmd, params_file, log_file};
     mr_proc p;
     mr_status rc = mr_proc_spawn(&p, NULL, command_child, &x, err);
     if (rc != MR_OK) return rc;
@@ -152,22 +155,73 @@ static mr_status run_one(mr_op_ctx *ctx, const exec_settings *xs, const char *cm
     return MR_ERR(err, MR_E_FAILED, "command %s: %s", why, cmd);
 }
 
+/* The records the commands logged (one JSON object per line: {"metric": name, "value": v,
+ * "step": n} or {"param": name, "value": v}) become the stage's metrics: a param's numeric value
+ * as the metric params.NAME, any other value in the stage log. A line that is not such a
+ * record fails the stage, naming the line. */
+static mr_status record_logged(mr_op_ctx *ctx, const char *path, mr_error *err)
+{
+    if (!mr_fs_exists(path)) return MR_OK;
+    char *text = NULL;
+    size_t len = 0;
+    mr_status rc = mr_fs_read_file(path, 0, &text, &len, err);
+    if (rc != MR_OK) return rc;
+    size_t n_metrics = 0, line = 0;
+    for (char *p = text, *end = text + len; rc == MR_OK && p < end;) {
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        line++;
+        json_t *j = NULL;
+        if (l) rc = mr_json_parse(p, l, 0, &j, "the logged metrics", err);
+        if (rc == MR_OK && j) {
+            const char *m = json_string_value(json_object_get(j, "metric"));
+            const char *pn = json_string_value(json_object_get(j, "param"));
+            json_t *v = json_object_get(j, "value"), *st = json_object_get(j, "step");
+            char name[512];
+            if (m && json_is_number(v) && (!st || json_is_integer(st))) {
+                rc = mr_op_metric(ctx, m, st ? (int64_t)json_integer_value(st) : 0, json_number_value(v));
+                if (rc == MR_OK) n_metrics++;
+                else rc = MR_ERR(err, MR_E_INVALID_ARG, "logged metric '%s' (line %zu) is not a finite number "
+                                                        "with a name", m, line);
+            } else if (pn && json_is_number(v) && snprintf(name, sizeof name, "params.%s", pn) < (int)sizeof name) {
+                rc = mr_op_metric(ctx, name, 0, json_number_value(v));
+                if (rc != MR_OK) rc = MR_ERR(err, MR_E_INVALID_ARG, "logged param '%s' (line %zu) is not finite", pn, line);
+            } else if (pn) {
+                char *vs = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+                dprintf(ctx->log_fd, "param %s = %s\n", pn, vs ? vs : "?");
+                free(vs);
+            } else {
+                rc = MR_ERR(err, MR_E_INVALID_ARG, "logged record %zu is neither a metric nor a param", line);
+            }
+            json_decref(j);
+        }
+        p += l + 1;
+    }
+    if (rc != MR_E_NOMEM && rc != MR_OK) mr_error_at(err, path, (long)line, 0);
+    if (rc == MR_OK && n_metrics) dprintf(ctx->log_fd, "recorded %zu logged metric values\n", n_metrics);
+    mr_free(text);
+    return rc;
+}
+
 static mr_status exec_run(mr_op_ctx *ctx, mr_error *err)
 {
     mr_buf pj;
     mr_buf_init(&pj);
     char *params_file = mr_path_join(ctx->tmp_dir, "params.json");
+    char *log_file = mr_path_join(ctx->tmp_dir, "logged.jsonl");
     exec_settings x;
     mr_status rc = exec_settings_of(ctx->def, &x, err);
     if (rc != MR_OK) goto done;
-    if (!params_file || mr_value_to_json(ctx->params, 0, &pj) != MR_OK) {
+    if (!params_file || !log_file || mr_value_to_json(ctx->params, 0, &pj) != MR_OK) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto done;
     }
     rc = mr_fs_write_atomic(params_file, pj.data, pj.len, err);
     if (rc != MR_OK) goto done;
-    for (size_t k = 0; k < x.n_cmds && rc == MR_OK; k++) rc = run_one(ctx, &x, x.cmds[k], params_file, err);
+    for (size_t k = 0; k < x.n_cmds && rc == MR_OK; k++) rc = run_one(ctx, &x, x.cmds[k], params_file, log_file, err);
+    if (rc == MR_OK) rc = record_logged(ctx, log_file, err);
 done:
+    mr_free(log_file);
     mr_free(x.cmds);
     mr_free(params_file);
     mr_buf_free(&pj);
@@ -187,7 +241,7 @@ static const mr_param_def exec_params[] = {
 
 const mr_op mr_op_exec = {
     .name = "exec",
-    .version = 1,
+    .version = 1, /* MILLRACE_LOG_FILE changes no command's result: the version stays */
     .params = exec_params,
     .outputs = NULL,
     .run = exec_run,

@@ -163,6 +163,92 @@ class PackageTest(unittest.TestCase):
         self.assertLess(len(gc.get_objects()) - before, 50)
         self.assertLess(abs(sys.getrefcount(None) - refs), 50)
 
+    def test_bundle_predict(self):
+        """Bundle(path).predict equals `millrace predict` on the same rows, from a file, from
+        columns (nulls as None) and from row dicts."""
+        import csv
+        import random
+        d = tempfile.mkdtemp(dir=self.tmp.name)
+        r = random.Random(3)
+        with open(os.path.join(d, "train.csv"), "w") as f:
+            f.write("x1,x2,plan,label\n")
+            for i in range(1500):
+                x1, x2, p = r.gauss(0, 1), r.gauss(0, 1), r.choice(["a", "b", "c"])
+                y = int(x1 + (p == "b") + 0.3 * r.gauss(0, 1) > 0.5)
+                f.write("%s,%.5f,%s,%d\n" % ("" if i % 17 == 0 else "%.5f" % x1, x2, p, y))
+        # a features transform (impute x1, one-hot plan) fitted by the test tool, then a gbdt on its output
+        tool = os.path.join(os.path.dirname(BIN), "tests", "mr_feattool")
+        with open(os.path.join(d, "feat.yaml"), "w") as f:
+            f.write("- impute: {columns: [x1], strategy: median, indicator: true}\n- onehot: {columns: [plan]}\n")
+        train = os.path.join(d, "train.csv")
+        subprocess.run([tool, "fit", os.path.join(d, "feat.yaml"), train, train, "label", os.path.join(d, "f.mrft")],
+                       check=True, stdout=subprocess.DEVNULL)
+        tx = subprocess.run([tool, "apply", os.path.join(d, "f.mrft"), train], check=True, capture_output=True,
+                            text=True).stdout.splitlines()
+        with open(train) as f:
+            labels = [line.rsplit(",", 1)[1] for line in f.read().splitlines()]
+        with open(os.path.join(d, "train_x.csv"), "w") as f:
+            f.write("\n".join(a + "," + b for a, b in zip(tx, labels)) + "\n")
+        subprocess.run([BIN, "train", os.path.join(d, "train_x.csv"), "--label", "label", "-p", "objective=binary",
+                        "-p", "num_iterations=20", "-p", "num_leaves=7", "-o", os.path.join(d, "m.bin")],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(d, "millrace.yaml"), "w") as f:
+            f.write("stages:\n  pkg:\n    op: package\n    model: m.bin\n    features: f.mrft\n    name: t\n")
+        subprocess.run([BIN, "-C", d, "run"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        bundle_path = os.path.join(d, "out", "pkg", "model.mrb")
+        if not os.path.exists(bundle_path):
+            import glob
+            bundle_path = glob.glob(os.path.join(d, "**", "*.mrb"), recursive=True)[0]
+        test = os.path.join(d, "train.csv")
+        subprocess.run([BIN, "predict", bundle_path, test, "-o", os.path.join(d, "p.csv")], check=True,
+                       stdout=subprocess.DEVNULL)
+        with open(os.path.join(d, "p.csv")) as f:
+            want = np.array([float(row["prediction"]) for row in csv.DictReader(f)])
+        b = millrace.Bundle(bundle_path)
+        self.assertEqual(b.outputs, ["prediction"])
+        self.assertEqual([i[0] for i in b.inputs], ["x1", "x2", "plan"])
+        np.testing.assert_array_equal(b.predict(test), want)
+        with open(test) as f:
+            rows = list(csv.DictReader(f))
+        cols = {"x1": [float(x["x1"]) if x["x1"] else None for x in rows], "x2": np.array([float(x["x2"]) for x in rows]),
+                "plan": [x["plan"] for x in rows]}
+        np.testing.assert_array_equal(b.predict(cols), want)
+        np.testing.assert_array_equal(b.predict([{k: cols[k][i] for k in cols} for i in range(5)]), want[:5])
+        raw = b.predict(test, raw=True)
+        np.testing.assert_allclose(1 / (1 + np.exp(-raw)), want, rtol=1e-12)
+        with self.assertRaises(millrace.Error) as e:
+            b.predict({"x2": [1.0], "plan": ["a"]})
+        self.assertIn("x1", str(e.exception))
+
+    def test_log_metric(self):
+        """Inside an exec stage log_metric and log_params record into the run; outside, an error."""
+        import json
+        d = tempfile.mkdtemp(dir=self.tmp.name)
+        with open(os.path.join(d, "train.py"), "w") as f:
+            f.write("import millrace\nmillrace.log_params({'lr': 0.25, 'opt': 'sgd'})\n"
+                    "for i in range(3000):\n    millrace.log_metric('loss', 1.0 / (i + 1))\n"
+                    "millrace.log_metric('acc', 0.75, step=7)\n")
+        with open(os.path.join(d, "millrace.yaml"), "w") as f:
+            f.write("stages:\n  train:\n    op: exec\n    cmd: %s train.py\n    deps: [train.py]\n" % sys.executable)
+        env = dict(os.environ)
+        subprocess.run([BIN, "-C", d, "run"], check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out = subprocess.run([BIN, "-C", d, "show", "1", "--json"], check=True, capture_output=True, text=True).stdout
+        ms = json.loads(out)["metrics"]
+        loss = sorted((m["step"], m["value"]) for m in ms if m["name"] == "loss")
+        self.assertEqual(len(loss), 3000, "every logged value, batched writes included")
+        self.assertEqual(loss[0], (0, 1.0))
+        self.assertAlmostEqual(loss[-1][1], 1 / 3000)
+        self.assertIn((7, 0.75), [(m["step"], m["value"]) for m in ms if m["name"] == "acc"])
+        self.assertIn(0.25, [m["value"] for m in ms if m["name"] == "params.lr"])
+        saved = os.environ.pop("MILLRACE_LOG_FILE", None)
+        try:
+            with self.assertRaises(millrace.Error) as e:
+                millrace.log_metric("x", 1)
+            self.assertIn("exec stage", str(e.exception))
+        finally:
+            if saved is not None:
+                os.environ["MILLRACE_LOG_FILE"] = saved
+
     def test_torch_adapter(self):
         import torch
         from millrace.torch import Loader
