@@ -5,7 +5,7 @@ NAME ?= noop
 
 TORTURE_MAX ?= 10
 
-.PHONY: all deps build test demo asan tsan torture fuzz bench clean python install-python
+.PHONY: all deps build test demo demo-images asan tsan torture fuzz bench clean python install-python
 
 all: build
 
@@ -35,6 +35,11 @@ install-python: python
 demo: deps
 	$(MAKE) build
 	./examples/churn/run-demo.sh $(CURDIR)/$(BUILD)/millrace
+
+# The images example: Fashion-MNIST as 70,000 PNG files -> shards -> a CNN through the loader.
+demo-images: deps
+	$(MAKE) build
+	./examples/images/run-demo.sh $(CURDIR)/$(BUILD)/millrace
 
 asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMILLRACE_SANITIZE=ON -DMILLRACE_TORTURE_MAX=3 >/dev/null

@@ -5,7 +5,9 @@
 # renders the HTML report in its test; bc, time, curl and wrk serve the
 # tests and bench/. None of them is a runtime dependency of millrace.
 # python3-dev builds the Python package (python/); python3-torch tests its
-# PyTorch adapter; libarchive-dev reads and writes WebDataset tar shards;
+# PyTorch adapter and trains examples/images on dataset-fashion-mnist;
+# python3-torchvision (--bench) is bench/images' DataLoader peer;
+# libarchive-dev reads and writes WebDataset tar shards;
 # libjpeg62-turbo-dev and libpng-dev decode images in the loader; python3-pil
 # is the decoding oracle of its tests.
 # Idempotent: only calls apt-get for packages that are missing.
@@ -37,10 +39,10 @@ PKGS="build-essential cmake pkg-config git \
 libyaml-dev libxxhash-dev libsqlite3-dev libjansson-dev libcmocka-dev \
 libsnappy-dev libzstd-dev liblz4-dev zlib1g-dev libmicrohttpd-dev libarchive-dev libjpeg62-turbo-dev libpng-dev \
 sqlite3 python3 procps coreutils \
-python3-dev python3-pil python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml python3-torch curl wrk bc time \
+python3-dev python3-pil python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml python3-torch dataset-fashion-mnist curl wrk bc time \
 chromium"
 if [ "$BENCH" = 1 ]; then
-    PKGS="$PKGS python3-optuna"
+    PKGS="$PKGS python3-optuna python3-torchvision"
 fi
 if [ "$FUZZ" = 1 ]; then
     PKGS="$PKGS clang libclang-rt-dev"
