@@ -136,6 +136,93 @@ static PyObject *column_type_get(ColumnObject *self, void *closure)
     return PyUnicode_FromString(mr_dtype_name(self->c->type));
 }
 
+/* ---- DLPack (the data-interchange ABI of dlpack.h, v0.x, declared here from its spec):
+ * __dlpack__ hands torch.from_dlpack, numpy.from_dlpack, ... a view of the same memory. ---- */
+
+typedef struct { int32_t device_type, device_id; } mr_DLDevice; /* kDLCPU = 1 */
+typedef struct { uint8_t code, bits; uint16_t lanes; } mr_DLDataType; /* code: 0 int, 1 uint, 2 float */
+typedef struct {
+    void *data;
+    mr_DLDevice device;
+    int32_t ndim;
+    mr_DLDataType dtype;
+    int64_t *shape, *strides; /* strides in elements */
+    uint64_t byte_offset;
+} mr_DLTensor;
+typedef struct mr_DLManagedTensor {
+    mr_DLTensor dl_tensor;
+    void *manager_ctx;
+    void (*deleter)(struct mr_DLManagedTensor *self);
+} mr_DLManagedTensor;
+
+typedef struct dl_ctx {
+    mr_DLManagedTensor t;
+    int64_t shape[4], strides[4];
+    PyObject *owner; /* the Column, kept alive while the consumer holds the tensor */
+} dl_ctx;
+
+static void dl_deleter(mr_DLManagedTensor *t)
+{
+    dl_ctx *c = (dl_ctx *)t;
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_XDECREF(c->owner);
+    PyGILState_Release(g);
+    PyMem_RawFree(c);
+}
+
+static void dl_capsule_destructor(PyObject *cap)
+{
+    if (!PyCapsule_IsValid(cap, "dltensor")) return; /* consumed: "used_dltensor", the consumer's now */
+    mr_DLManagedTensor *t = PyCapsule_GetPointer(cap, "dltensor");
+    if (t && t->deleter) t->deleter(t);
+}
+
+static PyObject *column_dlpack(ColumnObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"stream", NULL};
+    PyObject *stream = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &stream)) return NULL;
+    if (stream != Py_None) {
+        PyErr_SetString(PyExc_BufferError, "millrace batches live in CPU memory: stream must be None");
+        return NULL;
+    }
+    dl_ctx *c = PyMem_RawCalloc(1, sizeof *c);
+    if (!c) return PyErr_NoMemory();
+    static char empty[8];
+    char f = self->format[0];
+    c->t.dl_tensor.data = self->buf && self->len ? self->buf : empty;
+    c->t.dl_tensor.device = (mr_DLDevice){1, 0};
+    c->t.dl_tensor.ndim = self->ndim;
+    c->t.dl_tensor.dtype = (mr_DLDataType){(uint8_t)(f == 'd' || f == 'f' ? 2 : f == '?' || f == 'B' ? 1 : 0),
+                                            (uint8_t)(self->itemsize * 8), 1};
+    for (int d = 0; d < self->ndim; d++) {
+        c->shape[d] = self->shape[d];
+        c->strides[d] = self->strides[d] / self->itemsize;
+    }
+    c->t.dl_tensor.shape = c->shape;
+    c->t.dl_tensor.strides = c->strides;
+    c->t.manager_ctx = c;
+    c->t.deleter = dl_deleter;
+    Py_INCREF(self);
+    c->owner = (PyObject *)self;
+    PyObject *cap = PyCapsule_New(&c->t, "dltensor", dl_capsule_destructor);
+    if (!cap) dl_deleter(&c->t);
+    return cap;
+}
+
+static PyObject *column_dlpack_device(ColumnObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return Py_BuildValue("(ii)", 1, 0); /* kDLCPU, device 0 */
+}
+
+static PyMethodDef column_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))column_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "a DLPack capsule over the same memory (torch.from_dlpack)"},
+    {"__dlpack_device__", (PyCFunction)column_dlpack_device, METH_NOARGS, "(kDLCPU, 0)"},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyGetSetDef column_getset[] = {
     {"address", (getter)column_address, NULL, "address of the values (the batch's own memory)", NULL},
     {"length", (getter)column_len_get, NULL, "values", NULL},
@@ -149,8 +236,9 @@ static PyTypeObject ColumnType = {
     .tp_dealloc = (destructor)column_dealloc,
     .tp_as_buffer = &column_as_buffer,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "a fixed-width column of a batch: numpy.asarray() reads it without a copy",
+    .tp_doc = "a fixed-width column of a batch: numpy.asarray() and torch.from_dlpack() read it without a copy",
     .tp_getset = column_getset,
+    .tp_methods = column_methods,
 };
 
 /* The values of a string column as a list (str, or bytes for binary; None for null). */

@@ -162,6 +162,11 @@ class Loader:
     def __iter__(self):
         return self
 
+    def columns(self):
+        """The next batch with its fixed-width columns as millrace Column objects (buffer protocol
+        and __dlpack__: torch.from_dlpack(col) shares the memory), strings as lists."""
+        return next(self._ld)
+
     def __next__(self):
         b = next(self._ld)
         valid = b.pop("__valid__", None)

@@ -158,10 +158,18 @@ class ImagesTest(unittest.TestCase):
             np.testing.assert_array_equal(x, y)
 
     def test_zero_copy(self):
-        b = next(millrace.Dataset(self.ds).loader(batch_size=8, decode="image", resize=(10, 10)))
+        import torch
+        ld = millrace.Dataset(self.ds).loader(batch_size=8, decode="image", resize=(10, 10))
+        b = next(ld)
         a = b["image"]
         col = a.base.obj if isinstance(a.base, memoryview) else a.base
         self.assertEqual(a.__array_interface__["data"][0], col.address)
+        raw = ld.columns()["image"]  # the next batch's decoded column, through DLPack
+        t = torch.from_dlpack(raw)
+        self.assertEqual(tuple(t.shape), (8, 10, 10, 3))
+        self.assertEqual(t.dtype, torch.uint8)
+        self.assertEqual(t.data_ptr(), raw.address)
+        np.testing.assert_array_equal(t.numpy(), np.asarray(raw))
 
     def test_broken_image(self):
         d = os.path.join(self.tmp.name, "broken")

@@ -90,6 +90,14 @@ class PackageTest(unittest.TestCase):
             self.assertEqual(a.__array_interface__["data"][0], col.address, "numpy reads the batch's memory")
             self.assertFalse(a.flags.writeable)
             self.assertEqual(torch.from_numpy(a).data_ptr(), col.address, "and so does torch")
+            t = torch.from_dlpack(col)
+            self.assertEqual(t.data_ptr(), col.address, "DLPack: the same memory")
+            self.assertEqual(t.tolist(), a.tolist())
+        raw = ld.columns()  # Column objects: DLPack directly
+        t = torch.from_dlpack(raw["id"])
+        self.assertEqual(t.data_ptr(), raw["id"].address)
+        del raw
+        self.assertEqual(int(t[0]) + 1, int(t[1]), "the tensor keeps the batch alive after the dict is gone")
 
     def test_memory_returns(self):
         ds = millrace.Dataset(self.ds)
