@@ -22,7 +22,19 @@
  * output, and only the rows and iMCU columns of the box are decoded
  * (jpeg_crop_scanline, jpeg_skip_scanlines); dct_scale = 0 decodes at full
  * size. Every random choice of a sample is a pure function of (seed, epoch,
- * index): mr_image_params gives them. */
+ * index): mr_image_params gives them.
+ *
+ * Example (given const void *jpeg, size_t len):
+ *
+ *   mr_image_opts o;
+ *   mr_image_opts_init(&o);
+ *   o.geometry = MR_IMG_RANDOM_RESIZED_CROP;
+ *   o.out_h = o.out_w = 224;
+ *   o.hflip = 0.5;
+ *   uint8_t *px = mr_malloc(mr_image_out_bytes(&o));   // 224 x 224 x 3
+ *   if (px && mr_image_decode(&o, jpeg, len, 42, 0, 17, px, &err) != MR_OK) mr_log_error(&err);
+ *   mr_free(px);
+ */
 #ifndef MILLRACE_IMAGE_H
 #define MILLRACE_IMAGE_H
 

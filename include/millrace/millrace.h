@@ -31,8 +31,10 @@
 #include "millrace/io.h"
 #include "millrace/expr.h"
 #include "millrace/transform.h"
+#include "millrace/image.h"
 #include "millrace/loader.h"
 #include "millrace/stats.h"
+#include "millrace/webdataset.h"
 /* ml */
 #include "millrace/gbdt.h"
 #include "millrace/linear.h"

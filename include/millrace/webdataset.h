@@ -18,11 +18,17 @@
  * the same table gives the same bytes. Readers from the webdataset package,
  * GNU tar, Python's tarfile read it.
  *
+ * Example (given const mr_table *samples):
+ *
  *   mr_wds_reader *r;
  *   if (mr_wds_open("shard-000000.tar", &r, &err) != MR_OK) { mr_log_error(&err); return; }
  *   mr_table *t;
- *   while (mr_wds_next(r, 4096, &t, &err) == MR_OK && t) { ...; mr_table_free(t); }
+ *   while (mr_wds_next(r, 4096, &t, &err) == MR_OK && t) mr_table_free(t);   // a batch of samples
  *   mr_wds_close(r);
+ *   mr_wds_writer *w;
+ *   if (mr_wds_writer_open("out-000000.tar", &w, &err) != MR_OK) { mr_log_error(&err); return; }
+ *   if (mr_wds_writer_write(w, samples, &err) != MR_OK) { mr_wds_writer_free(w); mr_log_error(&err); return; }
+ *   if (mr_wds_writer_close(w, NULL, &err) != MR_OK) mr_log_error(&err);
  */
 #ifndef MILLRACE_WEBDATASET_H
 #define MILLRACE_WEBDATASET_H

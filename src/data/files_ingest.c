@@ -779,7 +779,7 @@ static mr_status write_shard(ictx *x, const char *work, size_t s, const fent *f,
     rc = mr_fs_rmtree(dir, err); /* what a killed call left half-written */
     if (rc == MR_OK) {
         mr_dataset_write_opts wo = x->o->write;
-        wo.rows_per_shard = kept + 1; /* one file */
+        wo.rows_per_shard = kept + 1; /* one Parquet file */
         wo.partition_by = NULL;
         wo.n_partition_by = 0;
         rc = mr_dataset_writer_open(dir, &wo, &w, err);
@@ -1109,6 +1109,11 @@ mr_status mr_files_ingest(const char *pattern_text, const char *dir, const mr_fi
         if (n_files) cut[++n_shards] = n_files;
         rc = make_key(&o, column, files, n_files, key, err);
     }
+    if (rc == MR_OK && n_files == 0) {
+        rc = MR_ERR(err, MR_E_NOT_FOUND, "no file could be packed (all %llu were left out)",
+                    (unsigned long long)st.files);
+        mr_error_at(err, pattern_text, 0, 0);
+    }
     size_t kept = 0;
     if (rc == MR_OK) rc = open_work(work, key, n_shards, &kept, err);
     st.shards_resumed = kept;
@@ -1120,11 +1125,6 @@ mr_status mr_files_ingest(const char *pattern_text, const char *dir, const mr_fi
     }
     if (rc == MR_OK && refused.len && add_skipped(&st, refused.data, refused.len - 1) != MR_OK)
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory"); /* then the merge adds the shards' */
-    if (rc == MR_OK && n_files == 0) {
-        rc = MR_ERR(err, MR_E_NOT_FOUND, "no file could be packed (all %llu were left out)",
-                    (unsigned long long)st.files);
-        mr_error_at(err, pattern_text, 0, 0);
-    }
     if (rc == MR_OK) rc = merge(work, n_shards, dir, &st, err);
     if (rc == MR_OK) mr_fs_rmtree(work, NULL);
     mr_buf_free(&x.skipped);

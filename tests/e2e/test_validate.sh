@@ -212,7 +212,7 @@ YAML
 # ---- ingest -----------------------------------------------------------------
 ingest() { S=$(printf '  ing:\n    op: ingest\n    source: ${stages.prep}\n%s' "$1"); }
 ingest '    format: parqet'
-refused 9:13 ing "unknown format 'parqet' (expected csv, tsv, jsonl, parquet, dataset, auto)" \
+refused 9:13 ing "unknown format 'parqet' (expected csv, tsv, jsonl, parquet, dataset, webdataset, auto)" \
     "did you mean 'parquet'?" "ingest: a format typo"
 ingest '    on_error: skp'
 refused 9:15 ing "unknown on_error 'skp' (expected fail, skip, quarantine)" "did you mean 'skip'?" \
