@@ -8,7 +8,7 @@
 # environment:
 #   FUZZ_SECONDS   seconds per target (default 60; -max_total_time)
 #   FUZZ_RUNS      stop a target after this many executions (-runs; default: no cap)
-#   FUZZ_TARGETS   the targets, in order (default: csv expr http parquet spec jsonl bundle job)
+#   FUZZ_TARGETS   the targets, in order (default: csv expr http parquet spec jsonl bundle job image)
 #   FUZZ_WORK      working directory, kept between runs (default /tmp/millrace-fuzz):
 #                  corpus/NAME the grown corpus (seeded from tests/fuzz/corpus/NAME;
 #                  never in git), crashes/NAME the crash/leak/timeout reproducers
@@ -31,7 +31,7 @@ case "$B" in */millrace) B=$(dirname "$B") ;; esac # the bench convention: the b
 [ -d "$B/tests" ] || { echo "bench/fuzz: no $B/tests (build the targets with make fuzz)" >&2; exit 2; }
 B=$(cd "$B" && pwd)
 SECONDS_PER=${FUZZ_SECONDS:-60}
-TARGETS=${FUZZ_TARGETS:-csv expr http parquet spec jsonl bundle job}
+TARGETS=${FUZZ_TARGETS:-csv expr http parquet spec jsonl bundle job image}
 WORK=${FUZZ_WORK:-/tmp/millrace-fuzz}
 LOGS=${FUZZ_LOGS:-$WORK/logs}
 RSS=${FUZZ_RSS_MB:-2048}
@@ -46,7 +46,7 @@ max_len_of() {
     csv | jsonl | http) echo 4096 ;;
     expr) echo 1024 ;;
     spec | job) echo 8192 ;;
-    parquet | bundle) echo 16384 ;;
+    parquet | bundle | image) echo 16384 ;;
     *) echo 4096 ;;
     esac
 }
