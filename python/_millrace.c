@@ -267,11 +267,78 @@ static PyObject *string_list(const mr_column *c)
     return list;
 }
 
-/* What the loader decodes, for the shape of the decoded column. */
+static ColumnObject *new_column(BatchObject *b, const mr_column *c);
+
+/* What the loader decodes, for the shape of the decoded column; and the binary columns that
+ * hold fixed-size raw tensors ({name: (shape tuple, struct format char)}). */
 typedef struct img_shape {
     const char *column; /* NULL: none */
     int h, w, to_float;
+    PyObject *tensors;  /* dict or NULL (borrowed from the loader) */
 } img_shape;
+
+/* A binary column of equal-length values as an N x shape array over its bytes; NULL with an
+ * exception when a value has another length. */
+static PyObject *tensor_column(BatchObject *b, const mr_column *c, PyObject *spec)
+{
+    PyObject *shape = NULL;
+    const char *fmt = NULL;
+    if (!PyArg_ParseTuple(spec, "Os", &shape, &fmt)) return NULL;
+    PyObject *seq = PySequence_Fast(shape, "shape must be a sequence of sizes");
+    if (!seq) return NULL;
+    Py_ssize_t nd = PySequence_Fast_GET_SIZE(seq), is = 0, per = 1;
+    switch (fmt[0]) {
+    case 'B': case 'b': case '?': is = 1; break;
+    case 'h': case 'H': case 'e': is = 2; break;
+    case 'i': case 'I': case 'f': is = 4; break;
+    case 'q': case 'Q': case 'd': is = 8; break;
+    default: break;
+    }
+    if (nd < 1 || nd > 3 || !is || fmt[1]) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "column '%s': shape of 1 to 3 sizes and a numpy dtype, got %s", c->name, fmt);
+        return NULL;
+    }
+    ColumnObject *co = new_column(b, c);
+    if (!co) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    co->shape[0] = (Py_ssize_t)c->n;
+    for (Py_ssize_t d = 0; d < nd; d++) {
+        co->shape[d + 1] = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(seq, d));
+        if (co->shape[d + 1] <= 0) {
+            Py_DECREF(seq);
+            Py_DECREF(co);
+            if (!PyErr_Occurred()) PyErr_Format(PyExc_ValueError, "column '%s': sizes must be positive", c->name);
+            return NULL;
+        }
+        per *= co->shape[d + 1];
+    }
+    Py_DECREF(seq);
+    Py_ssize_t want = per * is;
+    for (size_t i = 0; i < c->n; i++) {
+        size_t len = 0;
+        int null = mr_column_is_null(c, i);
+        if (!null) mr_column_str(c, i, &len);
+        if (null || (Py_ssize_t)len != want || (c->offsets && c->offsets[i] - c->offsets[0] != (int64_t)i * want)) {
+            Py_DECREF(co);
+            PyErr_Format(MrError, "column '%s', row %zu of the batch: %s, not %zd bytes (a %s tensor)", c->name, i,
+                         null ? "null" : "another length", want, fmt);
+            return NULL;
+        }
+    }
+    co->buf = c->n && c->offsets ? c->bytes + c->offsets[0] : c->bytes;
+    co->itemsize = is;
+    co->len = (Py_ssize_t)c->n * want;
+    co->ndim = (int)nd + 1;
+    co->format = fmt[0] == 'B' ? "B" : fmt[0] == 'b' ? "b" : fmt[0] == '?' ? "?" : fmt[0] == 'h' ? "h" :
+                 fmt[0] == 'H' ? "H" : fmt[0] == 'e' ? "e" : fmt[0] == 'i' ? "i" : fmt[0] == 'I' ? "I" :
+                 fmt[0] == 'f' ? "f" : fmt[0] == 'q' ? "q" : fmt[0] == 'Q' ? "Q" : "d";
+    co->strides[nd] = is;
+    for (Py_ssize_t d = nd - 1; d >= 0; d--) co->strides[d] = co->strides[d + 1] * co->shape[d + 1];
+    return (PyObject *)co;
+}
 
 static ColumnObject *new_column(BatchObject *b, const mr_column *c)
 {
@@ -312,6 +379,9 @@ static PyObject *batch_dict(mr_table *t, const img_shape *im)
             co->strides[3] = is;
             for (int d = 2; d >= 0; d--) co->strides[d] = co->strides[d + 1] * co->shape[d + 1];
             v = (PyObject *)co;
+        } else if (im->tensors && c->type == MR_T_STRING && PyDict_GetItemString(im->tensors, c->name)) {
+            v = tensor_column(b, c, PyDict_GetItemString(im->tensors, c->name));
+            if (!v) goto fail;
         } else if (format_of(c)) {
             ColumnObject *co = new_column(b, c);
             if (!co) goto fail;
@@ -359,6 +429,7 @@ typedef struct {
     int done;
     img_shape im;
     char *im_column;
+    PyObject *tensors; /* {name: (shape, dtype char)} or NULL */
 } LoaderObject;
 
 /* An optional float pair / triple of an image dict. */
@@ -433,7 +504,7 @@ static int image_opts(PyObject *d, mr_loader_opts *o, LoaderObject *self)
     }
     strcpy(self->im_column, cs);
     o->decode_column = self->im_column;
-    self->im = (img_shape){self->im_column, im->out_h, im->out_w, im->to_float};
+    self->im = (img_shape){self->im_column, im->out_h, im->out_w, im->to_float, NULL};
     return 0;
 }
 
@@ -441,17 +512,21 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"path",  "batch_size", "columns", "filter",  "shuffle",   "seed", "epoch",
                              "start_batch", "threads", "prefetch", "drop_last", "shuffle_buffer", "rank",
-                             "world_size", "image", NULL};
+                             "world_size", "image", "tensors", NULL};
     const char *path = NULL, *filter = NULL;
     Py_ssize_t batch_size = 1024, threads = 0, prefetch = 0, shuffle_buffer = 0;
     int rank = 0, world_size = 0;
     unsigned long long seed = 0, epoch = 0, start_batch = 0;
     int shuffle = 0, drop_last = 0;
-    PyObject *columns = Py_None, *image = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|nOzpKKKnnpniiO", kwlist, &path, &batch_size, &columns, &filter,
+    PyObject *columns = Py_None, *image = Py_None, *tensors = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|nOzpKKKnnpniiOO", kwlist, &path, &batch_size, &columns, &filter,
                                      &shuffle, &seed, &epoch, &start_batch, &threads, &prefetch, &drop_last,
-                                     &shuffle_buffer, &rank, &world_size, &image))
+                                     &shuffle_buffer, &rank, &world_size, &image, &tensors))
         return -1;
+    if (tensors != Py_None && !PyDict_Check(tensors)) {
+        PyErr_SetString(PyExc_TypeError, "tensors must be a dict {column: (shape, dtype)}");
+        return -1;
+    }
     if (batch_size <= 0 || threads < 0 || prefetch < 0 || shuffle_buffer < 0) {
         PyErr_SetString(PyExc_ValueError, "batch_size must be positive; threads, prefetch, shuffle_buffer >= 0");
         return -1;
@@ -472,8 +547,14 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     o.world_size = world_size;
     PyMem_Free(self->im_column);
     self->im_column = NULL;
-    self->im = (img_shape){NULL, 0, 0, 0};
+    self->im = (img_shape){NULL, 0, 0, 0, NULL};
     if (image != Py_None && image_opts(image, &o, self) < 0) return -1;
+    Py_CLEAR(self->tensors);
+    if (tensors != Py_None) {
+        Py_INCREF(tensors);
+        self->tensors = tensors;
+    }
+    self->im.tensors = self->tensors;
     const char **names = NULL;
     PyObject *seq = NULL;
     if (columns != Py_None) {
@@ -527,6 +608,7 @@ static void loader_dealloc(LoaderObject *self)
         Py_END_ALLOW_THREADS
     }
     PyMem_Free(self->im_column);
+    Py_XDECREF(self->tensors);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 

@@ -59,11 +59,11 @@ class Dataset:
 
     def loader(self, batch_size=1024, columns=None, filter=None, shuffle=False, seed=0, epoch=0,
                start_batch=0, threads=0, prefetch=0, drop_last=False, shuffle_buffer=0, rank=0, world_size=1,
-               resume=None, **image):
+               resume=None, shapes=None, **image):
         return Loader(self.path, batch_size=batch_size, columns=columns, filter=filter, shuffle=shuffle,
                       seed=seed, epoch=epoch, start_batch=start_batch, threads=threads, prefetch=prefetch,
                       drop_last=drop_last, shuffle_buffer=shuffle_buffer, rank=rank, world_size=world_size,
-                      resume=resume, **image)
+                      resume=resume, shapes=shapes, **image)
 
 
 _FORMATS = {"auto": 0, "jpeg": 1, "png": 2}
@@ -139,7 +139,10 @@ class Loader:
 
     def __init__(self, path, batch_size=1024, columns=None, filter=None, shuffle=False, seed=0, epoch=0,
                  start_batch=0, threads=0, prefetch=0, drop_last=False, shuffle_buffer=0, rank=0, world_size=1,
-                 resume=None, **image):
+                 resume=None, shapes=None, **image):
+        tensors = None
+        if shapes:  # {column: (shape, dtype)}: binary columns of raw fixed-size tensors
+            tensors = {k: (tuple(int(x) for x in sh), _np.dtype(dt).char) for k, (sh, dt) in shapes.items()}
         bad = set(image) - set(_IMAGE_KEYS)
         if bad:
             raise TypeError("unknown loader option(s): %s" % ", ".join(sorted(bad)))
@@ -157,7 +160,7 @@ class Loader:
         self._start = start_batch
         self._ld = _millrace.Loader(self._opts["path"], batch_size, self._opts["columns"], filter, bool(shuffle),
                                     seed, epoch, start_batch, threads, prefetch, bool(drop_last), shuffle_buffer,
-                                    rank, world_size, self.image)
+                                    rank, world_size, self.image, tensors)
 
     def __iter__(self):
         return self
@@ -184,6 +187,20 @@ class Loader:
     def image_params(self, index, width, height):
         """The random crop box (x, y, w, h) and flip of the sample at position index of the epoch."""
         return _image_params(self.image, self._opts["seed"], self._opts["epoch"], index, width, height)
+
+    def next_into(self, out):
+        """The next batch copied into arrays or tensors the caller allocated (pinned memory, say):
+        out maps column names to arrays of at least the batch's length (numpy arrays, or CPU torch
+        tensors through .numpy()); returns the batch's row count. Other columns are dropped."""
+        b = next(self)
+        n = None
+        for name, dst in out.items():
+            src = b[name]
+            a = dst.numpy() if hasattr(dst, "numpy") and not isinstance(dst, _np.ndarray) else dst
+            n = len(src)
+            _np.copyto(a[:n], _np.ma.getdata(src) if isinstance(src, _np.ndarray) else _np.asarray(src),
+                       casting="same_kind")
+        return n
 
     def state(self):
         """Where the loader is: pass it as resume= to continue with the next batch."""

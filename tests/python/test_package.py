@@ -257,6 +257,31 @@ class PackageTest(unittest.TestCase):
             if saved is not None:
                 os.environ["MILLRACE_LOG_FILE"] = saved
 
+    def test_raw_tensors_and_next_into(self):
+        """shapes= views a binary column of fixed-size raw tensors as one N x shape array (no copy);
+        a value of another length is an error; next_into copies a batch into the caller's arrays."""
+        import torch
+        d = tempfile.mkdtemp(dir=self.tmp.name)
+        os.makedirs(os.path.join(d, "t"))
+        for i in range(10):
+            (np.arange(24, dtype=np.float32).reshape(2, 3, 4) + 100 * i).tofile(os.path.join(d, "t", "%02d.bin" % i))
+        ds = os.path.join(d, "ds")
+        subprocess.run([BIN, "data", "ingest", "--files", os.path.join(d, "t"), ds, "--column", "x"], check=True,
+                       stdout=subprocess.DEVNULL)
+        ld = millrace.Dataset(ds).loader(batch_size=4, shapes={"x": ((2, 3, 4), np.float32)})
+        b = next(ld)
+        x = b["x"]
+        self.assertEqual((x.shape, x.dtype), ((4, 2, 3, 4), np.float32))
+        np.testing.assert_array_equal(x[3], np.arange(24, dtype=np.float32).reshape(2, 3, 4) + 300)
+        col = x.base.obj if isinstance(x.base, memoryview) else x.base
+        self.assertEqual(x.__array_interface__["data"][0], col.address)
+        out = {"x": torch.zeros(4, 2, 3, 4)}
+        self.assertEqual(ld.next_into(out), 4)
+        self.assertEqual(out["x"][0, 0, 0, 1].item(), 401.0)
+        with self.assertRaises(millrace.Error) as e:
+            next(millrace.Dataset(ds).loader(batch_size=4, shapes={"x": ((5,), np.float32)}))
+        self.assertIn("not 20 bytes", str(e.exception))
+
     def test_torch_adapter(self):
         import torch
         from millrace.torch import Loader
