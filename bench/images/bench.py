@@ -25,12 +25,12 @@ def gen(out, n):
         Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(os.path.join(d, "%06d.jpg" % i), quality=90)
 
 
-def millrace_epoch(ds, threads, dct=True):
+def millrace_epoch(ds, threads, dct=True, png=False):
     import millrace
     t0 = time.perf_counter()
+    geometry = dict(resize=(28, 28)) if png else dict(random_resized_crop=[224, 224], hflip=0.5)
     ld = millrace.Dataset(ds).loader(batch_size=BATCH, shuffle=True, seed=1, threads=threads, columns=["image", "label"],
-                                     decode={"column": "image", "dct_scale": dct}, random_resized_crop=[224, 224],
-                                     hflip=0.5)
+                                     decode={"column": "image", "dct_scale": dct}, **geometry)
     n, first = 0, None
     for b in ld:
         if first is None:
@@ -39,11 +39,12 @@ def millrace_epoch(ds, threads, dct=True):
     return n, time.perf_counter() - t0, first
 
 
-def dataloader_epoch(files, workers):
+def dataloader_epoch(files, workers, png=False):
     import torch
     import torchvision
     from torchvision import transforms as T
-    tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
+    tf = T.Compose([T.Grayscale(3), T.PILToTensor()]) if png else \
+        T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
     ds = torchvision.datasets.ImageFolder(files, transform=tf)
     dl = torch.utils.data.DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=workers)
     t0 = time.perf_counter()
@@ -82,7 +83,20 @@ def cnn_input_bound(ds):
     return ld.stats()["input_bound_fraction"]
 
 
-def run(files, ds):
+def run_png(files, ds):
+    """The 70,000 Fashion-MNIST PNGs (28 x 28), decoded to uint8 batches: no augmentation."""
+    import millrace
+    n = len(millrace.Dataset(ds))
+    m2 = child("mp", ds, 2)
+    d2 = child("dp", files, 2)
+    assert int(m2[0]) == n and int(d2[0]) == n, (m2, d2, n)
+    print(f"{'Fashion-MNIST PNGs, 28 x 28, batch 256':52} {'samples/s':>10} {'first batch s':>14} {'peak RSS MB':>12}")
+    for name, r in (("millrace loader, 2 threads", m2), ("torch DataLoader, 2 workers, Pillow", d2)):
+        print(f"{name:52} {r[0] / r[1]:10.0f} {r[2]:14.3f} {r[3]:12.0f}")
+    return (m2[0] / m2[1]) / (d2[0] / d2[1])
+
+
+def run(files, ds, png_files=None, png_ds=None):
     import millrace
     n = len(millrace.Dataset(ds))
     # correctness first: every image once per epoch, batches of 224 x 224 x 3
@@ -104,9 +118,10 @@ def run(files, ds):
         print(f"{name:52} {r[0] / r[1]:10.0f} {r[2]:14.3f} {r[3]:12.0f}")
     ib = cnn_input_bound(ds)
     print(f"input-bound fraction feeding a small CNN (1 torch thread, 1 loader thread): {ib:.3f}")
+    png = f" png_vs_dataloader={run_png(png_files, png_ds):.2f}" if png_ds else ""
     print(f"load: {os.getloadavg()[0]:.2f} (1-minute average at the end)")
     print(f"RESULT images vs_dataloader={(m2[0] / m2[1]) / (d2[0] / d2[1]):.2f} jpeg_per_core={m1[0] / m1[1]:.0f} "
-          f"dct_gain={(m1[0] / m1[1]) / (m1f[0] / m1f[1]):.2f} input_bound={ib:.3f}")
+          f"dct_gain={(m1[0] / m1[1]) / (m1f[0] / m1f[1]):.2f} input_bound={ib:.3f}{png}")
 
 
 def rss_mb():
@@ -119,7 +134,13 @@ if __name__ == "__main__":
     if cmd == "gen":
         gen(sys.argv[2], int(sys.argv[3]))
     elif cmd == "run":
-        run(sys.argv[2], sys.argv[3])
+        run(*sys.argv[2:6])
+    elif cmd == "mp":
+        n, t, first = millrace_epoch(sys.argv[2], int(sys.argv[3]), png=True)
+        print(n, t, first, rss_mb())
+    elif cmd == "dp":
+        n, t, first = dataloader_epoch(sys.argv[2], int(sys.argv[3]), png=True)
+        print(n, t, first, rss_mb())
     elif cmd == "m":
         n, t, first = millrace_epoch(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1")
         print(n, t, first, rss_mb())
