@@ -18,7 +18,7 @@
  *
  * Resampling is bilinear with half-pixel centres (align_corners false); a
  * box the size of the output is copied exactly. A JPEG is decoded at the
- * smallest DCT scale (k/8, k = 1..8) at which the box still covers the
+ * smallest DCT scale of 1/8, 1/4 and 1/2 at which the box still covers the
  * output, and only the rows and iMCU columns of the box are decoded
  * (jpeg_crop_scanline, jpeg_skip_scanlines); dct_scale = 0 decodes at full
  * size. Every random choice of a sample is a pure function of (seed, epoch,
