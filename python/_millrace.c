@@ -71,6 +71,7 @@ typedef struct {
     int ndim;
     Py_ssize_t shape[4], strides[4];
     const char *format;
+    char fmt[2];          /* a raw tensor column's own format string */
 } ColumnObject;
 
 static const char *format_of(const mr_column *c)
@@ -332,9 +333,9 @@ static PyObject *tensor_column(BatchObject *b, const mr_column *c, PyObject *spe
     co->itemsize = is;
     co->len = (Py_ssize_t)c->n * want;
     co->ndim = (int)nd + 1;
-    co->format = fmt[0] == 'B' ? "B" : fmt[0] == 'b' ? "b" : fmt[0] == '?' ? "?" : fmt[0] == 'h' ? "h" :
-                 fmt[0] == 'H' ? "H" : fmt[0] == 'e' ? "e" : fmt[0] == 'i' ? "i" : fmt[0] == 'I' ? "I" :
-                 fmt[0] == 'f' ? "f" : fmt[0] == 'q' ? "q" : fmt[0] == 'Q' ? "Q" : "d";
+    co->fmt[0] = fmt[0]; /* the spec tuple may go before the column does */
+    co->fmt[1] = '\0';
+    co->format = co->fmt;
     co->strides[nd] = is;
     for (Py_ssize_t d = nd - 1; d >= 0; d--) co->strides[d] = co->strides[d + 1] * co->shape[d + 1];
     return (PyObject *)co;
