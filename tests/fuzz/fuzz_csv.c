@@ -1,6 +1,6 @@
 /* libFuzzer target for the CSV reader and writer: each input is written to a
- * private file (in /dev/shm when writable, else /tmp) and read whole with
- * tiny chunks on 1 and on 2 threads (results must agree, content hashes
+ * private file (in /dev/shm when writable, else /tmp) and read whole in
+ * chunks of 7 + size/64 bytes on 1 and on 2 threads (results must agree, content hashes
  * included: values, types and kinds), then streamed in
  * small batches. A table that reads is written back with the CSV writer and
  * read again: rows, column names, nulls and the values of string columns
@@ -97,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fclose(f);
     mr_csv_options o;
     mr_csv_options_init(&o);
-    o.chunk_size = 7;
+    o.chunk_size = 7 + size / 64; /* at least 64 chunk edges, not one per 7 bytes of a 4 KB input */
     o.sample_rows = 3;
     o.max_field_len = 1 << 20;
     o.on_error = size && (data[0] & 1) ? MR_ON_ERROR_SKIP : MR_ON_ERROR_FAIL;

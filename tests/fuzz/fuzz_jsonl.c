@@ -2,7 +2,7 @@
  * is a mode byte and the file: the file (the input after its first byte)
  * is written once to a private file in /dev/shm and read twice — from the
  * file on 1 thread in one chunk, and from memory (mr_jsonl_read_mem, as the
- * trainer reads windows) on 2 threads in 7-byte chunks — with the options the mode byte picks (bits 0-1: on_error
+ * trainer reads windows) on 2 threads in chunks of 7 + size/64 bytes — with the options the mode byte picks (bits 0-1: on_error
  * fail / skip / quarantine; bits 2-4: a declared type for key "a", 0 none;
  * bit 5: max_line_len 64). The mode byte is not part of the file, so a
  * seed's lines are read as they are whatever they start with (the corpus
@@ -151,7 +151,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.threads = 1;
     read_once(&o, 0, data, size, &one);
     o.threads = 2;
-    o.chunk_size = 7;
+    o.chunk_size = 7 + size / 64; /* at least 64 chunk edges, not one per 7 bytes of a 4 KB input */
     read_once(&o, 1, data, size, &two);
     same(&one, &two);
     if (one.rc == MR_OK) check_table(one.t, &o);
