@@ -31,13 +31,17 @@
 
 static PyObject *MrError;
 
-static PyObject *raise_mr(const mr_error *err)
+/* exc with millrace's message, and its hint ("did you mean ...") on a line of its own. */
+static PyObject *raise_as(PyObject *exc, const mr_error *err)
 {
     char msg[MR_ERR_MSG_MAX + 3 * MR_ERR_CTX_MAX];
     mr_error_format(err, msg, sizeof msg);
-    PyErr_SetString(MrError, msg);
+    if (err->hint[0]) PyErr_Format(exc, "%s\nhint: %s", msg, err->hint);
+    else PyErr_SetString(exc, msg);
     return NULL;
 }
+
+static PyObject *raise_mr(const mr_error *err) { return raise_as(MrError, err); }
 
 /* ---- Batch: owns one table ------------------------------------------------------------ */
 
@@ -431,165 +435,73 @@ typedef struct {
     img_shape im;
     char *im_column;
     PyObject *tensors; /* {name: (shape, dtype char)} or NULL */
+    mr_image_opts image; /* for image_params */
+    uint64_t seed, epoch;
 } LoaderObject;
 
-/* An optional float pair / triple of an image dict. */
-static int get_floats(PyObject *d, const char *key, double *out, int n)
-{
-    PyObject *v = PyDict_GetItemString(d, key);
-    if (!v) return 0;
-    PyObject *seq = PySequence_Fast(v, "expected a sequence of numbers");
-    if (!seq) return -1;
-    if (PySequence_Fast_GET_SIZE(seq) != n) {
-        Py_DECREF(seq);
-        PyErr_Format(PyExc_ValueError, "%s: expected %d numbers", key, n);
-        return -1;
-    }
-    for (int i = 0; i < n; i++) {
-        out[i] = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
-        if (PyErr_Occurred()) {
-            Py_DECREF(seq);
-            return -1;
-        }
-    }
-    Py_DECREF(seq);
-    return 0;
-}
-
-static int get_int(PyObject *d, const char *key, int *out)
-{
-    PyObject *v = PyDict_GetItemString(d, key);
-    if (!v) return 0;
-    long x = PyLong_AsLong(v);
-    if (x == -1 && PyErr_Occurred()) return -1;
-    *out = (int)x;
-    return 0;
-}
-
-/* The image options from the Python layer's dict (millrace/__init__.py builds it). */
-static int image_opts(PyObject *d, mr_loader_opts *o, LoaderObject *self)
-{
-    if (!PyDict_Check(d)) {
-        PyErr_SetString(PyExc_TypeError, "image must be a dict");
-        return -1;
-    }
-    PyObject *col = PyDict_GetItemString(d, "column");
-    const char *cs = col ? PyUnicode_AsUTF8(col) : NULL;
-    if (!cs) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "image needs a column");
-        return -1;
-    }
-    mr_image_opts *im = &o->image;
-    int fmt = 0, geo = 0, skip = 0;
-    double hf = 0, mean[3] = {0, 0, 0}, sd[3] = {1, 1, 1};
-    PyObject *hv = PyDict_GetItemString(d, "hflip");
-    if (hv && (hf = PyFloat_AsDouble(hv)) == -1 && PyErr_Occurred()) return -1;
-    if (get_int(d, "format", &fmt) || get_int(d, "geometry", &geo) || get_int(d, "out_h", &im->out_h) ||
-        get_int(d, "out_w", &im->out_w) || get_int(d, "resize_shorter", &im->resize_shorter) ||
-        get_int(d, "to_float", &im->to_float) || get_int(d, "dct_scale", &im->dct_scale) ||
-        get_int(d, "skip_errors", &skip) || get_floats(d, "scale", im->scale, 2) ||
-        get_floats(d, "ratio", im->ratio, 2) || get_floats(d, "mean", mean, 3) || get_floats(d, "std", sd, 3))
-        return -1;
-    im->format = (mr_img_format)fmt;
-    im->geometry = (mr_img_geometry)geo;
-    im->hflip = hf;
-    for (int c = 0; c < 3; c++) {
-        im->mean[c] = (float)mean[c];
-        im->std[c] = (float)sd[c];
-    }
-    o->decode_skip_errors = skip;
-    self->im_column = PyMem_Malloc(strlen(cs) + 1);
-    if (!self->im_column) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    strcpy(self->im_column, cs);
-    o->decode_column = self->im_column;
-    self->im = (img_shape){self->im_column, im->out_h, im->out_w, im->to_float, NULL};
-    return 0;
-}
-
+/* Loader(path, options_json, tensors): the options are the JSON of the Python keywords
+ * (millrace/__init__.py), read by the parser that reads a `loaders:` entry of millrace.yaml
+ * (mr_loader_spec_parse), so both accept the same keys with the same meaning. A bad option is a
+ * ValueError carrying millrace's message. */
 static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"path",  "batch_size", "columns", "filter",  "shuffle",   "seed", "epoch",
-                             "start_batch", "threads", "prefetch", "drop_last", "shuffle_buffer", "rank",
-                             "world_size", "image", "tensors", NULL};
-    const char *path = NULL, *filter = NULL;
-    Py_ssize_t batch_size = 1024, threads = 0, prefetch = 0, shuffle_buffer = 0;
-    int rank = 0, world_size = 0;
-    unsigned long long seed = 0, epoch = 0, start_batch = 0;
-    int shuffle = 0, drop_last = 0;
-    PyObject *columns = Py_None, *image = Py_None, *tensors = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|nOzpKKKnnpniiOO", kwlist, &path, &batch_size, &columns, &filter,
-                                     &shuffle, &seed, &epoch, &start_batch, &threads, &prefetch, &drop_last,
-                                     &shuffle_buffer, &rank, &world_size, &image, &tensors))
-        return -1;
+    static char *kwlist[] = {"path", "options", "tensors", NULL};
+    const char *path = NULL, *json = NULL;
+    Py_ssize_t json_len = 0;
+    PyObject *tensors = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss#|O", kwlist, &path, &json, &json_len, &tensors)) return -1;
     if (tensors != Py_None && !PyDict_Check(tensors)) {
         PyErr_SetString(PyExc_TypeError, "tensors must be a dict {column: (shape, dtype)}");
         return -1;
     }
-    if (batch_size <= 0 || threads < 0 || prefetch < 0 || shuffle_buffer < 0) {
-        PyErr_SetString(PyExc_ValueError, "batch_size must be positive; threads, prefetch, shuffle_buffer >= 0");
+    mr_error err;
+    mr_error_init(&err);
+    mr_value *v = NULL;
+    mr_loader_spec spec;
+    memset(&spec, 0, sizeof spec);
+    mr_status rc = mr_value_from_json(json, (size_t)json_len, "the loader options", &v, &err);
+    if (rc == MR_OK) rc = mr_loader_spec_parse(v, &spec, &err);
+    if (rc != MR_OK) {
+        mr_value_free(v);
+        if (rc == MR_E_NOMEM) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        raise_as(PyExc_ValueError, &err);
         return -1;
     }
-    mr_loader_opts o;
-    mr_loader_opts_init(&o);
-    o.batch_size = (size_t)batch_size;
-    o.filter = filter;
-    o.shuffle = shuffle;
-    o.seed = seed;
-    o.epoch = epoch;
-    o.start_batch = start_batch;
-    o.threads = (int)threads;
-    o.prefetch_batches = (size_t)prefetch;
-    o.drop_last = drop_last;
-    o.shuffle_buffer_rows = (size_t)shuffle_buffer;
-    o.rank = rank;
-    o.world_size = world_size;
     PyMem_Free(self->im_column);
     self->im_column = NULL;
     self->im = (img_shape){NULL, 0, 0, 0, NULL};
-    if (image != Py_None && image_opts(image, &o, self) < 0) return -1;
+    const mr_loader_opts *o = &spec.opts;
+    if (o->decode_column) {
+        self->im_column = PyMem_Malloc(strlen(o->decode_column) + 1);
+        if (!self->im_column) {
+            mr_loader_spec_free(&spec);
+            mr_value_free(v);
+            PyErr_NoMemory();
+            return -1;
+        }
+        strcpy(self->im_column, o->decode_column);
+        self->im = (img_shape){self->im_column, o->image.out_h, o->image.out_w, o->image.to_float, NULL};
+    }
+    self->image = o->image;
+    self->seed = o->seed;
+    self->epoch = o->epoch;
     Py_CLEAR(self->tensors);
     if (tensors != Py_None) {
         Py_INCREF(tensors);
         self->tensors = tensors;
     }
     self->im.tensors = self->tensors;
-    const char **names = NULL;
-    PyObject *seq = NULL;
-    if (columns != Py_None) {
-        seq = PySequence_Fast(columns, "columns must be a sequence of names");
-        if (!seq) return -1;
-        Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-        names = PyMem_Calloc((size_t)(n ? n : 1), sizeof *names);
-        if (!names) {
-            Py_DECREF(seq);
-            PyErr_NoMemory();
-            return -1;
-        }
-        for (Py_ssize_t i = 0; i < n; i++) {
-            names[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
-            if (!names[i]) {
-                PyMem_Free(names);
-                Py_DECREF(seq);
-                return -1;
-            }
-        }
-        o.columns = names;
-        o.n_columns = (size_t)n;
-    }
     if (self->ld) {
         mr_loader_close(self->ld);
         self->ld = NULL;
     }
-    mr_error err;
-    mr_error_init(&err);
-    mr_status rc;
     mr_loader *ld = NULL;
-    Py_BEGIN_ALLOW_THREADS rc = mr_loader_open(path, &o, &ld, &err);
-    Py_END_ALLOW_THREADS PyMem_Free(names);
-    Py_XDECREF(seq);
+    Py_BEGIN_ALLOW_THREADS rc = mr_loader_open(path, o, &ld, &err);
+    Py_END_ALLOW_THREADS mr_loader_spec_free(&spec);
+    mr_value_free(v);
     if (rc != MR_OK) {
         raise_mr(&err);
         return -1;
@@ -669,7 +581,24 @@ static PyObject *loader_batches(LoaderObject *self, void *closure)
     return PyLong_FromUnsignedLongLong(self->batches);
 }
 
+/* image_params(index, width, height) -> (x, y, w, h, flip): the random choices of the sample at
+ * position index of the epoch for an image of that size, for references in tests. */
+static PyObject *loader_image_params(LoaderObject *self, PyObject *args)
+{
+    unsigned long long index;
+    int w, h;
+    if (!PyArg_ParseTuple(args, "Kii", &index, &w, &h)) return NULL;
+    if (!self->im.column) {
+        PyErr_SetString(PyExc_ValueError, "this loader decodes no images");
+        return NULL;
+    }
+    mr_image_box b;
+    mr_image_params(&self->image, self->seed, self->epoch, index, w, h, &b);
+    return Py_BuildValue("(ddddi)", b.x, b.y, b.w, b.h, b.flip);
+}
+
 static PyMethodDef loader_methods[] = {
+    {"image_params", (PyCFunction)loader_image_params, METH_VARARGS, "a sample's random crop box and flip"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "wait and total seconds, input-bound fraction, counts"},
     {"close", (PyCFunction)loader_close, METH_NOARGS, "stop the loader's threads now"},
     {NULL, NULL, 0, NULL},
@@ -937,29 +866,8 @@ static PyObject *dataset_info(PyObject *mod, PyObject *args)
     return out;
 }
 
-/* image_params(image_dict, seed, epoch, index, width, height) -> (x, y, w, h, flip): a sample's
- * random choices, for references in tests. */
-static PyObject *image_params(PyObject *mod, PyObject *args)
-{
-    (void)mod;
-    PyObject *d;
-    unsigned long long seed, epoch, index;
-    int w, h;
-    if (!PyArg_ParseTuple(args, "OKKKii", &d, &seed, &epoch, &index, &w, &h)) return NULL;
-    mr_loader_opts o;
-    mr_loader_opts_init(&o);
-    LoaderObject tmp;
-    memset(&tmp, 0, sizeof tmp);
-    if (image_opts(d, &o, &tmp) < 0) return NULL;
-    PyMem_Free(tmp.im_column);
-    mr_image_box b;
-    mr_image_params(&o.image, seed, epoch, index, w, h, &b);
-    return Py_BuildValue("(ddddi)", b.x, b.y, b.w, b.h, b.flip);
-}
-
 static PyMethodDef module_methods[] = {
     {"dataset_info", dataset_info, METH_VARARGS, "rows, shards and schema of a dataset directory"},
-    {"image_params", image_params, METH_VARARGS, "a sample's random crop box and flip"},
     {NULL, NULL, 0, NULL},
 };
 

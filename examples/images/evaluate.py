@@ -8,14 +8,13 @@ import torch
 from millrace.torch import Loader
 from train_cnn import CLASSES, net
 
-model_dir, ds, out = sys.argv[1:4]
+model_dir, out = sys.argv[1:3]
 model = net()
 model.load_state_dict(torch.load(os.path.join(model_dir, "cnn.pt")))
 model.eval()
 correct = n = 0
 with torch.no_grad():
-    for b in Loader(ds, batch_size=512, columns=["image", "label"], decode="image", resize=(28, 28),
-                    output="float32", normalize={"mean": [0.286] * 3, "std": [0.353] * 3}):
+    for b in Loader.from_stage("test"):  # the stage's loaders: test in millrace.yaml
         y = torch.tensor([CLASSES.index(c) for c in b["label"]])
         correct += (model(b["image"]).argmax(1) == y).sum().item()
         n += len(y)

@@ -1,5 +1,5 @@
-"""Trains a small CNN on the packed training shards through millrace.torch.Loader: the loader
-decodes the PNGs, normalizes them to float32 NCHW and hands whole batches to the loop without a
+"""Trains a small CNN on the packed training shards through millrace.torch.Loader, with the
+loaders the stage declares in millrace.yaml (loaders: train, valid): the loader decodes the PNGs, normalizes them to float32 NCHW and hands whole batches to the loop without a
 copy. One file in ten (by a hash of its path) is the validation set; training stops when the validation
 loss has not improved for `patience` epochs. Loss and accuracy are logged per step with
 millrace.log_metric, and the loader's input-bound fraction per epoch. bfloat16 autocast when the
@@ -32,17 +32,11 @@ def bf16_native():
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
-def loader(ds, p, filter, shuffle):
-    return Loader(ds, batch_size=p["batch_size"], columns=["image", "label"], filter=filter, shuffle=shuffle,
-                  seed=p["seed"], threads=p["threads"], decode="image", resize=(28, 28), output="float32",
-                  normalize={"mean": [0.286] * 3, "std": [0.353] * 3})
-
-
 def targets(labels):
     return torch.tensor([CLASSES.index(c) for c in labels])
 
 
-def main(ds, out):
+def main(out):
     p = json.load(open(os.environ["MILLRACE_PARAMS_FILE"]))["train"]
     smoke = os.environ.get("MILLRACE_SMOKE") == "1"
     torch.manual_seed(p["seed"])
@@ -50,8 +44,8 @@ def main(ds, out):
     model = net()
     opt = torch.optim.SGD(model.parameters(), lr=p["lr"], momentum=0.9)
     autocast = bf16_native()
-    train = loader(ds, p, "hash(path) % 10 != 0", True)   # one file in ten, by a hash of its path: validation
-    valid = loader(ds, p, "hash(path) % 10 = 0", False)
+    train = Loader.from_stage("train")
+    valid = Loader.from_stage("valid")
     best, stale, step = float("inf"), 0, 0
     epochs = 2 if smoke else p["epochs"]
     for epoch in range(epochs):
@@ -93,4 +87,4 @@ def main(ds, out):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1])

@@ -65,6 +65,7 @@
 #include "millrace/dataset.h"
 #include "millrace/image.h"
 #include "millrace/table.h"
+#include "millrace/value.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -95,6 +96,22 @@ typedef struct mr_loader_opts {
 } mr_loader_opts;
 
 void mr_loader_opts_init(mr_loader_opts *o); /* the defaults above */
+
+/* Loader options from a value tree: a `loaders:` entry of millrace.yaml (an exec stage's), or
+ * the JSON the Python package builds from its keywords; both take the same keys (docs/data.md,
+ * Loader options): dataset, batch_size, columns, filter, shuffle, seed, epoch, start_batch,
+ * threads, prefetch, drop_last, shuffle_buffer, rank, world_size, shapes (checked, used by the
+ * Python package), decode, resize, center_crop, random_resized_crop, hflip, normalize, output,
+ * on_error. Strings in opts point into v, which must outlive the spec's use. Errors:
+ * MR_E_SCHEMA at the line and column of the bad key or value (an unknown key with a
+ * did-you-mean), MR_E_NOMEM. */
+typedef struct mr_loader_spec {
+    mr_loader_opts opts;
+    const char *dataset; /* the `dataset` key, or NULL */
+    const char **columns; /* owned array behind opts.columns */
+} mr_loader_spec;
+mr_status mr_loader_spec_parse(const mr_value *v, mr_loader_spec *out, mr_error *err);
+void mr_loader_spec_free(mr_loader_spec *s); /* NULL is a no-op */
 
 typedef struct mr_loader_stats {
     double wait_seconds;           /* time mr_loader_next spent waiting for data */

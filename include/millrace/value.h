@@ -24,7 +24,7 @@
  * passed straight in.
  * Status codes: MR_E_NOMEM; MR_E_INVALID_ARG (a container of the wrong
  * kind, an empty path segment, a path through a non-map); the text and JSON
- * writers return mr_buf's MR_E_LIMIT. No function here sets an mr_error.
+ * writers return mr_buf's MR_E_LIMIT. Only mr_value_from_json sets an mr_error.
  * Thread safety: not thread-safe for mutation; concurrent readers are fine. */
 #ifndef MILLRACE_VALUE_H
 #define MILLRACE_VALUE_H
@@ -107,6 +107,11 @@ mr_status mr_value_strings(const mr_value *map, const char *key, const char ***o
  * print as the strings "nan", "inf", "-inf"; v NULL prints null. Appends
  * to out: MR_E_NOMEM, MR_E_LIMIT. */
 mr_status mr_value_to_json(const mr_value *v, int canonical, mr_buf *out);
+/* Reads JSON text into a tree (objects as maps in their order, arrays as
+ * seqs, integers as ints, other numbers as floats; no positions). Sets err:
+ * MR_E_PARSE naming `what` with jansson's line, column and message,
+ * MR_E_NOMEM. *out is NULL unless MR_OK. */
+mr_status mr_value_from_json(const char *text, size_t len, const char *what, mr_value **out, mr_error *err);
 /* Scalar as text for interpolation into strings ("300", "0.1", "true",
  * "null"); MR_E_INVALID_ARG for a map, a seq or NULL. */
 mr_status mr_value_scalar_text(const mr_value *v, mr_buf *out);

@@ -25,14 +25,16 @@ output="uint8" (N, H, W, 3) or "float32" (N, 3, H, W) with normalize={"mean":
 The decoded batch is one array over the loader's memory. Errors are millrace.Error, with
 millrace's message (file, row, column).
 """
+import json as _json
 import os
 
 import numpy as _np
 
 from . import _millrace
-from ._millrace import Error, image_params as _image_params
+from ._millrace import Error
 
-__all__ = ["Dataset", "Loader", "Bundle", "Error", "log_metric", "log_params", "flush", "version"]
+__all__ = ["Dataset", "Loader", "Bundle", "Error", "stage_loader", "stage_loader_options", "log_metric", "log_params",
+           "flush", "version"]
 version = _millrace.version
 
 
@@ -66,67 +68,11 @@ class Dataset:
                       resume=resume, shapes=shapes, **image)
 
 
-_FORMATS = {"auto": 0, "jpeg": 1, "png": 2}
-_IMAGE_KEYS = ("decode", "resize", "center_crop", "random_resized_crop", "hflip", "normalize", "output", "on_error")
-
-
-def _pair(v, what):
-    if isinstance(v, int):
-        return v, v
-    v = tuple(v)
-    if len(v) != 2:
-        raise ValueError("%s: expected a size or [height, width]" % what)
-    return int(v[0]), int(v[1])
-
-
-def _image(decode=None, resize=None, center_crop=None, random_resized_crop=None, hflip=0.0, normalize=None,
-           output="uint8", on_error="fail"):
-    """The C loader's image options from the Python keywords (docs/python.md, Images)."""
-    if decode is None:
-        if any(v is not None for v in (resize, center_crop, random_resized_crop, normalize)) or hflip:
-            raise ValueError("resize, crops, hflip and normalize need decode={'column': ...}")
-        return None
-    if isinstance(decode, str):
-        decode = {"column": decode}
-    fmt = decode.get("format", "auto")
-    if fmt not in _FORMATS:
-        raise ValueError("decode format must be jpeg, png or auto, got %r" % (fmt,))
-    d = {"column": decode.get("column", "image"), "format": _FORMATS[fmt], "hflip": float(hflip or 0)}
-    if random_resized_crop is not None:
-        r = random_resized_crop if isinstance(random_resized_crop, dict) else {"size": random_resized_crop}
-        d["geometry"] = 3
-        d["out_h"], d["out_w"] = _pair(r["size"], "random_resized_crop")
-        if "scale" in r:
-            d["scale"] = tuple(r["scale"])
-        if "ratio" in r:
-            d["ratio"] = tuple(r["ratio"])
-        if resize is not None or center_crop is not None:
-            raise ValueError("random_resized_crop sets the output size: no resize or center_crop with it")
-    elif center_crop is not None:
-        d["geometry"] = 2
-        d["out_h"], d["out_w"] = _pair(center_crop, "center_crop")
-        if resize is not None:
-            if not isinstance(resize, int):
-                raise ValueError("with center_crop, resize is the shorter side's length (an int)")
-            d["resize_shorter"] = resize
-    elif resize is not None:
-        d["geometry"] = 1
-        d["out_h"], d["out_w"] = _pair(resize, "resize")
-    else:
-        raise ValueError("decode needs one output size: resize, center_crop or random_resized_crop")
-    if output not in ("uint8", "float32"):
-        raise ValueError("output must be uint8 (N, H, W, 3) or float32 (N, 3, H, W), got %r" % (output,))
-    d["to_float"] = int(output == "float32")
-    if normalize is not None:
-        if output != "float32":
-            raise ValueError("normalize goes with output='float32'")
-        d["mean"] = tuple(normalize["mean"])
-        d["std"] = tuple(normalize["std"])
-    if on_error not in ("fail", "skip"):
-        raise ValueError("on_error must be fail or skip, got %r" % (on_error,))
-    d["skip_errors"] = int(on_error == "skip")
-    d["dct_scale"] = int(decode.get("dct_scale", True))
-    return d
+def _jsonable(v):
+    """numpy scalars and arrays in loader options, as JSON numbers and lists."""
+    if hasattr(v, "tolist"):
+        return v.tolist()
+    raise TypeError("loader option value %r is not a number, string, list or dict" % (v,))
 
 
 def _masked(col, bits, n):
@@ -143,10 +89,6 @@ class Loader:
         tensors = None
         if shapes:  # {column: (shape, dtype)}: binary columns of raw fixed-size tensors
             tensors = {k: (tuple(int(x) for x in sh), _np.dtype(dt).char) for k, (sh, dt) in shapes.items()}
-        bad = set(image) - set(_IMAGE_KEYS)
-        if bad:
-            raise TypeError("unknown loader option(s): %s" % ", ".join(sorted(bad)))
-        self.image = _image(**image)
         if resume is not None:
             epoch = resume["epoch"]
             start_batch = resume["batch"]
@@ -158,9 +100,10 @@ class Loader:
                           prefetch=prefetch, drop_last=bool(drop_last), shuffle_buffer=shuffle_buffer, rank=rank,
                           world_size=world_size)
         self._start = start_batch
-        self._ld = _millrace.Loader(self._opts["path"], batch_size, self._opts["columns"], filter, bool(shuffle),
-                                    seed, epoch, start_batch, threads, prefetch, bool(drop_last), shuffle_buffer,
-                                    rank, world_size, self.image, tensors)
+        # One parser reads these and a millrace.yaml `loaders:` entry (C: mr_loader_spec_parse).
+        opts = dict(self._opts, start_batch=start_batch, **{k: v for k, v in image.items() if v is not None})
+        del opts["path"]
+        self._ld = _millrace.Loader(self._opts["path"], _json.dumps(opts, default=_jsonable), tensors)
 
     def __iter__(self):
         return self
@@ -186,7 +129,7 @@ class Loader:
 
     def image_params(self, index, width, height):
         """The random crop box (x, y, w, h) and flip of the sample at position index of the epoch."""
-        return _image_params(self.image, self._opts["seed"], self._opts["epoch"], index, width, height)
+        return self._ld.image_params(index, width, height)
 
     def next_into(self, out):
         """The next batch copied into arrays or tensors the caller allocated (pinned memory, say):
@@ -223,6 +166,30 @@ class Loader:
     def __exit__(self, *exc):
         self.close()
         return False
+
+
+def stage_loader_options(name):
+    """The options of loader `name` declared under the running exec stage's `loaders:` in
+    millrace.yaml (a dict of Loader keywords plus "dataset", the dataset's path), as the engine
+    checked them when the spec loaded and resolved ${stages.X} to paths."""
+    path = os.environ.get("MILLRACE_LOADERS_FILE")
+    if not path:
+        raise Error("millrace.stage_loader reads the loaders: of a running exec stage (millrace run sets "
+                    "MILLRACE_LOADERS_FILE); this process is not one")
+    with open(path) as f:
+        loaders = _json.load(f)
+    if name not in loaders:
+        raise Error("the stage declares no loader %r under loaders: (it declares: %s)"
+                    % (name, ", ".join(sorted(loaders)) or "none"))
+    return dict(loaders[name])
+
+
+def stage_loader(name, **overrides):
+    """A Loader over loader `name` of the running exec stage's `loaders:` (millrace.yaml), with
+    keywords given here (epoch, resume, rank, world_size, ...) replacing the declared ones."""
+    o = stage_loader_options(name)
+    o.update(overrides)
+    return Loader(o.pop("dataset"), **o)
 
 
 class Bundle:
@@ -280,7 +247,6 @@ def _as_column(v):
 # the disk in the training loop. The stage records them when its commands end.
 
 import atexit as _atexit
-import json as _json
 import math as _math
 import time as _time
 

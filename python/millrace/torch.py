@@ -7,6 +7,8 @@
         for batch in loader:                 # dict of torch tensors (strings stay lists)
             ...
 
+Loader.from_stage("train") takes its options from the running exec stage's
+`loaders:` in millrace.yaml (checked when the spec loads, part of the key).
 It yields whole batches (millrace batches in its threads): give it to
 torch.utils.data.DataLoader with batch_size=None, or iterate it directly.
 With rank and world_size (torch.distributed's), each rank reads its own
@@ -18,7 +20,7 @@ import warnings
 
 import torch as _torch
 
-from . import Dataset
+from . import Dataset, stage_loader_options
 
 
 class Loader(_torch.utils.data.IterableDataset):
@@ -31,6 +33,14 @@ class Loader(_torch.utils.data.IterableDataset):
                        rank=rank, world_size=world_size, **image)
         self.epoch = epoch
         self.resume = None
+
+    @classmethod
+    def from_stage(cls, name, **overrides):
+        """The loader `name` declared under the running exec stage's `loaders:` (millrace.yaml),
+        with keywords given here replacing the declared ones."""
+        o = stage_loader_options(name)
+        o.update(overrides)
+        return cls(o.pop("dataset"), **o)
 
     def set_epoch(self, epoch):
         self.epoch = epoch

@@ -4,6 +4,7 @@
 #include "millrace/value.h"
 
 #include <ctype.h>
+#include <jansson.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -654,5 +655,53 @@ mr_status mr_value_strings(const mr_value *map, const char *key, const char ***o
     }
     *out = arr;
     *n_out = k;
+    return MR_OK;
+}
+
+/* ---- from JSON ---------------------------------------------------------- */
+
+/* NULL: out of memory (jansson has already bounded the depth: 2048). */
+static mr_value *from_json(const json_t *j)
+{
+    switch (json_typeof(j)) {
+    case JSON_OBJECT: {
+        mr_value *m = mr_value_new(MR_V_MAP);
+        const char *k;
+        json_t *x;
+        json_object_foreach((json_t *)j, k, x) {
+            if (!m || mr_value_map_set(m, k, from_json(x)) != MR_OK) {
+                mr_value_free(m);
+                return NULL;
+            }
+        }
+        return m;
+    }
+    case JSON_ARRAY: {
+        mr_value *q = mr_value_new(MR_V_SEQ);
+        for (size_t i = 0; q && i < json_array_size(j); i++)
+            if (mr_value_seq_push(q, from_json(json_array_get(j, i))) != MR_OK) {
+                mr_value_free(q);
+                return NULL;
+            }
+        return q;
+    }
+    case JSON_STRING: return mr_value_new_str(json_string_value(j));
+    case JSON_INTEGER: return mr_value_new_int((int64_t)json_integer_value(j));
+    case JSON_REAL: return mr_value_new_float(json_real_value(j));
+    case JSON_TRUE: return mr_value_new_bool(1);
+    case JSON_FALSE: return mr_value_new_bool(0);
+    default: return mr_value_new(MR_V_NULL);
+    }
+}
+
+mr_status mr_value_from_json(const char *text, size_t len, const char *what, mr_value **out, mr_error *err)
+{
+    *out = NULL;
+    json_t *j = NULL;
+    mr_status rc = mr_json_parse(text, len, JSON_DECODE_ANY, &j, what, err);
+    if (rc != MR_OK) return rc;
+    *out = from_json(j);
+    json_decref(j);
+    if (!*out) return MR_ERR(err, MR_E_NOMEM, "out of memory reading %s", what);
     return MR_OK;
 }

@@ -8,6 +8,8 @@
 #define _GNU_SOURCE
 #include "ops_int.h"
 
+#include "millrace/loader.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
@@ -23,6 +25,7 @@ typedef struct exec_settings {
     const char **cmds;   /* the commands, in order (array owned by the caller: mr_free) */
     size_t n_cmds;
     const mr_value *env; /* the env mapping, or NULL */
+    const mr_value *loaders; /* the loaders mapping, or NULL */
 } exec_settings;
 
 static int blank(const char *s)
@@ -57,10 +60,62 @@ static mr_status check_paths(const mr_value *def, const char *key, mr_error *err
     return MR_OK;
 }
 
+/* The same path, written with or without "./" and trailing slashes. */
+static int same_path(const char *a, const char *b)
+{
+    while (a[0] == '.' && a[1] == '/') a += 2;
+    while (b[0] == '.' && b[1] == '/') b += 2;
+    size_t la = strlen(a), lb = strlen(b);
+    while (la > 1 && a[la - 1] == '/') la--;
+    while (lb > 1 && b[lb - 1] == '/') lb--;
+    return la == lb && !memcmp(a, b, la);
+}
+
+/* `loaders`: names to loader options (loader.h, mr_loader_spec_parse: the keys of the Python
+ * package's Loader) with a `dataset` each, a ${stages.X} output or a path the stage lists under
+ * deps, so the dataset is part of the stage's key. The command gets them, as the JSON file
+ * MILLRACE_LOADERS_FILE, through millrace.stage_loader(NAME). */
+static mr_status check_loaders(const mr_value *def, const mr_value *ls, int at_load, mr_error *err)
+{
+    if (!ls) return MR_OK;
+    if (ls->kind != MR_V_MAP)
+        return mr_error_set_at(err, NULL, ls->line, ls->col, MR_E_SCHEMA,
+                               "'loaders' maps names to loader options, got %s", mr_vkind_name(ls->kind));
+    const mr_value *deps = mr_value_get(def, "deps");
+    for (size_t i = 0; i < ls->n; i++) {
+        mr_loader_spec sp;
+        mr_status rc = mr_loader_spec_parse(ls->items[i], &sp, err);
+        if (rc == MR_OK && !sp.dataset)
+            rc = mr_error_set_at(err, NULL, ls->key_lines[i], ls->key_cols[i], MR_E_SCHEMA,
+                                 "loader '%s' has no dataset", ls->keys[i]);
+        if (rc == MR_OK && at_load && !strstr(sp.dataset, "${stages.")) { /* at run: paths */
+            size_t n = deps && deps->kind == MR_V_SEQ ? deps->n : deps ? 1 : 0, k = 0;
+            while (k < n && !same_path((deps->kind == MR_V_SEQ ? deps->items[k] : deps)->str, sp.dataset)) k++;
+            if (k == n) {
+                const mr_value *d = mr_value_get(ls->items[i], "dataset");
+                rc = mr_error_set_at(err, NULL, d->line, d->col, MR_E_SCHEMA,
+                                     "loader '%s' reads dataset '%s', which is not among the stage's deps", ls->keys[i],
+                                     sp.dataset);
+                mr_error_hint(err, "list it (deps: [%s]) so that a change to it re-runs the stage, or write "
+                                   "${stages.NAME} for another stage's output", sp.dataset);
+            }
+        }
+        mr_loader_spec_free(&sp);
+        if (rc != MR_OK) {
+            char key[256];
+            snprintf(key, sizeof key, "loaders.%s", ls->keys[i]);
+            if (rc != MR_E_NOMEM) mr_error_key(err, key);
+            return rc;
+        }
+    }
+    return MR_OK;
+}
+
 /* The definition's settings: one or more non-empty commands, an env of
  * variable names to scalars, and the declared paths. What validate checks
- * at load is what run uses. */
-static mr_status exec_settings_of(const mr_value *def, exec_settings *x, mr_error *err)
+ * at load is what run uses (at_load: also that a loader's dataset path is a dep; at run the
+ * ${stages.X} are paths too). */
+static mr_status exec_settings_of(const mr_value *def, int at_load, exec_settings *x, mr_error *err)
 {
     memset(x, 0, sizeof(*x));
     const mr_value *cmd = mr_value_get(def, "cmd");
@@ -92,7 +147,9 @@ static mr_status exec_settings_of(const mr_value *def, exec_settings *x, mr_erro
     static const char *const path_keys[] = {"outs", "metrics", "deps"};
     for (size_t q = 0; q < 3 && rc == MR_OK; q++) rc = check_paths(def, path_keys[q], err);
     x->env = mr_value_get(def, "env");
+    x->loaders = mr_value_get(def, "loaders");
     if (rc == MR_OK) rc = mr__check_env(x->env, "env", err);
+    if (rc == MR_OK) rc = check_loaders(def, x->loaders, at_load, err);
     if (rc != MR_OK) return rc;
     x->cmds = mr_calloc(n, sizeof(*x->cmds));
     if (!x->cmds) return MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -104,7 +161,7 @@ static mr_status exec_settings_of(const mr_value *def, exec_settings *x, mr_erro
 static mr_status validate_exec(const mr_op_validate_ctx *vc, mr_error *err)
 {
     exec_settings x;
-    mr_status rc = exec_settings_of(vc->def, &x, err);
+    mr_status rc = exec_settings_of(vc->def, 1, &x, err);
     mr_free(x.cmds);
     return rc;
 }
@@ -117,6 +174,7 @@ typedef struct command {
     const char *cmd;
     const char *params_file;
     const char *log_file;
+    const char *loaders_file; /* NULL: no loaders */
 } command;
 
 /* In the forked child: the stage's environment, then /bin/sh -c CMD. */
@@ -133,6 +191,8 @@ static int command_child(void *arg)
     }
     mr__command_env(ctx, ctx->threads, x->params_file, ctx->params, x->x->env);
     setenv("MILLRACE_LOG_FILE", x->log_file, 1); /* millrace.log_metric / log_params append here */
+    if (x->loaders_file) setenv("MILLRACE_LOADERS_FILE", x->loaders_file, 1); /* millrace.stage_loader */
+    else unsetenv("MILLRACE_LOADERS_FILE");
     execl("/bin/sh", "sh", "-c", x->cmd, (char *)NULL);
     dprintf(2, "cannot run /bin/sh: %s\n", strerror(errno));
     return 127;
@@ -141,10 +201,10 @@ static int command_child(void *arg)
 /* The command runs in the worker's process group: a stopped stage takes it
  * (and whatever it started) down with the worker. */
 static mr_status run_one(mr_op_ctx *ctx, const exec_settings *xs, const char *cmd, const char *params_file,
-                         const char *log_file, mr_error *err)
+                         const char *log_file, const char *loaders_file, mr_error *err)
 {
     dprintf(ctx->log_fd, "$ %s\n", cmd);
-    command x = {ctx, xs, cmd, params_file, log_file};
+    command x = {ctx, xs, cmd, params_file, log_file, loaders_file};
     mr_proc p;
     mr_status rc = mr_proc_spawn(&p, NULL, command_child, &x, err);
     if (rc != MR_OK) return rc;
@@ -209,8 +269,9 @@ static mr_status exec_run(mr_op_ctx *ctx, mr_error *err)
     mr_buf_init(&pj);
     char *params_file = mr_path_join(ctx->tmp_dir, "params.json");
     char *log_file = mr_path_join(ctx->tmp_dir, "logged.jsonl");
+    char *loaders_file = NULL;
     exec_settings x;
-    mr_status rc = exec_settings_of(ctx->def, &x, err);
+    mr_status rc = exec_settings_of(ctx->def, 0, &x, err);
     if (rc != MR_OK) goto done;
     if (!params_file || !log_file || mr_value_to_json(ctx->params, 0, &pj) != MR_OK) {
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -218,9 +279,22 @@ static mr_status exec_run(mr_op_ctx *ctx, mr_error *err)
     }
     rc = mr_fs_write_atomic(params_file, pj.data, pj.len, err);
     if (rc != MR_OK) goto done;
-    for (size_t k = 0; k < x.n_cmds && rc == MR_OK; k++) rc = run_one(ctx, &x, x.cmds[k], params_file, log_file, err);
+    if (x.loaders) { /* ${stages.X} are paths by now (the worker resolved them) */
+        mr_buf_free(&pj);
+        mr_buf_init(&pj);
+        loaders_file = mr_path_join(ctx->tmp_dir, "loaders.json");
+        if (!loaders_file || mr_value_to_json(x.loaders, 0, &pj) != MR_OK) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            goto done;
+        }
+        rc = mr_fs_write_atomic(loaders_file, pj.data, pj.len, err);
+        if (rc != MR_OK) goto done;
+    }
+    for (size_t k = 0; k < x.n_cmds && rc == MR_OK; k++)
+        rc = run_one(ctx, &x, x.cmds[k], params_file, log_file, loaders_file, err);
     if (rc == MR_OK) rc = record_logged(ctx, log_file, err);
 done:
+    mr_free(loaders_file);
     mr_free(log_file);
     mr_free(x.cmds);
     mr_free(params_file);
@@ -235,6 +309,7 @@ static const mr_param_def exec_params[] = {
     {"metrics", MR_PT_STRSEQ, 0, "JSON (or JSON lines) files the command writes; numeric leaves are recorded"},
     {"params", MR_PT_STRSEQ, 0, "param paths the command reads (besides those interpolated in cmd)"},
     {"env", MR_PT_MAP, 0, "extra environment variables (part of the cache key)"},
+    {"loaders", MR_PT_MAP, 0, "named loader options for millrace.stage_loader(NAME) (part of the cache key)"},
     {"always_changed", MR_PT_BOOL, 0, "never take this stage from the cache"},
     {NULL, 0, 0, NULL},
 };

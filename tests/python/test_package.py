@@ -156,6 +156,49 @@ class PackageTest(unittest.TestCase):
             millrace.Dataset(self.ds).loader(batch_size=0)
         self.assertTrue(issubclass(millrace.Error, RuntimeError))
 
+    def test_stage_loader(self):
+        """An exec stage's loaders: in millrace.yaml reach millrace.stage_loader and
+        millrace.torch.Loader.from_stage with the declared options (the batches equal a Loader
+        given the same keywords); keywords given in the script replace declared ones; outside a
+        stage, a clear error; a bad keyword is a ValueError carrying millrace's message."""
+        ws = os.path.join(self.tmp.name, "ws")
+        os.makedirs(ws)
+        ingest(os.path.join(self.tmp.name, "t.csv"), os.path.join(ws, "ds"), "--row-group-rows", "700")
+        script = os.path.join(ws, "read.py")
+        with open(script, "w") as f:
+            f.write("import json, millrace, millrace.torch\n"
+                    "a = [b['id'].tolist() for b in millrace.stage_loader('train')]\n"
+                    "b = [b['id'].tolist() for b in millrace.stage_loader('train', epoch=1)]\n"
+                    "c = [t['id'].tolist() for t in millrace.torch.Loader.from_stage('train')]\n"
+                    "json.dump({'a': a, 'b': b, 'c': c, 'opts': millrace.stage_loader_options('train')},"
+                    " open('ids.json', 'w'))\n")
+        with open(os.path.join(ws, "millrace.yaml"), "w") as f:
+            f.write("stages:\n  read:\n    op: exec\n    cmd: %s read.py\n    deps: [read.py, %s]\n"
+                    "    outs: [ids.json]\n    loaders:\n      train:\n        dataset: %s\n"
+                    "        batch_size: 300\n        shuffle: true\n        seed: 11\n"
+                    "        filter: id %% 3 = 0\n        columns: [id]\n" % (sys.executable, "ds", "ds"))
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(millrace.__file__)))
+        subprocess.run([BIN, "run"], cwd=ws, check=True, env=env, stdout=subprocess.DEVNULL)
+        import json
+        with open(os.path.join(ws, "ids.json")) as f:
+            got = json.load(f)
+        kw = dict(batch_size=300, shuffle=True, seed=11, filter="id % 3 = 0", columns=["id"])
+        ds = millrace.Dataset(os.path.join(ws, "ds"))
+        want = [b["id"].tolist() for b in ds.loader(**kw)]
+        self.assertEqual(got["a"], want, "stage_loader: the declared options")
+        self.assertEqual(got["c"], want, "torch Loader.from_stage: the same batches")
+        self.assertEqual(got["b"], [b["id"].tolist() for b in ds.loader(epoch=1, **kw)],
+                         "a keyword given in the script replaces the declared one")
+        self.assertNotEqual(got["a"], got["b"])
+        self.assertEqual(got["opts"]["dataset"], "ds")
+        os.environ.pop("MILLRACE_LOADERS_FILE", None)
+        with self.assertRaises(millrace.Error) as e:
+            millrace.stage_loader("train")
+        self.assertIn("MILLRACE_LOADERS_FILE", str(e.exception))
+        with self.assertRaises(ValueError) as e:
+            millrace.Dataset(self.ds).loader(batch_sise=3)
+        self.assertIn("did you mean 'batch_size'", str(e.exception))
+
     def test_no_reference_leaks(self):
         ds = millrace.Dataset(self.ds)
         def once():

@@ -385,13 +385,85 @@ static void test_early_close(void **state)
     mr_loader_close(ld); /* never read */
 }
 
+/* Loader options from JSON (what the Python package passes) through mr_value_from_json and
+ * mr_loader_spec_parse: every field lands; bad options are MR_E_SCHEMA naming the key. */
+static mr_status spec_of(const char *json, mr_loader_spec *sp, mr_value **v)
+{
+    mr_error_clear(&err);
+    mr_status rc = mr_value_from_json(json, strlen(json), "loader options", v, &err);
+    if (rc == MR_OK) rc = mr_loader_spec_parse(*v, sp, &err);
+    return rc;
+}
+
+static void test_spec_parse(void **state)
+{
+    (void)state;
+    mr_loader_spec sp;
+    mr_value *v = NULL;
+    assert_ok(spec_of("{\"dataset\": \"d\", \"batch_size\": 7, \"columns\": [\"a\", \"b\"], \"shuffle\": true, "
+                      "\"seed\": 9, \"epoch\": 2, \"rank\": 1, \"world_size\": 3, \"filter\": \"a > 1\", "
+                      "\"decode\": {\"column\": \"img\", \"format\": \"png\", \"dct_scale\": false}, "
+                      "\"random_resized_crop\": {\"size\": [32, 48], \"scale\": [0.5, 1]}, \"hflip\": 0.5, "
+                      "\"output\": \"float32\", \"normalize\": {\"mean\": [1, 2, 3], \"std\": [4, 5, 6]}, "
+                      "\"on_error\": \"skip\"}",
+                      &sp, &v));
+    assert_string_equal(sp.dataset, "d");
+    assert_int_equal(sp.opts.batch_size, 7);
+    assert_int_equal(sp.opts.n_columns, 2);
+    assert_string_equal(sp.opts.columns[1], "b");
+    assert_true(sp.opts.shuffle && sp.opts.seed == 9 && sp.opts.epoch == 2);
+    assert_true(sp.opts.rank == 1 && sp.opts.world_size == 3);
+    assert_string_equal(sp.opts.filter, "a > 1");
+    assert_string_equal(sp.opts.decode_column, "img");
+    assert_int_equal(sp.opts.image.format, MR_IMG_PNG);
+    assert_int_equal(sp.opts.image.dct_scale, 0);
+    assert_int_equal(sp.opts.image.geometry, MR_IMG_RANDOM_RESIZED_CROP);
+    assert_true(sp.opts.image.out_h == 32 && sp.opts.image.out_w == 48);
+    assert_true(sp.opts.image.scale[0] == 0.5 && sp.opts.image.scale[1] == 1.0);
+    assert_true(sp.opts.image.hflip == 0.5 && sp.opts.image.to_float == 1);
+    assert_true(sp.opts.image.mean[2] == 3.0f && sp.opts.image.std[0] == 4.0f);
+    assert_int_equal(sp.opts.decode_skip_errors, 1);
+    mr_loader_spec_free(&sp);
+    mr_value_free(v);
+    static const struct { const char *json, *want; } bad[] = {
+        {"{\"batch_sise\": 3}", "unknown loader option 'batch_sise'"},
+        {"{\"batch_size\": 0}", "loader option 'batch_size': expected an integer >= 1, got 0"},
+        {"{\"shuffle\": 1}", "loader option 'shuffle': expected true or false, got int"},
+        {"{\"decode\": \"x\", \"resize\": [1, 2, 3]}", "loader option 'resize': expected a size"},
+        {"{\"decode\": \"x\"}", "needs one output size"},
+        {"{\"center_crop\": 8}", "need decode"},
+        {"{\"decode\": \"x\", \"resize\": 8, \"output\": \"f16\"}", "expected one of uint8 or float32, got \"f16\""},
+        {"{\"decode\": \"x\", \"resize\": 8, \"normalize\": {\"mean\": [1, 2, 3], \"std\": [1, 1]}}",
+         "goes with output: float32"},
+        {"{\"decode\": \"x\", \"resize\": 8, \"hflip\": 2}", "hflip"},
+        {"{\"rank\": 3, \"world_size\": 2}", "rank 3 is not below world_size 2"},
+        {"{\"shapes\": {\"t\": [[2], \"complex64\"]}}", "unknown dtype \"complex64\""},
+        {"[1]", "expected a mapping of loader options"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        v = NULL;
+        mr_status rc = spec_of(bad[i].json, &sp, &v);
+        mr_value_free(v);
+        assert_status(rc, MR_E_SCHEMA);
+        char msg[512];
+        mr_error_format(&err, msg, sizeof msg);
+        if (!strstr(msg, bad[i].want)) {
+            print_error("%s: got \"%s\", expected \"%s\"\n", bad[i].json, msg, bad[i].want);
+            fail();
+        }
+    }
+    v = NULL;
+    assert_status(spec_of("{\"a\": ", &sp, &v), MR_E_PARSE);
+    assert_null(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_shuffle_in_order), cmocka_unit_test(test_shuffle_determinism),
         cmocka_unit_test(test_threads_identical),   cmocka_unit_test(test_filter_exactly_once),
         cmocka_unit_test(test_resume),              cmocka_unit_test(test_early_close),
-        cmocka_unit_test(test_ranks),
+        cmocka_unit_test(test_ranks),               cmocka_unit_test(test_spec_parse),
     };
     return mr_test_run(tests, setup, teardown);
 }
