@@ -163,6 +163,23 @@ static void hrow(const uint8_t *src, int rw, int y, const xtap *tx, int ow, floa
     }
 }
 
+/* The horizontally interpolated rows y0 and y1 in h, from the two-row cache (tag: the row each
+ * slot holds) or computed into the slot the other row of the pair does not use. */
+static void row_pair(const uint8_t *src, int rw, const xtap *tx, int ow, float *cache[2], int tag[2], int y0, int y1,
+                     const float *h[2])
+{
+    int want[2] = {y0, y1};
+    for (int k = 0; k < 2; k++) {
+        int slot = tag[0] == want[k] ? 0 : tag[1] == want[k] ? 1 : -1;
+        if (slot < 0) {
+            slot = k == 1 && h[0] == cache[0] ? 1 : k == 1 && h[0] == cache[1] ? 0 : (tag[0] == y1 ? 1 : 0);
+            hrow(src, rw, want[k], tx, ow, cache[slot]);
+            tag[slot] = want[k];
+        }
+        h[k] = cache[slot];
+    }
+}
+
 /* src: rows [ry, ry + rh) and columns [rx, rx + rw) of a dw x dh RGB image; the box is in that
  * image's coordinates. Writes the output sample. Separable: each source row a sample needs is
  * interpolated across once (the last two are kept), then pairs of rows are blended; the
@@ -194,6 +211,13 @@ static mr_status resample(const mr_image_opts *o, const uint8_t *src, int rx, in
     }
     int any_outside = 0;
     for (int x = 0; x < ow; x++) any_outside |= tx[x].outside;
+    /* float32 output: the value of every byte, per channel, computed once by the formula of the
+     * general loop below (so the values are the same) */
+    float lut[3][256];
+    if (o->to_float)
+        for (int c = 0; c < 3; c++)
+            for (int v = 0; v < 256; v++) lut[c][v] = ((float)v / 255.0f - o->mean[c]) / o->std[c];
+    uint8_t *tmp = (uint8_t *)(rows + (size_t)ow * 6);
     float *cache[2] = {rows, rows + (size_t)ow * 3};
     int tag[2] = {-1, -1};
     for (int y = 0; y < oh; y++) {
@@ -203,29 +227,31 @@ static mr_status resample(const mr_image_opts *o, const uint8_t *src, int rx, in
         if (fy > dh - 1) fy = dh - 1;
         int y0 = (int)fy - ry, y1 = ((int)fy + 1 < dh ? (int)fy + 1 : (int)fy) - ry;
         float wy = (float)(fy - (int)fy);
-        const float *h[2];
-        int want[2] = {y0, y1};
-        for (int k = 0; k < 2; k++) {
-            int slot = tag[0] == want[k] ? 0 : tag[1] == want[k] ? 1 : -1;
-            if (slot < 0) { /* compute into the slot the other row of this pair does not use */
-                slot = k == 1 && h[0] == cache[0] ? 1 : k == 1 && h[0] == cache[1] ? 0 : (tag[0] == y1 ? 1 : 0);
-                hrow(src, rw, want[k], tx, ow, cache[slot]);
-                tag[slot] = want[k];
+        if (!outside_y && !any_outside) { /* the common case, in loops the compiler vectorizes */
+            uint8_t *row8 = !o->to_float && !flip ? o8 + (size_t)y * ow * 3 : tmp;
+            if (exact) { /* whole pixels, no weights: the source row is the output row (t0 + 0 + 0.5, truncated) */
+                memcpy(row8, src + ((size_t)y0 * (size_t)rw + (size_t)tx[0].x0) * 3, (size_t)ow * 3);
+            } else {
+                const float *h[2];
+                row_pair(src, rw, tx, ow, cache, tag, y0, y1, h);
+                blend_row(h[0], h[1], wy, ow * 3, row8);
             }
-            h[k] = cache[slot];
-        }
-        if (!o->to_float && !outside_y && !any_outside) { /* the common case, in loops the compiler vectorizes */
-            uint8_t *dst = o8 + (size_t)y * ow * 3;
-            const float *t0 = h[0], *t1 = h[1];
-            if (!flip) {
-                blend_row(t0, t1, wy, ow * 3, dst);
-            } else { /* blended in order, then mirrored pixel by pixel */
-                uint8_t *tmp = (uint8_t *)(rows + (size_t)ow * 6);
-                blend_row(t0, t1, wy, ow * 3, tmp);
+            if (o->to_float) {
+                float *p0 = of + (size_t)y * ow, *p1 = p0 + plane, *p2 = p1 + plane;
+                for (int x = 0; x < ow; x++) {
+                    int xo = flip ? ow - 1 - x : x;
+                    p0[xo] = lut[0][row8[x * 3]];
+                    p1[xo] = lut[1][row8[x * 3 + 1]];
+                    p2[xo] = lut[2][row8[x * 3 + 2]];
+                }
+            } else if (flip) { /* blended in order, then mirrored pixel by pixel */
+                uint8_t *dst = o8 + (size_t)y * ow * 3;
                 for (int x = 0; x < ow; x++) memcpy(dst + (size_t)(ow - 1 - x) * 3, tmp + (size_t)x * 3, 3);
             }
             continue;
         }
+        const float *h[2];
+        row_pair(src, rw, tx, ow, cache, tag, y0, y1, h);
         for (int x = 0; x < ow; x++) {
             int xo = flip ? ow - 1 - x : x;
             for (int c = 0; c < 3; c++) {
@@ -235,7 +261,7 @@ static mr_status resample(const mr_image_opts *o, const uint8_t *src, int rx, in
                     float f = top + (bot - top) * wy + 0.5f;
                     v = f <= 0 ? 0 : f >= 255 ? 255 : (uint8_t)f;
                 }
-                if (o->to_float) of[(size_t)c * plane + (size_t)y * ow + xo] = (v / 255.0f - o->mean[c]) / o->std[c];
+                if (o->to_float) of[(size_t)c * plane + (size_t)y * ow + xo] = lut[c][v];
                 else o8[((size_t)y * ow + xo) * 3 + c] = v;
             }
         }

@@ -135,7 +135,16 @@ class ImagesTest(unittest.TestCase):
         self.assertEqual(f32.shape, (24, 3, 16, 16))
         self.assertEqual(f32.dtype, np.float32)
         want = ((u8.astype(np.float32) / np.float32(255) - np.array(mean, np.float32)) / np.array(std, np.float32))
-        np.testing.assert_allclose(f32, want.transpose(0, 3, 1, 2), rtol=0, atol=1e-6)
+        np.testing.assert_array_equal(f32, want.transpose(0, 3, 1, 2))  # float32 arithmetic, step for step
+        # whole-pixel boxes (00.png and 00.jpg are 40 x 60: resized to their own size), normalized
+        same = next(millrace.Dataset(self.ds).loader(batch_size=24, decode="image", resize=[40, 60], output="float32",
+                                                     normalize={"mean": mean, "std": std}))["image"]
+        raw = next(millrace.Dataset(self.ds).loader(batch_size=24, decode="image", resize=[40, 60]))["image"]
+        want = ((raw.astype(np.float32) / np.float32(255) - np.array(mean, np.float32)) / np.array(std, np.float32))
+        np.testing.assert_array_equal(same, want.transpose(0, 3, 1, 2))
+        i = self.paths.index("png/00.png")
+        pil = np.asarray(Image.open(os.path.join(self.src, "png", "00.png")).convert("RGB"))
+        np.testing.assert_array_equal(raw[i], pil, "a whole-pixel resize gives the decoded pixels")
 
     def test_dct_scaled_jpeg(self):
         ref = self.pil("big/big.jpg")
