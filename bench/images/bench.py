@@ -83,6 +83,32 @@ def cnn_input_bound(ds):
     return ld.stats()["input_bound_fraction"]
 
 
+def example_input_bound(ds):
+    """The images example's training loop (examples/images/train_cnn.py: its CNN, its loader
+    options, batch 128, 2 torch threads, 2 loader threads, bfloat16 autocast where native) for one
+    epoch over the Fashion-MNIST shards: the loader's input-bound fraction, the issue's target."""
+    import torch
+    import millrace
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "images"))
+    from train_cnn import CLASSES, bf16_native, net
+    torch.set_num_threads(2)
+    torch.manual_seed(7)
+    model = net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    autocast = bf16_native()
+    ld = millrace.Dataset(ds).loader(batch_size=128, columns=["image", "label"], filter="hash(path) % 10 != 0",
+                                     shuffle=True, seed=7, threads=2, decode="image", resize=[28, 28],
+                                     output="float32", normalize={"mean": [0.286] * 3, "std": [0.353] * 3})
+    for b in ld:
+        x, y = torch.from_numpy(b["image"]), torch.tensor([CLASSES.index(c) for c in b["label"]])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = torch.nn.functional.cross_entropy(model(x).float(), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return ld.stats()["input_bound_fraction"]
+
+
 def run_png(files, ds):
     """The 70,000 Fashion-MNIST PNGs (28 x 28), decoded to uint8 batches: no augmentation."""
     import millrace
@@ -111,17 +137,30 @@ def run(files, ds, png_files=None, png_ds=None):
     m1 = child("m", ds, 1, 1)
     m1f = child("m", ds, 1, 0)
     m8 = child("m", ds, 8, 1)
-    print(f"{'what':52} {'samples/s':>10} {'first batch s':>14} {'peak RSS MB':>12}")
+    print(f"{'what':52} {'samples/s':>10} {'first batch s':>14} {'peak RSS MB':>12} {'per CPU-s':>10}")
     for name, r in (("millrace loader, 2 threads", m2), ("torch DataLoader, 2 workers, Pillow + torchvision", d2),
-                    ("millrace loader, 1 thread (one core)", m1), ("millrace, 1 thread, full-size JPEG decode", m1f),
-                    ("millrace loader, 8 threads", m8)):
-        print(f"{name:52} {r[0] / r[1]:10.0f} {r[2]:14.3f} {r[3]:12.0f}")
-    ib = cnn_input_bound(ds)
-    print(f"input-bound fraction feeding a small CNN (1 torch thread, 1 loader thread): {ib:.3f}")
+                    ("millrace loader, 1 thread (+ the consumer helping)", m1),
+                    ("millrace, 1 thread, full-size JPEG decode", m1f), ("millrace loader, 8 threads", m8)):
+        per = f"{r[0] / r[4]:10.0f}" if len(r) > 4 else ""
+        print(f"{name:52} {r[0] / r[1]:10.0f} {r[2]:14.3f} {r[3]:12.0f} {per}")
+    # Per core: images per CPU-second of the process (the consumer decodes the batch it waits
+    # for, so one loader thread can use two cores: wall time would overstate it).
+    per_core, per_core_full = m1[0] / m1[4], m1f[0] / m1f[4]
+    jib = cnn_input_bound(ds)
+    print(f"input-bound fraction feeding a small CNN on the 224 x 224 JPEG crops (1 torch thread, 1 loader "
+          f"thread): {jib:.3f}")
     png = f" png_vs_dataloader={run_png(png_files, png_ds):.2f}" if png_ds else ""
+    ib = child("ib", png_ds)[0] if png_ds else float("nan")
+    print(f"input-bound fraction of the images example's training loop (Fashion-MNIST CNN, one epoch): {ib:.4f}")
     print(f"load: {os.getloadavg()[0]:.2f} (1-minute average at the end)")
-    print(f"RESULT images vs_dataloader={(m2[0] / m2[1]) / (d2[0] / d2[1]):.2f} jpeg_per_core={m1[0] / m1[1]:.0f} "
-          f"dct_gain={(m1[0] / m1[1]) / (m1f[0] / m1f[1]):.2f} input_bound={ib:.3f}{png}")
+    print(f"RESULT images vs_dataloader={(m2[0] / m2[1]) / (d2[0] / d2[1]):.2f} jpeg_per_core={per_core:.0f} "
+          f"dct_gain={per_core / per_core_full:.2f} input_bound={ib:.4f}{png} jpeg_cnn_input_bound={jib:.3f}")
+
+
+def cpu_s():
+    """CPU seconds of this process, all its threads (user + system)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def rss_mb():
@@ -135,6 +174,8 @@ if __name__ == "__main__":
         gen(sys.argv[2], int(sys.argv[3]))
     elif cmd == "run":
         run(*sys.argv[2:6])
+    elif cmd == "ib":
+        print(example_input_bound(sys.argv[2]))
     elif cmd == "mp":
         n, t, first = millrace_epoch(sys.argv[2], int(sys.argv[3]), png=True)
         print(n, t, first, rss_mb())
@@ -142,8 +183,9 @@ if __name__ == "__main__":
         n, t, first = dataloader_epoch(sys.argv[2], int(sys.argv[3]), png=True)
         print(n, t, first, rss_mb())
     elif cmd == "m":
+        c0 = cpu_s()
         n, t, first = millrace_epoch(sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1")
-        print(n, t, first, rss_mb())
+        print(n, t, first, rss_mb(), cpu_s() - c0)
     elif cmd == "d":
         n, t, first = dataloader_epoch(sys.argv[2], int(sys.argv[3]))
         print(n, t, first, rss_mb())
