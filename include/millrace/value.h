@@ -112,6 +112,9 @@ mr_status mr_value_to_json(const mr_value *v, int canonical, mr_buf *out);
  * MR_E_PARSE naming `what` with jansson's line, column and message,
  * MR_E_NOMEM. *out is NULL unless MR_OK. */
 mr_status mr_value_from_json(const char *text, size_t len, const char *what, mr_value **out, mr_error *err);
+/* The same from a parsed jansson value (the depth jansson bounds: 2048); NULL: out of memory. */
+struct json_t;
+mr_value *mr_value_from_jansson(const struct json_t *j);
 /* Scalar as text for interpolation into strings ("300", "0.1", "true",
  * "null"); MR_E_INVALID_ARG for a map, a seq or NULL. */
 mr_status mr_value_scalar_text(const mr_value *v, mr_buf *out);

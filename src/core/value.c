@@ -660,8 +660,7 @@ mr_status mr_value_strings(const mr_value *map, const char *key, const char ***o
 
 /* ---- from JSON ---------------------------------------------------------- */
 
-/* NULL: out of memory (jansson has already bounded the depth: 2048). */
-static mr_value *from_json(const json_t *j)
+mr_value *mr_value_from_jansson(const struct json_t *j)
 {
     switch (json_typeof(j)) {
     case JSON_OBJECT: {
@@ -669,7 +668,7 @@ static mr_value *from_json(const json_t *j)
         const char *k;
         json_t *x;
         json_object_foreach((json_t *)j, k, x) {
-            if (!m || mr_value_map_set(m, k, from_json(x)) != MR_OK) {
+            if (!m || mr_value_map_set(m, k, mr_value_from_jansson(x)) != MR_OK) {
                 mr_value_free(m);
                 return NULL;
             }
@@ -679,7 +678,7 @@ static mr_value *from_json(const json_t *j)
     case JSON_ARRAY: {
         mr_value *q = mr_value_new(MR_V_SEQ);
         for (size_t i = 0; q && i < json_array_size(j); i++)
-            if (mr_value_seq_push(q, from_json(json_array_get(j, i))) != MR_OK) {
+            if (mr_value_seq_push(q, mr_value_from_jansson(json_array_get(j, i))) != MR_OK) {
                 mr_value_free(q);
                 return NULL;
             }
@@ -700,7 +699,7 @@ mr_status mr_value_from_json(const char *text, size_t len, const char *what, mr_
     json_t *j = NULL;
     mr_status rc = mr_json_parse(text, len, JSON_DECODE_ANY, &j, what, err);
     if (rc != MR_OK) return rc;
-    *out = from_json(j);
+    *out = mr_value_from_jansson(j);
     json_decref(j);
     if (!*out) return MR_ERR(err, MR_E_NOMEM, "out of memory reading %s", what);
     return MR_OK;

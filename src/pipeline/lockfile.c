@@ -54,54 +54,6 @@ static mr_value *io_map(const mr__io *ios, size_t n)
     return m;
 }
 
-static mr_value *json_to_value(json_t *j)
-{
-    switch (json_typeof(j)) {
-    case JSON_OBJECT: {
-        mr_value *m = mr_value_new(MR_V_MAP);
-        const char *k;
-        json_t *x;
-        json_object_foreach(j, k, x)
-        {
-            mr_value *c = json_to_value(x);
-            if (!m) {
-                mr_value_free(c);
-                return NULL;
-            }
-            if (mr_value_map_set(m, k, c) != MR_OK) {
-                mr_value_free(m);
-                return NULL;
-            }
-        }
-        return m;
-    }
-    case JSON_ARRAY: {
-        mr_value *s = mr_value_new(MR_V_SEQ);
-        size_t i;
-        json_t *x;
-        json_array_foreach(j, i, x)
-        {
-            mr_value *c = json_to_value(x);
-            if (!s) {
-                mr_value_free(c);
-                return NULL;
-            }
-            if (mr_value_seq_push(s, c) != MR_OK) {
-                mr_value_free(s);
-                return NULL;
-            }
-        }
-        return s;
-    }
-    case JSON_STRING: return mr_value_new_str(json_string_value(j));
-    case JSON_INTEGER: return mr_value_new_int((int64_t)json_integer_value(j));
-    case JSON_REAL: return mr_value_new_float(json_real_value(j));
-    case JSON_TRUE: return mr_value_new_bool(1);
-    case JSON_FALSE: return mr_value_new_bool(0);
-    default: return mr_value_new(MR_V_NULL);
-    }
-}
-
 static mr_value *stage_entry(const mr_stage_spec *s, const mr__plan *p)
 {
     /* Out of memory reading the key document is NULL (as for every other
@@ -111,9 +63,9 @@ static mr_value *stage_entry(const mr_stage_spec *s, const mr__plan *p)
     const char *kd = p->key_doc ? p->key_doc : "{}";
     if (mr_json_parse(kd, strlen(kd), 0, &doc, "the key document", NULL) == MR_E_NOMEM) return NULL;
     json_t *jparams = json_object_get(doc, "params");
-    mr_value *params = jparams ? json_to_value(jparams) : NULL;
+    mr_value *params = jparams ? mr_value_from_jansson(jparams) : NULL;
     json_decref(doc);
-    if (mr_alloc_failures_here() != oom0) { /* json_to_value ran out of memory */
+    if (mr_alloc_failures_here() != oom0) { /* the conversion ran out of memory */
         mr_value_free(params);
         return NULL;
     }
