@@ -60,20 +60,21 @@ static mr_status check_paths(const mr_value *def, const char *key, mr_error *err
     return MR_OK;
 }
 
-/* The same path, written with or without "./" and trailing slashes. */
-static int same_path(const char *a, const char *b)
+/* Dep path a is path b or a folder above it (each written with or without "./" and trailing
+ * slashes). */
+static int covers(const char *a, const char *b)
 {
     while (a[0] == '.' && a[1] == '/') a += 2;
     while (b[0] == '.' && b[1] == '/') b += 2;
     size_t la = strlen(a), lb = strlen(b);
     while (la > 1 && a[la - 1] == '/') la--;
     while (lb > 1 && b[lb - 1] == '/') lb--;
-    return la == lb && !memcmp(a, b, la);
+    return la <= lb && !memcmp(a, b, la) && (la == lb || b[la] == '/');
 }
 
 /* `loaders`: names to loader options (loader.h, mr_loader_spec_parse: the keys of the Python
  * package's Loader) with a `dataset` each, a ${stages.X} output or a path the stage lists under
- * deps, so the dataset is part of the stage's key. The command gets them, as the JSON file
+ * deps (or under a folder it lists), so the dataset is part of the stage's key. The command gets them, as the JSON file
  * MILLRACE_LOADERS_FILE, through millrace.stage_loader(NAME). */
 static mr_status check_loaders(const mr_value *def, const mr_value *ls, int at_load, mr_error *err)
 {
@@ -90,7 +91,7 @@ static mr_status check_loaders(const mr_value *def, const mr_value *ls, int at_l
                                  "loader '%s' has no dataset", ls->keys[i]);
         if (rc == MR_OK && at_load && !strstr(sp.dataset, "${stages.")) { /* at run: paths */
             size_t n = deps && deps->kind == MR_V_SEQ ? deps->n : deps ? 1 : 0, k = 0;
-            while (k < n && !same_path((deps->kind == MR_V_SEQ ? deps->items[k] : deps)->str, sp.dataset)) k++;
+            while (k < n && !covers((deps->kind == MR_V_SEQ ? deps->items[k] : deps)->str, sp.dataset)) k++;
             if (k == n) {
                 const mr_value *d = mr_value_get(ls->items[i], "dataset");
                 rc = mr_error_set_at(err, NULL, d->line, d->col, MR_E_SCHEMA,

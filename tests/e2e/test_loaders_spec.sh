@@ -116,6 +116,18 @@ expect_exit 0 mr run --json
 assert_eq "$(run_statuses)" "fit=executed" "a loader over a dep path runs"
 expect_exit 0 mr run --json
 assert_eq "$(run_statuses)" "fit=cached" "then is cached"
+cat >millrace.yaml <<'Y'
+stages:
+  fit:
+    op: exec
+    cmd: cp "$MILLRACE_LOADERS_FILE" loaders.json
+    deps: [local]
+    outs: [loaders.json]
+    loaders:
+      train: {dataset: ./local/ds, batch_size: 4}
+Y
+expect_exit 0 mr run --json
+assert_eq "$(run_statuses)" "fit=executed" "a dep folder above the dataset covers it"
 printf '41,p41,41.5\n' >>local/rows.csv
 rm -rf local/ds && expect_exit 0 mr data ingest local/rows.csv local/ds
 expect_exit 0 mr run --json
