@@ -657,34 +657,57 @@ static size_t next_group(const mr_dataset_writer *w, const wpart *p)
     return left < w->rg_rows ? left : w->rg_rows;
 }
 
-/* The bytes of row i's values (a fixed-width value its width, null or not;
- * a string or binary value its length): what a row group's byte budget
- * counts, a function of the row alone. */
-static uint64_t row_bytes(const mr_table *t, size_t i)
+/* The bytes of a row's values (a fixed-width value its width, null or not; a string or binary
+ * value its length): what a row group's byte budget counts, a function of the row alone.
+ * Computed from what a table's columns are once (the fixed widths' sum, the string columns),
+ * not by asking every column's type for every row. */
+typedef struct row_sizer {
+    uint64_t fixed;          /* the fixed-width columns' widths (1 when that is 0 and there is no string) */
+    size_t n_str;            /* string and binary columns, listed in str when at most 32 */
+    const mr_column *str[32];
+    const mr_table *t;       /* more than 32: found in it row by row */
+} row_sizer;
+
+static void sizer_init(row_sizer *z, const mr_table *t)
 {
-    uint64_t b = 0;
+    z->fixed = 0;
+    z->n_str = 0;
+    z->t = t;
     for (size_t j = 0; j < t->n_cols; j++) {
-        const mr_column *c = t->cols[j];
-        if (c->type != MR_T_STRING) {
-            b += mr_dtype_width(c->type);
-        } else if (!mr_column_is_null(c, i)) {
-            size_t len = 0;
-            (void)mr_column_str(c, i, &len);
-            b += len;
-        }
+        if (t->cols[j]->type != MR_T_STRING) z->fixed += mr_dtype_width(t->cols[j]->type);
+        else if (z->n_str++ < 32) z->str[z->n_str - 1] = t->cols[j];
     }
+    if (!z->n_str && !z->fixed) z->fixed = 1; /* columns of width 0 only: count rows */
+}
+
+static uint64_t str_bytes(const mr_column *c, size_t i)
+{
+    if (mr_column_is_null(c, i)) return 0;
+    const mr_column *d = c->codes ? c->dict : c;
+    size_t r = c->codes ? (size_t)c->codes[i] : i;
+    return (uint64_t)(d->offsets[r + 1] - d->offsets[r]);
+}
+
+static uint64_t sizer_row(const row_sizer *z, size_t i)
+{
+    uint64_t b = z->fixed;
+    if (z->n_str <= 32)
+        for (size_t k = 0; k < z->n_str; k++) b += str_bytes(z->str[k], i);
+    else
+        for (size_t j = 0; j < z->t->n_cols; j++)
+            if (z->t->cols[j]->type == MR_T_STRING) b += str_bytes(z->t->cols[j], i);
     return b;
 }
 
-/* The width of a row when every column is fixed-width (0: some are not). */
-static uint64_t fixed_row_bytes(const mr_table *t)
+/* The bytes of rows [b, e) of t: sizer_row summed. */
+static uint64_t rows_bytes(const mr_table *t, size_t b, size_t e)
 {
-    uint64_t b = 0;
-    for (size_t j = 0; j < t->n_cols; j++) {
-        if (t->cols[j]->type == MR_T_STRING) return 0;
-        b += mr_dtype_width(t->cols[j]->type);
-    }
-    return b ? b : 1;
+    row_sizer z;
+    sizer_init(&z, t);
+    if (!z.n_str) return (uint64_t)(e - b) * z.fixed;
+    uint64_t sum = 0;
+    for (size_t i = b; i < e; i++) sum += sizer_row(&z, i);
+    return sum;
 }
 
 /* Of rows [off, off + avail) of src, how many the partition's current row
@@ -697,15 +720,17 @@ static size_t group_take(const mr_dataset_writer *w, const wpart *p, const mr_ta
 {
     size_t max_rows = next_group(w, p);
     size_t room = max_rows > have ? max_rows - have : 0;
-    uint64_t bytes = have_bytes, fixed = fixed_row_bytes(src);
+    uint64_t bytes = have_bytes;
     size_t k = 0;
-    if (bytes < w->rg_bytes && fixed) { /* every row the same width: divide */
-        uint64_t rows_to_budget = (w->rg_bytes - bytes + fixed - 1) / fixed;
+    row_sizer z;
+    sizer_init(&z, src);
+    if (bytes < w->rg_bytes && !z.n_str) { /* every row the same width: divide */
+        uint64_t rows_to_budget = (w->rg_bytes - bytes + z.fixed - 1) / z.fixed;
         k = rows_to_budget < room ? (size_t)rows_to_budget : room;
         if (k > avail) k = avail;
-        bytes += k * fixed;
+        bytes += k * z.fixed;
     } else {
-        while (k < room && k < avail && bytes < w->rg_bytes) bytes += row_bytes(src, off + k++);
+        while (k < room && k < avail && bytes < w->rg_bytes) bytes += sizer_row(&z, off + k++);
     }
     *full = have + k >= max_rows || bytes >= w->rg_bytes;
     if (bytes_out) *bytes_out = bytes - have_bytes;
@@ -783,10 +808,7 @@ static mr_status accumulate(mr_dataset_writer *w, size_t part, const mr_table *s
     mr_status rc = mr_table_slice(src, b, e, &rows, err);
     if (rc != MR_OK) return rc;
     wpart *p = &w->parts[part];
-    uint64_t fixed = fixed_row_bytes(src);
-    if (fixed) p->acc_bytes += (uint64_t)(e - b) * fixed;
-    else
-        for (size_t i = b; i < e; i++) p->acc_bytes += row_bytes(src, i);
+    p->acc_bytes += rows_bytes(src, b, e);
     if (!p->acc) {
         p->acc = rows;
         return MR_OK;
@@ -815,10 +837,7 @@ static mr_status route(mr_dataset_writer *w, const mr_table *t, size_t part, con
         rc = mr_table_take(&view, idx, n, &rows, err);
         if (rc == MR_OK) {
             wpart *p = &w->parts[part];
-            uint64_t fixed = fixed_row_bytes(rows);
-            if (fixed) p->acc_bytes += (uint64_t)rows->n_rows * fixed;
-            else
-                for (size_t i = 0; i < rows->n_rows; i++) p->acc_bytes += row_bytes(rows, i);
+            p->acc_bytes += rows_bytes(rows, 0, rows->n_rows);
             if (!p->acc) {
                 p->acc = rows;
             } else {
