@@ -73,6 +73,8 @@ static const char ingest_help[] =
     "  --label-from parent-dir   label = the name of the file's folder\n"
     "  --labels FILE          a CSV/TSV/JSONL/Parquet file with a 'path' column: its other columns\n"
     "                         are joined to the files by path\n"
+    "  --shuffle SEED         rows in a random order fixed by SEED instead of by path, so that a\n"
+    "                         loader's shuffle mixes the classes folders keep together\n"
     "  --on-error skip        leave out (and list) files that cannot be read or that are symbolic\n"
     "                         links out of DIR; the default stops at the first, naming it\n"
     "  Shards hold at most --rows-per-shard files and --row-group-bytes bytes. A killed or failed\n"
@@ -284,6 +286,8 @@ typedef struct ingest_args {
     const char *src, *dir, *schema_path, *quarantine;
     const char *files, *column, *labels; /* --files PATTERN, --column, --labels */
     int label_parent;                    /* --label-from parent-dir */
+    int shuffle;                         /* --shuffle SEED */
+    uint64_t shuffle_seed;
     char **nulls, **parts, **cols;
     size_t n_nulls, n_parts, n_cols;
     int json, force;
@@ -304,7 +308,14 @@ static int ingest_args_parse(int argc, char **argv, ingest_args *a)
         else if (!strcmp(arg, "--files")) a->files = v;
         else if (!strcmp(arg, "--column")) a->column = v;
         else if (!strcmp(arg, "--labels")) a->labels = v;
-        else if (!strcmp(arg, "--label-from")) {
+        else if (!strcmp(arg, "--shuffle")) {
+            char *end = NULL;
+            unsigned long long seed = v ? strtoull(v, &end, 10) : 0;
+            if (v && (!*v || *end || *v == '-'))
+                rc = cli_usage_error("data ingest", "--shuffle takes a seed (an integer >= 0), got '%s'", v);
+            a->shuffle = 1;
+            a->shuffle_seed = (uint64_t)seed;
+        } else if (!strcmp(arg, "--label-from")) {
             if (v && !strcmp(v, "parent-dir")) a->label_parent = 1;
             else if (v) rc = cli_usage_error("data ingest", "--label-from takes parent-dir, got '%s'", v);
         } else if (!strcmp(arg, "--format")) {
@@ -371,8 +382,8 @@ static int ingest_args_parse(int argc, char **argv, ingest_args *a)
         a->src = NULL;
     }
     if (rc == EXIT_OK && a->files && a->src) rc = cli_usage_error("data ingest", "--files PATTERN replaces SRC");
-    if (rc == EXIT_OK && !a->files && (a->column || a->labels || a->label_parent))
-        rc = cli_usage_error("data ingest", "--column, --labels and --label-from go with --files");
+    if (rc == EXIT_OK && !a->files && (a->column || a->labels || a->label_parent || a->shuffle))
+        rc = cli_usage_error("data ingest", "--column, --labels, --label-from and --shuffle go with --files");
     if (rc == EXIT_OK && a->files &&
         (a->schema_path || o->filter || a->cols || a->parts || o->max_rows || o->format || a->quarantine ||
          o->csv.on_error == MR_ON_ERROR_QUARANTINE))
@@ -453,6 +464,8 @@ static int ingest_files(const ingest_args *a, const char *tmp, const char *old, 
     fo.column = a->column;
     fo.labels = a->labels;
     fo.label_from = a->label_parent ? MR_LABEL_PARENT_DIR : MR_LABEL_NONE;
+    fo.shuffle = a->shuffle;
+    fo.shuffle_seed = a->shuffle_seed;
     fo.on_error = a->o.csv.on_error;
     fo.write = a->o.write;
     fo.threads = a->o.csv.threads;

@@ -383,6 +383,10 @@ typedef struct mr_files_opts {
     mr_on_error on_error;        /* FAIL: an unreadable or escaping file stops the ingest (naming it);
                                     SKIP (or QUARANTINE): it is left out, counted and listed */
     mr_dataset_write_opts write; /* shard size (rows_per_shard files, row_group_bytes bytes), codec */
+    int shuffle;                 /* 1: rows in a random order fixed by shuffle_seed (Fisher-Yates over the
+                                    sorted list), not by path: a loader's block shuffle and bounded buffer
+                                    then mix classes that the folders keep together */
+    uint64_t shuffle_seed;
     const char *work;            /* where shards are built and kept for a resume; NULL = dir".partial" */
     int threads;                 /* 0 = the pool's */
     void (*progress)(void *ctx, uint64_t files_done, uint64_t files_total);

@@ -835,6 +835,8 @@ static mr_status make_key(const mr_files_opts *o, const char *column, const fent
     hash_str(h, column);
     hash_u64(h, (uint64_t)o->label_from);
     hash_u64(h, (uint64_t)(o->on_error != MR_ON_ERROR_FAIL));
+    hash_u64(h, (uint64_t)o->shuffle);
+    hash_u64(h, o->shuffle ? o->shuffle_seed : 0);
     hash_u64(h, o->write.rows_per_shard);
     hash_u64(h, o->write.row_group_rows);
     hash_u64(h, o->write.row_group_bytes);
@@ -1088,6 +1090,16 @@ mr_status mr_files_ingest(const char *pattern_text, const char *dir, const mr_fi
         files[i] = (fent){0};
     }
     n_files = n_ok;
+    if (rc == MR_OK && o.shuffle) { /* rows in a seeded random order (Fisher-Yates), not by path */
+        mr_rng r;
+        mr_rng_seed(&r, o.shuffle_seed);
+        for (size_t i = n_files; i > 1; i--) {
+            size_t j = (size_t)mr_rng_below(&r, i);
+            fent t = files[i - 1];
+            files[i - 1] = files[j];
+            files[j] = t;
+        }
+    }
     /* plan: shard s = files [cut[s], cut[s + 1]) */
     if (rc == MR_OK) {
         cut = mr_malloc((n_files + 2) * sizeof *cut);

@@ -23,6 +23,7 @@ static const mr_param_def ingest_params[] = {
     {"column", MR_PT_STR, 0, "with files: the bytes column (default image)"},
     {"label_from", MR_PT_STR, 0, "with files: parent-dir (label = the file's folder name)"},
     {"labels", MR_PT_STR | MR_PT_PATH, 0, "with files: CSV/Parquet with a path column, joined to the files"},
+    {"shuffle_seed", MR_PT_INT, 0, "with files: rows in a random order fixed by this seed, not by path"},
     {"format", MR_PT_STR, 0, "csv, tsv, jsonl, parquet, dataset or auto (default: by extension)"},
     {"schema", MR_PT_MAP, 0, "declared column types: {name: int64|float64|float32|bool|string|date|timestamp}"},
     {"delimiter", MR_PT_STR, 0, "CSV field separator: one character, or \\t / tab (default ',')"},
@@ -254,11 +255,11 @@ static mr_status check_mode(const mr_value *def, mr_error *err)
         mr_error_hint(err, "source: data/train.csv reads rows; files: 'images/**/*.jpg' packs one file per row");
         return rc;
     }
-    static const char *const file_keys[] = {"column", "label_from", "labels"};
+    static const char *const file_keys[] = {"column", "label_from", "labels", "shuffle_seed"};
     static const char *const row_keys[] = {"format", "schema", "delimiter", "header", "null_values",
                                            "filter", "partition_by", "columns"};
     const char *const *bad = files ? row_keys : file_keys;
-    size_t n_bad = files ? 8 : 3;
+    size_t n_bad = files ? 8 : 4;
     for (size_t k = 0; k < n_bad; k++) {
         const mr_value *v = mr_value_get(def, bad[k]);
         if (!v) continue;
@@ -272,6 +273,13 @@ static mr_status check_mode(const mr_value *def, mr_error *err)
         mr_status rc = mr_error_set_at(err, NULL, lf->line, lf->col, MR_E_SCHEMA,
                                        "label_from must be parent-dir, got '%s'", lf->str);
         mr_error_key(err, "label_from");
+        return rc;
+    }
+    const mr_value *ss = mr_value_get(def, "shuffle_seed");
+    if (ss && ss->kind == MR_V_INT && ss->u.i < 0) {
+        mr_status rc = mr_error_set_at(err, NULL, ss->line, ss->col, MR_E_SCHEMA,
+                                       "shuffle_seed must be an integer >= 0, got %lld", (long long)ss->u.i);
+        mr_error_key(err, "shuffle_seed");
         return rc;
     }
     const mr_value *oe = mr_value_get(def, "on_error");
@@ -328,6 +336,10 @@ static mr_status run_files(mr_op_ctx *ctx, const mr_ingest_opts *io, mr_error *e
     if ((v = mr_value_get(ctx->def, "column")) && v->kind == MR_V_STR) fo.column = v->str;
     if ((v = mr_value_get(ctx->def, "labels")) && v->kind == MR_V_STR) fo.labels = v->str;
     if ((v = mr_value_get(ctx->def, "label_from")) && v->kind == MR_V_STR) fo.label_from = MR_LABEL_PARENT_DIR;
+    if ((v = mr_value_get(ctx->def, "shuffle_seed")) && v->kind == MR_V_INT) {
+        fo.shuffle = 1;
+        fo.shuffle_seed = (uint64_t)v->u.i;
+    }
     char key[17];
     snprintf(key, sizeof key, "%s", ctx->stage_key ? ctx->stage_key : "nokey");
     char *work = mr_asprintf("%s/.millrace/partial/%s@%s", ctx->workspace, ctx->stage, key); /* no stage name has @ */

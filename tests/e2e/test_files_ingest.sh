@@ -177,4 +177,26 @@ assert_eq "$(ls .millrace/partial | grep -c @)" "0" "and its work directory is g
 printf 'stages:\n  pack:\n    op: ingest\n    files: imgs\n    filter: "a > 1"\n' >millrace.yaml
 expect_exit 2 mr run
 assert_contains "$T_ERR" "filter does not go with files" "row options are refused with files:"
+
+# --shuffle SEED / shuffle_seed: the same files in an order the seed fixes, not the path order
+expect_exit 0 mr data ingest --files imgs sh1 --shuffle 11 --label-from parent-dir
+expect_exit 0 mr data ingest --files imgs sh2 --shuffle 11 --label-from parent-dir
+expect_exit 0 mr data ingest --files imgs sorted --label-from parent-dir
+assert_eq "$(cd sh1 && for f in *; do cmp -s "$f" "../sh2/$f" || echo "$f"; done)" "" "one seed, the same bytes"
+expect_exit 0 mr data head sh1 -n 1000 --columns path
+shuffled=$T_OUT
+expect_exit 0 mr data head sorted -n 1000 --columns path
+assert_ne "$shuffled" "$T_OUT" "not the path order"
+assert_eq "$(printf '%s\n' "$shuffled" | sort)" "$(printf '%s\n' "$T_OUT" | sort)" "the same files"
+expect_exit 2 mr data ingest --files imgs sh3 --shuffle -4
+assert_contains "$T_ERR" "--shuffle takes a seed (an integer >= 0), got '-4'" "a negative seed is a usage error"
+expect_exit 2 mr data ingest rows.csv sh3 --shuffle 4
+assert_contains "$T_ERR" "go with --files" "--shuffle goes with --files"
+printf 'stages:\n  pack:\n    op: ingest\n    files: imgs\n    shuffle_seed: -1\n' >millrace.yaml
+expect_exit 2 mr run
+assert_contains "$T_ERR" "shuffle_seed must be an integer >= 0, got -1" "the op's seed is checked at load"
+printf 'stages:\n  pack:\n    op: ingest\n    files: imgs\n    shuffle_seed: 11\n    label_from: parent-dir\n' >millrace.yaml
+expect_exit 0 mr run
+expect_exit 0 mr data head out/pack -n 1000 --columns path
+assert_eq "$T_OUT" "$shuffled" "the op's shuffle_seed gives the CLI's order"
 t_done

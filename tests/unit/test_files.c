@@ -253,6 +253,69 @@ static void test_threads_identical(void **state)
     mr_free(o2);
 }
 
+/* shuffle: the same rows (each file once, with its bytes and label) in an order fixed by the
+ * seed: the same at 1 and 2 threads and on a second call, another for another seed, not the
+ * sorted one. */
+static void test_shuffle(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 60; i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "imgs/c%d/f%02d.bin", i / 20, i);
+        put(rel, (size_t)(1 + i * 13 % 200), (unsigned)i);
+    }
+    assert_ok(mr_pool_init(2, &err));
+    char *pat = sub("imgs"), *o0 = sub("o0"), *o1 = sub("o1"), *o2 = sub("o2"), *o3 = sub("o3");
+    mr_files_opts o;
+    mr_files_opts_init(&o);
+    o.label_from = MR_LABEL_PARENT_DIR;
+    o.write.row_group_bytes = 1500;
+    assert_ok(mr_files_ingest(pat, o0, &o, NULL, &err));
+    o.shuffle = 1;
+    o.shuffle_seed = 42;
+    o.threads = 1;
+    assert_ok(mr_files_ingest(pat, o1, &o, NULL, &err));
+    o.threads = 2;
+    assert_ok(mr_files_ingest(pat, o2, &o, NULL, &err));
+    assert_true(same_dirs(o1, o2));
+    o.shuffle_seed = 43;
+    assert_ok(mr_files_ingest(pat, o3, &o, NULL, &err));
+    mr_table *sorted = read_ds(o0), *a = read_ds(o1), *b = read_ds(o3);
+    assert_int_equal(a->n_rows, 60);
+    assert_int_equal(b->n_rows, 60);
+    const mr_column *ps = mr_table_column(sorted, "path"), *pa = mr_table_column(a, "path"),
+                    *pb = mr_table_column(b, "path"), *ia = mr_table_column(a, "image"),
+                    *la = mr_table_column(a, "label"), *is = mr_table_column(sorted, "image");
+    size_t moved = 0, differ = 0;
+    for (size_t i = 0; i < 60; i++) {
+        size_t l1, l2;
+        const char *s1 = mr_column_str(ps, i, &l1), *s2 = mr_column_str(pa, i, &l2);
+        moved += l1 != l2 || memcmp(s1, s2, l1);
+        const char *s3 = mr_column_str(pb, i, &l1);
+        differ += l1 != l2 || memcmp(s3, s2, l1);
+        /* row i of the shuffled dataset is file f: its bytes and label are f's */
+        int f = atoi(s2 + l2 - 6);
+        size_t lb, ls;
+        const char *bytes = mr_column_str(ia, i, &lb), *want = mr_column_str(is, (size_t)f, &ls);
+        assert_int_equal(lb, ls);
+        assert_memory_equal(bytes, want, lb);
+        size_t ll;
+        const char *lab = mr_column_str(la, i, &ll);
+        assert_int_equal(ll, 2);
+        assert_int_equal(lab[1], '0' + f / 20);
+    }
+    assert_true(moved > 40);  /* not the path order */
+    assert_true(differ > 40); /* another seed, another order */
+    mr_table_free(sorted);
+    mr_table_free(a);
+    mr_table_free(b);
+    mr_free(pat);
+    mr_free(o0);
+    mr_free(o1);
+    mr_free(o2);
+    mr_free(o3);
+}
+
 static void test_labels_file(void **state)
 {
     (void)state;
@@ -405,6 +468,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bytes_labels, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_threads_identical, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_labels_file, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_shuffle, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_links, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_resume, setup_tmp, teardown_tmp),
     };
