@@ -44,7 +44,8 @@ typedef struct mr_wds_reader mr_wds_reader;
 
 /* Opens a tar (optionally gzip, zstd, xz or bzip2 compressed) and lists its
  * members once for the columns. MR_E_NOT_FOUND, MR_E_IO, MR_E_CORRUPT (not
- * a tar: named with the member's position), MR_E_NOMEM. */
+ * a tar: named with the member's position; a member whose extension is not valid UTF-8,
+ * which could not name a column), MR_E_NOMEM. */
 mr_status mr_wds_open(const char *path, mr_wds_reader **out, mr_error *err);
 /* The next samples, at most max_rows (0 = 65,536) and about 64 MiB of
  * values; *out NULL at the end. MR_E_CORRUPT (a member given twice in one

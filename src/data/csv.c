@@ -323,6 +323,7 @@ typedef struct chunk {
     bad_rec *bad;
     size_t n_bad, cap_bad;
     mr_dtype *need;    /* n_cols promotion requests (MR_T_NULL = none) */
+    uint8_t *qempty;   /* n_cols: a quoted empty field met while the column had no type yet */
     int promote;
     mr_status oom;
 } chunk;
@@ -428,8 +429,9 @@ static void parse_chunk(void *ctx, size_t k)
         cbs[j].kind = w->kinds[j];
     }
     c->need = mr_calloc(n_cols ? n_cols : 1, sizeof(mr_dtype));
+    c->qempty = mr_calloc(n_cols ? n_cols : 1, 1);
     rowneed = mr_calloc(n_cols ? n_cols : 1, sizeof(mr_dtype));
-    if (!c->need || !rowneed) {
+    if (!c->need || !c->qempty || !rowneed) {
         c->oom = MR_E_NOMEM;
         goto done;
     }
@@ -464,6 +466,7 @@ static void parse_chunk(void *ctx, size_t k)
                     bad = 1;
                 } else {
                     mr_status rc = MR_OK;
+                    if (f.quoted && !f.len && cbs[j].type == MR_T_NULL) c->qempty[j] = 1;
                     if (convert(r, &cbs[j], &f, &rc)) {
                         if (misfit(w, c, j, &f, rline, rowneed, &row_need)) bad = 1;
                         else mr__cb_null(&cbs[j]); /* placeholder; this pass will be redone */
@@ -555,6 +558,7 @@ static void free_job(wjob *w, size_t n_cols)
         for (size_t k = 0; k < w->n_ch; k++) {
             mr_free(w->ch[k].bad);
             mr_free(w->ch[k].need);
+            mr_free(w->ch[k].qempty);
             mr_free(w->ch[k].nn);
         }
     mr_free(w->ch);
@@ -688,11 +692,21 @@ static mr_status parse_window(mr_csv_reader *r, size_t *consumed, mr_table **out
             }
             promote |= w.ch[k].promote;
         }
+        /* A column that no value typed is a string column, so its quoted empty fields are empty
+         * strings, not nulls (as in any string column): read it again as one, whether the sample
+         * rows held them or not. */
+        for (size_t j = 0; !promote && j < n_cols; j++)
+            for (size_t k = 0; types[j] == MR_T_NULL && k < w.n_ch; k++)
+                if (w.ch[k].qempty[j]) {
+                    types[j] = MR_T_STRING;
+                    promote = 1;
+                }
         if (!promote) break;
         for (size_t k = 0; k < w.n_ch; k++) {
             for (size_t j = 0; j < n_cols; j++) types[j] = mr__type_join(types[j], w.ch[k].need[j]);
             mr_free(w.ch[k].bad);
             mr_free(w.ch[k].need);
+            mr_free(w.ch[k].qempty);
             memset(&w.ch[k].n_rows, 0, sizeof(chunk) - offsetof(chunk, n_rows));
         }
         for (size_t i = 0; i < w.n_ch * n_cols; i++) mr__cb_free(&w.cbs[i]);

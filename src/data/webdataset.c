@@ -114,6 +114,11 @@ static mr_status list_exts(mr_wds_reader *r, mr_error *err)
         for (size_t i = 0; i < r->n_exts && !seen; i++) seen = !strcmp(r->exts[i], ext);
         if (seen) continue;
         if (!strcmp(ext, "__key__") || strchr(ext, '/')) continue;
+        if (!mr_utf8_valid(ext, strlen(ext))) { /* it would name a column */
+            rc = MR_ERR(err, MR_E_CORRUPT, "%s: member %llu (%s): the extension is not valid UTF-8, so it cannot name "
+                        "a column", r->path, (unsigned long long)member, name);
+            break;
+        }
         if (r->n_exts == cap) {
             size_t nc = cap ? 2 * cap : 8;
             char **ne = mr_realloc(r->exts, nc * sizeof *ne);
