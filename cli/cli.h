@@ -17,6 +17,17 @@ typedef struct cli_common {
     const char *dir;        /* -C DIR */
 } cli_common;
 
+/* run --sweep: what the sweep's runs are given besides their -S, -j, --name and --tag. */
+typedef struct cli_sweep {
+    const char *name; /* --name: the sweep's id (its runs are NAME-1, NAME-2, ...) */
+    int jobs;         /* -j: the core budget of the whole sweep (0: all cores) */
+    const char **pass; /* the other options and stages, passed to every run */
+    size_t n_pass;
+} cli_sweep;
+/* Runs the grid of c's -S lists (KEY=A,B,...) as separate runs named s->name-1, ...
+ * tagged sweep=NAME; exit 0 when all succeeded, 1 when one failed, 2 usage. */
+int cli_run_sweep(const cli_common *c, const cli_sweep *s);
+
 /* Consumes a common option at argv[*i] (advancing *i past its value).
  * Returns 1 if consumed, 0 if not a common option, -1 on a usage error. */
 int cli_common_opt(cli_common *c, int argc, char **argv, int *i);

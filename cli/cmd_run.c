@@ -23,6 +23,10 @@ static const char run_help[] =
     "      --smoke           smoke mode: ops shrink their work; cached separately\n"
     "      --name NAME       name the run (runs and show print it; show NAME finds it)\n"
     "      --tag KEY[=VALUE] tag the run (repeatable; runs --tag KEY[=VALUE] filters)\n"
+    "      --sweep           run the grid of the -S lists (-S KEY=A,B,C; a value in [...] stays\n"
+    "                        one) as separate runs NAME-1, NAME-2, ... tagged sweep=NAME (NAME:\n"
+    "                        --name, or sweep-DATE-TIME-PID), sharing the cache, at most -j at a\n"
+    "                        time within the -j core budget; millrace runs --sweep NAME lists them\n"
     "  -v, --verbose         print each stage's log when it finishes\n"
     "      --json            print a JSON summary on stdout\n"
     "  -C DIR                run in DIR instead of the current directory\n"
@@ -182,14 +186,25 @@ int cmd_run(int argc, char **argv)
     cli_common c = {0};
     mr_run_opts o = mr_run_opts_default();
     printer pr = {0};
-    const char **force = NULL, **down = NULL, **targets = NULL, **tags = NULL;
-    size_t n_force = 0, n_down = 0, n_targets = 0, n_tags = 0;
-    int rc = EXIT_OK;
+    const char **force = NULL, **down = NULL, **targets = NULL, **tags = NULL, **pass = NULL;
+    size_t n_force = 0, n_down = 0, n_targets = 0, n_tags = 0, n_pass = 0;
+    int rc = EXIT_OK, sweep = 0;
     for (int i = 1; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i];
         int k = cli_common_opt(&c, argc, argv, &i);
         if (k < 0) rc = cli_usage_error("run", "option '%s' needs a value", a);
         if (k != 0) continue;
+        if (!strcmp(a, "--sweep")) {
+            sweep = 1;
+            continue;
+        }
+        /* what a sweep passes to each of its runs: everything but -S, -j, --name, --json, -C, --smoke */
+        if (strcmp(a, "-j") && strcmp(a, "--jobs") && strncmp(a, "-j", 2) && strcmp(a, "--name")) {
+            push(&pass, &n_pass, a);
+            if ((!strcmp(a, "-f") || !strcmp(a, "--force") || !strcmp(a, "-d") || !strcmp(a, "--downstream") ||
+                 !strcmp(a, "--tag")) && i + 1 < argc)
+                push(&pass, &n_pass, argv[i + 1]);
+        }
         if (!strcmp(a, "-j") || !strcmp(a, "--jobs")) {
             char *end = NULL;
             long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
@@ -235,10 +250,16 @@ int cmd_run(int argc, char **argv)
             push(&targets, &n_targets, a);
         }
     }
+    if (rc == EXIT_OK && sweep) {
+        if (o.dry) rc = cli_usage_error("run", "--sweep runs its grid; see one point with --dry -S KEY=VALUE");
+        cli_sweep s = {o.name, o.jobs, pass, n_pass};
+        if (rc == EXIT_OK) rc = cli_run_sweep(&c, &s);
+        sweep = 2; /* done */
+    }
     mr_workspace *ws = NULL;
     mr_spec *spec = NULL;
-    if (rc == EXIT_OK) rc = cli_load(&c, &ws, &spec);
-    if (rc == EXIT_OK) {
+    if (rc == EXIT_OK && sweep != 2) rc = cli_load(&c, &ws, &spec);
+    if (rc == EXIT_OK && sweep != 2) {
         mr_error err;
         mr_error_init(&err);
         mr_pool_init(0, NULL);
@@ -276,6 +297,7 @@ int cmd_run(int argc, char **argv)
     mr_free(down);
     mr_free(targets);
     mr_free(tags);
+    mr_free(pass);
     cli_common_free(&c);
     return rc;
 }

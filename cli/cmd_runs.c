@@ -121,7 +121,7 @@ static int push(const char ***arr, size_t *n, const char *v)
 /* ---- runs ------------------------------------------------------------------ */
 
 static const char runs_help[] =
-    "usage: millrace runs [N] [--columns COL,...] [--sort [-]COL] [--tag KEY[=VALUE]]... [--json] [-C DIR]\n"
+    "usage: millrace runs [N] [--columns COL,...] [--sort [-]COL] [--tag KEY[=VALUE]]... [--sweep NAME] [--json] [-C DIR]\n"
     "\n"
     "Lists the newest N runs (default 20; 0 = all), or with --sort the first N in that order.\n"
     "\n"
@@ -131,7 +131,8 @@ static const char runs_help[] =
     "                       skipped commit tags\n"
     "  --sort COL           sort by a column, ascending; --sort -COL descending. Runs without\n"
     "                       a value come last\n"
-    "  --tag KEY[=VALUE]    only runs tagged KEY (with that VALUE); repeatable, all must match\n";
+    "  --tag KEY[=VALUE]    only runs tagged KEY (with that VALUE); repeatable, all must match\n"
+    "  --sweep NAME         only the runs of sweep NAME (run --sweep): --tag sweep=NAME\n";
 
 static void runs_table(const mr_run_list *l)
 {
@@ -192,6 +193,7 @@ int cmd_runs(int argc, char **argv)
     }
     cli_common c = {0};
     const char **tags = NULL, *limit_arg = NULL, *sort = NULL;
+    char *sweep_tag = NULL; /* --sweep NAME as the tag sweep=NAME */
     char **columns = NULL;
     size_t n_tags = 0, n_columns = 0;
     mr_workspace *ws = NULL;
@@ -200,9 +202,14 @@ int cmd_runs(int argc, char **argv)
         int k = cli_common_opt(&c, argc, argv, &i);
         if (k < 0) rc = cli_usage_error("runs", "option '%s' needs a value", argv[i]);
         if (k) continue;
-        if (!strcmp(argv[i], "--columns") || !strcmp(argv[i], "--tag") || !strcmp(argv[i], "--sort")) {
+        if (!strcmp(argv[i], "--columns") || !strcmp(argv[i], "--tag") || !strcmp(argv[i], "--sort") ||
+            !strcmp(argv[i], "--sweep")) {
             if (i + 1 >= argc) {
                 rc = cli_usage_error("runs", "%s needs a value", argv[i]);
+            } else if (!strcmp(argv[i], "--sweep")) {
+                if (sweep_tag) rc = cli_usage_error("runs", "--sweep given twice");
+                else if (!(sweep_tag = mr_asprintf("sweep=%s", argv[++i])) || push(&tags, &n_tags, sweep_tag))
+                    rc = EXIT_FAILED;
             } else if (!strcmp(argv[i], "--sort")) {
                 sort = argv[++i];
             } else if (!strcmp(argv[i], "--tag")) {
@@ -248,6 +255,7 @@ int cmd_runs(int argc, char **argv)
     }
     mr_workspace_close(ws);
     mr_free(tags);
+    mr_free(sweep_tag);
     cli_free_list(columns);
     cli_common_free(&c);
     return rc;
