@@ -15,7 +15,8 @@
  * name become '_'), else the row number (9 digits); every other column is
  * one member per non-null value: strings and bytes as they are, other
  * values as text (mr_column_format). Entries carry no owner and time 0, so
- * the same table gives the same bytes. Readers from the webdataset package,
+ * the same table gives the same bytes; names are stored as their bytes (pax
+ * hdrcharset=BINARY), so a key that is not UTF-8 writes back. Readers from the webdataset package,
  * GNU tar, Python's tarfile read it.
  *
  * Example (given const mr_table *samples):

@@ -328,7 +328,10 @@ mr_status mr_wds_writer_open(const char *path, mr_wds_writer **out, mr_error *er
         mr_wds_writer_free(w);
         return MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
+    /* hdrcharset=BINARY: a name is stored as the bytes the key holds (not translated to UTF-8,
+     * which fails for bytes that are not), so every key the reader gives writes back */
     if (archive_write_set_format_pax_restricted(w->a) != ARCHIVE_OK ||
+        archive_write_set_format_option(w->a, "pax", "hdrcharset", "BINARY") != ARCHIVE_OK ||
         archive_write_open_filename(w->a, w->tmp) != ARCHIVE_OK) {
         mr_status rc = MR_ERR(err, MR_E_IO, "cannot write %s: %s", w->tmp, archive_error_string(w->a));
         mr_wds_writer_free(w);
