@@ -198,13 +198,6 @@ int cmd_run(int argc, char **argv)
             sweep = 1;
             continue;
         }
-        /* what a sweep passes to each of its runs: everything but -S, -j, --name, --json, -C, --smoke */
-        if (strcmp(a, "-j") && strcmp(a, "--jobs") && strncmp(a, "-j", 2) && strcmp(a, "--name")) {
-            push(&pass, &n_pass, a);
-            if ((!strcmp(a, "-f") || !strcmp(a, "--force") || !strcmp(a, "-d") || !strcmp(a, "--downstream") ||
-                 !strcmp(a, "--tag")) && i + 1 < argc)
-                push(&pass, &n_pass, argv[i + 1]);
-        }
         if (!strcmp(a, "-j") || !strcmp(a, "--jobs")) {
             char *end = NULL;
             long v = i + 1 < argc ? strtol(argv[i + 1], &end, 10) : 0;
@@ -250,16 +243,32 @@ int cmd_run(int argc, char **argv)
             push(&targets, &n_targets, a);
         }
     }
-    if (rc == EXIT_OK && sweep) {
-        if (o.dry) rc = cli_usage_error("run", "--sweep runs its grid; see one point with --dry -S KEY=VALUE");
+    if (rc == EXIT_OK && sweep && o.dry)
+        rc = cli_usage_error("run", "--sweep runs its grid; see one point with --dry -S KEY=VALUE");
+    if (rc == EXIT_OK && sweep) { /* each run gets what was parsed, but its own -S, -j, --name */
+        for (size_t k = 0; k < n_force; k++) {
+            push(&pass, &n_pass, "-f");
+            push(&pass, &n_pass, force[k]);
+        }
+        for (size_t k = 0; k < n_down; k++) {
+            push(&pass, &n_pass, "-d");
+            push(&pass, &n_pass, down[k]);
+        }
+        for (size_t k = 0; k < n_tags; k++) {
+            push(&pass, &n_pass, "--tag");
+            push(&pass, &n_pass, tags[k]);
+        }
+        if (o.force_all) push(&pass, &n_pass, "--force-all");
+        if (o.keep_going) push(&pass, &n_pass, "-k");
+        if (pr.verbose) push(&pass, &n_pass, "-v");
+        for (size_t k = 0; k < n_targets; k++) push(&pass, &n_pass, targets[k]);
         cli_sweep s = {o.name, o.jobs, pass, n_pass};
-        if (rc == EXIT_OK) rc = cli_run_sweep(&c, &s);
-        sweep = 2; /* done */
+        rc = cli_run_sweep(&c, &s);
     }
     mr_workspace *ws = NULL;
     mr_spec *spec = NULL;
-    if (rc == EXIT_OK && sweep != 2) rc = cli_load(&c, &ws, &spec);
-    if (rc == EXIT_OK && sweep != 2) {
+    if (rc == EXIT_OK && !sweep) rc = cli_load(&c, &ws, &spec);
+    if (rc == EXIT_OK && !sweep) {
         mr_error err;
         mr_error_init(&err);
         mr_pool_init(0, NULL);

@@ -662,40 +662,33 @@ static size_t next_group(const mr_dataset_writer *w, const wpart *p)
  * Computed from what a table's columns are once (the fixed widths' sum, the string columns),
  * not by asking every column's type for every row. */
 typedef struct row_sizer {
-    uint64_t fixed;          /* the fixed-width columns' widths (1 when that is 0 and there is no string) */
-    size_t n_str;            /* string and binary columns, listed in str when at most 32 */
-    const mr_column *str[32];
-    const mr_table *t;       /* more than 32: found in it row by row */
+    const mr_table *t;
+    uint64_t fixed; /* the fixed-width columns' widths (1 when that is 0 and there is no string) */
+    size_t n_str;   /* string and binary columns */
 } row_sizer;
 
 static void sizer_init(row_sizer *z, const mr_table *t)
 {
+    z->t = t;
     z->fixed = 0;
     z->n_str = 0;
-    z->t = t;
     for (size_t j = 0; j < t->n_cols; j++) {
-        if (t->cols[j]->type != MR_T_STRING) z->fixed += mr_dtype_width(t->cols[j]->type);
-        else if (z->n_str++ < 32) z->str[z->n_str - 1] = t->cols[j];
+        if (t->cols[j]->type == MR_T_STRING) z->n_str++;
+        else z->fixed += mr_dtype_width(t->cols[j]->type);
     }
     if (!z->n_str && !z->fixed) z->fixed = 1; /* columns of width 0 only: count rows */
-}
-
-static uint64_t str_bytes(const mr_column *c, size_t i)
-{
-    if (mr_column_is_null(c, i)) return 0;
-    const mr_column *d = c->codes ? c->dict : c;
-    size_t r = c->codes ? (size_t)c->codes[i] : i;
-    return (uint64_t)(d->offsets[r + 1] - d->offsets[r]);
 }
 
 static uint64_t sizer_row(const row_sizer *z, size_t i)
 {
     uint64_t b = z->fixed;
-    if (z->n_str <= 32)
-        for (size_t k = 0; k < z->n_str; k++) b += str_bytes(z->str[k], i);
-    else
-        for (size_t j = 0; j < z->t->n_cols; j++)
-            if (z->t->cols[j]->type == MR_T_STRING) b += str_bytes(z->t->cols[j], i);
+    for (size_t j = 0; j < z->t->n_cols; j++) {
+        const mr_column *c = z->t->cols[j];
+        if (c->type != MR_T_STRING || mr_column_is_null(c, i)) continue;
+        const mr_column *d = c->codes ? c->dict : c;
+        size_t r = c->codes ? (size_t)c->codes[i] : i;
+        b += (uint64_t)(d->offsets[r + 1] - d->offsets[r]);
+    }
     return b;
 }
 
