@@ -80,6 +80,10 @@ int mr_server_port(const mr_server *s); /* the bound port (the chosen one for po
 /* Loads opts.bundle_path again and swaps it in between two batches. On
  * failure the old bundle keeps serving; errors as mr_bundle_load. */
 mr_status mr_server_reload(mr_server *s, mr_error *err);
+/* The same with another file (a registry alias that moved): on success the
+ * server serves path and later reloads re-read it; on failure nothing
+ * changes. NULL path = mr_server_reload. */
+mr_status mr_server_reload_path(mr_server *s, const char *path, mr_error *err);
 const char *mr_server_model_version(const mr_server *s); /* copy it: valid until the next reload */
 /* Stops taking requests (503), answers everything queued, stops the daemon
  * and frees s. NULL is a no-op. */

@@ -1084,15 +1084,25 @@ int mr_server_port(const mr_server *s) { return s->port; }
 
 const char *mr_server_model_version(const mr_server *s) { return s->version; }
 
-mr_status mr_server_reload(mr_server *s, mr_error *err)
+mr_status mr_server_reload(mr_server *s, mr_error *err) { return mr_server_reload_path(s, NULL, err); }
+
+mr_status mr_server_reload_path(mr_server *s, const char *path, mr_error *err)
 {
+    char *np = path ? mr_strdup(path) : NULL;
+    if (path && !np) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     mr_bundle *nb = NULL;
-    mr_status rc = mr_bundle_load(s->bundle_path, &nb, err);
-    if (rc != MR_OK) return rc;
-    retired *r = mr_calloc(1, sizeof(*r));
-    if (!r) {
+    mr_status rc = mr_bundle_load(np ? np : s->bundle_path, &nb, err);
+    retired *r = rc == MR_OK ? mr_calloc(1, sizeof(*r)) : NULL;
+    if (rc == MR_OK && !r) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc != MR_OK) {
         mr_bundle_free(nb);
-        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        mr_free(np);
+        return rc;
+    }
+    if (np) { /* only the controlling thread reads the path */
+        mr_free(s->bundle_path);
+        s->bundle_path = np;
+        s->o.bundle_path = np;
     }
     pthread_mutex_lock(&s->mu);
     r->b = s->cur;
