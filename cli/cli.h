@@ -76,6 +76,14 @@ int cmd_gc(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_model(int argc, char **argv);
+/* The registry's `model` subcommands (cmd_registry.c). */
+int cli_model_is_registry(const char *sub);
+int cli_model_registry(int argc, char **argv);
+/* A bundle argument: a path, or models:/NAME@ALIAS, models:/NAME/VERSION or
+ * models:/NAME resolved in the workspace at or above the current directory.
+ * *path_out (mr_free) gets the file; on failure the error is printed and
+ * the exit code returned. */
+int cli_resolve_bundle(const char *arg, char **path_out);
 int cmd_data(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
 int cmd_bundle(int argc, char **argv);

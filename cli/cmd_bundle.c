@@ -127,11 +127,15 @@ int cmd_bundle(int argc, char **argv)
     mr_error err;
     mr_error_init(&err);
     mr_bundle *b = NULL;
-    if (mr_bundle_load(path, &b, &err) != MR_OK) {
+    char *file = NULL;
+    int rc = cli_resolve_bundle(path, &file);
+    if (rc != EXIT_OK) return rc;
+    if (mr_bundle_load(file, &b, &err) != MR_OK) {
         mr_log_error(&err);
+        mr_free(file);
         return EXIT_FAILED;
     }
-    int rc = EXIT_OK;
+    mr_free(file);
     if (!strcmp(sub, "inspect")) rc = inspect(b, path, json);
     else if (onnx) rc = export_onnx(b, onnx_out);
     else

@@ -47,12 +47,14 @@ typedef struct predict_opts {
     size_t n_ids, batch_rows;
     int raw, json, threads;
     char *qdefault;                                   /* owned default quarantine path */
+    char *resolved;                                   /* owned: the bundle file (a models:/ URI resolved) */
 } predict_opts;
 
 static void opts_free(predict_opts *o)
 {
     cli_free_list(o->ids);
     mr_free(o->qdefault);
+    mr_free(o->resolved);
 }
 
 /* Fills o from argv; returns EXIT_OK or the usage error's exit code. */
@@ -92,6 +94,10 @@ static int parse_args(int argc, char **argv, predict_opts *o)
         rc = cli_usage_error("predict", "--on-error takes fail or quarantine, not '%s'", on_error);
     if (rc == EXIT_OK && (o->batch_rows == 0 || o->threads < 0))
         rc = cli_usage_error("predict", "--batch-rows and -j take positive numbers");
+    if (rc == EXIT_OK) {
+        rc = cli_resolve_bundle(o->bundle_path, &o->resolved);
+        if (rc == EXIT_OK) o->bundle_path = o->resolved;
+    }
     if (rc == EXIT_OK && !strcmp(on_error, "quarantine")) {
         o->qpath = qpath;
         if (!qpath) o->qpath = o->qdefault = mr_asprintf("%s.quarantine.csv", o->output);

@@ -81,6 +81,11 @@ static void on_event(void *ctx, const mr_run_event *ev)
                 cli_safe(ev->message)); /* messages quote data */
         return;
     }
+    if (ev->kind == MR_RUN_STAGE_NOTE && !pr->quiet) {
+        mr_progress_clear();
+        fprintf(stderr, "  note    %s: %s\n", cli_safe(ev->stage), cli_safe(ev->message));
+        return;
+    }
     if (pr->quiet) {
         if (ev->kind == MR_RUN_STAGE_FAILED && pr->verbose) print_log_tail(ev->log_path, 1000);
         return;

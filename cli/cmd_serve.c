@@ -21,6 +21,9 @@ static const char serve_help[] =
     "Serves BUNDLE over HTTP/1.1: POST /v1/predict ({\"rows\": [{...}]} or {\"columns\": {...}}),\n"
     "GET /v1/model, /healthz, /readyz, /metrics (Prometheus). SIGHUP reloads the bundle\n"
     "without failing a request; SIGINT/SIGTERM answer what is queued, then stop.\n"
+    "BUNDLE is a file or a registry URI: models:/NAME@ALIAS follows the alias, and\n"
+    "models:/NAME the latest version, reloading within half a second when it moves;\n"
+    "models:/NAME/VERSION is that version (millrace model --help).\n"
     "\n"
     "options:\n"
     "  --host ADDR          IPv4 or IPv6 address to bind (default 127.0.0.1; \"::1\", \"::\", \"0.0.0.0\")\n"
@@ -145,11 +148,26 @@ int cmd_serve(int argc, char **argv)
         else return cli_usage_error("serve", "unexpected argument '%s'", a);
     }
     if (!o.bundle_path) return cli_usage_error("serve", "expected BUNDLE");
-    char *token = token_file ? read_token(token_file) : NULL;
-    if (token_file && !token) return EXIT_USAGE;
-    o.token = token;
     mr_error err;
     mr_error_init(&err);
+    /* A registry URI: serve its version's bundle from the store, and follow
+     * the alias (or the latest version) as it moves. */
+    const char *uri = mr_registry_is_uri(o.bundle_path) ? o.bundle_path : NULL;
+    mr_workspace *ws = NULL;
+    mr_model_version *mv = NULL;
+    if (uri && (mr_workspace_open(".", 1, 0, &ws, &err) != MR_OK || mr_registry_get(ws, uri, &mv, &err) != MR_OK)) {
+        mr_log_error(&err);
+        mr_workspace_close(ws);
+        return EXIT_USAGE;
+    }
+    if (mv) o.bundle_path = mv->path;
+    char *token = token_file ? read_token(token_file) : NULL;
+    if (token_file && !token) {
+        mr_model_version_free(mv);
+        mr_workspace_close(ws);
+        return EXIT_USAGE;
+    }
+    o.token = token;
     mr_pool_init(o.threads, NULL);
     struct sigaction sa;
     memset(&sa, 0, sizeof(sa));
@@ -164,10 +182,17 @@ int cmd_serve(int argc, char **argv)
     if (rc != MR_OK) {
         mr_log_error(&err);
         mr_free(token);
+        mr_model_version_free(mv);
+        mr_workspace_close(ws);
         return rc == MR_E_INVALID_ARG ? EXIT_USAGE : EXIT_FAILED;
     }
     int v6 = strchr(o.host, ':') != NULL && o.host[0] != '[';
-    printf("serving %s (version %s) on http://%s%s%s:%d  [max batch %zu, max delay %u us%s]\n", o.bundle_path,
+    char label[256];
+    if (mv)
+        snprintf(label, sizeof(label), "%s = %s version %lld", uri, mv->name, (long long)mv->version);
+    else
+        snprintf(label, sizeof(label), "%s", o.bundle_path);
+    printf("serving %s (version %s) on http://%s%s%s:%d  [max batch %zu, max delay %u us%s]\n", cli_safe(label),
            mr_server_model_version(s), v6 ? "[" : "", o.host, v6 ? "]" : "", mr_server_port(s), o.max_batch, o.max_delay_us, token ? ", token" : "");
     fflush(stdout);
     if (port_file) {
@@ -177,11 +202,41 @@ int cmd_serve(int argc, char **argv)
     }
     struct stat st0;
     int have0 = stat(o.bundle_path, &st0) == 0;
+    unsigned ticks = 0;
     while (!g_stop) {
         struct timespec ts = {0, 100 * 1000 * 1000};
         nanosleep(&ts, NULL); /* signals interrupt it; the flags are checked every 100 ms at worst */
         int reload = g_reload;
-        if (watch) {
+        if (mv && (reload || ++ticks % 5 == 0)) { /* where the URI points now: one indexed query, twice a second */
+            mr_model_version *nv = NULL;
+            mr_error e;
+            mr_error_init(&e);
+            if (mr_registry_get(ws, uri, &nv, &e) != MR_OK) {
+                if (reload) mr_log_error(&e); /* a transient failure (a locked store) just waits for the next look */
+                reload = 0;
+            } else if (nv->version != mv->version || reload) {
+                mr_error_clear(&err);
+                if (mr_server_reload_path(s, nv->path, &err) != MR_OK) {
+                    mr_log(MR_LOG_WARN, "%s moved to version %lld, which does not load: still serving version %lld",
+                           cli_safe(uri), (long long)nv->version, (long long)mv->version);
+                    mr_log_error(&err);
+                } else {
+                    printf("%s: now %s version %lld (bundle version %s)\n", cli_safe(uri), nv->name,
+                           (long long)nv->version, mr_server_model_version(s));
+                    fflush(stdout);
+                }
+                /* a version that does not load is not retried until the URI moves again (or SIGHUP) */
+                mr_model_version_free(mv);
+                mv = nv;
+                nv = NULL;
+                o.bundle_path = mv->path;
+                reload = 0;
+                g_reload = 0;
+            }
+            mr_model_version_free(nv);
+            if (!reload) continue;
+        }
+        if (watch && !mv) {
             struct stat st1;
             if (stat(o.bundle_path, &st1) == 0 &&
                 (!have0 || st1.st_ino != st0.st_ino || st1.st_size != st0.st_size ||
@@ -206,6 +261,8 @@ int cmd_serve(int argc, char **argv)
     fflush(stdout);
     mr_server_stop(s);
     mr_free(token);
+    mr_model_version_free(mv);
+    mr_workspace_close(ws);
     return EXIT_OK;
 }
 
@@ -307,8 +364,15 @@ int cmd_bench_serve(int argc, char **argv)
         return cli_usage_error("bench-serve", "--malformed and --slow together take at most all requests");
     if (port && server_opts)
         return cli_usage_error("bench-serve", "--port drives a running server: its settings are that server's");
+    char *resolved = NULL; /* a models:/ URI: its version's bundle file */
+    int rrc = cli_resolve_bundle(o.bundle_path, &resolved);
+    if (rrc != EXIT_OK) return rrc;
+    o.bundle_path = resolved;
     char *token = token_file ? read_token(token_file) : NULL;
-    if (token_file && !token) return EXIT_USAGE;
+    if (token_file && !token) {
+        mr_free(resolved);
+        return EXIT_USAGE;
+    }
     o.token = token;
     lo.token = token;
     signal(SIGPIPE, SIG_IGN);
@@ -319,6 +383,7 @@ int cmd_bench_serve(int argc, char **argv)
     if (!port && mr_server_start(&o, &s, &err) != MR_OK) {
         mr_log_error(&err);
         mr_free(token);
+        mr_free(resolved);
         return EXIT_FAILED;
     }
     char *auto_row = NULL, *body = NULL;
@@ -364,5 +429,6 @@ int cmd_bench_serve(int argc, char **argv)
     free(auto_row);
     mr_free(body);
     mr_free(token);
+    mr_free(resolved);
     return rc;
 }

@@ -198,6 +198,7 @@ static const char model_help[] =
     "usage: millrace model inspect MODEL [--json]\n"
     "       millrace model dump MODEL                     (everything, trees included, as JSON)\n"
     "       millrace model predict MODEL DATA -o OUT [--raw] [--id COL,...] [--json]\n"
+    "       millrace model register|alias|list|show|diff ...  (the model registry: millrace model list --help)\n"
     "\n"
     "predict scores DATA (.csv, .tsv, .jsonl, .parquet) and writes OUT (.csv, .tsv or\n"
     ".parquet) with one `prediction` column per model output (prediction_0.. for\n"
@@ -271,13 +272,14 @@ static int model_predict(int argc, char **argv, mr_model *m)
 
 int cmd_model(int argc, char **argv)
 {
+    if (argc >= 2 && cli_model_is_registry(argv[1])) return cli_model_registry(argc, argv);
     if (cli_wants_help(argc, argv) || argc < 3) {
         fputs(model_help, argc < 3 && !cli_wants_help(argc, argv) ? stderr : stdout);
         return argc < 3 && !cli_wants_help(argc, argv) ? EXIT_USAGE : EXIT_OK;
     }
     const char *sub = argv[1];
     if (strcmp(sub, "inspect") && strcmp(sub, "dump") && strcmp(sub, "predict"))
-        return cli_usage_error("model", "unknown subcommand '%s' (inspect, dump, predict)", sub);
+        return cli_usage_error("model", "unknown subcommand '%s' (inspect, dump, predict, register, alias, list, show, diff)", sub);
     if (argv[2][0] == '-') return cli_usage_error("model", "expected a model file before the options, got '%s'", argv[2]);
     mr_error err;
     mr_error_init(&err);

@@ -22,6 +22,7 @@
 
 #include "millrace/core.h"
 #include "millrace/bundle.h"
+#include "millrace/registry.h"
 #include "millrace/dataset.h"
 #include "millrace/image.h"
 #include "millrace/io.h"
@@ -639,9 +640,12 @@ static int bundle_init(BundleObject *self, PyObject *args, PyObject *kw)
     self->b = NULL;
     mr_error err;
     mr_error_init(&err);
-    mr_status rc;
-    Py_BEGIN_ALLOW_THREADS rc = mr_bundle_load(path, &self->b, &err);
-    Py_END_ALLOW_THREADS if (rc != MR_OK) {
+    mr_status rc = MR_OK;
+    char *resolved = NULL; /* a registry URI (models:/NAME@ALIAS): the version's bundle in the store */
+    Py_BEGIN_ALLOW_THREADS if (mr_registry_is_uri(path)) rc = mr_registry_resolve_uri(path, NULL, &resolved, NULL, &err);
+    if (rc == MR_OK) rc = mr_bundle_load(resolved ? resolved : path, &self->b, &err);
+    Py_END_ALLOW_THREADS mr_free(resolved);
+    if (rc != MR_OK) {
         raise_mr(&err);
         return -1;
     }

@@ -49,6 +49,7 @@
 #include "millrace/op.h"
 #include "millrace/spec.h"
 #include "millrace/runstore.h"
+#include "millrace/registry.h"
 #include "millrace/job.h"
 #include "millrace/pipeline.h"
 #include "millrace/serve.h"

@@ -167,6 +167,11 @@ typedef struct mr_op {
      * engine hashes each file as an input of the stage, as it does a
      * MR_PT_PATH param's, so changing one re-runs the stage. */
     size_t (*inputs_of)(const mr_value *def, const mr_value **paths, size_t max);
+    /* Optional: the file, inside its first output, that a `register: NAME`
+     * in its definition registers in the model registry (package:
+     * "model.mrb"). The engine registers it after the stage is done,
+     * executed or cached; `register` is not part of the stage's key. */
+    const char *registers;
 } mr_op;
 
 /* 1 if v is a string holding a ${stages.X...} reference: its value (a path,

@@ -107,6 +107,8 @@ typedef enum mr_run_event_kind {
     MR_RUN_STAGE_SKIPPED,     /* an upstream stage failed */
     MR_RUN_STAGE_WARNING,     /* message: a warning the stage logged */
     MR_RUN_TICK,              /* while stages run, about 20 times a second (opts->ticks) */
+    MR_RUN_STAGE_NOTE,        /* message: what the run did for the stage besides running it
+                                 ("registered churn version 3") */
 } mr_run_event_kind;
 
 typedef struct mr_run_event {

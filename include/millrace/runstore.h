@@ -1,6 +1,6 @@
 /* The run store: .millrace/runs.db (SQLite, WAL, busy timeout).
  *
- * Tables (schema version 2; docs/formats.md):
+ * Tables (schema version 3; docs/formats.md):
  *   runs(id, started, ended, status, argv, cwd, git_commit, git_dirty,
  *        params_json, overrides, smoke, pid, pid_start, n_executed, n_cached,
  *        n_failed, n_skipped, name)
@@ -12,7 +12,11 @@
  *   stage_cache(key, stage, op, key_doc, outputs_json, metrics_json, created, run_id)
  *   stat_cache(path, size, mtime_ns, ino, hash)
  *   tune_trials(run_id, stage, trial, key, status, value, record_json, created)
- * A version-1 store (before names and tags) is migrated when opened.
+ *   model_versions(name, version, artifact, bundle_version, bundle_name, created,
+ *        run_id, stage, source), model_aliases(name, alias, version, updated)
+ *        (the model registry: include/millrace/registry.h)
+ * A version-1 or -2 store (before names and tags; before the registry) is
+ * migrated when opened.
  *
  * Writes (the executor records here) and read views (the CLI, the report).
  *
@@ -158,7 +162,7 @@ mr_status mr_runstore_statcache_save(mr_runstore *rs, const mr_statcache *sc, mr
 mr_status mr_runstore_reap(mr_runstore *rs, int *n_reaped, mr_error *err);
 
 /* Artifact ids referenced by the outputs of the newest keep_runs runs
- * (keep_runs < 0: all runs). Caller frees ids and the array (mr_free).
+ * (keep_runs < 0: all runs) and by every registered model version. Caller frees ids and the array (mr_free).
  * MR_E_IO, MR_E_NOMEM. */
 mr_status mr_runstore_kept_artifacts(mr_runstore *rs, int keep_runs, char ***ids_out, size_t *n_out, mr_error *err);
 /* Drops stage-cache entries whose outputs are not all in the store, or one

@@ -194,7 +194,9 @@ def stage_loader(name, **overrides):
 
 class Bundle:
     """A model bundle (millrace.yaml's package op): Bundle(path).predict(...) gives the scores
-    millrace predict and millrace serve give, with the same preprocessing."""
+    millrace predict and millrace serve give, with the same preprocessing. path may be a
+    registry URI, models:/NAME@ALIAS, models:/NAME/VERSION or models:/NAME (the latest),
+    resolved in the workspace at or above the current directory (docs/registry.md)."""
 
     def __init__(self, path):
         self._b = _millrace.Bundle(str(path))

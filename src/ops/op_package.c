@@ -5,6 +5,7 @@
 #include "millrace/bundle.h"
 #include "millrace/model.h"
 #include "millrace/op.h"
+#include "millrace/registry.h"
 #include "ops_int.h"
 
 #include <dirent.h>
@@ -20,6 +21,8 @@ static const mr_param_def package_params[] = {
      "the fitted features transform: ${stages.X} of a features stage, an MRFT file or a directory holding one"},
     {"metrics", MR_PT_STR | MR_PT_PATH, 0, "metrics snapshot: a JSON object file or a directory with metrics.json"},
     {"name", MR_PT_STR, 0, "a name recorded in the bundle (default: the stage name)"},
+    {"register", MR_PT_STR, 0,
+     "register the bundle in the model registry as a version of this model (millrace model show NAME)"},
     {NULL, 0, 0, NULL},
 };
 
@@ -45,6 +48,12 @@ static mr_status package_settings(const mr_value *def, package_cfg *c, mr_error 
     if (rc == MR_OK && (rc = mr__check_text(vname, "name", "one line of text", 1, err)) != MR_OK)
         mr_error_hint(err, "leave name out to record the stage's name");
     c->name = rc == MR_OK && vname && vname->kind == MR_V_STR ? vname->str : NULL;
+    const mr_value *reg = mr_value_get(def, "register");
+    if (rc == MR_OK && reg && reg->kind == MR_V_STR && !mr_op_value_deferred(reg) &&
+        (rc = mr_model_name_check(reg->str, err)) != MR_OK) {
+        mr_error_at(err, NULL, reg->line, reg->col);
+        mr_error_key(err, "register");
+    }
     return rc;
 }
 
@@ -206,5 +215,6 @@ const mr_op mr_op_package = {
     .outputs = NULL,
     .run = run_package,
     .flags = MR_OP_GIT_COMMIT,
+    .registers = "model.mrb",
     .validate = validate_package,
 };

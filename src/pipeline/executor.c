@@ -14,6 +14,7 @@
  * recorded as interrupted. */
 #define _GNU_SOURCE
 #include "pipeline_int.h"
+#include "millrace/registry.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -383,6 +384,41 @@ static mr_status start_stage(run_ctx *c, size_t i, mr_error *err)
     return MR_OK;
 }
 
+/* A done stage whose op registers its output (package's register: NAME):
+ * the bundle becomes a version of NAME, with this run and stage as its
+ * makers. Cached or executed alike, so adding register: to a stage that
+ * already ran registers its bundle without running it again; the same
+ * bytes registered again are the version that holds them. A failure is a
+ * warning: the stage's result stands and is cached. */
+static void register_output(run_ctx *c, size_t i)
+{
+    const mr_stage_spec *s = &c->spec->stages[i];
+    const mr_value *reg = s->op->registers ? mr_value_get(s->def, "register") : NULL;
+    const mr__plan *p = &c->plans[i];
+    if (!reg || reg->kind != MR_V_STR || p->n_outs == 0 || c->o->dry) return;
+    char *file = mr_path_join(p->outs[0].path, s->op->registers);
+    char *abs = file ? mr_path_join(c->ws->root, file) : NULL;
+    mr_error e;
+    mr_error_init(&e);
+    int64_t version = 0;
+    int created = 0;
+    char msg[1024];
+    mr_status st = abs ? mr_registry_register(c->ws, reg->str, abs, c->run_id, s->name, &version, &created, &e)
+                       : MR_ERR(&e, MR_E_NOMEM, "out of memory");
+    if (st == MR_OK) {
+        snprintf(msg, sizeof(msg), "%s %s version %lld (%s%s/%lld)", created ? "registered" : "already registered:",
+                 reg->str, (long long)version, MR_MODEL_URI_PREFIX, reg->str, (long long)version);
+        emit(c, MR_RUN_STAGE_NOTE, i, 0, msg, NULL, NULL);
+    } else {
+        char why[768];
+        mr_error_format(&e, why, sizeof(why));
+        snprintf(msg, sizeof(msg), "registering its bundle as %s failed: %s", reg->str, why);
+        emit(c, MR_RUN_STAGE_WARNING, i, 0, msg, NULL, NULL);
+    }
+    mr_free(file);
+    mr_free(abs);
+}
+
 /* A worker exited: read its result and record the stage. */
 static void finish_stage(run_ctx *c, size_t i)
 {
@@ -442,6 +478,7 @@ static void finish_stage(run_ctx *c, size_t i)
     record_stage(c, i, &r->proc.usage, res.bytes_read, res.bytes_written);
     mr_runstore_batch_end(c->ws->rs, NULL);
     mr_job_result_deinit(&res);
+    if (r->state == ST_DONE) register_output(c, i);
 }
 
 /* 1 if the stage was ever computed (so a miss means something changed). */
@@ -515,6 +552,7 @@ static void plan_stage(run_ctx *c, size_t i)
                 emit(c, MR_RUN_STAGE_CACHED, i, 0, NULL, NULL, NULL);
                 record_cached_metrics(c, i, r->metrics_json);
                 record_stage(c, i, NULL, 0, 0);
+                register_output(c, i);
             }
             return;
         }

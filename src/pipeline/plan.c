@@ -11,7 +11,8 @@
  * op that records the workspace's commit in its output (package).
  *
  * "def" is the stage's interpolated definition without the keys that cannot
- * change a result (op, desc, resources). Canonical JSON sorts map keys
+ * change a result (op, desc, resources, and register for an op whose output
+ * the engine registers in the model registry). Canonical JSON sorts map keys
  * bytewise and prints numbers in one shortest round-trip form, so the order
  * of keys in millrace.yaml, its whitespace, comments and quoting style never
  * change a key, while any change of a value, an input's content, the op's
@@ -323,6 +324,7 @@ mr_status mr__plan_key(const mr_spec *spec, size_t i, int smoke, const char *git
     for (size_t k = 0; k < s->def->n; k++) {
         const char *key = s->def->keys[k];
         if (!strcmp(key, "op") || !strcmp(key, "desc") || !strcmp(key, "resources")) continue;
+        if (s->op->registers && !strcmp(key, "register")) continue; /* where the output is registered, not what it is */
         if (mr_value_map_set(def, key, mr_value_clone(s->def->items[k])) != MR_OK) goto oom;
     }
     for (size_t k = 0; k < p->n_ins; k++) {

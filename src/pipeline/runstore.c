@@ -16,11 +16,22 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SCHEMA_VERSION 2
+#define SCHEMA_VERSION 3
 #define BUSY_TIMEOUT_MS 30000 /* two `millrace run` may queue behind each other's commits */
 #define OPEN_RETRIES 200      /* x 10 ms: SQLITE_BUSY the busy handler does not cover */
 
-/* Schema version 2. REAL times are seconds since the epoch; sizes and inode
+/* The model registry (registry.c): versions of named models, each a bundle
+ * file in the artifact store, and the aliases that name them. */
+#define REGISTRY_SQL                                                                                        \
+    "CREATE TABLE IF NOT EXISTS model_versions("                                                          \
+    " name TEXT NOT NULL, version INTEGER NOT NULL, artifact TEXT NOT NULL, bundle_version TEXT NOT NULL," \
+    " bundle_name TEXT, created REAL NOT NULL, run_id INTEGER, stage TEXT, source TEXT,"                  \
+    " PRIMARY KEY(name, version));"                                                                       \
+    "CREATE TABLE IF NOT EXISTS model_aliases("                                                           \
+    " name TEXT NOT NULL, alias TEXT NOT NULL, version INTEGER NOT NULL, updated REAL NOT NULL,"          \
+    " PRIMARY KEY(name, alias));"
+
+/* Schema version 3. REAL times are seconds since the epoch; sizes and inode
  * numbers are stored as the int64 bit pattern of their uint64 value. */
 static const char SCHEMA_SQL[] =
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value);"
@@ -50,7 +61,8 @@ static const char SCHEMA_SQL[] =
     "CREATE INDEX IF NOT EXISTS metrics_run ON metrics(run_id);"
     "CREATE INDEX IF NOT EXISTS lineage_run ON lineage(run_id);"
     "CREATE INDEX IF NOT EXISTS stage_cache_stage ON stage_cache(stage, created);"
-    "CREATE INDEX IF NOT EXISTS runs_name ON runs(name);";
+    "CREATE INDEX IF NOT EXISTS runs_name ON runs(name);"
+    REGISTRY_SQL;
 
 /* Version 1 -> 2: run names (a column) and tags (a table). Additive: every
  * row stays as it was, and runs recorded before have no name and no tags. */
@@ -60,6 +72,9 @@ static const char MIGRATE_1_2_SQL[] =
     " run_id INTEGER NOT NULL, key TEXT NOT NULL, value TEXT, PRIMARY KEY(run_id, key));"
     "CREATE INDEX IF NOT EXISTS runs_name ON runs(name);"
     "UPDATE meta SET value = 2 WHERE key = 'schema_version';";
+
+/* Version 2 -> 3: the model registry's two tables. Additive. */
+static const char MIGRATE_2_3_SQL[] = REGISTRY_SQL "UPDATE meta SET value = 3 WHERE key = 'schema_version';";
 
 /* ---- small helpers shared by the runstore files --------------------------- */
 
@@ -340,9 +355,10 @@ static mr_status upgrade_schema(mr_runstore *rs, mr_error *err)
     if (ver == 0) {
         st = mr__runstore_exec(rs, SCHEMA_SQL, err);
         if (st == MR_OK)
-            st = mr__runstore_exec(rs, "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', 2)", err);
-    } else if (ver == 1) {
-        st = mr__runstore_exec(rs, MIGRATE_1_2_SQL, err);
+            st = mr__runstore_exec(rs, "INSERT OR REPLACE INTO meta(key, value) VALUES('schema_version', 3)", err);
+    } else if (ver == 1 || ver == 2) {
+        if (ver == 1) st = mr__runstore_exec(rs, MIGRATE_1_2_SQL, err);
+        if (st == MR_OK) st = mr__runstore_exec(rs, MIGRATE_2_3_SQL, err);
     } else {
         st = check_version(rs, ver, err);
     }

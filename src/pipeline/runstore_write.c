@@ -485,11 +485,12 @@ static mr_status collect_strings(json_t *v, mr__strvec *sv)
 
 mr_status mr_runstore_kept_artifacts(mr_runstore *rs, int keep_runs, char ***ids_out, size_t *n_out, mr_error *err)
 {
-    static const char *const sql[2] = {
+    static const char *const sql[3] = {
         "SELECT outputs_json FROM stage_runs WHERE outputs_json IS NOT NULL"
         " AND run_id IN (SELECT id FROM runs ORDER BY id DESC LIMIT ?1)",
         "SELECT artifact FROM lineage WHERE role = 'out'"
         " AND run_id IN (SELECT id FROM runs ORDER BY id DESC LIMIT ?1)",
+        "SELECT artifact FROM model_versions WHERE ?1 = ?1", /* registered bundles, whatever their age */
     };
     mr_status st = MR_OK;
     sqlite3_stmt *s = NULL;
@@ -497,14 +498,14 @@ mr_status mr_runstore_kept_artifacts(mr_runstore *rs, int keep_runs, char ***ids
     int rc = SQLITE_DONE;
     *ids_out = NULL;
     *n_out = 0;
-    for (int q = 0; q < 2 && st == MR_OK; q++) {
+    for (int q = 0; q < 3 && st == MR_OK; q++) {
         st = mr__runstore_prepare(rs, sql[q], &s, err);
         if (st != MR_OK) goto done;
         sqlite3_bind_int64(s, 1, keep_runs < 0 ? -1 : keep_runs);
         while (st == MR_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
             const char *t = (const char *)sqlite3_column_text(s, 0);
             if (!t) continue;
-            if (q == 1) {
+            if (q >= 1) {
                 st = mr__strvec_push(&sv, t);
             } else {
                 /* out of memory is not "no outputs": gc would delete what

@@ -5,6 +5,7 @@
  * someone else's is traced to the run that produced them. Values print as
  * written (the value tree keeps each scalar's text). */
 #include "pipeline_int.h"
+#include "millrace/registry.h"
 
 #include <string.h>
 
@@ -384,6 +385,26 @@ mr_status mr_pipeline_verify(mr_workspace *ws, int json, mr_buf *out, int *n_pro
             on_problem(&v, id, msg);
         }
     }
+    /* every registered model version's bundle is in the store */
+    mr_model_summary *models = NULL;
+    size_t n_models = 0;
+    rc = mr_registry_list(ws, &models, &n_models, err);
+    for (size_t m = 0; rc == MR_OK && m < n_models; m++) {
+        mr_model_version *vers = NULL;
+        size_t n_vers = 0;
+        rc = mr_registry_versions(ws, models[m].name, &vers, &n_vers, err);
+        for (size_t k = 0; rc == MR_OK && k < n_vers; k++) {
+            mr_artifact a;
+            if (mr_artifact_parse(vers[k].artifact, &a) == MR_OK && mr_store_has(ws->store, &a)) continue;
+            char msg[512];
+            snprintf(msg, sizeof(msg), "missing: the bundle of model %s version %lld is not in the store",
+                     vers[k].name, (long long)vers[k].version);
+            on_problem(&v, vers[k].artifact, msg);
+        }
+        mr_model_versions_free(vers, n_vers);
+    }
+    mr_model_summaries_free(models, n_models);
+    if (rc != MR_OK) goto done;
     size_t n_problems = json_array_size(v.problems);
     if (json) {
         json_t *doc = json_pack("{s:I,s:I,s:O,s:b}", "objects", (json_int_t)stats.n_objects, "bytes", (json_int_t)stats.n_bytes,

@@ -196,5 +196,5 @@ expect_exit 0 mr run --name after-migration
 expect_exit 0 mr runs --json
 assert_eq "$(json '[r["name"] for r in d["runs"]]' | tr '\n' ' ')" "after-migration null " "and takes named runs"
 assert_eq "$(python3 -c 'import sqlite3; print(sqlite3.connect(".millrace/runs.db").execute("select value from meta where key=\"schema_version\"").fetchone()[0])')" \
-    2 "the store is at schema version 2"
+    3 "the store is at schema version 3"
 t_done

@@ -161,7 +161,7 @@ static void test_open_twice(void **state)
     mr_runstore_close(NULL);
 
     /* A newer schema is refused with a clear error. */
-    raw_exec(f->db, "UPDATE meta SET value = 3 WHERE key = 'schema_version'");
+    raw_exec(f->db, "UPDATE meta SET value = 4 WHERE key = 'schema_version'");
     mr_error err;
     mr_error_init(&err);
     rs = (mr_runstore *)1;
@@ -404,7 +404,10 @@ static void test_migrate_v1(void **state)
     fixture *f = *state;
     raw_exec(f->db, V1_SQL);
     mr_runstore *rs = open_ok(f->db);
-    assert_int_equal(count_rows(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 2);
+    assert_int_equal(count_rows(f->db, "SELECT value FROM meta WHERE key = 'schema_version'"), 3);
+    /* ... through version 2 to 3: the registry's tables exist, empty */
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM model_versions"), 0);
+    assert_int_equal(count_rows(f->db, "SELECT count(*) FROM model_aliases"), 0);
     mr_run_detail *d = NULL;
     assert_ok(mr_runstore_run_detail(rs, 1, &d, NULL));
     assert_string_equal(d->run.status, "ok");
