@@ -89,6 +89,7 @@ int cmd_tune(int argc, char **argv);
 int cmd_bundle(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_ui(int argc, char **argv);
 int cmd_bench_serve(int argc, char **argv);
 
 #endif

@@ -35,6 +35,7 @@ static const verb verbs[] = {
     {"bundle", cmd_bundle, "inspect, verify or export (ONNX) a packaged model bundle"},
     {"predict", cmd_predict, "score CSV, Parquet or a dataset with a bundle (streaming)"},
     {"serve", cmd_serve, "serve a bundle over HTTP with micro-batching"},
+    {"ui", cmd_ui, "the run browser: runs, curves and comparisons in a local web app"},
     {"bench-serve", cmd_bench_serve, "load-test a bundle's HTTP server (latency percentiles, QPS)"},
     {"stage", cmd_stage, "run one stage from a job file (used by `millrace run`)"},
 };

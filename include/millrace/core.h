@@ -312,6 +312,18 @@ void mr_progress_clear(void);
  * candidates (borrowed). Pure functions. */
 size_t mr_edit_distance(const char *a, const char *b);
 const char *mr_closest(const char *word, const char *const *candidates, size_t n);
+/* A listening TCP socket (non-blocking, close-on-exec) on host:port: host
+ * an IPv4 or IPv6 literal ("::1" or "[::1]"), "localhost", or NULL for
+ * 127.0.0.1; port 0 picks a free one. *v6_out (may be NULL) 1 for IPv6;
+ * shown (may be NULL) gets the address as a URL shows it ("[::1]").
+ * MR_E_INVALID_ARG (not an address, a port out of range), MR_E_IO naming
+ * the address and port ("port 8080 is already in use", with a hint). */
+mr_status mr_net_listen(const char *host, int port, int *fd_out, int *v6_out, char *shown, size_t shown_len,
+                        mr_error *err);
+/* The shortest "%.Ng" text (N = 1..17) that reads back as d, for people and
+ * JSON ("0.1", "1e+20"), an integral value below 1e15 as an integer ("300");
+ * "nan", "inf", "-inf" for the others. buf_len >= 32. */
+void mr_fmt_shortest(double d, char *buf, size_t buf_len);
 
 /* ---- name index --------------------------------------------------------
  * A hash index from NUL-terminated names to ids in [0, 2^32 - 1): O(1)

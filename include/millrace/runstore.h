@@ -346,6 +346,24 @@ mr_status mr_runstore_find_outputs(mr_runstore *rs, const char *stage, const cha
                                    const char *const *ids, size_t n, int64_t *run_id_out, char **key_out,
                                    mr_error *err);
 
+/* ---- every run at once (the run browser, `millrace ui`) ------------------- */
+typedef struct mr_run_table {
+    mr_run_summary *runs; /* every run, newest first, with its tags and finals; a running run whose
+                             process is gone reads as "killed" (nothing is written) */
+    size_t n;
+} mr_run_table;
+/* Every run in three queries in one read transaction. MR_E_IO, MR_E_NOMEM.
+ * *out is the caller's (mr_run_table_free). */
+mr_status mr_runstore_all_runs(mr_runstore *rs, mr_run_table **out, mr_error *err);
+void mr_run_table_free(mr_run_table *t);
+/* 1 if another connection may have committed since *version was taken
+ * (0 the first time; SQLite's data_version), and updates *version. */
+int mr_runstore_changed(mr_runstore *rs, uint64_t *version);
+/* One metric's points of a run in step order (*steps_out, *values_out
+ * caller-freed with mr_free; NAN for a NULL value). MR_E_IO, MR_E_NOMEM. */
+mr_status mr_runstore_metric_points(mr_runstore *rs, int64_t run_id, const char *stage, const char *name,
+                                    int64_t **steps_out, double **values_out, size_t *n_out, mr_error *err);
+
 /* ---- text and JSON --------------------------------------------------------- */
 /* Appends a value as a person reads it: a scalar as written (the text it
  * was parsed from: "0.1", not 0.10000000000000001; a string without

@@ -137,6 +137,18 @@ mr_status mr_store_check(mr_store *st, const mr_artifact *a, int remove_bad, mr_
 mr_status mr_store_dir_children(mr_store *st, const mr_artifact *a, mr_artifact **children_out,
                                 size_t *n_out, mr_error *err);
 
+/* The files a directory artifact holds, with their modes and paths (its
+ * manifest, in manifest order: bytewise by path). *entries_out is the
+ * caller's (mr_store_entries_free). Errors as mr_store_dir_children. */
+typedef struct mr_store_entry {
+    mr_artifact file; /* the file's id and size */
+    unsigned mode;    /* 0644 or 0755 */
+    char *path;       /* relative to the directory */
+} mr_store_entry;
+mr_status mr_store_dir_entries(mr_store *st, const mr_artifact *a, mr_store_entry **entries_out, size_t *n_out,
+                               mr_error *err);
+void mr_store_entries_free(mr_store_entry *e, size_t n); /* NULL is a no-op */
+
 /* Verify: re-hashes every object; calls fn (on the caller's thread; id and
  * problem borrowed for the call) for each problem found: a corrupt or
  * unreadable object, a file object missing that a manifest lists, a stray

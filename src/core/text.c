@@ -6,6 +6,9 @@
 
 #include <ctype.h>
 #include <stdint.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Levenshtein distance; with `transpose`, swapping two adjacent characters
@@ -271,3 +274,19 @@ static mr_status json_escape_into(mr_buf *out, const char *s, size_t len, int qu
 mr_status mr_buf_json_text(mr_buf *out, const char *s, size_t len) { return json_escape_into(out, s, len, 1); }
 
 mr_status mr_buf_json_safe(mr_buf *out, const char *json, size_t len) { return json_escape_into(out, json, len, 0); }
+
+void mr_fmt_shortest(double d, char *buf, size_t buf_len)
+{
+    if (isnan(d) || isinf(d)) {
+        snprintf(buf, buf_len, "%s", isnan(d) ? "nan" : d < 0 ? "-inf" : "inf");
+        return;
+    }
+    if (d == floor(d) && fabs(d) < 1e15) { /* an integral value as an integer: 300, not 3e+02 */
+        snprintf(buf, buf_len, "%.0f", d);
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, buf_len, "%.*g", prec, d);
+        if (strtod(buf, NULL) == d) break;
+    }
+}

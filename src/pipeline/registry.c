@@ -742,10 +742,7 @@ static char *value_text(const mr_value *v)
 {
     if (v->kind == MR_V_FLOAT && isfinite(v->u.f)) { /* the shortest text that reads back as the same double */
         char t[40];
-        for (int prec = 1; prec <= 17; prec++) {
-            snprintf(t, sizeof(t), "%.*g", prec, v->u.f);
-            if (strtod(t, NULL) == v->u.f) break;
-        }
+        mr_fmt_shortest(v->u.f, t, sizeof(t));
         return mr_strdup(t);
     }
     mr_buf b;

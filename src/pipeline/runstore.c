@@ -421,23 +421,21 @@ void mr_runstore_close(mr_runstore *rs)
 
 /* ---- reaping -------------------------------------------------------------- */
 
-/* Whether the process that began a run is gone: no such pid, or the pid now
- * belongs to a process that started at another time. */
-static int run_process_gone(sqlite3_stmt *s)
+int mr__runstore_process_gone(sqlite3_stmt *s, int col)
 {
     int gone = 0;
-    if (sqlite3_column_type(s, 1) == SQLITE_NULL) {
+    if (sqlite3_column_type(s, col) == SQLITE_NULL) {
         gone = 1;
         goto done;
     }
-    pid_t pid = (pid_t)sqlite3_column_int64(s, 1);
+    pid_t pid = (pid_t)sqlite3_column_int64(s, col);
     if (pid <= 0 || (kill(pid, 0) != 0 && errno == ESRCH)) {
         gone = 1;
         goto done;
     }
-    if (sqlite3_column_type(s, 2) != SQLITE_NULL) {
+    if (sqlite3_column_type(s, col + 1) != SQLITE_NULL) {
         int64_t now = mr__runstore_proc_starttime((long)pid);
-        if (now >= 0 && now != sqlite3_column_int64(s, 2)) gone = 1;
+        if (now >= 0 && now != sqlite3_column_int64(s, col + 1)) gone = 1;
     }
 done:
     return gone;
@@ -453,7 +451,7 @@ mr_status mr_runstore_reap(mr_runstore *rs, int *n_reaped, mr_error *err)
     st = mr__runstore_prepare(rs, "SELECT id, pid, pid_start FROM runs WHERE status = 'running'", &s, err);
     if (st != MR_OK) goto done;
     while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-        if (!run_process_gone(s)) continue;
+        if (!mr__runstore_process_gone(s, 1)) continue;
         if (n_dead == cap) {
             size_t ncap = cap ? cap * 2 : 8;
             int64_t *nd = mr_realloc(dead, ncap * sizeof(*nd));

@@ -48,6 +48,10 @@ mr_status mr__runstore_step_done(mr_runstore *rs, sqlite3_stmt *s, const char *w
 mr_status mr__runstore_col_dup(sqlite3_stmt *s, int i, char **out, mr_error *err);
 /* Parses a positive decimal integer that fills all of s. */
 int mr__runstore_parse_pos(const char *s, int64_t *out);
+/* Whether the process that began a run is gone, from a row's pid (column
+ * col) and its start time (col + 1): no such pid, or the pid now belongs to
+ * a process that started at another time. */
+int mr__runstore_process_gone(sqlite3_stmt *s, int col);
 /* Start time of a process (clock ticks since boot, /proc/PID/stat), -1 if unknown. */
 int64_t mr__runstore_proc_starttime(long pid);
 

@@ -724,6 +724,40 @@ mr_status mr_store_dir_children(mr_store *st, const mr_artifact *a, mr_artifact 
     return MR_OK;
 }
 
+mr_status mr_store_dir_entries(mr_store *st, const mr_artifact *a, mr_store_entry **entries_out, size_t *n_out,
+                               mr_error *err)
+{
+    manifest_entry *es = NULL;
+    size_t n = 0;
+    *entries_out = NULL;
+    *n_out = 0;
+    mr_status rc = read_manifest(st, a, &es, &n, err);
+    if (rc != MR_OK) return rc;
+    mr_store_entry *out = mr_calloc(n ? n : 1, sizeof(*out));
+    if (!out) {
+        manifest_free(es, n);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        out[i].file.hash = es[i].hash;
+        out[i].file.size = es[i].size;
+        out[i].file.n_files = 1;
+        out[i].mode = es[i].mode;
+        out[i].path = es[i].rel; /* moved */
+        es[i].rel = NULL;
+    }
+    manifest_free(es, n);
+    *entries_out = out;
+    *n_out = n;
+    return MR_OK;
+}
+
+void mr_store_entries_free(mr_store_entry *e, size_t n)
+{
+    for (size_t i = 0; e && i < n; i++) mr_free(e[i].path);
+    mr_free(e);
+}
+
 static mr_status check_blob(mr_store *st, const mr_artifact *a, int remove_bad, mr_error *err)
 {
     char *obj = mr_store_object_path(st, a);

@@ -19,6 +19,7 @@ declare -A room=(
   [check]=ml [tune]=ml [bundle]=ml
   [op]=pipeline [spec]=pipeline [runstore]=pipeline [registry]=pipeline [pipeline]=pipeline [job]=pipeline
   [serve]=serve
+  [ui]=ui
   [report]=report [runreport]=report
   [millrace]=umbrella
 )
@@ -31,6 +32,7 @@ declare -A may=(
   [pipeline]="core store data ml pipeline"
   [serve]="core data ml serve"
   [report]="core store data ml pipeline report"
+  [ui]="core store data ml pipeline report ui"
   [ops]="core store data ml pipeline report ops"
 )
 

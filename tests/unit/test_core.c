@@ -16,7 +16,11 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <math.h>
 #include <stdlib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <signal.h>
@@ -1478,9 +1482,59 @@ static void test_json_text_and_safe(void **state)
     mr_buf_free(&b);
 }
 
+/* mr_fmt_shortest: the shortest text that reads back as the same double. */
+static void test_fmt_shortest(void **state)
+{
+    (void)state;
+    char b[40];
+    const double vals[] = {0.1, 1.0 / 3, 300, -2, 0, 1e20, 1e-7, 0.68421052631599999, 123456789.125, -0.5};
+    const char *want[] = {"0.1", "0.3333333333333333", "300", "-2", "0", "1e+20", "1e-07", "0.684210526316",
+                          "123456789.125", "-0.5"};
+    for (size_t k = 0; k < sizeof(vals) / sizeof(vals[0]); k++) {
+        mr_fmt_shortest(vals[k], b, sizeof(b));
+        assert_string_equal(b, want[k]);
+        assert_true(strtod(b, NULL) == vals[k]);
+    }
+    mr_fmt_shortest(NAN, b, sizeof(b));
+    assert_string_equal(b, "nan");
+    mr_fmt_shortest(-INFINITY, b, sizeof(b));
+    assert_string_equal(b, "-inf");
+}
+
+/* mr_net_listen: a free port on the loopback, a busy one named, a bad host. */
+static void test_net_listen(void **state)
+{
+    (void)state;
+    int fd = -1, fd2 = -1, v6 = 1;
+    char shown[64];
+    mr_error err;
+    mr_error_init(&err);
+    assert_ok(mr_net_listen(NULL, 0, &fd, &v6, shown, sizeof(shown), &err));
+    assert_true(fd >= 0);
+    assert_int_equal(v6, 0);
+    assert_string_equal(shown, "127.0.0.1");
+    struct sockaddr_in a;
+    socklen_t al = sizeof(a);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &al), 0);
+    int port = ntohs(a.sin_port);
+    mr_error_init(&err);
+    assert_status(mr_net_listen("localhost", port, &fd2, NULL, NULL, 0, &err), MR_E_IO);
+    char want[96];
+    snprintf(want, sizeof(want), "port %d is already in use", port);
+    assert_non_null(strstr(err.msg, want));
+    assert_int_equal(fd2, -1);
+    close(fd);
+    mr_error_init(&err);
+    assert_status(mr_net_listen("not-an-address", 0, &fd2, NULL, NULL, 0, &err), MR_E_INVALID_ARG);
+    mr_error_init(&err);
+    assert_status(mr_net_listen(NULL, 70000, &fd2, NULL, NULL, 0, &err), MR_E_INVALID_ARG);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fmt_shortest),
+        cmocka_unit_test(test_net_listen),
         cmocka_unit_test(test_status_names),
         cmocka_unit_test(test_error_first_wins),
         cmocka_unit_test(test_error_sys_appends_strerror),

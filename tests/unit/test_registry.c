@@ -32,8 +32,8 @@
 #define N_BUNDLES 6
 
 typedef struct fixture {
-    char dir[64];
-    char bundle[N_BUNDLES][128]; /* distinct bundles (names b0..b5, metrics differ) */
+    char dir[160];
+    char bundle[N_BUNDLES][256]; /* distinct bundles (names b0..b5, metrics differ) */
     mr_workspace *ws;
 } fixture;
 
@@ -48,9 +48,9 @@ static void write_text(const char *path, const char *text)
 static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof(*f));
-    snprintf(f->dir, sizeof(f->dir), "/tmp/mr_registry_XXXXXX");
+    snprintf(f->dir, sizeof(f->dir), "%s/mr_registry_XXXXXX", mr_test_tmpdir());
     if (!mkdtemp(f->dir)) return -1;
-    char path[160];
+    char path[320];
     snprintf(path, sizeof(path), "%s/millrace.yaml", f->dir);
     write_text(path, "stages: {}\n");
     snprintf(path, sizeof(path), "%s/train.csv", f->dir);
@@ -243,7 +243,7 @@ static void test_register_and_refs(void **state)
 static void test_refused_inputs(void **state)
 {
     fixture *f = *state;
-    char path[160];
+    char path[320];
     snprintf(path, sizeof(path), "%s/not_a_bundle.mrb", f->dir);
     write_text(path, "this is not a bundle");
     int64_t v = 0;
@@ -269,7 +269,7 @@ static void test_refused_inputs(void **state)
     mr_model_summaries_free(s, n);
     /* and nothing was left in the store's tmp */
     snprintf(path, sizeof(path), "%s/.millrace/tmp", f->dir);
-    char cmd[256];
+    char cmd[512];
     snprintf(cmd, sizeof(cmd), "test -z \"$(ls -A %s 2>/dev/null)\"", path);
     assert_int_equal(system(cmd), 0);
 }
