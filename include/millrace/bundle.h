@@ -69,6 +69,7 @@ typedef enum mr_bundle_section_id {
     MR_BSEC_MODEL = 3,    /* mr_model_to_bytes */
     MR_BSEC_COMPILED = 4, /* MRGP bytes (mr_gbdt_predictor_to_bytes); gbdt only */
     MR_BSEC_METRICS = 5,  /* JSON object; optional */
+    MR_BSEC_PROFILE = 6,  /* JSON: the inputs' training profile (millrace/profile.h); optional */
 } mr_bundle_section_id;
 const char *mr_bundle_section_name(uint32_t id); /* "manifest", ..., "?" (static) */
 
@@ -77,6 +78,7 @@ typedef struct mr_bundle_build {
     const mr_model *model;          /* required */
     const mr_features *features;    /* NULL: the model reads raw columns */
     const char *metrics_json;       /* a JSON object, or NULL */
+    const char *profile_json;       /* mr_profile_build's document over the bundle's inputs, or NULL */
     const char *name;               /* free text, or NULL */
     int64_t run_id;                 /* lineage; 0 = none */
     const char *stage;              /* producing stage, or NULL */
@@ -125,6 +127,7 @@ const mr_model *mr_bundle_model(const mr_bundle *b);
 const mr_features *mr_bundle_features(const mr_bundle *b);   /* NULL if none */
 const char *mr_bundle_manifest_json(const mr_bundle *b);     /* NUL-terminated */
 const char *mr_bundle_metrics_json(const mr_bundle *b);      /* "{}" if none */
+const struct mr_profile *mr_bundle_profile(const mr_bundle *b); /* the inputs' training profile; NULL if none */
 const char *mr_bundle_version_id(const mr_bundle *b);        /* 32 hex: xxh3-128 of the whole file */
 
 typedef struct mr_bundle_section_info {

@@ -3,6 +3,7 @@
  * predict, serve and evaluate. Loading only parses data; it never runs
  * anything a bundle contains. */
 #include "ml/bundle_int.h"
+#include "millrace/profile.h"
 #include "millrace/gbdt.h"
 #include "millrace/linear.h"
 
@@ -36,6 +37,7 @@ struct mr_bundle {
     mr_gbdt_predictor *pred; /* from the compiled section (gbdt) */
     char *manifest;
     char *metrics;
+    mr_profile *profile;     /* NULL: the bundle has no profile section */
     mr_bundle_input *inputs;
     size_t n_inputs;
     mr_strindex input_ix;    /* input name -> index (mr_bundle_input_index) */
@@ -54,6 +56,7 @@ const char *mr_bundle_section_name(uint32_t id)
     case MR_BSEC_MODEL: return "model";
     case MR_BSEC_COMPILED: return "compiled";
     case MR_BSEC_METRICS: return "metrics";
+    case MR_BSEC_PROFILE: return "profile";
     default: return "?";
     }
 }
@@ -251,6 +254,20 @@ mr_status mr_bundle_write(const mr_bundle_build *b, mr_buf *out, mr_error *err)
         ids[n] = MR_BSEC_METRICS;
         rc = mr_buf_puts(&body[n++], met_text);
     }
+    if (rc == MR_OK && b->profile_json) {
+        mr_profile *check = NULL; /* what a loader will refuse is never written */
+        rc = mr_profile_parse(b->profile_json, strlen(b->profile_json), &check, err);
+        for (size_t k = 0; rc == MR_OK && k < mr_profile_n_columns(check); k++) {
+            const char *nm = mr_profile_column_at(check, k)->name;
+            size_t j = 0;
+            while (j < n_in && strcmp(in[j].name, nm)) j++;
+            if (j == n_in) rc = MR_ERR(err, MR_E_SCHEMA, "the profile names '%s', which is no input of the bundle", nm);
+        }
+        mr_profile_free(check);
+        if (rc != MR_OK) goto done;
+        ids[n] = MR_BSEC_PROFILE;
+        rc = mr_buf_puts(&body[n++], b->profile_json);
+    }
     if (rc != MR_OK) {
         rc = MR_ERR(err, rc, "cannot serialise the bundle");
         goto done;
@@ -320,6 +337,7 @@ void mr_bundle_free(mr_bundle *b)
     mr_gbdt_predictor_free(b->pred);
     free(b->manifest); /* jansson-allocated */
     free(b->metrics);
+    mr_profile_free(b->profile);
     mr_free(b->inputs);
     mr_strindex_deinit(&b->input_ix);
     for (size_t k = 0; b->output_names && k < b->n_outputs; k++) mr_free(b->output_names[k]); /* NULL: its allocation failed */
@@ -409,7 +427,7 @@ static mr_status read_sections(const uint8_t *p, size_t len, size_t table_end, m
         s->offset = mr_le_get64(e + 8);
         s->length = mr_le_get64(e + 16);
         s->hash = get_hash(e + 24);
-        if (s->id < MR_BSEC_MANIFEST || s->id > MR_BSEC_METRICS)
+        if (s->id < MR_BSEC_MANIFEST || s->id > MR_BSEC_PROFILE)
             return MR_ERR(err, MR_E_CORRUPT, "section table: unknown section id %u", s->id);
         if (sx->seen[s->id]++) return sec_fail(err, s->id, MR_E_CORRUPT, "appears twice");
         if (s->offset < table_end + HASH_BYTES || s->offset > len || s->length > len - s->offset)
@@ -550,6 +568,19 @@ mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr
     if (rc == MR_OK) rc = load_inputs(b, err);
     if (rc == MR_OK) rc = check_manifest(b, (const char *)sx.body[MR_BSEC_MANIFEST], sx.len[MR_BSEC_MANIFEST], err);
     if (rc == MR_OK) rc = load_metrics_outputs(b, &sx, err);
+    if (rc == MR_OK && sx.seen[MR_BSEC_PROFILE]) {
+        rc = mr_profile_parse((const char *)sx.body[MR_BSEC_PROFILE], sx.len[MR_BSEC_PROFILE], &b->profile, err);
+        if (rc != MR_OK) rc = sec_wrap(err, MR_BSEC_PROFILE, rc, "invalid");
+        for (size_t k = 0; rc == MR_OK && k < mr_profile_n_columns(b->profile); k++) {
+            const mr_profile_column *c = mr_profile_column_at(b->profile, k);
+            ssize_t j = mr_bundle_input_index(b, c->name);
+            if (j < 0)
+                rc = MR_ERR(err, MR_E_CORRUPT, "section 'profile': column '%s' is no input of the bundle", c->name);
+            else if (c->categorical != b->inputs[j].categorical)
+                rc = MR_ERR(err, MR_E_CORRUPT, "section 'profile': column '%s' is %s in the profile, not in the schema",
+                            c->name, c->categorical ? "categorical" : "numeric");
+        }
+    }
     if (rc != MR_OK) {
         mr_bundle_free(b);
         return rc;
@@ -588,6 +619,7 @@ const mr_model *mr_bundle_model(const mr_bundle *b) { return b->model; }
 const mr_features *mr_bundle_features(const mr_bundle *b) { return b->features; }
 const char *mr_bundle_manifest_json(const mr_bundle *b) { return b->manifest; }
 const char *mr_bundle_metrics_json(const mr_bundle *b) { return b->metrics; }
+const mr_profile *mr_bundle_profile(const mr_bundle *b) { return b->profile; }
 const char *mr_bundle_version_id(const mr_bundle *b) { return b->version_id; }
 size_t mr_bundle_n_sections(const mr_bundle *b) { return b->n_sec; }
 void mr_bundle_section(const mr_bundle *b, size_t i, mr_bundle_section_info *out)

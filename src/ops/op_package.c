@@ -5,6 +5,7 @@
 #include "millrace/bundle.h"
 #include "millrace/model.h"
 #include "millrace/op.h"
+#include "millrace/profile.h"
 #include "millrace/registry.h"
 #include "ops_int.h"
 
@@ -21,6 +22,9 @@ static const mr_param_def package_params[] = {
      "the fitted features transform: ${stages.X} of a features stage, an MRFT file or a directory holding one"},
     {"metrics", MR_PT_STR | MR_PT_PATH, 0, "metrics snapshot: a JSON object file or a directory with metrics.json"},
     {"name", MR_PT_STR, 0, "a name recorded in the bundle (default: the stage name)"},
+    {"reference", MR_PT_STR | MR_PT_PATH, 0,
+     "the training data (raw rows, ${stages.split.train}): its profile goes into the bundle, for serve's input "
+     "counters and drift"},
     {"register", MR_PT_STR, 0,
      "register the bundle in the model registry as a version of this model (millrace model show NAME)"},
     {NULL, 0, 0, NULL},
@@ -38,9 +42,9 @@ typedef struct package_cfg {
 
 static mr_status package_settings(const mr_value *def, package_cfg *c, mr_error *err)
 {
-    static const char *const paths[] = {"model", "features", "metrics"};
+    static const char *const paths[] = {"model", "features", "metrics", "reference"};
     mr_status rc = MR_OK;
-    for (size_t k = 0; k < 3 && rc == MR_OK; k++)
+    for (size_t k = 0; k < 4 && rc == MR_OK; k++)
         rc = mr__check_text(mr_value_get(def, paths[k]), paths[k], "a path or ${stages.X}", 0, err);
     /* The name identifies the model wherever the bundle is shown (bundle
      * inspect, serve's /v1/model): one line of text. */
@@ -122,7 +126,10 @@ static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
 {
     const mr_value *def = ctx->def;
     const mr_value *vmodel = mr_value_get(def, "model"), *vfeat = mr_value_get(def, "features");
-    const mr_value *vmet = mr_value_get(def, "metrics");
+    const mr_value *vmet = mr_value_get(def, "metrics"), *vref = mr_value_get(def, "reference");
+    mr_table *ref = NULL;
+    mr_buf profile;
+    mr_buf_init(&profile);
     package_cfg cfg;
     mr_model *model = NULL;
     mr_features *fx = NULL;
@@ -184,6 +191,31 @@ static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
     bb.artifact_ids = art_ids;
     bb.n_artifacts = ctx->n_inputs;
     rc = mr_bundle_save(&bb, out_path, err);
+    if (rc == MR_OK && vref && vref->kind == MR_V_STR) {
+        /* the profile is over the bundle's raw inputs, which writing it derived: read them back */
+        mr_bundle *first = NULL;
+        rc = mr_bundle_load(out_path, &first, err);
+        size_t n_in = first ? mr_bundle_n_inputs(first) : 0;
+        const char **names = rc == MR_OK ? mr_calloc(n_in + 1, sizeof(*names)) : NULL;
+        int *cat = rc == MR_OK ? mr_calloc(n_in + 1, sizeof(*cat)) : NULL;
+        if (rc == MR_OK && (!names || !cat)) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        for (size_t k = 0; rc == MR_OK && k < n_in; k++) {
+            names[k] = mr_bundle_input_at(first, k)->name;
+            cat[k] = mr_bundle_input_at(first, k)->categorical;
+        }
+        if (rc == MR_OK) rc = mr__read_input(ctx, vref->str, &ref, err);
+        if (rc == MR_OK) rc = mr_profile_build(ref, names, cat, n_in, &profile, err);
+        if (rc != MR_OK) mr_error_key(err, "reference");
+        if (rc == MR_OK) {
+            bb.profile_json = profile.data;
+            rc = mr_bundle_save(&bb, out_path, err);
+        }
+        if (rc == MR_OK)
+            dprintf(ctx->log_fd, "profiled %zu inputs over %zu reference rows\n", n_in, ref ? ref->n_rows : 0);
+        mr_free(names);
+        mr_free(cat);
+        mr_bundle_free(first);
+    }
     if (rc != MR_OK) goto done;
     {
         /* Load it back: what we publish must pass the checks every reader makes. */
@@ -195,6 +227,8 @@ static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
         mr_bundle_free(check);
     }
 done:
+    mr_table_free(ref);
+    mr_buf_free(&profile);
     mr_free(art_names);
     mr_free(art_ids);
     mr_free(out_path);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "millrace/bundle.h"
+#include "millrace/profile.h"
 #include "millrace/features.h"
 #include "millrace/gbdt.h"
 #include "millrace/model.h"
@@ -421,6 +422,64 @@ static void test_bad_metrics_and_schema(void **state)
     mr_buf_free(&buf);
 }
 
+/* A profile section: written from the training table over the inputs,
+ * read back; a profile naming a column that is no input is never written,
+ * and a loader refuses one whose kinds disagree with the schema. */
+static void test_profile_section(void **state)
+{
+    fixture *f = *state;
+    mr_bundle *b = NULL;
+    assert_ok(mr_bundle_from_bytes(f->bytes.data, f->bytes.len, &b, NULL));
+    assert_null(mr_bundle_profile(b)); /* the fixture has none */
+    size_t n_in = mr_bundle_n_inputs(b);
+    const char *names[8];
+    int cat[8];
+    for (size_t i = 0; i < n_in; i++) {
+        names[i] = mr_bundle_input_at(b, i)->name;
+        cat[i] = mr_bundle_input_at(b, i)->categorical;
+    }
+    mr_table *train = make_table(500, SEED, 0);
+    mr_buf prof, bytes;
+    mr_buf_init(&prof);
+    mr_buf_init(&bytes);
+    assert_ok(mr_profile_build(train, names, cat, n_in, &prof, NULL));
+    mr_bundle_build bb;
+    mr_bundle_build_init(&bb);
+    bb.model = f->gb;
+    bb.features = f->fx;
+    bb.profile_json = prof.data;
+    assert_ok(mr_bundle_write(&bb, &bytes, NULL));
+    mr_bundle *p = NULL;
+    assert_ok(mr_bundle_from_bytes(bytes.data, bytes.len, &p, NULL));
+    assert_non_null(mr_bundle_profile(p));
+    assert_int_equal(mr_profile_n_columns(mr_bundle_profile(p)), n_in);
+    const mr_profile_column *plan = mr_profile_find(mr_bundle_profile(p), "plan");
+    assert_non_null(plan);
+    assert_true(plan->categorical && plan->n_categories == 4);
+    mr_bundle_free(p);
+    /* a profile of a column that is no input */
+    const char *wrong[] = {"id"};
+    const int wcat[] = {0};
+    mr_buf w;
+    mr_buf_init(&w);
+    assert_ok(mr_profile_build(train, wrong, wcat, 1, &w, NULL));
+    bb.profile_json = w.data;
+    mr_buf out;
+    mr_buf_init(&out);
+    mr_error err;
+    mr_error_init(&err);
+    mr_status st = mr_bundle_write(&bb, &out, &err);
+    if (st == MR_E_NOMEM) assert_status(st, MR_OK);
+    assert_int_equal(st, MR_E_SCHEMA);
+    assert_non_null(strstr(err.msg, "'id'"));
+    mr_buf_free(&out);
+    mr_buf_free(&w);
+    mr_buf_free(&prof);
+    mr_buf_free(&bytes);
+    mr_table_free(train);
+    mr_bundle_free(b);
+}
+
 /* ---- fitting values to the input schema --------------------------------------- */
 
 /* A bundle whose inputs have every column type: x (numeric), plan (string
@@ -739,6 +798,7 @@ int main(void)
         cmocka_unit_test(test_hostile_compiled),
         cmocka_unit_test(test_linear_without_features),
         cmocka_unit_test(test_bad_metrics_and_schema),
+        cmocka_unit_test(test_profile_section),
         cmocka_unit_test(test_coerce_value_rules),
         cmocka_unit_test(test_conform_table),
     };
