@@ -279,6 +279,9 @@ typedef struct mr_run_detail {
  * run), MR_E_IO, MR_E_NOMEM. *out is the caller's (mr_run_detail_free). */
 mr_status mr_runstore_run_detail(mr_runstore *rs, int64_t run_id, mr_run_detail **out, mr_error *err);
 void mr_run_detail_free(mr_run_detail *d);
+/* The same with only each metric's last point in metrics (the finals): what
+ * a page shows without a curve's every point. */
+mr_status mr_runstore_run_detail_finals(mr_runstore *rs, int64_t run_id, mr_run_detail **out, mr_error *err);
 /* The last record of stage in d (a stage recorded twice keeps its last), or NULL. */
 const mr_stage_run *mr_run_detail_stage(const mr_run_detail *d, const char *stage);
 

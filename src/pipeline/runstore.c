@@ -20,8 +20,10 @@
 #define BUSY_TIMEOUT_MS 30000 /* two `millrace run` may queue behind each other's commits */
 #define OPEN_RETRIES 200      /* x 10 ms: SQLITE_BUSY the busy handler does not cover */
 
-/* The model registry (registry.c): versions of named models, each a bundle
- * file in the artifact store, and the aliases that name them. */
+/* Version 3's additions: the model registry (registry.c) — versions of
+ * named models, each a bundle file in the artifact store, and the aliases
+ * that name them — and an index that reads one curve, or each metric's last
+ * point, in step order without sorting (the run browser). */
 #define REGISTRY_SQL                                                                                        \
     "CREATE TABLE IF NOT EXISTS model_versions("                                                          \
     " name TEXT NOT NULL, version INTEGER NOT NULL, artifact TEXT NOT NULL, bundle_version TEXT NOT NULL," \
@@ -29,7 +31,8 @@
     " PRIMARY KEY(name, version));"                                                                       \
     "CREATE TABLE IF NOT EXISTS model_aliases("                                                           \
     " name TEXT NOT NULL, alias TEXT NOT NULL, version INTEGER NOT NULL, updated REAL NOT NULL,"          \
-    " PRIMARY KEY(name, alias));"
+    " PRIMARY KEY(name, alias));"                                                                         \
+    "CREATE INDEX IF NOT EXISTS metrics_curve ON metrics(run_id, stage, name, step);"
 
 /* Schema version 3. REAL times are seconds since the epoch; sizes and inode
  * numbers are stored as the int64 bit pattern of their uint64 value. */

@@ -79,7 +79,8 @@ mr_status mr__runstore_fill_summary(sqlite3_stmt *s, mr_run_summary *r, mr_error
     if (st == MR_OK) st = mr__runstore_col_dup(s, 8, &r->overrides, err);
     if (st == MR_OK) st = mr__runstore_col_dup(s, 13, &r->cwd, err);
     if (st == MR_OK) st = mr__runstore_col_dup(s, 15, &r->name, err);
-    if (st == MR_OK) st = mr__runstore_parse_json((const char *)sqlite3_column_text(s, 14), &r->params, err);
+    if (st == MR_OK && r->params == NULL)
+        st = mr__runstore_parse_json((const char *)sqlite3_column_text(s, 14), &r->params, err);
     return st;
 }
 
@@ -389,6 +390,36 @@ mr_status mr_runstore_run_detail(mr_runstore *rs, int64_t run_id, mr_run_detail 
     if (st == MR_OK) st = load_points(rs, d, err);
     if (st == MR_OK) st = load_lineage(rs, d, err);
 done:
+    if (st != MR_OK) {
+        mr_run_detail_free(d);
+        d = NULL;
+    }
+    *out = d;
+    return st;
+}
+
+mr_status mr_runstore_run_detail_finals(mr_runstore *rs, int64_t run_id, mr_run_detail **out, mr_error *err)
+{
+    mr_status st = MR_OK;
+    mr_run_detail *d = mr_calloc(1, sizeof(*d));
+    *out = NULL;
+    if (!d) return mr__runstore_nomem(err);
+    st = mr_runstore_reap(rs, NULL, err);
+    if (st == MR_OK) st = load_summary(rs, run_id, 1, &d->run, err);
+    if (st == MR_OK) st = load_stages(rs, d, err);
+    if (st == MR_OK && d->run.n_finals) { /* each metric's last point, from the finals */
+        d->metrics = mr_calloc(d->run.n_finals, sizeof(*d->metrics));
+        if (!d->metrics) st = mr__runstore_nomem(err);
+        for (size_t i = 0; st == MR_OK && i < d->run.n_finals; i++) {
+            mr_run_point *p = &d->metrics[d->n_metrics++];
+            p->stage = mr_strdup(d->run.finals[i].stage);
+            p->name = mr_strdup(d->run.finals[i].name);
+            p->step = d->run.finals[i].step;
+            p->value = d->run.finals[i].value;
+            if (!p->stage || !p->name) st = mr__runstore_nomem(err);
+        }
+    }
+    if (st == MR_OK) st = load_lineage(rs, d, err);
     if (st != MR_OK) {
         mr_run_detail_free(d);
         d = NULL;

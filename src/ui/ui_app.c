@@ -117,20 +117,34 @@ static ui_col *column(snapshot *s, const char *name)
     return c;
 }
 
+/* A number; its text only when it has one as written (a param), else made
+ * only if the column turns out to hold text too (finish_texts). */
 static mr_status set_num(snapshot *s, const char *name, size_t row, double v, const char *text)
 {
     ui_col *c = column(s, name);
     if (!c) return MR_E_NOMEM;
-    char buf[40];
-    if (!text) {
-        mr_fmt_shortest(v, buf, sizeof(buf));
-        text = buf;
-    }
     c->num[row] = v;
     c->has[row] = 1;
     mr_free(c->text[row]);
-    c->text[row] = mr_strdup(text);
-    return c->text[row] ? MR_OK : MR_E_NOMEM;
+    c->text[row] = text ? mr_strdup(text) : NULL;
+    return !text || c->text[row] ? MR_OK : MR_E_NOMEM;
+}
+
+/* A column of numbers and text is text: its numbers get their shortest text. */
+static mr_status finish_texts(snapshot *s)
+{
+    size_t n = s->t->n;
+    for (size_t k = 0; k < s->n_cols; k++) {
+        ui_col *c = s->cols[k];
+        if (c->numeric) continue;
+        for (size_t i = 0; i < n; i++) {
+            if (!c->has[i] || c->text[i]) continue;
+            char buf[40];
+            mr_fmt_shortest(c->num[i], buf, sizeof(buf));
+            if (!(c->text[i] = mr_strdup(buf))) return MR_E_NOMEM;
+        }
+    }
+    return MR_OK;
 }
 
 static mr_status set_text(snapshot *s, const char *name, size_t row, const char *text)
@@ -215,6 +229,7 @@ static mr_status build_snapshot(mr_ui_app *a, snapshot **out, mr_error *err)
     /* "id" and "seconds" stay numeric; a fixed text column is text even when empty */
     for (size_t k = 0; st == MR_OK && k < s->n_fixed; k++)
         if (strcmp(s->cols[k]->name, "id") && strcmp(s->cols[k]->name, "seconds")) s->cols[k]->numeric = 0;
+    if (st == MR_OK) st = finish_texts(s);
     if (st != MR_OK) {
         if (!mr_error_is_set(err)) MR_ERR(err, st, "out of memory building the runs table");
         snapshot_free(s);
@@ -761,23 +776,9 @@ static void api_run(mr_ui_app *a, mr_ui_arg_fn arg, void *ctx, mr_ui_response *o
     mr_buf doc;
     mr_buf_init(&doc);
     /* the run's stages, finals and lineage; the curves' points come from /api/curves */
-    mr_status st = mr_runstore_run_detail(a->ws->rs, id, &d, &err);
-    if (st == MR_OK) { /* every point of every curve would be megabytes: "metrics" keeps each one's last
-                          (points ordered by stage, name, step), the page asks /api/curves for the rest */
-        size_t k = 0;
-        for (size_t i = 0; i < d->n_metrics; i++) {
-            mr_run_point *p = &d->metrics[i];
-            int last = i + 1 == d->n_metrics || strcmp(p->stage, d->metrics[i + 1].stage) ||
-                       strcmp(p->name, d->metrics[i + 1].name);
-            if (!last) {
-                mr_free(p->stage);
-                mr_free(p->name);
-                continue;
-            }
-            d->metrics[k++] = *p;
-        }
-        d->n_metrics = k;
-    }
+    /* every point of every curve would be megabytes: "metrics" holds each one's last point, the page
+     * asks /api/curves for the rest */
+    mr_status st = mr_runstore_run_detail_finals(a->ws->rs, id, &d, &err);
     if (st != MR_OK) {
         error_from(out, &err);
         return;

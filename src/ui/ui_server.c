@@ -37,6 +37,13 @@ static const char *arg_of(void *ctx, const char *key)
     return MHD_lookup_connection_value((struct MHD_Connection *)ctx, MHD_GET_ARGUMENT_KIND, key);
 }
 
+static const char *no_args(void *ctx, const char *key)
+{
+    (void)ctx;
+    (void)key;
+    return NULL;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
@@ -92,6 +99,11 @@ mr_status mr_ui_start(const mr_ui_opts *o, mr_ui **out, mr_error *err)
     pthread_mutex_init(&u->mu, NULL);
     int fd = -1, v6 = 0;
     mr_status st = mr_ui_app_open(o->dir, &u->app, err);
+    if (st == MR_OK) { /* the runs snapshot is built now, not for the first visitor (0.7 s at 10,000 runs) */
+        mr_ui_response warm;
+        mr_ui_app_handle(u->app, "GET", "/api/columns", no_args, NULL, &warm);
+        mr_buf_free(&warm.body);
+    }
     if (st == MR_OK) st = mr_net_listen(o->host, o->port, &fd, &v6, NULL, 0, err);
     if (st == MR_OK) {
         unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG;
