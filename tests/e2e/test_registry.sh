@@ -78,6 +78,10 @@ expect_exit 0 mr bundle inspect models:/e2e@production --json
 assert_eq "$(json 'd["version_id"]')" "$v1_bundle" "bundle inspect models:/NAME@ALIAS"
 expect_exit 0 mr bundle export-onnx models:/e2e -o m.onnx
 assert_file m.onnx "bundle export-onnx models:/NAME"
+if [ ! -f "$(dirname "$MR_BIN")/python/millrace/__init__.py" ]; then
+    # sanitizer builds do not build the Python package (CMakeLists.txt); make test does
+    echo "note [$T_NAME] this build has no Python package: the Python URI check runs in make test only"
+else
 run_cmd env PYTHONPATH="$(dirname "$MR_BIN")/python" /usr/bin/python3 -c '
 import csv, millrace
 b = millrace.Bundle("models:/e2e/2")
@@ -94,6 +98,7 @@ print(b.version)
 '
 assert_eq "$T_RC" 0 "Python: Bundle(models:/e2e/2).predict = millrace predict ($T_ERR)"
 assert_eq "$T_OUT" "$v2_bundle" "Python: the URI loads version 2"
+fi
 
 # ---- the CLI's register copies, and refuses what is no bundle ---------------------------------
 cp out/pkg/model.mrb ext.mrb
