@@ -3,7 +3,9 @@
 # The python3-* packages are test oracles and benchmark peers (XGBoost,
 # scikit-learn, pandas) and the doc tests' YAML reader (PyYAML); chromium
 # renders the HTML report in its test; bc, time, curl and wrk serve the
-# tests and bench/. None of them is a runtime dependency of millrace.
+# tests and bench/; python3-requests is the HTTP client of the serving
+# protocols' test (tests/e2e/test_serve_protocols.sh). None of them is a
+# runtime dependency of millrace.
 # python3-dev builds the Python package (python/); python3-torch tests its
 # PyTorch adapter and trains examples/images on dataset-fashion-mnist;
 # python3-torchvision (--bench) is bench/images' DataLoader peer;
@@ -39,7 +41,7 @@ PKGS="build-essential cmake pkg-config git \
 libyaml-dev libxxhash-dev libsqlite3-dev libjansson-dev libcmocka-dev \
 libsnappy-dev libzstd-dev liblz4-dev zlib1g-dev libmicrohttpd-dev libarchive-dev libjpeg62-turbo-dev libpng-dev \
 sqlite3 python3 procps coreutils \
-python3-dev python3-pil python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml python3-torch dataset-fashion-mnist curl wrk bc time \
+python3-dev python3-pil python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml python3-torch python3-requests dataset-fashion-mnist curl wrk bc time \
 chromium"
 if [ "$BENCH" = 1 ]; then
     PKGS="$PKGS python3-optuna python3-torchvision"

@@ -11,9 +11,17 @@
 #      response, without parsing or predicting (bench-serve --floor), max QPS
 #   2. max sustained QPS, closed loop, batching on, and with --max-batch 1
 #   3. p50/p99 at 5,000 req/s open loop (micro-batching on: max batch 256, 200 us)
+#   4. the protocols: the same row as /v1/predict, MLflow's /invocations
+#      (dataframe_split) and the Open Inference Protocol's
+#      /v2/models/NAME/infer (one [1, n_inputs] FP64 tensor), each max QPS
+#      closed loop and p99 at 5,000 req/s, through one `millrace serve`
+#      process and the same load generator (tests/mr_loadtool); the three
+#      answers are checked to hold the same number first
 # Every run is bounded (BENCH_SECONDS each, default 5).
 # Last line: RESULT serve vs_floor=<predict max QPS / floor max QPS>
 #   p99_ms_at_5000=<ms> batching_qps_gain=<on/off> floor_qps=<q> predict_qps=<q>
+#   invocations_vs_v1=<max QPS ratio> v2_vs_v1=<max QPS ratio>
+#   invocations_p99_ms_at_5000=<ms> v2_p99_ms_at_5000=<ms> v1_p99_ms_at_5000_process=<ms>
 # (targets, issue 19: vs_floor >= 0.8, p99 <= 1 ms).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,8 +67,59 @@ for k in floor on off open; do
             "$(j $f p90_ms)" "$(j $f p99_ms)" "$(j $f max_ms)" "$("$PY" -c "import json; d=json.load(open('$f')); print(d['non_2xx']+d['errors'])")"
     done
 done
+# 4. the protocols, against one server process
+tool=$(dirname "$mr")/tests/mr_loadtool
+[ -x "$tool" ] || { echo "bench/serve: no $tool (build the tests)" >&2; exit 2; }
+"$mr" serve "$bundle" --port 0 --port-file port.txt --max-queue 100000 >serve.log 2>&1 &
+spid=$!
+trap 'kill $spid 2>/dev/null; chmod -R u+w "$ws"; rm -rf "$ws"' EXIT
+for i in $(seq 100); do [ -s port.txt ] && break; sleep 0.1; done
+port=$(cat port.txt)
+"$PY" - "$port" <<'PY' || { echo "bench/serve: FAIL: the protocols do not answer the same number" >&2; exit 1; }
+import json, re, sys, urllib.request
+base = f"http://127.0.0.1:{sys.argv[1]}"
+man = json.load(urllib.request.urlopen(base + "/v1/model"))["manifest"]
+name = man.get("name") or ""
+name = name if re.fullmatch(r"[A-Za-z0-9._-]{1,128}", name) else "model"
+cols = [i["name"] for i in man["inputs"]]
+row = [0.5] * len(cols)
+bodies = {"v1": {"rows": [dict(zip(cols, row))]},
+          "inv": {"dataframe_split": {"columns": cols, "data": [row]}},
+          "v2": {"inputs": [{"name": "input", "shape": [1, len(cols)], "datatype": "FP64", "data": row}]}}
+paths = {"v1": "/v1/predict", "inv": "/invocations", "v2": f"/v2/models/{name}/infer"}
+got = {}
+for k, b in bodies.items():
+    open(f"body.{k}.json", "w").write(json.dumps(b))
+    open(f"path.{k}", "w").write(paths[k])
+    req = urllib.request.Request(base + paths[k], json.dumps(b).encode(), {"Content-Type": "application/json"})
+    a = json.loads(urllib.request.urlopen(req).read(), parse_float=str)
+    got[k] = a["predictions"][0] if k != "v2" else a["outputs"][0]["data"][0]
+print("# one row through each protocol:", got)
+sys.exit(0 if len(set(got.values())) == 1 else 1)
+PY
+for ((r = 1; r <= REP; r++)); do
+    for k in v1 inv v2; do
+        "$tool" "$port" "$(cat path.$k)" body.$k.json 0 "$SECS" "$CONN" >p_max_$k.$r.json || exit 1
+        "$tool" "$port" "$(cat path.$k)" body.$k.json 5000 "$SECS" "$CONN" >p_open_$k.$r.json || exit 1
+    done
+done
+kill -TERM "$spid"
+wait "$spid"
+for k in v1 inv v2; do
+    for ((r = 1; r <= REP; r++)); do
+        for m in max open; do
+            f=p_${m}_$k.$r.json
+            printf '%-28s %3d %10.0f %9.3f %9.3f %9.3f %9.3f %8s\n' "$(cat path.$k | cut -c1-18) $m" "$r" "$(j $f achieved_qps)" \
+                "$(j $f p50_ms)" "$(j $f p90_ms)" "$(j $f p99_ms)" "$(j $f max_ms)" \
+                "$("$PY" -c "import json; d=json.load(open('$f')); print(d['non_2xx']+d['errors'])")"
+        done
+    done
+done
 # medians over the repeats
 med() { "$PY" -c "import json,statistics; print(statistics.median(json.load(open(f'$1.{r}.json'))['$2'] for r in range(1, $REP + 1)))"; }
 floor=$(med floor achieved_qps) on=$(med on achieved_qps) off=$(med off achieved_qps) p99=$(med open p99_ms)
+pv1=$(med p_max_v1 achieved_qps) pinv=$(med p_max_inv achieved_qps) pv2=$(med p_max_v2 achieved_qps)
+p99v1=$(med p_open_v1 p99_ms) p99inv=$(med p_open_inv p99_ms) p99v2=$(med p_open_v2 p99_ms)
+echo "# protocols, medians of $REP: /v1/predict $pv1 req/s (p99 $p99v1 ms at 5000), /invocations $pinv ($p99inv ms), /v2 infer $pv2 ($p99v2 ms)"
 echo "# medians of $REP: floor $floor req/s, predict $on req/s (batching on), $off req/s (max-batch 1), p99 at 5000 req/s $p99 ms"
-echo "RESULT serve vs_floor=$("$PY" -c "print(round($on / $floor, 3))") p99_ms_at_5000=$p99 batching_qps_gain=$("$PY" -c "print(round($on / $off, 2))") floor_qps=$("$PY" -c "print(round($floor))") predict_qps=$("$PY" -c "print(round($on))")"
+echo "RESULT serve vs_floor=$("$PY" -c "print(round($on / $floor, 3))") p99_ms_at_5000=$p99 batching_qps_gain=$("$PY" -c "print(round($on / $off, 2))") floor_qps=$("$PY" -c "print(round($floor))") predict_qps=$("$PY" -c "print(round($on))") invocations_vs_v1=$("$PY" -c "print(round($pinv / $pv1, 3))") v2_vs_v1=$("$PY" -c "print(round($pv2 / $pv1, 3))") invocations_p99_ms_at_5000=$p99inv v2_p99_ms_at_5000=$p99v2 v1_p99_ms_at_5000_process=$p99v1"

@@ -3,7 +3,9 @@
  * threads, queued, gathered into micro-batches bounded by rows and delay,
  * scored with mr_bundle_predict_table (the path `millrace predict` uses), and
  * answered in order. A reload swaps the bundle between batches, so no
- * request fails during the swap. Also a small keep-alive load generator for
+ * request fails during the swap. Beside /v1/predict it speaks MLflow's
+ * scoring protocol (/invocations) and the Open Inference Protocol (/v2),
+ * scored the same way. Also a small keep-alive load generator for
  * `millrace bench-serve`. docs/serve.md has the endpoints and the essay.
  *
  * Example:
@@ -62,7 +64,8 @@ typedef struct mr_server_opts {
                                  while answering; default 30 */
     unsigned request_timeout_s; /* from a request's headers to its last body byte; slower is closed;
                                    default 30 */
-    int constant_response;    /* 1: /v1/predict reads each body whole and answers one fixed 200 response
+    int constant_response;    /* 1: /v1/predict (and the protocols' scoring endpoints) read each body whole
+                                 and answer one fixed 200 response
                                  without parsing or predicting, through the same connections, threads
                                  and replies: the floor of the design, what bench/serve divides by
                                  (vs_floor); never for serving models */

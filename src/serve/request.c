@@ -59,6 +59,8 @@ void mr__serve_head_add(mr__serve_head *h, const char *name, const char *value)
     } else if (!strcasecmp(name, "Authorization")) {
         if (h->n_authorization == 0) h->authorization = value;
         h->n_authorization++;
+    } else if (!strcasecmp(name, "Content-Type")) {
+        if (!h->content_type) h->content_type = value;
     }
 }
 
@@ -93,7 +95,7 @@ void mr__serve_check_head(const mr__serve_head *h, const char *method, const cha
               : !strcmp(url, "/metrics")    ? MR__EP_METRICS
               : !strcmp(url, "/v1/model")   ? MR__EP_MODEL
               : !strcmp(url, "/v1/predict") ? MR__EP_PREDICT
-                                            : MR__EP_NONE;
+                                            : mr__proto_route(url, &out->target);
     /* Framing (RFC 9112 section 6). A request whose length two parties
      * could read differently is refused and its connection closed: that is
      * what request smuggling behind a proxy lives on. */
@@ -115,15 +117,30 @@ void mr__serve_check_head(const mr__serve_head *h, const char *method, const cha
     }
     switch (out->ep) {
     case MR__EP_NONE:
-        return verdict(out, 404, "no such endpoint (try /v1/predict, /v1/model, /healthz, /readyz, /metrics)", 0);
+        return verdict(out, 404,
+                       "no such endpoint (try /v1/predict, /v1/model, /healthz, /readyz, /metrics, /invocations, /v2)", 0);
     case MR__EP_METRICS:
     case MR__EP_MODEL:
+    case MR__EP_PING:
+    case MR__EP_VERSION:
+    case MR__EP_V2_LIVE:
+    case MR__EP_V2_READY:
+    case MR__EP_V2_SERVER:
+    case MR__EP_V2_MODEL:
+    case MR__EP_V2_MODEL_READY:
         if (!get) verdict(out, 405, "use GET", 0);
         return;
     case MR__EP_PREDICT:
+    case MR__EP_INVOCATIONS:
+    case MR__EP_V2_INFER:
         if (!post) return verdict(out, 405, "use POST", 0);
         if (out->body_len != MR__BODY_CHUNKED && out->body_len > max_body)
             return verdict(out, 413, "request body too large", 0);
+        if (out->ep == MR__EP_INVOCATIONS) {
+            const char *msg = NULL;
+            int st = mr__proto_content_type(h->content_type, &out->csv, &msg);
+            if (st) return verdict(out, st, msg, 0);
+        }
         return;
     default:
         return;
@@ -229,6 +246,8 @@ static void json_str_utf8(mr_buf *b, const char *s)
     mr_buf_puts(b, "\"");
 }
 
+void mr__serve_json_str(mr_buf *out, const char *s) { json_str_utf8(out, s); }
+
 void mr__serve_error_json(mr_buf *out, const char *msg, const char *field, long row)
 {
     mr_buf_puts(out, "{\"error\": ");
@@ -312,6 +331,8 @@ void mr__serve_req_clear(mr__serve_req *req)
 {
     json_decref(req->doc);
     req->doc = NULL;
+    json_decref(req->reply);
+    req->reply = NULL;
 }
 
 /* ---- fitting rows and scoring ----------------------------------------------------------- */
@@ -327,7 +348,8 @@ static int set_error(mr__serve_job *j, int status, const char *msg, const char *
 {
     j->status = status;
     j->body.len = 0;
-    mr__serve_error_json(&j->body, msg, field, row);
+    if (j->req.proto) j->status = mr__proto_error_json(&j->body, j->req.proto, status, msg);
+    else mr__serve_error_json(&j->body, msg, field, row);
     return -1;
 }
 
@@ -377,7 +399,12 @@ static int job_fill(mr__serve_job *j, const mr_bundle *b, mr_column **cols, int 
             mr_cell cell;
             mr_bundle_bad bad;
             const mr_cell *v = json_cell(req_value(&j->req, mr_bundle_input_at(b, i)->name, r), &cell);
-            mr_status st = mr_bundle_coerce_value(b, i, v, 0, dry ? NULL : cols[i], &bad);
+            if (!v && j->req.absent_null) {
+                memset(&cell, 0, sizeof(cell));
+                cell.kind = MR_CELL_NULL;
+                v = &cell;
+            }
+            mr_status st = mr_bundle_coerce_value(b, i, v, j->req.text, dry ? NULL : cols[i], &bad);
             if (st == MR_E_PARSE) {
                 char msg[512];
                 bad.row = r;
@@ -395,6 +422,8 @@ static void fmt_double(mr_buf *b, double v)
     if (isnan(v) || isinf(v)) mr_buf_puts(b, "null");
     else mr_buf_printf(b, "%.17g", v);
 }
+
+void mr__serve_json_double(mr_buf *out, double v) { fmt_double(out, v); }
 
 void mr__serve_score(mr__serve_job *const *jobs, size_t n_jobs, const mr_bundle *b, const char *version, int threads,
                      size_t *rows_out)
@@ -439,6 +468,11 @@ void mr__serve_score(mr__serve_job *const *jobs, size_t n_jobs, const mr_bundle 
         }
         j->status = 200;
         j->body.len = 0;
+        if (j->req.proto) { /* a protocol's answer, from the same predictions */
+            mr__proto_answer(&j->body, &j->req, b, version, pred ? pred + at * k : NULL, k);
+            at += j->req.n_rows;
+            continue;
+        }
         mr_buf_puts(&j->body, "{\"model_version\": ");
         json_str_utf8(&j->body, version);
         mr_buf_puts(&j->body, ", \"predictions\": [");

@@ -25,8 +25,17 @@
  * the start of each batch. A reload loads the new file outside the lock,
  * then swaps the pointer and moves the old bundle to a retired list; the
  * batcher frees retired bundles at the start of its next batch, when it no
- * longer uses them. Queued requests are never dropped, so a swap fails no
- * request.
+ * longer uses them (nor an inline request, nor a protocol request whose
+ * parse reads the schema: those pin the bundle they read). Queued requests
+ * are never dropped, so a swap fails no request.
+ *
+ * Protocols. /invocations (MLflow) and /v2/models/NAME/infer (Open
+ * Inference Protocol) go the way of /v1/predict, with its limits, token,
+ * queue, batches and metrics: protocol.c turns their body into the same
+ * request (reading the bundle's schema, for rows given in schema order)
+ * and their scored rows into their answer; here only their paths, their
+ * metadata GETs and the model name in a /v2 path (a 404 from the headers)
+ * differ.
  *
  * What a client can hold. Everything a client costs the server is bounded
  * before it is spent:
@@ -107,8 +116,8 @@ static const double lat_bounds[N_LAT_BUCKETS] = {0.0001, 0.00025, 0.0005, 0.001,
                                                  0.025,  0.05,    0.1,    0.25,  0.5,   1.0,  2.5};
 #define N_BATCH_BUCKETS 10
 static const double batch_bounds[N_BATCH_BUCKETS] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 1024};
-#define N_CODES 10
-static const int codes[N_CODES] = {200, 400, 401, 404, 405, 413, 422, 500, 501, 503};
+#define N_CODES 11
+static const int codes[N_CODES] = {200, 400, 401, 404, 405, 413, 415, 422, 500, 501, 503};
 
 typedef struct job {
     mr__serve_job base; /* first member: the batcher's array holds &base */
@@ -158,12 +167,15 @@ struct mr_server {
     int stopping;
     int busy;          /* the batcher holds a batch (from its first job to its answers; under mu) */
     int inline_n;      /* requests being scored in their connection's thread (under mu) */
+    int pinned;        /* protocol requests reading the bundle's schema while they parse (under mu) */
     unsigned http_threads; /* the pool's event-loop threads: in-place scoring needs another one free */
     mr_bundle *cur;
-    retired *old;      /* bundles replaced by a reload: freed once neither the batcher nor an inline
-                          request can be using one (busy == 0 and inline_n == 0) */
+    retired *old;      /* bundles replaced by a reload: freed once neither the batcher nor an inline or
+                          parsing request can be using one (busy == 0, inline_n == 0, pinned == 0) */
     mr__serve_job **batch; /* the batcher's array of jobs (max_batch, at most 4096) */
     char version[MR_HASH_HEX_LEN + 1];
+    char model_name[MR__MODEL_NAME_MAX + 1];    /* /v2/models/NAME (mr__proto_model_name; under mu) */
+    char model_name_of[MR_HASH_HEX_LEN + 1];    /* the version whose name it is ("" until computed) */
     uint64_t reloads;
     /* connections (under conn_mu) */
     pthread_mutex_t conn_mu;
@@ -179,6 +191,7 @@ struct mr_server {
     /* metrics (under stats_mu) */
     pthread_mutex_t stats_mu;
     uint64_t by_code[N_CODES + 1]; /* last: other */
+    uint64_t by_endpoint[MR__EP_COUNT]; /* MR__EP_NONE: unknown paths */
     uint64_t lat_count[N_LAT_BUCKETS + 1];
     double lat_sum;
     uint64_t batch_count[N_BATCH_BUCKETS + 1];
@@ -194,6 +207,8 @@ typedef struct conn {
     int too_large;    /* a chunked body over max_body: read on, keep nothing, 413 */
     int over_budget;  /* a chunked body past the memory budget: read on, keep nothing, 503 */
     size_t reserved;  /* bytes of the budget this request holds */
+    mr__serve_endpoint ep; /* from the headers (mr__serve_check_head): the answer's shape, the metrics */
+    int csv;          /* /invocations: a text/csv body */
     slot *sl;         /* its connection's slot; NULL if untracked */
     job *job;         /* the queued or answered prediction of this request */
 } conn;
@@ -215,9 +230,10 @@ void mr_server_opts_init(mr_server_opts *o)
 
 /* ---- metrics ---------------------------------------------------------------- */
 
-static void record(mr_server *s, int status, double secs)
+static void record(mr_server *s, mr__serve_endpoint ep, int status, double secs)
 {
     pthread_mutex_lock(&s->stats_mu);
+    s->by_endpoint[ep < MR__EP_COUNT ? ep : MR__EP_NONE]++;
     size_t c = N_CODES;
     for (size_t k = 0; k < N_CODES; k++)
         if (codes[k] == status) c = k;
@@ -263,6 +279,12 @@ static void metrics_text(mr_server *s, mr_buf *out)
         if (k < N_CODES) mr_buf_printf(out, "millrace_requests_total{code=\"%d\"} %llu\n", codes[k], (unsigned long long)s->by_code[k]);
         else mr_buf_printf(out, "millrace_requests_total{code=\"other\"} %llu\n", (unsigned long long)s->by_code[k]);
     }
+    mr_buf_puts(out, "# HELP millrace_endpoint_requests_total HTTP requests answered, by endpoint (its path; "
+                     "\"other\": paths the server does not have).\n"
+                     "# TYPE millrace_endpoint_requests_total counter\n");
+    for (size_t e = 0; e < MR__EP_COUNT; e++)
+        mr_buf_printf(out, "millrace_endpoint_requests_total{endpoint=\"%s\"} %llu\n",
+                      mr__serve_endpoint_label((mr__serve_endpoint)e), (unsigned long long)s->by_endpoint[e]);
     mr_buf_puts(out, "# HELP millrace_request_duration_seconds Time from request arrival to response.\n"
                      "# TYPE millrace_request_duration_seconds histogram\n");
     uint64_t cum = 0;
@@ -345,8 +367,10 @@ static void *batcher_main(void *arg)
     char version[MR_HASH_HEX_LEN + 1];
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->head && !s->stopping && !(s->old && !s->inline_n)) pthread_cond_wait(&s->work_cv, &s->mu);
-        while (s->old && !s->inline_n) { /* not in use: the previous batch is finished, no inline scoring */
+        while (!s->head && !s->stopping && !(s->old && !s->inline_n && !s->pinned))
+            pthread_cond_wait(&s->work_cv, &s->mu);
+        while (s->old && !s->inline_n && !s->pinned) { /* not in use: the previous batch is finished, no inline
+                                                         scoring, no parse reading a schema */
             retired *r = s->old;
             s->old = r->next;
             mr_bundle_free(r->b);
@@ -580,7 +604,7 @@ static enum MHD_Result reply_full(mr_server *s, struct MHD_Connection *c, conn *
     if (close) MHD_add_response_header(r, "Connection", "close");
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
-    record(s, status, cc ? mr_now() - cc->t0 : 0);
+    record(s, cc ? cc->ep : MR__EP_NONE, status, cc ? mr_now() - cc->t0 : 0);
     return ret;
 }
 
@@ -606,7 +630,8 @@ static enum MHD_Result reply_error_close(mr_server *s, struct MHD_Connection *c,
 {
     mr_buf b;
     mr_buf_init(&b);
-    mr__serve_error_json(&b, msg, NULL, -1);
+    /* in the shape of the endpoint's protocol (/v1's, MLflow's, OIP's) */
+    status = mr__proto_error_json(&b, mr__proto_of(cc ? cc->ep : MR__EP_NONE), status, msg);
     enum MHD_Result r = reply_json(s, c, cc, status, &b, close);
     mr_buf_free(&b);
     return r;
@@ -617,7 +642,8 @@ static enum MHD_Result reply_error(mr_server *s, struct MHD_Connection *c, conn 
     return reply_error_close(s, c, cc, status, msg, 0);
 }
 
-static enum MHD_Result handle_predict(mr_server *s, struct MHD_Connection *c, conn *cc)
+/* The final call of a request with a body; pc: a protocol's (NULL: /v1/predict). */
+static enum MHD_Result handle_body(mr_server *s, struct MHD_Connection *c, conn *cc, const mr__proto_call *pc)
 {
     if (s->o.constant_response) { /* the floor: the body was read; answer without parsing or predicting */
         static const char floor_body[] = "{\"model_version\": \"floor\", \"predictions\": [0.5]}";
@@ -625,7 +651,7 @@ static enum MHD_Result handle_predict(mr_server *s, struct MHD_Connection *c, co
         return reply(s, c, cc, 200, floor_body, sizeof floor_body - 1, "application/json");
     }
     const char *text = cc->body.data ? cc->body.data : "";
-    size_t cost = mr__serve_json_cost(text, cc->body.len);
+    size_t cost = pc ? mr__proto_cost(pc, text, cc->body.len) : mr__serve_json_cost(text, cc->body.len);
     if (cost > s->o.max_inflight_bytes)
         return reply_error(s, c, cc, 413, "request too large to parse within the server's memory budget "
                                           "(--max-inflight-bytes)");
@@ -635,7 +661,8 @@ static enum MHD_Result handle_predict(mr_server *s, struct MHD_Connection *c, co
     job *j = mr_calloc(1, sizeof(*j));
     if (!j) return reply_error(s, c, cc, 500, "out of memory");
     mr_buf_init(&j->base.body);
-    int st = mr__serve_parse_body(text, cc->body.len, s->o.max_rows, &j->base.req, &j->base.body);
+    int st = pc ? mr__proto_parse(pc, text, cc->body.len, &j->base.req, &j->base.body)
+                : mr__serve_parse_body(text, cc->body.len, s->o.max_rows, &j->base.req, &j->base.body);
     mr_buf_free(&cc->body);
     (void)reserve_to(s, cc, cost); /* the text is gone; the parse stays until the answer is sent */
     if (st) {
@@ -690,6 +717,34 @@ static enum MHD_Result handle_predict(mr_server *s, struct MHD_Connection *c, co
     pthread_cond_signal(&s->work_cv);
     pthread_mutex_unlock(&s->mu);
     return MHD_YES;
+}
+
+/* The name /v2/models/NAME serves the current bundle under, worked out once
+ * per version (under mu). */
+static const char *model_name_locked(mr_server *s)
+{
+    if (strcmp(s->model_name_of, s->version) != 0 && mr__proto_model_name(s->cur, s->model_name) == 0)
+        memcpy(s->model_name_of, s->version, sizeof(s->model_name_of));
+    return s->model_name;
+}
+
+/* A protocol's parse reads the bundle's schema (rows in schema order,
+ * unknown inputs, a CSV's columns): the bundle is pinned meanwhile, so that
+ * a reload cannot free it (see "Reload"). */
+static enum MHD_Result handle_predict(mr_server *s, struct MHD_Connection *c, conn *cc)
+{
+    if (cc->ep == MR__EP_PREDICT || s->o.constant_response) return handle_body(s, c, cc, NULL);
+    char name[MR__MODEL_NAME_MAX + 1];
+    pthread_mutex_lock(&s->mu);
+    mr__proto_call pc = {cc->ep, cc->csv, s->cur, name, s->o.max_rows};
+    memcpy(name, model_name_locked(s), sizeof(name));
+    s->pinned++;
+    pthread_mutex_unlock(&s->mu);
+    enum MHD_Result r = handle_body(s, c, cc, &pc);
+    pthread_mutex_lock(&s->mu);
+    if (--s->pinned == 0 && s->old) pthread_cond_signal(&s->work_cv); /* a retired bundle may go now */
+    pthread_mutex_unlock(&s->mu);
+    return r;
 }
 
 /* Called again after the batcher resumed the connection. */
@@ -749,6 +804,45 @@ static enum MHD_Result handle_model(mr_server *s, struct MHD_Connection *c, conn
     return r;
 }
 
+/* Whether t names the model served (and its version, if t has one); if
+ * not, why, for the 404. */
+static int model_served(mr_server *s, const mr__proto_target *t, char *why, size_t cap)
+{
+    pthread_mutex_lock(&s->mu);
+    const char *name = model_name_locked(s);
+    int ok = mr__proto_target_matches(t, name, s->version);
+    int shown = (int)(t->model_len > 64 ? 64 : t->model_len);
+    if (!ok && t->model_len == strlen(name) && !memcmp(t->model, name, t->model_len))
+        snprintf(why, cap, "model '%s' has no version '%.*s' (it serves version %s)", name,
+                 (int)(t->version_len > 64 ? 64 : t->version_len), t->version, s->version);
+    else if (!ok)
+        snprintf(why, cap, "unknown model '%.*s' (this server serves '%s')", shown, t->model, name);
+    pthread_mutex_unlock(&s->mu);
+    return ok;
+}
+
+/* GET /v2, /v2/health/..., /v2/models/NAME[/ready]. */
+static enum MHD_Result handle_v2(mr_server *s, struct MHD_Connection *c, conn *cc, mr__serve_endpoint ep)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    pthread_mutex_lock(&s->mu); /* the bundle may not be retired while we read it */
+    int ready = s->cur && !s->stopping, status = 200;
+    switch (ep) {
+    case MR__EP_V2_LIVE: mr_buf_puts(&b, "{\"live\": true}"); break;
+    case MR__EP_V2_SERVER: mr__proto_v2_server_json(&b); break;
+    case MR__EP_V2_MODEL: mr__proto_v2_model_json(&b, s->cur, model_name_locked(s), s->version); break;
+    default: /* the server's readiness, or the model's */
+        mr__proto_v2_ready_json(&b, ep == MR__EP_V2_MODEL_READY ? model_name_locked(s) : NULL, ready);
+        status = ready ? 200 : 503;
+        break;
+    }
+    pthread_mutex_unlock(&s->mu);
+    enum MHD_Result r = reply_json(s, c, cc, status, &b, 0);
+    mr_buf_free(&b);
+    return r;
+}
+
 static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
     (void)kind;
@@ -773,9 +867,14 @@ static enum MHD_Result on_headers(mr_server *s, struct MHD_Connection *c, const 
     MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, &h);
     mr__serve_verdict v;
     mr__serve_check_head(&h, method, url, s->token, s->o.max_body, &v);
-    int reading = !v.status && v.ep == MR__EP_PREDICT && v.body_len;
+    cc->ep = v.ep;
+    cc->csv = v.csv;
+    char why[MR__MODEL_NAME_MAX + 200];
+    int unknown_model = !v.status && v.target.model && !model_served(s, &v.target, why, sizeof(why));
+    int reading = !v.status && !unknown_model && mr__serve_endpoint_has_body(v.ep) && v.body_len;
     if (conn_to(s, cc, reading ? SLOT_READING : SLOT_BUSY) != 0) return MHD_NO; /* shut down meanwhile */
     if (v.status) return reply_error_close(s, c, cc, v.status, v.msg, v.close);
+    if (unknown_model) return reply_error(s, c, cc, 404, why);
     switch (v.ep) {
     case MR__EP_HEALTHZ: return reply(s, c, cc, 200, "ok\n", 3, "text/plain");
     case MR__EP_READYZ: {
@@ -793,9 +892,22 @@ static enum MHD_Result on_headers(mr_server *s, struct MHD_Connection *c, const 
         return r;
     }
     case MR__EP_MODEL: return handle_model(s, c, cc);
+    case MR__EP_PING: { /* MLflow's: a newline (as application/json) while the model is loaded */
+        pthread_mutex_lock(&s->mu);
+        int ready = s->cur && !s->stopping;
+        pthread_mutex_unlock(&s->mu);
+        return ready ? reply(s, c, cc, 200, "\n", 1, "application/json") : reply_error(s, c, cc, 503, "not ready");
+    }
+    case MR__EP_VERSION: /* MLflow's: the bare version string */
+        return reply(s, c, cc, 200, mr_version(), strlen(mr_version()), "application/json");
+    case MR__EP_V2_LIVE:
+    case MR__EP_V2_READY:
+    case MR__EP_V2_SERVER:
+    case MR__EP_V2_MODEL:
+    case MR__EP_V2_MODEL_READY: return handle_v2(s, c, cc, v.ep);
     default: break;
     }
-    /* POST /v1/predict: reserve the announced body, or as it comes */
+    /* POST /v1/predict, /invocations, /v2/.../infer: reserve the announced body, or as it comes */
     cc->chunked = v.body_len == MR__BODY_CHUNKED;
     if (!cc->chunked) {
         if (reserve_to(s, cc, (size_t)v.body_len) != 0)

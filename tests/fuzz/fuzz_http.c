@@ -6,8 +6,12 @@
  * server does with it: the header checks with and without a bearer token
  * and, for a POST /v1/predict that passes them, the memory price of the
  * body, its parse and shape check, and scoring against a small bundle
- * built at start-up (alone, and in a batch with a copy of itself). Aborts
- * when a property the server relies on breaks:
+ * built at start-up (alone, and in a batch with a copy of itself); routed
+ * by path as the server routes, the same for the protocols' bodies: POST
+ * /invocations (MLflow: JSON forms, or text/csv by its Content-Type) and
+ * POST /v2/models/fuzz[/versions/fuzz]/infer (Open Inference Protocol),
+ * parsed by src/serve/protocol.c. Aborts when a property the server relies
+ * on breaks:
  *   - an answer body (error or predictions) that is not valid JSON;
  *   - a status outside what the header checks or the parser may return;
  *   - with a token, a request other than /healthz let through without
@@ -16,7 +20,10 @@
  *   - a memory price below what jansson really allocated for the parse
  *     (as glibc's chunks: usable size + 8, rounded up to 16, at least 32);
  *   - a 200 whose predictions are not one per row, or that differ when
- *     the request is scored together with another one.
+ *     the request is scored together with another one;
+ *   - a protocol's error that is not in its shape (MLflow {"error_code",
+ *     "message"}, OIP {"error"}), or a 200 that is not its answer (MLflow
+ *     {"predictions"}, OIP "outputs" of shape [rows] holding a value per row).
  * Also built with any compiler for the corpus replay (replay.c), which
  * ctest runs on tests/fuzz/corpus/serve. */
 #include "millrace/bundle.h"
@@ -282,7 +289,8 @@ static void check_head(const request *rq, mr__serve_verdict *v_plain)
         mr__serve_check_head(&h, rq->method, rq->url, with_token ? TOKEN : NULL, MAX_BODY, &v);
         int st = v.status;
         if (verbose) fprintf(stderr, "fuzz_http: %s %s%s: %d %s\n", rq->method, rq->url, with_token ? " (token)" : "", st, st ? v.msg : "");
-        check(st == 0 || st == 400 || st == 401 || st == 404 || st == 405 || st == 413 || st == 501, "head status");
+        check(st == 0 || st == 400 || st == 401 || st == 404 || st == 405 || st == 413 || st == 415 || st == 501,
+              "head status");
         if (st) {
             check(v.msg != NULL, "a refusal has a message");
             mr_buf b;
@@ -348,6 +356,93 @@ static void check_predict(const char *body, size_t len)
     mr_buf_free(&j2.body);
 }
 
+/* A protocol's error body: its shape, a message. */
+static void check_proto_error(mr__proto p, const mr_buf *b)
+{
+    json_t *e = valid_json(b, "a protocol's error");
+    if (p == MR__PROTO_MLFLOW)
+        check(json_object_size(e) == 2 && json_is_string(json_object_get(e, "error_code")) &&
+                  json_is_string(json_object_get(e, "message")),
+              "MLflow's error shape");
+    else
+        check(json_object_size(e) == 1 && json_is_string(json_object_get(e, "error")), "OIP's error shape");
+    json_decref(e);
+}
+
+/* The values of a protocol's 200 (borrowed from doc), checked to be its
+ * answer with one value per row. */
+static json_t *proto_values(mr__proto p, json_t *doc, size_t rows)
+{
+    if (p == MR__PROTO_MLFLOW) {
+        json_t *v = json_object_get(doc, "predictions");
+        check(json_object_size(doc) == 1 && json_array_size(v) == rows, "MLflow: one prediction per row");
+        return v;
+    }
+    json_t *outs = json_object_get(doc, "outputs"), *o;
+    size_t i;
+    check(json_is_string(json_object_get(doc, "model_name")) && json_array_size(outs) >= 1, "OIP: an answer");
+    json_array_foreach(outs, i, o)
+    {
+        check(json_integer_value(json_array_get(json_object_get(o, "shape"), 0)) == (json_int_t)rows &&
+                  json_array_size(json_object_get(o, "data")) == rows,
+              "OIP: each output [rows], a value per row");
+    }
+    return outs;
+}
+
+static char model_name[MR__MODEL_NAME_MAX + 1];
+
+static void check_proto(mr__serve_endpoint ep, int csv, const char *body, size_t len)
+{
+    mr__proto_call pc = {ep, csv, bundle, model_name, MAX_ROWS};
+    mr__proto p = mr__proto_of(ep);
+    size_t cost = mr__proto_cost(&pc, body, len);
+    size_t before = live;
+    peak = live;
+    mr__serve_job j, j2;
+    memset(&j, 0, sizeof(j));
+    memset(&j2, 0, sizeof(j2));
+    mr_buf_init(&j.body);
+    mr_buf_init(&j2.body);
+    int st = mr__proto_parse(&pc, body, len, &j.req, &j.body);
+    if (peak - before > cost || verbose)
+        fprintf(stderr, "fuzz_http: %zu bytes of %s body: the parse took %zu bytes, priced %zu\n", len,
+                mr__serve_endpoint_label(ep), peak - before, cost);
+    check(peak - before <= cost, "the memory price of a protocol's body is below its parse's allocations");
+    if (st) {
+        if (verbose) fprintf(stderr, "fuzz_http: %d %.*s\n", st, (int)j.body.len, j.body.data);
+        check(st == 400 || st == 413 || st == 415 || st == 500, "protocol parse status");
+        check(j.req.doc == NULL && j.req.reply == NULL, "a refused body keeps nothing");
+        check_proto_error(p, &j.body);
+        mr_buf_free(&j.body);
+        return;
+    }
+    size_t rows = 0;
+    mr__serve_job *one[1] = {&j};
+    mr__serve_score(one, 1, bundle, "fuzz", 1, &rows);
+    if (verbose) fprintf(stderr, "fuzz_http: %d %.*s\n", j.status, (int)j.body.len, j.body.data);
+    check(j.status == 200 || j.status == 400 || j.status == 500, "protocol score status");
+    if (j.status != 200) {
+        check_proto_error(p, &j.body);
+    } else {
+        json_t *a = valid_json(&j.body, "a protocol's answer");
+        check(rows == j.req.n_rows, "protocol rows scored");
+        json_t *va = proto_values(p, a, j.req.n_rows);
+        j2.req = j.req; /* the same request next to a copy of itself: the same answers */
+        mr__serve_job *two[2] = {&j2, &j};
+        mr__serve_score(two, 2, bundle, "fuzz", 1, &rows);
+        check(j.status == 200 && j2.status == 200 && rows == 2 * j.req.n_rows, "protocol batch of two");
+        json_t *b = valid_json(&j.body, "a batched protocol answer");
+        check(json_equal(va, proto_values(p, b, j.req.n_rows)), "batching changed a protocol's predictions");
+        check(j2.body.len == j.body.len && !memcmp(j2.body.data, j.body.data, j.body.len), "two copies, two answers");
+        json_decref(b);
+        json_decref(a);
+    }
+    mr__serve_req_clear(&j.req);
+    mr_buf_free(&j.body);
+    mr_buf_free(&j2.body);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!bundle) {
@@ -355,15 +450,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         verbose = getenv("MR_FUZZ_VERBOSE") != NULL;
         mr_pool_init(1, NULL);
         make_bundle();
+        if (mr__proto_model_name(bundle, model_name) != 0 || strcmp(model_name, "fuzz")) die("model name", NULL);
     }
     request rq;
     if (split(data, size, &rq) == 0) {
         mr__serve_verdict v = {0};
         check_head(&rq, &v);
-        if (!v.status && v.ep == MR__EP_PREDICT) {
+        /* as the server routes: a body endpoint, and for /v2 the model this server serves (else a 404) */
+        int served = !v.target.model || mr__proto_target_matches(&v.target, model_name, "fuzz");
+        if (!v.status && served && mr__serve_endpoint_has_body(v.ep)) {
             if (v.body_len == MR__BODY_CHUNKED) dechunk(rq.rest, rq.rest_len, &rq.body);
             else mr_buf_append(&rq.body, rq.rest, rq.rest_len < v.body_len ? rq.rest_len : (size_t)v.body_len);
-            if (rq.body.len <= MAX_BODY) check_predict(rq.body.data ? rq.body.data : "", rq.body.len);
+            const char *body = rq.body.data ? rq.body.data : "";
+            if (rq.body.len <= MAX_BODY && v.ep == MR__EP_PREDICT) check_predict(body, rq.body.len);
+            else if (rq.body.len <= MAX_BODY) check_proto(v.ep, v.csv, body, rq.body.len);
         }
     }
     request_free(&rq);
