@@ -41,6 +41,9 @@ static const char serve_help[] =
     "  --request-timeout S  close a request whose body is not in S s after its headers (default 30)\n"
     "  --token-file FILE    require `Authorization: Bearer <first line of FILE>`\n"
     "  --watch              reload when the bundle file changes\n"
+    "  --strict             answer 422 to a request with a lenient input (a category the training data\n"
+    "                       did not have, a value out of its range, a float for an integer column, a\n"
+    "                       field that is no input) instead of scoring it; counted either way (/metrics)\n"
     "  -j, --threads N      prediction threads for large batches (default: all cores)\n"
     "  --http-threads N     event-loop threads serving connections (default: one per core, at most 4)\n";
 
@@ -144,6 +147,7 @@ int cmd_serve(int argc, char **argv)
         } else if (!strcmp(a, "--port-file") && v) port_file = argv[++i];
         else if (!strcmp(a, "--token-file") && v) token_file = argv[++i];
         else if (!strcmp(a, "--watch")) watch = 1;
+        else if (!strcmp(a, "--strict")) o.strict = 1;
         else if (a[0] != '-' && !o.bundle_path) o.bundle_path = a;
         else return cli_usage_error("serve", "unexpected argument '%s'", a);
     }

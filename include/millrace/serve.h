@@ -64,6 +64,9 @@ typedef struct mr_server_opts {
                                  while answering; default 30 */
     unsigned request_timeout_s; /* from a request's headers to its last body byte; slower is closed;
                                    default 30 */
+    int strict;               /* 1: a request with a lenient input (an unseen category, a value out of the
+                                 training range, a float for an integer column: the bundle's profile; a
+                                 field that is no input) is a 422 naming it, not scored */
     int constant_response;    /* 1: /v1/predict (and the protocols' scoring endpoints) read each body whole
                                  and answer one fixed 200 response
                                  without parsing or predicting, through the same connections, threads

@@ -94,6 +94,7 @@ void mr__serve_check_head(const mr__serve_head *h, const char *method, const cha
               : !strcmp(url, "/readyz")     ? MR__EP_READYZ
               : !strcmp(url, "/metrics")    ? MR__EP_METRICS
               : !strcmp(url, "/v1/model")   ? MR__EP_MODEL
+              : !strcmp(url, "/v1/drift")   ? MR__EP_DRIFT
               : !strcmp(url, "/v1/predict") ? MR__EP_PREDICT
                                             : mr__proto_route(url, &out->target);
     /* Framing (RFC 9112 section 6). A request whose length two parties
@@ -121,6 +122,7 @@ void mr__serve_check_head(const mr__serve_head *h, const char *method, const cha
                        "no such endpoint (try /v1/predict, /v1/model, /healthz, /readyz, /metrics, /invocations, /v2)", 0);
     case MR__EP_METRICS:
     case MR__EP_MODEL:
+    case MR__EP_DRIFT:
     case MR__EP_PING:
     case MR__EP_VERSION:
     case MR__EP_V2_LIVE:
@@ -338,7 +340,7 @@ void mr__serve_req_clear(mr__serve_req *req)
 /* ---- fitting rows and scoring ----------------------------------------------------------- */
 
 /* The value of input `name` in row r, or NULL if absent. */
-static json_t *req_value(const mr__serve_req *q, const char *name, size_t r)
+const json_t *mr__serve_req_value(const mr__serve_req *q, const char *name, size_t r)
 {
     if (q->columnar) return json_array_get(json_object_get(json_object_get(q->doc, "columns"), name), r);
     return json_object_get(json_array_get(json_object_get(q->doc, "rows"), r), name);
@@ -398,7 +400,7 @@ static int job_fill(mr__serve_job *j, const mr_bundle *b, mr_column **cols, int 
         for (size_t i = 0; i < n_in; i++) {
             mr_cell cell;
             mr_bundle_bad bad;
-            const mr_cell *v = json_cell(req_value(&j->req, mr_bundle_input_at(b, i)->name, r), &cell);
+            const mr_cell *v = json_cell(mr__serve_req_value(&j->req, mr_bundle_input_at(b, i)->name, r), &cell);
             if (!v && j->req.absent_null) {
                 memset(&cell, 0, sizeof(cell));
                 cell.kind = MR_CELL_NULL;
@@ -428,6 +430,12 @@ void mr__serve_json_double(mr_buf *out, double v) { fmt_double(out, v); }
 void mr__serve_score(mr__serve_job *const *jobs, size_t n_jobs, const mr_bundle *b, const char *version, int threads,
                      size_t *rows_out)
 {
+    mr__serve_score_observed(jobs, n_jobs, b, version, threads, NULL, 0, rows_out);
+}
+
+void mr__serve_score_observed(mr__serve_job *const *jobs, size_t n_jobs, const mr_bundle *b, const char *version,
+                              int threads, mr__serve_monitor *mon, int strict, size_t *rows_out)
+{
     size_t n_in = mr_bundle_n_inputs(b), rows = 0;
     mr_table *t = NULL;
     mr_column **cols = mr_calloc(n_in ? n_in : 1, sizeof(mr_column *));
@@ -442,6 +450,15 @@ void mr__serve_score(mr__serve_job *const *jobs, size_t n_jobs, const mr_bundle 
         mr__serve_job *j = jobs[q];
         j->status = 0;
         if (job_fill(j, b, cols, 1) != 0) continue;
+        if (mon) { /* the values fit: what were they? */
+            char why[256];
+            const char *field = NULL;
+            long row = -1;
+            if (mr__monitor_rows(mon, &j->req, why, sizeof(why), &field, &row) && strict) {
+                set_error(j, 422, why, field, row);
+                continue;
+            }
+        }
         if (job_fill(j, b, cols, 0) != 0) { /* OOM half-way: columns are inconsistent */
             ok = 0;
             break;

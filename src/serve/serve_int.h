@@ -52,6 +52,7 @@ typedef enum mr__serve_endpoint {
     MR__EP_V2_MODEL,       /* GET /v2/models/NAME[/versions/V] */
     MR__EP_V2_MODEL_READY, /* GET /v2/models/NAME[/versions/V]/ready */
     MR__EP_V2_INFER,       /* POST /v2/models/NAME[/versions/V]/infer */
+    MR__EP_DRIFT,          /* GET /v1/drift (monitor.c) */
     MR__EP_COUNT           /* not an endpoint: the number of the above */
 } mr__serve_endpoint;
 
@@ -222,5 +223,32 @@ int mr__proto_target_matches(const mr__proto_target *t, const char *name, const 
 void mr__proto_v2_server_json(mr_buf *out);
 void mr__proto_v2_model_json(mr_buf *out, const mr_bundle *b, const char *name, const char *version);
 void mr__proto_v2_ready_json(mr_buf *out, const char *name, int ready);
+
+
+/* ---- what the inputs were (monitor.c) ----------------------------------------- */
+
+/* A row's value of input name in a parsed request (NULL when absent). */
+const json_t *mr__serve_req_value(const mr__serve_req *q, const char *name, size_t r);
+
+/* The counters and drift of one bundle's inputs (docs/serve.md, "What a
+ * served model tells about itself"). Thread-safe. NULL on OOM. */
+typedef struct mr__serve_monitor mr__serve_monitor;
+mr__serve_monitor *mr__monitor_new(const mr_bundle *b);
+void mr__monitor_free(mr__serve_monitor *m); /* NULL is a no-op */
+/* Observes a request's rows (values that fit: the scorer calls it after
+ * fitting): counts extra fields and, with the bundle's profile, unseen
+ * categories, values out of the training range and floats for integer
+ * columns, and keeps each value's bin for drift. Returns the events; the
+ * first one is described in why (may be NULL), its field and row. */
+size_t mr__monitor_rows(mr__serve_monitor *m, const mr__serve_req *q, char *why, size_t why_len, const char **field,
+                        long *row_out);
+/* Prometheus lines (the counters and millrace_input_psi), and /v1/drift's JSON. */
+void mr__monitor_metrics(mr__serve_monitor *m, mr_buf *out);
+void mr__monitor_drift_json(mr__serve_monitor *m, const char *version, mr_buf *out);
+/* mr__serve_score, with each fitting job's rows observed by mon (NULL:
+ * none); strict: a job with a lenient input gets a 422 naming its field
+ * and row instead of its predictions. */
+void mr__serve_score_observed(mr__serve_job *const *jobs, size_t n_jobs, const mr_bundle *b, const char *version,
+                              int threads, mr__serve_monitor *mon, int strict, size_t *rows_out);
 
 #endif

@@ -132,6 +132,7 @@ typedef struct job {
 
 typedef struct retired {
     mr_bundle *b;
+    mr__serve_monitor *mon; /* its inputs' counters and drift */
     struct retired *next;
 } retired;
 
@@ -170,6 +171,7 @@ struct mr_server {
     int pinned;        /* protocol requests reading the bundle's schema while they parse (under mu) */
     unsigned http_threads; /* the pool's event-loop threads: in-place scoring needs another one free */
     mr_bundle *cur;
+    mr__serve_monitor *mon; /* s->cur's inputs: counters and drift (monitor.c) */
     retired *old;      /* bundles replaced by a reload: freed once neither the batcher nor an inline or
                           parsing request can be using one (busy == 0, inline_n == 0, pinned == 0) */
     mr__serve_job **batch; /* the batcher's array of jobs (max_batch, at most 4096) */
@@ -333,6 +335,14 @@ static void metrics_text(mr_server *s, mr_buf *out)
                        "# HELP millrace_inflight_bytes_limit --max-inflight-bytes.\n"
                        "# TYPE millrace_inflight_bytes_limit gauge\nmillrace_inflight_bytes_limit %zu\n",
                   atomic_load(&s->held), s->o.max_inflight_bytes);
+    pthread_mutex_lock(&s->mu); /* the inputs' counters and drift: the monitor is pinned meanwhile */
+    mr__serve_monitor *mon = s->mon;
+    s->pinned++;
+    pthread_mutex_unlock(&s->mu);
+    mr__monitor_metrics(mon, out);
+    pthread_mutex_lock(&s->mu);
+    if (--s->pinned == 0 && s->old) pthread_cond_signal(&s->work_cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static double now_plus_ts(double at, struct timespec *ts)
@@ -374,6 +384,7 @@ static void *batcher_main(void *arg)
             retired *r = s->old;
             s->old = r->next;
             mr_bundle_free(r->b);
+            mr__monitor_free(r->mon);
             mr_free(r);
         }
         if (!s->head) {
@@ -402,10 +413,11 @@ static void *batcher_main(void *arg)
             pthread_cond_timedwait(&s->work_cv, &s->mu, &ts);
         }
         const mr_bundle *b = s->cur;
+        mr__serve_monitor *mon = s->mon;
         memcpy(version, s->version, sizeof(version));
         pthread_mutex_unlock(&s->mu);
         size_t scored = 0;
-        mr__serve_score(batch, n, b, version, rows >= 1024 ? s->o.threads : 1, &scored);
+        mr__serve_score_observed(batch, n, b, version, rows >= 1024 ? s->o.threads : 1, mon, s->o.strict, &scored);
         if (scored) record_batch(s, scored);
         pthread_mutex_lock(&s->mu);
         /* A job may be freed by its connection's thread as soon as mu is
@@ -689,13 +701,14 @@ static enum MHD_Result handle_body(mr_server *s, struct MHD_Connection *c, conn 
          * next requests: with one pool thread every request would be scored in place, one at a time
          * (the soak's one-core server lost a third of its capacity that way). */
         const mr_bundle *b = s->cur;
+        mr__serve_monitor *mon = s->mon;
         char version[MR_HASH_HEX_LEN + 1];
         memcpy(version, s->version, sizeof(version));
         s->inline_n++;
         pthread_mutex_unlock(&s->mu);
         mr__serve_job *jb = &j->base;
         size_t scored = 0;
-        mr__serve_score(&jb, 1, b, version, 1, &scored);
+        mr__serve_score_observed(&jb, 1, b, version, 1, mon, s->o.strict, &scored);
         if (scored) record_batch(s, scored);
         pthread_mutex_lock(&s->mu);
         if (--s->inline_n == 0 && s->old) pthread_cond_signal(&s->work_cv); /* a retired bundle may go now */
@@ -892,6 +905,23 @@ static enum MHD_Result on_headers(mr_server *s, struct MHD_Connection *c, const 
         return r;
     }
     case MR__EP_MODEL: return handle_model(s, c, cc);
+    case MR__EP_DRIFT: {
+        mr_buf b;
+        mr_buf_init(&b);
+        pthread_mutex_lock(&s->mu);
+        mr__serve_monitor *mon = s->mon;
+        char version[MR_HASH_HEX_LEN + 1];
+        memcpy(version, s->version, sizeof(version));
+        s->pinned++;
+        pthread_mutex_unlock(&s->mu);
+        mr__monitor_drift_json(mon, version, &b);
+        pthread_mutex_lock(&s->mu);
+        if (--s->pinned == 0 && s->old) pthread_cond_signal(&s->work_cv);
+        pthread_mutex_unlock(&s->mu);
+        enum MHD_Result r = reply(s, c, cc, b.data && !b.failed ? 200 : 500, b.data ? b.data : "", b.len, "application/json");
+        mr_buf_free(&b);
+        return r;
+    }
     case MR__EP_PING: { /* MLflow's: a newline (as application/json) while the model is loaded */
         pthread_mutex_lock(&s->mu);
         int ready = s->cur && !s->stopping;
@@ -1034,9 +1064,11 @@ static void server_free(mr_server *s)
         retired *r = s->old;
         s->old = r->next;
         mr_bundle_free(r->b);
+        mr__monitor_free(r->mon);
         mr_free(r);
     }
     mr_bundle_free(s->cur);
+    mr__monitor_free(s->mon);
     mr_free(s->batch);
     mr_free(s->bundle_path);
     mr_free(s->host);
@@ -1131,6 +1163,7 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     s->o.host = s->host;
     s->o.token = s->token;
     mr_status rc = mr_bundle_load(s->bundle_path, &s->cur, err);
+    if (rc == MR_OK && !(s->mon = mr__monitor_new(s->cur))) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     if (rc != MR_OK) {
         server_free(s);
         return rc;
@@ -1205,8 +1238,11 @@ mr_status mr_server_reload_path(mr_server *s, const char *path, mr_error *err)
     mr_bundle *nb = NULL;
     mr_status rc = mr_bundle_load(np ? np : s->bundle_path, &nb, err);
     retired *r = rc == MR_OK ? mr_calloc(1, sizeof(*r)) : NULL;
-    if (rc == MR_OK && !r) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr__serve_monitor *nm = r ? mr__monitor_new(nb) : NULL; /* a new bundle, new counters and drift */
+    if (rc == MR_OK && (!r || !nm)) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     if (rc != MR_OK) {
+        mr__monitor_free(nm);
+        mr_free(r);
         mr_bundle_free(nb);
         mr_free(np);
         return rc;
@@ -1218,9 +1254,11 @@ mr_status mr_server_reload_path(mr_server *s, const char *path, mr_error *err)
     }
     pthread_mutex_lock(&s->mu);
     r->b = s->cur;
+    r->mon = s->mon;
     r->next = s->old;
     s->old = r;
     s->cur = nb;
+    s->mon = nm;
     memcpy(s->version, mr_bundle_version_id(nb), sizeof(s->version));
     s->reloads++;
     pthread_cond_signal(&s->work_cv); /* let the batcher free the old one soon */
