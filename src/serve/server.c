@@ -1023,41 +1023,6 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     mr_log(MR_LOG_WARN, "http: %s", buf);
 }
 
-/* Binds and listens on addr here rather than in libmicrohttpd, whose bind
- * failure names neither the address nor the port ("port 0" for an address
- * given as a sockaddr). The options are libmicrohttpd's defaults:
- * SO_REUSEADDR (a restart need not wait out TIME_WAIT), IPV6_V6ONLY (::
- * is IPv6 only), a SOMAXCONN backlog. shown: "127.0.0.1" or "[::1]". */
-static mr_status listen_socket(const struct sockaddr *addr, socklen_t addr_len, const char *shown, int port, int *fd_out,
-                               mr_error *err)
-{
-    *fd_out = -1;
-    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "cannot listen on %s:%d: cannot create a socket", shown, port);
-    int on = 1;
-    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
-    if (addr->sa_family == AF_INET6) (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof(on));
-    if (bind(fd, addr, addr_len) != 0 || listen(fd, SOMAXCONN) != 0) {
-        int e = errno;
-        close(fd);
-        if (e == EADDRINUSE) {
-            MR_ERR(err, MR_E_IO, "cannot listen on %s:%d: port %d is already in use", shown, port, port);
-            mr_error_hint(err,
-                          "another process listens on %s:%d; stop it, or give --port another number (0 picks a free one)",
-                          shown, port);
-            return MR_E_IO;
-        }
-        if (e == EADDRNOTAVAIL) {
-            MR_ERR(err, MR_E_IO, "cannot listen on %s:%d: no interface of this machine has the address %s", shown, port,
-                   shown);
-            return MR_E_IO;
-        }
-        return MR_ERR_SYS(err, MR_E_IO, e, "cannot listen on %s:%d", shown, port);
-    }
-    *fd_out = fd;
-    return MR_OK;
-}
-
 static void server_free(mr_server *s)
 {
     while (s->old) {
@@ -1108,34 +1073,18 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     if (o->max_connections == 1 || o->max_connections > 65536)
         return MR_ERR(err, MR_E_INVALID_ARG, "--max-connections %u out of range (2..65536)", o->max_connections);
     if (o->port < 0 || o->port > 65535) return MR_ERR(err, MR_E_INVALID_ARG, "--port %d out of range", o->port);
-    struct sockaddr_in addr4;
-    struct sockaddr_in6 addr6;
-    memset(&addr4, 0, sizeof(addr4));
-    memset(&addr6, 0, sizeof(addr6));
     const char *host = o->host ? o->host : "127.0.0.1";
     if (!strcmp(host, "localhost")) host = "127.0.0.1";
-    int v6 = 0;
-    if (inet_pton(AF_INET, host, &addr4.sin_addr) == 1) {
-        addr4.sin_family = AF_INET;
-        addr4.sin_port = htons((uint16_t)o->port);
-    } else {
-        /* an IPv6 literal, bare or in brackets ("::1", "[::1]") */
-        char h6[INET6_ADDRSTRLEN + 2];
-        size_t hl = strlen(host);
-        if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']' && hl - 2 < sizeof(h6)) {
-            memcpy(h6, host + 1, hl - 2);
-            h6[hl - 2] = '\0';
-        } else {
-            snprintf(h6, sizeof(h6), "%s", hl < sizeof(h6) ? host : "");
-        }
-        if (inet_pton(AF_INET6, h6, &addr6.sin6_addr) != 1)
-            return MR_ERR(err, MR_E_INVALID_ARG, "--host '%s' is not an IPv4 or IPv6 address", host);
-        addr6.sin6_family = AF_INET6;
-        addr6.sin6_port = htons((uint16_t)o->port);
-        v6 = 1;
-    }
+    /* Bound first: a bad address or a busy port fails before the bundle is read */
+    int fd = -1, v6 = 0;
+    char shown[64];
+    mr_status lrc = mr_net_listen(host, o->port, &fd, &v6, shown, sizeof(shown), err);
+    if (lrc != MR_OK) return lrc;
     mr_server *s = mr_calloc(1, sizeof(*s));
-    if (!s) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (!s) {
+        close(fd);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
     s->o = *o;
     if (!s->o.max_connections) s->o.max_connections = 512;
     /* a quarter of the slots (at least one) is kept from idle connections */
@@ -1156,6 +1105,7 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     s->token = o->token ? mr_strdup(o->token) : NULL;
     s->batch = mr_calloc((o->max_batch < 4096 ? o->max_batch : 4096) + 1, sizeof(mr__serve_job *));
     if (!s->bundle_path || !s->host || (o->token && !s->token) || !s->batch) {
+        close(fd);
         server_free(s);
         return MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
@@ -1165,11 +1115,13 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     mr_status rc = mr_bundle_load(s->bundle_path, &s->cur, err);
     if (rc == MR_OK && !(s->mon = mr__monitor_new(s->cur))) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     if (rc != MR_OK) {
+        close(fd);
         server_free(s);
         return rc;
     }
     memcpy(s->version, mr_bundle_version_id(s->cur), sizeof(s->version));
     if (pthread_create(&s->batcher, NULL, batcher_main, s) != 0) {
+        close(fd);
         server_free(s);
         return MR_ERR(err, MR_E_INTERNAL, "cannot start the batcher thread");
     }
@@ -1189,15 +1141,7 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     s->http_threads = pool;
     struct MHD_OptionItem pool_opt[2] = {{MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)pool, NULL}, {MHD_OPTION_END, 0, NULL}};
     if (pool < 2) pool_opt[0].option = MHD_OPTION_END;
-    char addr_txt[INET6_ADDRSTRLEN] = "", shown[INET6_ADDRSTRLEN + 2];
-    if (v6) inet_ntop(AF_INET6, &addr6.sin6_addr, addr_txt, sizeof(addr_txt));
-    else inet_ntop(AF_INET, &addr4.sin_addr, addr_txt, sizeof(addr_txt));
-    snprintf(shown, sizeof(shown), v6 ? "[%s]" : "%s", addr_txt);
-    int fd = -1;
     if (!s->reaper_started) rc = MR_ERR(err, MR_E_INTERNAL, "cannot start the connection reaper thread");
-    else
-        rc = v6 ? listen_socket((struct sockaddr *)&addr6, sizeof(addr6), shown, o->port, &fd, err)
-                : listen_socket((struct sockaddr *)&addr4, sizeof(addr4), shown, o->port, &fd, err);
     if (rc == MR_OK)
         s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
                                 MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_ARRAY, pool_opt, MHD_OPTION_CONNECTION_LIMIT,
