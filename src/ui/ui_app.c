@@ -756,6 +756,20 @@ static void api_curves(mr_ui_app *a, mr_ui_arg_fn arg, void *ctx, mr_ui_response
 
 /* ---- one run, N runs ----------------------------------------------------------- */
 
+/* A document a run-store view wrote (st: how that went), as the answer,
+ * made safe as every JSON text from data is; doc is released. */
+static void json_answer(mr_ui_response *out, mr_status st, mr_buf *doc, const mr_error *err)
+{
+    if (st == MR_OK) {
+        mr_buf_json_safe(&out->body, doc->data ? doc->data : "{}", doc->len);
+        out->status = 200;
+        out->content_type = "application/json";
+    } else {
+        error_from(out, err);
+    }
+    mr_buf_free(doc);
+}
+
 static int64_t run_arg(mr_ui_arg_fn arg, void *ctx, const char *key)
 {
     int64_t id = 0;
@@ -785,15 +799,7 @@ static void api_run(mr_ui_app *a, mr_ui_arg_fn arg, void *ctx, mr_ui_response *o
     }
     st = mr_run_detail_json(d, &doc, &err);
     mr_run_detail_free(d);
-    if (st != MR_OK) {
-        mr_buf_free(&doc);
-        error_from(out, &err);
-        return;
-    }
-    mr_buf_json_safe(&out->body, doc.data ? doc.data : "{}", doc.len);
-    mr_buf_free(&doc);
-    out->status = 200;
-    out->content_type = "application/json";
+    json_answer(out, st, &doc, &err);
 }
 
 static void api_compare(mr_ui_app *a, mr_ui_arg_fn arg, void *ctx, mr_ui_response *out)
@@ -812,18 +818,27 @@ static void api_compare(mr_ui_app *a, mr_ui_arg_fn arg, void *ctx, mr_ui_respons
     mr_status st = mr_runstore_compare(a->ws->rs, ids, n_ids, &c, &err);
     if (st == MR_OK) st = mr_run_compare_json(c, &doc, &err);
     mr_run_compare_free(c);
-    if (st != MR_OK) {
-        mr_buf_free(&doc);
-        error_from(out, &err);
-        return;
-    }
-    mr_buf_json_safe(&out->body, doc.data ? doc.data : "{}", doc.len);
-    mr_buf_free(&doc);
-    out->status = 200;
-    out->content_type = "application/json";
+    json_answer(out, st, &doc, &err);
 }
 
 /* ---- logs, artifacts, the report --------------------------------------------- */
+
+/* A file's bytes as the answer (st: how reading it went; data is released).
+ * Returns 1 when it answered 200. */
+static int file_answer(mr_ui_response *out, mr_status st, char *data, size_t len, mr_error *err, const char *type)
+{
+    if (st != MR_OK) {
+        if (!mr_error_is_set(err)) MR_ERR(err, st, "out of memory");
+        error_from(out, err);
+        mr_free(data);
+        return 0;
+    }
+    mr_buf_append(&out->body, data, len);
+    mr_free(data);
+    out->status = 200;
+    out->content_type = type;
+    return 1;
+}
 
 static int safe_name(const char *s)
 {
@@ -927,15 +942,7 @@ static void api_artifact(mr_ui_app *a, mr_ui_arg_fn arg, void *ctx, mr_ui_respon
     size_t len = 0;
     mr_status st = obj ? mr_fs_read_file(obj, (size_t)1 << 30, &data, &len, &err) : MR_E_NOMEM;
     mr_free(obj);
-    if (st != MR_OK) {
-        if (!mr_error_is_set(&err)) MR_ERR(&err, st, "out of memory");
-        error_from(out, &err);
-        return;
-    }
-    mr_buf_append(&out->body, data, len);
-    mr_free(data);
-    out->status = 200;
-    out->content_type = "application/octet-stream";
+    if (!file_answer(out, st, data, len, &err, "application/octet-stream")) return;
     for (char *p = name; *p; p++) /* a header value: plain characters only */
         if ((unsigned char)*p < 0x20 || *p == '"' || *p == '\\' || (unsigned char)*p >= 0x7f) *p = '_';
     snprintf(out->attachment, sizeof(out->attachment), "%s", name);
@@ -966,15 +973,7 @@ static void api_report(mr_ui_app *a, mr_ui_arg_fn arg, void *ctx, mr_ui_response
     mr_free(dir);
     mr_free(html);
     mr_free(md);
-    if (st != MR_OK) {
-        if (!mr_error_is_set(&err)) MR_ERR(&err, st, "out of memory");
-        error_from(out, &err);
-        return;
-    }
-    mr_buf_append(&out->body, data, len);
-    mr_free(data);
-    out->status = 200;
-    out->content_type = "text/html; charset=utf-8";
+    file_answer(out, st, data, len, &err, "text/html; charset=utf-8");
 }
 
 /* ---- the app ------------------------------------------------------------------ */
