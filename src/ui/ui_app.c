@@ -427,8 +427,8 @@ typedef struct sort_key {
     size_t idx;
 } sort_key;
 
-static int sort_desc;
-static int sort_numeric;
+static _Thread_local int sort_desc; /* the comparator's context: one sort per thread at a time */
+static _Thread_local int sort_numeric;
 
 static int cmp_key(const void *x, const void *y)
 {
