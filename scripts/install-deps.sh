@@ -8,7 +8,8 @@
 # runtime dependency of millrace.
 # python3-dev builds the Python package (python/); python3-torch tests its
 # PyTorch adapter and trains examples/images on dataset-fashion-mnist;
-# python3-torchvision (--bench) is bench/images' DataLoader peer;
+# python3-torchvision (--bench) is bench/images' DataLoader peer; valgrind
+# (--bench) counts bench/serve's instructions per request (callgrind);
 # libarchive-dev reads and writes WebDataset tar shards;
 # libjpeg62-turbo-dev and libpng-dev decode images in the loader; python3-pil
 # is the decoding oracle of its tests.
@@ -44,7 +45,7 @@ sqlite3 python3 procps coreutils \
 python3-dev python3-pil python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml python3-torch python3-requests dataset-fashion-mnist curl wrk bc time \
 chromium"
 if [ "$BENCH" = 1 ]; then
-    PKGS="$PKGS python3-optuna python3-torchvision"
+    PKGS="$PKGS python3-optuna python3-torchvision valgrind"
 fi
 if [ "$FUZZ" = 1 ]; then
     PKGS="$PKGS clang libclang-rt-dev"

@@ -9,7 +9,8 @@
 # (default 3), medians kept. Then the serving protocols' cost against
 # /v1/predict, from bench/serve with a small model and short runs.
 # Last line: RESULT ui table_ms_1k=<ms> table_ms_10k=<ms> first_render_ms_10k=<ms>
-#   overlay_ms=<ms> invocations_vs_v1=<ratio> v2_vs_v1=<ratio>
+#   overlay_ms=<ms> invocations_vs_v1=<ratio> v2_vs_v1=<ratio> (max req/s)
+#   invocations_cost_vs_v1=<ratio> v2_cost_vs_v1=<ratio> (instructions per request)
 # (targets: under 1,000 ms each at 10,000 runs; protocols within 10% of /v1).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -77,4 +78,6 @@ sres=$(BENCH_ROUNDS=100 BENCH_ROWS=20000 BENCH_SECONDS=3 BENCH_REPEATS=1 "$repo/
 echo "# $sres"
 inv=$(printf '%s\n' "$sres" | tr ' ' '\n' | sed -n 's/^invocations_vs_v1=//p')
 v2=$(printf '%s\n' "$sres" | tr ' ' '\n' | sed -n 's/^v2_vs_v1=//p')
-echo "RESULT ui table_ms_1k=${table[1000]} table_ms_10k=${table[10000]} first_render_ms_10k=${first[10000]} overlay_ms=${overlay[10000]} invocations_vs_v1=${inv:-NA} v2_vs_v1=${v2:-NA}"
+invc=$(printf '%s\n' "$sres" | tr ' ' '\n' | sed -n 's/^invocations_cost_vs_v1=//p')
+v2c=$(printf '%s\n' "$sres" | tr ' ' '\n' | sed -n 's/^v2_cost_vs_v1=//p')
+echo "RESULT ui table_ms_1k=${table[1000]} table_ms_10k=${table[10000]} first_render_ms_10k=${first[10000]} overlay_ms=${overlay[10000]} invocations_vs_v1=${inv:-NA} v2_vs_v1=${v2:-NA} invocations_cost_vs_v1=${invc:-NA} v2_cost_vs_v1=${v2c:-NA}"

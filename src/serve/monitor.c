@@ -147,7 +147,7 @@ size_t mr__monitor_rows(mr__serve_monitor *m, const mr__serve_req *q, char *why,
         }
     }
     for (size_t r = 0; r < q->n_rows; r++) {
-        if (!cols) {
+        if (!cols && !q->pos) { /* rows of values hold only inputs (the protocol dropped the rest) */
             json_t *row = json_array_get(json_object_get(q->doc, "rows"), r);
             json_object_foreach(row, key, val)
             {
@@ -161,7 +161,7 @@ size_t mr__monitor_rows(mr__serve_monitor *m, const mr__serve_req *q, char *why,
             mon_col *c = &m->cols[i];
             if (!c->pc) continue;
             const char *name = mr_bundle_input_at(m->b, i)->name;
-            const json_t *v = mr__serve_req_value(q, name, r);
+            const json_t *v = mr__serve_req_value(q, i, name, r);
             if (!v || json_is_null(v)) continue;
             size_t bin;
             if (c->pc->categorical) {

@@ -242,32 +242,6 @@ static json_t *columns_doc(json_t *cols)
     return doc;
 }
 
-/* The columns of rows (each a list of `width` values) named by names[0,
- * width): {"columns": {name: [row[c] for each row]}} for the names that are
- * the bundle's inputs (others are dropped, as MLflow drops extra columns).
- * Values are borrowed (increfed) from rows. NULL only out of memory. */
-static json_t *gather(const mr_bundle *b, const json_t *rows, size_t width, const char *const *names)
-{
-    json_t *cols = json_object();
-    size_t n = json_array_size(rows);
-    for (size_t c = 0; c < width; c++) {
-        if (mr_bundle_input_index(b, names[c]) < 0) continue;
-        json_t *a = json_array();
-        for (size_t r = 0; r < n; r++) json_array_append(a, json_array_get(json_array_get(rows, r), c));
-        json_object_set_new(cols, names[c], a);
-    }
-    return columns_doc(cols);
-}
-
-/* The bundle's inputs in schema order, as names for gather (NULL: out of memory). */
-static const char **schema_names(const mr_bundle *b)
-{
-    size_t n = mr_bundle_n_inputs(b);
-    const char **names = mr_calloc(n ? n : 1, sizeof(*names));
-    for (size_t i = 0; names && i < n; i++) names[i] = mr_bundle_input_at(b, i)->name;
-    return names;
-}
-
 /* "x1, x2, plan" (cut after 400 bytes), the inputs in schema order, for messages. */
 static void schema_list(const mr_bundle *b, char *buf, size_t cap)
 {
@@ -310,10 +284,10 @@ static int positional(const mr__proto_call *pc, const char *what, json_t *rows, 
                         json_array_size(r), n_in, names);
         }
     }
-    const char **names = schema_names(pc->b);
-    req->doc = names ? gather(pc->b, rows, n_in, names) : NULL;
-    mr_free((void *)names);
-    req->columnar = 1;
+    req->pos = mr_calloc(n_in ? n_in : 1, sizeof(*req->pos));
+    if (!req->pos) return fail(pc, err, 500, "out of memory");
+    for (i = 0; i < n_in; i++) req->pos[i] = (int32_t)i;
+    req->doc = json_incref(rows);
     req->n_rows = json_array_size(rows);
     return 0;
 }
@@ -437,39 +411,47 @@ static int dataframe_split(const mr__proto_call *pc, json_t *v, mr__serve_req *r
         return fail(pc, err, 400, "\"dataframe_split\" needs \"data\", a list of rows%s", data ? "" : " (it has none)");
     if (!cols) return positional(pc, "dataframe_split", data, req, err); /* no names: schema order */
     if (!json_is_array(cols)) return fail(pc, err, 400, "\"dataframe_split\": \"columns\" must be a list of names");
-    size_t w = json_array_size(cols), i;
-    uint8_t *seen = input_flags(pc->b); /* an input named twice is ambiguous; other columns are dropped */
-    if (!seen) return fail(pc, err, 500, "out of memory");
+    size_t w = json_array_size(cols), i, n_in = mr_bundle_n_inputs(pc->b);
+    /* where each input is in a row; an input named twice is ambiguous; other columns are dropped */
+    int32_t *pos = mr_malloc((n_in ? n_in : 1) * sizeof(*pos));
+    if (!pos) return fail(pc, err, 500, "out of memory");
+    for (i = 0; i < n_in; i++) pos[i] = -1;
     json_array_foreach(cols, i, x)
     {
         ssize_t k = json_is_string(x) ? mr_bundle_input_index(pc->b, json_string_value(x)) : -1;
         int st = !json_is_string(x) ? fail(pc, err, 400, "\"dataframe_split\": column %zu is %s, not a name", i,
                                            type_name(x))
-                 : k >= 0 && seen[k] ? fail(pc, err, 400, "\"dataframe_split\": column '%s' is named twice",
-                                            json_string_value(x))
-                                     : 0;
+                 : k >= 0 && pos[k] >= 0 ? fail(pc, err, 400, "\"dataframe_split\": column '%s' is named twice",
+                                                json_string_value(x))
+                 : i > INT32_MAX         ? fail(pc, err, 413, "\"dataframe_split\" names too many columns")
+                                         : 0;
         if (st) {
-            mr_free(seen);
+            mr_free(pos);
             return st;
         }
-        if (k >= 0) seen[k] = 1;
+        if (k >= 0) pos[k] = (int32_t)i;
     }
-    mr_free(seen);
+    int st = 0;
     json_array_foreach(data, i, x)
     {
-        if (!json_is_array(x))
-            return fail(pc, err, 400, "\"dataframe_split\": row %zu of \"data\" is %s, not a list", i, type_name(x));
-        if (json_array_size(x) != w)
-            return fail(pc, err, 400, "\"dataframe_split\": row %zu of \"data\" has %zu values; \"columns\" names %zu",
-                        i, json_array_size(x), w);
+        if (!json_is_array(x)) {
+            st = fail(pc, err, 400, "\"dataframe_split\": row %zu of \"data\" is %s, not a list", i, type_name(x));
+            break;
+        }
+        if (json_array_size(x) != w) {
+            st = fail(pc, err, 400, "\"dataframe_split\": row %zu of \"data\" has %zu values; \"columns\" names %zu",
+                      i, json_array_size(x), w);
+            break;
+        }
     }
-    if (index && (!json_is_array(index) || json_array_size(index) != json_array_size(data)))
-        return fail(pc, err, 400, "\"dataframe_split\": \"index\" must be a list of one label per row");
-    const char **names = mr_calloc(w ? w : 1, sizeof(*names));
-    for (i = 0; names && i < w; i++) names[i] = json_string_value(json_array_get(cols, i));
-    req->doc = names ? gather(pc->b, data, w, names) : NULL;
-    mr_free((void *)names);
-    req->columnar = 1;
+    if (!st && index && (!json_is_array(index) || json_array_size(index) != json_array_size(data)))
+        st = fail(pc, err, 400, "\"dataframe_split\": \"index\" must be a list of one label per row");
+    if (st) {
+        mr_free(pos);
+        return st;
+    }
+    req->pos = pos;
+    req->doc = json_incref(data);
     req->n_rows = json_array_size(data);
     return 0;
 }

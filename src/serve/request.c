@@ -335,13 +335,16 @@ void mr__serve_req_clear(mr__serve_req *req)
     req->doc = NULL;
     json_decref(req->reply);
     req->reply = NULL;
+    mr_free(req->pos);
+    req->pos = NULL;
 }
 
 /* ---- fitting rows and scoring ----------------------------------------------------------- */
 
-/* The value of input `name` in row r, or NULL if absent. */
-const json_t *mr__serve_req_value(const mr__serve_req *q, const char *name, size_t r)
+/* The value of input i (`name`) in row r, or NULL if absent. */
+const json_t *mr__serve_req_value(const mr__serve_req *q, size_t i, const char *name, size_t r)
 {
+    if (q->pos) return q->pos[i] < 0 ? NULL : json_array_get(json_array_get(q->doc, r), (size_t)q->pos[i]);
     if (q->columnar) return json_array_get(json_object_get(json_object_get(q->doc, "columns"), name), r);
     return json_object_get(json_array_get(json_object_get(q->doc, "rows"), r), name);
 }
@@ -400,7 +403,7 @@ static int job_fill(mr__serve_job *j, const mr_bundle *b, mr_column **cols, int 
         for (size_t i = 0; i < n_in; i++) {
             mr_cell cell;
             mr_bundle_bad bad;
-            const mr_cell *v = json_cell(mr__serve_req_value(&j->req, mr_bundle_input_at(b, i)->name, r), &cell);
+            const mr_cell *v = json_cell(mr__serve_req_value(&j->req, i, mr_bundle_input_at(b, i)->name, r), &cell);
             if (!v && j->req.absent_null) {
                 memset(&cell, 0, sizeof(cell));
                 cell.kind = MR_CELL_NULL;

@@ -106,6 +106,9 @@ typedef struct mr__serve_req {
     json_t *doc;    /* the parsed body (owned) */
     size_t n_rows;
     int columnar;   /* 1: {"columns": {name: [...]}}; 0: {"rows": [{...}]} */
+    int32_t *pos;   /* non-NULL: doc is a list of rows that are lists, input i at pos[i] of each (-1: absent);
+                       owned. The protocols' rows of values (MLflow's dataframe_split, rows in schema order)
+                       are read where they are, not gathered into columns first */
     /* 0 for a /v1/predict body; set by the protocols (mr__proto_parse): */
     int text;        /* string values are text the bundle's rules parse (a CSV body, read as `millrace predict`
                         reads a CSV file) */
@@ -227,8 +230,8 @@ void mr__proto_v2_ready_json(mr_buf *out, const char *name, int ready);
 
 /* ---- what the inputs were (monitor.c) ----------------------------------------- */
 
-/* A row's value of input name in a parsed request (NULL when absent). */
-const json_t *mr__serve_req_value(const mr__serve_req *q, const char *name, size_t r);
+/* A row's value of input i (named name) in a parsed request (NULL when absent). */
+const json_t *mr__serve_req_value(const mr__serve_req *q, size_t i, const char *name, size_t r);
 
 /* The counters and drift of one bundle's inputs (docs/serve.md, "What a
  * served model tells about itself"). Thread-safe. NULL on OOM. */
