@@ -13,6 +13,7 @@ extern const mr_op mr_op_split;
 extern const mr_op mr_op_features;
 extern const mr_op mr_op_ingest;
 extern const mr_op mr_op_package;
+extern const mr_op mr_op_pit_join;
 
 
 /* ---- helpers (ops_common.c) --------------------------------------------- */

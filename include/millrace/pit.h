@@ -1,0 +1,91 @@
+/* Point-in-time joins: for each row of an entity table (entity keys and a
+ * timestamp per row, a training example), the latest values of each feature
+ * view for the same keys whose event time is at or before the row's
+ * timestamp and within the view's ttl. The `pit_join` op sits on top of this
+ * (docs/featurestore.md).
+ *
+ * Example (given const mr_table *labels, const mr_table *clicks):
+ *
+ *   // labels: user_id, ts, label; clicks: user_id, event_ts, clicks_7d
+ *   const char *keys[] = {"user_id"};
+ *   const char *feats[] = {"clicks_7d"};
+ *   mr_pit_view v = {.name = "clicks", .table = clicks, .keys = keys, .ts = "event_ts",
+ *                    .ttl_us = 30 * MR_PIT_DAY_US, .features = feats, .n_features = 1};
+ *   mr_table *out = NULL;
+ *   uint64_t missing[1];
+ *   if (mr_pit_join(labels, keys, 1, "ts", &v, 1, 0, &out, missing, &err) != MR_OK) mr_log_error(&err);
+ *   // out: user_id, ts, label, clicks_7d; clicks_7d null where no event
+ *   // at or before ts within 30 days (missing[0] of them)
+ *   mr_table_free(out);
+ *
+ * The rule, the same for every view:
+ *   - a view row matches an entity row when all keys are equal (a null key
+ *     matches nothing) and its event time t satisfies t <= ts and, with a
+ *     ttl, ts - t <= ttl (an event exactly ttl old still counts);
+ *   - of the matches, the one with the latest event time wins; equal event
+ *     times are broken by the created timestamp (the latest correction
+ *     wins; a null created is older than any), then by the view's row order
+ *     (the last row wins);
+ *   - an entity row with a null timestamp or key, or without a match, gets
+ *     nulls for the view's features (counted in missing[v]);
+ *   - view rows with a null event time are never joined.
+ * Timestamps are TIMESTAMP (microseconds) or DATE (a day reads as its
+ * midnight, UTC) columns, in any mix; key columns must have the same type in
+ * the entity table and the view (int64, string, date, timestamp or bool).
+ *
+ * Output: the entity table's columns, then each view's features in order,
+ * named prefix + feature; rows in the entity table's order. The result is a
+ * sort-merge (each view sorted by keys, event time, created time; the entity
+ * rows once by keys and time), identical at any thread count: views are
+ * joined in parallel on the process pool, each on its own.
+ * Memory: the tables are in memory; the sort adds 4 bytes per view row and
+ * 8 per entity row, the output its columns.
+ * Ownership: everything is borrowed for the call; *out is the caller's.
+ * Status codes: MR_E_NOT_FOUND (a key, timestamp or feature column that a
+ * table lacks, with a did-you-mean hint), MR_E_SCHEMA (a key whose types
+ * differ, a timestamp that is no timestamp or date, two output columns of
+ * the same name), MR_E_INVALID_ARG (no keys, a NULL table, a negative ttl),
+ * MR_E_LIMIT (a table of 2^32 - 1 rows or more), MR_E_NOMEM.
+ * Thread safety: reentrant; the tables must not change during the call. */
+#ifndef MILLRACE_PIT_H
+#define MILLRACE_PIT_H
+
+#include "millrace/core.h"
+#include "millrace/table.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MR_PIT_SECOND_US INT64_C(1000000)
+#define MR_PIT_DAY_US (INT64_C(86400) * MR_PIT_SECOND_US)
+
+typedef struct mr_pit_view {
+    const char *name;             /* for messages */
+    const mr_table *table;        /* borrowed */
+    const char *const *keys;      /* n_keys names, matched in order with the entity keys */
+    const char *ts;               /* the event timestamp column */
+    const char *created;          /* the created timestamp column (corrections), or NULL */
+    int64_t ttl_us;               /* how old a value may be, microseconds; 0: no limit */
+    const char *const *features;  /* the columns to join */
+    size_t n_features;
+    const char *prefix;           /* output names are prefix + feature; NULL: "" */
+} mr_pit_view;
+
+/* Joins views[0, n_views) to entities (see above). threads: 1 runs on the
+ * calling thread, otherwise the process pool (0: all of it). missing may be
+ * NULL, else n_views counts of entity rows without a value per view. */
+mr_status mr_pit_join(const mr_table *entities, const char *const *keys, size_t n_keys, const char *ts,
+                      const mr_pit_view *views, size_t n_views, int threads, mr_table **out, uint64_t *missing,
+                      mr_error *err);
+
+/* Parses a duration: an integer number of seconds, or numbers with a unit
+ * each, "30d", "12h", "90m", "45s", "1w", "1d12h" (w, d, h, m, s). Returns
+ * MR_E_PARSE (no mr_error) for anything else, or a total past about
+ * 292,000 years. */
+mr_status mr_pit_parse_duration(const char *text, int64_t *us_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,233 @@
+/* The pit_join op: a training set with each feature view's values as of
+ * each row's timestamp (include/millrace/pit.h, docs/featurestore.md). */
+#include "millrace/dataset.h"
+#include "millrace/io.h"
+#include "millrace/op.h"
+#include "millrace/pit.h"
+#include "ops_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const mr_param_def pit_params[] = {
+    {"entities", MR_PT_STR | MR_PT_PATH, 1, "the entity rows (keys, a timestamp, labels): ${stages.X} or a data file"},
+    {"keys", MR_PT_STRSEQ, 1, "the entity key columns"},
+    {"timestamp", MR_PT_STR, 1, "the entity rows' timestamp column: features as of this time"},
+    {"views", MR_PT_SEQ, 1, "feature views: {name, source, timestamp, features, keys, created, ttl, prefix}"},
+    {NULL, 0, 0, NULL},
+};
+
+static const char *const view_keys[] = {"name", "source", "keys", "timestamp", "created", "ttl", "features", "prefix"};
+#define N_VIEW_KEYS (sizeof(view_keys) / sizeof(view_keys[0]))
+
+static mr_status at_value(mr_error *err, const mr_value *v, const char *key, mr_status code, const char *fmt,
+                          const char *a, const char *b)
+{
+    mr_status rc = mr_error_set_at(err, NULL, v ? v->line : 0, v ? v->col : 0, code, fmt, a, b);
+    mr_error_key(err, key);
+    return rc;
+}
+
+/* A view's ttl in microseconds (0: none): an int of seconds or a duration. */
+static mr_status view_ttl(const mr_value *ttl, const char *view, int64_t *us, mr_error *err)
+{
+    *us = 0;
+    if (!ttl || mr_op_value_deferred(ttl)) return MR_OK;
+    if (ttl->kind == MR_V_INT && ttl->u.i > 0 && ttl->u.i <= INT64_MAX / MR_PIT_SECOND_US) {
+        *us = ttl->u.i * MR_PIT_SECOND_US;
+        return MR_OK;
+    }
+    if (ttl->kind == MR_V_STR && mr_pit_parse_duration(ttl->str, us) == MR_OK && *us > 0) return MR_OK;
+    mr_status rc = at_value(err, ttl, "ttl", MR_E_SCHEMA,
+                            "view '%s': ttl: expected a duration such as 30d, 12h, 90m or 1d12h (or seconds), got %s",
+                            view, ttl->kind == MR_V_STR ? ttl->str : "a non-positive or non-text value");
+    mr_error_hint(err, "units: w (weeks), d, h, m (minutes), s; no ttl: leave the key out");
+    return rc;
+}
+
+static int str_or_strseq(const mr_value *v)
+{
+    if (!v) return 0;
+    if (v->kind == MR_V_STR) return 1;
+    if (v->kind != MR_V_SEQ || v->n == 0) return 0;
+    for (size_t i = 0; i < v->n; i++)
+        if (v->items[i]->kind != MR_V_STR) return 0;
+    return 1;
+}
+
+/* One view's definition: its keys known, its required ones present, its
+ * values of the right shape. name: the view's name, as messages use it. */
+static mr_status check_view(const mr_value *v, size_t i, size_t n_keys, char *name, size_t name_len, mr_error *err)
+{
+    snprintf(name, name_len, "view %zu", i + 1);
+    if (v->kind != MR_V_MAP)
+        return at_value(err, v, "views", MR_E_SCHEMA, "views: item %s is not a mapping %s", name + 5,
+                        "({name, source, timestamp, features, ...})");
+    const mr_value *nm = mr_value_get(v, "name");
+    if (nm && nm->kind == MR_V_STR && nm->str[0]) snprintf(name, name_len, "%s", nm->str);
+    char what[200];
+    snprintf(what, sizeof(what), "view '%s'", name);
+    mr_status rc = mr__check_keys(v, what, view_keys, N_VIEW_KEYS, err);
+    if (rc != MR_OK) return rc;
+    static const char *const required[] = {"source", "timestamp", "features"};
+    for (size_t r = 0; r < 3; r++)
+        if (!mr_value_get(v, required[r])) {
+            rc = at_value(err, v, required[r], MR_E_SCHEMA, "view '%s' has no '%s'", name, required[r]);
+            mr_error_hint(err, "a view needs source (the data), timestamp (its event time column) and features");
+            return rc;
+        }
+    static const char *const texts[] = {"name", "source", "timestamp", "created", "prefix"};
+    for (size_t t = 0; t < 5; t++) {
+        const mr_value *x = mr_value_get(v, texts[t]);
+        if (x && x->kind != MR_V_STR)
+            return at_value(err, x, texts[t], MR_E_SCHEMA, "view '%s': %s must be a string", name, texts[t]);
+    }
+    const mr_value *feats = mr_value_get(v, "features"), *keys = mr_value_get(v, "keys");
+    if (!str_or_strseq(feats))
+        return at_value(err, feats, "features", MR_E_SCHEMA, "view '%s': features must be a %s", name,
+                        "column name or a non-empty list of them");
+    if (keys) {
+        if (!str_or_strseq(keys))
+            return at_value(err, keys, "keys", MR_E_SCHEMA, "view '%s': keys must be a %s", name,
+                            "column name or a non-empty list of them");
+        size_t nk = keys->kind == MR_V_STR ? 1 : keys->n;
+        if (nk != n_keys) {
+            char msg[64];
+            snprintf(msg, sizeof(msg), "%zu key columns, the entities %zu", nk, n_keys);
+            return at_value(err, keys, "keys", MR_E_SCHEMA, "view '%s' names %s (matched in order)", name, msg);
+        }
+    }
+    int64_t us;
+    return view_ttl(mr_value_get(v, "ttl"), name, &us, err);
+}
+
+static mr_status check_views(const mr_value *def, mr_error *err)
+{
+    const mr_value *views = mr_value_get(def, "views"), *keys = mr_value_get(def, "keys");
+    size_t n_keys = keys && keys->kind == MR_V_SEQ ? keys->n : 1;
+    if (keys && keys->kind == MR_V_SEQ && keys->n == 0)
+        return at_value(err, keys, "keys", MR_E_SCHEMA, "keys: expected %s%s", "at least one entity key column", "");
+    if (!views || views->kind != MR_V_SEQ || views->n == 0)
+        return at_value(err, views, "views", MR_E_SCHEMA, "views: expected %s%s", "a non-empty list of feature views",
+                        "");
+    char name[128], other[128];
+    for (size_t i = 0; i < views->n; i++) {
+        mr_status rc = check_view(views->items[i], i, n_keys, name, sizeof(name), err);
+        if (rc != MR_OK) return rc;
+        for (size_t q = 0; q < i; q++) {
+            mr_error scratch;
+            mr_error_init(&scratch);
+            (void)check_view(views->items[q], q, n_keys, other, sizeof(other), &scratch);
+            if (!strcmp(name, other))
+                return at_value(err, views->items[i], "name", MR_E_SCHEMA, "views: two views are named '%s'%s", name,
+                                "");
+        }
+    }
+    return MR_OK;
+}
+
+static mr_status validate_pit(const mr_op_validate_ctx *vc, mr_error *err) { return check_views(vc->def, err); }
+
+static mr_status run_pit(mr_op_ctx *ctx, mr_error *err)
+{
+    const mr_value *views = mr_value_get(ctx->def, "views");
+    mr_status rc = check_views(ctx->def, err);
+    if (rc != MR_OK) return rc;
+    size_t n_keys = 0, n_views = views->n;
+    const char **keys = mr__strings_of(ctx->def, "keys", &n_keys);
+    mr_pit_view *pv = mr_calloc(n_views, sizeof(*pv));
+    const char ***vkeys = mr_calloc(n_views, sizeof(*vkeys)), ***vfeats = mr_calloc(n_views, sizeof(*vfeats));
+    char (*names)[128] = mr_calloc(n_views, sizeof(*names));
+    mr_table **tables = mr_calloc(n_views, sizeof(*tables));
+    uint64_t *missing = mr_calloc(n_views, sizeof(*missing));
+    mr_table *entities = NULL, *out = NULL;
+    if (!keys || !pv || !vkeys || !vfeats || !names || !tables || !missing) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    const char *epath = mr_value_get(ctx->def, "entities")->str;
+    rc = mr__read_input(ctx, epath, &entities, err);
+    if (rc != MR_OK) {
+        mr_error_at(err, epath, 0, 0);
+        goto done;
+    }
+    for (size_t i = 0; rc == MR_OK && i < n_views; i++) {
+        const mr_value *v = views->items[i];
+        mr_error scratch;
+        mr_error_init(&scratch);
+        (void)check_view(v, i, n_keys, names[i], sizeof(names[i]), &scratch);
+        size_t nk = 0, nf = 0;
+        vkeys[i] = mr_value_get(v, "keys") ? mr__strings_of(v, "keys", &nk) : NULL;
+        vfeats[i] = mr__strings_of(v, "features", &nf);
+        if ((mr_value_get(v, "keys") && !vkeys[i]) || !vfeats[i]) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            break;
+        }
+        const char *src = mr_value_get(v, "source")->str;
+        /* the whole view: a value from before the first entity row still counts */
+        rc = mr_table_read_file(src, &tables[i], err);
+        if (rc != MR_OK) {
+            mr_error_at(err, src, 0, 0);
+            break;
+        }
+        pv[i] = (mr_pit_view){.name = names[i], .table = tables[i], .keys = vkeys[i] ? vkeys[i] : keys,
+                              .ts = mr__opt_str(v, "timestamp", NULL), .created = mr__opt_str(v, "created", NULL),
+                              .features = vfeats[i], .n_features = nf, .prefix = mr__opt_str(v, "prefix", NULL)};
+        rc = view_ttl(mr_value_get(v, "ttl"), names[i], &pv[i].ttl_us, err);
+    }
+    if (rc == MR_OK)
+        rc = mr_pit_join(entities, keys, n_keys, mr__opt_str(ctx->def, "timestamp", NULL), pv, n_views,
+                         ctx->threads > 1 ? ctx->threads : 1, &out, missing, err);
+    if (rc == MR_OK) rc = mr__write_dataset(ctx->outputs[0].path, out, err);
+    if (rc == MR_OK) {
+        dprintf(ctx->log_fd, "pit_join: %zu rows, %zu columns\n", out->n_rows, out->n_cols);
+        mr_op_metric(ctx, "rows", 0, (double)out->n_rows);
+        for (size_t i = 0; i < n_views; i++) {
+            dprintf(ctx->log_fd, "pit_join: view '%s': %zu rows, %llu entity rows without a value\n", names[i],
+                    tables[i]->n_rows, (unsigned long long)missing[i]);
+            char metric[160];
+            snprintf(metric, sizeof(metric), "missing.%s", names[i]);
+            mr_op_metric(ctx, metric, 0, (double)missing[i]);
+        }
+    }
+done:
+    for (size_t i = 0; i < n_views; i++) {
+        if (vkeys) mr_free(vkeys[i]);
+        if (vfeats) mr_free(vfeats[i]);
+        if (tables) mr_table_free(tables[i]);
+    }
+    mr_free(keys);
+    mr_free(pv);
+    mr_free(vkeys);
+    mr_free(vfeats);
+    mr_free(names);
+    mr_free(tables);
+    mr_free(missing);
+    mr_table_free(entities);
+    mr_table_free(out);
+    return rc;
+}
+
+/* The views' sources: inputs of the stage (hashed into its key). */
+static size_t pit_inputs(const mr_value *def, const mr_value **paths, size_t max)
+{
+    const mr_value *views = mr_value_get(def, "views");
+    size_t n = 0;
+    for (size_t i = 0; views && views->kind == MR_V_SEQ && i < views->n; i++) {
+        const mr_value *src = mr_value_get(views->items[i], "source");
+        if (!src || src->kind != MR_V_STR) continue;
+        if (n < max) paths[n] = src;
+        n++;
+    }
+    return n;
+}
+
+const mr_op mr_op_pit_join = {
+    .name = "pit_join",
+    .version = 1,
+    .params = pit_params,
+    .outputs = NULL,
+    .run = run_pit,
+    .validate = validate_pit,
+    .inputs_of = pit_inputs,
+};
