@@ -74,6 +74,7 @@ int cmd_report(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_gc(int argc, char **argv);
 int cmd_ops(int argc, char **argv);
+int cmd_features(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_model(int argc, char **argv);
 /* The registry's `model` subcommands (cmd_registry.c). */

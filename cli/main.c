@@ -31,6 +31,7 @@ static const verb verbs[] = {
     {"train", cmd_train, "train a model on a data file (outside a pipeline)"},
     {"model", cmd_model, "inspect, dump or predict with a model file"},
     {"data", cmd_data, "ingest, inspect, head, stats and export datasets"},
+    {"features", cmd_features, "an online feature store: its schema, lookups by entity key as of a moment"},
     {"tune", cmd_tune, "show a tune stage's leaderboard and parameter importances"},
     {"bundle", cmd_bundle, "inspect, verify or export (ONNX) a packaged model bundle"},
     {"predict", cmd_predict, "score CSV, Parquet or a dataset with a bundle (streaming)"},

@@ -452,6 +452,14 @@ mr_status mr_fs_read_file(const char *path, size_t limit, char **data_out, size_
  * fsync the directory. Readers see the old or the new content, never a mix;
  * on failure the temporary file is removed and path is untouched. */
 mr_status mr_fs_write_atomic(const char *path, const void *data, size_t len, mr_error *err);
+/* Puts the file or directory at staged in the place of dest in one step:
+ * with dest present, the two are exchanged (renameat2 RENAME_EXCHANGE) and
+ * the old one, now at staged, is removed; without, staged is renamed to
+ * dest. A reader opening dest meanwhile finds the old or the new, never
+ * nothing or a mix. Both must be on one filesystem. Where the filesystem
+ * cannot exchange (EINVAL), dest is removed first and then renamed over: not
+ * atomic there. MR_E_IO naming the paths. */
+mr_status mr_fs_swap_in(const char *staged, const char *dest, mr_error *err);
 mr_status mr_fs_fsync_path(const char *path, mr_error *err);
 mr_status mr_fs_fsync_dir_of(const char *path, mr_error *err);
 mr_status mr_fs_copy_file(const char *src, const char *dst, mr_error *err); /* dst must not exist; removed on failure */

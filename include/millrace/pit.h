@@ -79,6 +79,16 @@ mr_status mr_pit_join(const mr_table *entities, const char *const *keys, size_t 
                       const mr_pit_view *views, size_t n_views, int threads, mr_table **out, uint64_t *missing,
                       mr_error *err);
 
+/* The latest row of every entity across views[0, n_views), for an online
+ * store: one row per distinct key tuple found in any view (keys named
+ * keys[0, n_keys), sorted), then for each view its features (prefix +
+ * feature) and a TIMESTAMP column "<prefix>__event_time" with the picked
+ * row's event time (null where the view has no row for the key). The picks
+ * follow mr_pit_join's rule as of the end of time, ttl ignored (a reader
+ * applies it against its own clock). Errors as mr_pit_join's. */
+mr_status mr_pit_latest(const char *const *keys, size_t n_keys, const mr_pit_view *views, size_t n_views, int threads,
+                        mr_table **out, mr_error *err);
+
 /* Parses a duration: an integer number of seconds, or numbers with a unit
  * each, "30d", "12h", "90m", "45s", "1w", "1d12h" (w, d, h, m, s). Returns
  * MR_E_PARSE (no mr_error) for anything else, or a total past about

@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h> /* renameat2 */
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -306,4 +307,20 @@ void mr_flock_release(mr_flock *lk)
         close(lk->fd);
         lk->fd = -1;
     }
+}
+
+mr_status mr_fs_swap_in(const char *staged, const char *dest, mr_error *err)
+{
+    struct stat st;
+    if (lstat(dest, &st) != 0) {
+        if (errno != ENOENT) return MR_ERR_SYS(err, MR_E_IO, errno, "cannot stat %s", dest);
+        if (rename(staged, dest) != 0) return MR_ERR_SYS(err, MR_E_IO, errno, "cannot rename %s to %s", staged, dest);
+        return MR_OK;
+    }
+    if (renameat2(AT_FDCWD, staged, AT_FDCWD, dest, RENAME_EXCHANGE) == 0) return mr_fs_rmtree(staged, err);
+    if (errno != EINVAL && errno != ENOSYS)
+        return MR_ERR_SYS(err, MR_E_IO, errno, "cannot exchange %s and %s", staged, dest);
+    mr_status rc = mr_fs_rmtree(dest, err); /* no exchange on this filesystem */
+    if (rc == MR_OK && rename(staged, dest) != 0) rc = MR_ERR_SYS(err, MR_E_IO, errno, "cannot rename %s to %s", staged, dest);
+    return rc;
 }

@@ -55,7 +55,10 @@ mr_status mr_pit_parse_duration(const char *text, int64_t *us_out)
 /* A timestamp column's value i in microseconds (DATE: its midnight). */
 static int64_t ts_at(const mr_column *c, size_t i)
 {
-    if (c->type == MR_T_DATE) return (int64_t)((const int32_t *)c->data)[i] * MR_PIT_DAY_US;
+    if (c->type == MR_T_DATE) { /* past about 292,000 years a day's microseconds do not fit: clamped */
+        int64_t d = ((const int32_t *)c->data)[i];
+        return d > INT64_MAX / MR_PIT_DAY_US ? INT64_MAX : d < INT64_MIN / MR_PIT_DAY_US ? INT64_MIN : d * MR_PIT_DAY_US;
+    }
     return ((const int64_t *)c->data)[i];
 }
 
@@ -230,7 +233,8 @@ static void join_view(view_job *j)
         if (p == 0) continue;
         uint32_t vr = v_idx[p - 1];
         if (cmp_keys(&j->s, vr, j->e, er) != 0) continue; /* the last row before is another key's */
-        if (j->v->ttl_us > 0 && ets - ts_at(j->s.ts, vr) > j->v->ttl_us) continue;
+        /* vts <= ets: the difference is exact as unsigned, whatever the two are */
+        if (j->v->ttl_us > 0 && (uint64_t)ets - (uint64_t)ts_at(j->s.ts, vr) > (uint64_t)j->v->ttl_us) continue;
         j->pick[er] = vr;
     }
     mr_free(v_idx);
@@ -422,5 +426,181 @@ done:
         return rc;
     }
     *out = t;
+    return MR_OK;
+}
+
+/* ---- the latest row per entity ----------------------------------------------------- */
+
+mr_status mr_pit_latest(const char *const *keys, size_t n_keys, const mr_pit_view *views, size_t n_views, int threads,
+                        mr_table **out, mr_error *err)
+{
+    *out = NULL;
+    if (!keys || n_keys == 0 || n_views == 0 || !views)
+        return MR_ERR(err, MR_E_INVALID_ARG, "the latest values need keys and at least one view");
+    mr_status rc = MR_OK;
+    mr_column **kc = mr_calloc(n_keys, sizeof(*kc));
+    mr_pit_view *vs = mr_calloc(n_views, sizeof(*vs));
+    const char ***feats = mr_calloc(n_views, sizeof(*feats));
+    char **prefixed = mr_calloc(n_views, sizeof(*prefixed));
+    mr_table *all = NULL, *ents = NULL, *joined = NULL;
+    mr_column *end = NULL;
+    uint32_t *idx = NULL;
+    if (!kc || !vs || !feats || !prefixed) {
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        goto done;
+    }
+    /* every view's key tuples, under the entity's names, one after another */
+    for (size_t k = 0; rc == MR_OK && k < n_keys; k++) {
+        for (size_t v = 0; rc == MR_OK && v < n_views; v++) {
+            const mr_column *c = NULL;
+            char what[160];
+            snprintf(what, sizeof(what), "feature view '%s'", views[v].name ? views[v].name : "");
+            if (!views[v].table || !views[v].keys) {
+                rc = MR_ERR(err, MR_E_INVALID_ARG, "%s has no table or no keys", what);
+                break;
+            }
+            rc = find_col(views[v].table, what, views[v].keys[k], "key", &c, err);
+            if (rc == MR_OK && !key_type_ok(c->type))
+                rc = MR_ERR(err, MR_E_SCHEMA, "%s: key column '%s' is %s; int64, string, date, timestamp or bool is "
+                            "expected", what, views[v].keys[k], mr_dtype_name(c->type));
+            if (rc == MR_OK && kc[k] && kc[k]->type != c->type)
+                rc = MR_ERR(err, MR_E_SCHEMA, "%s: key column '%s' is %s, another view's is %s", what,
+                            views[v].keys[k], mr_dtype_name(c->type), mr_dtype_name(kc[k]->type));
+            if (rc != MR_OK) break;
+            if (!kc[k]) {
+                rc = mr_column_new(keys[k], c->type, 0, &kc[k], err);
+                if (rc == MR_OK && c->type == MR_T_STRING) rc = mr_column_materialize(kc[k], err);
+            }
+            if (rc == MR_OK) {
+                mr_column *plain = NULL;
+                rc = mr_column_slice(c, 0, c->n, &plain, err);
+                if (rc == MR_OK && plain->type == MR_T_STRING) rc = mr_column_materialize(plain, err);
+                if (rc == MR_OK) rc = mr_column_append_column(kc[k], plain, err);
+                mr_column_free(plain);
+            }
+        }
+    }
+    if (rc != MR_OK) goto done;
+    size_t n_all = kc[0]->n;
+    if (n_all >= NONE) {
+        rc = MR_ERR(err, MR_E_LIMIT, "the views hold %zu rows together (at most %u)", n_all, NONE - 1);
+        goto done;
+    }
+    /* the distinct key tuples, sorted, at the end of time */
+    rc = mr_table_new(&all, err);
+    for (size_t k = 0; rc == MR_OK && k < n_keys; k++) {
+        rc = mr_table_add_column(all, kc[k], err);
+        kc[k] = NULL;
+    }
+    if (rc == MR_OK) rc = mr_column_new("__as_of", MR_T_TIMESTAMP, n_all, &end, err);
+    for (size_t r = 0; rc == MR_OK && r < n_all; r++) rc = mr_column_append_int64(end, INT64_MAX);
+    if (rc == MR_OK) {
+        rc = mr_table_add_column(all, end, err);
+        end = NULL;
+    }
+    if (rc != MR_OK) goto done;
+    {
+        const mr_column **sk = mr_calloc(n_keys, sizeof(*sk));
+        if (!sk) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            goto done;
+        }
+        for (size_t k = 0; k < n_keys; k++) sk[k] = all->cols[k];
+        side s = {sk, n_keys, all->cols[n_keys], NULL};
+        size_t n = 0;
+        idx = sorted_rows(&s, n_all, &n);
+        size_t u = 0;
+        for (size_t q = 0; idx && q < n; q++)
+            if (u == 0 || cmp_keys(&s, idx[u - 1], &s, idx[q]) != 0) idx[u++] = idx[q];
+        mr_free(sk);
+        if (!idx) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            goto done;
+        }
+        rc = mr_table_take(all, idx, u, &ents, err);
+    }
+    if (rc != MR_OK) goto done;
+    /* each view's features and its event time, as of the end of time, under a
+     * prefix of the view's number (two views may name their time alike) */
+    for (size_t v = 0; rc == MR_OK && v < n_views; v++) {
+        vs[v] = views[v];
+        vs[v].ttl_us = 0;
+        feats[v] = mr_calloc(views[v].n_features + 1, sizeof(char *));
+        prefixed[v] = mr_malloc(32);
+        if (!feats[v] || !prefixed[v]) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            break;
+        }
+        memcpy(feats[v], views[v].features, views[v].n_features * sizeof(char *));
+        feats[v][views[v].n_features] = views[v].ts;
+        vs[v].features = feats[v];
+        vs[v].n_features = views[v].n_features + 1;
+        snprintf(prefixed[v], 32, "\x01%zu\x01", v);
+        vs[v].prefix = prefixed[v];
+    }
+    if (rc == MR_OK) rc = mr_pit_join(ents, keys, n_keys, "__as_of", vs, n_views, threads, &joined, NULL, err);
+    if (rc != MR_OK) goto done;
+    /* the event times as TIMESTAMP, then the names: prefix + feature, prefix + __event_time */
+    {
+        size_t n_named = joined->n_cols - n_keys - 1, at = n_keys + 1, q = 0;
+        size_t *ix = mr_calloc(n_named ? n_named : 1, sizeof(*ix));
+        char **nn = mr_calloc(n_named ? n_named : 1, sizeof(*nn));
+        for (size_t v = 0; ix && nn && rc == MR_OK && v < n_views; v++) {
+            const char *pre = views[v].prefix ? views[v].prefix : "";
+            for (size_t f = 0; f <= views[v].n_features; f++, at++, q++) {
+                const char *base = f < views[v].n_features ? views[v].features[f] : "__event_time";
+                size_t l = strlen(pre) + strlen(base) + 1;
+                ix[q] = at;
+                nn[q] = mr_malloc(l);
+                if (nn[q]) snprintf(nn[q], l, "%s%s", pre, base);
+                else rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            }
+            const mr_column *src = joined->cols[at - 1];
+            if (rc == MR_OK && src->type == MR_T_DATE) {
+                mr_column *et = NULL;
+                rc = mr_column_new(src->name, MR_T_TIMESTAMP, src->n, &et, err);
+                for (size_t r = 0; rc == MR_OK && r < src->n; r++)
+                    rc = mr_column_is_null(src, r) ? mr_column_append_null(et) : mr_column_append_int64(et, ts_at(src, r));
+                if (rc == MR_OK) rc = mr_table_set_column(joined, at - 1, et, err);
+                else mr_column_free(et);
+            }
+        }
+        if (!ix || !nn) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (rc == MR_OK) {
+            rc = mr_table_rename_columns(joined, ix, (const char *const *)nn, n_named, err);
+            if (rc == MR_E_SCHEMA)
+                mr_error_hint(err, "two views give a column of that name: give them prefixes (prefix: \"VIEW__\")");
+        }
+        for (size_t i = 0; nn && i < n_named; i++) mr_free(nn[i]);
+        mr_free(nn);
+        mr_free(ix);
+    }
+    if (rc == MR_OK) {
+        const char **keep = mr_calloc(joined->n_cols, sizeof(*keep));
+        size_t nk = 0;
+        for (size_t c = 0; keep && c < joined->n_cols; c++)
+            if (c != n_keys) keep[nk++] = joined->cols[c]->name;
+        rc = keep ? mr_table_project(joined, keep, nk, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        mr_free(keep);
+    }
+done:
+    for (size_t k = 0; kc && k < n_keys; k++) mr_column_free(kc[k]);
+    for (size_t v = 0; v < n_views; v++) {
+        if (feats) mr_free(feats[v]);
+        if (prefixed) mr_free(prefixed[v]);
+    }
+    mr_free(kc);
+    mr_free(vs);
+    mr_free(feats);
+    mr_free(prefixed);
+    mr_column_free(end);
+    mr_free(idx);
+    mr_table_free(all);
+    mr_table_free(ents);
+    if (rc != MR_OK) {
+        mr_table_free(joined);
+        return rc;
+    }
+    *out = joined;
     return MR_OK;
 }

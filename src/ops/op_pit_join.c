@@ -128,88 +128,108 @@ static mr_status check_views(const mr_value *def, mr_error *err)
 
 static mr_status validate_pit(const mr_op_validate_ctx *vc, mr_error *err) { return check_views(vc->def, err); }
 
-static mr_status run_pit(mr_op_ctx *ctx, mr_error *err)
+mr_status mr__views_check(const mr_value *def, mr_error *err) { return check_views(def, err); }
+
+void mr__views_free(mr__views *vw)
 {
-    const mr_value *views = mr_value_get(ctx->def, "views");
-    mr_status rc = check_views(ctx->def, err);
+    for (size_t i = 0; i < vw->n; i++) {
+        if (vw->keys) mr_free(vw->keys[i]);
+        if (vw->feats) mr_free(vw->feats[i]);
+        if (vw->tables) mr_table_free(vw->tables[i]);
+    }
+    mr_free(vw->pv);
+    mr_free(vw->keys);
+    mr_free(vw->feats);
+    mr_free(vw->names);
+    mr_free(vw->tables);
+    mr_free(vw->missing);
+    memset(vw, 0, sizeof(*vw));
+}
+
+mr_status mr__views_load(const mr_value *def, const char *const *keys, size_t n_keys, mr__views *vw, mr_error *err)
+{
+    memset(vw, 0, sizeof(*vw));
+    const mr_value *views = mr_value_get(def, "views");
+    mr_status rc = check_views(def, err);
     if (rc != MR_OK) return rc;
-    size_t n_keys = 0, n_views = views->n;
-    const char **keys = mr__strings_of(ctx->def, "keys", &n_keys);
-    mr_pit_view *pv = mr_calloc(n_views, sizeof(*pv));
-    const char ***vkeys = mr_calloc(n_views, sizeof(*vkeys)), ***vfeats = mr_calloc(n_views, sizeof(*vfeats));
-    char (*names)[128] = mr_calloc(n_views, sizeof(*names));
-    mr_table **tables = mr_calloc(n_views, sizeof(*tables));
-    uint64_t *missing = mr_calloc(n_views, sizeof(*missing));
-    mr_table *entities = NULL, *out = NULL;
-    if (!keys || !pv || !vkeys || !vfeats || !names || !tables || !missing) {
-        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        goto done;
+    size_t n = views->n;
+    vw->pv = mr_calloc(n, sizeof(*vw->pv));
+    vw->keys = mr_calloc(n, sizeof(*vw->keys));
+    vw->feats = mr_calloc(n, sizeof(*vw->feats));
+    vw->names = mr_calloc(n, sizeof(*vw->names));
+    vw->tables = mr_calloc(n, sizeof(*vw->tables));
+    vw->missing = mr_calloc(n, sizeof(*vw->missing));
+    if (!vw->pv || !vw->keys || !vw->feats || !vw->names || !vw->tables || !vw->missing) {
+        mr__views_free(vw);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
-    const char *epath = mr_value_get(ctx->def, "entities")->str;
-    rc = mr__read_input(ctx, epath, &entities, err);
-    if (rc != MR_OK) {
-        mr_error_at(err, epath, 0, 0);
-        goto done;
-    }
-    for (size_t i = 0; rc == MR_OK && i < n_views; i++) {
+    vw->n = n;
+    for (size_t i = 0; rc == MR_OK && i < n; i++) {
         const mr_value *v = views->items[i];
         mr_error scratch;
         mr_error_init(&scratch);
-        (void)check_view(v, i, n_keys, names[i], sizeof(names[i]), &scratch);
+        (void)check_view(v, i, n_keys, vw->names[i], sizeof(vw->names[i]), &scratch);
         size_t nk = 0, nf = 0;
-        vkeys[i] = mr_value_get(v, "keys") ? mr__strings_of(v, "keys", &nk) : NULL;
-        vfeats[i] = mr__strings_of(v, "features", &nf);
-        if ((mr_value_get(v, "keys") && !vkeys[i]) || !vfeats[i]) {
+        vw->keys[i] = mr_value_get(v, "keys") ? mr__strings_of(v, "keys", &nk) : NULL;
+        vw->feats[i] = mr__strings_of(v, "features", &nf);
+        if ((mr_value_get(v, "keys") && !vw->keys[i]) || !vw->feats[i]) {
             rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
             break;
         }
         const char *src = mr_value_get(v, "source")->str;
         /* the whole view: a value from before the first entity row still counts */
-        rc = mr_table_read_file(src, &tables[i], err);
+        rc = mr_table_read_file(src, &vw->tables[i], err);
         if (rc != MR_OK) {
             mr_error_at(err, src, 0, 0);
             break;
         }
-        pv[i] = (mr_pit_view){.name = names[i], .table = tables[i], .keys = vkeys[i] ? vkeys[i] : keys,
-                              .ts = mr__opt_str(v, "timestamp", NULL), .created = mr__opt_str(v, "created", NULL),
-                              .features = vfeats[i], .n_features = nf, .prefix = mr__opt_str(v, "prefix", NULL)};
-        rc = view_ttl(mr_value_get(v, "ttl"), names[i], &pv[i].ttl_us, err);
+        vw->pv[i] = (mr_pit_view){.name = vw->names[i], .table = vw->tables[i], .keys = vw->keys[i] ? vw->keys[i] : keys,
+                                  .ts = mr__opt_str(v, "timestamp", NULL), .created = mr__opt_str(v, "created", NULL),
+                                  .features = vw->feats[i], .n_features = nf, .prefix = mr__opt_str(v, "prefix", NULL)};
+        rc = view_ttl(mr_value_get(v, "ttl"), vw->names[i], &vw->pv[i].ttl_us, err);
+    }
+    if (rc != MR_OK) mr__views_free(vw);
+    return rc;
+}
+
+static mr_status run_pit(mr_op_ctx *ctx, mr_error *err)
+{
+    size_t n_keys = 0;
+    const char **keys = mr__strings_of(ctx->def, "keys", &n_keys);
+    mr__views vw;
+    memset(&vw, 0, sizeof(vw));
+    mr_table *entities = NULL, *out = NULL;
+    mr_status rc = keys ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    const char *epath = mr_value_get(ctx->def, "entities")->str;
+    if (rc == MR_OK) rc = mr__views_load(ctx->def, keys, n_keys, &vw, err);
+    if (rc == MR_OK) {
+        rc = mr__read_input(ctx, epath, &entities, err);
+        if (rc != MR_OK) mr_error_at(err, epath, 0, 0);
     }
     if (rc == MR_OK)
-        rc = mr_pit_join(entities, keys, n_keys, mr__opt_str(ctx->def, "timestamp", NULL), pv, n_views,
-                         ctx->threads > 1 ? ctx->threads : 1, &out, missing, err);
+        rc = mr_pit_join(entities, keys, n_keys, mr__opt_str(ctx->def, "timestamp", NULL), vw.pv, vw.n,
+                         ctx->threads > 1 ? ctx->threads : 1, &out, vw.missing, err);
     if (rc == MR_OK) rc = mr__write_dataset(ctx->outputs[0].path, out, err);
     if (rc == MR_OK) {
         dprintf(ctx->log_fd, "pit_join: %zu rows, %zu columns\n", out->n_rows, out->n_cols);
         mr_op_metric(ctx, "rows", 0, (double)out->n_rows);
-        for (size_t i = 0; i < n_views; i++) {
-            dprintf(ctx->log_fd, "pit_join: view '%s': %zu rows, %llu entity rows without a value\n", names[i],
-                    tables[i]->n_rows, (unsigned long long)missing[i]);
+        for (size_t i = 0; i < vw.n; i++) {
+            dprintf(ctx->log_fd, "pit_join: view '%s': %zu rows, %llu entity rows without a value\n", vw.names[i],
+                    vw.tables[i]->n_rows, (unsigned long long)vw.missing[i]);
             char metric[160];
-            snprintf(metric, sizeof(metric), "missing.%s", names[i]);
-            mr_op_metric(ctx, metric, 0, (double)missing[i]);
+            snprintf(metric, sizeof(metric), "missing.%s", vw.names[i]);
+            mr_op_metric(ctx, metric, 0, (double)vw.missing[i]);
         }
     }
-done:
-    for (size_t i = 0; i < n_views; i++) {
-        if (vkeys) mr_free(vkeys[i]);
-        if (vfeats) mr_free(vfeats[i]);
-        if (tables) mr_table_free(tables[i]);
-    }
+    mr__views_free(&vw);
     mr_free(keys);
-    mr_free(pv);
-    mr_free(vkeys);
-    mr_free(vfeats);
-    mr_free(names);
-    mr_free(tables);
-    mr_free(missing);
     mr_table_free(entities);
     mr_table_free(out);
     return rc;
 }
 
 /* The views' sources: inputs of the stage (hashed into its key). */
-static size_t pit_inputs(const mr_value *def, const mr_value **paths, size_t max)
+size_t mr__views_inputs(const mr_value *def, const mr_value **paths, size_t max)
 {
     const mr_value *views = mr_value_get(def, "views");
     size_t n = 0;
@@ -229,5 +249,5 @@ const mr_op mr_op_pit_join = {
     .outputs = NULL,
     .run = run_pit,
     .validate = validate_pit,
-    .inputs_of = pit_inputs,
+    .inputs_of = mr__views_inputs,
 };

@@ -14,6 +14,27 @@ extern const mr_op mr_op_features;
 extern const mr_op mr_op_ingest;
 extern const mr_op mr_op_package;
 extern const mr_op mr_op_pit_join;
+extern const mr_op mr_op_materialize_online;
+
+/* ---- feature views (op_pit_join.c), shared with materialize_online -------- */
+#include "millrace/pit.h"
+typedef struct mr__views {
+    size_t n;
+    mr_pit_view *pv;     /* n views, pointing into the fields below */
+    const char ***keys;  /* each view's key names, or NULL: the entity keys */
+    const char ***feats;
+    char (*names)[128];
+    mr_table **tables;   /* the views' data, read whole */
+    uint64_t *missing;   /* for mr_pit_join */
+} mr__views;
+/* The `views:` of def checked (names, required keys, ttl) as at load. */
+mr_status mr__views_check(const mr_value *def, mr_error *err);
+/* Checks and reads def's `views:` (keys: the entity keys a view without
+ * `keys:` uses; borrowed, must outlive vw). Free with mr__views_free. */
+mr_status mr__views_load(const mr_value *def, const char *const *keys, size_t n_keys, mr__views *vw, mr_error *err);
+void mr__views_free(mr__views *vw);
+/* The views' sources, as an op's inputs_of. */
+size_t mr__views_inputs(const mr_value *def, const mr_value **paths, size_t max);
 
 
 /* ---- helpers (ops_common.c) --------------------------------------------- */

@@ -432,6 +432,20 @@ static mr_status place_inputs(worker *w, mr_error *err)
 /* Restoring from the cache re-hashes the stored objects first: an output
  * edited in place through its hard link has corrupted its object, and must
  * be recomputed rather than linked back. Corrupt objects are deleted. */
+/* Checks artifact a out at path in one step: into a sibling first, then
+ * swapped in (mr_fs_swap_in), so the path always holds a whole result. */
+static mr_status checkout_swap(worker *w, const mr_artifact *a, const char *path, mr_error *err)
+{
+    char *tmp = mr_asprintf("%s.mr-new-%ld", path, (long)getpid());
+    if (!tmp) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = mr_fs_rmtree(tmp, err); /* a leftover of a killed runner */
+    if (rc == MR_OK) rc = mr_store_checkout(w->ws->store, w->ws->sc, a, tmp, err);
+    if (rc == MR_OK) rc = mr_fs_swap_in(tmp, path, err);
+    if (rc != MR_OK) mr_fs_rmtree(tmp, NULL);
+    mr_free(tmp);
+    return rc;
+}
+
 static int cached_outputs_sound(worker *w, const char *outs_json)
 {
     json_t *o = json_loads(outs_json ? outs_json : "{}", 0, NULL);
@@ -472,8 +486,7 @@ static mr_status checkout_outputs(worker *w, json_t *ids, mr_error *err)
             mr_artifact_id(&cur, cid);
             if (!strcmp(cid, id)) continue;
         }
-        rc = mr_fs_rmtree(o->path, err);
-        if (rc == MR_OK) rc = mr_store_checkout(w->ws->store, w->ws->sc, &a, o->path, err);
+        rc = checkout_swap(w, &a, o->path, err);
         if (rc != MR_OK) return rc;
     }
     return MR_OK;
@@ -543,10 +556,14 @@ static mr_status prepare(worker *w, mr_error *err)
         w->outs[k].path = w->job.outputs[k].path;
     }
     mr_status rc = mr_fs_mkdtemp(mr_store_root(w->ws->store), "tmp/stage", &w->tmp_dir, err);
-    /* Outputs are removed before the op runs: a command that rewrites a
-     * file in place must never write through a hard link into the store. */
+    /* A command's outputs are removed before it runs: a command that
+     * rewrites a file in place must never write through a hard link into the
+     * store. A built-in op writes into staging, so its previous outputs stay
+     * where they are until the new ones replace them in one step (a reader
+     * of an online store, a server, never finds the path empty, and a stage
+     * killed half-way leaves the last good result in place). */
     for (size_t k = 0; k < n_outs && rc == MR_OK; k++) {
-        rc = mr_fs_rmtree(w->outs[k].path, err);
+        if (!w->staged) rc = mr_fs_rmtree(w->outs[k].path, err);
         const char *slash = strrchr(w->outs[k].path, '/');
         if (rc == MR_OK && slash) {
             char *parent = mr_strndup(w->outs[k].path, (size_t)(slash - w->outs[k].path));
@@ -577,10 +594,7 @@ static mr_status publish_outputs(worker *w, mr_error *err)
         if (od->metrics) rc = parse_metrics(w->outs[k].path, &w->res, err);
         mr_artifact a;
         if (rc == MR_OK) rc = mr_store_publish(w->ws->store, w->ws->sc, w->outs[k].path, &a, err);
-        if (rc == MR_OK && w->staged) {
-            rc = mr_fs_rmtree(od->path, err);
-            if (rc == MR_OK) rc = mr_store_checkout(w->ws->store, w->ws->sc, &a, od->path, err);
-        }
+        if (rc == MR_OK && w->staged) rc = checkout_swap(w, &a, od->path, err);
         if (rc == MR_OK) {
             char id[MR_ARTIFACT_ID_LEN];
             mr_artifact_id(&a, id);

@@ -14,7 +14,7 @@ declare -A room=(
   [core]=core [value]=core
   [store]=store
   [table]=data [csv]=data [jsonl]=data [parquet]=data [dataset]=data [io]=data
-  [expr]=data [transform]=data [pit]=data [loader]=data [stats]=data [image]=data [webdataset]=data
+  [expr]=data [transform]=data [pit]=data [online]=data [loader]=data [stats]=data [image]=data [webdataset]=data
   [gbdt]=ml [linear]=ml [model]=ml [split]=ml [features]=ml [metrics]=ml
   [check]=ml [tune]=ml [bundle]=ml [profile]=ml
   [op]=pipeline [spec]=pipeline [runstore]=pipeline [registry]=pipeline [pipeline]=pipeline [job]=pipeline
