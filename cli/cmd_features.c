@@ -44,7 +44,7 @@ static int parse_time(const char *s, int64_t *us)
     int32_t d;
     if (mr_timestamp_parse(s, strlen(s), us) == 0) return 0;
     if (mr_date_parse(s, strlen(s), &d) == 0) {
-        *us = (int64_t)d * MR_PIT_DAY_US;
+        *us = mr_pit_date_us(d);
         return 0;
     }
     return -1;
@@ -186,12 +186,8 @@ static int get_batch(const mr_online *s, const char *file, const char *as_of_col
         int no_time = 0;
         if (asof) {
             no_time = mr_column_is_null(asof, r);
-            if (!no_time && asof->type == MR_T_DATE) {
-                int64_t d = ((const int32_t *)asof->data)[r]; /* clamped past about 292,000 years */
-                t = d > INT64_MAX / MR_PIT_DAY_US ? INT64_MAX : d < INT64_MIN / MR_PIT_DAY_US ? INT64_MIN : d * MR_PIT_DAY_US;
-            } else if (!no_time) {
-                t = ((const int64_t *)asof->data)[r];
-            }
+            if (!no_time)
+                t = asof->type == MR_T_DATE ? mr_pit_date_us(((const int32_t *)asof->data)[r]) : ((const int64_t *)asof->data)[r];
         }
         mr_table *row = NULL;
         if (st == MR_OK) st = mr_online_get(s, (const char *const *)text, no_time || null_key ? INT64_MIN : t, &row,

@@ -89,6 +89,10 @@ mr_status mr_pit_join(const mr_table *entities, const char *const *keys, size_t 
 mr_status mr_pit_latest(const char *const *keys, size_t n_keys, const mr_pit_view *views, size_t n_views, int threads,
                         mr_table **out, mr_error *err);
 
+/* A DATE value (days since 1970-01-01) as its midnight in microseconds,
+ * clamped to INT64_MIN / INT64_MAX past about 292,000 years. */
+int64_t mr_pit_date_us(int32_t days);
+
 /* Parses a duration: an integer number of seconds, or numbers with a unit
  * each, "30d", "12h", "90m", "45s", "1w", "1d12h" (w, d, h, m, s). Returns
  * MR_E_PARSE (no mr_error) for anything else, or a total past about

@@ -52,13 +52,16 @@ mr_status mr_pit_parse_duration(const char *text, int64_t *us_out)
 
 /* ---- columns --------------------------------------------------------------------- */
 
+int64_t mr_pit_date_us(int32_t days)
+{
+    int64_t d = days;
+    return d > INT64_MAX / MR_PIT_DAY_US ? INT64_MAX : d < INT64_MIN / MR_PIT_DAY_US ? INT64_MIN : d * MR_PIT_DAY_US;
+}
+
 /* A timestamp column's value i in microseconds (DATE: its midnight). */
 static int64_t ts_at(const mr_column *c, size_t i)
 {
-    if (c->type == MR_T_DATE) { /* past about 292,000 years a day's microseconds do not fit: clamped */
-        int64_t d = ((const int32_t *)c->data)[i];
-        return d > INT64_MAX / MR_PIT_DAY_US ? INT64_MAX : d < INT64_MIN / MR_PIT_DAY_US ? INT64_MIN : d * MR_PIT_DAY_US;
-    }
+    if (c->type == MR_T_DATE) return mr_pit_date_us(((const int32_t *)c->data)[i]);
     return ((const int64_t *)c->data)[i];
 }
 
