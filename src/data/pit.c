@@ -251,30 +251,49 @@ static void join_views_task(void *ctx, size_t begin, size_t end, int tid)
     for (size_t v = begin; v < end; v++) join_view(&jobs[v]);
 }
 
-/* Column c's rows pick[0, n) (NONE: null), named name. */
+/* Column c's rows pick[0, n) (NONE: null), named name: gathered in one
+ * pass (a missing row reads row 0, then is marked null), or, from an empty
+ * column, all nulls. */
 static mr_status take_or_null(const mr_column *c, const uint32_t *pick, size_t n, const char *name, mr_column **out,
                               mr_error *err)
 {
     *out = NULL;
-    mr_column *src = NULL, *col = NULL;
-    uint32_t *idx = mr_malloc((n ? n : 1) * sizeof(*idx));
-    mr_status rc = idx ? mr_column_slice(c, 0, c->n, &src, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
-    if (rc == MR_OK) rc = mr_column_append_null(src) == MR_OK ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
-    if (rc == MR_OK) {
-        for (size_t r = 0; r < n; r++) idx[r] = pick[r] == NONE ? (uint32_t)c->n : pick[r];
-        rc = mr_column_take(src, idx, n, &col, err);
-    }
-    if (rc == MR_OK) {
-        char *nm = mr_strdup(name);
-        if (!nm) {
-            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        } else {
-            mr_free(col->name);
-            col->name = nm;
+    mr_column *col = NULL;
+    mr_status rc = MR_OK;
+    size_t missing = 0;
+    for (size_t r = 0; r < n; r++) missing += pick[r] == NONE;
+    if (c->n == 0) {
+        rc = mr_column_new(name, c->type, n, &col, err);
+        if (rc == MR_OK) col->kind = c->kind;
+        for (size_t r = 0; rc == MR_OK && r < n; r++)
+            if (mr_column_append_null(col) != MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    } else {
+        uint32_t *idx = mr_malloc((n ? n : 1) * sizeof(*idx));
+        if (!idx) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+        for (size_t r = 0; r < n; r++) idx[r] = pick[r] == NONE ? 0 : pick[r];
+        rc = mr_column_take(c, idx, n, &col, err);
+        mr_free(idx);
+        if (rc == MR_OK && missing && !col->valid) {
+            size_t nb = (col->cap + 7) / 8;
+            col->valid = mr_malloc(nb ? nb : 1);
+            if (!col->valid) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            else memset(col->valid, 0xff, nb ? nb : 1);
+        }
+        for (size_t r = 0; rc == MR_OK && missing && r < n; r++)
+            if (pick[r] == NONE && !mr_column_is_null(col, r)) {
+                col->valid[r >> 3] &= (uint8_t) ~(1u << (r & 7));
+                col->null_count++;
+            }
+        if (rc == MR_OK) {
+            char *nm = mr_strdup(name);
+            if (!nm) {
+                rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            } else {
+                mr_free(col->name);
+                col->name = nm;
+            }
         }
     }
-    mr_column_free(src);
-    mr_free(idx);
     if (rc != MR_OK) {
         mr_column_free(col);
         return rc;

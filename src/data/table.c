@@ -479,10 +479,59 @@ static mr_status slice_fast(const mr_column *c, size_t begin, size_t n, mr_colum
     return MR_OK;
 }
 
+/* Rows idx[0, n) of a fixed-width column, by typed copies: one pass for the
+ * values, one for the validity when c has nulls (a gather of a million rows
+ * was a tenth of a point-in-time join row by row). */
+static mr_status gather_fixed(const mr_column *c, const uint32_t *idx, size_t n, mr_column **out, mr_error *err)
+{
+    mr_column *d = NULL;
+    mr_status rc = mr_column_new_like(c, NULL, n, &d, err);
+    if (rc != MR_OK) return rc;
+    if (n && (rc = mr_column_reserve(d, n)) != MR_OK) {
+        mr_column_free(d);
+        return MR_ERR(err, rc, "cannot copy %zu rows of column '%s'", n, c->name);
+    }
+    size_t w = mr_dtype_width(c->type);
+    char *dst = d->data;
+    const char *src = c->data;
+    switch (w) {
+    case 8:
+        for (size_t k = 0; k < n; k++) memcpy(dst + 8 * k, src + 8 * (size_t)idx[k], 8);
+        break;
+    case 4:
+        for (size_t k = 0; k < n; k++) memcpy(dst + 4 * k, src + 4 * (size_t)idx[k], 4);
+        break;
+    default:
+        for (size_t k = 0; k < n; k++) memcpy(dst + w * k, src + w * (size_t)idx[k], w);
+        break;
+    }
+    d->n = n;
+    if (c->valid && c->null_count) {
+        size_t nb = (d->cap + 7) / 8;
+        d->valid = mr_malloc(nb ? nb : 1);
+        if (!d->valid) {
+            mr_column_free(d);
+            return MR_ERR(err, MR_E_NOMEM, "out of memory copying column '%s'", c->name);
+        }
+        memset(d->valid, 0xff, nb ? nb : 1);
+        for (size_t k = 0; k < n; k++)
+            if (mr_column_is_null(c, idx[k])) {
+                d->valid[k >> 3] &= (uint8_t) ~(1u << (k & 7));
+                d->null_count++;
+            }
+    }
+    *out = d;
+    return MR_OK;
+}
+
 /* Row-by-row copy into a plain column (dictionary columns are decoded). */
 static mr_status gather_rows(const mr_column *c, const uint32_t *idx, size_t begin, size_t n, mr_column **out,
                              mr_error *err)
 {
+    if (idx && c->type != MR_T_STRING && mr_dtype_width(c->type)) {
+        for (size_t k = 0; k < n; k++) MR_ASSERT(idx[k] < c->n);
+        return gather_fixed(c, idx, n, out, err);
+    }
     mr_column *d = NULL;
     mr_status rc = mr_column_new_like(c, NULL, n, &d, err);
     for (size_t k = 0; rc == MR_OK && k < n; k++) {
