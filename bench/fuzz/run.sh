@@ -8,7 +8,7 @@
 # environment:
 #   FUZZ_SECONDS   seconds per target (default 60; -max_total_time)
 #   FUZZ_RUNS      stop a target after this many executions (-runs; default: no cap)
-#   FUZZ_TARGETS   the targets, in order (default: csv expr http parquet spec jsonl bundle job image webdataset)
+#   FUZZ_TARGETS   the targets, in order (default: csv expr http parquet spec jsonl bundle job image webdataset online)
 #   FUZZ_WORK      working directory, kept between runs (default /tmp/millrace-fuzz):
 #                  corpus/NAME the grown corpus (seeded from tests/fuzz/corpus/NAME;
 #                  never in git), crashes/NAME the crash/leak/timeout reproducers
@@ -34,7 +34,7 @@ case "$B" in */millrace) B=$(dirname "$B") ;; esac # the bench convention: the b
 [ -d "$B/tests" ] || { echo "bench/fuzz: no $B/tests (build the targets with make fuzz)" >&2; exit 2; }
 B=$(cd "$B" && pwd)
 SECONDS_PER=${FUZZ_SECONDS:-60}
-TARGETS=${FUZZ_TARGETS:-csv expr http parquet spec jsonl bundle job image webdataset}
+TARGETS=${FUZZ_TARGETS:-csv expr http parquet spec jsonl bundle job image webdataset online}
 WORK=${FUZZ_WORK:-/tmp/millrace-fuzz}
 LOGS=${FUZZ_LOGS:-$WORK/logs}
 RSS=${FUZZ_RSS_MB:-2048}
@@ -49,7 +49,7 @@ max_len_of() {
     case "$1" in
     csv | jsonl | http) echo 4096 ;;
     expr) echo 1024 ;;
-    spec | job | webdataset) echo 8192 ;;
+    spec | job | webdataset | online) echo 8192 ;;
     parquet | bundle | image) echo 16384 ;;
     *) echo 4096 ;;
     esac

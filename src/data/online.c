@@ -228,6 +228,8 @@ static char *read_name(mr_reader *r)
     return s;
 }
 
+static int cmp_names(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
 void mr_online_close(mr_online *s)
 {
     if (!s) return;
@@ -306,7 +308,7 @@ mr_status mr_online_open(const char *path, mr_online **out, mr_error *err)
         why = "implausible key, view or feature counts";
     else if (s->n_slots == 0 || (s->n_slots & (s->n_slots - 1)) || s->n_slots < s->n_entities)
         why = "the slot count is not a power of two above the entity count";
-    else if (schema_off < HEADER_LEN || schema_off > s->len || s->slots_off > s->len ||
+    else if (schema_off < HEADER_LEN || schema_off > s->len || s->slots_off > s->len || s->slots_off < schema_off ||
              s->n_slots > (s->len - s->slots_off) / 8 || s->records_off != s->slots_off + s->n_slots * 8 ||
              s->records_off > s->len || s->slots_off % 8)
         why = "its sections do not fit in the file";
@@ -351,6 +353,15 @@ mr_status mr_online_open(const char *path, mr_online **out, mr_error *err)
         }
     }
     if (!why && !oom && (r.bad || f != s->n_features)) why = "its schema is cut short";
+    if (!why && !oom) { /* a lookup answers with one column per feature: their names are unique */
+        const char **names = mr_malloc((s->n_features ? s->n_features : 1) * sizeof(*names));
+        oom = !names;
+        for (size_t i = 0; names && i < s->n_features; i++) names[i] = s->feats[i].name;
+        if (names) qsort(names, s->n_features, sizeof(*names), cmp_names);
+        for (size_t i = 1; names && i < s->n_features && !why; i++)
+            if (!strcmp(names[i - 1], names[i])) why = "two features of one name";
+        mr_free(names);
+    }
     if (oom || why) {
         mr_online_close(s);
         return oom ? MR_ERR(err, MR_E_NOMEM, "out of memory") : corrupt(err, path, why);
