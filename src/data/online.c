@@ -407,6 +407,18 @@ static mr_status read_value(mr_reader *r, mr_dtype t, mr_column *c)
     }
 }
 
+/* Steps r over one value of type t (r->bad on a short record). */
+static void skip_value(mr_reader *r, mr_dtype t)
+{
+    switch (t) {
+    case MR_T_BOOL: (void)mr_reader_u8(r); break;
+    case MR_T_FLOAT32:
+    case MR_T_DATE: (void)mr_reader_u32(r); break;
+    case MR_T_STRING: (void)mr_reader_bytes(r, mr_reader_u32(r)); break;
+    default: (void)mr_reader_u64(r); break;
+    }
+}
+
 mr_status mr_online_get(const mr_online *s, const char *const *key_text, int64_t now_us, mr_table **row_out,
                         int *found, mr_error *err)
 {
@@ -474,12 +486,9 @@ mr_status mr_online_get(const mr_online *s, const char *const *key_text, int64_t
         int live = present && et != NO_TIME && et <= now_us &&
                    (v->ttl_us == 0 || (uint64_t)now_us - (uint64_t)et <= (uint64_t)v->ttl_us);
         if (present && live) rc = read_value(&r, s->feats[f].type, c);
-        else if (present) { /* skip the value */
-            mr_column *skip = NULL;
-            rc = mr_column_new("", s->feats[f].type, 1, &skip, NULL);
-            if (rc == MR_OK) rc = read_value(&r, s->feats[f].type, skip);
-            mr_column_free(skip);
-            if (rc == MR_OK) rc = mr_column_append_null(c);
+        else if (present) { /* expired: step over the value */
+            skip_value(&r, s->feats[f].type);
+            rc = mr_column_append_null(c);
         } else {
             rc = mr_column_append_null(c);
         }

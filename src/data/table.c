@@ -427,6 +427,23 @@ static mr_status append_row(mr_column *dst, const mr_column *src, size_t i)
     }
 }
 
+/* d's validity (its rows 0..n-1 just written, no bitmap yet) from c's rows
+ * idx[k] (idx NULL: begin + k). MR_E_NOMEM. */
+static mr_status copy_nulls(mr_column *d, const mr_column *c, const uint32_t *idx, size_t begin, size_t n)
+{
+    if (!c->valid || !c->null_count) return MR_OK;
+    size_t nb = (d->cap + 7) / 8;
+    d->valid = mr_malloc(nb ? nb : 1);
+    if (!d->valid) return MR_E_NOMEM;
+    memset(d->valid, 0xff, nb ? nb : 1);
+    for (size_t k = 0; k < n; k++)
+        if (mr_column_is_null(c, idx ? idx[k] : begin + k)) {
+            d->valid[k >> 3] &= (uint8_t) ~(1u << (k & 7));
+            d->null_count++;
+        }
+    return MR_OK;
+}
+
 /* Rows [begin, begin + n) by block copies; dictionary columns stay encoded
  * (the slice gets its own copy of the dictionary). */
 static mr_status slice_fast(const mr_column *c, size_t begin, size_t n, mr_column **out, mr_error *err)
@@ -461,19 +478,9 @@ static mr_status slice_fast(const mr_column *c, size_t begin, size_t n, mr_colum
         memcpy(d->data, (const char *)c->data + begin * w, n * w);
     }
     d->n = n;
-    if (c->valid && c->null_count) {
-        size_t nb = (d->cap + 7) / 8;
-        d->valid = mr_malloc(nb ? nb : 1);
-        if (!d->valid) {
-            mr_column_free(d);
-            return MR_ERR(err, MR_E_NOMEM, "out of memory copying column '%s'", c->name);
-        }
-        memset(d->valid, 0xff, nb ? nb : 1);
-        for (size_t i = 0; i < n; i++)
-            if (mr_column_is_null(c, begin + i)) {
-                d->valid[i >> 3] &= (uint8_t) ~(1u << (i & 7));
-                d->null_count++;
-            }
+    if (copy_nulls(d, c, NULL, begin, n) != MR_OK) {
+        mr_column_free(d);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory copying column '%s'", c->name);
     }
     *out = d;
     return MR_OK;
@@ -506,19 +513,9 @@ static mr_status gather_fixed(const mr_column *c, const uint32_t *idx, size_t n,
         break;
     }
     d->n = n;
-    if (c->valid && c->null_count) {
-        size_t nb = (d->cap + 7) / 8;
-        d->valid = mr_malloc(nb ? nb : 1);
-        if (!d->valid) {
-            mr_column_free(d);
-            return MR_ERR(err, MR_E_NOMEM, "out of memory copying column '%s'", c->name);
-        }
-        memset(d->valid, 0xff, nb ? nb : 1);
-        for (size_t k = 0; k < n; k++)
-            if (mr_column_is_null(c, idx[k])) {
-                d->valid[k >> 3] &= (uint8_t) ~(1u << (k & 7));
-                d->null_count++;
-            }
+    if (copy_nulls(d, c, idx, 0, n) != MR_OK) {
+        mr_column_free(d);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory copying column '%s'", c->name);
     }
     *out = d;
     return MR_OK;
