@@ -40,6 +40,9 @@ static const char serve_help[] =
     "  --idle-timeout S     close a connection that sends no complete request headers for S s (default 30)\n"
     "  --request-timeout S  close a request whose body is not in S s after its headers (default 30)\n"
     "  --token-file FILE    require `Authorization: Bearer <first line of FILE>`\n"
+    "  --store PATH         the online store of a model packaged with online: (default: the store it\n"
+    "                       was packaged with); /v1/predict rows then carry the entity keys, and\n"
+    "                       GET /v1/features?KEY=... returns an entity's stored features\n"
     "  --watch              reload when the bundle file changes\n"
     "  --strict             answer 422 to a request with a lenient input (a category the training data\n"
     "                       did not have, a value out of its range, a float for an integer column, a\n"
@@ -146,6 +149,7 @@ int cmd_serve(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--port-file") && v) port_file = argv[++i];
         else if (!strcmp(a, "--token-file") && v) token_file = argv[++i];
+        else if (!strcmp(a, "--store") && v) o.store_path = argv[++i];
         else if (!strcmp(a, "--watch")) watch = 1;
         else if (!strcmp(a, "--strict")) o.strict = 1;
         else if (a[0] != '-' && !o.bundle_path) o.bundle_path = a;

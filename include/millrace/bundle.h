@@ -70,6 +70,7 @@ typedef enum mr_bundle_section_id {
     MR_BSEC_COMPILED = 4, /* MRGP bytes (mr_gbdt_predictor_to_bytes); gbdt only */
     MR_BSEC_METRICS = 5,  /* JSON object; optional */
     MR_BSEC_PROFILE = 6,  /* JSON: the inputs' training profile (millrace/profile.h); optional */
+    MR_BSEC_SERVICE = 7,  /* JSON: the feature service the model was trained on (mr_bundle_service); optional */
 } mr_bundle_section_id;
 const char *mr_bundle_section_name(uint32_t id); /* "manifest", ..., "?" (static) */
 
@@ -79,6 +80,7 @@ typedef struct mr_bundle_build {
     const mr_features *features;    /* NULL: the model reads raw columns */
     const char *metrics_json;       /* a JSON object, or NULL */
     const char *profile_json;       /* mr_profile_build's document over the bundle's inputs, or NULL */
+    const char *service_json;       /* the feature service section (docs/bundle.md), or NULL */
     const char *name;               /* free text, or NULL */
     int64_t run_id;                 /* lineage; 0 = none */
     const char *stage;              /* producing stage, or NULL */
@@ -129,6 +131,40 @@ const char *mr_bundle_manifest_json(const mr_bundle *b);     /* NUL-terminated *
 const char *mr_bundle_metrics_json(const mr_bundle *b);      /* "{}" if none */
 const struct mr_profile *mr_bundle_profile(const mr_bundle *b); /* the inputs' training profile; NULL if none */
 const char *mr_bundle_version_id(const mr_bundle *b);        /* 32 hex: xxh3-128 of the whole file */
+
+/* ---- the feature service -----------------------------------------------------
+ * A bundle packaged with an online store (the package stage's `online:`)
+ * records which of its inputs the store provides, by which entity keys:
+ * `millrace serve` then takes requests that carry only the keys (and the
+ * other inputs) and looks the features up (docs/featurestore.md). The
+ * section is JSON:
+ *   {"store": "out/online/online.mrfs", "missing": "default" | "reject",
+ *    "keys": [{"name": "user", "type": "string"}, ...],
+ *    "features": [{"name": "clicks_1h", "type": "int64", "view": "clicks",
+ *                  "default": 0}, ...]}
+ * Each feature is an input of the bundle; "default" (optional, a number,
+ * string or bool fitting the input) is what a missing or expired value
+ * reads as under "missing": "default" (absent: null, as the training set's
+ * point-in-time join gave). */
+typedef struct mr_bundle_service_feature {
+    const char *name; /* an input of the bundle and a feature of the store */
+    mr_dtype type;    /* its type in the store */
+    const char *view; /* the store's view it belongs to */
+    size_t input;     /* its index among the bundle's inputs */
+    mr_cell dflt;     /* its default (kind MR_CELL_NULL: null); strings borrowed from the bundle */
+} mr_bundle_service_feature;
+
+typedef struct mr_bundle_service {
+    const char *store; /* the store's path as the package stage saw it (relative to its workspace) */
+    int reject_missing; /* "missing": "reject": a missing or expired value fails the request (422) */
+    size_t n_keys;
+    const char *const *key_names;
+    const mr_dtype *key_types;
+    size_t n_features;
+    const mr_bundle_service_feature *features;
+} mr_bundle_service;
+
+const mr_bundle_service *mr_bundle_service_of(const mr_bundle *b); /* NULL: no feature service */
 
 typedef struct mr_bundle_section_info {
     uint32_t id;

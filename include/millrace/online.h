@@ -75,6 +75,25 @@ const char *mr_online_feature_name(const mr_online *s, size_t f);
 mr_dtype mr_online_feature_type(const mr_online *s, size_t f);
 size_t mr_online_feature_view(const mr_online *s, size_t f); /* the view feature f belongs to */
 
+/* One feature of one entity as a lookup read it. */
+typedef struct mr_online_value {
+    int live;         /* 1: a value (the others: none, expired, or stamped after now: null) */
+    mr_dtype type;    /* the feature's type */
+    int64_t i;        /* BOOL (0 or 1), INT64, DATE (days since the epoch), TIMESTAMP (microseconds) */
+    double f;         /* FLOAT64, FLOAT32 */
+    const char *str;  /* STRING: str[0, len), borrowed from the mapping (valid until mr_online_close), not
+                         NUL-terminated */
+    size_t len;
+    int64_t event_us; /* its view's event time of the entity's latest row (INT64_MIN: none), live or not */
+} mr_online_value;
+
+/* The features of the entity with keys key_text[0, n_keys) (key_len[k]
+ * bytes each; key_len NULL: NUL-terminated) as of now_us into
+ * vals[0, mr_online_n_features): no allocation beyond the key's encoding,
+ * one hash probe. *found (may be NULL): 1 when the entity is in the store. */
+mr_status mr_online_lookup(const mr_online *s, const char *const *key_text, const size_t *key_len, int64_t now_us,
+                           mr_online_value *vals, int *found, mr_error *err);
+
 /* The features of the entity with keys key_text[0, n_keys) as of now_us
  * (microseconds since the epoch, UTC), as a new one-row table of every
  * feature (nulls where the entity has no live value). *found (may be NULL):

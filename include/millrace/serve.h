@@ -72,6 +72,8 @@ typedef struct mr_server_opts {
                                  without parsing or predicting, through the same connections, threads
                                  and replies: the floor of the design, what bench/serve divides by
                                  (vs_floor); never for serving models */
+    const char *store_path;   /* the online store of a bundle with a feature service; NULL: the path the
+                                 bundle recorded (docs/featurestore.md, "Serving by entity") */
 } mr_server_opts;
 void mr_server_opts_init(mr_server_opts *o); /* the defaults above */
 

@@ -72,17 +72,16 @@ static mr_status put_value(mr_buf *b, const mr_column *c, size_t r)
 }
 
 /* A key's text as its encoding (appended to b). MR_E_PARSE when it does not parse. */
-static mr_status put_key_text(mr_buf *b, mr_dtype t, const char *s)
+static mr_status put_key_text(mr_buf *b, mr_dtype t, const char *s, size_t l)
 {
-    size_t l = strlen(s);
     switch (t) {
     case MR_T_STRING: {
         mr_status rc = l > UINT32_MAX ? MR_E_LIMIT : mr_buf_put_u32(b, (uint32_t)l);
         return rc == MR_OK ? mr_buf_append(b, s, l) : rc;
     }
     case MR_T_BOOL:
-        if (!strcmp(s, "true") || !strcmp(s, "1")) return mr_buf_put_u8(b, 1);
-        if (!strcmp(s, "false") || !strcmp(s, "0")) return mr_buf_put_u8(b, 0);
+        if ((l == 4 && !memcmp(s, "true", 4)) || (l == 1 && *s == '1')) return mr_buf_put_u8(b, 1);
+        if ((l == 5 && !memcmp(s, "false", 5)) || (l == 1 && *s == '0')) return mr_buf_put_u8(b, 0);
         return MR_E_PARSE;
     case MR_T_DATE: {
         int32_t d;
@@ -95,10 +94,13 @@ static mr_status put_key_text(mr_buf *b, mr_dtype t, const char *s)
         return mr_buf_put_u64(b, (uint64_t)us);
     }
     default: {
-        char *end = NULL;
+        char num[32], *end = NULL;
+        if (!l || l >= sizeof(num)) return MR_E_PARSE;
+        memcpy(num, s, l);
+        num[l] = '\0';
         errno = 0;
-        long long v = strtoll(s, &end, 10);
-        if (!l || errno || *end) return MR_E_PARSE;
+        long long v = strtoll(num, &end, 10);
+        if (errno || *end) return MR_E_PARSE;
         return mr_buf_put_u64(b, (uint64_t)v);
     }
     }
@@ -385,25 +387,28 @@ mr_dtype mr_online_feature_type(const mr_online *s, size_t f)
 }
 size_t mr_online_feature_view(const mr_online *s, size_t f) { return f < s->n_features ? s->feats[f].view : 0; }
 
-/* Appends one value of type t read from r to c (r->bad on a short record). */
-static mr_status read_value(mr_reader *r, mr_dtype t, mr_column *c)
+/* One value of type t read from r into v (r->bad on a short record). */
+static void read_value(mr_reader *r, mr_dtype t, mr_online_value *v)
 {
     switch (t) {
-    case MR_T_BOOL: return mr_column_append_bool(c, mr_reader_u8(r) != 0);
-    case MR_T_FLOAT64: return mr_column_append_float64(c, mr_reader_f64(r));
+    case MR_T_BOOL: v->i = mr_reader_u8(r) != 0; break;
+    case MR_T_FLOAT64: v->f = mr_reader_f64(r); break;
     case MR_T_FLOAT32: {
         uint32_t u = mr_reader_u32(r);
         float x;
         memcpy(&x, &u, 4);
-        return mr_column_append_float32(c, x);
+        v->f = x;
+        break;
     }
-    case MR_T_DATE: return mr_column_append_int32(c, (int32_t)mr_reader_u32(r));
+    case MR_T_DATE: v->i = (int32_t)mr_reader_u32(r); break;
     case MR_T_STRING: {
         uint32_t l = mr_reader_u32(r);
         const char *p = mr_reader_bytes(r, l);
-        return mr_column_append_str(c, p ? p : "", p ? l : 0);
+        v->str = p ? p : "";
+        v->len = p ? l : 0;
+        break;
     }
-    default: return mr_column_append_int64(c, (int64_t)mr_reader_u64(r));
+    default: v->i = (int64_t)mr_reader_u64(r); break;
     }
 }
 
@@ -419,19 +424,24 @@ static void skip_value(mr_reader *r, mr_dtype t)
     }
 }
 
-mr_status mr_online_get(const mr_online *s, const char *const *key_text, int64_t now_us, mr_table **row_out,
-                        int *found, mr_error *err)
+mr_status mr_online_lookup(const mr_online *s, const char *const *key_text, const size_t *key_len, int64_t now_us,
+                           mr_online_value *vals, int *found, mr_error *err)
 {
-    *row_out = NULL;
     if (found) *found = 0;
+    for (uint32_t f = 0; f < s->n_features; f++) {
+        memset(&vals[f], 0, sizeof(vals[f]));
+        vals[f].type = s->feats[f].type;
+    }
     mr_buf key;
     mr_buf_init(&key);
     mr_status rc = MR_OK;
     for (uint32_t k = 0; rc == MR_OK && k < s->n_keys; k++) {
-        rc = key_text[k] ? put_key_text(&key, s->key_types[k], key_text[k]) : MR_E_PARSE;
+        const char *kt = key_text[k];
+        rc = kt ? put_key_text(&key, s->key_types[k], kt, key_len ? key_len[k] : strlen(kt)) : MR_E_PARSE;
         if (rc == MR_E_PARSE) {
-            rc = MR_ERR(err, MR_E_PARSE, "key '%s': expected %s, got \"%s\"", s->key_names[k],
-                        mr_dtype_name(s->key_types[k]), key_text[k] ? key_text[k] : "");
+            rc = MR_ERR(err, MR_E_PARSE, "key '%s': expected %s, got \"%.*s\"", s->key_names[k],
+                        mr_dtype_name(s->key_types[k]), kt ? (int)(key_len ? key_len[k] : strlen(kt)) : 0,
+                        kt ? kt : "");
             mr_error_key(err, s->key_names[k]);
         } else if (rc != MR_OK) {
             rc = MR_ERR(err, rc, "out of memory");
@@ -465,32 +475,54 @@ mr_status mr_online_get(const mr_online *s, const char *const *key_text, int64_t
         }
     }
     mr_buf_free(&key);
-    mr_table *t = NULL;
-    int64_t *times = mr_calloc(s->n_views, sizeof(*times));
-    rc = times ? mr_table_new(&t, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (!at) return MR_OK;
     mr_reader r;
-    if (at) {
-        mr_reader_init(&r, s->map + at, s->len - at);
-        uint32_t kl = mr_reader_u32(&r);
-        (void)mr_reader_bytes(&r, kl);
-        for (uint32_t v = 0; v < s->n_views; v++) times[v] = (int64_t)mr_reader_u64(&r);
+    mr_reader_init(&r, s->map + at, s->len - at);
+    uint32_t kl = mr_reader_u32(&r);
+    (void)mr_reader_bytes(&r, kl);
+    const uint8_t *times = mr_reader_bytes(&r, (size_t)s->n_views * 8); /* the views' event times */
+    for (uint32_t f = 0; times && f < s->n_features; f++) {
+        int present = mr_reader_u8(&r);
+        const view_info *v = &s->views[s->feats[f].view];
+        int64_t et;
+        memcpy(&et, times + s->feats[f].view * 8, 8);
+        /* et <= now: the difference is exact as unsigned, whatever the two are */
+        int live = present && et != NO_TIME && et <= now_us &&
+                   (v->ttl_us == 0 || (uint64_t)now_us - (uint64_t)et <= (uint64_t)v->ttl_us);
+        if (live) read_value(&r, s->feats[f].type, &vals[f]);
+        else if (present) skip_value(&r, s->feats[f].type); /* expired: step over the value */
+        vals[f].live = live;
+        vals[f].event_us = et;
     }
+    if (!times || r.bad) return corrupt(err, "the store", "a record is cut short");
+    if (found) *found = 1;
+    return MR_OK;
+}
+
+mr_status mr_online_get(const mr_online *s, const char *const *key_text, int64_t now_us, mr_table **row_out,
+                        int *found, mr_error *err)
+{
+    *row_out = NULL;
+    mr_online_value *vals = mr_calloc(s->n_features ? s->n_features : 1, sizeof(*vals));
+    if (!vals) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_table *t = NULL;
+    mr_status rc = mr_online_lookup(s, key_text, NULL, now_us, vals, found, err);
+    if (rc == MR_OK) rc = mr_table_new(&t, err);
     for (uint32_t f = 0; rc == MR_OK && f < s->n_features; f++) {
         mr_column *c = NULL;
         rc = mr_column_new(s->feats[f].name, s->feats[f].type, 1, &c, err);
         if (rc != MR_OK) break;
-        int present = at ? mr_reader_u8(&r) : 0;
-        const view_info *v = &s->views[s->feats[f].view];
-        int64_t et = at ? times[s->feats[f].view] : NO_TIME;
-        /* et <= now: the difference is exact as unsigned, whatever the two are */
-        int live = present && et != NO_TIME && et <= now_us &&
-                   (v->ttl_us == 0 || (uint64_t)now_us - (uint64_t)et <= (uint64_t)v->ttl_us);
-        if (present && live) rc = read_value(&r, s->feats[f].type, c);
-        else if (present) { /* expired: step over the value */
-            skip_value(&r, s->feats[f].type);
-            rc = mr_column_append_null(c);
-        } else {
-            rc = mr_column_append_null(c);
+        const mr_online_value *v = &vals[f];
+        if (!v->live) rc = mr_column_append_null(c);
+        else {
+            switch (v->type) {
+            case MR_T_BOOL: rc = mr_column_append_bool(c, v->i != 0); break;
+            case MR_T_FLOAT64: rc = mr_column_append_float64(c, v->f); break;
+            case MR_T_FLOAT32: rc = mr_column_append_float32(c, (float)v->f); break;
+            case MR_T_DATE: rc = mr_column_append_int32(c, (int32_t)v->i); break;
+            case MR_T_STRING: rc = mr_column_append_str(c, v->str, v->len); break;
+            default: rc = mr_column_append_int64(c, v->i); break;
+            }
         }
         if (rc != MR_OK) {
             mr_column_free(c);
@@ -499,14 +531,13 @@ mr_status mr_online_get(const mr_online *s, const char *const *key_text, int64_t
         }
         rc = mr_table_add_column(t, c, err);
     }
-    mr_free(times);
-    if (rc == MR_OK && at && r.bad) rc = corrupt(err, "the store", "a record is cut short");
+    mr_free(vals);
     if (rc != MR_OK) {
         mr_table_free(t);
+        if (found) *found = 0;
         return rc;
     }
     t->n_rows = 1;
-    if (found) *found = at != 0;
     *row_out = t;
     return MR_OK;
 }

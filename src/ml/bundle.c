@@ -38,6 +38,7 @@ struct mr_bundle {
     char *manifest;
     char *metrics;
     mr_profile *profile;     /* NULL: the bundle has no profile section */
+    mr__bundle_service_doc *service; /* NULL: no feature service section */
     mr_bundle_input *inputs;
     size_t n_inputs;
     mr_strindex input_ix;    /* input name -> index (mr_bundle_input_index) */
@@ -57,6 +58,7 @@ const char *mr_bundle_section_name(uint32_t id)
     case MR_BSEC_COMPILED: return "compiled";
     case MR_BSEC_METRICS: return "metrics";
     case MR_BSEC_PROFILE: return "profile";
+    case MR_BSEC_SERVICE: return "service";
     default: return "?";
     }
 }
@@ -268,6 +270,19 @@ mr_status mr_bundle_write(const mr_bundle_build *b, mr_buf *out, mr_error *err)
         ids[n] = MR_BSEC_PROFILE;
         rc = mr_buf_puts(&body[n++], b->profile_json);
     }
+    if (rc == MR_OK && b->service_json) {
+        mr__bundle_service_doc *check = NULL;
+        rc = mr__bundle_service_parse(b->service_json, strlen(b->service_json), in, n_in, &check, err);
+        mr__bundle_service_free(check);
+        if (rc == MR_E_PARSE) {
+            char msg[MR_ERR_MSG_MAX];
+            snprintf(msg, sizeof(msg), "%s", err ? err->msg : "invalid");
+            rc = MR_ERR(err, MR_E_SCHEMA, "the feature service: %s", msg);
+        }
+        if (rc != MR_OK) goto done;
+        ids[n] = MR_BSEC_SERVICE;
+        rc = mr_buf_puts(&body[n++], b->service_json);
+    }
     if (rc != MR_OK) {
         rc = MR_ERR(err, rc, "cannot serialise the bundle");
         goto done;
@@ -338,6 +353,7 @@ void mr_bundle_free(mr_bundle *b)
     free(b->manifest); /* jansson-allocated */
     free(b->metrics);
     mr_profile_free(b->profile);
+    mr__bundle_service_free(b->service);
     mr_free(b->inputs);
     mr_strindex_deinit(&b->input_ix);
     for (size_t k = 0; b->output_names && k < b->n_outputs; k++) mr_free(b->output_names[k]); /* NULL: its allocation failed */
@@ -427,7 +443,7 @@ static mr_status read_sections(const uint8_t *p, size_t len, size_t table_end, m
         s->offset = mr_le_get64(e + 8);
         s->length = mr_le_get64(e + 16);
         s->hash = get_hash(e + 24);
-        if (s->id < MR_BSEC_MANIFEST || s->id > MR_BSEC_PROFILE)
+        if (s->id < MR_BSEC_MANIFEST || s->id > MR_BSEC_SERVICE)
             return MR_ERR(err, MR_E_CORRUPT, "section table: unknown section id %u", s->id);
         if (sx->seen[s->id]++) return sec_fail(err, s->id, MR_E_CORRUPT, "appears twice");
         if (s->offset < table_end + HASH_BYTES || s->offset > len || s->length > len - s->offset)
@@ -581,6 +597,11 @@ mr_status mr_bundle_from_bytes(const void *data, size_t len, mr_bundle **out, mr
                             c->name, c->categorical ? "categorical" : "numeric");
         }
     }
+    if (rc == MR_OK && sx.seen[MR_BSEC_SERVICE]) {
+        rc = mr__bundle_service_parse((const char *)sx.body[MR_BSEC_SERVICE], sx.len[MR_BSEC_SERVICE], b->inputs,
+                                      b->n_inputs, &b->service, err);
+        if (rc != MR_OK) rc = sec_wrap(err, MR_BSEC_SERVICE, rc == MR_E_PARSE ? MR_E_CORRUPT : rc, "invalid");
+    }
     if (rc != MR_OK) {
         mr_bundle_free(b);
         return rc;
@@ -620,6 +641,7 @@ const mr_features *mr_bundle_features(const mr_bundle *b) { return b->features; 
 const char *mr_bundle_manifest_json(const mr_bundle *b) { return b->manifest; }
 const char *mr_bundle_metrics_json(const mr_bundle *b) { return b->metrics; }
 const mr_profile *mr_bundle_profile(const mr_bundle *b) { return b->profile; }
+const mr_bundle_service *mr_bundle_service_of(const mr_bundle *b) { return mr__bundle_service_get(b->service); }
 const char *mr_bundle_version_id(const mr_bundle *b) { return b->version_id; }
 size_t mr_bundle_n_sections(const mr_bundle *b) { return b->n_sec; }
 void mr_bundle_section(const mr_bundle *b, size_t i, mr_bundle_section_info *out)

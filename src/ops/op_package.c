@@ -4,6 +4,7 @@
  * (docs/bundle.md). It reads files only; nothing it packages is executed. */
 #include "millrace/bundle.h"
 #include "millrace/model.h"
+#include "millrace/online.h"
 #include "millrace/op.h"
 #include "millrace/profile.h"
 #include "millrace/registry.h"
@@ -11,6 +12,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <jansson.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -25,6 +27,12 @@ static const mr_param_def package_params[] = {
     {"reference", MR_PT_STR | MR_PT_PATH, 0,
      "the training data (raw rows, ${stages.split.train}): its profile goes into the bundle, for serve's input "
      "counters and drift"},
+    {"online", MR_PT_STR | MR_PT_PATH, 0,
+     "the online store the model's features are served from (${stages.X} of a materialize_online stage, or an "
+     ".mrfs file): serve then answers requests that carry only the entity keys"},
+    {"missing", MR_PT_STR, 0, "with online: a missing or expired feature reads as its default (default) or fails "
+                              "the request with a 422 (reject)"},
+    {"defaults", MR_PT_MAP, 0, "with online: feature name to the value a missing or expired one reads as (default: null)"},
     {"register", MR_PT_STR, 0,
      "register the bundle in the model registry as a version of this model (millrace model show NAME)"},
     {NULL, 0, 0, NULL},
@@ -52,6 +60,28 @@ static mr_status package_settings(const mr_value *def, package_cfg *c, mr_error 
     if (rc == MR_OK && (rc = mr__check_text(vname, "name", "one line of text", 1, err)) != MR_OK)
         mr_error_hint(err, "leave name out to record the stage's name");
     c->name = rc == MR_OK && vname && vname->kind == MR_V_STR ? vname->str : NULL;
+    const mr_value *vmis = mr_value_get(def, "missing"), *vdef = mr_value_get(def, "defaults");
+    if (rc == MR_OK) rc = mr__check_text(mr_value_get(def, "online"), "online", "a path or ${stages.X}", 0, err);
+    if (rc == MR_OK && vmis && (vmis->kind != MR_V_STR || (strcmp(vmis->str, "default") && strcmp(vmis->str, "reject")))) {
+        rc = MR_ERR(err, MR_E_INVALID_ARG, "missing must be default or reject");
+        mr_error_at(err, NULL, vmis->line, vmis->col);
+        mr_error_key(err, "missing");
+    }
+    for (size_t k = 0; rc == MR_OK && vdef && k < vdef->n; k++) {
+        const mr_value *x = vdef->items[k];
+        if (x->kind == MR_V_MAP || x->kind == MR_V_SEQ) {
+            rc = MR_ERR(err, MR_E_INVALID_ARG, "defaults: '%s' must be a number, a string, true or false", vdef->keys[k]);
+            mr_error_at(err, NULL, x->line, x->col);
+            mr_error_key(err, "defaults");
+        }
+    }
+    if (rc == MR_OK && (vmis || vdef) && !mr_value_get(def, "online")) {
+        const mr_value *at = vmis ? vmis : vdef;
+        rc = MR_ERR(err, MR_E_INVALID_ARG, "%s without online: it applies to the features an online store serves",
+                    vmis ? "missing" : "defaults");
+        mr_error_at(err, NULL, at->line, at->col);
+        mr_error_hint(err, "add online: ${stages.<your materialize_online stage>}");
+    }
     const mr_value *reg = mr_value_get(def, "register");
     if (rc == MR_OK && reg && reg->kind == MR_V_STR && !mr_op_value_deferred(reg) &&
         (rc = mr_model_name_check(reg->str, err)) != MR_OK) {
@@ -122,11 +152,145 @@ static mr_status locate_features(const mr_op_ctx *ctx, const char *value, char *
     return MR_OK;
 }
 
+/* Does a store feature of type st fit input in (mr_bundle_coerce_value's typed rules)? */
+static int store_type_fits(mr_dtype st, const mr_bundle_input *in)
+{
+    switch (mr_bundle_input_column_type(in)) {
+    case MR_T_FLOAT64: return st == MR_T_BOOL || st == MR_T_INT64 || st == MR_T_FLOAT64 || st == MR_T_FLOAT32;
+    case MR_T_STRING: return st == MR_T_STRING;
+    default: return st == mr_bundle_input_column_type(in);
+    }
+}
+
+static json_t *default_json(const mr_value *v)
+{
+    switch (v->kind) {
+    case MR_V_BOOL: return json_boolean(v->u.b);
+    case MR_V_INT: return json_integer((json_int_t)v->u.i);
+    case MR_V_FLOAT: return json_real(v->u.f);
+    case MR_V_STR: return json_string(v->str);
+    default: return json_null();
+    }
+}
+
+/* The feature service section (include/millrace/bundle.h): the keys of
+ * the store at store_path, and each of its features that is an input of b,
+ * with its default. *out: caller frees (free()). */
+static mr_status service_section(const mr_value *def, const mr_bundle *b, const char *store_path,
+                                 const char *recorded, char **out, mr_error *err)
+{
+    *out = NULL;
+    mr_online *st = NULL;
+    mr_status rc = mr_online_open(store_path, &st, err);
+    if (rc != MR_OK) {
+        mr_error_key(err, "online");
+        return rc;
+    }
+    const mr_value *vmis = mr_value_get(def, "missing"), *vdef = mr_value_get(def, "defaults");
+    json_t *doc = json_object(), *keys = json_array(), *feats = json_array();
+    int oom = !doc || !keys || !feats || json_object_set_new(doc, "store", json_string(recorded)) ||
+              json_object_set_new(doc, "missing", json_string(vmis ? vmis->str : "default"));
+    if (doc && keys) oom |= json_object_set(doc, "keys", keys);
+    if (doc && feats) oom |= json_object_set(doc, "features", feats);
+    for (size_t k = 0; !oom && k < mr_online_n_keys(st); k++) {
+        json_t *o = json_pack("{s:s, s:s}", "name", mr_online_key_name(st, k), "type",
+                              mr_dtype_name(mr_online_key_type(st, k)));
+        oom = !o || json_array_append_new(keys, o);
+    }
+    for (size_t f = 0; !oom && rc == MR_OK && f < mr_online_n_features(st); f++) {
+        const char *name = mr_online_feature_name(st, f);
+        ssize_t i = mr_bundle_input_index(b, name);
+        if (i < 0) continue; /* a feature the model does not read */
+        mr_dtype t = mr_online_feature_type(st, f);
+        if (!store_type_fits(t, mr_bundle_input_at(b, (size_t)i))) {
+            rc = MR_ERR(err, MR_E_SCHEMA, "feature '%s' is %s in the online store, which the model's input (%s) does not take",
+                        name, mr_dtype_name(t), mr_dtype_name(mr_bundle_input_column_type(mr_bundle_input_at(b, (size_t)i))));
+            mr_error_key(err, "online");
+            break;
+        }
+        json_t *o = json_pack("{s:s, s:s, s:s}", "name", name, "type", mr_dtype_name(t), "view",
+                              mr_online_view_name(st, mr_online_feature_view(st, f)));
+        const mr_value *dv = vdef ? mr_value_get(vdef, name) : NULL;
+        if (o && dv) oom |= json_object_set_new(o, "default", default_json(dv));
+        oom |= !o || json_array_append_new(feats, o);
+    }
+    for (size_t k = 0; !oom && rc == MR_OK && vdef && k < vdef->n; k++) {
+        size_t f = 0;
+        while (f < json_array_size(feats) &&
+               strcmp(json_string_value(json_object_get(json_array_get(feats, f), "name")), vdef->keys[k]))
+            f++;
+        if (f < json_array_size(feats)) continue;
+        rc = MR_ERR(err, MR_E_INVALID_ARG, "defaults: '%s' is no feature the online store serves to the model",
+                    vdef->keys[k]);
+        mr_error_at(err, NULL, vdef->key_lines ? vdef->key_lines[k] : vdef->line, vdef->key_cols ? vdef->key_cols[k] : 0);
+        mr_error_key(err, "defaults");
+    }
+    if (!oom && rc == MR_OK && !json_array_size(feats)) {
+        rc = MR_ERR(err, MR_E_SCHEMA, "none of the online store's %zu features is an input of the model",
+                    mr_online_n_features(st));
+        mr_error_key(err, "online");
+        mr_error_hint(err, "train on the columns pit_join gives from the same views (their names are the store's: "
+                           "millrace features show %s)", recorded);
+    }
+    if (!oom && rc == MR_OK) {
+        *out = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+        oom = !*out;
+    }
+    if (oom && rc == MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    json_decref(keys);
+    json_decref(feats);
+    json_decref(doc);
+    mr_online_close(st);
+    return rc;
+}
+
+/* The training profile of b's raw inputs over the reference rows (read into *ref). */
+static mr_status package_profile(const mr_op_ctx *ctx, const mr_bundle *b, const char *reference, mr_table **ref,
+                                 mr_buf *profile, mr_error *err)
+{
+    size_t n_in = mr_bundle_n_inputs(b);
+    const char **names = mr_calloc(n_in + 1, sizeof(*names));
+    int *cat = mr_calloc(n_in + 1, sizeof(*cat));
+    mr_status rc = names && cat ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t k = 0; rc == MR_OK && k < n_in; k++) {
+        names[k] = mr_bundle_input_at(b, k)->name;
+        cat[k] = mr_bundle_input_at(b, k)->categorical;
+    }
+    if (rc == MR_OK) rc = mr__read_input(ctx, reference, ref, err);
+    if (rc == MR_OK) rc = mr_profile_build(*ref, names, cat, n_in, profile, err);
+    if (rc != MR_OK) mr_error_key(err, "reference");
+    if (rc == MR_OK) dprintf(ctx->log_fd, "profiled %zu inputs over %zu reference rows\n", n_in, (*ref)->n_rows);
+    mr_free(names);
+    mr_free(cat);
+    return rc;
+}
+
+/* Where the store `value` names lives in the workspace, for the bundle to
+ * record (the stage reads a private checkout of it): out/STAGE[/OUTPUT]
+ * for a ${stages.X} reference, the path as written otherwise; a directory's
+ * online.mrfs. Caller frees; NULL on OOM. */
+static char *recorded_store_path(const mr_op_ctx *ctx, const char *value)
+{
+    const char *file = mr_fs_is_dir(value) ? "/online.mrfs" : "";
+    for (size_t k = 0; k < ctx->n_inputs; k++) {
+        const mr_op_io *in = &ctx->inputs[k];
+        if (!lists_path(value, in->path) && strcmp(value, in->path)) continue;
+        if (strncmp(in->name, "stages.", 7)) return mr_asprintf("%s%s", in->name, file);
+        const char *st = in->name + 7, *dot = strrchr(st, '.');
+        if (!dot) break;
+        if (!strcmp(dot + 1, "out")) return mr_asprintf("out/%.*s%s", (int)(dot - st), st, file);
+        return mr_asprintf("out/%.*s/%s%s", (int)(dot - st), st, dot + 1, file);
+    }
+    return mr_asprintf("%s%s", value, file);
+}
+
 static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
 {
     const mr_value *def = ctx->def;
     const mr_value *vmodel = mr_value_get(def, "model"), *vfeat = mr_value_get(def, "features");
     const mr_value *vmet = mr_value_get(def, "metrics"), *vref = mr_value_get(def, "reference");
+    const mr_value *vonl = mr_value_get(def, "online");
+    char *store_path = NULL, *recorded = NULL, *service = NULL;
     mr_table *ref = NULL;
     mr_buf profile;
     mr_buf_init(&profile);
@@ -191,29 +355,22 @@ static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
     bb.artifact_ids = art_ids;
     bb.n_artifacts = ctx->n_inputs;
     rc = mr_bundle_save(&bb, out_path, err);
-    if (rc == MR_OK && vref && vref->kind == MR_V_STR) {
-        /* the profile is over the bundle's raw inputs, which writing it derived: read them back */
+    if (rc == MR_OK && ((vref && vref->kind == MR_V_STR) || (vonl && vonl->kind == MR_V_STR))) {
+        /* the profile and the feature service are over the bundle's raw inputs, which writing it derived: read
+         * them back */
         mr_bundle *first = NULL;
         rc = mr_bundle_load(out_path, &first, err);
-        size_t n_in = first ? mr_bundle_n_inputs(first) : 0;
-        const char **names = rc == MR_OK ? mr_calloc(n_in + 1, sizeof(*names)) : NULL;
-        int *cat = rc == MR_OK ? mr_calloc(n_in + 1, sizeof(*cat)) : NULL;
-        if (rc == MR_OK && (!names || !cat)) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        for (size_t k = 0; rc == MR_OK && k < n_in; k++) {
-            names[k] = mr_bundle_input_at(first, k)->name;
-            cat[k] = mr_bundle_input_at(first, k)->categorical;
+        if (rc == MR_OK && vref && vref->kind == MR_V_STR) rc = package_profile(ctx, first, vref->str, &ref, &profile, err);
+        if (rc == MR_OK && profile.len) bb.profile_json = profile.data;
+        if (rc == MR_OK && vonl && vonl->kind == MR_V_STR) {
+            store_path = mr_fs_is_dir(vonl->str) ? mr_path_join(vonl->str, "online.mrfs") : mr_strdup(vonl->str);
+            recorded = recorded_store_path(ctx, vonl->str);
+            rc = store_path && recorded ? service_section(def, first, store_path, recorded, &service, err)
+                                        : MR_ERR(err, MR_E_NOMEM, "out of memory");
+            bb.service_json = service;
         }
-        if (rc == MR_OK) rc = mr__read_input(ctx, vref->str, &ref, err);
-        if (rc == MR_OK) rc = mr_profile_build(ref, names, cat, n_in, &profile, err);
-        if (rc != MR_OK) mr_error_key(err, "reference");
-        if (rc == MR_OK) {
-            bb.profile_json = profile.data;
-            rc = mr_bundle_save(&bb, out_path, err);
-        }
-        if (rc == MR_OK)
-            dprintf(ctx->log_fd, "profiled %zu inputs over %zu reference rows\n", n_in, ref ? ref->n_rows : 0);
-        mr_free(names);
-        mr_free(cat);
+        if (rc == MR_OK) rc = mr_bundle_save(&bb, out_path, err);
+        if (rc == MR_OK && service) dprintf(ctx->log_fd, "feature service: the online store %s\n", recorded);
         mr_bundle_free(first);
     }
     if (rc != MR_OK) goto done;
@@ -229,6 +386,9 @@ static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
 done:
     mr_table_free(ref);
     mr_buf_free(&profile);
+    mr_free(store_path);
+    mr_free(recorded);
+    free(service); /* jansson's */
     mr_free(art_names);
     mr_free(art_ids);
     mr_free(out_path);

@@ -126,6 +126,15 @@ static void note(char *why, size_t why_len, const char **field, long *row_out, l
     if (row_out) *row_out = row;
 }
 
+/* A field the bundle's feature service looks its features up by: no input, and expected. */
+static int service_key(const mr_bundle *b, const char *name)
+{
+    const mr_bundle_service *svc = mr_bundle_service_of(b);
+    for (size_t k = 0; svc && k < svc->n_keys; k++)
+        if (!strcmp(svc->key_names[k], name)) return 1;
+    return 0;
+}
+
 size_t mr__monitor_rows(mr__serve_monitor *m, const mr__serve_req *q, char *why, size_t why_len, const char **field,
                         long *row_out)
 {
@@ -140,7 +149,7 @@ size_t mr__monitor_rows(mr__serve_monitor *m, const mr__serve_req *q, char *why,
     if (cols) {
         json_object_foreach((json_t *)cols, key, val)
         {
-            if (mr_bundle_input_index(m->b, key) >= 0) continue;
+            if (mr_bundle_input_index(m->b, key) >= 0 || service_key(m->b, key)) continue;
             m->extra_fields += q->n_rows;
             events += q->n_rows;
             note(why, why_len, field, row_out, 0, key, "'%s' is %s", "no input of the model");
@@ -151,7 +160,7 @@ size_t mr__monitor_rows(mr__serve_monitor *m, const mr__serve_req *q, char *why,
             json_t *row = json_array_get(json_object_get(q->doc, "rows"), r);
             json_object_foreach(row, key, val)
             {
-                if (mr_bundle_input_index(m->b, key) >= 0) continue;
+                if (mr_bundle_input_index(m->b, key) >= 0 || service_key(m->b, key)) continue;
                 m->extra_fields++;
                 events++;
                 note(why, why_len, field, row_out, (long)r, key, "'%s' is %s", "no input of the model");

@@ -85,6 +85,7 @@ const char *mr__serve_endpoint_label(mr__serve_endpoint ep)
     case MR__EP_METRICS: return "/metrics";
     case MR__EP_MODEL: return "/v1/model";
     case MR__EP_DRIFT: return "/v1/drift";
+    case MR__EP_FEATURES: return "/v1/features";
     case MR__EP_PREDICT: return "/v1/predict";
     case MR__EP_INVOCATIONS: return "/invocations";
     case MR__EP_PING: return "/ping";

@@ -95,6 +95,7 @@ void mr__serve_check_head(const mr__serve_head *h, const char *method, const cha
               : !strcmp(url, "/metrics")    ? MR__EP_METRICS
               : !strcmp(url, "/v1/model")   ? MR__EP_MODEL
               : !strcmp(url, "/v1/drift")   ? MR__EP_DRIFT
+              : !strcmp(url, "/v1/features") ? MR__EP_FEATURES
               : !strcmp(url, "/v1/predict") ? MR__EP_PREDICT
                                             : mr__proto_route(url, &out->target);
     /* Framing (RFC 9112 section 6). A request whose length two parties
@@ -123,6 +124,7 @@ void mr__serve_check_head(const mr__serve_head *h, const char *method, const cha
     case MR__EP_METRICS:
     case MR__EP_MODEL:
     case MR__EP_DRIFT:
+    case MR__EP_FEATURES:
     case MR__EP_PING:
     case MR__EP_VERSION:
     case MR__EP_V2_LIVE:
@@ -210,11 +212,11 @@ size_t mr__serve_json_cost(const char *text, size_t len)
 
 /* Appends s as a JSON string literal; bytes that are not UTF-8 become
  * U+FFFD and control characters \u escapes. */
-static void json_str_utf8(mr_buf *b, const char *s)
+static void json_strn_utf8(mr_buf *b, const char *s, size_t len)
 {
     mr_buf_puts(b, "\"");
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p) {
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    while (p < end) {
         unsigned char c = *p;
         if (c == '"' || c == '\\') {
             mr_buf_append(b, "\\", 1);
@@ -232,6 +234,7 @@ static void json_str_utf8(mr_buf *b, const char *s)
         } else {
             /* the length of a well-formed sequence starting here, or 0 */
             size_t n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+            if (n > (size_t)(end - p)) n = 0;
             for (size_t k = 1; k < n; k++)
                 if ((p[k] & 0xc0) != 0x80) n = 0;
             if (n == 3 && ((c == 0xe0 && p[1] < 0xa0) || (c == 0xed && p[1] > 0x9f))) n = 0; /* overlong, surrogate */
@@ -248,7 +251,10 @@ static void json_str_utf8(mr_buf *b, const char *s)
     mr_buf_puts(b, "\"");
 }
 
+static void json_str_utf8(mr_buf *b, const char *s) { json_strn_utf8(b, s, strlen(s)); }
+
 void mr__serve_json_str(mr_buf *out, const char *s) { json_str_utf8(out, s); }
+void mr__serve_json_strn(mr_buf *out, const char *s, size_t len) { json_strn_utf8(out, s, len); }
 
 void mr__serve_error_json(mr_buf *out, const char *msg, const char *field, long row)
 {
@@ -396,14 +402,18 @@ static const mr_cell *json_cell(const json_t *v, mr_cell *c)
 /* dry: only checks. Otherwise appends the job's rows to cols (one per input,
  * of mr_bundle_input_column_type). The rules and messages are the bundle's
  * (mr_bundle_coerce_value): a bad value is a 422 naming field and row. */
-static int job_fill(mr__serve_job *j, const mr_bundle *b, mr_column **cols, int dry)
+static int job_fill(mr__serve_job *j, const mr_bundle *b, mr_column **cols, int dry, const mr__serve_features *fs,
+                    const mr_cell *looked)
 {
     size_t n_in = mr_bundle_n_inputs(b);
+    size_t nf = fs && looked ? mr_bundle_service_of(b)->n_features : 0;
     for (size_t r = 0; r < j->req.n_rows; r++) {
         for (size_t i = 0; i < n_in; i++) {
             mr_cell cell;
             mr_bundle_bad bad;
-            const mr_cell *v = json_cell(mr__serve_req_value(&j->req, i, mr_bundle_input_at(b, i)->name, r), &cell);
+            int32_t k = looked ? mr__features_of_input(fs, i) : -1;
+            const mr_cell *v = k >= 0 ? &looked[r * nf + (size_t)k]
+                                      : json_cell(mr__serve_req_value(&j->req, i, mr_bundle_input_at(b, i)->name, r), &cell);
             if (!v && j->req.absent_null) {
                 memset(&cell, 0, sizeof(cell));
                 cell.kind = MR_CELL_NULL;
@@ -433,15 +443,20 @@ void mr__serve_json_double(mr_buf *out, double v) { fmt_double(out, v); }
 void mr__serve_score(mr__serve_job *const *jobs, size_t n_jobs, const mr_bundle *b, const char *version, int threads,
                      size_t *rows_out)
 {
-    mr__serve_score_observed(jobs, n_jobs, b, version, threads, NULL, 0, rows_out);
+    mr__serve_score_observed(jobs, n_jobs, b, version, threads, NULL, 0, NULL, rows_out);
 }
 
 void mr__serve_score_observed(mr__serve_job *const *jobs, size_t n_jobs, const mr_bundle *b, const char *version,
-                              int threads, mr__serve_monitor *mon, int strict, size_t *rows_out)
+                              int threads, mr__serve_monitor *mon, int strict, mr__serve_features *fs,
+                              size_t *rows_out)
 {
     size_t n_in = mr_bundle_n_inputs(b), rows = 0;
     mr_table *t = NULL;
     mr_column **cols = mr_calloc(n_in ? n_in : 1, sizeof(mr_column *));
+    /* the store, held until the answers are written: looked[q] borrows its strings */
+    mr__features_snap *snap = fs ? mr__features_acquire(fs) : NULL;
+    mr_cell **looked = fs ? mr_calloc(n_jobs ? n_jobs : 1, sizeof(*looked)) : NULL;
+    uint8_t *include = fs ? mr_calloc(n_jobs ? n_jobs : 1, 1) : NULL;
     mr_error err;
     mr_error_init(&err);
     int ok = cols && mr_table_new(&t, &err) == MR_OK;
@@ -449,10 +464,23 @@ void mr__serve_score_observed(mr__serve_job *const *jobs, size_t n_jobs, const m
         const mr_bundle_input *in = mr_bundle_input_at(b, i);
         ok = mr_column_new(in->name, mr_bundle_input_column_type(in), 64, &cols[i], &err) == MR_OK;
     }
+    if (fs && (!looked || !include)) ok = 0;
     for (size_t q = 0; ok && q < n_jobs; q++) {
         mr__serve_job *j = jobs[q];
         j->status = 0;
-        if (job_fill(j, b, cols, 1) != 0) continue;
+        if (fs && !j->req.proto) { /* /v1/predict by entity: the store's features for each row */
+            char msg[512];
+            const char *field = NULL;
+            long row = -1;
+            int inc = 0;
+            int st = mr__features_lookup(fs, snap, &j->req, &looked[q], &inc, msg, sizeof(msg), &field, &row);
+            if (st) {
+                set_error(j, st, msg, field, row);
+                continue;
+            }
+            include[q] = (uint8_t)inc;
+        }
+        if (job_fill(j, b, cols, 1, fs, looked ? looked[q] : NULL) != 0) continue;
         if (mon) { /* the values fit: what were they? */
             char why[256];
             const char *field = NULL;
@@ -462,7 +490,7 @@ void mr__serve_score_observed(mr__serve_job *const *jobs, size_t n_jobs, const m
                 continue;
             }
         }
-        if (job_fill(j, b, cols, 0) != 0) { /* OOM half-way: columns are inconsistent */
+        if (job_fill(j, b, cols, 0, fs, looked ? looked[q] : NULL) != 0) { /* OOM half-way: columns are inconsistent */
             ok = 0;
             break;
         }
@@ -508,8 +536,17 @@ void mr__serve_score_observed(mr__serve_job *const *jobs, size_t n_jobs, const m
                 mr_buf_puts(&j->body, "]");
             }
         }
-        mr_buf_puts(&j->body, "]}");
+        mr_buf_puts(&j->body, "]");
+        if (include && include[q]) {
+            mr_buf_puts(&j->body, ", \"features\": ");
+            mr__features_rows_json(fs, looked[q], j->req.n_rows, &j->body);
+        }
+        mr_buf_puts(&j->body, "}");
     }
+    for (size_t q = 0; looked && q < n_jobs; q++) mr_free(looked[q]);
+    mr_free(looked);
+    mr_free(include);
+    if (fs) mr__features_release(fs, snap);
     mr_free(pred);
     for (size_t i = 0; cols && i < n_in; i++) mr_column_free(cols[i]);
     mr_free(cols);

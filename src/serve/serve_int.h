@@ -53,6 +53,7 @@ typedef enum mr__serve_endpoint {
     MR__EP_V2_MODEL_READY, /* GET /v2/models/NAME[/versions/V]/ready */
     MR__EP_V2_INFER,       /* POST /v2/models/NAME[/versions/V]/infer */
     MR__EP_DRIFT,          /* GET /v1/drift (monitor.c) */
+    MR__EP_FEATURES,       /* GET /v1/features?KEY=... (features.c) */
     MR__EP_COUNT           /* not an endpoint: the number of the above */
 } mr__serve_endpoint;
 
@@ -153,6 +154,7 @@ void mr__serve_error_json(mr_buf *out, const char *msg, const char *field, long 
  * as the answers write numbers (%.17g; null for NaN and infinities). */
 void mr__serve_json_str(mr_buf *out, const char *s);
 void mr__serve_json_double(mr_buf *out, double v);
+void mr__serve_json_strn(mr_buf *out, const char *s, size_t len); /* s[0, len), as mr__serve_json_str */
 
 /* ---- the MLflow and Open Inference protocols (protocol.c) --------------------
  *
@@ -228,6 +230,52 @@ void mr__proto_v2_model_json(mr_buf *out, const mr_bundle *b, const char *name, 
 void mr__proto_v2_ready_json(mr_buf *out, const char *name, int ready);
 
 
+/* ---- features looked up by entity (features.c) -----------------------------------
+ *
+ * A bundle with a feature service (mr_bundle_service_of) is served from the
+ * online store it names: a /v1/predict row carries the entity keys (and the
+ * inputs the store does not hold), and each of the store's features is read
+ * for it as of the request's "as_of" (default: now), under the bundle's
+ * missing policy. docs/featurestore.md, "Serving by entity". */
+typedef struct mr__serve_features mr__serve_features;
+typedef struct mr__features_snap mr__features_snap; /* one open store, held by a batch */
+
+/* For b's service: *out NULL when b has none. path NULL: the store the
+ * bundle names. Opens the store and checks its keys and features (names
+ * and types) against the service: MR_E_SCHEMA naming the difference,
+ * MR_E_INVALID_ARG (no path), the store's open errors. b must outlive it. */
+mr_status mr__features_open(const mr_bundle *b, const char *path, mr__serve_features **out, mr_error *err);
+void mr__features_free(mr__serve_features *fs); /* NULL is a no-op; no snapshot may be held */
+const char *mr__features_path(const mr__serve_features *fs);
+int32_t mr__features_of_input(const mr__serve_features *fs, size_t i); /* input i's service feature, or -1 */
+
+/* The store as it is now (reopened first when a new file was renamed into
+ * its place and fits the service; one that does not is warned about once
+ * and the old one keeps serving). Values looked up borrow its mapping until
+ * mr__features_release. Thread-safe. */
+mr__features_snap *mr__features_acquire(mr__serve_features *fs);
+void mr__features_release(mr__serve_features *fs, mr__features_snap *sn); /* NULL is a no-op */
+
+/* A timestamp or date as microseconds since the epoch (0), or -1. */
+int mr__features_as_of(const char *text, size_t len, int64_t *us);
+
+/* Looks up every row of a /v1/predict request q: *cells_out gets
+ * n_rows * n_features cells (row-major, service order: the value used, or
+ * the feature's default), strings borrowed from sn. Reads q's "as_of" and
+ * "include_features" (*include). Returns 0, or the status with msg, *field
+ * and *row (-1: none): 400 (a bad as_of or include_features; a row that
+ * sends a feature the store holds), 422 (a missing or unparsable entity
+ * key; under "missing": "reject", an entity without a live value), 500. */
+int mr__features_lookup(mr__serve_features *fs, mr__features_snap *sn, const mr__serve_req *q, mr_cell **cells_out,
+                        int *include, char *msg, size_t cap, const char **field, long *row);
+/* The looked-up values of n_rows rows as a JSON list of {feature: value} objects. */
+void mr__features_rows_json(const mr__serve_features *fs, const mr_cell *cells, size_t n_rows, mr_buf *out);
+/* GET /v1/features: every feature of the store for the entity keys[0, n_keys)
+ * (NULL: not given) as of as_of (NULL: now): {"found": bool, "features":
+ * {...}}. Returns 0, or 400/500 with msg. */
+int mr__features_vector_json(mr__serve_features *fs, const char *const *keys, const char *as_of, mr_buf *out,
+                             char *msg, size_t cap);
+
 /* ---- what the inputs were (monitor.c) ----------------------------------------- */
 
 /* A row's value of input i (named name) in a parsed request (NULL when absent). */
@@ -251,7 +299,10 @@ void mr__monitor_drift_json(mr__serve_monitor *m, const char *version, mr_buf *o
 /* mr__serve_score, with each fitting job's rows observed by mon (NULL:
  * none); strict: a job with a lenient input gets a 422 naming its field
  * and row instead of its predictions. */
+/* fs (NULL: none): b's feature service; /v1/predict rows get their features from it (mr__features_lookup),
+ * and a request with "include_features": true gets them back as "features". */
 void mr__serve_score_observed(mr__serve_job *const *jobs, size_t n_jobs, const mr_bundle *b, const char *version,
-                              int threads, mr__serve_monitor *mon, int strict, size_t *rows_out);
+                              int threads, mr__serve_monitor *mon, int strict, mr__serve_features *fs,
+                              size_t *rows_out);
 
 #endif

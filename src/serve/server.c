@@ -133,6 +133,7 @@ typedef struct job {
 typedef struct retired {
     mr_bundle *b;
     mr__serve_monitor *mon; /* its inputs' counters and drift */
+    mr__serve_features *fs; /* its online store, or NULL */
     struct retired *next;
 } retired;
 
@@ -172,6 +173,8 @@ struct mr_server {
     unsigned http_threads; /* the pool's event-loop threads: in-place scoring needs another one free */
     mr_bundle *cur;
     mr__serve_monitor *mon; /* s->cur's inputs: counters and drift (monitor.c) */
+    mr__serve_features *fs; /* s->cur's online store (features.c); NULL: no feature service */
+    char *store_path;       /* --store, or NULL */
     retired *old;      /* bundles replaced by a reload: freed once neither the batcher nor an inline or
                           parsing request can be using one (busy == 0, inline_n == 0, pinned == 0) */
     mr__serve_job **batch; /* the batcher's array of jobs (max_batch, at most 4096) */
@@ -383,6 +386,7 @@ static void *batcher_main(void *arg)
                                                          scoring, no parse reading a schema */
             retired *r = s->old;
             s->old = r->next;
+            mr__features_free(r->fs);
             mr_bundle_free(r->b);
             mr__monitor_free(r->mon);
             mr_free(r);
@@ -414,10 +418,11 @@ static void *batcher_main(void *arg)
         }
         const mr_bundle *b = s->cur;
         mr__serve_monitor *mon = s->mon;
+        mr__serve_features *fs = s->fs;
         memcpy(version, s->version, sizeof(version));
         pthread_mutex_unlock(&s->mu);
         size_t scored = 0;
-        mr__serve_score_observed(batch, n, b, version, rows >= 1024 ? s->o.threads : 1, mon, s->o.strict, &scored);
+        mr__serve_score_observed(batch, n, b, version, rows >= 1024 ? s->o.threads : 1, mon, s->o.strict, fs, &scored);
         if (scored) record_batch(s, scored);
         pthread_mutex_lock(&s->mu);
         /* A job may be freed by its connection's thread as soon as mu is
@@ -702,13 +707,14 @@ static enum MHD_Result handle_body(mr_server *s, struct MHD_Connection *c, conn 
          * (the soak's one-core server lost a third of its capacity that way). */
         const mr_bundle *b = s->cur;
         mr__serve_monitor *mon = s->mon;
+        mr__serve_features *fs = s->fs;
         char version[MR_HASH_HEX_LEN + 1];
         memcpy(version, s->version, sizeof(version));
         s->inline_n++;
         pthread_mutex_unlock(&s->mu);
         mr__serve_job *jb = &j->base;
         size_t scored = 0;
-        mr__serve_score_observed(&jb, 1, b, version, 1, mon, s->o.strict, &scored);
+        mr__serve_score_observed(&jb, 1, b, version, 1, mon, s->o.strict, fs, &scored);
         if (scored) record_batch(s, scored);
         pthread_mutex_lock(&s->mu);
         if (--s->inline_n == 0 && s->old) pthread_cond_signal(&s->work_cv); /* a retired bundle may go now */
@@ -856,6 +862,41 @@ static enum MHD_Result handle_v2(mr_server *s, struct MHD_Connection *c, conn *c
     return r;
 }
 
+/* GET /v1/features?KEY=...[&as_of=T]: the raw vector the store holds for an
+ * entity (?entity=... for a store of one key). The store is pinned with
+ * its bundle meanwhile. */
+static enum MHD_Result handle_features(mr_server *s, struct MHD_Connection *c, conn *cc)
+{
+    pthread_mutex_lock(&s->mu);
+    mr__serve_features *fs = s->fs;
+    const mr_bundle_service *svc = s->cur ? mr_bundle_service_of(s->cur) : NULL;
+    if (fs) s->pinned++;
+    pthread_mutex_unlock(&s->mu);
+    if (!fs) return reply_error(s, c, cc, 404, "the model reads no features from an online store");
+    const char *keys[16] = {0};
+    char msg[512];
+    int st = 0;
+    if (svc->n_keys > 16) {
+        st = 500;
+        snprintf(msg, sizeof(msg), "too many entity keys");
+    }
+    for (size_t k = 0; !st && k < svc->n_keys; k++) {
+        keys[k] = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, svc->key_names[k]);
+        if (!keys[k] && svc->n_keys == 1) keys[k] = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "entity");
+    }
+    mr_buf b;
+    mr_buf_init(&b);
+    if (!st)
+        st = mr__features_vector_json(fs, keys, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "as_of"), &b, msg,
+                                      sizeof(msg));
+    pthread_mutex_lock(&s->mu);
+    if (--s->pinned == 0 && s->old) pthread_cond_signal(&s->work_cv);
+    pthread_mutex_unlock(&s->mu);
+    enum MHD_Result r = st ? reply_error(s, c, cc, st, msg) : reply_json(s, c, cc, b.failed ? 500 : 200, &b, 0);
+    mr_buf_free(&b);
+    return r;
+}
+
 static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
     (void)kind;
@@ -922,6 +963,7 @@ static enum MHD_Result on_headers(mr_server *s, struct MHD_Connection *c, const 
         mr_buf_free(&b);
         return r;
     }
+    case MR__EP_FEATURES: return handle_features(s, c, cc);
     case MR__EP_PING: { /* MLflow's: a newline (as application/json) while the model is loaded */
         pthread_mutex_lock(&s->mu);
         int ready = s->cur && !s->stopping;
@@ -1023,17 +1065,33 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     mr_log(MR_LOG_WARN, "http: %s", buf);
 }
 
+/* b's online store (NULL when b has no feature service). A --store for a
+ * bundle without one is a mistake worth stopping for. */
+static mr_status serving_features(const mr_bundle *b, const char *store_path, mr__serve_features **out, mr_error *err)
+{
+    *out = NULL;
+    if (store_path && !mr_bundle_service_of(b)) {
+        MR_ERR(err, MR_E_INVALID_ARG, "--store %s: the model reads no features from an online store", store_path);
+        mr_error_hint(err, "package it with online: ${stages.<materialize_online stage>} (docs/featurestore.md)");
+        return MR_E_INVALID_ARG;
+    }
+    return mr__features_open(b, store_path, out, err);
+}
+
 static void server_free(mr_server *s)
 {
     while (s->old) {
         retired *r = s->old;
         s->old = r->next;
+        mr__features_free(r->fs);
         mr_bundle_free(r->b);
         mr__monitor_free(r->mon);
         mr_free(r);
     }
+    mr__features_free(s->fs);
     mr_bundle_free(s->cur);
     mr__monitor_free(s->mon);
+    mr_free(s->store_path);
     mr_free(s->batch);
     mr_free(s->bundle_path);
     mr_free(s->host);
@@ -1103,8 +1161,9 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     s->bundle_path = mr_strdup(o->bundle_path);
     s->host = mr_strdup(host);
     s->token = o->token ? mr_strdup(o->token) : NULL;
+    s->store_path = o->store_path ? mr_strdup(o->store_path) : NULL;
     s->batch = mr_calloc((o->max_batch < 4096 ? o->max_batch : 4096) + 1, sizeof(mr__serve_job *));
-    if (!s->bundle_path || !s->host || (o->token && !s->token) || !s->batch) {
+    if (!s->bundle_path || !s->host || (o->token && !s->token) || (o->store_path && !s->store_path) || !s->batch) {
         close(fd);
         server_free(s);
         return MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -1112,8 +1171,10 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     s->o.bundle_path = s->bundle_path;
     s->o.host = s->host;
     s->o.token = s->token;
+    s->o.store_path = s->store_path;
     mr_status rc = mr_bundle_load(s->bundle_path, &s->cur, err);
     if (rc == MR_OK && !(s->mon = mr__monitor_new(s->cur))) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) rc = serving_features(s->cur, s->store_path, &s->fs, err);
     if (rc != MR_OK) {
         close(fd);
         server_free(s);
@@ -1183,8 +1244,11 @@ mr_status mr_server_reload_path(mr_server *s, const char *path, mr_error *err)
     mr_status rc = mr_bundle_load(np ? np : s->bundle_path, &nb, err);
     retired *r = rc == MR_OK ? mr_calloc(1, sizeof(*r)) : NULL;
     mr__serve_monitor *nm = r ? mr__monitor_new(nb) : NULL; /* a new bundle, new counters and drift */
+    mr__serve_features *nf = NULL;
     if (rc == MR_OK && (!r || !nm)) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) rc = serving_features(nb, s->store_path, &nf, err);
     if (rc != MR_OK) {
+        mr__features_free(nf);
         mr__monitor_free(nm);
         mr_free(r);
         mr_bundle_free(nb);
@@ -1199,10 +1263,12 @@ mr_status mr_server_reload_path(mr_server *s, const char *path, mr_error *err)
     pthread_mutex_lock(&s->mu);
     r->b = s->cur;
     r->mon = s->mon;
+    r->fs = s->fs;
     r->next = s->old;
     s->old = r;
     s->cur = nb;
     s->mon = nm;
+    s->fs = nf;
     memcpy(s->version, mr_bundle_version_id(nb), sizeof(s->version));
     s->reloads++;
     pthread_cond_signal(&s->work_cv); /* let the batcher free the old one soon */

@@ -480,6 +480,96 @@ static void test_profile_section(void **state)
     mr_bundle_free(b);
 }
 
+/* The feature service section: written, loaded back with every field; and
+ * each way a section can be wrong refused by the writer (MR_E_SCHEMA, naming
+ * what), which shares its checks with the loader. */
+static void test_service_section(void **state)
+{
+    fixture *f = *state;
+    mr_bundle_build bb;
+    mr_bundle_build_init(&bb);
+    bb.model = f->gb;
+    bb.features = f->fx;
+    bb.service_json = "{\"store\": \"out/online/online.mrfs\", \"missing\": \"reject\", "
+                      "\"keys\": [{\"name\": \"user\", \"type\": \"string\"}, {\"name\": \"day\", \"type\": \"date\"}], "
+                      "\"features\": [{\"name\": \"plan\", \"type\": \"string\", \"view\": \"plans\", \"default\": \"pro\"}, "
+                      "{\"name\": \"x1\", \"type\": \"int64\", \"view\": \"clicks\", \"default\": 2}, "
+                      "{\"name\": \"x2\", \"type\": \"float32\", \"view\": \"clicks\"}]}";
+    mr_buf bytes;
+    mr_buf_init(&bytes);
+    assert_ok(mr_bundle_write(&bb, &bytes, NULL));
+    mr_bundle *b = NULL;
+    assert_ok(mr_bundle_from_bytes(bytes.data, bytes.len, &b, NULL));
+    const mr_bundle_service *svc = mr_bundle_service_of(b);
+    assert_non_null(svc);
+    assert_string_equal(svc->store, "out/online/online.mrfs");
+    assert_true(svc->reject_missing);
+    assert_int_equal(svc->n_keys, 2);
+    assert_string_equal(svc->key_names[1], "day");
+    assert_int_equal(svc->key_types[1], MR_T_DATE);
+    assert_int_equal(svc->n_features, 3);
+    assert_int_equal(svc->features[0].input, (size_t)mr_bundle_input_index(b, "plan"));
+    assert_int_equal(svc->features[0].dflt.kind, MR_CELL_STR);
+    assert_int_equal(svc->features[0].dflt.len, 3);
+    assert_memory_equal(svc->features[0].dflt.str, "pro", 3);
+    assert_int_equal(svc->features[1].dflt.kind, MR_CELL_NUM); /* x1 is numeric: the default is its number */
+    assert_true(svc->features[1].dflt.num == 2.0);
+    assert_int_equal(svc->features[2].type, MR_T_FLOAT32);
+    assert_int_equal(svc->features[2].dflt.kind, MR_CELL_NULL);
+    assert_string_equal(svc->features[2].view, "clicks");
+    mr_bundle_section_info si;
+    mr_bundle_section(b, mr_bundle_n_sections(b) - 1, &si);
+    assert_string_equal(si.name, "service");
+    mr_bundle_free(b);
+    b = NULL;
+    assert_ok(mr_bundle_from_bytes(f->bytes.data, f->bytes.len, &b, NULL));
+    assert_null(mr_bundle_service_of(b)); /* the fixture has none */
+    mr_bundle_free(b);
+    static const struct {
+        const char *json, *says;
+    } bad[] = {
+        {"{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}], \"features\": [{\"name\": \"nope\", \"type\": \"int64\", "
+         "\"view\": \"v\"}]}",
+         "feature 'nope' is no input of the bundle"},
+        {"{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}], \"features\": [{\"name\": \"plan\", \"type\": \"string\", "
+         "\"view\": \"v\", \"default\": 3}]}",
+         "feature 'plan': the default must be a string"},
+        {"{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", "
+         "\"view\": \"v\", \"default\": \"zero\"}]}",
+         "feature 'x1': the default must be a number"},
+        {"{\"missing\": \"sometimes\", \"keys\": [{\"name\": \"u\", \"type\": \"string\"}], \"features\": [{\"name\": "
+         "\"x1\", \"type\": \"float64\", \"view\": \"v\"}]}",
+         "\"missing\" must be \"default\" or \"reject\""},
+        {"{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}, {\"name\": \"u\", \"type\": \"int64\"}], \"features\": "
+         "[{\"name\": \"x1\", \"type\": \"float64\", \"view\": \"v\"}]}",
+         "key 'u' is named twice"},
+        {"{\"keys\": [{\"name\": \"x1\", \"type\": \"string\"}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", "
+         "\"view\": \"v\"}]}",
+         "'x1' is both a key and a feature"},
+        {"{\"keys\": [{\"name\": \"u\", \"type\": \"text\"}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", "
+         "\"view\": \"v\"}]}",
+         "unknown type \"text\""},
+        {"{\"keys\": [], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", \"view\": \"v\"}]}",
+         "\"keys\" must be a non-empty list"},
+        {"{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\"}]}",
+         "feature 'x1' has no \"view\""},
+        {"[1, 2]", "not a JSON object"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        bb.service_json = bad[i].json;
+        mr_buf out;
+        mr_buf_init(&out);
+        mr_error err;
+        mr_error_init(&err);
+        mr_status st = mr_bundle_write(&bb, &out, &err);
+        if (st == MR_E_NOMEM) assert_status(st, MR_OK);
+        assert_int_equal(st, MR_E_SCHEMA);
+        if (!strstr(err.msg, bad[i].says)) fail_msg("case %zu: '%s' does not say '%s'", i, err.msg, bad[i].says);
+        mr_buf_free(&out);
+    }
+    mr_buf_free(&bytes);
+}
+
 /* ---- fitting values to the input schema --------------------------------------- */
 
 /* A bundle whose inputs have every column type: x (numeric), plan (string
@@ -799,6 +889,7 @@ int main(void)
         cmocka_unit_test(test_linear_without_features),
         cmocka_unit_test(test_bad_metrics_and_schema),
         cmocka_unit_test(test_profile_section),
+        cmocka_unit_test(test_service_section),
         cmocka_unit_test(test_coerce_value_rules),
         cmocka_unit_test(test_conform_table),
     };

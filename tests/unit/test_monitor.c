@@ -169,7 +169,7 @@ static void test_strict_scoring(void **state)
     parse("{\"rows\": [{\"x\": 5, \"plan\": \"a\"}, {\"x\": 6, \"plan\": \"enterprise\"}]}", &b.req);
     mr__serve_job *jobs[2] = {&a, &b};
     size_t rows = 0;
-    mr__serve_score_observed(jobs, 2, f->b, "v", 1, m, 1, &rows);
+    mr__serve_score_observed(jobs, 2, f->b, "v", 1, m, 1, NULL, &rows);
     if (a.status == 500 || b.status == 500) mr_test_accept_if_oom(0);
     assert_int_equal(a.status, 200);
     assert_int_equal(b.status, 422);
@@ -183,7 +183,7 @@ static void test_strict_scoring(void **state)
     json_decref(e);
     /* without strict the same batch is scored, and counted */
     a.status = b.status = 0;
-    mr__serve_score_observed(jobs, 2, f->b, "v", 1, m, 0, &rows);
+    mr__serve_score_observed(jobs, 2, f->b, "v", 1, m, 0, NULL, &rows);
     if (a.status == 500 || b.status == 500) mr_test_accept_if_oom(0);
     assert_int_equal(b.status, 200);
     assert_int_equal(rows, 3);

@@ -1,0 +1,412 @@
+/* Serving by entity id (serve_int.h, "features looked up by entity"): the
+ * online store a bundle's feature service names, opened and checked
+ * against what the bundle was trained on, reopened when a rerun of the
+ * materialize_online stage replaces it, and read once per request row:
+ * one hash probe per entity, the values borrowed from the mapping until
+ * the batch is answered. */
+#include "serve_int.h"
+
+#include "millrace/online.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* One open store. Freed when replaced and no batch holds it. */
+struct mr__features_snap {
+    mr_online *st;
+    dev_t dev;
+    ino_t ino;
+    size_t *feat; /* service feature k -> the store's feature index */
+    int refs;     /* batches holding it (under the owner's mu) */
+};
+
+struct mr__serve_features {
+    const mr_bundle *b;
+    const mr_bundle_service *svc; /* borrowed from b */
+    char *path;
+    int32_t *svc_of_input; /* input i -> service feature k, or -1 */
+    pthread_mutex_t mu;
+    mr__features_snap *cur;
+    ino_t refused_ino; /* a replacement that did not fit (warned once) */
+};
+
+static void snap_free(mr__features_snap *sn)
+{
+    if (!sn) return;
+    mr_online_close(sn->st);
+    mr_free(sn->feat);
+    mr_free(sn);
+}
+
+/* Opens the store at path and checks that it serves svc: the same keys
+ * (names and types, in order) and every feature with the type it was
+ * trained on. */
+static mr_status snap_open(const mr_bundle_service *svc, const char *path, mr__features_snap **out, mr_error *err)
+{
+    *out = NULL;
+    mr__features_snap *sn = mr_calloc(1, sizeof(*sn));
+    if (!sn || !(sn->feat = mr_calloc(svc->n_features, sizeof(*sn->feat)))) {
+        mr_free(sn);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    struct stat stt;
+    mr_status rc = mr_online_open(path, &sn->st, err);
+    if (rc == MR_OK && stat(path, &stt) == 0) {
+        sn->dev = stt.st_dev;
+        sn->ino = stt.st_ino;
+    }
+    if (rc == MR_OK && mr_online_n_keys(sn->st) != svc->n_keys)
+        rc = MR_ERR(err, MR_E_SCHEMA, "online store %s has %zu entity keys; the model was trained on %zu", path,
+                    mr_online_n_keys(sn->st), svc->n_keys);
+    for (size_t k = 0; rc == MR_OK && k < svc->n_keys; k++) {
+        const char *n = mr_online_key_name(sn->st, k);
+        mr_dtype t = mr_online_key_type(sn->st, k);
+        if (strcmp(n, svc->key_names[k]) || t != svc->key_types[k])
+            rc = MR_ERR(err, MR_E_SCHEMA, "online store %s: entity key %zu is '%s' (%s); the model was trained on '%s' (%s)",
+                        path, k + 1, n, mr_dtype_name(t), svc->key_names[k], mr_dtype_name(svc->key_types[k]));
+    }
+    for (size_t k = 0; rc == MR_OK && k < svc->n_features; k++) {
+        const mr_bundle_service_feature *x = &svc->features[k];
+        size_t f = 0, nf = mr_online_n_features(sn->st);
+        while (f < nf && strcmp(mr_online_feature_name(sn->st, f), x->name)) f++;
+        if (f == nf)
+            rc = MR_ERR(err, MR_E_SCHEMA, "online store %s has no feature '%s' (view %s), which the model reads", path,
+                        x->name, x->view);
+        else if (mr_online_feature_type(sn->st, f) != x->type)
+            rc = MR_ERR(err, MR_E_SCHEMA, "online store %s: feature '%s' is %s; the model was trained on %s", path, x->name,
+                        mr_dtype_name(mr_online_feature_type(sn->st, f)), mr_dtype_name(x->type));
+        sn->feat[k] = f;
+    }
+    if (rc != MR_OK) {
+        if (rc == MR_E_SCHEMA) mr_error_hint(err, "materialize the store from the views the model was trained on");
+        snap_free(sn);
+        return rc;
+    }
+    *out = sn;
+    return MR_OK;
+}
+
+mr_status mr__features_open(const mr_bundle *b, const char *path, mr__serve_features **out, mr_error *err)
+{
+    *out = NULL;
+    const mr_bundle_service *svc = mr_bundle_service_of(b);
+    if (!svc) return MR_OK;
+    if (!path) path = svc->store;
+    if (!path)
+        return MR_ERR(err, MR_E_INVALID_ARG, "the model reads features from an online store: name it with --store PATH");
+    mr__serve_features *fs = mr_calloc(1, sizeof(*fs));
+    size_t n_in = mr_bundle_n_inputs(b);
+    if (fs) {
+        fs->path = mr_strdup(path);
+        fs->svc_of_input = mr_malloc((n_in ? n_in : 1) * sizeof(*fs->svc_of_input));
+    }
+    if (!fs || !fs->path || !fs->svc_of_input) {
+        if (fs) {
+            mr_free(fs->path);
+            mr_free(fs->svc_of_input);
+        }
+        mr_free(fs);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    fs->b = b;
+    fs->svc = svc;
+    for (size_t i = 0; i < n_in; i++) fs->svc_of_input[i] = -1;
+    for (size_t k = 0; k < svc->n_features; k++) fs->svc_of_input[svc->features[k].input] = (int32_t)k;
+    mr_status rc = snap_open(svc, path, &fs->cur, err);
+    if (rc != MR_OK) {
+        if (!mr_fs_exists(path))
+            mr_error_hint(err, "run the materialize_online stage (millrace run), or give the store with --store PATH");
+        mr_free(fs->path);
+        mr_free(fs->svc_of_input);
+        mr_free(fs);
+        return rc;
+    }
+    pthread_mutex_init(&fs->mu, NULL);
+    *out = fs;
+    return MR_OK;
+}
+
+void mr__features_free(mr__serve_features *fs)
+{
+    if (!fs) return;
+    snap_free(fs->cur); /* no batch holds it: the server frees this with its bundle */
+    pthread_mutex_destroy(&fs->mu);
+    mr_free(fs->path);
+    mr_free(fs->svc_of_input);
+    mr_free(fs);
+}
+
+const char *mr__features_path(const mr__serve_features *fs) { return fs->path; }
+int32_t mr__features_of_input(const mr__serve_features *fs, size_t i) { return fs ? fs->svc_of_input[i] : -1; }
+
+mr__features_snap *mr__features_acquire(mr__serve_features *fs)
+{
+    struct stat st;
+    pthread_mutex_lock(&fs->mu);
+    /* a rerun of materialize_online renames a new file into place: open it, once it fits */
+    if (stat(fs->path, &st) == 0 && (st.st_ino != fs->cur->ino || st.st_dev != fs->cur->dev) &&
+        st.st_ino != fs->refused_ino) {
+        mr__features_snap *n = NULL;
+        mr_error err;
+        mr_error_init(&err);
+        if (snap_open(fs->svc, fs->path, &n, &err) == MR_OK) {
+            mr__features_snap *old = fs->cur;
+            fs->cur = n;
+            if (old->refs == 0) snap_free(old);
+            else old->refs = -old->refs; /* retired: the last release frees it */
+        } else {
+            fs->refused_ino = st.st_ino;
+            mr_log(MR_LOG_WARN, "serve: the replaced online store %s is not used (the old one keeps serving): %s",
+                   fs->path, err.msg);
+        }
+    }
+    mr__features_snap *sn = fs->cur;
+    sn->refs++;
+    pthread_mutex_unlock(&fs->mu);
+    return sn;
+}
+
+void mr__features_release(mr__serve_features *fs, mr__features_snap *sn)
+{
+    if (!sn) return;
+    pthread_mutex_lock(&fs->mu);
+    /* a live snapshot counts its holders up; a retired one down from -holders */
+    int gone = 0;
+    if (sn->refs > 0) sn->refs--;
+    else gone = ++sn->refs == 0;
+    pthread_mutex_unlock(&fs->mu);
+    if (gone) snap_free(sn);
+}
+
+/* ---- a request's rows ------------------------------------------------------------- */
+
+/* A store value as the cell mr_bundle_coerce_value takes. */
+static void value_cell(const mr_online_value *v, mr_cell *c)
+{
+    memset(c, 0, sizeof(*c));
+    if (!v->live) return;
+    switch (v->type) {
+    case MR_T_BOOL:
+        c->kind = MR_CELL_BOOL;
+        c->i = v->i;
+        break;
+    case MR_T_FLOAT64:
+    case MR_T_FLOAT32:
+        c->kind = MR_CELL_NUM;
+        c->num = v->f;
+        break;
+    case MR_T_STRING:
+        c->kind = MR_CELL_STR;
+        c->str = v->str;
+        c->len = v->len;
+        break;
+    default:
+        c->kind = MR_CELL_INT;
+        c->i = v->i;
+        break;
+    }
+}
+
+static int fail(char *msg, size_t cap, const char **field, const char *f, int status, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static int fail(char *msg, size_t cap, const char **field, const char *f, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+    if (field) *field = f;
+    return status;
+}
+
+/* A key's JSON value as text into buf (the store parses it by the key's type). NULL: absent or null. */
+static const char *key_text(const json_t *v, char *buf, size_t cap, size_t *len)
+{
+    if (json_is_string(v)) {
+        *len = json_string_length(v);
+        return json_string_value(v);
+    }
+    if (json_is_integer(v)) snprintf(buf, cap, "%lld", (long long)json_integer_value(v));
+    else if (json_is_boolean(v)) snprintf(buf, cap, "%s", json_is_true(v) ? "true" : "false");
+    else if (json_is_real(v)) snprintf(buf, cap, "%.17g", json_real_value(v)); /* refused by any key type */
+    else return NULL;
+    *len = strlen(buf);
+    return buf;
+}
+
+int mr__features_as_of(const char *text, size_t len, int64_t *us)
+{
+    int32_t d;
+    if (mr_timestamp_parse(text, len, us) == 0) return 0;
+    if (mr_date_parse(text, len, &d) == 0) {
+        *us = (int64_t)d * MR_PIT_DAY_US;
+        return 0;
+    }
+    return -1;
+}
+
+int mr__features_lookup(mr__serve_features *fs, mr__features_snap *sn, const mr__serve_req *q, mr_cell **cells_out,
+                        int *include, char *msg, size_t cap, const char **field, long *row)
+{
+    *cells_out = NULL;
+    *include = 0;
+    *row = -1;
+    *field = NULL;
+    const mr_bundle_service *svc = fs->svc;
+    const json_t *as_of = json_object_get(q->doc, "as_of"), *inc = json_object_get(q->doc, "include_features");
+    int64_t now = (int64_t)(mr_wall_time() * 1e6);
+    if (as_of && (!json_is_string(as_of) || mr__features_as_of(json_string_value(as_of), json_string_length(as_of), &now)))
+        return fail(msg, cap, field, "as_of", 400, "\"as_of\" must be a timestamp (\"2024-03-01 10:00:00\") or a date");
+    if (inc && !json_is_boolean(inc)) return fail(msg, cap, field, "include_features", 400, "\"include_features\" must be true or false");
+    *include = json_is_true(inc);
+    /* the store's features come from the store: a request that sends one is mistaken about the model */
+    const json_t *cols = q->columnar ? json_object_get(q->doc, "columns") : NULL;
+    const char *name;
+    const json_t *v;
+    for (size_t r = 0; r < (cols ? 1 : q->n_rows); r++) {
+        const json_t *obj = cols ? cols : json_array_get(json_object_get(q->doc, "rows"), r);
+        json_object_foreach((json_t *)obj, name, v)
+        {
+            ssize_t i = mr_bundle_input_index(fs->b, name);
+            if (i < 0 || fs->svc_of_input[i] < 0) continue;
+            *row = cols ? -1 : (long)r;
+            return fail(msg, cap, field, fs->svc->features[fs->svc_of_input[i]].name, 400,
+                        "'%s' comes from the online store (view %s): send the entity key%s (%s%s) and the other inputs",
+                        name, fs->svc->features[fs->svc_of_input[i]].view, svc->n_keys > 1 ? "s" : "", svc->key_names[0],
+                        svc->n_keys > 1 ? ", ..." : "");
+        }
+    }
+    size_t nf = svc->n_features, n_store = mr_online_n_features(sn->st);
+    mr_cell *cells = mr_calloc(q->n_rows * nf > 0 ? q->n_rows * nf : 1, sizeof(*cells));
+    mr_online_value *vals = mr_calloc(n_store ? n_store : 1, sizeof(*vals));
+    const char **texts = mr_calloc(svc->n_keys, sizeof(*texts));
+    size_t *lens = mr_calloc(svc->n_keys, sizeof(*lens));
+    char(*bufs)[32] = mr_calloc(svc->n_keys, sizeof(*bufs));
+    int st = 0;
+    if (!cells || !vals || !texts || !lens || !bufs) st = fail(msg, cap, field, NULL, 500, "out of memory");
+    for (size_t r = 0; !st && r < q->n_rows; r++) {
+        for (size_t k = 0; !st && k < svc->n_keys; k++) {
+            texts[k] = key_text(mr__serve_req_value(q, 0, svc->key_names[k], r), bufs[k], sizeof(bufs[k]), &lens[k]);
+            if (!texts[k]) {
+                *row = (long)r;
+                st = fail(msg, cap, field, svc->key_names[k], 422, "row %zu: the entity key '%s' is missing", r,
+                          svc->key_names[k]);
+            }
+        }
+        if (st) break;
+        mr_error err;
+        mr_error_init(&err);
+        int found = 0;
+        mr_status rc = mr_online_lookup(sn->st, texts, lens, now, vals, &found, &err);
+        if (rc != MR_OK) {
+            *row = (long)r;
+            st = rc == MR_E_PARSE ? fail(msg, cap, field, err.key[0] ? svc->key_names[0] : NULL, 422, "row %zu: %s", r, err.msg)
+                                  : fail(msg, cap, field, NULL, 500, "online store: %s", err.msg);
+            if (rc == MR_E_PARSE)
+                for (size_t k = 0; k < svc->n_keys; k++)
+                    if (!strcmp(err.key, svc->key_names[k])) *field = svc->key_names[k];
+            break;
+        }
+        for (size_t k = 0; !st && k < nf; k++) {
+            const mr_bundle_service_feature *x = &svc->features[k];
+            const mr_online_value *ov = &vals[sn->feat[k]];
+            if (ov->live) {
+                value_cell(ov, &cells[r * nf + k]);
+                continue;
+            }
+            if (svc->reject_missing) {
+                *row = (long)r;
+                int shown = (int)(lens[0] > 64 ? 64 : lens[0]);
+                if (!found)
+                    st = fail(msg, cap, field, svc->key_names[0], 422, "row %zu: entity %.*s is not in the online store", r,
+                              shown, texts[0]);
+                else
+                    st = fail(msg, cap, field, x->name, 422, "row %zu: entity %.*s has no live value of '%s' (view %s: %s)",
+                              r, shown, texts[0], x->name, x->view,
+                              ov->event_us == INT64_MIN ? "none"
+                              : ov->event_us > now      ? "its latest is after as_of"
+                                                        : "expired, older than the view's ttl");
+                break;
+            }
+            cells[r * nf + k] = x->dflt;
+        }
+    }
+    mr_free(vals);
+    mr_free(texts);
+    mr_free(lens);
+    mr_free(bufs);
+    if (st) {
+        mr_free(cells);
+        return st;
+    }
+    *cells_out = cells;
+    return 0;
+}
+
+static void cell_json(mr_buf *out, const mr_cell *c)
+{
+    switch (c->kind) {
+    case MR_CELL_NUM: mr__serve_json_double(out, c->num); break;
+    case MR_CELL_INT: mr_buf_printf(out, "%lld", (long long)c->i); break;
+    case MR_CELL_BOOL: mr_buf_puts(out, c->i ? "true" : "false"); break;
+    case MR_CELL_STR: mr__serve_json_strn(out, c->str, c->len); break;
+    default: mr_buf_puts(out, "null"); break;
+    }
+}
+
+void mr__features_rows_json(const mr__serve_features *fs, const mr_cell *cells, size_t n_rows, mr_buf *out)
+{
+    size_t nf = fs->svc->n_features;
+    mr_buf_puts(out, "[");
+    for (size_t r = 0; r < n_rows; r++) {
+        mr_buf_puts(out, r ? ", {" : "{");
+        for (size_t k = 0; k < nf; k++) {
+            if (k) mr_buf_puts(out, ", ");
+            mr__serve_json_str(out, fs->svc->features[k].name);
+            mr_buf_puts(out, ": ");
+            cell_json(out, &cells[r * nf + k]);
+        }
+        mr_buf_puts(out, "}");
+    }
+    mr_buf_puts(out, "]");
+}
+
+int mr__features_vector_json(mr__serve_features *fs, const char *const *keys, const char *as_of, mr_buf *out,
+                             char *msg, size_t cap)
+{
+    const mr_bundle_service *svc = fs->svc;
+    int64_t now = (int64_t)(mr_wall_time() * 1e6);
+    if (as_of && mr__features_as_of(as_of, strlen(as_of), &now))
+        return fail(msg, cap, NULL, NULL, 400, "as_of must be a timestamp (2024-03-01 10:00:00) or a date");
+    for (size_t k = 0; k < svc->n_keys; k++)
+        if (!keys[k])
+            return fail(msg, cap, NULL, NULL, 400, "name the entity: ?%s=...%s", svc->key_names[k],
+                        svc->n_keys == 1 ? " (or ?entity=...)" : "");
+    mr__features_snap *sn = mr__features_acquire(fs);
+    size_t n = mr_online_n_features(sn->st);
+    mr_online_value *vals = mr_calloc(n ? n : 1, sizeof(*vals));
+    int found = 0, st = 0;
+    mr_error err;
+    mr_error_init(&err);
+    if (!vals) st = fail(msg, cap, NULL, NULL, 500, "out of memory");
+    mr_status rc = st ? MR_E_NOMEM : mr_online_lookup(sn->st, keys, NULL, now, vals, &found, &err);
+    if (!st && rc != MR_OK) st = fail(msg, cap, NULL, NULL, rc == MR_E_PARSE ? 400 : 500, "%s", err.msg);
+    if (!st) {
+        mr_buf_printf(out, "{\"found\": %s, \"features\": {", found ? "true" : "false");
+        for (size_t f = 0; f < n; f++) {
+            mr_cell c;
+            value_cell(&vals[f], &c);
+            if (f) mr_buf_puts(out, ", ");
+            mr__serve_json_str(out, mr_online_feature_name(sn->st, f));
+            mr_buf_puts(out, ": ");
+            cell_json(out, &c); /* while sn holds the mapping */
+        }
+        mr_buf_puts(out, "}}");
+    }
+    mr_free(vals);
+    mr__features_release(fs, sn);
+    return st;
+}
