@@ -15,7 +15,8 @@ static const char features_help[] =
     "       millrace features get STORE --batch FILE -o OUT.csv [--as-of-column COL]\n"
     "\n"
     "STORE is an online store written by a materialize_online stage: its output\n"
-    "directory (out/STAGE) or the online.mrfs file in it.\n"
+    "directory (out/STAGE), the online.mrfs file in it, or a Redis store's location,\n"
+    "redis://HOST:PORT/NAMESPACE (a stage with store: redis://...; its directory names it).\n"
     "  show           keys, views (with their ttl) and features, and the entity count\n"
     "  get            one entity's features as JSON, as of TIME (default: now): a value\n"
     "                 past its view's ttl, or stamped after TIME, is null; one KEY per key\n"
@@ -26,7 +27,7 @@ static const char features_help[] =
 
 static int open_store(const char *arg, mr_online **s)
 {
-    char *path = mr_fs_is_dir(arg) ? mr_path_join(arg, "online.mrfs") : mr_strdup(arg);
+    char *path = mr_online_locate(arg);
     mr_error err;
     mr_error_init(&err);
     mr_status st = path ? mr_online_open(path, s, &err) : MR_E_NOMEM;

@@ -59,8 +59,21 @@ typedef struct mr_online mr_online;
  * ttl. */
 mr_status mr_online_build(const char *path, const char *const *keys, size_t n_keys, const mr_pit_view *views,
                           size_t n_views, int threads, mr_error *err);
+/* The same table into Redis at location (redis://HOST[:PORT]/NAMESPACE):
+ * every record under a new generation (the xxh3-128 of the table's bytes),
+ * then one SET makes it current, then the other generations are deleted (a
+ * reader's lookup reads the generation and its records in one script call:
+ * old table or new). gen_out (may be NULL) gets the generation's 32 hex
+ * digits. MR_E_IO when Redis cannot be reached or refuses a command. */
+mr_status mr_online_build_redis(const char *location, const char *const *keys, size_t n_keys,
+                                const mr_pit_view *views, size_t n_views, int threads, char *gen_out, mr_error *err);
 
+/* path: an .mrfs file, or redis://HOST[:PORT]/NAMESPACE (mr_online_build_redis). */
 mr_status mr_online_open(const char *path, mr_online **out, mr_error *err);
+/* What arg names as mr_online_open takes it: a materialize_online stage's
+ * directory gives its online.mrfs, or the Redis location in its
+ * online.redis; anything else is returned as it is. Caller frees; NULL on OOM. */
+char *mr_online_locate(const char *arg);
 void mr_online_close(mr_online *s); /* NULL is a no-op */
 
 uint64_t mr_online_n_entities(const mr_online *s);
@@ -87,12 +100,25 @@ typedef struct mr_online_value {
     int64_t event_us; /* its view's event time of the entity's latest row (INT64_MIN: none), live or not */
 } mr_online_value;
 
-/* The features of the entity with keys key_text[0, n_keys) (key_len[k]
- * bytes each; key_len NULL: NUL-terminated) as of now_us into
- * vals[0, mr_online_n_features): no allocation beyond the key's encoding,
- * one hash probe. *found (may be NULL): 1 when the entity is in the store. */
-mr_status mr_online_lookup(const mr_online *s, const char *const *key_text, const size_t *key_len, int64_t now_us,
-                           mr_online_value *vals, int *found, mr_error *err);
+/* What borrowed values of a lookup point into (a Redis store's replies);
+ * NULL for the embedded store, whose values point into its mapping. */
+typedef struct mr_online_hold mr_online_hold;
+void mr_online_hold_free(mr_online_hold *h); /* NULL is a no-op */
+
+/* The features of n entities, entity i's as of now_us[i]: its keys are
+ * key_text[i * n_keys, (i + 1) * n_keys) (key_len the same way; NULL:
+ * NUL-terminated), its features go to vals[i * n_features, ...) and
+ * found[i] (may be NULL) is 1 when it is in the store. The embedded store
+ * probes once per entity without allocating beyond the key's encoding; a
+ * Redis store answers all n in one round trip. String values borrow the
+ * mapping (until mr_online_close) or *hold (until mr_online_hold_free;
+ * hold may be NULL for the embedded store only). */
+mr_status mr_online_lookup_many(const mr_online *s, size_t n, const char *const *key_text, const size_t *key_len,
+                                const int64_t *now_us, mr_online_value *vals, int *found, mr_online_hold **hold,
+                                mr_error *err);
+/* MR_OK when the keys key_text[0, n_keys) parse as the store's key types;
+ * else MR_E_PARSE naming the key (err->key), as a lookup would fail. */
+mr_status mr_online_check_keys(const mr_online *s, const char *const *key_text, const size_t *key_len, mr_error *err);
 
 /* The features of the entity with keys key_text[0, n_keys) as of now_us
  * (microseconds since the epoch, UTC), as a new one-row table of every

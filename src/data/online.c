@@ -13,33 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAGIC "MRFSTORE"
-#define VERSION 1u
-#define HEADER_LEN 64u
-#define NO_TIME INT64_MIN
-
-typedef struct feat {
-    char *name;
-    mr_dtype type;
-    size_t view;
-} feat;
-
-typedef struct view_info {
-    char *name;
-    int64_t ttl_us;
-    size_t n_features;
-} view_info;
-
-struct mr_online {
-    const uint8_t *map;
-    size_t len;
-    uint32_t n_keys, n_views, n_features;
-    uint64_t n_entities, n_slots, slots_off, records_off;
-    char **key_names;
-    mr_dtype *key_types;
-    view_info *views;
-    feat *feats;
-};
+#include "data/online_int.h"
 
 static int store_type_ok(mr_dtype t)
 {
@@ -121,8 +95,8 @@ static mr_status put_name(mr_buf *b, const char *s)
     return rc == MR_OK ? mr_buf_append(b, s, l) : rc;
 }
 
-mr_status mr_online_build(const char *path, const char *const *keys, size_t n_keys, const mr_pit_view *views,
-                          size_t n_views, int threads, mr_error *err)
+mr_status mr__online_build_image(const char *const *keys, size_t n_keys, const mr_pit_view *views, size_t n_views,
+                                 int threads, mr_buf *image, mr_error *err)
 {
     mr_table *t = NULL;
     mr_status rc = mr_pit_latest(keys, n_keys, views, n_views, threads, &t, err);
@@ -205,13 +179,27 @@ mr_status mr_online_build(const char *path, const char *const *keys, size_t n_ke
     } else if (!mr_error_is_set(err)) {
         rc = MR_ERR(err, rc, rc == MR_E_LIMIT ? "a value is too large for the online store" : "out of memory");
     }
-    if (rc == MR_OK) rc = mr_fs_write_atomic(path, head.data, head.len, err);
+    if (rc == MR_OK) {
+        *image = head; /* the caller's now */
+        mr_buf_init(&head);
+    }
     mr_free(slots);
     mr_buf_free(&head);
     mr_buf_free(&schema);
     mr_buf_free(&recs);
     mr_buf_free(&key);
     mr_table_free(t);
+    return rc;
+}
+
+mr_status mr_online_build(const char *path, const char *const *keys, size_t n_keys, const mr_pit_view *views,
+                          size_t n_views, int threads, mr_error *err)
+{
+    mr_buf image;
+    mr_buf_init(&image);
+    mr_status rc = mr__online_build_image(keys, n_keys, views, n_views, threads, &image, err);
+    if (rc == MR_OK) rc = mr_fs_write_atomic(path, image.data, image.len, err);
+    mr_buf_free(&image);
     return rc;
 }
 
@@ -235,7 +223,15 @@ static int cmp_names(const void *a, const void *b) { return strcmp(*(const char 
 void mr_online_close(mr_online *s)
 {
     if (!s) return;
-    if (s->map && s->len) munmap((void *)s->map, s->len);
+    mr__online_redis_close(s->redis);
+    if (s->owned) mr_free((void *)s->map);
+    else if (s->map && s->len) munmap((void *)s->map, s->len);
+    mr__online_schema_free(s);
+    mr_free(s);
+}
+
+void mr__online_schema_free(mr_online *s)
+{
     for (uint32_t k = 0; s->key_names && k < s->n_keys; k++) mr_free(s->key_names[k]);
     for (uint32_t v = 0; s->views && v < s->n_views; v++) mr_free(s->views[v].name);
     for (uint32_t f = 0; s->feats && f < s->n_features; f++) mr_free(s->feats[f].name);
@@ -243,7 +239,6 @@ void mr_online_close(mr_online *s)
     mr_free(s->key_types);
     mr_free(s->views);
     mr_free(s->feats);
-    mr_free(s);
 }
 
 static mr_status corrupt(mr_error *err, const char *path, const char *what)
@@ -256,6 +251,7 @@ static mr_status corrupt(mr_error *err, const char *path, const char *what)
 mr_status mr_online_open(const char *path, mr_online **out, mr_error *err)
 {
     *out = NULL;
+    if (!strncmp(path, "redis://", 8)) return mr__online_redis_open(path, out, err);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return MR_ERR_SYS(err, errno == ENOENT ? MR_E_NOT_FOUND : MR_E_IO, errno, "cannot open %s", path);
     struct stat st;
@@ -283,20 +279,26 @@ mr_status mr_online_open(const char *path, mr_online **out, mr_error *err)
         return MR_ERR_SYS(err, MR_E_IO, e, "cannot map %s", path);
     }
     s->map = m;
+    mr_status rc = mr__online_parse(s, path, err);
+    if (rc != MR_OK) {
+        mr_online_close(s);
+        return rc;
+    }
+    *out = s;
+    return MR_OK;
+}
+
+mr_status mr__online_parse(mr_online *s, const char *path, mr_error *err)
+{
+    if (s->len < HEADER_LEN) return corrupt(err, path, "shorter than its header");
     mr_reader r;
     mr_reader_init(&r, s->map, s->len);
     const void *magic = mr_reader_bytes(&r, 8);
-    if (!magic || memcmp(magic, MAGIC, 8)) {
-        mr_online_close(s);
-        return corrupt(err, path, "no MRFSTORE magic");
-    }
+    if (!magic || memcmp(magic, MAGIC, 8)) return corrupt(err, path, "no MRFSTORE magic");
     uint32_t version = mr_reader_u32(&r);
-    if (version != VERSION) {
-        mr_online_close(s);
-        mr_status rc = MR_ERR(err, MR_E_CORRUPT, "%s is an online store of format version %u; this millrace reads %u",
-                              path, version, VERSION);
-        return rc;
-    }
+    if (version != VERSION)
+        return MR_ERR(err, MR_E_CORRUPT, "%s is an online store of format version %u; this millrace reads %u", path,
+                      version, VERSION);
     s->n_keys = mr_reader_u32(&r);
     s->n_views = mr_reader_u32(&r);
     s->n_features = mr_reader_u32(&r);
@@ -314,18 +316,12 @@ mr_status mr_online_open(const char *path, mr_online **out, mr_error *err)
              s->n_slots > (s->len - s->slots_off) / 8 || s->records_off != s->slots_off + s->n_slots * 8 ||
              s->records_off > s->len || s->slots_off % 8)
         why = "its sections do not fit in the file";
-    if (why) {
-        mr_online_close(s);
-        return corrupt(err, path, why);
-    }
+    if (why) return corrupt(err, path, why);
     s->key_names = mr_calloc(s->n_keys, sizeof(char *));
     s->key_types = mr_calloc(s->n_keys, sizeof(mr_dtype));
     s->views = mr_calloc(s->n_views, sizeof(view_info));
     s->feats = mr_calloc(s->n_features ? s->n_features : 1, sizeof(feat));
-    if (!s->key_names || !s->key_types || !s->views || !s->feats) {
-        mr_online_close(s);
-        return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    }
+    if (!s->key_names || !s->key_types || !s->views || !s->feats) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     mr_reader_init(&r, s->map + schema_off, s->slots_off - schema_off);
     int oom = 0;
     for (uint32_t k = 0; k < s->n_keys && !r.bad && !oom; k++) {
@@ -364,11 +360,7 @@ mr_status mr_online_open(const char *path, mr_online **out, mr_error *err)
             if (!strcmp(names[i - 1], names[i])) why = "two features of one name";
         mr_free(names);
     }
-    if (oom || why) {
-        mr_online_close(s);
-        return oom ? MR_ERR(err, MR_E_NOMEM, "out of memory") : corrupt(err, path, why);
-    }
-    *out = s;
+    if (oom || why) return oom ? MR_ERR(err, MR_E_NOMEM, "out of memory") : corrupt(err, path, why);
     return MR_OK;
 }
 
@@ -386,6 +378,38 @@ mr_dtype mr_online_feature_type(const mr_online *s, size_t f)
     return f < s->n_features ? s->feats[f].type : MR_T_NULL;
 }
 size_t mr_online_feature_view(const mr_online *s, size_t f) { return f < s->n_features ? s->feats[f].view : 0; }
+
+/* Steps r over one value of type t (r->bad on a short record). */
+static void skip_value(mr_reader *r, mr_dtype t);
+
+size_t mr__online_record_len(const mr_online *s, const uint8_t *rec, size_t len)
+{
+    mr_reader r;
+    mr_reader_init(&r, rec, len);
+    uint32_t kl = mr_reader_u32(&r);
+    (void)mr_reader_bytes(&r, kl);
+    (void)mr_reader_bytes(&r, (size_t)s->n_views * 8);
+    for (uint32_t f = 0; f < s->n_features && !r.bad; f++)
+        if (mr_reader_u8(&r)) skip_value(&r, s->feats[f].type);
+    return r.bad ? 0 : r.pos;
+}
+
+char *mr_online_locate(const char *arg)
+{
+    if (!strncmp(arg, "redis://", 8) || !mr_fs_is_dir(arg)) return mr_strdup(arg);
+    char *file = mr_path_join(arg, "online.mrfs"), *loc = file ? mr_path_join(arg, "online.redis") : NULL;
+    if (file && loc && !mr_fs_exists(file) && mr_fs_exists(loc)) {
+        char *text = NULL;
+        size_t n = 0;
+        if (mr_fs_read_file(loc, 4096, &text, &n, NULL) == MR_OK) {
+            text[strcspn(text, "\r\n")] = '\0';
+            mr_free(file);
+            file = text;
+        }
+    }
+    mr_free(loc);
+    return file;
+}
 
 /* One value of type t read from r into v (r->bad on a short record). */
 static void read_value(mr_reader *r, mr_dtype t, mr_online_value *v)
@@ -424,60 +448,40 @@ static void skip_value(mr_reader *r, mr_dtype t)
     }
 }
 
-mr_status mr_online_lookup(const mr_online *s, const char *const *key_text, const size_t *key_len, int64_t now_us,
-                           mr_online_value *vals, int *found, mr_error *err)
+mr_status mr__online_encode_key(const mr_online *s, const char *const *key_text, const size_t *key_len, mr_buf *key,
+                                mr_error *err)
 {
-    if (found) *found = 0;
-    for (uint32_t f = 0; f < s->n_features; f++) {
-        memset(&vals[f], 0, sizeof(vals[f]));
-        vals[f].type = s->feats[f].type;
-    }
-    mr_buf key;
-    mr_buf_init(&key);
+    key->len = 0;
     mr_status rc = MR_OK;
     for (uint32_t k = 0; rc == MR_OK && k < s->n_keys; k++) {
         const char *kt = key_text[k];
-        rc = kt ? put_key_text(&key, s->key_types[k], kt, key_len ? key_len[k] : strlen(kt)) : MR_E_PARSE;
+        size_t l = kt ? (key_len ? key_len[k] : strlen(kt)) : 0;
+        rc = kt ? put_key_text(key, s->key_types[k], kt, l) : MR_E_PARSE;
         if (rc == MR_E_PARSE) {
             rc = MR_ERR(err, MR_E_PARSE, "key '%s': expected %s, got \"%.*s\"", s->key_names[k],
-                        mr_dtype_name(s->key_types[k]), kt ? (int)(key_len ? key_len[k] : strlen(kt)) : 0,
-                        kt ? kt : "");
+                        mr_dtype_name(s->key_types[k]), (int)(l > 64 ? 64 : l), kt ? kt : "");
             mr_error_key(err, s->key_names[k]);
         } else if (rc != MR_OK) {
             rc = MR_ERR(err, rc, "out of memory");
         }
     }
-    if (rc != MR_OK) {
-        mr_buf_free(&key);
-        return rc;
+    return rc;
+}
+
+void mr__online_clear(const mr_online *s, mr_online_value *vals)
+{
+    for (uint32_t f = 0; f < s->n_features; f++) {
+        memset(&vals[f], 0, sizeof(vals[f]));
+        vals[f].type = s->feats[f].type;
+        vals[f].event_us = NO_TIME;
     }
-    /* the record: probe from the key's slot to the first empty one */
-    uint64_t at = 0;
-    for (uint64_t i = 0, sl = slot_of(key.data, key.len, s->n_slots); i < s->n_slots; i++, sl = (sl + 1) & (s->n_slots - 1)) {
-        uint64_t off;
-        memcpy(&off, s->map + s->slots_off + sl * 8, 8); /* little-endian hosts: the layout's order */
-        if (off == 0) break;
-        if (off < s->records_off || off >= s->len) {
-            mr_buf_free(&key);
-            return corrupt(err, "the store", "a slot points outside the records");
-        }
-        mr_reader r;
-        mr_reader_init(&r, s->map + off, s->len - off);
-        uint32_t kl = mr_reader_u32(&r);
-        const void *kb = mr_reader_bytes(&r, kl);
-        if (!kb) {
-            mr_buf_free(&key);
-            return corrupt(err, "the store", "a record is cut short");
-        }
-        if (kl == key.len && !memcmp(kb, key.data, kl)) {
-            at = off;
-            break;
-        }
-    }
-    mr_buf_free(&key);
-    if (!at) return MR_OK;
+}
+
+mr_status mr__online_decode(const mr_online *s, const uint8_t *rec, size_t len, int64_t now_us, mr_online_value *vals,
+                            mr_error *err)
+{
     mr_reader r;
-    mr_reader_init(&r, s->map + at, s->len - at);
+    mr_reader_init(&r, rec, len);
     uint32_t kl = mr_reader_u32(&r);
     (void)mr_reader_bytes(&r, kl);
     const uint8_t *times = mr_reader_bytes(&r, (size_t)s->n_views * 8); /* the views' event times */
@@ -495,8 +499,64 @@ mr_status mr_online_lookup(const mr_online *s, const char *const *key_text, cons
         vals[f].event_us = et;
     }
     if (!times || r.bad) return corrupt(err, "the store", "a record is cut short");
-    if (found) *found = 1;
     return MR_OK;
+}
+
+/* The record of the encoded key in the mapped table (0: none). */
+static mr_status probe(const mr_online *s, const mr_buf *key, uint64_t *at, mr_error *err)
+{
+    *at = 0;
+    for (uint64_t i = 0, sl = slot_of(key->data, key->len, s->n_slots); i < s->n_slots; i++, sl = (sl + 1) & (s->n_slots - 1)) {
+        uint64_t off;
+        memcpy(&off, s->map + s->slots_off + sl * 8, 8); /* little-endian hosts: the layout's order */
+        if (off == 0) break;
+        if (off < s->records_off || off >= s->len) return corrupt(err, "the store", "a slot points outside the records");
+        mr_reader r;
+        mr_reader_init(&r, s->map + off, s->len - off);
+        uint32_t kl = mr_reader_u32(&r);
+        const void *kb = mr_reader_bytes(&r, kl);
+        if (!kb) return corrupt(err, "the store", "a record is cut short");
+        if (kl == key->len && !memcmp(kb, key->data, kl)) {
+            *at = off;
+            break;
+        }
+    }
+    return MR_OK;
+}
+
+void mr_online_hold_free(mr_online_hold *h) { mr__online_redis_hold_free(h); }
+
+mr_status mr_online_check_keys(const mr_online *s, const char *const *key_text, const size_t *key_len, mr_error *err)
+{
+    mr_buf key;
+    mr_buf_init(&key);
+    mr_status rc = mr__online_encode_key(s, key_text, key_len, &key, err);
+    mr_buf_free(&key);
+    return rc;
+}
+
+mr_status mr_online_lookup_many(const mr_online *s, size_t n, const char *const *key_text, const size_t *key_len,
+                                const int64_t *now_us, mr_online_value *vals, int *found, mr_online_hold **hold,
+                                mr_error *err)
+{
+    if (hold) *hold = NULL;
+    for (size_t i = 0; i < n; i++) {
+        mr__online_clear(s, vals + i * s->n_features);
+        if (found) found[i] = 0;
+    }
+    if (s->redis) return mr__online_redis_lookup(s, n, key_text, key_len, now_us, vals, found, hold, err);
+    mr_buf key;
+    mr_buf_init(&key);
+    mr_status rc = MR_OK;
+    for (size_t i = 0; rc == MR_OK && i < n; i++) {
+        uint64_t at = 0;
+        rc = mr__online_encode_key(s, key_text + i * s->n_keys, key_len ? key_len + i * s->n_keys : NULL, &key, err);
+        if (rc == MR_OK) rc = probe(s, &key, &at, err);
+        if (rc == MR_OK && at) rc = mr__online_decode(s, s->map + at, s->len - at, now_us[i], vals + i * s->n_features, err);
+        if (rc == MR_OK && found) found[i] = at != 0;
+    }
+    mr_buf_free(&key);
+    return rc;
 }
 
 mr_status mr_online_get(const mr_online *s, const char *const *key_text, int64_t now_us, mr_table **row_out,
@@ -506,7 +566,8 @@ mr_status mr_online_get(const mr_online *s, const char *const *key_text, int64_t
     mr_online_value *vals = mr_calloc(s->n_features ? s->n_features : 1, sizeof(*vals));
     if (!vals) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     mr_table *t = NULL;
-    mr_status rc = mr_online_lookup(s, key_text, NULL, now_us, vals, found, err);
+    mr_online_hold *hold = NULL;
+    mr_status rc = mr_online_lookup_many(s, 1, key_text, NULL, &now_us, vals, found, &hold, err);
     if (rc == MR_OK) rc = mr_table_new(&t, err);
     for (uint32_t f = 0; rc == MR_OK && f < s->n_features; f++) {
         mr_column *c = NULL;
@@ -532,6 +593,7 @@ mr_status mr_online_get(const mr_online *s, const char *const *key_text, int64_t
         rc = mr_table_add_column(t, c, err);
     }
     mr_free(vals);
+    mr_online_hold_free(hold);
     if (rc != MR_OK) {
         mr_table_free(t);
         if (found) *found = 0;

@@ -363,8 +363,10 @@ static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
         if (rc == MR_OK && vref && vref->kind == MR_V_STR) rc = package_profile(ctx, first, vref->str, &ref, &profile, err);
         if (rc == MR_OK && profile.len) bb.profile_json = profile.data;
         if (rc == MR_OK && vonl && vonl->kind == MR_V_STR) {
-            store_path = mr_fs_is_dir(vonl->str) ? mr_path_join(vonl->str, "online.mrfs") : mr_strdup(vonl->str);
-            recorded = recorded_store_path(ctx, vonl->str);
+            store_path = mr_online_locate(vonl->str);
+            /* a Redis store is recorded by its location, a file by where it is in the workspace */
+            recorded = store_path && !strncmp(store_path, "redis://", 8) ? mr_strdup(store_path)
+                                                                          : recorded_store_path(ctx, vonl->str);
             rc = store_path && recorded ? service_section(def, first, store_path, recorded, &service, err)
                                         : MR_ERR(err, MR_E_NOMEM, "out of memory");
             bb.service_json = service;

@@ -31,6 +31,8 @@ struct mr__serve_features {
     pthread_mutex_t mu;
     mr__features_snap *cur;
     ino_t refused_ino; /* a replacement that did not fit (warned once) */
+    int redis;         /* the store is in Redis: no file to watch; a lookup tells when it changed */
+    int stale;         /* a lookup found the store rematerialised with another layout: reopen (under mu) */
 };
 
 static void snap_free(mr__features_snap *sn)
@@ -100,7 +102,8 @@ mr_status mr__features_open(const mr_bundle *b, const char *path, mr__serve_feat
     mr__serve_features *fs = mr_calloc(1, sizeof(*fs));
     size_t n_in = mr_bundle_n_inputs(b);
     if (fs) {
-        fs->path = mr_strdup(path);
+        fs->path = mr_online_locate(path);
+        fs->redis = fs->path && !strncmp(fs->path, "redis://", 8);
         fs->svc_of_input = mr_malloc((n_in ? n_in : 1) * sizeof(*fs->svc_of_input));
     }
     if (!fs || !fs->path || !fs->svc_of_input) {
@@ -115,9 +118,9 @@ mr_status mr__features_open(const mr_bundle *b, const char *path, mr__serve_feat
     fs->svc = svc;
     for (size_t i = 0; i < n_in; i++) fs->svc_of_input[i] = -1;
     for (size_t k = 0; k < svc->n_features; k++) fs->svc_of_input[svc->features[k].input] = (int32_t)k;
-    mr_status rc = snap_open(svc, path, &fs->cur, err);
+    mr_status rc = snap_open(svc, fs->path, &fs->cur, err);
     if (rc != MR_OK) {
-        if (!mr_fs_exists(path))
+        if (!fs->redis && !mr_fs_exists(fs->path))
             mr_error_hint(err, "run the materialize_online stage (millrace run), or give the store with --store PATH");
         mr_free(fs->path);
         mr_free(fs->svc_of_input);
@@ -146,9 +149,13 @@ mr__features_snap *mr__features_acquire(mr__serve_features *fs)
 {
     struct stat st;
     pthread_mutex_lock(&fs->mu);
-    /* a rerun of materialize_online renames a new file into place: open it, once it fits */
-    if (stat(fs->path, &st) == 0 && (st.st_ino != fs->cur->ino || st.st_dev != fs->cur->dev) &&
-        st.st_ino != fs->refused_ino) {
+    /* a rerun of materialize_online renames a new file into place, or writes a Redis generation of another
+     * layout: open it, once it fits */
+    int changed = fs->redis ? fs->stale
+                            : stat(fs->path, &st) == 0 && (st.st_ino != fs->cur->ino || st.st_dev != fs->cur->dev) &&
+                                  st.st_ino != fs->refused_ino;
+    if (changed) {
+        fs->stale = 0;
         mr__features_snap *n = NULL;
         mr_error err;
         mr_error_init(&err);
@@ -158,7 +165,7 @@ mr__features_snap *mr__features_acquire(mr__serve_features *fs)
             if (old->refs == 0) snap_free(old);
             else old->refs = -old->refs; /* retired: the last release frees it */
         } else {
-            fs->refused_ino = st.st_ino;
+            if (!fs->redis) fs->refused_ino = st.st_ino;
             mr_log(MR_LOG_WARN, "serve: the replaced online store %s is not used (the old one keeps serving): %s",
                    fs->path, err.msg);
         }
@@ -248,16 +255,74 @@ int mr__features_as_of(const char *text, size_t len, int64_t *us)
     return -1;
 }
 
-int mr__features_lookup(mr__serve_features *fs, mr__features_snap *sn, const mr__serve_req *q, mr_cell **cells_out,
-                        int *include, char *msg, size_t cap, const char **field, long *row)
+/* The rows of a batch's /v1/predict requests, looked up together: one
+ * pass over the store (one round trip to Redis) for the whole batch. */
+struct mr__features_batch {
+    mr__serve_features *fs;
+    mr__features_snap *sn;
+    int64_t clock_us;         /* "now" for every request of the batch without an as_of */
+    size_t n_rows, cap;       /* rows added */
+    const char **texts;       /* n_rows * n_keys: a JSON string's bytes, or NULL: nums */
+    size_t *lens;
+    char (*nums)[32];         /* n_rows * n_keys: integer and boolean keys as text */
+    int64_t *now;             /* per row: its request's as_of */
+    mr_online_value *vals;    /* after run: n_rows * the store's features */
+    int *found;
+    mr_online_hold *hold;
+};
+
+mr__features_batch *mr__features_batch_new(mr__serve_features *fs, mr__features_snap *sn)
 {
-    *cells_out = NULL;
+    mr__features_batch *fb = mr_calloc(1, sizeof(*fb));
+    if (fb) {
+        fb->fs = fs;
+        fb->sn = sn;
+        fb->clock_us = (int64_t)(mr_wall_time() * 1e6);
+    }
+    return fb;
+}
+
+void mr__features_batch_free(mr__features_batch *fb)
+{
+    if (!fb) return;
+    mr_online_hold_free(fb->hold);
+    mr_free(fb->texts);
+    mr_free(fb->lens);
+    mr_free(fb->nums);
+    mr_free(fb->now);
+    mr_free(fb->vals);
+    mr_free(fb->found);
+    mr_free(fb);
+}
+
+static int grow(mr__features_batch *fb, size_t rows, size_t nk)
+{
+    if (fb->n_rows + rows <= fb->cap) return 0;
+    size_t cap = fb->cap ? fb->cap : 64;
+    while (cap < fb->n_rows + rows) cap *= 2;
+    const char **t = mr_realloc(fb->texts, cap * nk * sizeof(*t));
+    if (t) fb->texts = t;
+    size_t *l = t ? mr_realloc(fb->lens, cap * nk * sizeof(*l)) : NULL;
+    if (l) fb->lens = l;
+    char(*n)[32] = l ? mr_realloc(fb->nums, cap * nk * sizeof(*n)) : NULL;
+    if (n) fb->nums = n;
+    int64_t *w = n ? mr_realloc(fb->now, cap * sizeof(*w)) : NULL;
+    if (w) fb->now = w;
+    if (!w) return -1;
+    fb->cap = cap;
+    return 0;
+}
+
+int mr__features_batch_add(mr__features_batch *fb, const mr__serve_req *q, size_t *first_row, int *include, char *msg,
+                           size_t cap, const char **field, long *row)
+{
+    mr__serve_features *fs = fb->fs;
+    const mr_bundle_service *svc = fs->svc;
     *include = 0;
     *row = -1;
     *field = NULL;
-    const mr_bundle_service *svc = fs->svc;
     const json_t *as_of = json_object_get(q->doc, "as_of"), *inc = json_object_get(q->doc, "include_features");
-    int64_t now = (int64_t)(mr_wall_time() * 1e6);
+    int64_t now = fb->clock_us;
     if (as_of && (!json_is_string(as_of) || mr__features_as_of(json_string_value(as_of), json_string_length(as_of), &now)))
         return fail(msg, cap, field, "as_of", 400, "\"as_of\" must be a timestamp (\"2024-03-01 10:00:00\") or a date");
     if (inc && !json_is_boolean(inc)) return fail(msg, cap, field, "include_features", 400, "\"include_features\" must be true or false");
@@ -279,68 +344,99 @@ int mr__features_lookup(mr__serve_features *fs, mr__features_snap *sn, const mr_
                         svc->n_keys > 1 ? ", ..." : "");
         }
     }
-    size_t nf = svc->n_features, n_store = mr_online_n_features(sn->st);
-    mr_cell *cells = mr_calloc(q->n_rows * nf > 0 ? q->n_rows * nf : 1, sizeof(*cells));
-    mr_online_value *vals = mr_calloc(n_store ? n_store : 1, sizeof(*vals));
-    const char **texts = mr_calloc(svc->n_keys, sizeof(*texts));
-    size_t *lens = mr_calloc(svc->n_keys, sizeof(*lens));
-    char(*bufs)[32] = mr_calloc(svc->n_keys, sizeof(*bufs));
-    int st = 0;
-    if (!cells || !vals || !texts || !lens || !bufs) st = fail(msg, cap, field, NULL, 500, "out of memory");
-    for (size_t r = 0; !st && r < q->n_rows; r++) {
-        for (size_t k = 0; !st && k < svc->n_keys; k++) {
-            texts[k] = key_text(mr__serve_req_value(q, 0, svc->key_names[k], r), bufs[k], sizeof(bufs[k]), &lens[k]);
-            if (!texts[k]) {
+    size_t nk = svc->n_keys;
+    mr_error err;
+    mr_error_init(&err);
+    if (grow(fb, q->n_rows, nk)) return fail(msg, cap, field, NULL, 500, "out of memory");
+    for (size_t r = 0; r < q->n_rows; r++) {
+        size_t at = (fb->n_rows + r) * nk;
+        for (size_t k = 0; k < nk; k++) {
+            const char *t = key_text(mr__serve_req_value(q, 0, svc->key_names[k], r), fb->nums[at + k],
+                                     sizeof(fb->nums[at + k]), &fb->lens[at + k]);
+            if (!t) {
                 *row = (long)r;
-                st = fail(msg, cap, field, svc->key_names[k], 422, "row %zu: the entity key '%s' is missing", r,
-                          svc->key_names[k]);
+                return fail(msg, cap, field, svc->key_names[k], 422, "row %zu: the entity key '%s' is missing", r,
+                            svc->key_names[k]);
             }
+            fb->texts[at + k] = t;
         }
-        if (st) break;
-        mr_error err;
-        mr_error_init(&err);
-        int found = 0;
-        mr_status rc = mr_online_lookup(sn->st, texts, lens, now, vals, &found, &err);
-        if (rc != MR_OK) {
+        /* a key that does not parse as its type fails its request alone, here */
+        if (mr_online_check_keys(fb->sn->st, fb->texts + at, fb->lens + at, &err) != MR_OK) {
             *row = (long)r;
-            st = rc == MR_E_PARSE ? fail(msg, cap, field, err.key[0] ? svc->key_names[0] : NULL, 422, "row %zu: %s", r, err.msg)
-                                  : fail(msg, cap, field, NULL, 500, "online store: %s", err.msg);
-            if (rc == MR_E_PARSE)
-                for (size_t k = 0; k < svc->n_keys; k++)
-                    if (!strcmp(err.key, svc->key_names[k])) *field = svc->key_names[k];
-            break;
+            for (size_t k = 0; k < nk; k++)
+                if (!strcmp(err.key, svc->key_names[k])) *field = svc->key_names[k];
+            return fail(msg, cap, field, *field, err.code == MR_E_PARSE ? 422 : 500, "row %zu: %s", r, err.msg);
         }
-        for (size_t k = 0; !st && k < nf; k++) {
+        for (size_t k = 0; k < nk; k++)
+            if (fb->texts[at + k] == fb->nums[at + k]) fb->texts[at + k] = NULL; /* nums may move as the batch grows */
+        fb->now[fb->n_rows + r] = now;
+    }
+    *first_row = fb->n_rows;
+    fb->n_rows += q->n_rows;
+    return 0;
+}
+
+int mr__features_batch_run(mr__features_batch *fb, char *msg, size_t cap)
+{
+    if (!fb->n_rows) return 0;
+    const mr_online *st = fb->sn->st;
+    size_t nk = fb->fs->svc->n_keys, nf = mr_online_n_features(st);
+    for (size_t i = 0; i < fb->n_rows * nk; i++)
+        if (!fb->texts[i]) fb->texts[i] = fb->nums[i];
+    fb->vals = mr_calloc(fb->n_rows * (nf ? nf : 1), sizeof(*fb->vals));
+    fb->found = mr_calloc(fb->n_rows, sizeof(*fb->found));
+    if (!fb->vals || !fb->found) return fail(msg, cap, NULL, NULL, 500, "out of memory");
+    mr_error err;
+    mr_error_init(&err);
+    mr_status rc = mr_online_lookup_many(st, fb->n_rows, fb->texts, fb->lens, fb->now, fb->vals, fb->found, &fb->hold,
+                                         &err);
+    if (rc == MR_E_SCHEMA) { /* rematerialised with another layout: the next batch reopens it */
+        pthread_mutex_lock(&fb->fs->mu);
+        fb->fs->stale = 1;
+        pthread_mutex_unlock(&fb->fs->mu);
+    }
+    /* the keys were checked as they were added: what fails here is the store's fault */
+    if (rc != MR_OK) return fail(msg, cap, NULL, NULL, 500, "online store: %s", err.msg);
+    return 0;
+}
+int mr__features_batch_cells(const mr__features_batch *fb, size_t first_row, size_t n_rows, mr_cell **cells_out,
+                             char *msg, size_t cap, const char **field, long *row)
+{
+    *cells_out = NULL;
+    *row = -1;
+    *field = NULL;
+    const mr_bundle_service *svc = fb->fs->svc;
+    size_t nf = svc->n_features, n_store = mr_online_n_features(fb->sn->st), nk = svc->n_keys;
+    mr_cell *cells = mr_calloc(n_rows * nf > 0 ? n_rows * nf : 1, sizeof(*cells));
+    if (!cells) return fail(msg, cap, field, NULL, 500, "out of memory");
+    for (size_t r = 0; r < n_rows; r++) {
+        size_t at = first_row + r;
+        const mr_online_value *vals = fb->vals + at * n_store;
+        for (size_t k = 0; k < nf; k++) {
             const mr_bundle_service_feature *x = &svc->features[k];
-            const mr_online_value *ov = &vals[sn->feat[k]];
+            const mr_online_value *ov = &vals[fb->sn->feat[k]];
             if (ov->live) {
                 value_cell(ov, &cells[r * nf + k]);
                 continue;
             }
-            if (svc->reject_missing) {
-                *row = (long)r;
-                int shown = (int)(lens[0] > 64 ? 64 : lens[0]);
-                if (!found)
-                    st = fail(msg, cap, field, svc->key_names[0], 422, "row %zu: entity %.*s is not in the online store", r,
-                              shown, texts[0]);
-                else
-                    st = fail(msg, cap, field, x->name, 422, "row %zu: entity %.*s has no live value of '%s' (view %s: %s)",
-                              r, shown, texts[0], x->name, x->view,
-                              ov->event_us == INT64_MIN ? "none"
-                              : ov->event_us > now      ? "its latest is after as_of"
-                                                        : "expired, older than the view's ttl");
-                break;
+            if (!svc->reject_missing) {
+                cells[r * nf + k] = x->dflt;
+                continue;
             }
-            cells[r * nf + k] = x->dflt;
+            const char *kt = fb->texts[at * nk];
+            int shown = (int)(fb->lens[at * nk] > 64 ? 64 : fb->lens[at * nk]);
+            *row = (long)r;
+            int st = !fb->found[at] ? fail(msg, cap, field, svc->key_names[0], 422,
+                                           "row %zu: entity %.*s is not in the online store", r, shown, kt)
+                                    : fail(msg, cap, field, x->name, 422,
+                                           "row %zu: entity %.*s has no live value of '%s' (view %s: %s)", r, shown, kt,
+                                           x->name, x->view,
+                                           ov->event_us == INT64_MIN ? "none"
+                                           : ov->event_us > fb->now[at] ? "its latest is after as_of"
+                                                                        : "expired, older than the view's ttl");
+            mr_free(cells);
+            return st;
         }
-    }
-    mr_free(vals);
-    mr_free(texts);
-    mr_free(lens);
-    mr_free(bufs);
-    if (st) {
-        mr_free(cells);
-        return st;
     }
     *cells_out = cells;
     return 0;
@@ -392,7 +488,8 @@ int mr__features_vector_json(mr__serve_features *fs, const char *const *keys, co
     mr_error err;
     mr_error_init(&err);
     if (!vals) st = fail(msg, cap, NULL, NULL, 500, "out of memory");
-    mr_status rc = st ? MR_E_NOMEM : mr_online_lookup(sn->st, keys, NULL, now, vals, &found, &err);
+    mr_online_hold *hold = NULL;
+    mr_status rc = st ? MR_E_NOMEM : mr_online_lookup_many(sn->st, 1, keys, NULL, &now, vals, &found, &hold, &err);
     if (!st && rc != MR_OK) st = fail(msg, cap, NULL, NULL, rc == MR_E_PARSE ? 400 : 500, "%s", err.msg);
     if (!st) {
         mr_buf_printf(out, "{\"found\": %s, \"features\": {", found ? "true" : "false");
@@ -406,6 +503,7 @@ int mr__features_vector_json(mr__serve_features *fs, const char *const *keys, co
         }
         mr_buf_puts(out, "}}");
     }
+    mr_online_hold_free(hold);
     mr_free(vals);
     mr__features_release(fs, sn);
     return st;

@@ -464,21 +464,41 @@ void mr__serve_score_observed(mr__serve_job *const *jobs, size_t n_jobs, const m
         const mr_bundle_input *in = mr_bundle_input_at(b, i);
         ok = mr_column_new(in->name, mr_bundle_input_column_type(in), 64, &cols[i], &err) == MR_OK;
     }
-    if (fs && (!looked || !include)) ok = 0;
-    for (size_t q = 0; ok && q < n_jobs; q++) {
+    mr__features_batch *fb = fs ? mr__features_batch_new(fs, snap) : NULL;
+    size_t *first = fs ? mr_calloc(n_jobs ? n_jobs : 1, sizeof(*first)) : NULL;
+    if (fs && (!looked || !include || !fb || !first)) ok = 0;
+    /* by entity: every /v1/predict job's rows looked up in one pass (a bad request fails alone) */
+    for (size_t q = 0; ok && fs && q < n_jobs; q++) {
         mr__serve_job *j = jobs[q];
         j->status = 0;
-        if (fs && !j->req.proto) { /* /v1/predict by entity: the store's features for each row */
+        if (j->req.proto) continue;
+        char msg[512];
+        const char *field = NULL;
+        long row = -1;
+        int inc = 0;
+        int st = mr__features_batch_add(fb, &j->req, &first[q], &inc, msg, sizeof(msg), &field, &row);
+        if (st) set_error(j, st, msg, field, row);
+        include[q] = (uint8_t)inc;
+    }
+    if (ok && fs) {
+        char msg[512];
+        int st = mr__features_batch_run(fb, msg, sizeof(msg));
+        for (size_t q = 0; st && q < n_jobs; q++)
+            if (!jobs[q]->status && !jobs[q]->req.proto) set_error(jobs[q], st, msg, NULL, -1);
+    }
+    for (size_t q = 0; ok && q < n_jobs; q++) {
+        mr__serve_job *j = jobs[q];
+        if (!fs) j->status = 0;
+        if (j->status) continue;
+        if (fs && !j->req.proto) {
             char msg[512];
             const char *field = NULL;
             long row = -1;
-            int inc = 0;
-            int st = mr__features_lookup(fs, snap, &j->req, &looked[q], &inc, msg, sizeof(msg), &field, &row);
+            int st = mr__features_batch_cells(fb, first[q], j->req.n_rows, &looked[q], msg, sizeof(msg), &field, &row);
             if (st) {
                 set_error(j, st, msg, field, row);
                 continue;
             }
-            include[q] = (uint8_t)inc;
         }
         if (job_fill(j, b, cols, 1, fs, looked ? looked[q] : NULL) != 0) continue;
         if (mon) { /* the values fit: what were they? */
@@ -546,6 +566,8 @@ void mr__serve_score_observed(mr__serve_job *const *jobs, size_t n_jobs, const m
     for (size_t q = 0; looked && q < n_jobs; q++) mr_free(looked[q]);
     mr_free(looked);
     mr_free(include);
+    mr_free(first);
+    mr__features_batch_free(fb);
     if (fs) mr__features_release(fs, snap);
     mr_free(pred);
     for (size_t i = 0; cols && i < n_in; i++) mr_column_free(cols[i]);

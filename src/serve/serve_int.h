@@ -259,15 +259,27 @@ void mr__features_release(mr__serve_features *fs, mr__features_snap *sn); /* NUL
 /* A timestamp or date as microseconds since the epoch (0), or -1. */
 int mr__features_as_of(const char *text, size_t len, int64_t *us);
 
-/* Looks up every row of a /v1/predict request q: *cells_out gets
- * n_rows * n_features cells (row-major, service order: the value used, or
- * the feature's default), strings borrowed from sn. Reads q's "as_of" and
- * "include_features" (*include). Returns 0, or the status with msg, *field
- * and *row (-1: none): 400 (a bad as_of or include_features; a row that
- * sends a feature the store holds), 422 (a missing or unparsable entity
- * key; under "missing": "reject", an entity without a live value), 500. */
-int mr__features_lookup(mr__serve_features *fs, mr__features_snap *sn, const mr__serve_req *q, mr_cell **cells_out,
-                        int *include, char *msg, size_t cap, const char **field, long *row);
+/* The features of a batch's /v1/predict rows, looked up in one pass over
+ * the store (one round trip to Redis), in three steps: each request added
+ * (its as_of, include_features and entity keys checked), one run, then each
+ * request's cells. */
+typedef struct mr__features_batch mr__features_batch;
+mr__features_batch *mr__features_batch_new(mr__serve_features *fs, mr__features_snap *sn); /* NULL on OOM */
+void mr__features_batch_free(mr__features_batch *fb);                                       /* NULL is a no-op */
+/* Adds q's rows (*first_row: where they start). Returns 0, or the status for
+ * q alone with msg, *field and *row (-1: none): 400 (a bad "as_of" or
+ * "include_features"; a row that sends a feature the store holds), 422 (a
+ * missing entity key, or one that does not parse as its type), 500. */
+int mr__features_batch_add(mr__features_batch *fb, const mr__serve_req *q, size_t *first_row, int *include, char *msg,
+                           size_t cap, const char **field, long *row);
+/* Looks every added row up. 0, or 500 with msg (the store failed). */
+int mr__features_batch_run(mr__features_batch *fb, char *msg, size_t cap);
+/* The cells of rows [first_row, first_row + n_rows): n_rows * n_features,
+ * row-major in service order (the value used, or the feature's default),
+ * strings borrowed from the batch. 0, or 422 under "missing": "reject"
+ * (an entity without a live value; msg, field, row), or 500. */
+int mr__features_batch_cells(const mr__features_batch *fb, size_t first_row, size_t n_rows, mr_cell **cells_out,
+                             char *msg, size_t cap, const char **field, long *row);
 /* The looked-up values of n_rows rows as a JSON list of {feature: value} objects. */
 void mr__features_rows_json(const mr__serve_features *fs, const mr_cell *cells, size_t n_rows, mr_buf *out);
 /* GET /v1/features: every feature of the store for the entity keys[0, n_keys)
@@ -299,7 +311,7 @@ void mr__monitor_drift_json(mr__serve_monitor *m, const char *version, mr_buf *o
 /* mr__serve_score, with each fitting job's rows observed by mon (NULL:
  * none); strict: a job with a lenient input gets a 422 naming its field
  * and row instead of its predictions. */
-/* fs (NULL: none): b's feature service; /v1/predict rows get their features from it (mr__features_lookup),
+/* fs (NULL: none): b's feature service; /v1/predict rows get their features from it (mr__features_batch_*),
  * and a request with "include_features": true gets them back as "features". */
 void mr__serve_score_observed(mr__serve_job *const *jobs, size_t n_jobs, const mr_bundle *b, const char *version,
                               int threads, mr__serve_monitor *mon, int strict, mr__serve_features *fs,

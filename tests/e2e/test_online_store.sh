@@ -6,8 +6,12 @@
 # the same rows, byte for byte (one-hour ttl edges included). Also: show and
 # get, unknown entities, a key that does not parse, a damaged store refused,
 # a materialisation killed with kill -9 leaves the previous table serving,
-# and readers during a rematerialisation see the old vector or the new one.
+# and readers during a rematerialisation see the old vector or the new one;
+# all of it again for the store in Redis (scripts/redis-server.sh).
 . "$(dirname "$0")/lib.sh" "$@"
+E2E_DIR=$(cd "$(dirname "$0")" && pwd)
+rport=$("$E2E_DIR/../../scripts/redis-server.sh" start "$T_ROOT/redis") || fail "redis-server did not start"
+bg_track "$(cat "$T_ROOT/redis/redis.pid")"
 
 ws=$(new_ws online)
 awk 'BEGIN { srand(5); print "id,user,event_ts,created_ts,clicks";
@@ -40,6 +44,11 @@ stages:
     op: materialize_online
     keys: [user]
 $views
+  online_redis:
+    op: materialize_online
+    keys: [user]
+    store: redis://127.0.0.1:$rport/t:small
+$views
   offline:
     op: pit_join
     entities: pairs.csv
@@ -57,6 +66,10 @@ expect_exit 0 mr -C "$ws" data export out/offline "$ws/offline.csv"
 expect_exit 0 mr -C "$ws" features get out/online --batch "$ws/pairs.csv" --as-of-column now -o "$ws/online.csv"
 assert_eq "$(wc -l <"$ws/online.csv")" 1001 "one lookup per pair"
 assert_eq "$(cmp "$ws/online.csv" "$ws/offline.csv" && echo same)" same "the store's features equal pit_join's, byte for byte"
+expect_exit 0 mr -C "$ws" features get out/online_redis --batch "$ws/pairs.csv" --as-of-column now -o "$ws/online_redis.csv"
+assert_eq "$(cmp "$ws/online_redis.csv" "$ws/offline.csv" && echo same)" same "the Redis store's features equal pit_join's too"
+expect_exit 0 mr -C "$ws" features show redis://127.0.0.1:$rport/t:small --json
+assert_eq "$(json 'd["entities"]')" 55 "show by the Redis location"
 # both kinds of answers are in the comparison: live values and ttl-expired ones
 live=$(awk -F, 'NR > 1 && $3 != ""' "$ws/online.csv" | wc -l)
 assert_eq "$([ "$live" -gt 50 ] && [ "$live" -lt 900 ] && echo mixed)" mixed "live and expired clicks among the pairs ($live live)"
@@ -127,4 +140,50 @@ after=$T_OUT
 assert_ne "$after" "$before" "the corrections changed the entity's vector"
 assert_eq "$(sort -u "$T_ROOT/answers.txt" | grep -v -x -F -e "$before" -e "$after" | wc -l)" 0 \
     "$answers reads during the rematerialisation: each the old or the new vector"
+
+# the same two for the store in Redis: kill -9 while a new generation is written, readers during it
+printf 'stages:\n  online:\n    op: materialize_online\n    keys: [user]\n    store: redis://127.0.0.1:%s/t:big\n    views:\n      - {name: c, source: big.csv, timestamp: event_ts, features: [clicks]}\n' \
+    "$rport" >"$ws2/millrace.yaml"
+expect_exit 0 mr -C "$ws2" run
+expect_exit 0 mr -C "$ws2" features get out/online "$who" --as-of 2024-02-01
+assert_eq "$T_OUT" "$before" "Redis: the same vector as the file store"
+sed -i 's/features: \[clicks\]}/features: [clicks], created: created_ts}/' "$ws2/millrace.yaml"
+"$MR_BIN" -C "$ws2" run >"$T_ROOT/killed-redis.log" 2>&1 &
+pid=$!
+bg_track "$pid"
+# kill it once the new generation's records are going in (the key count grows past the old generation's)
+gen_before=$(redis-cli -p "$rport" get t:big:current)
+size_before=$(redis-cli -p "$rport" dbsize)
+for _ in $(seq 3000); do
+    [ "$(redis-cli -p "$rport" dbsize)" -gt $((size_before + 200)) ] && break
+    sleep 0.01
+done
+pkill -9 -P "$pid" 2>/dev/null
+kill -9 "$pid" 2>/dev/null
+wait "$pid" 2>/dev/null
+assert_eq "$(redis-cli -p "$rport" get t:big:current)" "$gen_before" "killed while writing the new generation, before its switch"
+assert_eq "$([ "$(redis-cli -p "$rport" dbsize)" -gt $((size_before + 200)) ] && echo partial)" partial \
+    "a half-written generation is in Redis"
+assert_not_contains "$(cat "$T_ROOT/killed-redis.log")" "1 executed" "the Redis run was killed before it finished"
+expect_exit 0 mr -C "$ws2" features get out/online "$who" --as-of 2024-02-01
+assert_eq "$T_OUT" "$before" "after kill -9, the previous generation serves from Redis"
+"$MR_BIN" -C "$ws2" run >"$T_ROOT/remat-redis.log" 2>&1 &
+pid=$!
+bg_track "$pid"
+answers=0
+rm -f "$T_ROOT/answers-redis.txt"
+while kill -0 "$pid" 2>/dev/null; do
+    out=$("$MR_BIN" -C "$ws2" features get "redis://127.0.0.1:$rport/t:big" "$who" --as-of 2024-02-01 2>&1) ||
+        fail "a Redis read failed during the rematerialisation: $out"
+    answers=$((answers + 1))
+    printf '%s\n' "$out" >>"$T_ROOT/answers-redis.txt"
+done
+wait "$pid"
+assert_eq "$?" 0 "the Redis rematerialisation completes"
+expect_exit 0 mr -C "$ws2" features get out/online "$who" --as-of 2024-02-01
+assert_eq "$T_OUT" "$after" "Redis: the corrected vector, as the file store gave it"
+assert_eq "$(sort -u "$T_ROOT/answers-redis.txt" | grep -v -x -F -e "$before" -e "$after" | wc -l)" 0 \
+    "$answers Redis reads during the rematerialisation: each the old or the new vector"
+assert_eq "$(redis-cli -p "$rport" --scan --pattern 't:big:*:schema' | wc -l)" 1 "one generation left (the killed one's records are gone)"
+"$E2E_DIR/../../scripts/redis-server.sh" stop "$T_ROOT/redis"
 t_done

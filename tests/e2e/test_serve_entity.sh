@@ -14,6 +14,9 @@
 E2E_DIR=$(cd "$(dirname "$0")" && pwd)
 ws=$(new_ws entity)
 cd "$ws" || fail "cd"
+# the Redis store's server (scripts/redis-server.sh: 127.0.0.1 only), stopped by its pid at the end
+rport=$("$E2E_DIR/../../scripts/redis-server.sh" start "$T_ROOT/redis") || fail "redis-server did not start"
+bg_track "$(cat "$T_ROOT/redis/redis.pid")"
 
 # events of users u00..u39 over two days; a plan history; labels that follow the click count and the plan
 awk 'BEGIN { srand(21); print "user,event_ts,created_ts,clicks,spend";
@@ -92,6 +95,16 @@ $views
     op: package
     model: \${stages.model}
     features: \${stages.features}
+  online_redis:
+    op: materialize_online
+    keys: [user]
+    store: redis://127.0.0.1:$rport
+$views
+  pkg_redis:
+    op: package
+    model: \${stages.model}
+    features: \${stages.features}
+    online: \${stages.online_redis}
 EOF
 expect_exit 0 mr run
 assert_contains "$(cat .millrace/logs/run-1/pkg.log)" "feature service: the online store out/online/online.mrfs" \
@@ -145,6 +158,24 @@ kill -TERM "$SPID"
 wait "$SPID"
 assert_eq "$?" 0 "SIGTERM stops the server"
 
+# the same through Redis: the store in Redis, one round trip per batch
+assert_contains "$(cat out/online_redis/online.redis)" "redis://127.0.0.1:$rport/millrace:online_redis" \
+    "the stage's output names the Redis store"
+expect_exit 0 mr bundle inspect out/pkg_redis/model.mrb
+assert_contains "$T_OUT" "feature service: by user (string) from redis://127.0.0.1:$rport/millrace:online_redis" \
+    "the bundle records the Redis location"
+expect_exit 0 mr predict out/pkg_redis/model.mrb offline.csv -o pred_redis.csv
+assert_eq "$(cmp pred.csv pred_redis.csv && echo same)" same "one model, whichever store it is packaged with"
+start_server s5.log out/pkg_redis/model.mrb
+ec consistent pairs.csv offline.csv pred.csv
+[ "$T_RC" = 0 ] || fail "consistency through Redis: $T_OUT"
+pass "through Redis: $T_OUT"
+ec get "/v1/features?user=u05&as_of=2024-03-03%2001:00:00"
+T_OUT=${T_OUT#* }
+assert_eq "$(json 'd["features"]')" "$want" "GET /v1/features through Redis"
+kill -TERM "$SPID"
+wait "$SPID"
+
 # the missing policy: reject, or defaults
 start_server s2.log out/pkg_reject/model.mrb
 last=$(awk -F, '$1 == "u01" { print $2 }' clicks.csv | sort | tail -1)
@@ -191,6 +222,31 @@ kill -TERM "$SPID"
 wait "$SPID"
 t_sanitizer_lines "$(cat s1.log s2.log s3.log s4.log)" && fail "sanitizer report in a server log"
 
+start_server s5.log out/pkg_redis/model.mrb
+# rematerialised in Redis while serving: the next batch reads the new generation
+echo "u03,2024-03-05 11:40:00,2024-03-05 11:40:05,88,1.000" >>clicks.csv
+expect_exit 0 mr run
+ec post '{"rows": [{"user": "u03"}], "as_of": "2024-03-05 12:00:00", "include_features": true}'
+T_OUT=${T_OUT#* }
+assert_eq "$(json 'd["features"][0]["clicks"]')" 88 "the server reads Redis's new generation"
+assert_eq "$(redis-cli -p "$rport" --scan --pattern 'millrace:online_redis:*:schema' | wc -l)" 1 \
+    "the old generation is gone from Redis"
+# Redis goes away: a 500 naming it, and the server answers again once it is back
+"$E2E_DIR/../../scripts/redis-server.sh" stop "$T_ROOT/redis"
+ec post '{"rows": [{"user": "u03"}]}'
+assert_contains "$T_OUT" "500 " "Redis down: 500"
+assert_contains "$T_OUT" "127.0.0.1:$rport" "names the Redis server"
+"$E2E_DIR/../../scripts/redis-server.sh" start "$T_ROOT/redis" "$rport" >/dev/null || fail "redis-server restart"
+bg_track "$(cat "$T_ROOT/redis/redis.pid")"
+ec post '{"rows": [{"user": "u03"}]}'
+assert_contains "$T_OUT" "500 " "an empty Redis: 500, not a wrong answer"
+expect_exit 0 mr run --force online_redis
+ec post '{"rows": [{"user": "u03"}], "as_of": "2024-03-05 12:00:00", "include_features": true}'
+assert_contains "$T_OUT" "200 " "rematerialised: answers again"
+kill -TERM "$SPID"
+wait "$SPID"
+t_sanitizer_lines "$(cat s5.log)" && fail "sanitizer report in the Redis server's log"
+
 # spec errors: file:line:col
 sed -i 's/    missing: reject/    missing: maybe/' millrace.yaml
 expect_exit 2 mr run --dry-run
@@ -200,4 +256,9 @@ sed -i 's/    missing: maybe/    missing: reject/' millrace.yaml
 sed -i '/^  pkg_plain:/a\    defaults: {clicks: 0}' millrace.yaml
 expect_exit 2 mr run --dry-run
 assert_contains "$T_ERR" "defaults without online" "defaults without a store"
+sed -i '/^    defaults: {clicks: 0}$/d' millrace.yaml
+sed -i "s|    store: redis://127.0.0.1:$rport|    store: memcached://x|" millrace.yaml
+expect_exit 2 mr run --dry-run
+assert_contains "$T_ERR" "store must be redis://HOST:PORT[/NAMESPACE]" "a store that is not Redis"
+"$E2E_DIR/../../scripts/redis-server.sh" stop "$T_ROOT/redis"
 t_done
