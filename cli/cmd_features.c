@@ -10,11 +10,14 @@
 #include <string.h>
 
 static const char features_help[] =
-    "usage: millrace features show STORE [--json]\n"
+    "usage: millrace features list [--json]\n"
+    "       millrace features show STORE [--json]\n"
     "       millrace features get STORE KEY... [--as-of TIME]\n"
     "       millrace features get STORE --batch FILE -o OUT.csv [--as-of-column COL]\n"
     "\n"
-    "STORE is an online store written by a materialize_online stage: its output\n"
+    "  list           the feature views of millrace.yaml's pit_join and materialize_online\n"
+    "                 stages (source, event time, ttl, features) and each store: where, entities\n"
+    "STORE is an online store written by a materialize_online stage: the stage's name, its output\n"
     "directory (out/STAGE), the online.mrfs file in it, or a Redis store's location,\n"
     "redis://HOST:PORT/NAMESPACE (a stage with store: redis://...; its directory names it).\n"
     "  show           keys, views (with their ttl) and features, and the entity count\n"
@@ -27,7 +30,10 @@ static const char features_help[] =
 
 static int open_store(const char *arg, mr_online **s)
 {
-    char *path = mr_online_locate(arg);
+    /* a stage's name: its output directory */
+    char *dir = !strchr(arg, '/') && strncmp(arg, "redis:", 6) && !mr_fs_exists(arg) ? mr_asprintf("out/%s", arg) : NULL;
+    char *path = mr_online_locate(dir && mr_fs_is_dir(dir) ? dir : arg);
+    mr_free(dir);
     mr_error err;
     mr_error_init(&err);
     mr_status st = path ? mr_online_open(path, s, &err) : MR_E_NOMEM;
@@ -235,8 +241,145 @@ static int get_batch(const mr_online *s, const char *file, const char *as_of_col
     return EXIT_OK;
 }
 
+/* One view of a stage's views: list's line or JSON object. */
+static void list_view(mr_buf *b, const mr_value *v, size_t i, int json)
+{
+    const mr_value *name = mr_value_get(v, "name"), *src = mr_value_get(v, "source"), *ts = mr_value_get(v, "timestamp");
+    const mr_value *ttl = mr_value_get(v, "ttl"), *created = mr_value_get(v, "created"), *feats = mr_value_get(v, "features");
+    const mr_value *prefix = mr_value_get(v, "prefix");
+    char fallback[32];
+    snprintf(fallback, sizeof(fallback), "view %zu", i + 1);
+    const char *nm = name && name->kind == MR_V_STR ? name->str : fallback;
+    int64_t ttl_us = 0;
+    if (ttl && ttl->kind == MR_V_STR) (void)mr_pit_parse_duration(ttl->str, &ttl_us);
+    else if (ttl && ttl->kind == MR_V_INT) ttl_us = ttl->u.i * MR_PIT_SECOND_US;
+#define STR_OF(x) ((x) && (x)->kind == MR_V_STR ? (x)->str : NULL)
+    if (json) {
+        mr_buf_puts(b, "{\"name\": ");
+        mr_buf_json_str(b, nm);
+        mr_buf_puts(b, ", \"source\": ");
+        if (STR_OF(src)) mr_buf_json_str(b, src->str);
+        else mr_buf_puts(b, "null");
+        mr_buf_puts(b, ", \"timestamp\": ");
+        if (STR_OF(ts)) mr_buf_json_str(b, ts->str);
+        else mr_buf_puts(b, "null");
+        mr_buf_puts(b, ", \"created\": ");
+        if (STR_OF(created)) mr_buf_json_str(b, created->str);
+        else mr_buf_puts(b, "null");
+        mr_buf_printf(b, ", \"ttl_seconds\": %lld, \"prefix\": ", (long long)(ttl_us / MR_PIT_SECOND_US));
+        if (STR_OF(prefix)) mr_buf_json_str(b, prefix->str);
+        else mr_buf_puts(b, "null");
+        mr_buf_puts(b, ", \"features\": [");
+        for (size_t k = 0; feats && feats->kind == MR_V_SEQ && k < feats->n; k++) {
+            if (k) mr_buf_puts(b, ", ");
+            mr_buf_json_str(b, STR_OF(feats->items[k]) ? feats->items[k]->str : "");
+        }
+        if (feats && feats->kind == MR_V_STR) mr_buf_json_str(b, feats->str);
+        mr_buf_puts(b, "]}");
+        return;
+    }
+    mr_buf_printf(b, "  view %s: %s, event time %s", cli_safe(nm), STR_OF(src) ? cli_safe(src->str) : "-",
+                  STR_OF(ts) ? cli_safe(ts->str) : "-");
+    if (STR_OF(created)) mr_buf_printf(b, ", created %s", cli_safe(created->str));
+    if (ttl_us) mr_buf_printf(b, ", ttl %llds", (long long)(ttl_us / MR_PIT_SECOND_US));
+    mr_buf_puts(b, "; features");
+    for (size_t k = 0; feats && feats->kind == MR_V_SEQ && k < feats->n; k++)
+        mr_buf_printf(b, " %s%s", STR_OF(prefix) ? cli_safe(prefix->str) : "",
+                      STR_OF(feats->items[k]) ? cli_safe(feats->items[k]->str) : "?");
+    if (feats && feats->kind == MR_V_STR)
+        mr_buf_printf(b, " %s%s", STR_OF(prefix) ? cli_safe(prefix->str) : "", cli_safe(feats->str));
+    mr_buf_puts(b, "\n");
+#undef STR_OF
+}
+
+/* millrace features list: the views each pit_join and materialize_online stage declares, and their stores. */
+static int list_views(int json)
+{
+    cli_common c = {0};
+    mr_workspace *ws = NULL;
+    mr_spec *spec = NULL;
+    int rc = cli_load(&c, &ws, &spec);
+    if (rc != EXIT_OK) return rc;
+    mr_buf b;
+    mr_buf_init(&b);
+    if (json) mr_buf_puts(&b, "{\"stages\": [");
+    size_t shown = 0;
+    for (size_t i = 0; i < spec->n_stages; i++) {
+        const mr_stage_spec *st = &spec->stages[i];
+        int online = !strcmp(st->op->name, "materialize_online");
+        if (!online && strcmp(st->op->name, "pit_join")) continue;
+        const mr_value *views = mr_value_get(st->def, "views"), *keys = mr_value_get(st->def, "keys");
+        if (json) {
+            mr_buf_puts(&b, shown ? ", {\"name\": " : "{\"name\": ");
+            mr_buf_json_str(&b, st->name);
+            mr_buf_printf(&b, ", \"op\": \"%s\", \"keys\": [", st->op->name);
+            for (size_t k = 0; keys && keys->kind == MR_V_SEQ && k < keys->n; k++) {
+                if (k) mr_buf_puts(&b, ", ");
+                mr_buf_json_str(&b, keys->items[k]->kind == MR_V_STR ? keys->items[k]->str : "");
+            }
+            if (keys && keys->kind == MR_V_STR) mr_buf_json_str(&b, keys->str);
+            mr_buf_puts(&b, "], \"views\": [");
+        } else {
+            mr_buf_printf(&b, "%s (%s, by", cli_safe(st->name), st->op->name);
+            for (size_t k = 0; keys && keys->kind == MR_V_SEQ && k < keys->n; k++)
+                mr_buf_printf(&b, " %s", keys->items[k]->kind == MR_V_STR ? cli_safe(keys->items[k]->str) : "?");
+            if (keys && keys->kind == MR_V_STR) mr_buf_printf(&b, " %s", cli_safe(keys->str));
+            mr_buf_puts(&b, ")\n");
+        }
+        for (size_t v = 0; views && views->kind == MR_V_SEQ && v < views->n; v++) {
+            if (json && v) mr_buf_puts(&b, ", ");
+            list_view(&b, views->items[v], v, json);
+        }
+        /* the store it materialised, if it has */
+        char *dir = online ? mr_asprintf("out/%s", st->name) : NULL;
+        char *loc = dir && mr_fs_is_dir(dir) ? mr_online_locate(dir) : NULL;
+        mr_online *s = NULL;
+        mr_error err;
+        mr_error_init(&err);
+        int open = loc && mr_online_open(loc, &s, &err) == MR_OK;
+        if (json) {
+            mr_buf_puts(&b, "], \"store\": ");
+            if (!online) mr_buf_puts(&b, "null");
+            else {
+                mr_buf_puts(&b, "{\"location\": ");
+                mr_buf_json_str(&b, loc ? loc : dir ? dir : "");
+                if (open) mr_buf_printf(&b, ", \"entities\": %llu}", (unsigned long long)mr_online_n_entities(s));
+                else mr_buf_puts(&b, ", \"entities\": null}");
+            }
+            mr_buf_puts(&b, "}");
+        } else if (online) {
+            if (open)
+                mr_buf_printf(&b, "  store %s: %llu entities\n", cli_safe(loc), (unsigned long long)mr_online_n_entities(s));
+            else if (loc)
+                mr_buf_printf(&b, "  store %s: cannot be read (%s)\n", cli_safe(loc), cli_safe(err.msg));
+            else mr_buf_printf(&b, "  store: not materialised yet (millrace run %s)\n", cli_safe(st->name));
+        }
+        mr_online_close(s);
+        mr_free(loc);
+        mr_free(dir);
+        shown++;
+    }
+    if (json) {
+        mr_buf_puts(&b, "]}\n");
+        cli_print_json(&b);
+    } else {
+        if (!shown) mr_buf_puts(&b, "no pit_join or materialize_online stage in millrace.yaml\n");
+        cli_print(&b);
+    }
+    mr_buf_free(&b);
+    mr_spec_free(spec);
+    mr_workspace_close(ws);
+    cli_common_free(&c);
+    return EXIT_OK;
+}
+
 int cmd_features(int argc, char **argv)
 {
+    if (!cli_wants_help(argc, argv) && argc >= 2 && !strcmp(argv[1], "list")) {
+        if (argc > 3 || (argc == 3 && strcmp(argv[2], "--json")))
+            return cli_usage_error("features", "list takes only --json");
+        return list_views(argc == 3);
+    }
     if (cli_wants_help(argc, argv) || argc < 3) {
         fputs(features_help, argc < 3 && !cli_wants_help(argc, argv) ? stderr : stdout);
         return argc < 3 && !cli_wants_help(argc, argv) ? EXIT_USAGE : EXIT_OK;
@@ -247,7 +390,7 @@ int cmd_features(int argc, char **argv)
     const char **keys = mr_calloc((size_t)argc, sizeof(*keys));
     size_t nk = 0;
     int rc = keys ? EXIT_OK : EXIT_FAILED;
-    if (strcmp(sub, "show") && strcmp(sub, "get")) rc = cli_usage_error("features", "unknown subcommand '%s' (show, get)", sub);
+    if (strcmp(sub, "show") && strcmp(sub, "get")) rc = cli_usage_error("features", "unknown subcommand '%s' (list, show, get)", sub);
     for (int i = 3; i < argc && rc == EXIT_OK; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--json")) json = 1;

@@ -77,6 +77,14 @@ static int server_opt(mr_server_opts *o, int argc, char **argv, int *i, const ch
 {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     size_t n = 0;
+    if (!strcmp(a, "--store")) { /* the online store of a model served by entity id */
+        if (!v) {
+            cli_usage_error(verb, "--store needs a path or redis://HOST:PORT/NAMESPACE");
+            return -1;
+        }
+        o->store_path = argv[++*i];
+        return 1;
+    }
     if (strcmp(a, "--max-batch") && strcmp(a, "--max-delay-us") && strcmp(a, "--max-body") && strcmp(a, "--max-queue") &&
         strcmp(a, "--max-rows") && strcmp(a, "-j") && strcmp(a, "--threads") && strcmp(a, "--http-threads") &&
         strcmp(a, "--max-connections") && strcmp(a, "--max-inflight-bytes") && strcmp(a, "--idle-timeout") &&
@@ -149,7 +157,6 @@ int cmd_serve(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--port-file") && v) port_file = argv[++i];
         else if (!strcmp(a, "--token-file") && v) token_file = argv[++i];
-        else if (!strcmp(a, "--store") && v) o.store_path = argv[++i];
         else if (!strcmp(a, "--watch")) watch = 1;
         else if (!strcmp(a, "--strict")) o.strict = 1;
         else if (a[0] != '-' && !o.bundle_path) o.bundle_path = a;
@@ -286,6 +293,9 @@ static const char bench_help[] =
     "  --duration S         seconds of load (default 5)\n"
     "  --connections C      keep-alive connections (default 8)\n"
     "  --row JSON           the row to send (default: built from the input schema)\n"
+    "  --body JSON          the whole /v1/predict body to send instead ({\"rows\": [...]}: batches, rows by\n"
+    "                       entity id)\n"
+    "  --store PATH         the online store of a model served by entity id (as for serve)\n"
     "  --port N             drive the server listening on 127.0.0.1:N instead of starting one\n"
     "  --token-file FILE    send `Authorization: Bearer <first line of FILE>`\n"
     "  --malformed F        share of requests sent malformed (0..1; each should get a 4xx)\n"
@@ -325,7 +335,7 @@ int cmd_bench_serve(int argc, char **argv)
     o.max_queue = 100000;
     mr_loadgen_opts lo;
     mr_loadgen_opts_init(&lo);
-    const char *row = NULL, *token_file = NULL;
+    const char *row = NULL, *token_file = NULL, *whole_body = NULL;
     int json = 0, have_qps = 0, server_opts = 0, port = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -359,6 +369,7 @@ int cmd_bench_serve(int argc, char **argv)
             else return cli_usage_error("bench-serve", "--connections takes a whole number in 1..1024");
             i++;
         } else if (!strcmp(a, "--row") && v) row = argv[++i];
+        else if (!strcmp(a, "--body") && v) whole_body = argv[++i];
         else if (!strcmp(a, "--token-file") && v) token_file = argv[++i];
         else if (!strcmp(a, "--json")) json = 1;
         else if (!strcmp(a, "--floor")) {
@@ -395,13 +406,13 @@ int cmd_bench_serve(int argc, char **argv)
         return EXIT_FAILED;
     }
     char *auto_row = NULL, *body = NULL;
-    if (!row) {
+    if (!row && !whole_body) {
         mr_bundle *b = NULL;
         if (mr_bundle_load(o.bundle_path, &b, &err) == MR_OK) auto_row = sample_row(b);
         mr_bundle_free(b);
         row = auto_row ? auto_row : "{}";
     }
-    body = mr_asprintf("{\"rows\": [%s]}", row);
+    body = whole_body ? mr_strdup(whole_body) : mr_asprintf("{\"rows\": [%s]}", row);
     lo.port = s ? mr_server_port(s) : port;
     lo.body = body;
     mr_loadgen_result res;

@@ -9,8 +9,16 @@
 # JOIN per view and writes Parquet (COPY). Both: best wall time of
 # BENCH_REPEATS (1) and that run's peak RSS (/usr/bin/time -v). Row counts
 # and the non-null feature counts of the two results are checked equal first.
+# Then the online store: the same views materialised into the embedded store
+# and into Redis (scripts/redis-server.sh, 127.0.0.1), a model trained on the
+# join's BENCH_VIEWS x BENCH_FEATURES columns packaged with each, and
+# `millrace bench-serve` by entity id on the loopback interface: one entity
+# per request (all its features) on one connection for the latency, on 8 for
+# the throughput, then batches of 10 and 100 entities; BENCH_SECONDS (5)
+# each. The floor is redis-benchmark's own MGET (10 keys) latency on this
+# machine, one connection.
 # Last line: RESULT featurestore pit_vs_duckdb=<time ratio> pit_rss_vs_duckdb=<RSS ratio>
-#   pit_s=<s> duckdb_s=<s> (the online-store parts of the issue's line are not measured yet)
+#   online_p99_ms=<ms> redis_p99_ms=<ms> redis_floor_p99_ms=<ms> ... pit_s=<s> duckdb_s=<s>
 BENCH=featurestore
 . "$(dirname "$0")/../lib.sh"
 ENT=${BENCH_ENTITIES:-1000000}
@@ -48,7 +56,7 @@ for ((v = 0; v < NV; v++)); do
 "
 done
 ws=$(mktemp -d /tmp/millrace-bench-fs.XXXXXX)
-trap 'chmod -R u+w "$ws"; rm -rf "$ws"' EXIT
+trap '"$SRC/scripts/redis-server.sh" stop "$ws/redis" >/dev/null 2>&1; chmod -R u+w "$ws"; rm -rf "$ws"' EXIT
 ln -s "$dir" "$ws/data" # the stage's inputs are workspace paths
 printf 'stages:\n  pit:\n    op: pit_join\n    resources: {cpus: 2}\n    entities: %s\n    keys: [entity_id]\n    timestamp: ts\n    views:\n%s' \
     data/entities.parquet "$views_yaml" >"$ws/millrace.yaml"
@@ -64,4 +72,67 @@ b=$(duck "SELECT count(*) AS n, 0 $nn AS vals FROM read_parquet('$ws/out/pit/*.p
 [ "$a" = "$b" ] || bench_fail "the results differ: duckdb $a, millrace $b"
 echo "# $EROWS entity rows x $NV views of $NF features ($VROWS events each, $ENT entities): $a"
 echo "# duckdb ASOF JOIN: ${dw}s, ${dr} MB; millrace pit_join: ${mw}s, ${mr_rss} MB"
-echo "RESULT featurestore pit_vs_duckdb=$(awk "BEGIN{printf \"%.3f\", $mw / $dw}") pit_rss_vs_duckdb=$(awk "BEGIN{printf \"%.3f\", $mr_rss / $dr}") pit_s=$mw duckdb_s=$dw"
+
+# ---- the online store, through serve ------------------------------------------------------
+SECS=${BENCH_SECONDS:-5}
+rport=$("$SRC/scripts/redis-server.sh" start "$ws/redis") || bench_fail "redis-server did not start"
+cat >>"$ws/millrace.yaml" <<YAML
+  online:
+    op: materialize_online
+    resources: {cpus: 2}
+    keys: [entity_id]
+    views:
+$views_yaml  online_redis:
+    op: materialize_online
+    resources: {cpus: 2}
+    keys: [entity_id]
+    store: redis://127.0.0.1:$rport/bench:fs
+    views:
+$views_yaml  model:
+    op: train
+    train: \${stages.pit}
+    label: label
+    exclude: [entity_id, ts]
+    params: {objective: binary, num_iterations: 5, num_leaves: 7}
+  pkg:
+    op: package
+    model: \${stages.model}
+    online: \${stages.online}
+  pkg_redis:
+    op: package
+    model: \${stages.model}
+    online: \${stages.online_redis}
+YAML
+timed materialize "$MR" -C "$ws" run || bench_fail "materialising the stores and training"
+echo "# materialised both stores, trained and packaged: ${T_WALL}s"
+ids=$(duck "SELECT string_agg(entity_id::VARCHAR, ' ') AS ids FROM (SELECT DISTINCT entity_id FROM read_parquet('$dir/v0.parquet') ORDER BY entity_id LIMIT 100)")
+ids=$(printf '%s' "$ids" | tr -c '0-9' ' ' | xargs)
+body() { # the first N ids as rows
+    printf '{"rows": ['
+    printf '%s\n' $ids | head -"$1" | awk '{ printf "%s{\"entity_id\": %s}", (NR > 1 ? ", " : ""), $1 }'
+    printf ']}'
+}
+# one measurement: p50, p99 and requests/s of bench-serve's JSON
+serve_load() { # BUNDLE ENTITIES CONNECTIONS
+    (cd "$ws" && "$MR" bench-serve "$1" --body "$(body "$2")" --qps 0 --connections "$3" --duration "$SECS" --json) |
+        /usr/bin/python3 -c 'import json, sys; d = json.load(sys.stdin); assert d["non_2xx"] == 0 and d["errors"] == 0, d; print("%.3f %.3f %.0f" % (d["p50_ms"], d["p99_ms"], d["achieved_qps"]))' ||
+        bench_fail "bench-serve $1 ($2 entities per request)"
+}
+for store in file redis; do
+    bundle=out/pkg/model.mrb
+    [ $store = redis ] && bundle=out/pkg_redis/model.mrb
+    read -r p50 p99 qps1 <<<"$(serve_load $bundle 1 1)"
+    read -r _ _ qps8 <<<"$(serve_load $bundle 1 8)"
+    read -r b10_50 b10_99 _ <<<"$(serve_load $bundle 10 1)"
+    read -r b100_50 b100_99 _ <<<"$(serve_load $bundle 100 1)"
+    echo "# $store store, one entity ($((NV * NF)) features): p50 ${p50} ms, p99 ${p99} ms, ${qps1} req/s on 1 connection, ${qps8} on 8;" \
+        "10 entities: p50 ${b10_50} ms, p99 ${b10_99} ms; 100: p50 ${b100_50} ms, p99 ${b100_99} ms"
+    eval "${store}_p99=$p99 ${store}_qps8=$qps8 ${store}_b100_p99=$b100_99"
+done
+# the floor: Redis's own MGET of 10 values of one record's size, one connection
+rec=$((12 + NV * 8 + NV * NF * 9))
+for k in 0 1 2 3 4 5 6 7 8 9; do head -c "$rec" /dev/zero | tr '\0' x | redis-cli -p "$rport" -x SET "floor:$k" >/dev/null; done
+floor=$(redis-benchmark -h 127.0.0.1 -p "$rport" -n 50000 -c 1 --csv MGET floor:0 floor:1 floor:2 floor:3 floor:4 floor:5 floor:6 \
+    floor:7 floor:8 floor:9 2>/dev/null | tail -1 | tr -d '"' | cut -d, -f7)
+echo "# redis-benchmark MGET of 10 values of $rec bytes, one connection: p99 ${floor} ms"
+echo "RESULT featurestore pit_vs_duckdb=$(awk "BEGIN{printf \"%.3f\", $mw / $dw}") pit_rss_vs_duckdb=$(awk "BEGIN{printf \"%.3f\", $mr_rss / $dr}") online_p99_ms=$file_p99 redis_p99_ms=$redis_p99 redis_floor_p99_ms=$floor online_qps_8conn=$file_qps8 redis_qps_8conn=$redis_qps8 online_p99_ms_100=$file_b100_p99 redis_p99_ms_100=$redis_b100_p99 pit_s=$mw duckdb_s=$dw"

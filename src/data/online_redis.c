@@ -23,6 +23,7 @@ struct mr__online_redis {
     int port;
     char *ns; /* "NAMESPACE:" */
     char gen[GEN_LEN + 1];
+    char sha[41];                  /* the lookup script's SHA1 once loaded (EVALSHA); "" : send it whole */
     const uint8_t *schema_section; /* the current generation's schema bytes (in the image) */
     size_t schema_len;
 };
@@ -89,6 +90,18 @@ static mr_status connect_to(const char *host, int port, redisContext **out, mr_e
     redisSetTimeout(c, tv);
     *out = c;
     return MR_OK;
+}
+
+/* Loads the lookup script (its digest into sha; "" when it cannot be: EVAL then sends it whole). */
+static void load_script(redisContext *c, char *sha)
+{
+    sha[0] = '\0';
+    redisReply *rp = redisCommand(c, "SCRIPT LOAD %s", LOOKUP_LUA);
+    if (rp && rp->type == REDIS_REPLY_STRING && rp->len == 40) {
+        memcpy(sha, rp->str, 40);
+        sha[40] = '\0';
+    }
+    if (rp) freeReplyObject(rp);
 }
 
 /* A reply that is an error (or none: the connection failed) as MR_E_IO. */
@@ -281,6 +294,7 @@ mr_status mr__online_redis_open(const char *location, mr_online **out, mr_error 
     s->redis = r;
     mr_status rc = parse_location(location, &r->host, &r->port, &r->ns, err);
     if (rc == MR_OK) rc = connect_to(r->host, r->port, &r->c, err);
+    if (rc == MR_OK) load_script(r->c, r->sha);
     redisReply *cur = NULL, *sch = NULL, *cnt = NULL;
     if (rc == MR_OK) {
         cur = redisCommand(r->c, "GET %scurrent", r->ns);
@@ -334,8 +348,13 @@ static int append_lookup(mr__online_redis *r, const char **argv, size_t *argl, c
     size_t n = 0;
     char *cur = mr_asprintf("%scurrent", r->ns);
     if (!cur) return -1;
-    push_arg(argv, argl, &n, "EVAL", 4);
-    push_arg(argv, argl, &n, LOOKUP_LUA, sizeof(LOOKUP_LUA) - 1);
+    if (r->sha[0]) { /* the script by its digest: Redis neither receives nor hashes it again */
+        push_arg(argv, argl, &n, "EVALSHA", 7);
+        push_arg(argv, argl, &n, r->sha, 40);
+    } else {
+        push_arg(argv, argl, &n, "EVAL", 4);
+        push_arg(argv, argl, &n, LOOKUP_LUA, sizeof(LOOKUP_LUA) - 1);
+    }
     push_arg(argv, argl, &n, "1", 1);
     push_arg(argv, argl, &n, cur, strlen(cur));
     push_arg(argv, argl, &n, r->ns, strlen(r->ns));
@@ -354,9 +373,9 @@ static mr_status lookup_pass(const mr_online *s, size_t n, const mr_buf *keys, c
                              int *stale, mr_error *err)
 {
     mr__online_redis *r = s->redis;
-    size_t chunks = n ? (n + CHUNK - 1) / CHUNK : 1;
-    const char **argv = mr_malloc((CHUNK + 6) * sizeof(*argv));
-    size_t *argl = mr_malloc((CHUNK + 6) * sizeof(*argl));
+    size_t chunks = n ? (n + CHUNK - 1) / CHUNK : 1, width = (n < CHUNK ? n : CHUNK) + 6;
+    const char **argv = mr_malloc(width * sizeof(*argv));
+    size_t *argl = mr_malloc(width * sizeof(*argl));
     hold->replies = mr_calloc(chunks, sizeof(*hold->replies));
     mr_status rc = argv && argl && hold->replies ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
     for (size_t k = 0; rc == MR_OK && k < chunks; k++)
@@ -369,7 +388,10 @@ static mr_status lookup_pass(const mr_online *s, size_t n, const mr_buf *keys, c
             break;
         }
         hold->replies[hold->n++] = rp;
-        if (rp->type == REDIS_REPLY_ERROR) rc = reply_fail(r->c, rp, "EVAL", err);
+        if (rp->type == REDIS_REPLY_ERROR && rp->str && !strncmp(rp->str, "NOSCRIPT", 8)) {
+            r->sha[0] = '\0'; /* the server lost its scripts (a restart, SCRIPT FLUSH): send it whole again */
+            *stale = 1;
+        } else if (rp->type == REDIS_REPLY_ERROR) rc = reply_fail(r->c, rp, "EVAL", err);
         else if (rp->type != REDIS_REPLY_ARRAY || rp->elements < 1 || rp->element[0]->type != REDIS_REPLY_STRING)
             rc = MR_ERR(err, MR_E_NOT_FOUND, "the online store in Redis (%s) has no current generation", r->ns);
         else if (rp->elements != 3 || rp->element[0]->len != GEN_LEN)
@@ -436,6 +458,7 @@ mr_status mr__online_redis_lookup(const mr_online *s, size_t n, const char *cons
             r->c = NULL;
             rc = connect_to(r->host, r->port, &r->c, err);
             if (rc != MR_OK) break;
+            load_script(r->c, r->sha);
         }
         stale = 0;
         rc = lookup_pass(s, n, &keys, key_off, now_us, vals, found, h, &stale, err);

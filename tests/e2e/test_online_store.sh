@@ -62,6 +62,15 @@ assert_contains "$(cat "$ws"/.millrace/logs/run-1/online.log)" "materialize_onli
 expect_exit 0 mr -C "$ws" features show out/online --json
 assert_eq "$(json 'd["entities"], [v["ttl_seconds"] for v in d["views"]], [f["name"] for v in d["views"] for f in v["features"]]')" \
     "(55, [3600, 0], ['clicks', 'p_tier'])" "show: entities, ttls, features"
+expect_exit 0 mr -C "$ws" features list --json
+assert_eq "$(json '"; ".join("%s %s %s %s" % (x["name"], x["op"], ",".join(v["name"] for v in x["views"]), x["store"] and x["store"]["entities"]) for x in d["stages"])')" \
+    "online materialize_online clicks,profile 55; online_redis materialize_online clicks,profile 55; offline pit_join clicks,profile None" \
+    "list: the stages' views and their stores"
+expect_exit 0 mr -C "$ws" features list
+assert_contains "$T_OUT" "view clicks: clicks.csv, event time event_ts, created created_ts, ttl 3600s; features clicks" "list, as text"
+assert_contains "$T_OUT" "store redis://127.0.0.1:$rport/t:small: 55 entities" "list names the Redis store"
+expect_exit 0 mr -C "$ws" features show online --json
+assert_eq "$(json 'd["entities"]')" 55 "show by the stage's name"
 expect_exit 0 mr -C "$ws" data export out/offline "$ws/offline.csv"
 expect_exit 0 mr -C "$ws" features get out/online --batch "$ws/pairs.csv" --as-of-column now -o "$ws/online.csv"
 assert_eq "$(wc -l <"$ws/online.csv")" 1001 "one lookup per pair"
