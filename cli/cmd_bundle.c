@@ -70,13 +70,18 @@ static int inspect(const mr_bundle *b, const char *path, int json)
     printf("\nmetrics: %s\n", cli_safe(mr_bundle_metrics_json(b)));
     const mr_bundle_service *svc = mr_bundle_service_of(b);
     if (svc) { /* docs/featurestore.md, "Serving by entity" */
-        printf("feature service: by");
-        for (size_t k = 0; k < svc->n_keys; k++)
-            printf("%s %s (%s)", k ? "," : "", cli_safe(svc->key_names[k]), mr_dtype_name(svc->key_types[k]));
-        printf(" from %s, missing: %s\n", svc->store ? cli_safe(svc->store) : "-", svc->reject_missing ? "reject" : "default");
-        for (size_t k = 0; k < svc->n_features; k++)
-            printf("  feature %s (%s, view %s)\n", cli_safe(svc->features[k].name), mr_dtype_name(svc->features[k].type),
-                   cli_safe(svc->features[k].view));
+        printf("feature service: missing: %s\n", svc->reject_missing ? "reject" : "default");
+        for (size_t i = 0; i < svc->n_stores; i++) {
+            const mr_bundle_service_store *ss = &svc->stores[i];
+            printf("  by");
+            for (size_t k = 0; k < ss->n_keys; k++)
+                printf("%s %s (%s)", k ? "," : "", cli_safe(ss->key_names[k]), mr_dtype_name(ss->key_types[k]));
+            printf(" from %s\n", ss->store ? cli_safe(ss->store) : "-");
+            for (size_t k = 0; k < svc->n_features; k++)
+                if (svc->features[k].store == i)
+                    printf("    feature %s (%s, view %s)\n", cli_safe(svc->features[k].name),
+                           mr_dtype_name(svc->features[k].type), cli_safe(svc->features[k].view));
+        }
     }
     json_t *rid = json_object_get(lin, "run_id"), *sk = json_object_get(lin, "stage_key");
     json_t *gc = json_object_get(lin, "git_commit"), *st = json_object_get(lin, "stage");

@@ -41,8 +41,9 @@ static const char serve_help[] =
     "  --request-timeout S  close a request whose body is not in S s after its headers (default 30)\n"
     "  --token-file FILE    require `Authorization: Bearer <first line of FILE>`\n"
     "  --store PATH         the online store of a model packaged with online: (default: the store it\n"
-    "                       was packaged with); /v1/predict rows then carry the entity keys, and\n"
-    "                       GET /v1/features?KEY=... returns an entity's stored features\n"
+    "                       was packaged with; once per store, in the bundle's order, for several);\n"
+    "                       /v1/predict rows then carry the entity keys, and GET /v1/features?KEY=...\n"
+    "                       returns an entity's stored features\n"
     "  --watch              reload when the bundle file changes\n"
     "  --strict             answer 422 to a request with a lenient input (a category the training data\n"
     "                       did not have, a value out of its range, a float for an integer column, a\n"
@@ -77,12 +78,14 @@ static int server_opt(mr_server_opts *o, int argc, char **argv, int *i, const ch
 {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     size_t n = 0;
-    if (!strcmp(a, "--store")) { /* the online store of a model served by entity id */
-        if (!v) {
-            cli_usage_error(verb, "--store needs a path or redis://HOST:PORT/NAMESPACE");
+    if (!strcmp(a, "--store")) { /* an online store of a model served by entity id (repeatable, in order) */
+        static const char *stores[16];
+        if (!v || o->n_store_paths == 16) {
+            cli_usage_error(verb, !v ? "--store needs a path or redis://HOST:PORT/NAMESPACE" : "at most 16 --store");
             return -1;
         }
-        o->store_path = argv[++*i];
+        stores[o->n_store_paths++] = argv[++*i];
+        o->store_paths = stores;
         return 1;
     }
     if (strcmp(a, "--max-batch") && strcmp(a, "--max-delay-us") && strcmp(a, "--max-body") && strcmp(a, "--max-queue") &&

@@ -133,33 +133,41 @@ const struct mr_profile *mr_bundle_profile(const mr_bundle *b); /* the inputs' t
 const char *mr_bundle_version_id(const mr_bundle *b);        /* 32 hex: xxh3-128 of the whole file */
 
 /* ---- the feature service -----------------------------------------------------
- * A bundle packaged with an online store (the package stage's `online:`)
- * records which of its inputs the store provides, by which entity keys:
+ * A bundle packaged with online stores (the package stage's `online:`)
+ * records which of its inputs each store provides, by which entity keys:
  * `millrace serve` then takes requests that carry only the keys (and the
  * other inputs) and looks the features up (docs/featurestore.md). The
  * section is JSON:
- *   {"store": "out/online/online.mrfs", "missing": "default" | "reject",
- *    "keys": [{"name": "user", "type": "string"}, ...],
+ *   {"missing": "default" | "reject",
+ *    "stores": [{"store": "out/users/online.mrfs",
+ *                "keys": [{"name": "user", "type": "string"}, ...]}, ...],
  *    "features": [{"name": "clicks_1h", "type": "int64", "view": "clicks",
- *                  "default": 0}, ...]}
- * Each feature is an input of the bundle; "default" (optional, a number,
- * string or bool fitting the input) is what a missing or expired value
- * reads as under "missing": "default" (absent: null, as the training set's
- * point-in-time join gave). */
+ *                  "store": 0, "default": 0}, ...]}
+ * Each feature is an input of the bundle served by one store (its index);
+ * "default" (optional, a number, string or bool fitting the input) is what a
+ * missing or expired value reads as under "missing": "default" (absent:
+ * null, as the training set's point-in-time join gave). */
 typedef struct mr_bundle_service_feature {
-    const char *name; /* an input of the bundle and a feature of the store */
+    const char *name; /* an input of the bundle and a feature of its store */
     mr_dtype type;    /* its type in the store */
     const char *view; /* the store's view it belongs to */
+    size_t store;     /* the store that serves it (index into stores) */
     size_t input;     /* its index among the bundle's inputs */
     mr_cell dflt;     /* its default (kind MR_CELL_NULL: null); strings borrowed from the bundle */
 } mr_bundle_service_feature;
 
-typedef struct mr_bundle_service {
-    const char *store; /* the store's path as the package stage saw it (relative to its workspace) */
-    int reject_missing; /* "missing": "reject": a missing or expired value fails the request (422) */
+typedef struct mr_bundle_service_store {
+    const char *store; /* the store's path as the package stage saw it (relative to its workspace), or its
+                          Redis location */
     size_t n_keys;
     const char *const *key_names;
     const mr_dtype *key_types;
+} mr_bundle_service_store;
+
+typedef struct mr_bundle_service {
+    int reject_missing; /* "missing": "reject": a missing or expired value fails the request (422) */
+    size_t n_stores;
+    const mr_bundle_service_store *stores;
     size_t n_features;
     const mr_bundle_service_feature *features;
 } mr_bundle_service;

@@ -72,8 +72,10 @@ typedef struct mr_server_opts {
                                  without parsing or predicting, through the same connections, threads
                                  and replies: the floor of the design, what bench/serve divides by
                                  (vs_floor); never for serving models */
-    const char *store_path;   /* the online store of a bundle with a feature service; NULL: the path the
-                                 bundle recorded (docs/featurestore.md, "Serving by entity") */
+    const char *const *store_paths; /* the online stores of a bundle with a feature service, one per store it
+                                       names, in its order; none (n_store_paths 0): the ones it recorded
+                                       (docs/featurestore.md, "Serving by entity") */
+    size_t n_store_paths;
 } mr_server_opts;
 void mr_server_opts_init(mr_server_opts *o); /* the defaults above */
 

@@ -10,7 +10,8 @@
 struct mr__bundle_service_doc {
     json_t *doc; /* owns every string the service borrows */
     mr_bundle_service s;
-    const char **key_names;
+    mr_bundle_service_store *stores;
+    const char **key_names; /* every store's, end to end */
     mr_dtype *key_types;
     mr_bundle_service_feature *features;
 };
@@ -19,6 +20,7 @@ void mr__bundle_service_free(mr__bundle_service_doc *d)
 {
     if (!d) return;
     json_decref(d->doc);
+    mr_free(d->stores);
     mr_free(d->key_names);
     mr_free(d->key_types);
     mr_free(d->features);
@@ -88,39 +90,59 @@ mr_status mr__bundle_service_parse(const char *text, size_t len, const mr_bundle
     uint64_t oom0 = mr_alloc_failures_here();
     d->doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     mr_status rc = mr_alloc_failures_here() != oom0 ? MR_ERR(err, MR_E_NOMEM, "out of memory") : MR_OK;
-    const json_t *keys = json_object_get(d->doc, "keys"), *feats = json_object_get(d->doc, "features");
-    const json_t *store = json_object_get(d->doc, "store"), *missing = json_object_get(d->doc, "missing");
+    const json_t *stores = json_object_get(d->doc, "stores"), *feats = json_object_get(d->doc, "features");
+    const json_t *missing = json_object_get(d->doc, "missing");
     if (rc == MR_OK) {
         if (!d->doc) rc = MR_ERR(err, MR_E_PARSE, "not JSON: %s (line %d, column %d)", je.text, je.line, je.column);
         else if (!json_is_object(d->doc)) rc = bad(err, "not a JSON object");
-        else if (!json_is_array(keys) || !json_array_size(keys)) rc = bad(err, "\"keys\" must be a non-empty list");
+        else if (!json_is_array(stores) || !json_array_size(stores)) rc = bad(err, "\"stores\" must be a non-empty list");
         else if (!json_is_array(feats) || !json_array_size(feats)) rc = bad(err, "\"features\" must be a non-empty list");
-        else if (store && !json_is_string(store)) rc = bad(err, "\"store\" must be a path");
         else if (missing && (!json_is_string(missing) || (strcmp(json_string_value(missing), "default") &&
                                                           strcmp(json_string_value(missing), "reject"))))
             rc = bad(err, "\"missing\" must be \"default\" or \"reject\"");
     }
-    size_t nk = rc == MR_OK ? json_array_size(keys) : 0, nf = rc == MR_OK ? json_array_size(feats) : 0;
+    size_t ns = rc == MR_OK ? json_array_size(stores) : 0, nf = rc == MR_OK ? json_array_size(feats) : 0, nk = 0;
+    for (size_t i = 0; rc == MR_OK && i < ns; i++) {
+        const json_t *st = json_array_get(stores, i), *keys = json_object_get(st, "keys");
+        const json_t *where = json_object_get(st, "store");
+        if (!json_is_object(st) || !json_is_array(keys) || !json_array_size(keys))
+            rc = MR_ERR(err, MR_E_PARSE, "store %zu: \"keys\" must be a non-empty list", i);
+        else if (where && !json_is_string(where)) rc = MR_ERR(err, MR_E_PARSE, "store %zu: \"store\" must be a path", i);
+        else nk += json_array_size(keys);
+    }
     if (rc == MR_OK) {
+        d->stores = mr_calloc(ns, sizeof(*d->stores));
         d->key_names = mr_calloc(nk, sizeof(*d->key_names));
         d->key_types = mr_calloc(nk, sizeof(*d->key_types));
         d->features = mr_calloc(nf, sizeof(*d->features));
-        if (!d->key_names || !d->key_types || !d->features) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (!d->stores || !d->key_names || !d->key_types || !d->features) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
-    for (size_t k = 0; rc == MR_OK && k < nk; k++) {
-        rc = name_type(json_array_get(keys, k), "keys", &d->key_names[k], &d->key_types[k], err);
-        for (size_t j = 0; rc == MR_OK && j < k; j++)
-            if (!strcmp(d->key_names[j], d->key_names[k]))
-                rc = MR_ERR(err, MR_E_PARSE, "key '%s' is named twice", d->key_names[k]);
+    for (size_t i = 0, at = 0; rc == MR_OK && i < ns; i++) {
+        const json_t *st = json_array_get(stores, i), *keys = json_object_get(st, "keys");
+        const json_t *where = json_object_get(st, "store");
+        mr_bundle_service_store *x = &d->stores[i];
+        x->store = where ? json_string_value(where) : NULL;
+        x->n_keys = json_array_size(keys);
+        x->key_names = d->key_names + at;
+        x->key_types = d->key_types + at;
+        for (size_t k = 0; rc == MR_OK && k < x->n_keys; k++, at++) {
+            rc = name_type(json_array_get(keys, k), "keys", &d->key_names[at], &d->key_types[at], err);
+            for (size_t j = 0; rc == MR_OK && j < k; j++)
+                if (!strcmp(x->key_names[j], x->key_names[k]))
+                    rc = MR_ERR(err, MR_E_PARSE, "key '%s' is named twice", x->key_names[k]);
+        }
     }
     for (size_t f = 0; rc == MR_OK && f < nf; f++) {
-        const json_t *o = json_array_get(feats, f), *view = json_object_get(o, "view");
+        const json_t *o = json_array_get(feats, f), *view = json_object_get(o, "view"), *st = json_object_get(o, "store");
         mr_bundle_service_feature *x = &d->features[f];
         rc = name_type(o, "features", &x->name, &x->type, err);
         if (rc == MR_OK && !json_is_string(view))
             rc = MR_ERR(err, MR_E_PARSE, "feature '%s' has no \"view\"", x->name);
+        if (rc == MR_OK && (!json_is_integer(st) || json_integer_value(st) < 0 || (size_t)json_integer_value(st) >= ns))
+            rc = MR_ERR(err, MR_E_PARSE, "feature '%s': \"store\" must be the index of one of the %zu stores", x->name, ns);
         if (rc != MR_OK) break;
         x->view = json_string_value(view);
+        x->store = (size_t)json_integer_value(st);
         size_t i = 0;
         while (i < n_in && strcmp(in[i].name, x->name)) i++;
         if (i == n_in) {
@@ -139,11 +161,9 @@ mr_status mr__bundle_service_parse(const char *text, size_t len, const mr_bundle
         mr__bundle_service_free(d);
         return rc;
     }
-    d->s.store = store ? json_string_value(store) : NULL;
     d->s.reject_missing = missing && !strcmp(json_string_value(missing), "reject");
-    d->s.n_keys = nk;
-    d->s.key_names = d->key_names;
-    d->s.key_types = d->key_types;
+    d->s.n_stores = ns;
+    d->s.stores = d->stores;
     d->s.n_features = nf;
     d->s.features = d->features;
     *out = d;

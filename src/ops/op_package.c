@@ -27,9 +27,10 @@ static const mr_param_def package_params[] = {
     {"reference", MR_PT_STR | MR_PT_PATH, 0,
      "the training data (raw rows, ${stages.split.train}): its profile goes into the bundle, for serve's input "
      "counters and drift"},
-    {"online", MR_PT_STR | MR_PT_PATH, 0,
-     "the online store the model's features are served from (${stages.X} of a materialize_online stage, or an "
-     ".mrfs file): serve then answers requests that carry only the entity keys"},
+    {"online", MR_PT_STRSEQ | MR_PT_PATH, 0,
+     "the online store(s) the model's features are served from (${stages.X} of a materialize_online stage, or an "
+     ".mrfs file; a list for features by several entities): serve then answers requests that carry only the "
+     "entity keys"},
     {"missing", MR_PT_STR, 0, "with online: a missing or expired feature reads as its default (default) or fails "
                               "the request with a 422 (reject)"},
     {"defaults", MR_PT_MAP, 0, "with online: feature name to the value a missing or expired one reads as (default: null)"},
@@ -61,7 +62,14 @@ static mr_status package_settings(const mr_value *def, package_cfg *c, mr_error 
         mr_error_hint(err, "leave name out to record the stage's name");
     c->name = rc == MR_OK && vname && vname->kind == MR_V_STR ? vname->str : NULL;
     const mr_value *vmis = mr_value_get(def, "missing"), *vdef = mr_value_get(def, "defaults");
-    if (rc == MR_OK) rc = mr__check_text(mr_value_get(def, "online"), "online", "a path or ${stages.X}", 0, err);
+    const mr_value *vonl = mr_value_get(def, "online");
+    if (rc == MR_OK && vonl && vonl->kind == MR_V_SEQ && vonl->n == 0) {
+        rc = MR_ERR(err, MR_E_INVALID_ARG, "online must name at least one store");
+        mr_error_at(err, NULL, vonl->line, vonl->col);
+        mr_error_key(err, "online");
+    }
+    for (size_t k = 0; rc == MR_OK && vonl && k < (vonl->kind == MR_V_SEQ ? vonl->n : 1); k++)
+        rc = mr__check_text(vonl->kind == MR_V_SEQ ? vonl->items[k] : vonl, "online", "a path or ${stages.X}", 0, err);
     if (rc == MR_OK && vmis && (vmis->kind != MR_V_STR || (strcmp(vmis->str, "default") && strcmp(vmis->str, "reject")))) {
         rc = MR_ERR(err, MR_E_INVALID_ARG, "missing must be default or reject");
         mr_error_at(err, NULL, vmis->line, vmis->col);
@@ -173,77 +181,6 @@ static json_t *default_json(const mr_value *v)
     }
 }
 
-/* The feature service section (include/millrace/bundle.h): the keys of
- * the store at store_path, and each of its features that is an input of b,
- * with its default. *out: caller frees (free()). */
-static mr_status service_section(const mr_value *def, const mr_bundle *b, const char *store_path,
-                                 const char *recorded, char **out, mr_error *err)
-{
-    *out = NULL;
-    mr_online *st = NULL;
-    mr_status rc = mr_online_open(store_path, &st, err);
-    if (rc != MR_OK) {
-        mr_error_key(err, "online");
-        return rc;
-    }
-    const mr_value *vmis = mr_value_get(def, "missing"), *vdef = mr_value_get(def, "defaults");
-    json_t *doc = json_object(), *keys = json_array(), *feats = json_array();
-    int oom = !doc || !keys || !feats || json_object_set_new(doc, "store", json_string(recorded)) ||
-              json_object_set_new(doc, "missing", json_string(vmis ? vmis->str : "default"));
-    if (doc && keys) oom |= json_object_set(doc, "keys", keys);
-    if (doc && feats) oom |= json_object_set(doc, "features", feats);
-    for (size_t k = 0; !oom && k < mr_online_n_keys(st); k++) {
-        json_t *o = json_pack("{s:s, s:s}", "name", mr_online_key_name(st, k), "type",
-                              mr_dtype_name(mr_online_key_type(st, k)));
-        oom = !o || json_array_append_new(keys, o);
-    }
-    for (size_t f = 0; !oom && rc == MR_OK && f < mr_online_n_features(st); f++) {
-        const char *name = mr_online_feature_name(st, f);
-        ssize_t i = mr_bundle_input_index(b, name);
-        if (i < 0) continue; /* a feature the model does not read */
-        mr_dtype t = mr_online_feature_type(st, f);
-        if (!store_type_fits(t, mr_bundle_input_at(b, (size_t)i))) {
-            rc = MR_ERR(err, MR_E_SCHEMA, "feature '%s' is %s in the online store, which the model's input (%s) does not take",
-                        name, mr_dtype_name(t), mr_dtype_name(mr_bundle_input_column_type(mr_bundle_input_at(b, (size_t)i))));
-            mr_error_key(err, "online");
-            break;
-        }
-        json_t *o = json_pack("{s:s, s:s, s:s}", "name", name, "type", mr_dtype_name(t), "view",
-                              mr_online_view_name(st, mr_online_feature_view(st, f)));
-        const mr_value *dv = vdef ? mr_value_get(vdef, name) : NULL;
-        if (o && dv) oom |= json_object_set_new(o, "default", default_json(dv));
-        oom |= !o || json_array_append_new(feats, o);
-    }
-    for (size_t k = 0; !oom && rc == MR_OK && vdef && k < vdef->n; k++) {
-        size_t f = 0;
-        while (f < json_array_size(feats) &&
-               strcmp(json_string_value(json_object_get(json_array_get(feats, f), "name")), vdef->keys[k]))
-            f++;
-        if (f < json_array_size(feats)) continue;
-        rc = MR_ERR(err, MR_E_INVALID_ARG, "defaults: '%s' is no feature the online store serves to the model",
-                    vdef->keys[k]);
-        mr_error_at(err, NULL, vdef->key_lines ? vdef->key_lines[k] : vdef->line, vdef->key_cols ? vdef->key_cols[k] : 0);
-        mr_error_key(err, "defaults");
-    }
-    if (!oom && rc == MR_OK && !json_array_size(feats)) {
-        rc = MR_ERR(err, MR_E_SCHEMA, "none of the online store's %zu features is an input of the model",
-                    mr_online_n_features(st));
-        mr_error_key(err, "online");
-        mr_error_hint(err, "train on the columns pit_join gives from the same views (their names are the store's: "
-                           "millrace features show %s)", recorded);
-    }
-    if (!oom && rc == MR_OK) {
-        *out = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
-        oom = !*out;
-    }
-    if (oom && rc == MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-    json_decref(keys);
-    json_decref(feats);
-    json_decref(doc);
-    mr_online_close(st);
-    return rc;
-}
-
 /* The training profile of b's raw inputs over the reference rows (read into *ref). */
 static mr_status package_profile(const mr_op_ctx *ctx, const mr_bundle *b, const char *reference, mr_table **ref,
                                  mr_buf *profile, mr_error *err)
@@ -284,13 +221,122 @@ static char *recorded_store_path(const mr_op_ctx *ctx, const char *value)
     return mr_asprintf("%s%s", value, file);
 }
 
+/* Adds one store's part of the feature service: its keys to stores, each
+ * of its features that is an input of b to feats (with its default). A
+ * feature another store already serves is an error. */
+static mr_status service_store(const mr_value *vdef, const mr_bundle *b, const char *store_path,
+                               const char *recorded, size_t idx, json_t *stores, json_t *feats, mr_error *err)
+{
+    mr_online *st = NULL;
+    mr_status rc = mr_online_open(store_path, &st, err);
+    if (rc != MR_OK) {
+        mr_error_key(err, "online");
+        return rc;
+    }
+    json_t *keys = json_array(), *o = json_object();
+    int oom = !keys || !o || json_object_set_new(o, "store", json_string(recorded)) || json_object_set(o, "keys", keys) ||
+              json_array_append(stores, o);
+    for (size_t k = 0; !oom && k < mr_online_n_keys(st); k++) {
+        json_t *x = json_pack("{s:s, s:s}", "name", mr_online_key_name(st, k), "type",
+                              mr_dtype_name(mr_online_key_type(st, k)));
+        oom = !x || json_array_append_new(keys, x);
+    }
+    size_t before = json_array_size(feats);
+    for (size_t f = 0; !oom && rc == MR_OK && f < mr_online_n_features(st); f++) {
+        const char *name = mr_online_feature_name(st, f);
+        ssize_t i = mr_bundle_input_index(b, name);
+        if (i < 0) continue; /* a feature the model does not read */
+        mr_dtype t = mr_online_feature_type(st, f);
+        for (size_t j = 0; j < before; j++) {
+            const json_t *g = json_array_get(feats, j);
+            if (strcmp(json_string_value(json_object_get(g, "name")), name)) continue;
+            rc = MR_ERR(err, MR_E_SCHEMA, "feature '%s' is in two online stores: %s and %s", name, recorded,
+                        json_string_value(json_object_get(json_array_get(stores, (size_t)json_integer_value(
+                                                                                    json_object_get(g, "store"))),
+                                                          "store")));
+            mr_error_key(err, "online");
+            mr_error_hint(err, "give its views a prefix in one of the stores");
+        }
+        if (rc == MR_OK && !store_type_fits(t, mr_bundle_input_at(b, (size_t)i))) {
+            rc = MR_ERR(err, MR_E_SCHEMA, "feature '%s' is %s in the online store, which the model's input (%s) does not take",
+                        name, mr_dtype_name(t), mr_dtype_name(mr_bundle_input_column_type(mr_bundle_input_at(b, (size_t)i))));
+            mr_error_key(err, "online");
+        }
+        if (rc != MR_OK) break;
+        json_t *x = json_pack("{s:s, s:s, s:s, s:I}", "name", name, "type", mr_dtype_name(t), "view",
+                              mr_online_view_name(st, mr_online_feature_view(st, f)), "store", (json_int_t)idx);
+        const mr_value *dv = vdef ? mr_value_get(vdef, name) : NULL;
+        if (x && dv) oom |= json_object_set_new(x, "default", default_json(dv));
+        oom |= !x || json_array_append_new(feats, x);
+    }
+    if (!oom && rc == MR_OK && json_array_size(feats) == before) {
+        rc = MR_ERR(err, MR_E_SCHEMA, "none of the online store's %zu features is an input of the model (%s)",
+                    mr_online_n_features(st), recorded);
+        mr_error_key(err, "online");
+        mr_error_hint(err, "train on the columns pit_join gives from the same views (their names are the store's: "
+                           "millrace features show %s)", recorded);
+    }
+    if (oom && rc == MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    json_decref(keys);
+    json_decref(o);
+    mr_online_close(st);
+    return rc;
+}
+
+/* The feature service section (include/millrace/bundle.h) of the stores
+ * `online` names (one, or a list): each store's keys, and each of its
+ * features that is an input of b, with its default. *out: caller frees
+ * (free()). */
+static mr_status service_section(const mr_op_ctx *ctx, const mr_bundle *b, char **out, mr_error *err)
+{
+    *out = NULL;
+    const mr_value *def = ctx->def, *vonl = mr_value_get(def, "online");
+    const mr_value *vmis = mr_value_get(def, "missing"), *vdef = mr_value_get(def, "defaults");
+    json_t *doc = json_object(), *stores = json_array(), *feats = json_array();
+    int oom = !doc || !stores || !feats || json_object_set_new(doc, "missing", json_string(vmis ? vmis->str : "default")) ||
+              json_object_set(doc, "stores", stores) || json_object_set(doc, "features", feats);
+    mr_status rc = oom ? MR_ERR(err, MR_E_NOMEM, "out of memory") : MR_OK;
+    size_t n = vonl->kind == MR_V_SEQ ? vonl->n : 1;
+    for (size_t k = 0; rc == MR_OK && k < n; k++) {
+        const mr_value *v = vonl->kind == MR_V_SEQ ? vonl->items[k] : vonl;
+        if (v->kind != MR_V_STR) continue;
+        char *path = mr_online_locate(v->str);
+        /* a Redis store is recorded by its location, a file by where it is in the workspace */
+        char *recorded = path && !strncmp(path, "redis://", 8) ? mr_strdup(path) : recorded_store_path(ctx, v->str);
+        rc = path && recorded ? service_store(vdef, b, path, recorded, json_array_size(stores), stores, feats, err)
+                              : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (rc == MR_OK) dprintf(ctx->log_fd, "feature service: the online store %s\n", recorded);
+        mr_free(path);
+        mr_free(recorded);
+    }
+    for (size_t k = 0; rc == MR_OK && vdef && k < vdef->n; k++) {
+        size_t f = 0;
+        while (f < json_array_size(feats) &&
+               strcmp(json_string_value(json_object_get(json_array_get(feats, f), "name")), vdef->keys[k]))
+            f++;
+        if (f < json_array_size(feats)) continue;
+        rc = MR_ERR(err, MR_E_INVALID_ARG, "defaults: '%s' is no feature the online stores serve to the model",
+                    vdef->keys[k]);
+        mr_error_at(err, NULL, vdef->key_lines ? vdef->key_lines[k] : vdef->line, vdef->key_cols ? vdef->key_cols[k] : 0);
+        mr_error_key(err, "defaults");
+    }
+    if (rc == MR_OK) {
+        *out = json_dumps(doc, JSON_INDENT(2) | JSON_SORT_KEYS);
+        if (!*out) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    json_decref(stores);
+    json_decref(feats);
+    json_decref(doc);
+    return rc;
+}
+
 static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
 {
     const mr_value *def = ctx->def;
     const mr_value *vmodel = mr_value_get(def, "model"), *vfeat = mr_value_get(def, "features");
     const mr_value *vmet = mr_value_get(def, "metrics"), *vref = mr_value_get(def, "reference");
     const mr_value *vonl = mr_value_get(def, "online");
-    char *store_path = NULL, *recorded = NULL, *service = NULL;
+    char *service = NULL;
     mr_table *ref = NULL;
     mr_buf profile;
     mr_buf_init(&profile);
@@ -355,24 +401,18 @@ static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
     bb.artifact_ids = art_ids;
     bb.n_artifacts = ctx->n_inputs;
     rc = mr_bundle_save(&bb, out_path, err);
-    if (rc == MR_OK && ((vref && vref->kind == MR_V_STR) || (vonl && vonl->kind == MR_V_STR))) {
+    if (rc == MR_OK && ((vref && vref->kind == MR_V_STR) || vonl)) {
         /* the profile and the feature service are over the bundle's raw inputs, which writing it derived: read
          * them back */
         mr_bundle *first = NULL;
         rc = mr_bundle_load(out_path, &first, err);
         if (rc == MR_OK && vref && vref->kind == MR_V_STR) rc = package_profile(ctx, first, vref->str, &ref, &profile, err);
         if (rc == MR_OK && profile.len) bb.profile_json = profile.data;
-        if (rc == MR_OK && vonl && vonl->kind == MR_V_STR) {
-            store_path = mr_online_locate(vonl->str);
-            /* a Redis store is recorded by its location, a file by where it is in the workspace */
-            recorded = store_path && !strncmp(store_path, "redis://", 8) ? mr_strdup(store_path)
-                                                                          : recorded_store_path(ctx, vonl->str);
-            rc = store_path && recorded ? service_section(def, first, store_path, recorded, &service, err)
-                                        : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (rc == MR_OK && vonl) {
+            rc = service_section(ctx, first, &service, err);
             bb.service_json = service;
         }
         if (rc == MR_OK) rc = mr_bundle_save(&bb, out_path, err);
-        if (rc == MR_OK && service) dprintf(ctx->log_fd, "feature service: the online store %s\n", recorded);
         mr_bundle_free(first);
     }
     if (rc != MR_OK) goto done;
@@ -388,8 +428,6 @@ static mr_status run_package(mr_op_ctx *ctx, mr_error *err)
 done:
     mr_table_free(ref);
     mr_buf_free(&profile);
-    mr_free(store_path);
-    mr_free(recorded);
     free(service); /* jansson's */
     mr_free(art_names);
     mr_free(art_ids);

@@ -1,9 +1,10 @@
 /* Serving by entity id (serve_int.h, "features looked up by entity"): the
- * online store a bundle's feature service names, opened and checked
- * against what the bundle was trained on, reopened when a rerun of the
- * materialize_online stage replaces it, and read once per request row:
- * one hash probe per entity, the values borrowed from the mapping until
- * the batch is answered. */
+ * online stores a bundle's feature service names, opened and checked
+ * against what the bundle was trained on, reopened when a rerun of a
+ * materialize_online stage replaces one, and read together for a batch:
+ * one pass over each store (one hash probe per entity in a file, one round
+ * trip to Redis), the values borrowed from the stores until the batch is
+ * answered. */
 #include "serve_int.h"
 
 #include "millrace/online.h"
@@ -15,27 +16,41 @@
 #include <sys/stat.h>
 
 /* One open store. Freed when replaced and no batch holds it. */
-struct mr__features_snap {
+typedef struct store_snap {
     mr_online *st;
     dev_t dev;
     ino_t ino;
-    size_t *feat; /* service feature k -> the store's feature index */
-    int refs;     /* batches holding it (under the owner's mu) */
-};
+    size_t *feat; /* service feature k (of this store) -> the store's feature index */
+    int refs;     /* batches holding it (under the owner's mu); a retired one counts down from -holders */
+} store_snap;
+
+/* One of the service's stores as served. */
+typedef struct store_state {
+    const mr_bundle_service_store *ss;
+    size_t index;
+    char *path;        /* the file, or the Redis location */
+    int redis;         /* no file to watch: a lookup tells when it changed */
+    int stale;         /* a lookup found it rematerialised with another layout: reopen (under mu) */
+    ino_t refused_ino; /* a replacement that did not fit (warned once) */
+    store_snap *cur;
+} store_state;
 
 struct mr__serve_features {
     const mr_bundle *b;
     const mr_bundle_service *svc; /* borrowed from b */
-    char *path;
-    int32_t *svc_of_input; /* input i -> service feature k, or -1 */
-    pthread_mutex_t mu;
-    mr__features_snap *cur;
-    ino_t refused_ino; /* a replacement that did not fit (warned once) */
-    int redis;         /* the store is in Redis: no file to watch; a lookup tells when it changed */
-    int stale;         /* a lookup found the store rematerialised with another layout: reopen (under mu) */
+    int32_t *svc_of_input;        /* input i -> service feature k, or -1 */
+    pthread_mutex_t mu;           /* every store's cur, stale, refused_ino and refs */
+    size_t n_stores;
+    store_state *stores;
 };
 
-static void snap_free(mr__features_snap *sn)
+/* What a batch holds: one snapshot per store. */
+struct mr__features_snap {
+    size_t n;
+    store_snap *s[];
+};
+
+static void snap_free(store_snap *sn)
 {
     if (!sn) return;
     mr_online_close(sn->st);
@@ -43,13 +58,14 @@ static void snap_free(mr__features_snap *sn)
     mr_free(sn);
 }
 
-/* Opens the store at path and checks that it serves svc: the same keys
- * (names and types, in order) and every feature with the type it was
- * trained on. */
-static mr_status snap_open(const mr_bundle_service *svc, const char *path, mr__features_snap **out, mr_error *err)
+/* Opens the store at path and checks that it serves store `idx` of svc:
+ * the same keys (names and types, in order) and every feature of that
+ * store with the type it was trained on. */
+static mr_status snap_open(const mr_bundle_service *svc, size_t idx, const char *path, store_snap **out, mr_error *err)
 {
     *out = NULL;
-    mr__features_snap *sn = mr_calloc(1, sizeof(*sn));
+    const mr_bundle_service_store *ss = &svc->stores[idx];
+    store_snap *sn = mr_calloc(1, sizeof(*sn));
     if (!sn || !(sn->feat = mr_calloc(svc->n_features, sizeof(*sn->feat)))) {
         mr_free(sn);
         return MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -60,18 +76,19 @@ static mr_status snap_open(const mr_bundle_service *svc, const char *path, mr__f
         sn->dev = stt.st_dev;
         sn->ino = stt.st_ino;
     }
-    if (rc == MR_OK && mr_online_n_keys(sn->st) != svc->n_keys)
+    if (rc == MR_OK && mr_online_n_keys(sn->st) != ss->n_keys)
         rc = MR_ERR(err, MR_E_SCHEMA, "online store %s has %zu entity keys; the model was trained on %zu", path,
-                    mr_online_n_keys(sn->st), svc->n_keys);
-    for (size_t k = 0; rc == MR_OK && k < svc->n_keys; k++) {
+                    mr_online_n_keys(sn->st), ss->n_keys);
+    for (size_t k = 0; rc == MR_OK && k < ss->n_keys; k++) {
         const char *n = mr_online_key_name(sn->st, k);
         mr_dtype t = mr_online_key_type(sn->st, k);
-        if (strcmp(n, svc->key_names[k]) || t != svc->key_types[k])
+        if (strcmp(n, ss->key_names[k]) || t != ss->key_types[k])
             rc = MR_ERR(err, MR_E_SCHEMA, "online store %s: entity key %zu is '%s' (%s); the model was trained on '%s' (%s)",
-                        path, k + 1, n, mr_dtype_name(t), svc->key_names[k], mr_dtype_name(svc->key_types[k]));
+                        path, k + 1, n, mr_dtype_name(t), ss->key_names[k], mr_dtype_name(ss->key_types[k]));
     }
     for (size_t k = 0; rc == MR_OK && k < svc->n_features; k++) {
         const mr_bundle_service_feature *x = &svc->features[k];
+        if (x->store != idx) continue;
         size_t f = 0, nf = mr_online_n_features(sn->st);
         while (f < nf && strcmp(mr_online_feature_name(sn->st, f), x->name)) f++;
         if (f == nf)
@@ -91,87 +108,115 @@ static mr_status snap_open(const mr_bundle_service *svc, const char *path, mr__f
     return MR_OK;
 }
 
-mr_status mr__features_open(const mr_bundle *b, const char *path, mr__serve_features **out, mr_error *err)
-{
-    *out = NULL;
-    const mr_bundle_service *svc = mr_bundle_service_of(b);
-    if (!svc) return MR_OK;
-    if (!path) path = svc->store;
-    if (!path)
-        return MR_ERR(err, MR_E_INVALID_ARG, "the model reads features from an online store: name it with --store PATH");
-    mr__serve_features *fs = mr_calloc(1, sizeof(*fs));
-    size_t n_in = mr_bundle_n_inputs(b);
-    if (fs) {
-        fs->path = mr_online_locate(path);
-        fs->redis = fs->path && !strncmp(fs->path, "redis://", 8);
-        fs->svc_of_input = mr_malloc((n_in ? n_in : 1) * sizeof(*fs->svc_of_input));
-    }
-    if (!fs || !fs->path || !fs->svc_of_input) {
-        if (fs) {
-            mr_free(fs->path);
-            mr_free(fs->svc_of_input);
-        }
-        mr_free(fs);
-        return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    }
-    fs->b = b;
-    fs->svc = svc;
-    for (size_t i = 0; i < n_in; i++) fs->svc_of_input[i] = -1;
-    for (size_t k = 0; k < svc->n_features; k++) fs->svc_of_input[svc->features[k].input] = (int32_t)k;
-    mr_status rc = snap_open(svc, fs->path, &fs->cur, err);
-    if (rc != MR_OK) {
-        if (!fs->redis && !mr_fs_exists(fs->path))
-            mr_error_hint(err, "run the materialize_online stage (millrace run), or give the store with --store PATH");
-        mr_free(fs->path);
-        mr_free(fs->svc_of_input);
-        mr_free(fs);
-        return rc;
-    }
-    pthread_mutex_init(&fs->mu, NULL);
-    *out = fs;
-    return MR_OK;
-}
-
 void mr__features_free(mr__serve_features *fs)
 {
     if (!fs) return;
-    snap_free(fs->cur); /* no batch holds it: the server frees this with its bundle */
-    pthread_mutex_destroy(&fs->mu);
-    mr_free(fs->path);
+    for (size_t i = 0; fs->stores && i < fs->n_stores; i++) {
+        snap_free(fs->stores[i].cur); /* no batch holds it: the server frees this with its bundle */
+        mr_free(fs->stores[i].path);
+    }
+    if (fs->stores) pthread_mutex_destroy(&fs->mu);
+    mr_free(fs->stores);
     mr_free(fs->svc_of_input);
     mr_free(fs);
 }
 
-const char *mr__features_path(const mr__serve_features *fs) { return fs->path; }
+mr_status mr__features_open(const mr_bundle *b, const char *const *paths, size_t n_paths, mr__serve_features **out,
+                            mr_error *err)
+{
+    *out = NULL;
+    const mr_bundle_service *svc = mr_bundle_service_of(b);
+    if (!svc) return MR_OK;
+    if (n_paths && n_paths != svc->n_stores)
+        return MR_ERR(err, MR_E_INVALID_ARG, "the model reads features from %zu online store%s; --store names %zu",
+                      svc->n_stores, svc->n_stores == 1 ? "" : "s", n_paths);
+    mr__serve_features *fs = mr_calloc(1, sizeof(*fs));
+    size_t n_in = mr_bundle_n_inputs(b);
+    if (fs) {
+        fs->svc_of_input = mr_malloc((n_in ? n_in : 1) * sizeof(*fs->svc_of_input));
+        fs->stores = mr_calloc(svc->n_stores, sizeof(*fs->stores));
+    }
+    if (!fs || !fs->svc_of_input || !fs->stores) {
+        if (fs) {
+            mr_free(fs->svc_of_input);
+            mr_free(fs->stores);
+        }
+        mr_free(fs);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    pthread_mutex_init(&fs->mu, NULL);
+    fs->b = b;
+    fs->svc = svc;
+    fs->n_stores = svc->n_stores;
+    for (size_t i = 0; i < n_in; i++) fs->svc_of_input[i] = -1;
+    for (size_t k = 0; k < svc->n_features; k++) fs->svc_of_input[svc->features[k].input] = (int32_t)k;
+    mr_status rc = MR_OK;
+    for (size_t i = 0; rc == MR_OK && i < svc->n_stores; i++) {
+        store_state *st = &fs->stores[i];
+        st->ss = &svc->stores[i];
+        st->index = i;
+        const char *path = n_paths ? paths[i] : st->ss->store;
+        if (!path) {
+            rc = MR_ERR(err, MR_E_INVALID_ARG, "the model reads features from an online store: name it with --store PATH");
+            break;
+        }
+        st->path = mr_online_locate(path);
+        if (!st->path) {
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            break;
+        }
+        st->redis = !strncmp(st->path, "redis://", 8);
+        rc = snap_open(svc, i, st->path, &st->cur, err);
+        if (rc != MR_OK && !st->redis && !mr_fs_exists(st->path))
+            mr_error_hint(err, "run the materialize_online stage (millrace run), or give the store with --store PATH");
+    }
+    if (rc != MR_OK) {
+        mr__features_free(fs);
+        return rc;
+    }
+    *out = fs;
+    return MR_OK;
+}
+
 int32_t mr__features_of_input(const mr__serve_features *fs, size_t i) { return fs ? fs->svc_of_input[i] : -1; }
+
+/* Under mu: store st as it is now (reopened when a new file was renamed
+ * into its place, or a Redis store changed its layout, and the new one
+ * fits). */
+static void refresh_locked(mr__serve_features *fs, store_state *st)
+{
+    struct stat sb;
+    int changed = st->redis ? st->stale
+                            : stat(st->path, &sb) == 0 && (sb.st_ino != st->cur->ino || sb.st_dev != st->cur->dev) &&
+                                  sb.st_ino != st->refused_ino;
+    if (!changed) return;
+    st->stale = 0;
+    store_snap *n = NULL;
+    mr_error err;
+    mr_error_init(&err);
+    if (snap_open(fs->svc, st->index, st->path, &n, &err) == MR_OK) {
+        store_snap *old = st->cur;
+        st->cur = n;
+        if (old->refs == 0) snap_free(old);
+        else old->refs = -old->refs; /* retired: the last release frees it */
+    } else {
+        if (!st->redis) st->refused_ino = sb.st_ino;
+        mr_log(MR_LOG_WARN, "serve: the replaced online store %s is not used (the old one keeps serving): %s", st->path,
+               err.msg);
+    }
+}
 
 mr__features_snap *mr__features_acquire(mr__serve_features *fs)
 {
-    struct stat st;
+    mr__features_snap *sn = mr_malloc(sizeof(*sn) + fs->n_stores * sizeof(store_snap *));
+    if (!sn) return NULL;
+    sn->n = fs->n_stores;
     pthread_mutex_lock(&fs->mu);
-    /* a rerun of materialize_online renames a new file into place, or writes a Redis generation of another
-     * layout: open it, once it fits */
-    int changed = fs->redis ? fs->stale
-                            : stat(fs->path, &st) == 0 && (st.st_ino != fs->cur->ino || st.st_dev != fs->cur->dev) &&
-                                  st.st_ino != fs->refused_ino;
-    if (changed) {
-        fs->stale = 0;
-        mr__features_snap *n = NULL;
-        mr_error err;
-        mr_error_init(&err);
-        if (snap_open(fs->svc, fs->path, &n, &err) == MR_OK) {
-            mr__features_snap *old = fs->cur;
-            fs->cur = n;
-            if (old->refs == 0) snap_free(old);
-            else old->refs = -old->refs; /* retired: the last release frees it */
-        } else {
-            if (!fs->redis) fs->refused_ino = st.st_ino;
-            mr_log(MR_LOG_WARN, "serve: the replaced online store %s is not used (the old one keeps serving): %s",
-                   fs->path, err.msg);
-        }
+    for (size_t i = 0; i < fs->n_stores; i++) {
+        refresh_locked(fs, &fs->stores[i]);
+        sn->s[i] = fs->stores[i].cur;
+        sn->s[i]->refs++;
     }
-    mr__features_snap *sn = fs->cur;
-    sn->refs++;
     pthread_mutex_unlock(&fs->mu);
     return sn;
 }
@@ -179,16 +224,21 @@ mr__features_snap *mr__features_acquire(mr__serve_features *fs)
 void mr__features_release(mr__serve_features *fs, mr__features_snap *sn)
 {
     if (!sn) return;
+    store_snap *gone[64];
+    size_t n_gone = 0;
     pthread_mutex_lock(&fs->mu);
-    /* a live snapshot counts its holders up; a retired one down from -holders */
-    int gone = 0;
-    if (sn->refs > 0) sn->refs--;
-    else gone = ++sn->refs == 0;
+    for (size_t i = 0; i < sn->n; i++) {
+        store_snap *s = sn->s[i];
+        /* a live snapshot counts its holders up; a retired one down from -holders */
+        if (s->refs > 0) s->refs--;
+        else if (++s->refs == 0 && n_gone < 64) gone[n_gone++] = s;
+    }
     pthread_mutex_unlock(&fs->mu);
-    if (gone) snap_free(sn);
+    for (size_t i = 0; i < n_gone; i++) snap_free(gone[i]);
+    mr_free(sn);
 }
 
-/* ---- a request's rows ------------------------------------------------------------- */
+/* ---- a batch's rows -------------------------------------------------------------- */
 
 /* A store value as the cell mr_bundle_coerce_value takes. */
 static void value_cell(const mr_online_value *v, mr_cell *c)
@@ -255,25 +305,29 @@ int mr__features_as_of(const char *text, size_t len, int64_t *us)
     return -1;
 }
 
-/* The rows of a batch's /v1/predict requests, looked up together: one
- * pass over the store (one round trip to Redis) for the whole batch. */
+/* One store's part of a batch: the rows' keys, then what the lookup read. */
+typedef struct batch_store {
+    const char **texts;    /* n_rows * n_keys: a JSON string's bytes, or NULL: nums */
+    size_t *lens;
+    char (*nums)[32];      /* n_rows * n_keys: integer and boolean keys as text */
+    mr_online_value *vals; /* after run: n_rows * the store's features */
+    int *found;
+    mr_online_hold *hold;
+} batch_store;
+
 struct mr__features_batch {
     mr__serve_features *fs;
     mr__features_snap *sn;
-    int64_t clock_us;         /* "now" for every request of the batch without an as_of */
-    size_t n_rows, cap;       /* rows added */
-    const char **texts;       /* n_rows * n_keys: a JSON string's bytes, or NULL: nums */
-    size_t *lens;
-    char (*nums)[32];         /* n_rows * n_keys: integer and boolean keys as text */
-    int64_t *now;             /* per row: its request's as_of */
-    mr_online_value *vals;    /* after run: n_rows * the store's features */
-    int *found;
-    mr_online_hold *hold;
+    int64_t clock_us;    /* "now" for every request of the batch without an as_of */
+    size_t n_rows, cap;  /* rows added */
+    int64_t *now;        /* per row: its request's as_of */
+    batch_store st[];    /* per store */
 };
 
 mr__features_batch *mr__features_batch_new(mr__serve_features *fs, mr__features_snap *sn)
 {
-    mr__features_batch *fb = mr_calloc(1, sizeof(*fb));
+    if (!sn) return NULL;
+    mr__features_batch *fb = mr_calloc(1, sizeof(*fb) + fs->n_stores * sizeof(batch_store));
     if (fb) {
         fb->fs = fs;
         fb->sn = sn;
@@ -285,32 +339,48 @@ mr__features_batch *mr__features_batch_new(mr__serve_features *fs, mr__features_
 void mr__features_batch_free(mr__features_batch *fb)
 {
     if (!fb) return;
-    mr_online_hold_free(fb->hold);
-    mr_free(fb->texts);
-    mr_free(fb->lens);
-    mr_free(fb->nums);
+    for (size_t i = 0; i < fb->fs->n_stores; i++) {
+        batch_store *b = &fb->st[i];
+        mr_online_hold_free(b->hold);
+        mr_free(b->texts);
+        mr_free(b->lens);
+        mr_free(b->nums);
+        mr_free(b->vals);
+        mr_free(b->found);
+    }
     mr_free(fb->now);
-    mr_free(fb->vals);
-    mr_free(fb->found);
     mr_free(fb);
 }
 
-static int grow(mr__features_batch *fb, size_t rows, size_t nk)
+static int grow(mr__features_batch *fb, size_t rows)
 {
     if (fb->n_rows + rows <= fb->cap) return 0;
     size_t cap = fb->cap ? fb->cap : 64;
     while (cap < fb->n_rows + rows) cap *= 2;
-    const char **t = mr_realloc(fb->texts, cap * nk * sizeof(*t));
-    if (t) fb->texts = t;
-    size_t *l = t ? mr_realloc(fb->lens, cap * nk * sizeof(*l)) : NULL;
-    if (l) fb->lens = l;
-    char(*n)[32] = l ? mr_realloc(fb->nums, cap * nk * sizeof(*n)) : NULL;
-    if (n) fb->nums = n;
-    int64_t *w = n ? mr_realloc(fb->now, cap * sizeof(*w)) : NULL;
-    if (w) fb->now = w;
+    int64_t *w = mr_realloc(fb->now, cap * sizeof(*w));
     if (!w) return -1;
+    fb->now = w;
+    for (size_t i = 0; i < fb->fs->n_stores; i++) {
+        batch_store *b = &fb->st[i];
+        size_t nk = fb->fs->stores[i].ss->n_keys;
+        const char **t = mr_realloc(b->texts, cap * nk * sizeof(*t));
+        if (t) b->texts = t;
+        size_t *l = t ? mr_realloc(b->lens, cap * nk * sizeof(*l)) : NULL;
+        if (l) b->lens = l;
+        char(*n)[32] = l ? mr_realloc(b->nums, cap * nk * sizeof(*n)) : NULL;
+        if (!n) return -1;
+        b->nums = n;
+    }
     fb->cap = cap;
     return 0;
+}
+
+/* "user" or "user, movie": a store's keys, for messages. */
+static void key_list(const mr_bundle_service_store *ss, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    for (size_t k = 0; k < ss->n_keys; k++)
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", k ? ", " : "", ss->key_names[k]);
 }
 
 int mr__features_batch_add(mr__features_batch *fb, const mr__serve_req *q, size_t *first_row, int *include, char *msg,
@@ -327,7 +397,7 @@ int mr__features_batch_add(mr__features_batch *fb, const mr__serve_req *q, size_
         return fail(msg, cap, field, "as_of", 400, "\"as_of\" must be a timestamp (\"2024-03-01 10:00:00\") or a date");
     if (inc && !json_is_boolean(inc)) return fail(msg, cap, field, "include_features", 400, "\"include_features\" must be true or false");
     *include = json_is_true(inc);
-    /* the store's features come from the store: a request that sends one is mistaken about the model */
+    /* the stores' features come from the stores: a request that sends one is mistaken about the model */
     const json_t *cols = q->columnar ? json_object_get(q->doc, "columns") : NULL;
     const char *name;
     const json_t *v;
@@ -337,40 +407,46 @@ int mr__features_batch_add(mr__features_batch *fb, const mr__serve_req *q, size_
         {
             ssize_t i = mr_bundle_input_index(fs->b, name);
             if (i < 0 || fs->svc_of_input[i] < 0) continue;
+            const mr_bundle_service_feature *x = &svc->features[fs->svc_of_input[i]];
+            char keys[256];
+            key_list(&svc->stores[x->store], keys, sizeof(keys));
             *row = cols ? -1 : (long)r;
-            return fail(msg, cap, field, fs->svc->features[fs->svc_of_input[i]].name, 400,
-                        "'%s' comes from the online store (view %s): send the entity key%s (%s%s) and the other inputs",
-                        name, fs->svc->features[fs->svc_of_input[i]].view, svc->n_keys > 1 ? "s" : "", svc->key_names[0],
-                        svc->n_keys > 1 ? ", ..." : "");
+            return fail(msg, cap, field, x->name, 400,
+                        "'%s' comes from the online store (view %s): send the entity key%s (%s) and the other inputs",
+                        name, x->view, svc->stores[x->store].n_keys > 1 ? "s" : "", keys);
         }
     }
-    size_t nk = svc->n_keys;
+    if (grow(fb, q->n_rows)) return fail(msg, cap, field, NULL, 500, "out of memory");
     mr_error err;
     mr_error_init(&err);
-    if (grow(fb, q->n_rows, nk)) return fail(msg, cap, field, NULL, 500, "out of memory");
-    for (size_t r = 0; r < q->n_rows; r++) {
-        size_t at = (fb->n_rows + r) * nk;
-        for (size_t k = 0; k < nk; k++) {
-            const char *t = key_text(mr__serve_req_value(q, 0, svc->key_names[k], r), fb->nums[at + k],
-                                     sizeof(fb->nums[at + k]), &fb->lens[at + k]);
-            if (!t) {
-                *row = (long)r;
-                return fail(msg, cap, field, svc->key_names[k], 422, "row %zu: the entity key '%s' is missing", r,
-                            svc->key_names[k]);
+    for (size_t i = 0; i < fs->n_stores; i++) {
+        const mr_bundle_service_store *ss = fs->stores[i].ss;
+        batch_store *b = &fb->st[i];
+        size_t nk = ss->n_keys;
+        for (size_t r = 0; r < q->n_rows; r++) {
+            size_t at = (fb->n_rows + r) * nk;
+            for (size_t k = 0; k < nk; k++) {
+                const char *t = key_text(mr__serve_req_value(q, 0, ss->key_names[k], r), b->nums[at + k],
+                                         sizeof(b->nums[at + k]), &b->lens[at + k]);
+                if (!t) {
+                    *row = (long)r;
+                    return fail(msg, cap, field, ss->key_names[k], 422, "row %zu: the entity key '%s' is missing", r,
+                                ss->key_names[k]);
+                }
+                b->texts[at + k] = t;
             }
-            fb->texts[at + k] = t;
-        }
-        /* a key that does not parse as its type fails its request alone, here */
-        if (mr_online_check_keys(fb->sn->st, fb->texts + at, fb->lens + at, &err) != MR_OK) {
-            *row = (long)r;
+            /* a key that does not parse as its type fails its request alone, here */
+            if (mr_online_check_keys(fb->sn->s[i]->st, b->texts + at, b->lens + at, &err) != MR_OK) {
+                *row = (long)r;
+                for (size_t k = 0; k < nk; k++)
+                    if (!strcmp(err.key, ss->key_names[k])) *field = ss->key_names[k];
+                return fail(msg, cap, field, *field, err.code == MR_E_PARSE ? 422 : 500, "row %zu: %s", r, err.msg);
+            }
             for (size_t k = 0; k < nk; k++)
-                if (!strcmp(err.key, svc->key_names[k])) *field = svc->key_names[k];
-            return fail(msg, cap, field, *field, err.code == MR_E_PARSE ? 422 : 500, "row %zu: %s", r, err.msg);
+                if (b->texts[at + k] == b->nums[at + k]) b->texts[at + k] = NULL; /* nums may move as the batch grows */
         }
-        for (size_t k = 0; k < nk; k++)
-            if (fb->texts[at + k] == fb->nums[at + k]) fb->texts[at + k] = NULL; /* nums may move as the batch grows */
-        fb->now[fb->n_rows + r] = now;
     }
+    for (size_t r = 0; r < q->n_rows; r++) fb->now[fb->n_rows + r] = now;
     *first_row = fb->n_rows;
     fb->n_rows += q->n_rows;
     return 0;
@@ -379,26 +455,29 @@ int mr__features_batch_add(mr__features_batch *fb, const mr__serve_req *q, size_
 int mr__features_batch_run(mr__features_batch *fb, char *msg, size_t cap)
 {
     if (!fb->n_rows) return 0;
-    const mr_online *st = fb->sn->st;
-    size_t nk = fb->fs->svc->n_keys, nf = mr_online_n_features(st);
-    for (size_t i = 0; i < fb->n_rows * nk; i++)
-        if (!fb->texts[i]) fb->texts[i] = fb->nums[i];
-    fb->vals = mr_calloc(fb->n_rows * (nf ? nf : 1), sizeof(*fb->vals));
-    fb->found = mr_calloc(fb->n_rows, sizeof(*fb->found));
-    if (!fb->vals || !fb->found) return fail(msg, cap, NULL, NULL, 500, "out of memory");
-    mr_error err;
-    mr_error_init(&err);
-    mr_status rc = mr_online_lookup_many(st, fb->n_rows, fb->texts, fb->lens, fb->now, fb->vals, fb->found, &fb->hold,
-                                         &err);
-    if (rc == MR_E_SCHEMA) { /* rematerialised with another layout: the next batch reopens it */
-        pthread_mutex_lock(&fb->fs->mu);
-        fb->fs->stale = 1;
-        pthread_mutex_unlock(&fb->fs->mu);
+    for (size_t i = 0; i < fb->fs->n_stores; i++) {
+        batch_store *b = &fb->st[i];
+        const mr_online *st = fb->sn->s[i]->st;
+        size_t nk = fb->fs->stores[i].ss->n_keys, nf = mr_online_n_features(st);
+        for (size_t j = 0; j < fb->n_rows * nk; j++)
+            if (!b->texts[j]) b->texts[j] = b->nums[j];
+        b->vals = mr_calloc(fb->n_rows * (nf ? nf : 1), sizeof(*b->vals));
+        b->found = mr_calloc(fb->n_rows, sizeof(*b->found));
+        if (!b->vals || !b->found) return fail(msg, cap, NULL, NULL, 500, "out of memory");
+        mr_error err;
+        mr_error_init(&err);
+        mr_status rc = mr_online_lookup_many(st, fb->n_rows, b->texts, b->lens, fb->now, b->vals, b->found, &b->hold, &err);
+        if (rc == MR_E_SCHEMA) { /* rematerialised with another layout: the next batch reopens it */
+            pthread_mutex_lock(&fb->fs->mu);
+            fb->fs->stores[i].stale = 1;
+            pthread_mutex_unlock(&fb->fs->mu);
+        }
+        /* the keys were checked as they were added: what fails here is the store's fault */
+        if (rc != MR_OK) return fail(msg, cap, NULL, NULL, 500, "online store: %s", err.msg);
     }
-    /* the keys were checked as they were added: what fails here is the store's fault */
-    if (rc != MR_OK) return fail(msg, cap, NULL, NULL, 500, "online store: %s", err.msg);
     return 0;
 }
+
 int mr__features_batch_cells(const mr__features_batch *fb, size_t first_row, size_t n_rows, mr_cell **cells_out,
                              char *msg, size_t cap, const char **field, long *row)
 {
@@ -406,15 +485,16 @@ int mr__features_batch_cells(const mr__features_batch *fb, size_t first_row, siz
     *row = -1;
     *field = NULL;
     const mr_bundle_service *svc = fb->fs->svc;
-    size_t nf = svc->n_features, n_store = mr_online_n_features(fb->sn->st), nk = svc->n_keys;
+    size_t nf = svc->n_features;
     mr_cell *cells = mr_calloc(n_rows * nf > 0 ? n_rows * nf : 1, sizeof(*cells));
     if (!cells) return fail(msg, cap, field, NULL, 500, "out of memory");
     for (size_t r = 0; r < n_rows; r++) {
         size_t at = first_row + r;
-        const mr_online_value *vals = fb->vals + at * n_store;
         for (size_t k = 0; k < nf; k++) {
             const mr_bundle_service_feature *x = &svc->features[k];
-            const mr_online_value *ov = &vals[fb->sn->feat[k]];
+            const store_snap *sn = fb->sn->s[x->store];
+            const batch_store *b = &fb->st[x->store];
+            const mr_online_value *ov = &b->vals[at * mr_online_n_features(sn->st) + sn->feat[k]];
             if (ov->live) {
                 value_cell(ov, &cells[r * nf + k]);
                 continue;
@@ -423,17 +503,18 @@ int mr__features_batch_cells(const mr__features_batch *fb, size_t first_row, siz
                 cells[r * nf + k] = x->dflt;
                 continue;
             }
-            const char *kt = fb->texts[at * nk];
-            int shown = (int)(fb->lens[at * nk] > 64 ? 64 : fb->lens[at * nk]);
+            const mr_bundle_service_store *ss = &svc->stores[x->store];
+            const char *kt = b->texts[at * ss->n_keys];
+            int shown = (int)(b->lens[at * ss->n_keys] > 64 ? 64 : b->lens[at * ss->n_keys]);
             *row = (long)r;
-            int st = !fb->found[at] ? fail(msg, cap, field, svc->key_names[0], 422,
-                                           "row %zu: entity %.*s is not in the online store", r, shown, kt)
-                                    : fail(msg, cap, field, x->name, 422,
-                                           "row %zu: entity %.*s has no live value of '%s' (view %s: %s)", r, shown, kt,
-                                           x->name, x->view,
-                                           ov->event_us == INT64_MIN ? "none"
-                                           : ov->event_us > fb->now[at] ? "its latest is after as_of"
-                                                                        : "expired, older than the view's ttl");
+            int st = !b->found[at] ? fail(msg, cap, field, ss->key_names[0], 422,
+                                          "row %zu: entity %.*s is not in the online store", r, shown, kt)
+                                   : fail(msg, cap, field, x->name, 422,
+                                          "row %zu: entity %.*s has no live value of '%s' (view %s: %s)", r, shown, kt,
+                                          x->name, x->view,
+                                          ov->event_us == INT64_MIN ? "none"
+                                          : ov->event_us > fb->now[at] ? "its latest is after as_of"
+                                                                       : "expired, older than the view's ttl");
             mr_free(cells);
             return st;
         }
@@ -470,41 +551,58 @@ void mr__features_rows_json(const mr__serve_features *fs, const mr_cell *cells, 
     mr_buf_puts(out, "]");
 }
 
-int mr__features_vector_json(mr__serve_features *fs, const char *const *keys, const char *as_of, mr_buf *out,
-                             char *msg, size_t cap)
+int mr__features_vector_json(mr__serve_features *fs, const char *(*arg)(void *ctx, const char *name), void *ctx,
+                             mr_buf *out, char *msg, size_t cap)
 {
-    const mr_bundle_service *svc = fs->svc;
+    const char *as_of = arg(ctx, "as_of");
     int64_t now = (int64_t)(mr_wall_time() * 1e6);
     if (as_of && mr__features_as_of(as_of, strlen(as_of), &now))
         return fail(msg, cap, NULL, NULL, 400, "as_of must be a timestamp (2024-03-01 10:00:00) or a date");
-    for (size_t k = 0; k < svc->n_keys; k++)
-        if (!keys[k])
-            return fail(msg, cap, NULL, NULL, 400, "name the entity: ?%s=...%s", svc->key_names[k],
-                        svc->n_keys == 1 ? " (or ?entity=...)" : "");
     mr__features_snap *sn = mr__features_acquire(fs);
-    size_t n = mr_online_n_features(sn->st);
-    mr_online_value *vals = mr_calloc(n ? n : 1, sizeof(*vals));
-    int found = 0, st = 0;
-    mr_error err;
-    mr_error_init(&err);
-    if (!vals) st = fail(msg, cap, NULL, NULL, 500, "out of memory");
-    mr_online_hold *hold = NULL;
-    mr_status rc = st ? MR_E_NOMEM : mr_online_lookup_many(sn->st, 1, keys, NULL, &now, vals, &found, &hold, &err);
-    if (!st && rc != MR_OK) st = fail(msg, cap, NULL, NULL, rc == MR_E_PARSE ? 400 : 500, "%s", err.msg);
-    if (!st) {
-        mr_buf_printf(out, "{\"found\": %s, \"features\": {", found ? "true" : "false");
-        for (size_t f = 0; f < n; f++) {
+    if (!sn) return fail(msg, cap, NULL, NULL, 500, "out of memory");
+    int st = 0, all_found = 1, n_asked = 0;
+    mr_buf feats;
+    mr_buf_init(&feats);
+    char wanted[512] = "";
+    for (size_t i = 0; !st && i < fs->n_stores; i++) {
+        const mr_bundle_service_store *ss = fs->stores[i].ss;
+        const mr_online *s = sn->s[i]->st;
+        const char *keys[16] = {0};
+        size_t given = 0;
+        for (size_t k = 0; k < ss->n_keys && k < 16; k++) {
+            keys[k] = arg(ctx, ss->key_names[k]);
+            if (!keys[k] && fs->n_stores == 1 && ss->n_keys == 1) keys[k] = arg(ctx, "entity");
+            given += keys[k] != NULL;
+        }
+        char kl[256];
+        key_list(ss, kl, sizeof(kl));
+        snprintf(wanted + strlen(wanted), sizeof(wanted) - strlen(wanted), "%s?%s=...", i ? " or " : "", kl);
+        if (ss->n_keys > 16 || given < ss->n_keys) continue; /* a store this request does not name an entity of */
+        n_asked++;
+        size_t n = mr_online_n_features(s);
+        mr_online_value *vals = mr_calloc(n ? n : 1, sizeof(*vals));
+        int found = 0;
+        mr_error err;
+        mr_error_init(&err);
+        mr_online_hold *hold = NULL;
+        mr_status rc = vals ? mr_online_lookup_many(s, 1, keys, NULL, &now, vals, &found, &hold, &err)
+                            : MR_ERR(&err, MR_E_NOMEM, "out of memory");
+        if (rc != MR_OK) st = fail(msg, cap, NULL, NULL, rc == MR_E_PARSE ? 400 : 500, "%s", err.msg);
+        all_found &= found;
+        for (size_t f = 0; !st && f < n; f++) {
             mr_cell c;
             value_cell(&vals[f], &c);
-            if (f) mr_buf_puts(out, ", ");
-            mr__serve_json_str(out, mr_online_feature_name(sn->st, f));
-            mr_buf_puts(out, ": ");
-            cell_json(out, &c); /* while sn holds the mapping */
+            if (feats.len) mr_buf_puts(&feats, ", ");
+            mr__serve_json_str(&feats, mr_online_feature_name(s, f));
+            mr_buf_puts(&feats, ": ");
+            cell_json(&feats, &c); /* while the hold and sn keep the bytes */
         }
-        mr_buf_puts(out, "}}");
+        mr_online_hold_free(hold);
+        mr_free(vals);
     }
-    mr_online_hold_free(hold);
-    mr_free(vals);
+    if (!st && !n_asked) st = fail(msg, cap, NULL, NULL, 400, "name the entity: %s", wanted);
+    if (!st) mr_buf_printf(out, "{\"found\": %s, \"features\": {%s}}", all_found ? "true" : "false", feats.data ? feats.data : "");
+    mr_buf_free(&feats);
     mr__features_release(fs, sn);
     return st;
 }

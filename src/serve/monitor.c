@@ -130,8 +130,9 @@ static void note(char *why, size_t why_len, const char **field, long *row_out, l
 static int service_key(const mr_bundle *b, const char *name)
 {
     const mr_bundle_service *svc = mr_bundle_service_of(b);
-    for (size_t k = 0; svc && k < svc->n_keys; k++)
-        if (!strcmp(svc->key_names[k], name)) return 1;
+    for (size_t i = 0; svc && i < svc->n_stores; i++)
+        for (size_t k = 0; k < svc->stores[i].n_keys; k++)
+            if (!strcmp(svc->stores[i].key_names[k], name)) return 1;
     return 0;
 }
 

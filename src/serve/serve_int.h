@@ -240,19 +240,21 @@ void mr__proto_v2_ready_json(mr_buf *out, const char *name, int ready);
 typedef struct mr__serve_features mr__serve_features;
 typedef struct mr__features_snap mr__features_snap; /* one open store, held by a batch */
 
-/* For b's service: *out NULL when b has none. path NULL: the store the
- * bundle names. Opens the store and checks its keys and features (names
- * and types) against the service: MR_E_SCHEMA naming the difference,
- * MR_E_INVALID_ARG (no path), the store's open errors. b must outlive it. */
-mr_status mr__features_open(const mr_bundle *b, const char *path, mr__serve_features **out, mr_error *err);
+/* For b's service: *out NULL when b has none. paths[0, n_paths): the
+ * stores in the service's order (n_paths 0: the ones the bundle names).
+ * Opens each store and checks its keys and features (names and types)
+ * against the service: MR_E_SCHEMA naming the difference, MR_E_INVALID_ARG
+ * (no path, or not one per store), the stores' open errors. b must outlive it. */
+mr_status mr__features_open(const mr_bundle *b, const char *const *paths, size_t n_paths, mr__serve_features **out,
+                            mr_error *err);
 void mr__features_free(mr__serve_features *fs); /* NULL is a no-op; no snapshot may be held */
-const char *mr__features_path(const mr__serve_features *fs);
 int32_t mr__features_of_input(const mr__serve_features *fs, size_t i); /* input i's service feature, or -1 */
 
-/* The store as it is now (reopened first when a new file was renamed into
- * its place and fits the service; one that does not is warned about once
- * and the old one keeps serving). Values looked up borrow its mapping until
- * mr__features_release. Thread-safe. */
+/* The stores as they are now (each reopened first when a new file was
+ * renamed into its place, or a Redis store changed its layout, and the new
+ * one fits the service; one that does not is warned about once and the old
+ * one keeps serving). Values looked up borrow them until
+ * mr__features_release. NULL on OOM. Thread-safe. */
 mr__features_snap *mr__features_acquire(mr__serve_features *fs);
 void mr__features_release(mr__serve_features *fs, mr__features_snap *sn); /* NULL is a no-op */
 
@@ -282,11 +284,14 @@ int mr__features_batch_cells(const mr__features_batch *fb, size_t first_row, siz
                              char *msg, size_t cap, const char **field, long *row);
 /* The looked-up values of n_rows rows as a JSON list of {feature: value} objects. */
 void mr__features_rows_json(const mr__serve_features *fs, const mr_cell *cells, size_t n_rows, mr_buf *out);
-/* GET /v1/features: every feature of the store for the entity keys[0, n_keys)
- * (NULL: not given) as of as_of (NULL: now): {"found": bool, "features":
- * {...}}. Returns 0, or 400/500 with msg. */
-int mr__features_vector_json(mr__serve_features *fs, const char *const *keys, const char *as_of, mr_buf *out,
-                             char *msg, size_t cap);
+/* GET /v1/features: for each store whose entity keys the request names
+ * (arg(ctx, KEY); ?entity= for a lone store of one key), every feature it
+ * holds for that entity, as of arg(ctx, "as_of") (NULL: now):
+ * {"found": bool (in every store asked), "features": {...}}. Returns 0, or
+ * 400 (no store's keys named, a key or time that does not parse) or 500
+ * with msg. */
+int mr__features_vector_json(mr__serve_features *fs, const char *(*arg)(void *ctx, const char *name), void *ctx,
+                             mr_buf *out, char *msg, size_t cap);
 
 /* ---- what the inputs were (monitor.c) ----------------------------------------- */
 

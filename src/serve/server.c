@@ -174,7 +174,8 @@ struct mr_server {
     mr_bundle *cur;
     mr__serve_monitor *mon; /* s->cur's inputs: counters and drift (monitor.c) */
     mr__serve_features *fs; /* s->cur's online store (features.c); NULL: no feature service */
-    char *store_path;       /* --store, or NULL */
+    char **store_paths;     /* --store, one per store of the service (or none) */
+    size_t n_store_paths;
     retired *old;      /* bundles replaced by a reload: freed once neither the batcher nor an inline or
                           parsing request can be using one (busy == 0, inline_n == 0, pinned == 0) */
     mr__serve_job **batch; /* the batcher's array of jobs (max_batch, at most 4096) */
@@ -862,33 +863,25 @@ static enum MHD_Result handle_v2(mr_server *s, struct MHD_Connection *c, conn *c
     return r;
 }
 
-/* GET /v1/features?KEY=...[&as_of=T]: the raw vector the store holds for an
- * entity (?entity=... for a store of one key). The store is pinned with
- * its bundle meanwhile. */
+static const char *query_arg(void *ctx, const char *name)
+{
+    return MHD_lookup_connection_value(ctx, MHD_GET_ARGUMENT_KIND, name);
+}
+
+/* GET /v1/features?KEY=...[&as_of=T]: the raw vector the stores hold for an
+ * entity (?entity=... for a lone store of one key). The stores are pinned
+ * with their bundle meanwhile. */
 static enum MHD_Result handle_features(mr_server *s, struct MHD_Connection *c, conn *cc)
 {
     pthread_mutex_lock(&s->mu);
     mr__serve_features *fs = s->fs;
-    const mr_bundle_service *svc = s->cur ? mr_bundle_service_of(s->cur) : NULL;
     if (fs) s->pinned++;
     pthread_mutex_unlock(&s->mu);
     if (!fs) return reply_error(s, c, cc, 404, "the model reads no features from an online store");
-    const char *keys[16] = {0};
-    char msg[512];
-    int st = 0;
-    if (svc->n_keys > 16) {
-        st = 500;
-        snprintf(msg, sizeof(msg), "too many entity keys");
-    }
-    for (size_t k = 0; !st && k < svc->n_keys; k++) {
-        keys[k] = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, svc->key_names[k]);
-        if (!keys[k] && svc->n_keys == 1) keys[k] = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "entity");
-    }
+    char msg[700];
     mr_buf b;
     mr_buf_init(&b);
-    if (!st)
-        st = mr__features_vector_json(fs, keys, MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "as_of"), &b, msg,
-                                      sizeof(msg));
+    int st = mr__features_vector_json(fs, query_arg, c, &b, msg, sizeof(msg));
     pthread_mutex_lock(&s->mu);
     if (--s->pinned == 0 && s->old) pthread_cond_signal(&s->work_cv);
     pthread_mutex_unlock(&s->mu);
@@ -1067,15 +1060,16 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 
 /* b's online store (NULL when b has no feature service). A --store for a
  * bundle without one is a mistake worth stopping for. */
-static mr_status serving_features(const mr_bundle *b, const char *store_path, mr__serve_features **out, mr_error *err)
+static mr_status serving_features(const mr_bundle *b, char *const *store_paths, size_t n, mr__serve_features **out,
+                                   mr_error *err)
 {
     *out = NULL;
-    if (store_path && !mr_bundle_service_of(b)) {
-        MR_ERR(err, MR_E_INVALID_ARG, "--store %s: the model reads no features from an online store", store_path);
+    if (n && !mr_bundle_service_of(b)) {
+        MR_ERR(err, MR_E_INVALID_ARG, "--store %s: the model reads no features from an online store", store_paths[0]);
         mr_error_hint(err, "package it with online: ${stages.<materialize_online stage>} (docs/featurestore.md)");
         return MR_E_INVALID_ARG;
     }
-    return mr__features_open(b, store_path, out, err);
+    return mr__features_open(b, (const char *const *)store_paths, n, out, err);
 }
 
 static void server_free(mr_server *s)
@@ -1091,7 +1085,8 @@ static void server_free(mr_server *s)
     mr__features_free(s->fs);
     mr_bundle_free(s->cur);
     mr__monitor_free(s->mon);
-    mr_free(s->store_path);
+    for (size_t i = 0; i < s->n_store_paths; i++) mr_free(s->store_paths[i]);
+    mr_free(s->store_paths);
     mr_free(s->batch);
     mr_free(s->bundle_path);
     mr_free(s->host);
@@ -1161,9 +1156,15 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     s->bundle_path = mr_strdup(o->bundle_path);
     s->host = mr_strdup(host);
     s->token = o->token ? mr_strdup(o->token) : NULL;
-    s->store_path = o->store_path ? mr_strdup(o->store_path) : NULL;
+    int store_oom = 0;
+    if (o->n_store_paths && (s->store_paths = mr_calloc(o->n_store_paths, sizeof(char *))) != NULL) {
+        for (size_t i = 0; i < o->n_store_paths; i++) store_oom |= !(s->store_paths[i] = mr_strdup(o->store_paths[i]));
+        s->n_store_paths = o->n_store_paths;
+    } else if (o->n_store_paths) {
+        store_oom = 1;
+    }
     s->batch = mr_calloc((o->max_batch < 4096 ? o->max_batch : 4096) + 1, sizeof(mr__serve_job *));
-    if (!s->bundle_path || !s->host || (o->token && !s->token) || (o->store_path && !s->store_path) || !s->batch) {
+    if (!s->bundle_path || !s->host || (o->token && !s->token) || store_oom || !s->batch) {
         close(fd);
         server_free(s);
         return MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -1171,10 +1172,10 @@ mr_status mr_server_start(const mr_server_opts *o, mr_server **out, mr_error *er
     s->o.bundle_path = s->bundle_path;
     s->o.host = s->host;
     s->o.token = s->token;
-    s->o.store_path = s->store_path;
+    s->o.store_paths = (const char *const *)s->store_paths;
     mr_status rc = mr_bundle_load(s->bundle_path, &s->cur, err);
     if (rc == MR_OK && !(s->mon = mr__monitor_new(s->cur))) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-    if (rc == MR_OK) rc = serving_features(s->cur, s->store_path, &s->fs, err);
+    if (rc == MR_OK) rc = serving_features(s->cur, s->store_paths, s->n_store_paths, &s->fs, err);
     if (rc != MR_OK) {
         close(fd);
         server_free(s);
@@ -1246,7 +1247,7 @@ mr_status mr_server_reload_path(mr_server *s, const char *path, mr_error *err)
     mr__serve_monitor *nm = r ? mr__monitor_new(nb) : NULL; /* a new bundle, new counters and drift */
     mr__serve_features *nf = NULL;
     if (rc == MR_OK && (!r || !nm)) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-    if (rc == MR_OK) rc = serving_features(nb, s->store_path, &nf, err);
+    if (rc == MR_OK) rc = serving_features(nb, s->store_paths, s->n_store_paths, &nf, err);
     if (rc != MR_OK) {
         mr__features_free(nf);
         mr__monitor_free(nm);

@@ -31,6 +31,21 @@ awk 'BEGIN { srand(23); print "user,ts,label";
 # (entity, now) pairs: users u00..u44 (u40.. are in no view), now within the three hours after the last event
 awk 'BEGIN { srand(24); print "user,now";
   for (i = 1; i <= 1000; i++) printf "u%02d,%s\n", int(rand() * 45), strftime("%Y-%m-%d %H:%M:%S", 1709424000 + int(rand() * 1080) * 10, 1) }' >pairs.csv
+# two entities: items too (a price history and a category), labels and pairs by (user, item)
+awk 'BEGIN { srand(25); print "item,at,price,category"; split("books games music", c, " ");
+  for (i = 1; i <= 600; i++) printf "i%02d,%s,%.2f,%s\n", int(rand() * 20), strftime("%Y-%m-%d %H:%M:%S", 1709251200 + int(rand() * 2880) * 60, 1),
+    rand() * 50, c[1 + int(rand() * 3)] }' >items.csv
+awk 'BEGIN { srand(26); print "user,item,ts,label";
+  for (i = 1; i <= 3000; i++) { u = int(rand() * 40); t = int(rand() * 20);
+    printf "u%02d,i%02d,%s,%d\n", u, t, strftime("%Y-%m-%d %H:%M:%S", 1709280000 + int(rand() * 150000), 1), (u % 7 > 3) != (t % 2 == 0) } }' >labels2.csv
+awk 'BEGIN { srand(27); print "user,item,now";
+  for (i = 1; i <= 500; i++) printf "u%02d,i%02d,%s\n", int(rand() * 45), int(rand() * 22), strftime("%Y-%m-%d %H:%M:%S", 1709424000 + int(rand() * 1080) * 10, 1) }' >pairs2.csv
+item_views='    views:
+      - name: items
+        source: items.csv
+        timestamp: at
+        ttl: 6h
+        features: [price, category]'
 views='    views:
       - name: clicks
         source: clicks.csv
@@ -95,6 +110,54 @@ $views
     op: package
     model: \${stages.model}
     features: \${stages.features}
+  users2:
+    op: pit_join
+    entities: labels2.csv
+    keys: [user]
+    timestamp: ts
+$views
+  training2:
+    op: pit_join
+    entities: \${stages.users2}
+    keys: [item]
+    timestamp: ts
+$item_views
+  offline_users2:
+    op: pit_join
+    entities: pairs2.csv
+    keys: [user]
+    timestamp: now
+$views
+  offline2:
+    op: pit_join
+    entities: \${stages.offline_users2}
+    keys: [item]
+    timestamp: now
+$item_views
+  online_items:
+    op: materialize_online
+    keys: [item]
+$item_views
+  features2:
+    op: features
+    fit: \${stages.training2}
+    label: label
+    steps:
+      - drop: {columns: [user, item, ts]}
+      - ordinal: {columns: [plan_plan, category]}
+  model2:
+    op: train
+    train: \${stages.features2.train}
+    label: label
+    categorical: [plan_plan, category]
+    params: {objective: binary, num_iterations: 30, num_leaves: 7, min_data_in_leaf: 5}
+  pkg2:
+    op: package
+    model: \${stages.model2}
+    features: \${stages.features2}
+    online:
+      - \${stages.online}
+      - \${stages.online_items}
   online_redis:
     op: materialize_online
     keys: [user]
@@ -110,7 +173,8 @@ expect_exit 0 mr run
 assert_contains "$(cat .millrace/logs/run-1/pkg.log)" "feature service: the online store out/online/online.mrfs" \
     "the package records the store"
 expect_exit 0 mr bundle inspect out/pkg/model.mrb
-assert_contains "$T_OUT" "feature service: by user (string) from out/online/online.mrfs, missing: default" "inspect shows the feature service"
+assert_contains "$T_OUT" "feature service: missing: default
+  by user (string) from out/online/online.mrfs" "inspect shows the feature service"
 expect_exit 0 mr data export out/offline offline.csv
 expect_exit 0 mr predict out/pkg/model.mrb offline.csv -o pred.csv
 
@@ -162,7 +226,7 @@ assert_eq "$?" 0 "SIGTERM stops the server"
 assert_contains "$(cat out/online_redis/online.redis)" "redis://127.0.0.1:$rport/millrace:online_redis" \
     "the stage's output names the Redis store"
 expect_exit 0 mr bundle inspect out/pkg_redis/model.mrb
-assert_contains "$T_OUT" "feature service: by user (string) from redis://127.0.0.1:$rport/millrace:online_redis" \
+assert_contains "$T_OUT" "by user (string) from redis://127.0.0.1:$rport/millrace:online_redis" \
     "the bundle records the Redis location"
 expect_exit 0 mr predict out/pkg_redis/model.mrb offline.csv -o pred_redis.csv
 assert_eq "$(cmp pred.csv pred_redis.csv && echo same)" same "one model, whichever store it is packaged with"
@@ -175,6 +239,29 @@ T_OUT=${T_OUT#* }
 assert_eq "$(json 'd["features"]')" "$want" "GET /v1/features through Redis"
 kill -TERM "$SPID"
 wait "$SPID"
+
+# two stores: features by user and by item, one request row carrying both keys
+expect_exit 0 mr bundle inspect out/pkg2/model.mrb
+assert_contains "$T_OUT" "  by item (string) from out/online_items/online.mrfs
+    feature price (float64, view items)" "the bundle names both stores"
+expect_exit 0 mr data export out/offline2 offline2.csv
+expect_exit 0 mr predict out/pkg2/model.mrb offline2.csv -o pred2.csv
+start_server s6.log out/pkg2/model.mrb
+ec consistent pairs2.csv offline2.csv pred2.csv user,item clicks:int,spend:float,plan_plan:str,price:float,category:str
+[ "$T_RC" = 0 ] || fail "consistency with two stores: $T_OUT"
+pass "two stores: $T_OUT"
+ec get "/v1/features?item=i03&as_of=2024-03-03%2001:00:00"
+T_OUT=${T_OUT#* }
+assert_eq "$(json 'sorted(d["features"])')" "$(printf 'category\nprice')" "?item= alone: the item store's features"
+ec get "/v1/features?user=u05&item=i03&as_of=2024-03-03%2001:00:00"
+T_OUT=${T_OUT#* }
+assert_eq "$(json 'sorted(d["features"])')" "$(printf 'category\nclicks\nplan_plan\nprice\nspend')" "both keys: both stores"
+ec post '{"rows": [{"user": "u05"}]}'
+assert_contains "$T_OUT" "the entity key 'item' is missing" "a row without the item key"
+kill -TERM "$SPID"
+wait "$SPID"
+expect_exit 2 mr serve out/pkg2/model.mrb --store out/online/online.mrfs --port 0
+assert_contains "$T_ERR" "the model reads features from 2 online stores; --store names 1" "one --store per store"
 
 # the missing policy: reject, or defaults
 start_server s2.log out/pkg_reject/model.mrb
@@ -220,7 +307,7 @@ T_OUT=${T_OUT#* }
 assert_eq "$(json 'd["features"][0]["clicks"]')" 77 "the server reads the rematerialised store"
 kill -TERM "$SPID"
 wait "$SPID"
-t_sanitizer_lines "$(cat s1.log s2.log s3.log s4.log)" && fail "sanitizer report in a server log"
+t_sanitizer_lines "$(cat s1.log s2.log s3.log s4.log s6.log)" && fail "sanitizer report in a server log"
 
 start_server s5.log out/pkg_redis/model.mrb
 # rematerialised in Redis while serving: the next batch reads the new generation

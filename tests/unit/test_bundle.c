@@ -490,11 +490,14 @@ static void test_service_section(void **state)
     mr_bundle_build_init(&bb);
     bb.model = f->gb;
     bb.features = f->fx;
-    bb.service_json = "{\"store\": \"out/online/online.mrfs\", \"missing\": \"reject\", "
-                      "\"keys\": [{\"name\": \"user\", \"type\": \"string\"}, {\"name\": \"day\", \"type\": \"date\"}], "
-                      "\"features\": [{\"name\": \"plan\", \"type\": \"string\", \"view\": \"plans\", \"default\": \"pro\"}, "
-                      "{\"name\": \"x1\", \"type\": \"int64\", \"view\": \"clicks\", \"default\": 2}, "
-                      "{\"name\": \"x2\", \"type\": \"float32\", \"view\": \"clicks\"}]}";
+    bb.service_json = "{\"missing\": \"reject\", \"stores\": ["
+                      "{\"store\": \"out/users/online.mrfs\", \"keys\": [{\"name\": \"user\", \"type\": \"string\"}, "
+                      "{\"name\": \"day\", \"type\": \"date\"}]}, "
+                      "{\"store\": \"redis://127.0.0.1:6379/items\", \"keys\": [{\"name\": \"item\", \"type\": \"int64\"}]}], "
+                      "\"features\": [{\"name\": \"plan\", \"type\": \"string\", \"view\": \"plans\", \"store\": 0, "
+                      "\"default\": \"pro\"}, "
+                      "{\"name\": \"x1\", \"type\": \"int64\", \"view\": \"clicks\", \"store\": 1, \"default\": 2}, "
+                      "{\"name\": \"x2\", \"type\": \"float32\", \"view\": \"clicks\", \"store\": 0}]}";
     mr_buf bytes;
     mr_buf_init(&bytes);
     assert_ok(mr_bundle_write(&bb, &bytes, NULL));
@@ -502,12 +505,19 @@ static void test_service_section(void **state)
     assert_ok(mr_bundle_from_bytes(bytes.data, bytes.len, &b, NULL));
     const mr_bundle_service *svc = mr_bundle_service_of(b);
     assert_non_null(svc);
-    assert_string_equal(svc->store, "out/online/online.mrfs");
     assert_true(svc->reject_missing);
-    assert_int_equal(svc->n_keys, 2);
-    assert_string_equal(svc->key_names[1], "day");
-    assert_int_equal(svc->key_types[1], MR_T_DATE);
+    assert_int_equal(svc->n_stores, 2);
+    assert_string_equal(svc->stores[0].store, "out/users/online.mrfs");
+    assert_int_equal(svc->stores[0].n_keys, 2);
+    assert_string_equal(svc->stores[0].key_names[1], "day");
+    assert_int_equal(svc->stores[0].key_types[1], MR_T_DATE);
+    assert_string_equal(svc->stores[1].store, "redis://127.0.0.1:6379/items");
+    assert_int_equal(svc->stores[1].n_keys, 1);
+    assert_string_equal(svc->stores[1].key_names[0], "item");
+    assert_int_equal(svc->stores[1].key_types[0], MR_T_INT64);
     assert_int_equal(svc->n_features, 3);
+    assert_int_equal(svc->features[0].store, 0);
+    assert_int_equal(svc->features[1].store, 1);
     assert_int_equal(svc->features[0].input, (size_t)mr_bundle_input_index(b, "plan"));
     assert_int_equal(svc->features[0].dflt.kind, MR_CELL_STR);
     assert_int_equal(svc->features[0].dflt.len, 3);
@@ -528,32 +538,30 @@ static void test_service_section(void **state)
     static const struct {
         const char *json, *says;
     } bad[] = {
-        {"{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}], \"features\": [{\"name\": \"nope\", \"type\": \"int64\", "
-         "\"view\": \"v\"}]}",
+        {"{\"stores\": [{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}]}], \"features\": [{\"name\": \"nope\", \"type\": \"int64\", \"view\": \"v\", \"store\": 0}]}",
          "feature 'nope' is no input of the bundle"},
-        {"{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}], \"features\": [{\"name\": \"plan\", \"type\": \"string\", "
-         "\"view\": \"v\", \"default\": 3}]}",
+        {"{\"stores\": [{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}]}], \"features\": [{\"name\": \"plan\", \"type\": \"string\", \"view\": \"v\", \"store\": 0, \"default\": 3}]}",
          "feature 'plan': the default must be a string"},
-        {"{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", "
-         "\"view\": \"v\", \"default\": \"zero\"}]}",
+        {"{\"stores\": [{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}]}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", \"view\": \"v\", \"store\": 0, \"default\": \"zero\"}]}",
          "feature 'x1': the default must be a number"},
-        {"{\"missing\": \"sometimes\", \"keys\": [{\"name\": \"u\", \"type\": \"string\"}], \"features\": [{\"name\": "
-         "\"x1\", \"type\": \"float64\", \"view\": \"v\"}]}",
+        {"{\"missing\": \"sometimes\", \"stores\": [{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}]}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", \"view\": \"v\", \"store\": 0}]}",
          "\"missing\" must be \"default\" or \"reject\""},
-        {"{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}, {\"name\": \"u\", \"type\": \"int64\"}], \"features\": "
-         "[{\"name\": \"x1\", \"type\": \"float64\", \"view\": \"v\"}]}",
+        {"{\"stores\": [{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}, {\"name\": \"u\", \"type\": \"int64\"}]}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", \"view\": \"v\", \"store\": 0}]}",
          "key 'u' is named twice"},
-        {"{\"keys\": [{\"name\": \"x1\", \"type\": \"string\"}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", "
-         "\"view\": \"v\"}]}",
+        {"{\"stores\": [{\"keys\": [{\"name\": \"x1\", \"type\": \"string\"}]}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", \"view\": \"v\", \"store\": 0}]}",
          "'x1' is both a key and a feature"},
-        {"{\"keys\": [{\"name\": \"u\", \"type\": \"text\"}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", "
-         "\"view\": \"v\"}]}",
+        {"{\"stores\": [{\"keys\": [{\"name\": \"u\", \"type\": \"text\"}]}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", \"view\": \"v\", \"store\": 0}]}",
          "unknown type \"text\""},
-        {"{\"keys\": [], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", \"view\": \"v\"}]}",
-         "\"keys\" must be a non-empty list"},
-        {"{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\"}]}",
+        {"{\"stores\": [{\"keys\": []}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", \"view\": \"v\", \"store\": 0}]}",
+         "store 0: \"keys\" must be a non-empty list"},
+        {"{\"stores\": [], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", \"view\": \"v\", \"store\": 0}]}",
+         "\"stores\" must be a non-empty list"},
+        {"{\"stores\": [{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}]}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", \"store\": 0}]}",
          "feature 'x1' has no \"view\""},
-        {"[1, 2]", "not a JSON object"},
+        {"{\"stores\": [{\"keys\": [{\"name\": \"u\", \"type\": \"string\"}]}], \"features\": [{\"name\": \"x1\", \"type\": \"float64\", \"view\": \"v\", \"store\": 1}]}",
+         "feature 'x1': \"store\" must be the index of one of the 1 stores"},
+        {"[1, 2]",
+         "not a JSON object"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         bb.service_json = bad[i].json;
