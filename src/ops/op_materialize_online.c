@@ -10,7 +10,8 @@
 
 static const mr_param_def mat_params[] = {
     {"keys", MR_PT_STRSEQ, 1, "the entity key column(s) the store is looked up by"},
-    {"views", MR_PT_SEQ, 1, "feature views, as pit_join's: {name, source, timestamp, features, keys, created, ttl, prefix}"},
+    {"views", MR_PT_SEQ, 1, "feature views (names of top-level feature_views, or, as pit_join's: {name, source, timestamp, features, keys, created, ttl, prefix} each)"},
+    {"service", MR_PT_STR, 0, "a top-level feature_services entry: its views, instead of views"},
     {"store", MR_PT_STR, 0,
      "redis://HOST:PORT[/NAMESPACE]: write the store to Redis (namespace default millrace:STAGE); default the embedded "
      "file out/STAGE/online.mrfs"},

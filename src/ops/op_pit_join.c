@@ -13,7 +13,8 @@ static const mr_param_def pit_params[] = {
     {"entities", MR_PT_STR | MR_PT_PATH, 1, "the entity rows (keys, a timestamp, labels): ${stages.X} or a data file"},
     {"keys", MR_PT_STRSEQ, 1, "the entity key columns"},
     {"timestamp", MR_PT_STR, 1, "the entity rows' timestamp column: features as of this time"},
-    {"views", MR_PT_SEQ, 1, "feature views: {name, source, timestamp, features, keys, created, ttl, prefix}"},
+    {"views", MR_PT_SEQ, 1, "feature views (names of top-level feature_views, or: {name, source, timestamp, features, keys, created, ttl, prefix} each)"},
+    {"service", MR_PT_STR, 0, "a top-level feature_services entry: its views, instead of views"},
     {NULL, 0, 0, NULL},
 };
 

@@ -26,6 +26,13 @@ int mr__reads_csv(const char *path);
 /* 1 if path a equals b or lies under directory b. */
 int mr__path_within(const char *a, const char *b);
 
+/* spec_features.c: checks millrace.yaml's entities:, feature_views: and
+ * feature_services:, and writes the views each pit_join and
+ * materialize_online stage names (views: [NAME, ...] or service: NAME) into
+ * its definition inline (and its keys, when it names none), in place.
+ * MR_E_SCHEMA with path:line:col, or MR_E_NOMEM. */
+mr_status mr__spec_expand_features(mr_value *root, const char *path, mr_error *err);
+
 #endif
 
 /* ---- planning (plan.c): a stage's outputs, inputs and cache key ---------- */
