@@ -112,10 +112,9 @@ mr_status mr__online_build_image(const char *const *keys, size_t n_keys, const m
     }
     uint64_t n = t->n_rows, n_slots = 1;
     while (n_slots < 2 * n) n_slots <<= 1; /* at most half full: short probes */
-    mr_buf head, schema, recs, key;
+    mr_buf head, schema, key;
     mr_buf_init(&head);
     mr_buf_init(&schema);
-    mr_buf_init(&recs);
     mr_buf_init(&key);
     uint64_t *slots = mr_calloc(n_slots, sizeof(*slots));
     if (!slots) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -136,30 +135,9 @@ mr_status mr__online_build_image(const char *const *keys, size_t n_keys, const m
     }
     uint64_t schema_off = HEADER_LEN, slots_off = (schema_off + schema.len + 7) & ~(uint64_t)7;
     uint64_t records_off = slots_off + n_slots * 8;
-    /* records: key, the views' event times, the features (a presence byte, then the value) */
-    for (size_t r = 0; rc == MR_OK && r < n; r++) {
-        key.len = 0;
-        for (size_t k = 0; rc == MR_OK && k < n_keys; k++) rc = put_value(&key, t->cols[k], r);
-        uint64_t at = records_off + recs.len;
-        if (rc == MR_OK) rc = key.len > UINT32_MAX ? MR_E_LIMIT : mr_buf_put_u32(&recs, (uint32_t)key.len);
-        if (rc == MR_OK) rc = mr_buf_append(&recs, key.data, key.len);
-        for (size_t v = 0, c = n_keys; rc == MR_OK && v < n_views; v++) {
-            c += views[v].n_features;
-            const mr_column *et = t->cols[c++];
-            rc = mr_buf_put_u64(&recs, (uint64_t)(mr_column_is_null(et, r) ? NO_TIME : ((const int64_t *)et->data)[r]));
-        }
-        for (size_t v = 0, c = n_keys; rc == MR_OK && v < n_views; v++, c++)
-            for (size_t f = 0; rc == MR_OK && f < views[v].n_features; f++, c++) {
-                const mr_column *col = t->cols[c];
-                int null = mr_column_is_null(col, r);
-                rc = mr_buf_put_u8(&recs, null ? 0 : 1);
-                if (rc == MR_OK && !null) rc = put_value(&recs, col, r);
-            }
-        if (rc != MR_OK) break;
-        uint64_t s = slot_of(key.data, key.len, n_slots);
-        while (slots[s]) s = (s + 1) & (n_slots - 1);
-        slots[s] = at;
-    }
+    /* the image in one buffer: header, schema, the slots (filled in at the end), then each record as it is
+     * encoded (a table of a million entities and 250 features is a few GB: it is not copied twice) */
+    head.limit = (size_t)1 << 40;
     if (rc == MR_OK) {
         rc = mr_buf_append(&head, MAGIC, 8);
         if (rc == MR_OK) rc = mr_buf_put_u32(&head, VERSION);
@@ -172,12 +150,36 @@ mr_status mr__online_build_image(const char *const *keys, size_t n_keys, const m
         if (rc == MR_OK) rc = mr_buf_put_u64(&head, slots_off);
         if (rc == MR_OK) rc = mr_buf_put_u64(&head, records_off);
         if (rc == MR_OK) rc = mr_buf_append(&head, schema.data, schema.len);
-        while (rc == MR_OK && head.len < slots_off) rc = mr_buf_put_u8(&head, 0);
-        for (uint64_t s = 0; rc == MR_OK && s < n_slots; s++) rc = mr_buf_put_u64(&head, slots[s]);
-        if (rc == MR_OK) rc = mr_buf_append(&head, recs.data, recs.len);
-        if (rc != MR_OK) rc = MR_ERR(err, rc, rc == MR_E_LIMIT ? "the online store would be too large" : "out of memory");
+        while (rc == MR_OK && head.len < records_off) rc = mr_buf_put_u8(&head, 0);
+    }
+    /* records: key, the views' event times, the features (a presence byte, then the value) */
+    for (size_t r = 0; rc == MR_OK && r < n; r++) {
+        key.len = 0;
+        for (size_t k = 0; rc == MR_OK && k < n_keys; k++) rc = put_value(&key, t->cols[k], r);
+        uint64_t at = head.len;
+        if (rc == MR_OK) rc = key.len > UINT32_MAX ? MR_E_LIMIT : mr_buf_put_u32(&head, (uint32_t)key.len);
+        if (rc == MR_OK) rc = mr_buf_append(&head, key.data, key.len);
+        for (size_t v = 0, c = n_keys; rc == MR_OK && v < n_views; v++) {
+            c += views[v].n_features;
+            const mr_column *et = t->cols[c++];
+            rc = mr_buf_put_u64(&head, (uint64_t)(mr_column_is_null(et, r) ? NO_TIME : ((const int64_t *)et->data)[r]));
+        }
+        for (size_t v = 0, c = n_keys; rc == MR_OK && v < n_views; v++, c++)
+            for (size_t f = 0; rc == MR_OK && f < views[v].n_features; f++, c++) {
+                const mr_column *col = t->cols[c];
+                int null = mr_column_is_null(col, r);
+                rc = mr_buf_put_u8(&head, null ? 0 : 1);
+                if (rc == MR_OK && !null) rc = put_value(&head, col, r);
+            }
+        if (rc != MR_OK) break;
+        uint64_t s = slot_of(key.data, key.len, n_slots);
+        while (slots[s]) s = (s + 1) & (n_slots - 1);
+        slots[s] = at;
+    }
+    if (rc == MR_OK) {
+        for (uint64_t s = 0; s < n_slots; s++) memcpy(head.data + slots_off + s * 8, &slots[s], 8); /* little-endian */
     } else if (!mr_error_is_set(err)) {
-        rc = MR_ERR(err, rc, rc == MR_E_LIMIT ? "a value is too large for the online store" : "out of memory");
+        rc = MR_ERR(err, rc, rc == MR_E_LIMIT ? "the online store would be too large (over 1 TiB)" : "out of memory");
     }
     if (rc == MR_OK) {
         *image = head; /* the caller's now */
@@ -186,7 +188,6 @@ mr_status mr__online_build_image(const char *const *keys, size_t n_keys, const m
     mr_free(slots);
     mr_buf_free(&head);
     mr_buf_free(&schema);
-    mr_buf_free(&recs);
     mr_buf_free(&key);
     mr_table_free(t);
     return rc;
