@@ -138,6 +138,9 @@ mr_status mr_column_new_like(const mr_column *src, const char *name, size_t cap_
  * plain STRING), MR_E_NOMEM. */
 mr_status mr_column_new_dict(const char *name, mr_column *dict, size_t cap_hint, mr_column **out, mr_error *err);
 void mr_column_free(mr_column *c);
+/* Removes every row of c (a dictionary-encoded column becomes plain),
+ * keeping its name, type and allocation: appends then reuse the memory. */
+void mr_column_clear(mr_column *c);
 mr_status mr_column_reserve(mr_column *c, size_t n_rows); /* MR_E_NOMEM / MR_E_LIMIT */
 /* Appends one row. MR_E_NOMEM / MR_E_LIMIT (nothing appended). */
 mr_status mr_column_append_null(mr_column *c);

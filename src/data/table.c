@@ -269,6 +269,19 @@ void mr_column_free(mr_column *c)
     mr_free(c);
 }
 
+void mr_column_clear(mr_column *c)
+{
+    c->n = 0;
+    c->null_count = 0;
+    if (c->valid) memset(c->valid, 0xff, (c->cap + 7) / 8 ? (c->cap + 7) / 8 : 1); /* all valid, as appends expect */
+    c->bytes_len = 0;
+    if (c->offsets) c->offsets[0] = 0;
+    mr_free(c->codes); /* plain from here on */
+    c->codes = NULL;
+    mr_column_free(c->dict);
+    c->dict = NULL;
+}
+
 static int grow(void **p, size_t elem, size_t n)
 {
     if (n > SIZE_MAX / elem) return -1;

@@ -461,7 +461,7 @@ int mr__features_batch_run(mr__features_batch *fb, char *msg, size_t cap)
         size_t nk = fb->fs->stores[i].ss->n_keys, nf = mr_online_n_features(st);
         for (size_t j = 0; j < fb->n_rows * nk; j++)
             if (!b->texts[j]) b->texts[j] = b->nums[j];
-        b->vals = mr_calloc(fb->n_rows * (nf ? nf : 1), sizeof(*b->vals));
+        b->vals = mr_malloc(fb->n_rows * (nf ? nf : 1) * sizeof(*b->vals)); /* the lookup sets every value */
         b->found = mr_calloc(fb->n_rows, sizeof(*b->found));
         if (!b->vals || !b->found) return fail(msg, cap, NULL, NULL, 500, "out of memory");
         mr_error err;
@@ -486,7 +486,7 @@ int mr__features_batch_cells(const mr__features_batch *fb, size_t first_row, siz
     *field = NULL;
     const mr_bundle_service *svc = fb->fs->svc;
     size_t nf = svc->n_features;
-    mr_cell *cells = mr_calloc(n_rows * nf > 0 ? n_rows * nf : 1, sizeof(*cells));
+    mr_cell *cells = mr_malloc((n_rows * nf > 0 ? n_rows * nf : 1) * sizeof(*cells)); /* each is set below */
     if (!cells) return fail(msg, cap, field, NULL, 500, "out of memory");
     for (size_t r = 0; r < n_rows; r++) {
         size_t at = first_row + r;

@@ -6,6 +6,7 @@
 #include "serve_int.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -440,6 +441,81 @@ static void fmt_double(mr_buf *b, double v)
 
 void mr__serve_json_double(mr_buf *out, double v) { fmt_double(out, v); }
 
+/* ---- the scoring table, kept per thread ---------------------------------------
+ * A batch's rows are fitted into one table of the bundle's inputs. Building it
+ * (a column per input, its name, the table's name index) cost more than
+ * scoring a row of a model of 250 inputs; each scoring thread keeps its table
+ * for the bundle version it last scored, emptied between batches. */
+typedef struct scratch {
+    char version[MR_HASH_HEX_LEN + 1];
+    mr_table *t;
+} scratch;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_ok;
+
+static void scratch_free(void *p)
+{
+    scratch *sc = p;
+    if (!sc) return;
+    mr_table_free(sc->t);
+    mr_free(sc);
+}
+
+static void scratch_init(void) { scratch_ok = pthread_key_create(&scratch_key, scratch_free) == 0; }
+
+/* The calling thread's empty table of b's inputs (its columns in schema order), or NULL on OOM. */
+static mr_table *scratch_table(const mr_bundle *b, mr_error *err)
+{
+    pthread_once(&scratch_once, scratch_init);
+    scratch *sc = scratch_ok ? pthread_getspecific(scratch_key) : NULL;
+    const char *ver = mr_bundle_version_id(b);
+    size_t n_in = mr_bundle_n_inputs(b);
+    if (sc && sc->t && !strcmp(sc->version, ver) && sc->t->n_cols == n_in) {
+        for (size_t i = 0; i < n_in; i++) mr_column_clear(sc->t->cols[i]);
+        sc->t->n_rows = 0;
+        return sc->t;
+    }
+    if (!sc && scratch_ok && (sc = mr_calloc(1, sizeof(*sc))) != NULL && pthread_setspecific(scratch_key, sc) != 0) {
+        mr_free(sc);
+        sc = NULL;
+    }
+    if (sc) {
+        mr_table_free(sc->t);
+        sc->t = NULL;
+    }
+    mr_table *t = NULL;
+    mr_status rc = mr_table_new(&t, err);
+    for (size_t i = 0; rc == MR_OK && i < n_in; i++) {
+        const mr_bundle_input *in = mr_bundle_input_at(b, i);
+        mr_column *c = NULL;
+        rc = mr_column_new(in->name, mr_bundle_input_column_type(in), 64, &c, err);
+        if (rc == MR_OK) rc = mr_table_add_column(t, c, err);
+    }
+    if (rc != MR_OK) {
+        mr_table_free(t);
+        return NULL;
+    }
+    if (sc) {
+        sc->t = t;
+        snprintf(sc->version, sizeof(sc->version), "%s", ver);
+    }
+    return t;
+}
+
+/* Done with t: kept for the next batch, unless it is not the thread's (no
+ * thread storage), it holds a batch too large to keep, or it is half-filled
+ * (an allocation failed). */
+static void scratch_done(mr_table *t, int keep)
+{
+    scratch *sc = scratch_ok ? pthread_getspecific(scratch_key) : NULL;
+    int mine = sc && sc->t == t;
+    if (mine && keep && (t->n_cols == 0 || t->cols[0]->cap <= 4096)) return;
+    if (mine) sc->t = NULL;
+    mr_table_free(t);
+}
+
 void mr__serve_score(mr__serve_job *const *jobs, size_t n_jobs, const mr_bundle *b, const char *version, int threads,
                      size_t *rows_out)
 {
@@ -450,20 +526,16 @@ void mr__serve_score_observed(mr__serve_job *const *jobs, size_t n_jobs, const m
                               int threads, mr__serve_monitor *mon, int strict, mr__serve_features *fs,
                               size_t *rows_out)
 {
-    size_t n_in = mr_bundle_n_inputs(b), rows = 0;
-    mr_table *t = NULL;
-    mr_column **cols = mr_calloc(n_in ? n_in : 1, sizeof(mr_column *));
+    size_t rows = 0;
+    mr_error err;
+    mr_error_init(&err);
+    mr_table *t = scratch_table(b, &err); /* its columns are filled in place */
+    mr_column **cols = t ? t->cols : NULL;
     /* the store, held until the answers are written: looked[q] borrows its strings */
     mr__features_snap *snap = fs ? mr__features_acquire(fs) : NULL;
     mr_cell **looked = fs ? mr_calloc(n_jobs ? n_jobs : 1, sizeof(*looked)) : NULL;
     uint8_t *include = fs ? mr_calloc(n_jobs ? n_jobs : 1, 1) : NULL;
-    mr_error err;
-    mr_error_init(&err);
-    int ok = cols && mr_table_new(&t, &err) == MR_OK;
-    for (size_t i = 0; ok && i < n_in; i++) {
-        const mr_bundle_input *in = mr_bundle_input_at(b, i);
-        ok = mr_column_new(in->name, mr_bundle_input_column_type(in), 64, &cols[i], &err) == MR_OK;
-    }
+    int ok = t != NULL;
     mr__features_batch *fb = fs ? mr__features_batch_new(fs, snap) : NULL;
     size_t *first = fs ? mr_calloc(n_jobs ? n_jobs : 1, sizeof(*first)) : NULL;
     if (fs && (!looked || !include || !fb || !first)) ok = 0;
@@ -516,10 +588,7 @@ void mr__serve_score_observed(mr__serve_job *const *jobs, size_t n_jobs, const m
         }
         rows += j->req.n_rows;
     }
-    for (size_t i = 0; ok && i < n_in; i++) {
-        ok = mr_table_add_column(t, cols[i], &err) == MR_OK;
-        cols[i] = NULL;
-    }
+    int filled = ok; /* the columns hold whole rows only (an allocation failure half-way leaves them ragged) */
     double *pred = NULL;
     size_t k = 0;
     if (ok && rows) {
@@ -570,8 +639,6 @@ void mr__serve_score_observed(mr__serve_job *const *jobs, size_t n_jobs, const m
     mr__features_batch_free(fb);
     if (fs) mr__features_release(fs, snap);
     mr_free(pred);
-    for (size_t i = 0; cols && i < n_in; i++) mr_column_free(cols[i]);
-    mr_free(cols);
-    mr_table_free(t);
+    if (t) scratch_done(t, filled);
     *rows_out = rows;
 }
