@@ -46,17 +46,6 @@ static int open_store(const char *arg, mr_online **s)
     return EXIT_OK;
 }
 
-static int parse_time(const char *s, int64_t *us)
-{
-    int32_t d;
-    if (mr_timestamp_parse(s, strlen(s), us) == 0) return 0;
-    if (mr_date_parse(s, strlen(s), &d) == 0) {
-        *us = mr_pit_date_us(d);
-        return 0;
-    }
-    return -1;
-}
-
 /* Appends value r of c as JSON (null, a number, a bool or a string). */
 static void json_value(mr_buf *b, const mr_column *c, size_t r)
 {
@@ -395,7 +384,7 @@ int cmd_features(int argc, char **argv)
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--json")) json = 1;
         else if (!strcmp(argv[i], "--as-of") && v) {
-            if (parse_time(v, &now) != 0)
+            if (mr_pit_parse_moment(v, strlen(v), &now) != 0)
                 rc = cli_usage_error("features", "--as-of: expected YYYY-MM-DD[ HH:MM:SS[.ffffff]][Z|+HH:MM], got '%s'", v);
             i++;
         } else if (!strcmp(argv[i], "--batch") && v) batch = argv[++i];

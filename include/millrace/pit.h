@@ -92,6 +92,9 @@ mr_status mr_pit_latest(const char *const *keys, size_t n_keys, const mr_pit_vie
 /* A DATE value (days since 1970-01-01) as its midnight in microseconds,
  * clamped to INT64_MIN / INT64_MAX past about 292,000 years. */
 int64_t mr_pit_date_us(int32_t days);
+/* A moment as a timestamp (mr_timestamp_parse) or a date (its midnight,
+ * UTC), in microseconds since the epoch: 0, or -1 (*us untouched). */
+int mr_pit_parse_moment(const char *s, size_t len, int64_t *us);
 
 /* Parses a duration: an integer number of seconds, or numbers with a unit
  * each, "30d", "12h", "90m", "45s", "1w", "1d12h" (w, d, h, m, s). Returns

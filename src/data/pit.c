@@ -52,6 +52,15 @@ mr_status mr_pit_parse_duration(const char *text, int64_t *us_out)
 
 /* ---- columns --------------------------------------------------------------------- */
 
+int mr_pit_parse_moment(const char *s, size_t len, int64_t *us)
+{
+    int32_t d;
+    if (mr_timestamp_parse(s, len, us) == 0) return 0;
+    if (mr_date_parse(s, len, &d) != 0) return -1;
+    *us = mr_pit_date_us(d);
+    return 0;
+}
+
 int64_t mr_pit_date_us(int32_t days)
 {
     int64_t d = days;

@@ -294,17 +294,6 @@ static const char *key_text(const json_t *v, char *buf, size_t cap, size_t *len)
     return buf;
 }
 
-int mr__features_as_of(const char *text, size_t len, int64_t *us)
-{
-    int32_t d;
-    if (mr_timestamp_parse(text, len, us) == 0) return 0;
-    if (mr_date_parse(text, len, &d) == 0) {
-        *us = (int64_t)d * MR_PIT_DAY_US;
-        return 0;
-    }
-    return -1;
-}
-
 /* One store's part of a batch: the rows' keys, then what the lookup read. */
 typedef struct batch_store {
     const char **texts;    /* n_rows * n_keys: a JSON string's bytes, or NULL: nums */
@@ -393,7 +382,7 @@ int mr__features_batch_add(mr__features_batch *fb, const mr__serve_req *q, size_
     *field = NULL;
     const json_t *as_of = json_object_get(q->doc, "as_of"), *inc = json_object_get(q->doc, "include_features");
     int64_t now = fb->clock_us;
-    if (as_of && (!json_is_string(as_of) || mr__features_as_of(json_string_value(as_of), json_string_length(as_of), &now)))
+    if (as_of && (!json_is_string(as_of) || mr_pit_parse_moment(json_string_value(as_of), json_string_length(as_of), &now)))
         return fail(msg, cap, field, "as_of", 400, "\"as_of\" must be a timestamp (\"2024-03-01 10:00:00\") or a date");
     if (inc && !json_is_boolean(inc)) return fail(msg, cap, field, "include_features", 400, "\"include_features\" must be true or false");
     *include = json_is_true(inc);
@@ -556,7 +545,7 @@ int mr__features_vector_json(mr__serve_features *fs, const char *(*arg)(void *ct
 {
     const char *as_of = arg(ctx, "as_of");
     int64_t now = (int64_t)(mr_wall_time() * 1e6);
-    if (as_of && mr__features_as_of(as_of, strlen(as_of), &now))
+    if (as_of && mr_pit_parse_moment(as_of, strlen(as_of), &now))
         return fail(msg, cap, NULL, NULL, 400, "as_of must be a timestamp (2024-03-01 10:00:00) or a date");
     mr__features_snap *sn = mr__features_acquire(fs);
     if (!sn) return fail(msg, cap, NULL, NULL, 500, "out of memory");

@@ -258,9 +258,6 @@ int32_t mr__features_of_input(const mr__serve_features *fs, size_t i); /* input 
 mr__features_snap *mr__features_acquire(mr__serve_features *fs);
 void mr__features_release(mr__serve_features *fs, mr__features_snap *sn); /* NULL is a no-op */
 
-/* A timestamp or date as microseconds since the epoch (0), or -1. */
-int mr__features_as_of(const char *text, size_t len, int64_t *us);
-
 /* The features of a batch's /v1/predict rows, looked up in one pass over
  * the store (one round trip to Redis), in three steps: each request added
  * (its as_of, include_features and entity keys checked), one run, then each
