@@ -160,8 +160,9 @@ void mr__serve_check_head(const mr__serve_head *h, const char *method, const cha
  * bytes of slot (the array doubles), a number 40, a string 80 plus its
  * bytes, an empty object 230, an empty array 130, null/true/false nothing
  * (shared singletons), an object member about 95 plus its key; while it
- * parses, the lexer holds the current token's text in a buffer that
- * doubles. A body of
+ * parses, the lexer holds the current token's text in one buffer that
+ * doubles (a new block, then the old one freed) and is kept for the
+ * whole parse. A body of
  * `{}`s takes 79 times its size; ordinary rows 15-20 times. The server
  * bounds the memory of requests in flight by this estimate, so it must
  * never be low: each price below is above its measurement, and a string
@@ -204,9 +205,14 @@ size_t mr__serve_json_cost(const char *text, size_t len)
         else if (c == ',') cost += COST_SLOT;
         i++;
     }
-    /* the lexer keeps the text of the token being read in a buffer that
-     * doubles: up to twice the longest token, alive during the parse */
-    return cost + 2 * longest;
+    /* the lexer saves a token's text (a string's with both quotes, so
+     * up to longest + 1 bytes) in a buffer that starts at 16 bytes and
+     * doubles when full: the doubling that made it B bytes happened at
+     * B/2 saved bytes, and while it copies, the old B/2 and the new B
+     * blocks are both alive, with a 16-byte chunk header each. So its
+     * peak is 3 * (longest + 1) + 32; twice the longest token, the price
+     * here before, was low by up to half of it (found by fuzz_http). */
+    return cost + 3 * (longest + 1) + 32;
 }
 
 /* ---- parsing and shape --------------------------------------------------------------- */
