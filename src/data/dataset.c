@@ -718,7 +718,8 @@ static size_t group_take(const mr_dataset_writer *w, const wpart *p, const mr_ta
     row_sizer z;
     sizer_init(&z, src);
     if (bytes < w->rg_bytes && !z.n_str) { /* every row the same width: divide */
-        uint64_t rows_to_budget = (w->rg_bytes - bytes + z.fixed - 1) / z.fixed;
+        uint64_t left = w->rg_bytes - bytes; /* rounded up without overflow: rg_bytes may be SIZE_MAX */
+        uint64_t rows_to_budget = left / z.fixed + (left % z.fixed != 0);
         k = rows_to_budget < room ? (size_t)rows_to_budget : room;
         if (k > avail) k = avail;
         bytes += k * z.fixed;
