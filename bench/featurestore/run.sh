@@ -9,7 +9,8 @@
 # JOIN per view and writes Parquet (COPY). Both: best wall time of
 # BENCH_REPEATS (1) and that run's peak RSS (/usr/bin/time -v). Row counts
 # and the non-null feature counts of the two results are checked equal first.
-# Then the online store: the same views materialised into the embedded store
+# Then the same join again under `resources: {mem: BENCH_PIT_MEM}` (1G): the
+# same bytes, its time and peak RSS. Then the online store: the same views materialised into the embedded store
 # and into Redis (scripts/redis-server.sh, 127.0.0.1), a model trained on the
 # join's BENCH_VIEWS x BENCH_FEATURES columns packaged with each, and
 # `millrace bench-serve` by entity id on the loopback interface: one entity
@@ -19,6 +20,7 @@
 # machine, one connection.
 # Last line: RESULT featurestore pit_vs_duckdb=<time ratio> pit_rss_vs_duckdb=<RSS ratio>
 #   online_p99_ms=<ms> redis_p99_ms=<ms> redis_floor_p99_ms=<ms> ... pit_s=<s> duckdb_s=<s>
+#   pit_limited_s=<s> pit_limited_rss_mb=<MB>
 BENCH=featurestore
 . "$(dirname "$0")/../lib.sh"
 ENT=${BENCH_ENTITIES:-1000000}
@@ -58,12 +60,25 @@ done
 ws=$(mktemp -d /tmp/millrace-bench-fs.XXXXXX)
 trap '"$SRC/scripts/redis-server.sh" stop "$ws/redis" >/dev/null 2>&1; chmod -R u+w "$ws"; rm -rf "$ws"' EXIT
 ln -s "$dir" "$ws/data" # the stage's inputs are workspace paths
-printf 'stages:\n  pit:\n    op: pit_join\n    resources: {cpus: 2}\n    entities: %s\n    keys: [entity_id]\n    timestamp: ts\n    views:\n%s' \
-    data/entities.parquet "$views_yaml" >"$ws/millrace.yaml"
+pit_spec() { # RESOURCES
+    printf 'stages:\n  pit:\n    op: pit_join\n    resources: {%s}\n    entities: %s\n    keys: [entity_id]\n    timestamp: ts\n    views:\n%s' \
+        "$1" data/entities.parquet "$views_yaml" >"$ws/millrace.yaml"
+}
+pit_spec "cpus: 2"
 DUCK_THREADS=2 best duckdb "$REPS" node "$DUCK/duck.mjs" "COPY (SELECT $sel FROM $from) TO '$ws/duck.parquet' (FORMAT parquet)"
 dw=$T_WALL dr=$T_RSS
 best millrace "$REPS" "$MR" -C "$ws" run --force-all
 mw=$T_WALL mr_rss=$T_RSS
+sum=$(cat "$ws"/out/pit/*.parquet | sha256sum)
+# the same join under resources.mem (BENCH_PIT_MEM, 1G): joined columns
+# through the stage's scratch directory, the output in batches; the same bytes
+LIM=${BENCH_PIT_MEM:-1G}
+pit_spec "cpus: 2, mem: $LIM"
+best millrace_limited "$REPS" "$MR" -C "$ws" run --force-all
+lw=$T_WALL lr=$T_RSS
+[ "$(cat "$ws"/out/pit/*.parquet | sha256sum)" = "$sum" ] || bench_fail "the join under mem: $LIM wrote other bytes"
+grep -h "pit_join:" "$ws"/.millrace/logs/run-*/pit.log | grep "scratch" | tail -1 | sed 's/^/# /'
+pit_spec "cpus: 2"
 # the same rows and the same number of values per view
 nn=""
 for ((v = 0; v < NV; v++)); do nn="$nn + count(v${v}_f0)"; done
@@ -71,7 +86,7 @@ a=$(duck "SELECT count(*) AS n, 0 $nn AS vals FROM read_parquet('$ws/duck.parque
 b=$(duck "SELECT count(*) AS n, 0 $nn AS vals FROM read_parquet('$ws/out/pit/*.parquet')")
 [ "$a" = "$b" ] || bench_fail "the results differ: duckdb $a, millrace $b"
 echo "# $EROWS entity rows x $NV views of $NF features ($VROWS events each, $ENT entities): $a"
-echo "# duckdb ASOF JOIN: ${dw}s, ${dr} MB; millrace pit_join: ${mw}s, ${mr_rss} MB"
+echo "# duckdb ASOF JOIN: ${dw}s, ${dr} MB; millrace pit_join: ${mw}s, ${mr_rss} MB; under mem: $LIM ${lw}s, ${lr} MB"
 
 # ---- the online store, through serve ------------------------------------------------------
 SECS=${BENCH_SECONDS:-5}
@@ -137,4 +152,4 @@ for k in 0 1 2 3 4 5 6 7 8 9; do head -c "$rec" /dev/zero | tr '\0' x | redis-cl
 floor=$(redis-benchmark -h 127.0.0.1 -p "$rport" -n 50000 -c 1 --csv MGET floor:0 floor:1 floor:2 floor:3 floor:4 floor:5 floor:6 \
     floor:7 floor:8 floor:9 2>/dev/null | tail -1 | tr -d '"' | cut -d, -f7)
 echo "# redis-benchmark MGET of 10 values of $rec bytes, one connection: p99 ${floor} ms"
-echo "RESULT featurestore pit_vs_duckdb=$(awk "BEGIN{printf \"%.3f\", $mw / $dw}") pit_rss_vs_duckdb=$(awk "BEGIN{printf \"%.3f\", $mr_rss / $dr}") online_p99_ms=$file_p99 redis_p99_ms=$redis_p99 redis_floor_p99_ms=$floor online_qps_8conn=$file_qps8 redis_qps_8conn=$redis_qps8 online_p99_ms_100=$file_b100_p99 redis_p99_ms_100=$redis_b100_p99 pit_s=$mw duckdb_s=$dw"
+echo "RESULT featurestore pit_vs_duckdb=$(awk "BEGIN{printf \"%.3f\", $mw / $dw}") pit_rss_vs_duckdb=$(awk "BEGIN{printf \"%.3f\", $mr_rss / $dr}") online_p99_ms=$file_p99 redis_p99_ms=$redis_p99 redis_floor_p99_ms=$floor online_qps_8conn=$file_qps8 redis_qps_8conn=$redis_qps8 online_p99_ms_100=$file_b100_p99 redis_p99_ms_100=$redis_b100_p99 pit_s=$mw duckdb_s=$dw pit_limited_s=$lw pit_limited_rss_mb=$lr"

@@ -51,6 +51,7 @@
 #define MILLRACE_PIT_H
 
 #include "millrace/core.h"
+#include "millrace/dataset.h"
 #include "millrace/table.h"
 
 #ifdef __cplusplus
@@ -78,6 +79,56 @@ typedef struct mr_pit_view {
 mr_status mr_pit_join(const mr_table *entities, const char *const *keys, size_t n_keys, const char *ts,
                       const mr_pit_view *views, size_t n_views, int threads, mr_table **out, uint64_t *missing,
                       mr_error *err);
+
+/* ---- the join written to a dataset, in bounded memory ----------------------
+ *
+ * mr_pit_join_write gives the same rows as mr_pit_join, written as a
+ * dataset (the same bytes as mr_dataset_write_table of that table with the
+ * same options), and holds less: each view is read (by the loader), joined,
+ * and its features gathered in the entity table's order, then the view's
+ * table is freed. With mem_bytes set, the gathered columns go to a scratch
+ * Parquet file per view under tmp_dir (tmp_dir/pit-view-N.parquet, removed
+ * before the call returns) and the output is written in batches of rows
+ * that fit an eighth of mem_bytes, each read back from the scratch files
+ * one row group per view (pread, so no file page stays mapped); the first
+ * view is joined alone, the others on as many threads as views of its
+ * footprint fit in half of mem_bytes. Memory then: the entity table, the
+ * views being joined (each its columns, 4 bytes per view row and per entity
+ * row, and its gathered columns until they are written), and one batch
+ * with the writer's row group. The bytes are the same at any thread count
+ * and any mem_bytes. */
+typedef mr_status (*mr_pit_load_fn)(void *arg, size_t view, mr_table **out, mr_error *err);
+
+typedef struct mr_pit_write_opts {
+    int threads;                         /* as mr_pit_join's */
+    uint64_t mem_bytes;                  /* the memory to keep to; 0: none (no scratch, one batch) */
+    const char *tmp_dir;                 /* the scratch directory (exists), required with mem_bytes */
+    mr_pit_load_fn load;                 /* NULL: views[v].table; else called once per view, from a
+                                            pool thread (views[v].table unused): *out is freed by the
+                                            join when it is done with it */
+    void *load_arg;
+    const mr_dataset_write_opts *write;  /* the output's; NULL: the defaults */
+} mr_pit_write_opts;
+
+typedef struct mr_pit_write_stats {
+    uint64_t rows;        /* entity rows written */
+    size_t cols;          /* output columns */
+    uint64_t *missing;    /* NULL, or n_views counts of rows without a value (filled) */
+    uint64_t *view_rows;  /* NULL, or n_views row counts of the views as read (filled) */
+    size_t spilled;       /* views whose columns went through the scratch directory */
+    size_t batch_rows;    /* rows per written batch */
+    int lanes;            /* threads the views were joined on (with a limit: after the first) */
+} mr_pit_write_stats;
+
+/* Joins as mr_pit_join and writes the result to the dataset directory
+ * out_dir (published with its manifest, last; nothing on failure but what
+ * the caller removes). o NULL: no limit, the views' tables. stats may be
+ * NULL. Errors: mr_pit_join's (a loaded view's naming the view; the first
+ * failed view's when several fail), the loader's, MR_E_INVALID_ARG
+ * (mem_bytes without tmp_dir), the dataset writer's and reader's. */
+mr_status mr_pit_join_write(const mr_table *entities, const char *const *keys, size_t n_keys, const char *ts,
+                            const mr_pit_view *views, size_t n_views, const mr_pit_write_opts *o, const char *out_dir,
+                            mr_pit_write_stats *stats, mr_error *err);
 
 /* The latest row of every entity across views[0, n_views), for an online
  * store: one row per distinct key tuple found in any view (keys named

@@ -5,9 +5,13 @@
  * indices, so every tie has one answer whatever the thread count. */
 #include "millrace/pit.h"
 
+#include "millrace/dataset.h"
+#include "millrace/parquet.h"
+
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define NONE UINT32_MAX
 
@@ -212,53 +216,59 @@ static mr_status time_col(const mr_table *t, const char *what, const char *name,
 
 /* ---- the merge -------------------------------------------------------------------- */
 
+/* Binds view pv over table t: its key columns (typed as the entity's
+ * ekeys), its times and its features, into s (s->keys: n_keys slots). */
+static mr_status bind_view(const mr_pit_view *pv, const mr_table *t, const mr_column *const *ekeys,
+                           const char *const *ekey_names, size_t n_keys, side *s, mr_error *err)
+{
+    char what[160];
+    snprintf(what, sizeof(what), "feature view '%s'", pv->name ? pv->name : "");
+    if (!t || !pv->keys) return MR_ERR(err, MR_E_INVALID_ARG, "%s has no table or no keys", what);
+    if (t->n_rows >= NONE) return MR_ERR(err, MR_E_LIMIT, "%s has %zu rows (at most %u)", what, t->n_rows, NONE - 1);
+    if (pv->ttl_us < 0) return MR_ERR(err, MR_E_INVALID_ARG, "%s: a negative ttl", what);
+    s->n_keys = n_keys;
+    s->ts = s->created = NULL;
+    mr_status rc = MR_OK;
+    for (size_t k = 0; rc == MR_OK && k < n_keys; k++) {
+        rc = find_col(t, what, pv->keys[k], "key", &s->keys[k], err);
+        if (rc == MR_OK && s->keys[k]->type != ekeys[k]->type)
+            rc = MR_ERR(err, MR_E_SCHEMA, "%s: key column '%s' is %s, the entity table's '%s' is %s", what, pv->keys[k],
+                        mr_dtype_name(s->keys[k]->type), ekey_names[k], mr_dtype_name(ekeys[k]->type));
+    }
+    if (rc == MR_OK) rc = time_col(t, what, pv->ts, "event timestamp", &s->ts, err);
+    if (rc == MR_OK && pv->created) rc = time_col(t, what, pv->created, "created timestamp", &s->created, err);
+    for (size_t f = 0; rc == MR_OK && f < pv->n_features; f++) {
+        const mr_column *c;
+        rc = find_col(t, what, pv->features[f], "feature", &c, err);
+    }
+    return rc;
+}
+
+/* What every view's job shares. */
+typedef struct join_plan {
+    const side *e;                /* the entity side */
+    const char *const *ekey_names;
+    const uint32_t *e_idx;        /* the joinable entity rows, sorted */
+    size_t n_e, n_rows;           /* joinable rows; all entity rows */
+    const mr_pit_write_opts *o;   /* NULL: an in-memory join of bound views */
+    size_t batch_rows;            /* the output's batches (a spill's row groups) */
+    int lanes;                    /* threads the views were joined on (after the first, with a limit) */
+} join_plan;
+
 typedef struct view_job {
+    const join_plan *plan;
     const mr_pit_view *v;
-    side s;
-    const side *e;           /* the entity side */
-    const uint32_t *e_idx;   /* the joinable entity rows, sorted */
-    size_t n_e, n_rows;      /* joinable rows; all entity rows */
-    uint32_t *pick;          /* per entity row: the view row, or NONE */
-    uint64_t missing;
-    int failed;              /* out of memory */
+    size_t index;
+    side s;                       /* bound before the jobs run (in memory) or by the job (loaded) */
+    const char *const *onames;    /* the view's output names */
+    mr_column **cols;             /* the gathered features, n_features (kept: not spilled) */
+    char *spill;                  /* the spill dataset's directory, or NULL */
+    uint64_t missing, view_rows;
+    uint64_t row_bytes;           /* the gathered columns' bytes per row (strings: their mean) */
+    uint64_t footprint;           /* about the most the job held: the view, its sort, its picks, its gathers */
+    mr_status rc;
+    mr_error err;
 } view_job;
-
-static void join_view(view_job *j)
-{
-    size_t n_v = 0;
-    uint32_t *v_idx = sorted_rows(&j->s, j->v->table->n_rows, &n_v);
-    if (!v_idx) {
-        j->failed = 1;
-        return;
-    }
-    for (size_t r = 0; r < j->n_rows; r++) j->pick[r] = NONE;
-    size_t p = 0;
-    for (size_t q = 0; q < j->n_e; q++) {
-        uint32_t er = j->e_idx[q];
-        int64_t ets = ts_at(j->e->ts, er);
-        /* advance past every view row that sorts at or before (keys, ets) */
-        while (p < n_v) {
-            int c = cmp_keys(&j->s, v_idx[p], j->e, er);
-            if (c > 0 || (c == 0 && ts_at(j->s.ts, v_idx[p]) > ets)) break;
-            p++;
-        }
-        if (p == 0) continue;
-        uint32_t vr = v_idx[p - 1];
-        if (cmp_keys(&j->s, vr, j->e, er) != 0) continue; /* the last row before is another key's */
-        /* vts <= ets: the difference is exact as unsigned, whatever the two are */
-        if (j->v->ttl_us > 0 && (uint64_t)ets - (uint64_t)ts_at(j->s.ts, vr) > (uint64_t)j->v->ttl_us) continue;
-        j->pick[er] = vr;
-    }
-    mr_free(v_idx);
-    for (size_t r = 0; r < j->n_rows; r++) j->missing += j->pick[r] == NONE;
-}
-
-static void join_views_task(void *ctx, size_t begin, size_t end, int tid)
-{
-    (void)tid;
-    view_job *jobs = ctx;
-    for (size_t v = begin; v < end; v++) join_view(&jobs[v]);
-}
 
 /* Column c's rows pick[0, n) (NONE: null), named name: gathered in one
  * pass (a missing row reads row 0, then is marked null), or, from an empty
@@ -311,153 +321,398 @@ static mr_status take_or_null(const mr_column *c, const uint32_t *pick, size_t n
     return MR_OK;
 }
 
+
+/* The bytes per row of col's values (fixed width, or a string's mean plus its offset). */
+static uint64_t col_row_bytes(const mr_column *c)
+{
+    if (c->type != MR_T_STRING) return mr_dtype_width(c->type) ? mr_dtype_width(c->type) : 1;
+    const mr_column *d = c->codes ? c->dict : c;
+    uint64_t total = d->n ? (uint64_t)(d->offsets[d->n] - d->offsets[0]) : 0;
+    return 8 + (d->n ? total / d->n : 0) + (c->codes ? 4 : 0);
+}
+
+/* About the bytes of a column's values, nulls and offsets. */
+static uint64_t col_bytes(const mr_column *c)
+{
+    uint64_t n = c->n, b = c->valid ? (n + 7) / 8 : 0;
+    if (c->type != MR_T_STRING) return b + n * (mr_dtype_width(c->type) ? mr_dtype_width(c->type) : 1);
+    if (c->codes) return b + 4 * n + col_bytes(c->dict);
+    return b + 8 * (n + 1) + c->bytes_len;
+}
+
+/* Writes the job's gathered columns to its spill file (Parquet, row groups
+ * of batch_rows rows, uncompressed) and frees them. */
+static mr_status spill_view(view_job *j)
+{
+    const join_plan *pl = j->plan;
+    mr_table *t = NULL;
+    mr_status rc = mr_table_new(&t, &j->err);
+    for (size_t f = 0; rc == MR_OK && f < j->v->n_features; f++) {
+        rc = mr_table_add_column(t, j->cols[f], &j->err); /* t's now, or freed */
+        j->cols[f] = NULL;
+    }
+    char name[48];
+    snprintf(name, sizeof(name), "pit-view-%zu.parquet", j->index);
+    if (rc == MR_OK) {
+        j->spill = mr_path_join(pl->o->tmp_dir, name);
+        if (!j->spill) rc = MR_ERR(&j->err, MR_E_NOMEM, "out of memory");
+    }
+    if (rc == MR_OK) {
+        mr_parquet_write_opts wo;
+        mr_parquet_write_opts_init(&wo);
+        wo.codec = MR_PQ_UNCOMPRESSED;
+        wo.row_group_rows = pl->batch_rows;
+        rc = mr_parquet_write_table(j->spill, t, &wo, &j->err);
+    }
+    mr_table_free(t);
+    return rc;
+}
+
+/* One view: loaded (with a loader) and bound, sorted, merged with the
+ * entity rows, its features gathered in the entity table's row order,
+ * and, with a memory limit, spilled. */
+static void join_view(view_job *j)
+{
+    const join_plan *pl = j->plan;
+    mr_table *owned = NULL;
+    const mr_table *t = j->v->table;
+    uint32_t *v_idx = NULL, *pick = NULL;
+    if (pl->o && pl->o->load) {
+        j->rc = pl->o->load(pl->o->load_arg, j->index, &owned, &j->err);
+        if (j->rc == MR_OK)
+            j->rc = bind_view(j->v, owned, pl->e->keys, pl->ekey_names, pl->e->n_keys, &j->s, &j->err);
+        if (j->rc != MR_OK) goto done;
+        t = owned;
+    }
+    j->view_rows = t->n_rows;
+    for (size_t c = 0; c < t->n_cols; c++) j->footprint += col_bytes(t->cols[c]);
+    j->footprint += 8 * (uint64_t)t->n_rows + 4 * (uint64_t)pl->n_rows; /* the sort, the picks */
+    size_t n_v = 0;
+    v_idx = sorted_rows(&j->s, t->n_rows, &n_v);
+    pick = mr_malloc((pl->n_rows ? pl->n_rows : 1) * sizeof(*pick));
+    if (!v_idx || !pick) {
+        j->rc = MR_ERR(&j->err, MR_E_NOMEM, "out of memory sorting feature view '%s'", j->v->name ? j->v->name : "");
+        goto done;
+    }
+    for (size_t r = 0; r < pl->n_rows; r++) pick[r] = NONE;
+    size_t p = 0;
+    for (size_t q = 0; q < pl->n_e; q++) {
+        uint32_t er = pl->e_idx[q];
+        int64_t ets = ts_at(pl->e->ts, er);
+        /* advance past every view row that sorts at or before (keys, ets) */
+        while (p < n_v) {
+            int c = cmp_keys(&j->s, v_idx[p], pl->e, er);
+            if (c > 0 || (c == 0 && ts_at(j->s.ts, v_idx[p]) > ets)) break;
+            p++;
+        }
+        if (p == 0) continue;
+        uint32_t vr = v_idx[p - 1];
+        if (cmp_keys(&j->s, vr, pl->e, er) != 0) continue; /* the last row before is another key's */
+        /* vts <= ets: the difference is exact as unsigned, whatever the two are */
+        if (j->v->ttl_us > 0 && (uint64_t)ets - (uint64_t)ts_at(j->s.ts, vr) > (uint64_t)j->v->ttl_us) continue;
+        pick[er] = vr;
+    }
+    mr_free(v_idx);
+    v_idx = NULL;
+    for (size_t r = 0; r < pl->n_rows; r++) j->missing += pick[r] == NONE;
+    for (size_t f = 0; j->rc == MR_OK && f < j->v->n_features; f++) {
+        j->rc = take_or_null(mr_table_column(t, j->v->features[f]), pick, pl->n_rows, j->onames[f], &j->cols[f],
+                             &j->err);
+        if (j->rc == MR_OK) {
+            j->row_bytes += col_row_bytes(j->cols[f]);
+            j->footprint += col_bytes(j->cols[f]);
+        }
+    }
+    mr_free(pick);
+    pick = NULL;
+    mr_table_free(owned); /* the view is done with before its spill is written */
+    owned = NULL;
+    if (j->rc == MR_OK && pl->o && pl->o->mem_bytes && j->v->n_features) j->rc = spill_view(j);
+done:
+    mr_free(v_idx);
+    mr_free(pick);
+    mr_table_free(owned);
+}
+
+static void join_views_task(void *ctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    view_job *jobs = ctx;
+    for (size_t v = begin; v < end; v++) join_view(&jobs[v]);
+}
+
+/* ---- the join's frame: bound entity side, output names, the jobs ----------------- */
+
+typedef struct join_frame {
+    const mr_column **kcols;      /* (n_views + 1) * n_keys: the entity's, then each view's */
+    side e;
+    uint32_t *e_idx;
+    char **onames;                /* the output's names: the entity table's, then each view's */
+    size_t n_onames;
+    view_job *jobs;
+    join_plan plan;
+} join_frame;
+
+static void frame_free(join_frame *fr, size_t n_views)
+{
+    for (size_t v = 0; fr->jobs && v < n_views; v++) {
+        view_job *j = &fr->jobs[v];
+        for (size_t f = 0; j->cols && f < j->v->n_features; f++) mr_column_free(j->cols[f]);
+        mr_free(j->cols);
+        if (j->spill) (void)unlink(j->spill);
+        mr_free(j->spill);
+    }
+    mr_free(fr->jobs);
+    mr_free(fr->kcols);
+    mr_free(fr->e_idx);
+    for (size_t i = 0; fr->onames && i < fr->n_onames; i++) mr_free(fr->onames[i]);
+    mr_free(fr->onames);
+    memset(fr, 0, sizeof(*fr));
+}
+
+/* Checks the arguments, binds the entity side (and, without a loader, every
+ * view), names the output's columns, sorts the entity rows, and sets up a
+ * job per view. */
+static mr_status frame_open(join_frame *fr, const mr_table *entities, const char *const *keys, size_t n_keys,
+                            const char *ts, const mr_pit_view *views, size_t n_views, const mr_pit_write_opts *o,
+                            mr_error *err)
+{
+    memset(fr, 0, sizeof(*fr));
+    if (!entities || !keys || n_keys == 0 || !ts || (n_views && !views))
+        return MR_ERR(err, MR_E_INVALID_ARG, "a point-in-time join needs an entity table, its keys and its timestamp");
+    if (entities->n_rows >= NONE)
+        return MR_ERR(err, MR_E_LIMIT, "the entity table has %zu rows (at most %u)", entities->n_rows, NONE - 1);
+    if (o && o->mem_bytes && (!o->tmp_dir || !*o->tmp_dir))
+        return MR_ERR(err, MR_E_INVALID_ARG, "a point-in-time join with a memory limit needs a scratch directory");
+    fr->jobs = mr_calloc(n_views ? n_views : 1, sizeof(*fr->jobs));
+    fr->kcols = mr_calloc((n_views + 1) * n_keys, sizeof(*fr->kcols));
+    if (!fr->jobs || !fr->kcols) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = MR_OK;
+    fr->e = (side){fr->kcols, n_keys, NULL, NULL};
+    for (size_t k = 0; rc == MR_OK && k < n_keys; k++) {
+        rc = find_col(entities, "the entity table", keys[k], "key", &fr->kcols[k], err);
+        if (rc == MR_OK && !key_type_ok(fr->kcols[k]->type))
+            rc = MR_ERR(err, MR_E_SCHEMA, "the entity table's key column '%s' is %s; int64, string, date, timestamp or "
+                        "bool is expected", keys[k], mr_dtype_name(fr->kcols[k]->type));
+    }
+    if (rc == MR_OK) rc = time_col(entities, "the entity table", ts, "timestamp", &fr->e.ts, err);
+    for (size_t v = 0; rc == MR_OK && v < n_views; v++) {
+        view_job *j = &fr->jobs[v];
+        j->plan = &fr->plan;
+        j->v = &views[v];
+        j->index = v;
+        mr_error_init(&j->err);
+        j->s = (side){fr->kcols + (v + 1) * n_keys, n_keys, NULL, NULL};
+        j->cols = mr_calloc(views[v].n_features ? views[v].n_features : 1, sizeof(*j->cols));
+        if (!j->cols) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        else if (!(o && o->load)) rc = bind_view(&views[v], views[v].table, fr->kcols, keys, n_keys, &j->s, err);
+        else if (!views[v].keys) rc = MR_ERR(err, MR_E_INVALID_ARG, "feature view '%s' has no keys", views[v].name ? views[v].name : "");
+    }
+    if (rc != MR_OK) return rc;
+    /* the output's names: the entity table's, then prefix + feature per view, each once */
+    size_t n_out = entities->n_cols;
+    for (size_t v = 0; v < n_views; v++) n_out += views[v].n_features;
+    fr->onames = mr_calloc(n_out ? n_out : 1, sizeof(*fr->onames));
+    if (!fr->onames) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    fr->n_onames = n_out;
+    size_t at = 0;
+    for (size_t c = 0; c < entities->n_cols; c++) fr->onames[at++] = mr_strdup(entities->cols[c]->name);
+    for (size_t v = 0; v < n_views; v++) {
+        fr->jobs[v].onames = (const char *const *)fr->onames + at;
+        for (size_t f = 0; f < views[v].n_features; f++) {
+            size_t l = (views[v].prefix ? strlen(views[v].prefix) : 0) + strlen(views[v].features[f]) + 1;
+            fr->onames[at] = mr_malloc(l);
+            if (fr->onames[at])
+                snprintf(fr->onames[at], l, "%s%s", views[v].prefix ? views[v].prefix : "", views[v].features[f]);
+            at++;
+        }
+    }
+    for (size_t i = 0; i < n_out; i++)
+        if (!fr->onames[i]) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t i = entities->n_cols, v = 0, f = 0; i < n_out; i++, f++) {
+        while (f >= views[v].n_features) v++, f = 0;
+        for (size_t q = 0; q < i; q++)
+            if (!strcmp(fr->onames[q], fr->onames[i])) {
+                rc = MR_ERR(err, MR_E_SCHEMA, "feature view '%s': output column '%s' already exists", views[v].name,
+                            fr->onames[i]);
+                mr_error_hint(err, "give the view a prefix (prefix: \"%s__\"), or join fewer columns", views[v].name);
+                return rc;
+            }
+    }
+    size_t n_e = 0;
+    fr->e_idx = sorted_rows(&fr->e, entities->n_rows, &n_e);
+    if (!fr->e_idx) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    fr->plan = (join_plan){.e = &fr->e, .ekey_names = keys, .e_idx = fr->e_idx, .n_e = n_e,
+                           .n_rows = entities->n_rows, .o = o, .batch_rows = entities->n_rows ? entities->n_rows : 1};
+    return MR_OK;
+}
+
+/* Runs the jobs on up to threads threads; the first failed view's error.
+ * With a memory limit, the first view is joined alone, and the others on
+ * as many threads as views of its footprint fit in half the limit (at
+ * least one): views of one pipeline tend to be alike. */
+static mr_status frame_run(join_frame *fr, size_t n_views, int threads, uint64_t mem_bytes, mr_error *err)
+{
+    size_t first = 0;
+    if (mem_bytes && n_views > 1 && mr_pool_threads_capped(threads) > 1) {
+        join_views_task(fr->jobs, 0, 1, 0);
+        uint64_t fp = fr->jobs[0].footprint ? fr->jobs[0].footprint : 1, fit = mem_bytes / 2 / fp;
+        threads = fit < 1 ? 1 : fit < (uint64_t)mr_pool_threads_capped(threads) ? (int)fit : threads;
+        first = 1;
+    }
+    fr->plan.lanes = mr_pool_threads_capped(threads);
+    mr_parallel_for_capped(n_views - first, 1, threads, join_views_task, fr->jobs + first);
+    for (size_t v = 0; v < n_views; v++)
+        if (fr->jobs[v].rc != MR_OK) {
+            if (err) *err = fr->jobs[v].err;
+            return fr->jobs[v].rc;
+        }
+    return MR_OK;
+}
+
 mr_status mr_pit_join(const mr_table *entities, const char *const *keys, size_t n_keys, const char *ts,
                       const mr_pit_view *views, size_t n_views, int threads, mr_table **out, uint64_t *missing,
                       mr_error *err)
 {
     *out = NULL;
-    if (!entities || !keys || n_keys == 0 || !ts || (n_views && !views))
-        return MR_ERR(err, MR_E_INVALID_ARG, "a point-in-time join needs an entity table, its keys and its timestamp");
-    if (entities->n_rows >= NONE) return MR_ERR(err, MR_E_LIMIT, "the entity table has %zu rows (at most %u)",
-                                                entities->n_rows, NONE - 1);
-    mr_status rc = MR_OK;
-    view_job *jobs = mr_calloc(n_views ? n_views : 1, sizeof(*jobs));
-    const mr_column **kcols = mr_calloc((n_views + 1) * n_keys, sizeof(*kcols));
-    uint32_t *e_idx = NULL;
-    char **onames = NULL;
-    size_t n_onames = 0;
+    join_frame fr;
     mr_table *t = NULL;
-    if (!jobs || !kcols) {
-        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        goto done;
-    }
-    side e = {kcols, n_keys, NULL, NULL};
-    for (size_t k = 0; rc == MR_OK && k < n_keys; k++) {
-        rc = find_col(entities, "the entity table", keys[k], "key", &kcols[k], err);
-        if (rc == MR_OK && !key_type_ok(kcols[k]->type))
-            rc = MR_ERR(err, MR_E_SCHEMA, "the entity table's key column '%s' is %s; int64, string, date, timestamp or "
-                        "bool is expected", keys[k], mr_dtype_name(kcols[k]->type));
-    }
-    if (rc == MR_OK) rc = time_col(entities, "the entity table", ts, "timestamp", &e.ts, err);
-    for (size_t v = 0; rc == MR_OK && v < n_views; v++) {
-        const mr_pit_view *pv = &views[v];
-        char what[160];
-        snprintf(what, sizeof(what), "feature view '%s'", pv->name ? pv->name : "");
-        if (!pv->table || !pv->keys) {
-            rc = MR_ERR(err, MR_E_INVALID_ARG, "%s has no table or no keys", what);
-            break;
-        }
-        if (pv->table->n_rows >= NONE) {
-            rc = MR_ERR(err, MR_E_LIMIT, "%s has %zu rows (at most %u)", what, pv->table->n_rows, NONE - 1);
-            break;
-        }
-        if (pv->ttl_us < 0) {
-            rc = MR_ERR(err, MR_E_INVALID_ARG, "%s: a negative ttl", what);
-            break;
-        }
-        view_job *j = &jobs[v];
-        j->v = pv;
-        j->s = (side){kcols + (v + 1) * n_keys, n_keys, NULL, NULL};
-        for (size_t k = 0; rc == MR_OK && k < n_keys; k++) {
-            rc = find_col(pv->table, what, pv->keys[k], "key", &j->s.keys[k], err);
-            if (rc == MR_OK && j->s.keys[k]->type != kcols[k]->type)
-                rc = MR_ERR(err, MR_E_SCHEMA, "%s: key column '%s' is %s, the entity table's '%s' is %s", what,
-                            pv->keys[k], mr_dtype_name(j->s.keys[k]->type), keys[k], mr_dtype_name(kcols[k]->type));
-        }
-        if (rc == MR_OK) rc = time_col(pv->table, what, pv->ts, "event timestamp", &j->s.ts, err);
-        if (rc == MR_OK && pv->created) rc = time_col(pv->table, what, pv->created, "created timestamp", &j->s.created, err);
-        for (size_t f = 0; rc == MR_OK && f < pv->n_features; f++) {
-            const mr_column *c;
-            rc = find_col(pv->table, what, pv->features[f], "feature", &c, err);
-        }
-    }
-    if (rc != MR_OK) goto done;
-    /* the output's names: the entity table's, then prefix + feature per view, each once */
-    size_t n_out = entities->n_cols;
-    for (size_t v = 0; v < n_views; v++) n_out += views[v].n_features;
-    onames = mr_calloc(n_out ? n_out : 1, sizeof(*onames));
-    n_onames = n_out;
-    if (!onames) {
-        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        goto done;
-    }
-    size_t at = 0;
-    for (size_t c = 0; c < entities->n_cols; c++) onames[at++] = mr_strdup(entities->cols[c]->name);
-    for (size_t v = 0; v < n_views; v++)
-        for (size_t f = 0; f < views[v].n_features; f++) {
-            size_t l = (views[v].prefix ? strlen(views[v].prefix) : 0) + strlen(views[v].features[f]) + 1;
-            onames[at] = mr_malloc(l);
-            if (onames[at]) snprintf(onames[at], l, "%s%s", views[v].prefix ? views[v].prefix : "", views[v].features[f]);
-            at++;
-        }
-    for (size_t i = 0; i < n_out; i++)
-        if (!onames[i]) {
-            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-            goto done;
-        }
-    for (size_t i = entities->n_cols, v = 0, f = 0; i < n_out; i++, f++) {
-        while (f >= views[v].n_features) v++, f = 0;
-        for (size_t q = 0; q < i; q++)
-            if (!strcmp(onames[q], onames[i])) {
-                rc = MR_ERR(err, MR_E_SCHEMA, "feature view '%s': output column '%s' already exists", views[v].name,
-                            onames[i]);
-                mr_error_hint(err, "give the view a prefix (prefix: \"%s__\"), or join fewer columns", views[v].name);
-                goto done;
-            }
-    }
-    size_t n_e = 0;
-    e_idx = sorted_rows(&e, entities->n_rows, &n_e);
-    if (!e_idx) {
-        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        goto done;
-    }
-    for (size_t v = 0; v < n_views; v++) {
-        jobs[v].e = &e;
-        jobs[v].e_idx = e_idx;
-        jobs[v].n_e = n_e;
-        jobs[v].n_rows = entities->n_rows;
-        jobs[v].pick = mr_malloc((entities->n_rows ? entities->n_rows : 1) * sizeof(uint32_t));
-        if (!jobs[v].pick) {
-            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-            goto done;
-        }
-    }
-    mr_parallel_for_capped(n_views, 1, threads, join_views_task, jobs);
-    for (size_t v = 0; v < n_views; v++)
-        if (jobs[v].failed) {
-            rc = MR_ERR(err, MR_E_NOMEM, "out of memory sorting feature view '%s'", views[v].name);
-            goto done;
-        }
-    rc = mr_table_new(&t, err);
+    mr_status rc = frame_open(&fr, entities, keys, n_keys, ts, views, n_views, NULL, err);
+    if (rc == MR_OK) rc = frame_run(&fr, n_views, threads, 0, err);
+    if (rc == MR_OK) rc = mr_table_new(&t, err);
     for (size_t c = 0; rc == MR_OK && c < entities->n_cols; c++) {
         mr_column *col = NULL;
         rc = mr_column_slice(entities->cols[c], 0, entities->n_rows, &col, err);
         if (rc == MR_OK) rc = mr_table_add_column(t, col, err);
     }
-    at = entities->n_cols;
     for (size_t v = 0; rc == MR_OK && v < n_views; v++) {
-        for (size_t f = 0; rc == MR_OK && f < views[v].n_features; f++, at++) {
-            mr_column *col = NULL;
-            rc = take_or_null(mr_table_column(views[v].table, views[v].features[f]), jobs[v].pick, entities->n_rows,
-                              onames[at], &col, err);
-            if (rc == MR_OK) rc = mr_table_add_column(t, col, err);
+        for (size_t f = 0; rc == MR_OK && f < views[v].n_features; f++) {
+            rc = mr_table_add_column(t, fr.jobs[v].cols[f], err); /* t's now, or freed */
+            fr.jobs[v].cols[f] = NULL;
         }
-        if (missing) missing[v] = jobs[v].missing;
+        if (missing) missing[v] = fr.jobs[v].missing;
     }
     if (rc == MR_OK) t->n_rows = entities->n_rows; /* also when there are no columns to set it */
-done:
-    for (size_t v = 0; jobs && v < n_views; v++) mr_free(jobs[v].pick);
-    mr_free(jobs);
-    mr_free(kcols);
-    mr_free(e_idx);
-    for (size_t i = 0; onames && i < n_onames; i++) mr_free(onames[i]);
-    mr_free(onames);
+    frame_free(&fr, n_views);
     if (rc != MR_OK) {
         mr_table_free(t);
         return rc;
     }
     *out = t;
     return MR_OK;
+}
+
+/* ---- the join written to a dataset, in batches ------------------------------------ */
+
+/* The rows of a batch [b, e): the entity table's columns sliced, then each
+ * view's gathered columns (sliced, or moved when the batch is everything)
+ * or the next row group of its spill. */
+static mr_status write_batches(join_frame *fr, const mr_table *entities, size_t n_views, mr_parquet_file **spills,
+                               mr_dataset_writer *w, mr_error *err)
+{
+    size_t n = entities->n_rows, step = fr->plan.batch_rows;
+    mr_status rc = MR_OK;
+    for (size_t b = 0; rc == MR_OK && (b < n || (n == 0 && b == 0)); b += step) {
+        size_t e = n - b < step ? n : b + step;
+        int whole = b == 0 && e == n;
+        mr_table *t = NULL;
+        rc = mr_table_new(&t, err);
+        for (size_t c = 0; rc == MR_OK && c < entities->n_cols; c++) {
+            mr_column *col = NULL;
+            rc = mr_column_slice(entities->cols[c], b, e, &col, err);
+            if (rc == MR_OK) rc = mr_table_add_column(t, col, err);
+        }
+        for (size_t v = 0; rc == MR_OK && v < n_views; v++) {
+            view_job *j = &fr->jobs[v];
+            size_t nf = j->v->n_features;
+            if (spills[v]) {
+                mr_table *g = NULL;
+                size_t rg = b / step;
+                if (rg < mr_parquet_num_row_groups(spills[v])) rc = mr_parquet_read_row_group(spills[v], rg, NULL, 0, &g, err);
+                if (rc == MR_OK && (!g || g->n_rows != e - b || g->n_cols != nf))
+                    rc = MR_ERR(err, MR_E_CORRUPT, "feature view '%s': its spill holds %zu rows where %zu were written",
+                                j->v->name ? j->v->name : "", g ? g->n_rows : 0, e - b);
+                for (size_t f = 0; rc == MR_OK && f < nf; f++) {
+                    rc = mr_table_add_column(t, g->cols[f], err); /* t's now, or freed */
+                    g->cols[f] = NULL;
+                }
+                mr_table_free(g); /* the columns moved to t are NULL in it */
+                continue;
+            }
+            for (size_t f = 0; rc == MR_OK && f < nf; f++) {
+                mr_column *col = NULL;
+                if (whole) {
+                    col = j->cols[f];
+                    j->cols[f] = NULL;
+                } else {
+                    rc = mr_column_slice(j->cols[f], b, e, &col, err);
+                }
+                if (rc == MR_OK) rc = mr_table_add_column(t, col, err);
+            }
+        }
+        if (rc == MR_OK) {
+            t->n_rows = e - b;
+            rc = mr_dataset_writer_write(w, t, err);
+        }
+        mr_table_free(t);
+        if (n == 0) break;
+    }
+    return rc;
+}
+
+mr_status mr_pit_join_write(const mr_table *entities, const char *const *keys, size_t n_keys, const char *ts,
+                            const mr_pit_view *views, size_t n_views, const mr_pit_write_opts *o, const char *out_dir,
+                            mr_pit_write_stats *stats, mr_error *err)
+{
+    mr_pit_write_opts defaults = {0};
+    if (!o) o = &defaults;
+    if (!out_dir) return MR_ERR(err, MR_E_INVALID_ARG, "a point-in-time join needs an output directory");
+    join_frame fr;
+    mr_status rc = frame_open(&fr, entities, keys, n_keys, ts, views, n_views, o, err);
+    mr_parquet_file **spills = NULL;
+    mr_dataset_writer *w = NULL;
+    if (rc == MR_OK && o->mem_bytes) {
+        /* batches of rows that fit an eighth of the limit each (a batch, the
+         * spills' row groups it is read from and the writer's row group
+         * are alive together), sized before any view is read: features
+         * counted at 8 bytes, the entity table's columns at their own */
+        uint64_t row = 0;
+        for (size_t c = 0; c < entities->n_cols; c++) row += col_row_bytes(entities->cols[c]);
+        for (size_t v = 0; v < n_views; v++) row += 8 * (uint64_t)views[v].n_features;
+        uint64_t rows = o->mem_bytes / 8 / (row ? row : 1);
+        fr.plan.batch_rows = rows < 1024 ? 1024 : rows > 131072 ? 131072 : (size_t)rows;
+    }
+    if (rc == MR_OK) rc = frame_run(&fr, n_views, o->threads, o->mem_bytes, err);
+    if (rc == MR_OK) {
+        spills = mr_calloc(n_views ? n_views : 1, sizeof(*spills));
+        if (!spills) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    /* read with pread, not mapped: a batch's pages are not kept after it */
+    for (size_t v = 0; rc == MR_OK && v < n_views; v++)
+        if (fr.jobs[v].spill) rc = mr_parquet_open(fr.jobs[v].spill, &spills[v], err);
+    if (rc == MR_OK) rc = mr_dataset_writer_open(out_dir, o->write, &w, err);
+    if (rc == MR_OK) rc = write_batches(&fr, entities, n_views, spills, w, err);
+    if (rc == MR_OK) {
+        rc = mr_dataset_writer_close(w, NULL, err);
+        w = NULL;
+    }
+    if (rc == MR_OK && stats) {
+        stats->rows = entities->n_rows;
+        stats->cols = fr.n_onames;
+        stats->batch_rows = fr.plan.batch_rows;
+        stats->lanes = fr.plan.lanes;
+        stats->spilled = 0;
+        for (size_t v = 0; v < n_views; v++) {
+            if (stats->missing) stats->missing[v] = fr.jobs[v].missing;
+            if (stats->view_rows) stats->view_rows[v] = fr.jobs[v].view_rows;
+            stats->spilled += fr.jobs[v].spill != NULL;
+        }
+    }
+    mr_dataset_writer_free(w);
+    for (size_t v = 0; spills && v < n_views; v++) mr_parquet_close(spills[v]);
+    mr_free(spills);
+    frame_free(&fr, n_views);
+    return rc;
 }
 
 /* ---- the latest row per entity ----------------------------------------------------- */
@@ -635,3 +890,4 @@ done:
     *out = joined;
     return MR_OK;
 }
+

@@ -50,7 +50,7 @@ static mr_status run_mat(mr_op_ctx *ctx, mr_error *err)
     char *path = mr_path_join(ctx->outputs[0].path, loc ? "online.redis" : "online.mrfs");
     mr_status rc = keys && path && (loc || !vst) ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
     if (rc == MR_OK) rc = mr_fs_mkdirs(ctx->outputs[0].path, err);
-    if (rc == MR_OK) rc = mr__views_load(ctx->def, keys, n_keys, &vw, err);
+    if (rc == MR_OK) rc = mr__views_load(ctx->def, keys, n_keys, 1, &vw, err);
     int threads = ctx->threads > 1 ? ctx->threads : 1;
     char gen[MR_HASH_HEX_LEN + 1];
     if (rc == MR_OK && !loc) rc = mr_online_build(path, keys, n_keys, vw.pv, vw.n, threads, err);

@@ -131,6 +131,44 @@ static mr_status validate_pit(const mr_op_validate_ctx *vc, mr_error *err) { ret
 
 mr_status mr__views_check(const mr_value *def, mr_error *err) { return check_views(def, err); }
 
+/* The whole of a view's source (a value from before the first entity row
+ * still counts), with only the columns the join reads: keys, times and
+ * features, each once. */
+mr_status mr__view_read(const char *src, const mr_pit_view *pv, size_t n_keys, mr_table **out, mr_error *err)
+{
+    *out = NULL;
+    mr_table *t = NULL;
+    mr_status rc = mr_table_read_file(src, &t, err);
+    if (rc != MR_OK) {
+        mr_error_at(err, src, 0, 0);
+        return rc;
+    }
+    size_t cap = n_keys + 2 + pv->n_features, n = 0;
+    const char **names = mr_malloc(cap * sizeof(*names));
+    if (!names) {
+        mr_table_free(t);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    int all = 1; /* every named column is there (else the join names what is not) */
+    for (size_t i = 0; i < cap; i++) {
+        const char *c = i < n_keys ? pv->keys[i] : i == n_keys ? pv->ts : i == n_keys + 1 ? pv->created
+                                                                                           : pv->features[i - n_keys - 2];
+        if (!c) continue;
+        if (!mr_table_column(t, c)) all = 0;
+        int seen = 0;
+        for (size_t q = 0; q < n && !seen; q++) seen = !strcmp(names[q], c);
+        if (!seen) names[n++] = c;
+    }
+    if (all && n < t->n_cols) rc = mr_table_project(t, names, n, err);
+    mr_free(names);
+    if (rc != MR_OK) {
+        mr_table_free(t);
+        return rc;
+    }
+    *out = t;
+    return MR_OK;
+}
+
 void mr__views_free(mr__views *vw)
 {
     for (size_t i = 0; i < vw->n; i++) {
@@ -144,10 +182,13 @@ void mr__views_free(mr__views *vw)
     mr_free(vw->names);
     mr_free(vw->tables);
     mr_free(vw->missing);
+    mr_free(vw->rows);
+    mr_free(vw->sources);
     memset(vw, 0, sizeof(*vw));
 }
 
-mr_status mr__views_load(const mr_value *def, const char *const *keys, size_t n_keys, mr__views *vw, mr_error *err)
+mr_status mr__views_load(const mr_value *def, const char *const *keys, size_t n_keys, int read, mr__views *vw,
+                         mr_error *err)
 {
     memset(vw, 0, sizeof(*vw));
     const mr_value *views = mr_value_get(def, "views");
@@ -160,7 +201,9 @@ mr_status mr__views_load(const mr_value *def, const char *const *keys, size_t n_
     vw->names = mr_calloc(n, sizeof(*vw->names));
     vw->tables = mr_calloc(n, sizeof(*vw->tables));
     vw->missing = mr_calloc(n, sizeof(*vw->missing));
-    if (!vw->pv || !vw->keys || !vw->feats || !vw->names || !vw->tables || !vw->missing) {
+    vw->rows = mr_calloc(n, sizeof(*vw->rows));
+    vw->sources = mr_calloc(n, sizeof(*vw->sources));
+    if (!vw->pv || !vw->keys || !vw->feats || !vw->names || !vw->tables || !vw->missing || !vw->rows || !vw->sources) {
         mr__views_free(vw);
         return MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
@@ -178,19 +221,27 @@ mr_status mr__views_load(const mr_value *def, const char *const *keys, size_t n_
             break;
         }
         const char *src = mr_value_get(v, "source")->str;
-        /* the whole view: a value from before the first entity row still counts */
-        rc = mr_table_read_file(src, &vw->tables[i], err);
-        if (rc != MR_OK) {
-            mr_error_at(err, src, 0, 0);
-            break;
-        }
-        vw->pv[i] = (mr_pit_view){.name = vw->names[i], .table = vw->tables[i], .keys = vw->keys[i] ? vw->keys[i] : keys,
+        vw->pv[i] = (mr_pit_view){.name = vw->names[i], .keys = vw->keys[i] ? vw->keys[i] : keys,
                                   .ts = mr__opt_str(v, "timestamp", NULL), .created = mr__opt_str(v, "created", NULL),
                                   .features = vw->feats[i], .n_features = nf, .prefix = mr__opt_str(v, "prefix", NULL)};
+        vw->sources[i] = src;
         rc = view_ttl(mr_value_get(v, "ttl"), vw->names[i], &vw->pv[i].ttl_us, err);
+        if (rc == MR_OK && read) rc = mr__view_read(src, &vw->pv[i], n_keys, &vw->tables[i], err);
+        vw->pv[i].table = vw->tables[i];
     }
     if (rc != MR_OK) mr__views_free(vw);
     return rc;
+}
+
+typedef struct pit_loader {
+    const mr__views *vw;
+    size_t n_keys;
+} pit_loader;
+
+static mr_status load_view(void *arg, size_t v, mr_table **out, mr_error *err)
+{
+    const pit_loader *l = arg;
+    return mr__view_read(l->vw->sources[v], &l->vw->pv[v], l->n_keys, out, err);
 }
 
 static mr_status run_pit(mr_op_ctx *ctx, mr_error *err)
@@ -199,24 +250,36 @@ static mr_status run_pit(mr_op_ctx *ctx, mr_error *err)
     const char **keys = mr__strings_of(ctx->def, "keys", &n_keys);
     mr__views vw;
     memset(&vw, 0, sizeof(vw));
-    mr_table *entities = NULL, *out = NULL;
+    mr_table *entities = NULL;
     mr_status rc = keys ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
     const char *epath = mr_value_get(ctx->def, "entities")->str;
-    if (rc == MR_OK) rc = mr__views_load(ctx->def, keys, n_keys, &vw, err);
+    if (rc == MR_OK) rc = mr__views_load(ctx->def, keys, n_keys, 0, &vw, err);
     if (rc == MR_OK) {
         rc = mr__read_input(ctx, epath, &entities, err);
         if (rc != MR_OK) mr_error_at(err, epath, 0, 0);
     }
+    /* each view read by a worker when its turn comes, and freed after it is
+     * joined; with resources.mem, joined columns wait in the stage's scratch
+     * directory and the output is written in batches (docs/featurestore.md) */
+    pit_loader loader = {&vw, n_keys};
+    mr_dataset_write_opts wo;
+    mr_dataset_write_opts_init(&wo);
+    mr_pit_write_opts po = {.threads = ctx->threads > 1 ? ctx->threads : 1, .mem_bytes = ctx->mem_bytes,
+                            .tmp_dir = ctx->tmp_dir, .load = load_view, .load_arg = &loader, .write = &wo};
+    mr_pit_write_stats st = {.missing = vw.missing, .view_rows = vw.rows};
     if (rc == MR_OK)
-        rc = mr_pit_join(entities, keys, n_keys, mr__opt_str(ctx->def, "timestamp", NULL), vw.pv, vw.n,
-                         ctx->threads > 1 ? ctx->threads : 1, &out, vw.missing, err);
-    if (rc == MR_OK) rc = mr__write_dataset(ctx->outputs[0].path, out, err);
+        rc = mr_pit_join_write(entities, keys, n_keys, mr__opt_str(ctx->def, "timestamp", NULL), vw.pv, vw.n, &po,
+                               ctx->outputs[0].path, &st, err);
     if (rc == MR_OK) {
-        dprintf(ctx->log_fd, "pit_join: %zu rows, %zu columns\n", out->n_rows, out->n_cols);
-        mr_op_metric(ctx, "rows", 0, (double)out->n_rows);
+        dprintf(ctx->log_fd, "pit_join: %llu rows, %zu columns\n", (unsigned long long)st.rows, st.cols);
+        if (ctx->mem_bytes)
+            dprintf(ctx->log_fd,
+                    "pit_join: %zu of %zu views through the scratch directory, batches of %zu rows, %d view%s at a "
+                    "time\n", st.spilled, vw.n, st.batch_rows, st.lanes, st.lanes == 1 ? "" : "s");
+        mr_op_metric(ctx, "rows", 0, (double)st.rows);
         for (size_t i = 0; i < vw.n; i++) {
-            dprintf(ctx->log_fd, "pit_join: view '%s': %zu rows, %llu entity rows without a value\n", vw.names[i],
-                    vw.tables[i]->n_rows, (unsigned long long)vw.missing[i]);
+            dprintf(ctx->log_fd, "pit_join: view '%s': %llu rows, %llu entity rows without a value\n", vw.names[i],
+                    (unsigned long long)vw.rows[i], (unsigned long long)vw.missing[i]);
             char metric[160];
             snprintf(metric, sizeof(metric), "missing.%s", vw.names[i]);
             mr_op_metric(ctx, metric, 0, (double)vw.missing[i]);
@@ -225,7 +288,6 @@ static mr_status run_pit(mr_op_ctx *ctx, mr_error *err)
     mr__views_free(&vw);
     mr_free(keys);
     mr_table_free(entities);
-    mr_table_free(out);
     return rc;
 }
 

@@ -24,14 +24,21 @@ typedef struct mr__views {
     const char ***keys;  /* each view's key names, or NULL: the entity keys */
     const char ***feats;
     char (*names)[128];
-    mr_table **tables;   /* the views' data, read whole */
+    const char **sources; /* the views' source paths (borrowed from def) */
+    mr_table **tables;   /* the views' data (read: their columns the join reads), or NULLs */
     uint64_t *missing;   /* for mr_pit_join */
+    uint64_t *rows;      /* for mr_pit_join_write: the views' rows */
 } mr__views;
 /* The `views:` of def checked (names, required keys, ttl) as at load. */
 mr_status mr__views_check(const mr_value *def, mr_error *err);
-/* Checks and reads def's `views:` (keys: the entity keys a view without
- * `keys:` uses; borrowed, must outlive vw). Free with mr__views_free. */
-mr_status mr__views_load(const mr_value *def, const char *const *keys, size_t n_keys, mr__views *vw, mr_error *err);
+/* Checks def's `views:` and, with read, reads each view's source (keys:
+ * the entity keys a view without `keys:` uses; borrowed, must outlive vw).
+ * Free with mr__views_free. */
+mr_status mr__views_load(const mr_value *def, const char *const *keys, size_t n_keys, int read, mr__views *vw,
+                         mr_error *err);
+/* Reads the source src of view pv: every row, only the columns the join
+ * reads (all of them when one is missing, for the join to name). */
+mr_status mr__view_read(const char *src, const mr_pit_view *pv, size_t n_keys, mr_table **out, mr_error *err);
 void mr__views_free(mr__views *vw);
 /* The views' sources, as an op's inputs_of. */
 size_t mr__views_inputs(const mr_value *def, const mr_value **paths, size_t max);

@@ -22,12 +22,12 @@ awk 'BEGIN { srand(5); print "id,user,event_ts,created_ts,clicks";
 awk 'BEGIN { srand(9); print "id,user,day,tier";
   for (i = 1; i <= 300; i++) printf "%d,u%02d,%s,t%d\n", i, int(rand() * 50), strftime("%Y-%m-%d", 1703980800 + int(rand() * 3) * 86400, 1), i }' \
     >"$ws/profile.csv"
-write_spec() { # CPUS
+write_spec() { # CPUS [MEM]
     cat >"$ws/millrace.yaml" <<EOF
 stages:
   train_set:
     op: pit_join
-    resources: {cpus: $1}
+    resources: {cpus: $1${2:+, mem: $2}}
     entities: entities.csv
     keys: [user]
     timestamp: ts
@@ -58,6 +58,15 @@ write_spec 1
 expect_exit 0 mr -C "$ws" run --force train_set
 assert_contains "$T_ERR" "1 executed" "forced on one thread"
 assert_eq "$(cat "$ws"/out/train_set/*.parquet | sha256sum)" "$sum2" "the same bytes at 1 and 2 threads"
+# with a memory limit, the joined columns wait in the scratch directory and
+# the output is written in batches (two here): the same bytes
+write_spec 2 1M
+expect_exit 0 mr -C "$ws" run --force train_set
+log=$(cat "$ws"/.millrace/logs/run-4/train_set.log)
+assert_contains "$log" "pit_join: 2 of 2 views through the scratch directory, batches of" "a limit spills"
+batch=$(sed -n 's/.*batches of \([0-9]*\) rows.*/\1/p' <<<"$log")
+[ "$batch" -lt 4000 ] || fail "one batch of $batch rows for 4000 entity rows under mem: 1M"
+assert_eq "$(cat "$ws"/out/train_set/*.parquet | sha256sum)" "$sum2" "the same bytes under a memory limit"
 
 # bad definitions: file:line:col and the key
 bad() { # WHAT YAML-OF-THE-VIEWS NEEDLE

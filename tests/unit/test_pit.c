@@ -16,8 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "millrace/dataset.h"
 #include "millrace/pit.h"
 #include "millrace/table.h"
+
+#include <unistd.h>
 
 static uint64_t rng_state;
 static uint64_t rnd(uint64_t n)
@@ -340,6 +343,155 @@ static void test_errors(void **state)
     mr_table_free(v);
 }
 
+/* ---- the join written to a dataset ---------------------------------------------- */
+
+/* dir/name's bytes (NULL: unreadable); *len its length. */
+static char *slurp(const char *dir, const char *name, size_t *len)
+{
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc(n > 0 ? (size_t)n : 1);
+    *len = b && fread(b, 1, (size_t)n, f) == (size_t)n ? (size_t)n : 0;
+    fclose(f);
+    return b;
+}
+
+/* Two dataset directories hold the same bytes: the manifest and every shard it names. */
+static void assert_same_dataset(const char *a, const char *b)
+{
+    size_t la = 0, lb = 0;
+    char *ma = slurp(a, "manifest.json", &la), *mb = slurp(b, "manifest.json", &lb);
+    assert_non_null(ma);
+    assert_non_null(mb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(ma, mb, la);
+    int shards = 0;
+    for (int i = 0; i < 100; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "part-%05d.parquet", i);
+        size_t sa = 0, sb = 0;
+        char *pa = slurp(a, name, &sa), *pb = slurp(b, name, &sb);
+        assert_int_equal(pa != NULL, pb != NULL);
+        if (pa) {
+            shards++;
+            assert_int_equal(sa, sb);
+            assert_memory_equal(pa, pb, sa);
+        }
+        free(pa);
+        free(pb);
+        if (!pa) break;
+    }
+    assert_true(shards >= 1);
+    free(ma);
+    free(mb);
+}
+
+typedef struct loader_arg {
+    const mr_table *const *tables;
+    int calls;
+    const char *drop; /* a column the loaded copy lacks, or NULL */
+} loader_arg;
+
+static mr_status load_copy(void *arg, size_t v, mr_table **out, mr_error *err)
+{
+    loader_arg *l = arg;
+    __atomic_fetch_add(&l->calls, 1, __ATOMIC_SEQ_CST);
+    mr_status rc = mr_table_slice(l->tables[v], 0, l->tables[v]->n_rows, out, err);
+    if (rc == MR_OK && l->drop) {
+        const char *keep[8];
+        size_t n = 0;
+        for (size_t c = 0; c < (*out)->n_cols && n < 8; c++)
+            if (strcmp((*out)->cols[c]->name, l->drop)) keep[n++] = (*out)->cols[c]->name;
+        rc = mr_table_project(*out, keep, n, err);
+        if (rc != MR_OK) {
+            mr_table_free(*out);
+            *out = NULL;
+        }
+    }
+    return rc;
+}
+
+/* mr_pit_join_write: the bytes mr_pit_join's table makes as a dataset, with
+ * and without a memory limit (batches of rows read back from the scratch),
+ * with the views' tables or a loader, at 1 and 2 threads. */
+static void test_join_write(void **state)
+{
+    (void)state;
+    rng_state = 7;
+    mr_table *e = entities(5000, 300, 20000), *v1 = view(4000, 300, 20000), *v2 = view(3000, 300, 20000);
+    const char *keys[] = {"k"}, *f1[] = {"f", "g"}, *f2[] = {"g", "f"};
+    mr_pit_view views[2] = {
+        {.name = "one", .table = v1, .keys = keys, .ts = "et", .created = "ct", .features = f1, .n_features = 2,
+         .prefix = "a_"},
+        {.name = "two", .table = v2, .keys = keys, .ts = "et", .ttl_us = 900 * MR_PIT_SECOND_US, .features = f2,
+         .n_features = 2, .prefix = "b_"},
+    };
+    char base[4096], want[4200], got[4200], tmp[4200];
+    snprintf(base, sizeof(base), "%s/pit-write-XXXXXX", mr_test_tmpdir());
+    assert_non_null(mkdtemp(base));
+    snprintf(want, sizeof(want), "%s/want", base);
+    snprintf(tmp, sizeof(tmp), "%s/tmp", base);
+    assert_ok(mr_fs_mkdirs(tmp, NULL));
+    mr_table *t = NULL;
+    uint64_t missing[2];
+    assert_ok(mr_pit_join(e, keys, 1, "ts", views, 2, 1, &t, missing, NULL));
+    assert_ok(mr_dataset_write_table(want, t, NULL, NULL, NULL));
+    const mr_table *tables[2] = {v1, v2};
+    static const uint64_t limits[] = {0, 1, 1u << 20, 4u << 20};
+    for (int run = 0; run < 16; run++) {
+        uint64_t mem = limits[run % 4];
+        int threads = 1 + (run / 4) % 2, loaded = run >= 8;
+        loader_arg la = {tables, 0, NULL};
+        mr_pit_write_opts o = {.threads = threads, .mem_bytes = mem, .tmp_dir = tmp,
+                               .load = loaded ? load_copy : NULL, .load_arg = &la};
+        uint64_t m2[2] = {0, 0}, rows[2] = {0, 0};
+        mr_pit_write_stats st = {.missing = m2, .view_rows = rows};
+        snprintf(got, sizeof(got), "%s/got%d", base, run);
+        assert_ok(mr_pit_join_write(e, keys, 1, "ts", views, 2, &o, got, &st, NULL));
+        assert_same_dataset(want, got);
+        assert_int_equal(st.rows, 5000);
+        assert_int_equal(st.cols, 7);
+        assert_int_equal(m2[0], missing[0]);
+        assert_int_equal(m2[1], missing[1]);
+        assert_int_equal(rows[0], 4000);
+        assert_int_equal(rows[1], 3000);
+        assert_int_equal(la.calls, loaded ? 2 : 0);
+        /* a limit sends every view through the scratch, in batches under 5000 rows */
+        assert_int_equal(st.spilled, mem ? 2 : 0);
+        if (mem && mem <= 1u << 20) assert_true(st.batch_rows >= 1024 && st.batch_rows < 5000);
+        else assert_true(st.batch_rows >= 5000);
+        /* a view here holds about 400 KB: half of 1 MB takes one at a time, half of 4 MB both */
+        assert_int_equal(st.lanes, mem && mem <= 1u << 20 ? 1 : mr_pool_threads_capped(threads));
+        assert_ok(mr_fs_rmtree(got, NULL));
+    }
+    /* the scratch is left empty */
+    char probe[4300];
+    snprintf(probe, sizeof(probe), "%s/pit-view-0.parquet", tmp);
+    assert_int_equal(access(probe, F_OK), -1);
+    /* a loaded view without its feature: named; a limit without a scratch directory */
+    mr_error err;
+    mr_error_init(&err);
+    loader_arg la = {tables, 0, "g"};
+    mr_pit_write_opts o = {.threads = 2, .load = load_copy, .load_arg = &la};
+    snprintf(got, sizeof(got), "%s/bad", base);
+    assert_status(mr_pit_join_write(e, keys, 1, "ts", views, 2, &o, got, NULL, &err), MR_E_NOT_FOUND);
+    assert_non_null(strstr(err.msg, "feature view 'one' has no feature column 'g'"));
+    assert_int_equal(access(got, F_OK) == 0 ? 1 : 0, 0);
+    mr_error_init(&err);
+    mr_pit_write_opts o2 = {.mem_bytes = 1 << 20};
+    assert_status(mr_pit_join_write(e, keys, 1, "ts", views, 2, &o2, got, NULL, &err), MR_E_INVALID_ARG);
+    assert_ok(mr_fs_rmtree(base, NULL));
+    mr_table_free(t);
+    mr_table_free(e);
+    mr_table_free(v1);
+    mr_table_free(v2);
+}
+
 static void test_durations(void **state)
 {
     (void)state;
@@ -362,7 +514,7 @@ int main(void)
     mr_pool_init(2, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_brute_force), cmocka_unit_test(test_no_leakage), cmocka_unit_test(test_keys_and_dates),
-        cmocka_unit_test(test_errors), cmocka_unit_test(test_durations),
+        cmocka_unit_test(test_errors), cmocka_unit_test(test_join_write), cmocka_unit_test(test_durations),
     };
     return mr_test_run(tests, NULL, NULL);
 }
