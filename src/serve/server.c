@@ -555,9 +555,8 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
  * rounds with a 1 ms tick), where a read-side shutdown leaves the answer's
  * way open and the request runs. The slot stays listed, so the deadlines
  * still apply; `woken` keeps it from being shut again each tick. */
-static void cut_gone(mr_server *s, slot_list *l)
+static void cut_gone(slot_list *l)
 {
-    (void)s;
     for (slot *sl = l->head; sl; sl = sl->next) {
         char c;
         if (!sl->woken && recv(sl->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0) {
@@ -593,8 +592,8 @@ static void *reaper_main(void *arg)
             slot_cut(s, s->reading.head);
             s->timeouts_request++;
         }
-        cut_gone(s, &s->idle);
-        cut_gone(s, &s->reading);
+        cut_gone(&s->idle);
+        cut_gone(&s->reading);
         struct timespec ts;
         now_plus_ts(now + tick, &ts);
         pthread_cond_timedwait(&s->reaper_cv, &s->conn_mu, &ts);
