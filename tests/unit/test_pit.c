@@ -112,10 +112,56 @@ static long brute(const mr_table *e, const mr_table *v, size_t r, int64_t ttl, i
     return best;
 }
 
+static void check_layout(int n_keys, int64_t span, int64_t ttl_s, int use_created, uint64_t seed, int layout);
+
+/* The view's order for a layout: (k, et, ct) ascending with null keys and
+ * times last, the row breaking ties (what the join sorts by). */
+static const mr_table *sort_view;
+static int cmp_view_rows(const void *pa, const void *pb)
+{
+    uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+    const mr_column *k = mr_table_column(sort_view, "k"), *et = mr_table_column(sort_view, "et");
+    const mr_column *ct = mr_table_column(sort_view, "ct");
+    int na = mr_column_is_null(k, a) || mr_column_is_null(et, a), nb = mr_column_is_null(k, b) || mr_column_is_null(et, b);
+    if (na != nb) return na - nb;
+    if (!na) {
+        if (i64(k, a) != i64(k, b)) return i64(k, a) < i64(k, b) ? -1 : 1;
+        if (i64(et, a) != i64(et, b)) return i64(et, a) < i64(et, b) ? -1 : 1;
+        int ca = mr_column_is_null(ct, a), cb = mr_column_is_null(ct, b);
+        if (ca != cb) return ca ? -1 : 1;
+        if (!ca && i64(ct, a) != i64(ct, b)) return i64(ct, a) < i64(ct, b) ? -1 : 1;
+    }
+    return (a > b) - (a < b);
+}
+
+/* v reordered: layout 1 sorted as the join sorts, 2 as two sorted halves
+ * one after the other (the shapes the sort takes in one pass or one merge). */
+static mr_table *laid_out(mr_table *v, int layout)
+{
+    if (!layout) return v;
+    size_t n = v->n_rows, half = layout == 2 ? n / 2 : n;
+    uint32_t *idx = malloc(n * sizeof(*idx));
+    assert_non_null(idx);
+    for (size_t r = 0; r < n; r++) idx[r] = (uint32_t)r;
+    sort_view = v;
+    qsort(idx, half, sizeof(*idx), cmp_view_rows);
+    qsort(idx + half, n - half, sizeof(*idx), cmp_view_rows);
+    mr_table *t = NULL;
+    assert_ok(mr_table_take(v, idx, n, &t, NULL));
+    free(idx);
+    mr_table_free(v);
+    return t;
+}
+
 static void check_against_brute(int n_keys, int64_t span, int64_t ttl_s, int use_created, uint64_t seed)
 {
+    check_layout(n_keys, span, ttl_s, use_created, seed, 0);
+}
+
+static void check_layout(int n_keys, int64_t span, int64_t ttl_s, int use_created, uint64_t seed, int layout)
+{
     rng_state = seed;
-    mr_table *e = entities(700, n_keys, span), *v = view(900, n_keys, span);
+    mr_table *e = entities(700, n_keys, span), *v = laid_out(view(900, n_keys, span), layout);
     const char *keys[] = {"k"}, *feats[] = {"f", "g"};
     mr_pit_view pv = {.name = "v", .table = v, .keys = keys, .ts = "et", .created = use_created ? "ct" : NULL,
                       .ttl_us = ttl_s * MR_PIT_SECOND_US, .features = feats, .n_features = 2, .prefix = "v_"};
@@ -169,6 +215,10 @@ static void test_brute_force(void **state)
     check_against_brute(25, 2000, 60, 1, 3);  /* a ttl that cuts many */
     check_against_brute(25, 150, 1, 1, 4);    /* ttl edges: exactly 1 s old counts */
     check_against_brute(300, 5000, 500, 1, 5); /* sparse: many rows before any event */
+    /* a view already in the join's order (one pass), or as two sorted runs (one merge) */
+    check_layout(40, 200, 0, 1, 6, 1);
+    check_layout(25, 2000, 60, 1, 7, 2);
+    check_layout(40, 200, 0, 0, 8, 2);
 }
 
 /* A value stamped one second after a row's timestamp is never joined. */
