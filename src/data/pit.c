@@ -452,7 +452,7 @@ static void join_view(view_job *j)
     pick = NULL;
     mr_table_free(owned); /* the view is done with before its spill is written */
     owned = NULL;
-    if (j->rc == MR_OK && pl->o && pl->o->mem_bytes && j->v->n_features) j->rc = spill_view(j);
+    if (j->rc == MR_OK && pl->o && pl->o->mem_bytes && j->v->n_features && pl->n_rows) j->rc = spill_view(j);
 done:
     mr_free(v_idx);
     mr_free(pick);
