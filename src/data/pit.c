@@ -289,7 +289,6 @@ typedef struct view_job {
     mr_column **cols;             /* the gathered features, n_features (kept: not spilled) */
     char *spill;                  /* the spill dataset's directory, or NULL */
     uint64_t missing, view_rows;
-    uint64_t row_bytes;           /* the gathered columns' bytes per row (strings: their mean) */
     uint64_t footprint;           /* about the most the job held: the view, its sort, its picks, its gathers */
     mr_status rc;
     mr_error err;
@@ -346,15 +345,6 @@ static mr_status take_or_null(const mr_column *c, const uint32_t *pick, size_t n
     return MR_OK;
 }
 
-
-/* The bytes per row of col's values (fixed width, or a string's mean plus its offset). */
-static uint64_t col_row_bytes(const mr_column *c)
-{
-    if (c->type != MR_T_STRING) return mr_dtype_width(c->type) ? mr_dtype_width(c->type) : 1;
-    const mr_column *d = c->codes ? c->dict : c;
-    uint64_t total = d->n ? (uint64_t)(d->offsets[d->n] - d->offsets[0]) : 0;
-    return 8 + (d->n ? total / d->n : 0) + (c->codes ? 4 : 0);
-}
 
 /* About the bytes of a column's values, nulls and offsets. */
 static uint64_t col_bytes(const mr_column *c)
@@ -443,10 +433,7 @@ static void join_view(view_job *j)
     for (size_t f = 0; j->rc == MR_OK && f < j->v->n_features; f++) {
         j->rc = take_or_null(mr_table_column(t, j->v->features[f]), pick, pl->n_rows, j->onames[f], &j->cols[f],
                              &j->err);
-        if (j->rc == MR_OK) {
-            j->row_bytes += col_row_bytes(j->cols[f]);
-            j->footprint += col_bytes(j->cols[f]);
-        }
+        if (j->rc == MR_OK) j->footprint += col_bytes(j->cols[f]);
     }
     mr_free(pick);
     pick = NULL;
@@ -700,9 +687,10 @@ mr_status mr_pit_join_write(const mr_table *entities, const char *const *keys, s
         /* batches of rows that fit an eighth of the limit each (a batch, the
          * spills' row groups it is read from and the writer's row group
          * are alive together), sized before any view is read: features
-         * counted at 8 bytes, the entity table's columns at their own */
-        uint64_t row = 0;
-        for (size_t c = 0; c < entities->n_cols; c++) row += col_row_bytes(entities->cols[c]);
+         * counted at 8 bytes, the entity table's columns at their mean */
+        uint64_t row = 0, n = entities->n_rows ? entities->n_rows : 1;
+        for (size_t c = 0; c < entities->n_cols; c++) row += col_bytes(entities->cols[c]);
+        row = (row + n - 1) / n;
         for (size_t v = 0; v < n_views; v++) row += 8 * (uint64_t)views[v].n_features;
         uint64_t rows = o->mem_bytes / 8 / (row ? row : 1);
         fr.plan.batch_rows = rows < 1024 ? 1024 : rows > 131072 ? 131072 : (size_t)rows;
