@@ -10,7 +10,10 @@
 # BENCH_REPEATS (1) and that run's peak RSS (/usr/bin/time -v). Row counts
 # and the non-null feature counts of the two results are checked equal first.
 # Then the same join again under `resources: {mem: BENCH_PIT_MEM}` (1G): the
-# same bytes, its time and peak RSS. Then the online store: the same views materialised into the embedded store
+# same bytes, its time and peak RSS; then with the views declared once, as
+# feature_view stages (materialised sorted first, timed apart), which the
+# join under the same limit streams a row group at a time: the same bytes,
+# its time and peak RSS. Then the online store: the same views materialised into the embedded store
 # and into Redis (scripts/redis-server.sh, 127.0.0.1), a model trained on the
 # join's BENCH_VIEWS x BENCH_FEATURES columns packaged with each, and
 # `millrace bench-serve` by entity id on the loopback interface: one entity
@@ -20,7 +23,7 @@
 # machine, one connection.
 # Last line: RESULT featurestore pit_vs_duckdb=<time ratio> pit_rss_vs_duckdb=<RSS ratio>
 #   online_p99_ms=<ms> redis_p99_ms=<ms> redis_floor_p99_ms=<ms> ... pit_s=<s> duckdb_s=<s>
-#   pit_limited_s=<s> pit_limited_rss_mb=<MB>
+#   pit_limited_s=<s> pit_limited_rss_mb=<MB> views_s=<s> pit_streamed_s=<s> pit_streamed_rss_mb=<MB>
 BENCH=featurestore
 . "$(dirname "$0")/../lib.sh"
 ENT=${BENCH_ENTITIES:-1000000}
@@ -78,6 +81,25 @@ best millrace_limited "$REPS" "$MR" -C "$ws" run --force-all
 lw=$T_WALL lr=$T_RSS
 [ "$(cat "$ws"/out/pit/*.parquet | sha256sum)" = "$sum" ] || bench_fail "the join under mem: $LIM wrote other bytes"
 grep -h "pit_join:" "$ws"/.millrace/logs/run-*/pit.log | grep "scratch" | tail -1 | sed 's/^/# /'
+# the views declared once: each a feature_view stage, materialised sorted
+# (timed apart), which the join under the same limit streams a row group at
+# a time instead of reading each view whole; the same bytes again
+{
+    printf 'entities:\n  entity: {keys: [entity_id]}\nfeature_views:\n'
+    for ((v = 0; v < NV; v++)); do
+        printf '  v%d: {entity: entity, source: data/v%d.parquet, timestamp: event_ts, features: [%s], prefix: v%d_}\n' \
+            "$v" "$v" "$(seq -s, 0 $((NF - 1)) | sed 's/\([0-9]*\)/f\1/g')" "$v"
+    done
+    printf 'stages:\n  pit:\n    op: pit_join\n    resources: {cpus: 2, mem: %s}\n    entities: data/entities.parquet\n' "$LIM"
+    printf '    timestamp: ts\n    views: [%s]\n' "$(seq -s, 0 $((NV - 1)) | sed 's/\([0-9]*\)/v\1/g')"
+} >"$ws/millrace.yaml"
+t0=$(date +%s.%N)
+"$MR" -C "$ws" run -j 2 >/dev/null 2>&1 || bench_fail "materialising the feature views"
+vw_s=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+best millrace_streamed "$REPS" "$MR" -C "$ws" run --force pit
+sw=$T_WALL sr=$T_RSS
+[ "$(cat "$ws"/out/pit/*.parquet | sha256sum)" = "$sum" ] || bench_fail "the join of the materialised views wrote other bytes"
+grep -h "streamed" "$ws"/.millrace/logs/run-*/pit.log | tail -1 | sed 's/^/# /'
 pit_spec "cpus: 2"
 # the same rows and the same number of values per view
 nn=""
@@ -87,6 +109,7 @@ b=$(duck "SELECT count(*) AS n, 0 $nn AS vals FROM read_parquet('$ws/out/pit/*.p
 [ "$a" = "$b" ] || bench_fail "the results differ: duckdb $a, millrace $b"
 echo "# $EROWS entity rows x $NV views of $NF features ($VROWS events each, $ENT entities): $a"
 echo "# duckdb ASOF JOIN: ${dw}s, ${dr} MB; millrace pit_join: ${mw}s, ${mr_rss} MB; under mem: $LIM ${lw}s, ${lr} MB"
+echo "# the views materialised as feature_view stages: ${vw_s}s; the join streaming them under mem: $LIM ${sw}s, ${sr} MB"
 
 # ---- the online store, through serve ------------------------------------------------------
 SECS=${BENCH_SECONDS:-5}
@@ -152,4 +175,4 @@ for k in 0 1 2 3 4 5 6 7 8 9; do head -c "$rec" /dev/zero | tr '\0' x | redis-cl
 floor=$(redis-benchmark -h 127.0.0.1 -p "$rport" -n 50000 -c 1 --csv MGET floor:0 floor:1 floor:2 floor:3 floor:4 floor:5 floor:6 \
     floor:7 floor:8 floor:9 2>/dev/null | tail -1 | tr -d '"' | cut -d, -f7)
 echo "# redis-benchmark MGET of 10 values of $rec bytes, one connection: p99 ${floor} ms"
-echo "RESULT featurestore pit_vs_duckdb=$(awk "BEGIN{printf \"%.3f\", $mw / $dw}") pit_rss_vs_duckdb=$(awk "BEGIN{printf \"%.3f\", $mr_rss / $dr}") online_p99_ms=$file_p99 redis_p99_ms=$redis_p99 redis_floor_p99_ms=$floor online_qps_8conn=$file_qps8 redis_qps_8conn=$redis_qps8 online_p99_ms_100=$file_b100_p99 redis_p99_ms_100=$redis_b100_p99 pit_s=$mw duckdb_s=$dw pit_limited_s=$lw pit_limited_rss_mb=$lr"
+echo "RESULT featurestore pit_vs_duckdb=$(awk "BEGIN{printf \"%.3f\", $mw / $dw}") pit_rss_vs_duckdb=$(awk "BEGIN{printf \"%.3f\", $mr_rss / $dr}") online_p99_ms=$file_p99 redis_p99_ms=$redis_p99 redis_floor_p99_ms=$floor online_qps_8conn=$file_qps8 redis_qps_8conn=$redis_qps8 online_p99_ms_100=$file_b100_p99 redis_p99_ms_100=$redis_b100_p99 pit_s=$mw duckdb_s=$dw pit_limited_s=$lw pit_limited_rss_mb=$lr views_s=$vw_s pit_streamed_s=$sw pit_streamed_rss_mb=$sr"

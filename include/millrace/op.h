@@ -111,6 +111,14 @@ mr_status mr_op_metric(mr_op_ctx *ctx, const char *name, int64_t step, double va
 mr_status mr_op_cache_get(mr_op_ctx *ctx, const char *key, char **result_json, mr_error *err);
 mr_status mr_op_cache_put(mr_op_ctx *ctx, const char *kind, const char *key, const char *key_doc,
                           const char *result_json, mr_error *err);
+/* An incremental op's previous result: output `output` of the stage
+ * result cached under key (a key of this stage's earlier run, which the op
+ * kept, say with mr_op_cache_put), its objects re-hashed, then checked out
+ * read-only in the stage's scratch directory; *path_out (caller frees) is
+ * its path. MR_E_NOT_FOUND: no such entry or output, an object gc removed
+ * or one that no longer matches its hash (the op computes from scratch);
+ * MR_E_STATE outside a stage worker; MR_E_IO; MR_E_NOMEM. */
+mr_status mr_op_previous_output(mr_op_ctx *ctx, const char *key, const char *output, char **path_out, mr_error *err);
 /* Records one child run of the stage (a tune trial) in the run store:
  * trial number, key, status and the whole record as JSON (docs/tune.md).
  * MR_E_STATE outside a stage worker, MR_E_IO. */

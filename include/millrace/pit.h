@@ -108,6 +108,11 @@ typedef struct mr_pit_write_opts {
                                             join when it is done with it */
     void *load_arg;
     const mr_dataset_write_opts *write;  /* the output's; NULL: the defaults */
+    const char *const *streams;          /* NULL, or per view NULL or a dataset directory holding the
+                                            view's rows in the join's order (mr_pit_view_order, as a
+                                            feature_view stage writes them): with mem_bytes, such a
+                                            view is streamed from it a row group at a time instead of
+                                            loaded; one whose rows are not in that order is loaded */
 } mr_pit_write_opts;
 
 typedef struct mr_pit_write_stats {
@@ -116,6 +121,8 @@ typedef struct mr_pit_write_stats {
     uint64_t *missing;    /* NULL, or n_views counts of rows without a value (filled) */
     uint64_t *view_rows;  /* NULL, or n_views row counts of the views as read (filled) */
     size_t spilled;       /* views whose columns went through the scratch directory */
+    size_t streamed;      /* views streamed from their sorted datasets */
+    size_t unsorted;      /* views meant to be streamed whose rows were not in order (loaded) */
     size_t batch_rows;    /* rows per written batch */
     int lanes;            /* threads the views were joined on (with a limit: after the first) */
 } mr_pit_write_stats;
@@ -139,6 +146,18 @@ mr_status mr_pit_join_write(const mr_table *entities, const char *const *keys, s
  * applies it against its own clock). Errors as mr_pit_join's. */
 mr_status mr_pit_latest(const char *const *keys, size_t n_keys, const mr_pit_view *views, size_t n_views, int threads,
                         mr_table **out, mr_error *err);
+
+/* The order a join reads a view's rows in: by keys, event time, created
+ * time (null first) and row, rows with a null key or event time left out.
+ * A view written in this order (the feature_view op's) is joined with one
+ * pass instead of a sort; two such runs one after the other (the rows so
+ * far, then new rows sorted among themselves) cost one merge. *order_out
+ * (caller frees) holds *n_out row numbers. Errors: MR_E_NOT_FOUND (a
+ * column t lacks, with a did-you-mean), MR_E_SCHEMA (a key of another type
+ * than int64, string, date, timestamp or bool; a time that is no timestamp
+ * or date), MR_E_INVALID_ARG, MR_E_LIMIT, MR_E_NOMEM. */
+mr_status mr_pit_view_order(const mr_table *t, const char *const *keys, size_t n_keys, const char *ts,
+                            const char *created, uint32_t **order_out, size_t *n_out, mr_error *err);
 
 /* A DATE value (days since 1970-01-01) as its midnight in microseconds,
  * clamped to INT64_MIN / INT64_MAX past about 292,000 years. */

@@ -125,22 +125,30 @@ static int cmp_keys(const side *a, size_t i, const side *b, size_t j)
     return 0;
 }
 
-/* The sort order of a side's rows: keys, time, created (null first), row. */
-static int cmp_rows(const side *s, uint32_t i, uint32_t j)
+/* Row i of a against row j of b (two views bound alike): keys, time,
+ * created (null first). */
+static int cmp_order(const side *a, size_t i, const side *b, size_t j)
 {
-    int c = cmp_keys(s, i, s, j);
+    int c = cmp_keys(a, i, b, j);
     if (c) return c;
-    int64_t x = ts_at(s->ts, i), y = ts_at(s->ts, j);
+    int64_t x = ts_at(a->ts, i), y = ts_at(b->ts, j);
     if (x != y) return x < y ? -1 : 1;
-    if (s->created) {
-        int ni = mr_column_is_null(s->created, i), nj = mr_column_is_null(s->created, j);
+    if (a->created) {
+        int ni = mr_column_is_null(a->created, i), nj = mr_column_is_null(b->created, j);
         if (ni != nj) return ni ? -1 : 1;
         if (!ni) {
-            x = ts_at(s->created, i), y = ts_at(s->created, j);
+            x = ts_at(a->created, i), y = ts_at(b->created, j);
             if (x != y) return x < y ? -1 : 1;
         }
     }
-    return (i > j) - (i < j);
+    return 0;
+}
+
+/* The sort order of a side's rows: keys, time, created (null first), row. */
+static int cmp_rows(const side *s, uint32_t i, uint32_t j)
+{
+    int c = cmp_order(s, i, s, j);
+    return c ? c : (i > j) - (i < j);
 }
 
 /* Merges the sorted runs idx[lo, mid) and idx[mid, hi) into tmp[lo, hi). */
@@ -269,6 +277,36 @@ static mr_status bind_view(const mr_pit_view *pv, const mr_table *t, const mr_co
     return rc;
 }
 
+/* A view's rows in the join's order, for a view materialised sorted. */
+mr_status mr_pit_view_order(const mr_table *t, const char *const *keys, size_t n_keys, const char *ts,
+                            const char *created, uint32_t **order_out, size_t *n_out, mr_error *err)
+{
+    *order_out = NULL;
+    *n_out = 0;
+    if (!t || !keys || !n_keys) return MR_ERR(err, MR_E_INVALID_ARG, "a feature view needs a table and keys");
+    if (t->n_rows >= NONE) return MR_ERR(err, MR_E_LIMIT, "a feature view of %zu rows (at most %u)", t->n_rows, NONE - 1);
+    const mr_column **kc = mr_calloc(n_keys, sizeof(*kc));
+    if (!kc) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    side s = {.keys = kc, .n_keys = n_keys};
+    const char *what = "the feature view's source";
+    mr_status rc = MR_OK;
+    for (size_t k = 0; rc == MR_OK && k < n_keys; k++) {
+        rc = find_col(t, what, keys[k], "key", &kc[k], err);
+        if (rc == MR_OK && !key_type_ok(kc[k]->type)) {
+            rc = MR_ERR(err, MR_E_SCHEMA, "%s: key column '%s' is %s; an int64, string, date, timestamp or bool is expected",
+                        what, keys[k], mr_dtype_name(kc[k]->type));
+        }
+    }
+    if (rc == MR_OK) rc = time_col(t, what, ts, "event timestamp", &s.ts, err);
+    if (rc == MR_OK && created) rc = time_col(t, what, created, "created timestamp", &s.created, err);
+    if (rc == MR_OK) {
+        *order_out = sorted_rows(&s, t->n_rows, n_out);
+        if (!*order_out) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    mr_free(kc);
+    return rc;
+}
+
 /* What every view's job shares. */
 typedef struct join_plan {
     const side *e;                /* the entity side */
@@ -290,6 +328,8 @@ typedef struct view_job {
     char *spill;                  /* the spill dataset's directory, or NULL */
     uint64_t missing, view_rows;
     uint64_t footprint;           /* about the most the job held: the view, its sort, its picks, its gathers */
+    int streamed;                 /* joined from its sorted dataset, a row group at a time */
+    int unsorted;                 /* meant to be streamed, but its rows were not in order: loaded whole */
     mr_status rc;
     mr_error err;
 } view_job;
@@ -383,6 +423,195 @@ static mr_status spill_view(view_job *j)
     return rc;
 }
 
+/* ---- a view streamed from its sorted dataset ---------------------------------------- */
+
+/* What a streamed view's merge carries from one row group to the next. */
+typedef struct stream_state {
+    view_job *j;
+    mr_table *prev;        /* the last joinable row so far (every column read), one row; NULL: none yet */
+    side ps;               /* bound over prev */
+    const mr_column **pkeys;
+    mr_column **acc;       /* per feature: the picked values, in the entity rows' sorted order */
+    uint32_t *posmap;      /* per entity row: its place in acc, or NONE */
+    uint32_t *lidx;        /* a row group's picks (local rows), in that order */
+    size_t matched, n_prev_picks, n_lidx;
+    uint64_t chunk_max;    /* the largest row group's bytes */
+} stream_state;
+
+/* Appends n rows of column src picked by idx (a row group's, or prev's
+ * row 0 n times) to acc[f], plain strings. */
+static mr_status acc_append(stream_state *st, size_t f, const mr_column *src, const uint32_t *idx, size_t n, mr_error *err)
+{
+    if (!n) return MR_OK;
+    mr_column *seg = NULL;
+    mr_status rc = mr_column_take(src, idx, n, &seg, err);
+    if (rc == MR_OK) rc = mr_column_materialize(seg, err);
+    if (rc == MR_OK) rc = mr_column_append_column(st->acc[f], seg, err);
+    mr_column_free(seg);
+    return rc;
+}
+
+/* The picks so far: prev's (all its row 0, first in order), then the row group's. */
+static mr_status flush_picks(stream_state *st, const mr_table *chunk, mr_error *err)
+{
+    const mr_pit_view *v = st->j->v;
+    mr_status rc = MR_OK;
+    uint32_t *zeros = st->n_prev_picks ? mr_calloc(st->n_prev_picks, sizeof(*zeros)) : NULL;
+    if (st->n_prev_picks && !zeros) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t f = 0; rc == MR_OK && f < v->n_features; f++) {
+        if (st->n_prev_picks) rc = acc_append(st, f, mr_table_column(st->prev, v->features[f]), zeros, st->n_prev_picks, err);
+        if (rc == MR_OK && chunk) rc = acc_append(st, f, mr_table_column(chunk, v->features[f]), st->lidx, st->n_lidx, err);
+    }
+    mr_free(zeros);
+    st->n_prev_picks = st->n_lidx = 0;
+    return rc;
+}
+
+/* Joins view j by streaming the dataset dir, one row group at a time, its
+ * rows in the join's order (a feature_view stage's output): the merge
+ * carries the last row across row groups, and the picked values are
+ * gathered as they are found. *unsorted = 1 (and nothing kept) when the
+ * rows turn out not to be in that order, or there are none: the caller
+ * loads the view whole instead. */
+static mr_status stream_view(view_job *j, const char *dir, int *unsorted)
+{
+    const join_plan *pl = j->plan;
+    const mr_pit_view *v = j->v;
+    size_t nk = pl->e->n_keys, nf = v->n_features;
+    *unsorted = 0;
+    stream_state st = {.j = j};
+    mr_dataset *ds = NULL;
+    mr_dataset_scan *scan = NULL;
+    mr_table *chunk = NULL;
+    const char **cols = mr_calloc(nk + 2 + nf, sizeof(*cols));
+    st.pkeys = mr_calloc(2 * nk, sizeof(*st.pkeys)); /* prev's, then the row group's (j->s stays the view's) */
+    st.acc = mr_calloc(nf ? nf : 1, sizeof(*st.acc));
+    st.posmap = mr_malloc((pl->n_rows ? pl->n_rows : 1) * sizeof(*st.posmap));
+    st.lidx = mr_malloc((pl->n_e ? pl->n_e : 1) * sizeof(*st.lidx));
+    mr_status rc = cols && st.pkeys && st.acc && st.posmap && st.lidx ? MR_OK : MR_ERR(&j->err, MR_E_NOMEM, "out of memory");
+    size_t nc = 0;
+    for (size_t i = 0; rc == MR_OK && i < nk + 2 + nf; i++) {
+        const char *c = i < nk ? v->keys[i] : i == nk ? v->ts : i == nk + 1 ? v->created : v->features[i - nk - 2];
+        int seen = !c;
+        for (size_t q = 0; q < nc && !seen; q++) seen = !strcmp(cols[q], c);
+        if (!seen) cols[nc++] = c;
+    }
+    for (size_t r = 0; rc == MR_OK && r < pl->n_rows; r++) st.posmap[r] = NONE;
+    if (rc == MR_OK) rc = mr_dataset_open(dir, &ds, &j->err);
+    if (rc == MR_OK) rc = mr_dataset_scan_open(ds, NULL, cols, nc, &scan, &j->err);
+    side cs = {.keys = st.pkeys ? st.pkeys + nk : NULL, .n_keys = nk};
+    st.ps = (side){.keys = st.pkeys, .n_keys = nk};
+    size_t q = 0, n_groups = 0;
+    while (rc == MR_OK) {
+        rc = mr_dataset_scan_next(scan, &chunk, &j->err);
+        if (rc != MR_OK || !chunk) break;
+        n_groups++;
+        j->view_rows += chunk->n_rows;
+        if (chunk->n_rows >= NONE || j->view_rows >= NONE) {
+            rc = MR_ERR(&j->err, MR_E_LIMIT, "feature view '%s' has more than %u rows", v->name ? v->name : "", NONE - 1);
+            break;
+        }
+        uint64_t cb = 0;
+        for (size_t c = 0; c < chunk->n_cols; c++) cb += col_bytes(chunk->cols[c]);
+        if (cb > st.chunk_max) st.chunk_max = cb;
+        rc = bind_view(v, chunk, pl->e->keys, pl->ekey_names, nk, &cs, &j->err);
+        if (rc != MR_OK) break;
+        if (st.acc[0] == NULL)
+            for (size_t f = 0; rc == MR_OK && f < nf; f++)
+                rc = mr_column_new_like(mr_table_column(chunk, v->features[f]), j->onames[f], 0, &st.acc[f], &j->err);
+        if (rc != MR_OK) break;
+        /* in order: each joinable row at or after the one before it, prev included */
+        long lastj = -1;
+        for (size_t r = 0; r < chunk->n_rows && !*unsorted; r++) {
+            int null = mr_column_is_null(cs.ts, r);
+            for (size_t k = 0; !null && k < nk; k++) null = mr_column_is_null(cs.keys[k], r);
+            if (null) continue;
+            if (lastj >= 0 ? cmp_order(&cs, (size_t)lastj, &cs, r) > 0 : st.prev && cmp_order(&st.ps, 0, &cs, r) > 0)
+                *unsorted = 1;
+            lastj = (long)r;
+        }
+        if (*unsorted) break;
+        /* the merge: entity rows in order against this row group's rows */
+        size_t p = 0, n = chunk->n_rows;
+        long last = -1; /* the last joinable row passed in this row group; -1: prev */
+        while (q < pl->n_e) {
+            uint32_t er = pl->e_idx[q];
+            int64_t ets = ts_at(pl->e->ts, er);
+            while (p < n) {
+                int null = mr_column_is_null(cs.ts, p);
+                for (size_t k = 0; !null && k < nk; k++) null = mr_column_is_null(cs.keys[k], p);
+                if (!null) {
+                    int c = cmp_keys(&cs, p, pl->e, er);
+                    if (c > 0 || (c == 0 && ts_at(cs.ts, p) > ets)) break;
+                    last = (long)p;
+                }
+                p++;
+            }
+            if (p == n) break; /* the row group ended before the entity row was decided */
+            const side *sd = last >= 0 ? &cs : st.prev ? &st.ps : NULL;
+            size_t vr = last >= 0 ? (size_t)last : 0;
+            q++;
+            if (!sd || cmp_keys(sd, vr, pl->e, er) != 0) continue;
+            if (v->ttl_us > 0 && (uint64_t)ets - (uint64_t)ts_at(sd->ts, vr) > (uint64_t)v->ttl_us) continue;
+            st.posmap[er] = (uint32_t)st.matched++;
+            if (last >= 0) st.lidx[st.n_lidx++] = (uint32_t)vr;
+            else st.n_prev_picks++;
+        }
+        rc = flush_picks(&st, chunk, &j->err);
+        if (rc == MR_OK && last >= 0) { /* the new prev: this row group's last joinable row */
+            mr_table *np = NULL;
+            rc = mr_table_slice(chunk, (size_t)last, (size_t)last + 1, &np, &j->err);
+            if (rc == MR_OK) {
+                mr_table_free(st.prev);
+                st.prev = np;
+                rc = bind_view(v, st.prev, pl->e->keys, pl->ekey_names, nk, &st.ps, &j->err);
+            }
+        }
+        mr_table_free(chunk);
+        chunk = NULL;
+    }
+    /* past the last row group: the entity rows left read the last row */
+    while (rc == MR_OK && !*unsorted && st.prev && q < pl->n_e) {
+        uint32_t er = pl->e_idx[q++];
+        int64_t ets = ts_at(pl->e->ts, er);
+        if (cmp_keys(&st.ps, 0, pl->e, er) != 0) continue;
+        if (v->ttl_us > 0 && (uint64_t)ets - (uint64_t)ts_at(st.ps.ts, 0) > (uint64_t)v->ttl_us) continue;
+        st.posmap[er] = (uint32_t)st.matched++;
+        st.n_prev_picks++;
+    }
+    if (rc == MR_OK && !*unsorted) rc = flush_picks(&st, NULL, &j->err);
+    if (rc == MR_OK && !*unsorted && n_groups == 0) *unsorted = 1; /* no row group to type the features by */
+    for (size_t f = 0; rc == MR_OK && !*unsorted && f < nf; f++) {
+        rc = take_or_null(st.acc[f], st.posmap, pl->n_rows, j->onames[f], &j->cols[f], &j->err);
+        if (rc == MR_OK) j->footprint += col_bytes(j->cols[f]) + col_bytes(st.acc[f]);
+        mr_column_free(st.acc[f]);
+        st.acc[f] = NULL;
+    }
+    if (rc == MR_OK && !*unsorted) {
+        j->missing = pl->n_rows - st.matched;
+        j->footprint += st.chunk_max + 4 * (uint64_t)pl->n_rows + 4 * (uint64_t)pl->n_e;
+        j->streamed = 1;
+    }
+    if (rc != MR_OK || *unsorted) {
+        for (size_t f = 0; f < nf; f++) {
+            mr_column_free(j->cols[f]);
+            j->cols[f] = NULL;
+        }
+        j->view_rows = 0;
+    }
+    for (size_t f = 0; st.acc && f < nf; f++) mr_column_free(st.acc[f]);
+    mr_table_free(chunk);
+    mr_table_free(st.prev);
+    mr_dataset_scan_close(scan);
+    mr_dataset_close(ds);
+    mr_free(cols);
+    mr_free(st.pkeys);
+    mr_free(st.acc);
+    mr_free(st.posmap);
+    mr_free(st.lidx);
+    return rc;
+}
+
 /* One view: loaded (with a loader) and bound, sorted, merged with the
  * entity rows, its features gathered in the entity table's row order,
  * and, with a memory limit, spilled. */
@@ -392,6 +621,14 @@ static void join_view(view_job *j)
     mr_table *owned = NULL;
     const mr_table *t = j->v->table;
     uint32_t *v_idx = NULL, *pick = NULL;
+    const char *dir = pl->o && pl->o->mem_bytes && pl->o->streams ? pl->o->streams[j->index] : NULL;
+    if (dir) {
+        int unsorted = 0;
+        j->rc = stream_view(j, dir, &unsorted);
+        if (j->rc != MR_OK) goto done;
+        if (!unsorted) goto gathered;
+        j->unsorted = 1;
+    }
     if (pl->o && pl->o->load) {
         j->rc = pl->o->load(pl->o->load_arg, j->index, &owned, &j->err);
         if (j->rc == MR_OK)
@@ -439,6 +676,7 @@ static void join_view(view_job *j)
     pick = NULL;
     mr_table_free(owned); /* the view is done with before its spill is written */
     owned = NULL;
+gathered:
     if (j->rc == MR_OK && pl->o && pl->o->mem_bytes && j->v->n_features && pl->n_rows) j->rc = spill_view(j);
 done:
     mr_free(v_idx);
@@ -714,11 +952,13 @@ mr_status mr_pit_join_write(const mr_table *entities, const char *const *keys, s
         stats->cols = fr.n_onames;
         stats->batch_rows = fr.plan.batch_rows;
         stats->lanes = fr.plan.lanes;
-        stats->spilled = 0;
+        stats->spilled = stats->streamed = stats->unsorted = 0;
         for (size_t v = 0; v < n_views; v++) {
             if (stats->missing) stats->missing[v] = fr.jobs[v].missing;
             if (stats->view_rows) stats->view_rows[v] = fr.jobs[v].view_rows;
             stats->spilled += fr.jobs[v].spill != NULL;
+            stats->streamed += fr.jobs[v].streamed;
+            stats->unsorted += fr.jobs[v].unsorted;
         }
     }
     mr_dataset_writer_free(w);

@@ -264,8 +264,18 @@ static mr_status run_pit(mr_op_ctx *ctx, mr_error *err)
     pit_loader loader = {&vw, n_keys};
     mr_dataset_write_opts wo;
     mr_dataset_write_opts_init(&wo);
+    /* a view whose source is a dataset (a feature_view stage's, sorted) is streamed under a limit */
+    char **dsets = rc == MR_OK ? mr_calloc(vw.n ? vw.n : 1, sizeof(*dsets)) : NULL;
+    if (rc == MR_OK && !dsets) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t v = 0; rc == MR_OK && v < vw.n; v++) {
+        char *m = mr_path_join(vw.sources[v], MR_DATASET_MANIFEST);
+        if (!m) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        else if (mr_fs_exists(m)) dsets[v] = (char *)vw.sources[v];
+        mr_free(m);
+    }
     mr_pit_write_opts po = {.threads = ctx->threads > 1 ? ctx->threads : 1, .mem_bytes = ctx->mem_bytes,
-                            .tmp_dir = ctx->tmp_dir, .load = load_view, .load_arg = &loader, .write = &wo};
+                            .tmp_dir = ctx->tmp_dir, .load = load_view, .load_arg = &loader, .write = &wo,
+                            .streams = (const char *const *)dsets};
     mr_pit_write_stats st = {.missing = vw.missing, .view_rows = vw.rows};
     if (rc == MR_OK)
         rc = mr_pit_join_write(entities, keys, n_keys, mr__opt_str(ctx->def, "timestamp", NULL), vw.pv, vw.n, &po,
@@ -276,6 +286,9 @@ static mr_status run_pit(mr_op_ctx *ctx, mr_error *err)
             dprintf(ctx->log_fd,
                     "pit_join: %zu of %zu views through the scratch directory, batches of %zu rows, %d view%s at a "
                     "time\n", st.spilled, vw.n, st.batch_rows, st.lanes, st.lanes == 1 ? "" : "s");
+        if (ctx->mem_bytes && (st.streamed || st.unsorted))
+            dprintf(ctx->log_fd, "pit_join: %zu of %zu views streamed from their sorted datasets%s\n", st.streamed, vw.n,
+                    st.unsorted ? " (a dataset not in the join's order was read whole)" : "");
         mr_op_metric(ctx, "rows", 0, (double)st.rows);
         for (size_t i = 0; i < vw.n; i++) {
             dprintf(ctx->log_fd, "pit_join: view '%s': %llu rows, %llu entity rows without a value\n", vw.names[i],
@@ -285,6 +298,7 @@ static mr_status run_pit(mr_op_ctx *ctx, mr_error *err)
             mr_op_metric(ctx, metric, 0, (double)vw.missing[i]);
         }
     }
+    mr_free(dsets);
     mr__views_free(&vw);
     mr_free(keys);
     mr_table_free(entities);

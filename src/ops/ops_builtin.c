@@ -17,4 +17,5 @@ void mr_ops_register_builtin(void)
     mr_op_register(&mr_op_package);
     mr_op_register(&mr_op_pit_join);
     mr_op_register(&mr_op_materialize_online);
+    mr_op_register(&mr_op_feature_view);
 }

@@ -15,6 +15,7 @@ extern const mr_op mr_op_ingest;
 extern const mr_op mr_op_package;
 extern const mr_op mr_op_pit_join;
 extern const mr_op mr_op_materialize_online;
+extern const mr_op mr_op_feature_view;
 
 /* ---- feature views (op_pit_join.c), shared with materialize_online -------- */
 #include "millrace/pit.h"

@@ -4,16 +4,18 @@
  * (name -> a list of views). They are checked here, and every pit_join and
  * materialize_online stage that names views (`views: [clicks, plans]`) or a
  * service (`service: user_features`) gets them written into its definition
- * in the inline form those ops read, before the stage is loaded: its cache
- * key, inputs and messages (file:line:col of the view's own definition) are
- * those of the same views written inline. */
+ * in the inline form those ops read, before the stage is loaded, with the
+ * view's source being the view's own stage: every top-level view becomes a
+ * stage of its name (op feature_view) that materialises it once, sorted,
+ * with its computed features (src/ops/op_feature_view.c). Messages carry
+ * the file:line:col of the view's own definition. */
 #include "pipeline_int.h"
 
 #include <string.h>
 
 static const char *const ENTITY_KEYS[] = {"keys", "description"};
-static const char *const VIEW_KEYS[] = {"entity", "source", "timestamp", "features", "created",
-                                        "ttl",    "prefix", "keys",      "description"};
+static const char *const VIEW_KEYS[] = {"entity", "source", "timestamp", "features",   "created",
+                                        "ttl",    "prefix", "keys",      "description", "resources"};
 static const char *const SERVICE_KEYS[] = {"views", "description"};
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -120,8 +122,10 @@ static mr_status check_sections(const mr_value *root, const char *path, mr_error
     return MR_OK;
 }
 
-/* The inline form of top-level view `name`: {name, source, timestamp, features, keys, [created, ttl, prefix]},
- * its values cloned with their positions. *entity: its entity's name. */
+/* The inline form of top-level view `name`, read from its stage's output:
+ * {name, source: ${stages.NAME}, timestamp, features (their names), keys,
+ * [created, ttl, prefix]}, its values cloned with their positions.
+ * *entity: its entity's name. */
 static mr_value *inline_view(const mr_value *root, const char *name, const char **entity)
 {
     const mr_value *v = mr_value_get(mr_value_get(root, "feature_views"), name);
@@ -133,13 +137,62 @@ static mr_value *inline_view(const mr_value *root, const char *name, const char 
     m->line = v->line;
     m->col = v->col;
     int ok = mr_value_map_set(m, "name", mr_value_new_str(name)) == MR_OK; /* map_set owns its value, set or not */
-    static const char *const copy[] = {"source", "timestamp", "features", "created", "ttl", "prefix"};
+    char *ref = mr_asprintf("${stages.%s}", name);
+    mr_value *src = ref ? mr_value_new_str(ref) : NULL;
+    mr_free(ref);
+    if (src) {
+        src->line = mr_value_get(v, "source")->line;
+        src->col = mr_value_get(v, "source")->col;
+    }
+    ok = ok && src && mr_value_map_set(m, "source", src) == MR_OK;
+    static const char *const copy[] = {"timestamp", "created", "ttl", "prefix"};
     for (size_t k = 0; ok && k < N_OF(copy); k++) {
         const mr_value *x = mr_value_get(v, copy[k]);
         if (!x) continue;
         ok = mr_value_map_set(m, copy[k], mr_value_clone(x)) == MR_OK;
     }
+    /* the features by name: a computed one ({name: expression}) is a column of the view's output */
+    const mr_value *f = mr_value_get(v, "features");
+    mr_value *names = ok ? mr_value_new(MR_V_SEQ) : NULL;
+    for (size_t i = 0; names && ok && i < (f->kind == MR_V_SEQ ? f->n : 1); i++) {
+        const mr_value *it = f->kind == MR_V_SEQ ? f->items[i] : f;
+        mr_value *nm = it->kind == MR_V_MAP && it->n == 1 ? mr_value_new_str(it->keys[0]) : mr_value_clone(it);
+        if (nm && it->kind == MR_V_MAP) {
+            nm->line = it->key_lines[0];
+            nm->col = it->key_cols[0];
+        }
+        ok = mr_value_seq_push(names, nm) == MR_OK;
+    }
+    ok = ok && names && mr_value_map_set(m, "features", names) == MR_OK;
     /* the source's key columns: the view's own, or its entity's */
+    const mr_value *keys = mr_value_get(v, "keys") ? mr_value_get(v, "keys") : ekeys;
+    ok = ok && mr_value_map_set(m, "keys", mr_value_clone(keys)) == MR_OK;
+    if (!ok) {
+        mr_value_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* The stage of top-level view `name` (docs/featurestore.md, "Feature views
+ * as stages"): op feature_view over its source, keys, times and features. */
+static mr_value *view_stage(const mr_value *root, const char *name)
+{
+    const mr_value *v = mr_value_get(mr_value_get(root, "feature_views"), name);
+    const mr_value *ent = mr_value_get(v, "entity");
+    const mr_value *ekeys = mr_value_get(mr_value_get(mr_value_get(root, "entities"), ent->str), "keys");
+    mr_value *m = mr_value_new(MR_V_MAP);
+    if (!m) return NULL;
+    m->line = v->line;
+    m->col = v->col;
+    int ok = mr_value_map_set(m, "op", mr_value_new_str("feature_view")) == MR_OK;
+    static const char *const copy[][2] = {{"source", "source"},       {"timestamp", "timestamp"},
+                                          {"created", "created"},     {"features", "features"},
+                                          {"description", "desc"},    {"resources", "resources"}};
+    for (size_t k = 0; ok && k < N_OF(copy); k++) {
+        const mr_value *x = mr_value_get(v, copy[k][0]);
+        if (x) ok = mr_value_map_set(m, copy[k][1], mr_value_clone(x)) == MR_OK;
+    }
     const mr_value *keys = mr_value_get(v, "keys") ? mr_value_get(v, "keys") : ekeys;
     ok = ok && mr_value_map_set(m, "keys", mr_value_clone(keys)) == MR_OK;
     if (!ok) {
@@ -226,6 +279,24 @@ mr_status mr__spec_expand_features(mr_value *root, const char *path, mr_error *e
         const mr_value *op = def->kind == MR_V_MAP ? mr_value_get(def, "op") : NULL;
         if (!op || op->kind != MR_V_STR || (strcmp(op->str, "pit_join") && strcmp(op->str, "materialize_online"))) continue;
         rc = expand_stage(root, stages->keys[i], def, path, err);
+    }
+    /* every top-level view a stage of its own, named after it */
+    const mr_value *views = mr_value_get(root, "feature_views");
+    for (size_t i = 0; rc == MR_OK && views && stages && stages->kind == MR_V_MAP && i < views->n; i++) {
+        const char *name = views->keys[i];
+        if (mr_value_get(stages, name)) {
+            rc = mr_error_set_at(err, path, views->key_lines[i], views->key_cols[i], MR_E_SCHEMA,
+                                 "feature view '%s' and a stage share the name: a feature view is a stage of its own",
+                                 name);
+            mr_error_hint(err, "rename the view or the stage");
+            break;
+        }
+        mr_value *st = view_stage(root, name);
+        rc = st && mr_value_map_set(stages, name, st) == MR_OK ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        if (rc == MR_OK) { /* the stage's name where the view's is */
+            stages->key_lines[stages->n - 1] = views->key_lines[i];
+            stages->key_cols[stages->n - 1] = views->key_cols[i];
+        }
     }
     return rc;
 }

@@ -197,6 +197,42 @@ mr_status mr_op_cache_put(mr_op_ctx *ctx, const char *kind, const char *key, con
     return rc;
 }
 
+mr_status mr_op_previous_output(mr_op_ctx *ctx, const char *key, const char *output, char **path_out, mr_error *err)
+{
+    worker_engine *we = ctx ? ctx->engine : NULL;
+    *path_out = NULL;
+    if (!we || !we->ws) return MR_ERR(err, MR_E_STATE, "no run store in this context");
+    char *outs = NULL;
+    mr_status rc = mr_runstore_cache_get(we->ws->rs, key, &outs, NULL, NULL, err);
+    if (rc != MR_OK) return rc;
+    json_t *o = json_loads(outs ? outs : "{}", 0, NULL);
+    mr_free(outs);
+    const char *id = json_string_value(json_object_get(o, output));
+    mr_artifact a;
+    if (!id || mr_artifact_parse(id, &a) != MR_OK || !mr_store_has(we->ws->store, &a)) {
+        json_decref(o);
+        return MR_ERR(err, MR_E_NOT_FOUND, "the result under key '%s' has no output '%s' in the store", key, output);
+    }
+    json_decref(o);
+    /* re-hashed first: an object edited through a hard link is no result of that key */
+    mr_error ce;
+    mr_error_init(&ce);
+    if (mr_store_check(we->ws->store, &a, 0, &ce) != MR_OK)
+        return MR_ERR(err, MR_E_NOT_FOUND, "the previous output '%s' is unusable: %s", output, ce.msg);
+    static unsigned seq;
+    char *dir = mr_asprintf("%s/previous-%u", ctx->tmp_dir, seq++);
+    char *dest = dir ? mr_path_join(dir, output) : NULL;
+    rc = dest ? mr_fs_mkdirs(dir, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) rc = mr_store_checkout(we->ws->store, NULL, &a, dest, err);
+    mr_free(dir);
+    if (rc != MR_OK) {
+        mr_free(dest);
+        return rc;
+    }
+    *path_out = dest;
+    return MR_OK;
+}
+
 mr_status mr_op_trial_record(mr_op_ctx *ctx, int trial, const char *key, const char *status, double value,
                              const char *record_json, mr_error *err)
 {
