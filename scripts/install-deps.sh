@@ -41,6 +41,7 @@ done
 PKGS="build-essential cmake pkg-config git \
 libyaml-dev libxxhash-dev libsqlite3-dev libjansson-dev libcmocka-dev \
 libsnappy-dev libzstd-dev liblz4-dev zlib1g-dev libmicrohttpd-dev libarchive-dev libjpeg62-turbo-dev libpng-dev libhiredis-dev \
+libcurl4-openssl-dev libssl-dev libexpat1-dev python3-boto3 awscli \
 sqlite3 python3 procps coreutils redis-server \
 python3-dev python3-pil python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml python3-torch python3-requests dataset-fashion-mnist curl wrk bc time \
 chromium"

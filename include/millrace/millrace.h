@@ -20,6 +20,7 @@
 /* core */
 #include "millrace/core.h"
 #include "millrace/value.h"
+#include "millrace/s3.h"
 /* store */
 #include "millrace/store.h"
 /* data */

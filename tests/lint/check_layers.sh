@@ -11,7 +11,7 @@ cd "$root" || exit 2
 
 # Which room each public header belongs to.
 declare -A room=(
-  [core]=core [value]=core
+  [core]=core [value]=core [s3]=core
   [store]=store
   [table]=data [csv]=data [jsonl]=data [parquet]=data [dataset]=data [io]=data
   [expr]=data [transform]=data [pit]=data [online]=data [loader]=data [stats]=data [image]=data [webdataset]=data
