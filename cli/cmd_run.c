@@ -23,6 +23,10 @@ static const char run_help[] =
     "      --smoke           smoke mode: ops shrink their work; cached separately\n"
     "      --name NAME       name the run (runs and show print it; show NAME finds it)\n"
     "      --tag KEY[=VALUE] tag the run (repeatable; runs --tag KEY[=VALUE] filters)\n"
+    "      --remote NAME     use the remote NAME of millrace.yaml as a cache: a stale stage\n"
+    "                        whose key it holds is downloaded, not computed; a computed one\n"
+    "                        is uploaded (its `cache: pull|push|both`, default both)\n"
+    "      --no-remote       do not use the remote whose `cache:` is set\n"
     "      --sweep           run the grid of the -S lists (-S KEY=A,B,C; a value in [...] stays\n"
     "                        one) as separate runs NAME-1, NAME-2, ... tagged sweep=NAME (NAME:\n"
     "                        --name, or sweep-DATE-TIME-PID), sharing the cache, at most -j at a\n"
@@ -229,6 +233,11 @@ int cmd_run(int argc, char **argv)
             o.dry = 1;
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             pr.verbose = 1;
+        } else if (!strcmp(a, "--remote")) {
+            if (i + 1 >= argc) rc = cli_usage_error("run", "--remote needs a remote's name");
+            else o.remote = argv[++i];
+        } else if (!strcmp(a, "--no-remote")) {
+            o.no_remote = 1;
         } else if (!strcmp(a, "--name") || !strcmp(a, "--tag")) {
             mr_error e;
             mr_error_init(&e);

@@ -62,6 +62,14 @@ typedef struct mr_job_lock {
     int exclusive;
 } mr_job_lock;
 
+/* The remote a run uses as a cache (docs/remote.md): before computing, the
+ * worker fetches the result of the stage's key from it (pull); after
+ * computing, it uploads it (push). url NULL: none. */
+typedef struct mr_job_remote {
+    char *url, *endpoint, *region;
+    int pull, push;
+} mr_job_remote;
+
 typedef struct mr_job {
     char *stage;          /* stage name */
     char *op;             /* op name */
@@ -85,6 +93,7 @@ typedef struct mr_job {
     mr_job_lock *locks;   /* workspace paths the worker locks while it works there (sorted by path) */
     size_t n_locks;
     char *git_commit;     /* ops with MR_OP_GIT_COMMIT: the commit their key holds ("<sha>[-dirty]"), else "" */
+    mr_job_remote remote; /* optional ("remote" in the file) */
 } mr_job;
 
 void mr_job_init(mr_job *job);   /* zeroes */

@@ -49,6 +49,7 @@
 /* pipeline, ops, serve, report */
 #include "millrace/op.h"
 #include "millrace/spec.h"
+#include "millrace/remote.h"
 #include "millrace/runstore.h"
 #include "millrace/registry.h"
 #include "millrace/job.h"

@@ -145,6 +145,9 @@ typedef struct mr_run_opts {
     const char *name;      /* run --name: recorded in the run store (NULL = none) */
     const char *const *tags; /* run --tag: "KEY" or "KEY=VALUE" (mr_run_tag_check) */
     size_t n_tags;
+    const char *remote;    /* run --remote NAME: a remote of the spec as a cache (docs/remote.md); NULL: the
+                              remote whose `cache:` is set, if any */
+    int no_remote;         /* run --no-remote: none */
 } mr_run_opts;
 mr_run_opts mr_run_opts_default(void); /* every field 0 / NULL */
 

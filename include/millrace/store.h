@@ -149,6 +149,19 @@ mr_status mr_store_dir_entries(mr_store *st, const mr_artifact *a, mr_store_entr
                                mr_error *err);
 void mr_store_entries_free(mr_store_entry *e, size_t n); /* NULL is a no-op */
 
+/* Parses manifest text (as a remote holds it) into its entries; what
+ * names it in messages. MR_E_CORRUPT (malformed), MR_E_LIMIT, MR_E_NOMEM. */
+mr_status mr_store_manifest_parse(const char *data, size_t len, const char *what, mr_store_entry **entries_out,
+                                  size_t *n_out, mr_error *err);
+/* Takes the file at path (a downloaded object: a file's bytes, or a
+ * directory's manifest) into the store as object want, only if its content
+ * hashes to want's id, and, for a manifest, only once every file it lists
+ * is stored (so no manifest ever names a missing file); the file is moved
+ * (fsynced, read-only, renamed into place) or, when the object is there
+ * already, removed. MR_E_CORRUPT (another content: nothing is stored),
+ * MR_E_NOT_FOUND (a listed file is missing), MR_E_IO, MR_E_NOMEM. */
+mr_status mr_store_adopt(mr_store *st, const char *path, const mr_artifact *want, mr_error *err);
+
 /* Verify: re-hashes every object; calls fn (on the caller's thread; id and
  * problem borrowed for the call) for each problem found: a corrupt or
  * unreadable object, a file object missing that a manifest lists, a stray

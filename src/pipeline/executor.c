@@ -64,6 +64,7 @@ typedef struct run_ctx {
     mr_workspace *ws;
     const mr_spec *spec;
     const mr_run_opts *o;
+    mr_job_remote remote;   /* the remote used as a cache (url NULL: none); strings borrowed from the spec */
     mr_dag *dag;
     mr__plan *plans;
     stage_rt *rt;
@@ -340,6 +341,7 @@ static mr_status write_job(run_ctx *c, size_t i, mr_error *err)
         job.locks = p->locks;
         job.n_locks = p->n_locks;
         job.git_commit = (s->op->flags & MR_OP_GIT_COMMIT) ? c->git_desc : "";
+        job.remote = c->remote; /* borrowed, as the rest */
         rc = mr_job_write(&job, r->job_path, err);
     }
     mr_value_free(def);
@@ -809,6 +811,8 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
     mr_status rc = check_names(spec, opts->force, opts->n_force, "--force", err);
     if (rc == MR_OK) rc = check_names(spec, opts->downstream, opts->n_downstream, "--downstream", err);
     if (rc == MR_OK) rc = check_names(spec, opts->targets, opts->n_targets, "run", err);
+    int have_remote = 0;
+    if (rc == MR_OK && !opts->no_remote && !opts->dry) rc = mr__remote_for_run(spec, opts->remote, &c.remote, &have_remote, err);
     if (rc == MR_OK) rc = mr_dag_build(spec, &c.dag, err);
     if (rc != MR_OK) return rc;
     c.plans = mr_calloc(c.n ? c.n : 1, sizeof(*c.plans));

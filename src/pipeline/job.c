@@ -316,6 +316,9 @@ void mr_job_deinit(mr_job *job)
     mr_free(job->spec_path);
     mr_free(job->result_path);
     mr_free(job->git_commit);
+    mr_free(job->remote.url);
+    mr_free(job->remote.endpoint);
+    mr_free(job->remote.region);
     mr_value_free(job->def);
     mr_value_free(job->params);
     free_ios(job->inputs, job->n_inputs);
@@ -371,8 +374,13 @@ mr_status mr_job_encode(const mr_job *job, mr_buf *out, mr_error *err)
         json_object_set_new(j, "locks", locks);
         json_object_set_new(j, "def", job->def ? enc_value(job->def) : NULL);
         json_object_set_new(j, "params", job->params ? enc_value(job->params) : NULL);
+        const mr_job_remote *rm = &job->remote;
+        if (rm->url)
+            json_object_set_new(j, "remote",
+                                json_pack("{s:s,s:s?,s:s?,s:b,s:b}", "url", rm->url, "endpoint", rm->endpoint, "region",
+                                          rm->region, "pull", rm->pull, "push", rm->push));
         /* a NULL from any constructor (OOM, non-UTF-8 text) leaves a field out */
-        if (json_object_size(j) != 21) {
+        if (json_object_size(j) != 21u + (rm->url != NULL)) {
             json_decref(j);
             j = NULL;
         }
@@ -451,6 +459,16 @@ mr_status mr_job_decode(const char *text, size_t len, const char *path, mr_job *
     if (rc == MR_OK) rc = dec_value(&d, json_object_get(j, "params"), &job->params);
     if (rc == MR_OK && (job->def->kind != MR_V_MAP || job->params->kind != MR_V_MAP))
         rc = bad(&d, "'def' and 'params' must be mappings");
+    const json_t *rm = json_object_get(j, "remote");
+    if (rc == MR_OK && rm) {
+        if (!json_is_object(rm)) rc = bad(&d, "field 'remote' is not an object");
+        if (rc == MR_OK) rc = get_str(&d, rm, "url", &job->remote.url);
+        if (rc == MR_OK && json_is_string(json_object_get(rm, "endpoint")))
+            rc = get_str(&d, rm, "endpoint", &job->remote.endpoint);
+        if (rc == MR_OK && json_is_string(json_object_get(rm, "region"))) rc = get_str(&d, rm, "region", &job->remote.region);
+        if (rc == MR_OK) rc = get_bool(&d, rm, "pull", &job->remote.pull);
+        if (rc == MR_OK) rc = get_bool(&d, rm, "push", &job->remote.push);
+    }
     json_decref(j);
     return rc;
 }

@@ -33,7 +33,20 @@ int mr__path_within(const char *a, const char *b);
  * MR_E_SCHEMA with path:line:col, or MR_E_NOMEM. */
 mr_status mr__spec_expand_features(mr_value *root, const char *path, mr_error *err);
 
-#endif
+
+/* ---- remotes (remote.c) --------------------------------------------------------- */
+/* The remote a run uses (name NULL: the remote whose `cache:` is set, if any;
+ * *found 0 when none): its url, endpoint, region (borrowed from spec) and
+ * mode. MR_E_NOT_FOUND for an unknown name. */
+mr_status mr__remote_for_run(const mr_spec *spec, const char *name, mr_job_remote *out, int *found, mr_error *err);
+/* The worker's side: fetches the result of key into the local store and
+ * stage cache (*hit 0 when the remote has none), or uploads one. */
+mr_status mr__remote_fetch(mr_workspace *ws, const mr_job_remote *r, const char *stage, const char *key, int *hit,
+                           mr_error *err);
+mr_status mr__remote_store(mr_workspace *ws, const mr_job_remote *r, const char *stage, const char *op, int op_version,
+                           const char *key, const char *outputs_json, const char *metrics_json, const char *key_doc,
+                           mr_error *err);
+
 
 /* ---- planning (plan.c): a stage's outputs, inputs and cache key ---------- */
 typedef struct mr__io {
@@ -110,3 +123,5 @@ mr_status mr__workspace_gc_lock(mr_workspace *ws, int mode, mr_flock *lk, mr_err
  * HEAD commit, with "-dirty" when tracked files differ ("" outside git). */
 void mr__git_describe(const char *root, char *out, size_t out_len);
 void mr__git_info(const char *root, char *commit, size_t commit_len, int *dirty);
+
+#endif

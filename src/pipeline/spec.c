@@ -4,6 +4,7 @@
  * detection belongs to the DAG. */
 #include "millrace/spec.h"
 #include "pipeline_int.h"
+#include "millrace/remote.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -829,7 +830,7 @@ static mr_status check_ref_outputs(ctx *c, const mr_stage_spec *sg)
 
 static mr_status check_top(ctx *c, const mr_value *root)
 {
-    static const char *const top_keys[] = {"params", "stages", "entities", "feature_views", "feature_services"};
+    static const char *const top_keys[] = {"params", "stages", "entities", "feature_views", "feature_services", "remotes"};
     mr_status st = MR_OK;
     if (root->kind != MR_V_MAP) {
         st = mr_error_set_at(c->err, c->path, root->line ? root->line : 1, root->line ? root->col : 1,
@@ -839,13 +840,13 @@ static mr_status check_top(ctx *c, const mr_value *root)
     }
     for (size_t i = 0; i < root->n; i++) {
         size_t k = 0;
-        while (k < 5 && strcmp(root->keys[i], top_keys[k])) k++;
-        if (k < 5) continue;
+        while (k < 6 && strcmp(root->keys[i], top_keys[k])) k++;
+        if (k < 6) continue;
         st = mr_error_set_at(c->err, c->path, root->key_lines[i], root->key_cols[i], MR_E_SCHEMA,
                      "unknown top-level key '%s'", root->keys[i]);
-        hint_closest(c->err, root->keys[i], top_keys, 5, "",
-                     "top-level keys are 'params', 'stages', and the feature store's 'entities', 'feature_views' and "
-                     "'feature_services'");
+        hint_closest(c->err, root->keys[i], top_keys, 6, "",
+                     "top-level keys are 'params', 'stages', 'remotes', and the feature store's 'entities', "
+                     "'feature_views' and 'feature_services'");
         goto done;
     }
     const mr_value *params = mr_value_get(root, "params");
@@ -910,6 +911,7 @@ mr_status mr_spec_parse(const char *text, size_t len, const char *path,
     st = mr_yaml_parse(text, len, path, &spec->root, err);
     if (st == MR_OK) st = check_top(&c, spec->root);
     if (st == MR_OK) st = mr__spec_expand_features(spec->root, path, err); /* views named by stages, written inline */
+    if (st == MR_OK) st = mr_remotes_check(spec->root, path, err);
     if (st != MR_OK) goto done;
     const mr_value *params = mr_value_get(spec->root, "params");
     spec->params = params && params->kind == MR_V_MAP ? mr_value_clone(params) : mr_value_new(MR_V_MAP);

@@ -536,7 +536,22 @@ static mr_status serve_from_cache(worker *w, int *served, mr_error *err)
     const mr_value *ac = mr_value_get(w->job.def, "always_changed");
     if (w->job.force || (ac && ac->kind == MR_V_BOOL && ac->u.b)) return MR_OK;
     char *outs = NULL, *mets = NULL;
-    if (mr_runstore_cache_get(w->ws->rs, w->job.key, &outs, &mets, NULL, NULL) != MR_OK) return MR_OK;
+    if (mr_runstore_cache_get(w->ws->rs, w->job.key, &outs, &mets, NULL, NULL) != MR_OK) {
+        /* not here: the remote may have it (run --remote); a remote that fails is a warning, and the stage runs */
+        if (!w->job.remote.url || !w->job.remote.pull) return MR_OK;
+        int hit = 0;
+        mr_error re;
+        mr_error_init(&re);
+        if (mr__remote_fetch(w->ws, &w->job.remote, w->job.stage, w->job.key, &hit, &re) != MR_OK) {
+            char msg[700];
+            mr_error_format(&re, msg, sizeof(msg));
+            mr_log(MR_LOG_WARN, "stage '%s': the remote %s could not serve it (%s); computing", w->job.stage,
+                   w->job.remote.url, msg);
+            return MR_OK;
+        }
+        if (!hit || mr_runstore_cache_get(w->ws->rs, w->job.key, &outs, &mets, NULL, NULL) != MR_OK) return MR_OK;
+        dprintf(STDERR_FILENO, "stage '%s': its result came from the remote %s\n", w->job.stage, w->job.remote.url);
+    }
     mr_status rc = MR_OK;
     if (cached_outputs_sound(w, outs)) {
         json_t *co = NULL, *cm = NULL;
@@ -712,6 +727,23 @@ static mr_status run_op(worker *w, mr_error *err)
     if (rc == MR_OK) rc = publish_outputs(w, err);
     if (rc == MR_OK) rc = cache_result(w, err);
     if (rc == MR_OK) w->res.status = MR_JOB_EXECUTED;
+    if (rc == MR_OK && w->job.remote.url && w->job.remote.push) {
+        /* shared for the next machine; a remote that fails is a warning: the result stands here */
+        char *outs = NULL, *mets = NULL;
+        mr_error re;
+        mr_error_init(&re);
+        mr_status pr = mr_runstore_cache_get(w->ws->rs, w->job.key, &outs, &mets, NULL, &re);
+        if (pr == MR_OK)
+            pr = mr__remote_store(w->ws, &w->job.remote, w->job.stage, w->op->name, w->op->version, w->job.key, outs,
+                                  mets, w->job.key_doc, &re);
+        if (pr != MR_OK) {
+            char msg[700];
+            mr_error_format(&re, msg, sizeof(msg));
+            mr_log(MR_LOG_WARN, "stage '%s': not pushed to the remote %s: %s", w->job.stage, w->job.remote.url, msg);
+        }
+        mr_free(outs);
+        mr_free(mets);
+    }
     return rc;
 }
 

@@ -631,15 +631,12 @@ static void manifest_free(manifest_entry *e, size_t n)
     mr_free(e);
 }
 
-static mr_status read_manifest(mr_store *st, const mr_artifact *a, manifest_entry **out, size_t *n_out, mr_error *err)
+/* Parses manifest text data (NUL-terminated; modified in place); obj names it in messages. */
+static mr_status parse_manifest(char *data, const char *obj, manifest_entry **out, size_t *n_out, mr_error *err)
 {
-    char *obj = mr_store_object_path(st, a);
-    char *data = NULL;
-    size_t len = 0, n = 0, cap = 0;
+    size_t n = 0, cap = 0;
     manifest_entry *es = NULL;
-    if (!obj) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    mr_status rc = mr_fs_read_file(obj, MANIFEST_LIMIT, &data, &len, err);
-    if (rc != MR_OK) goto done;
+    mr_status rc = MR_OK;
     for (char *line = data; *line;) {
         char *nl = strchr(line, '\n');
         if (!nl) {
@@ -689,15 +686,113 @@ static mr_status read_manifest(mr_store *st, const mr_artifact *a, manifest_entr
         n++;
         line = nl + 1;
     }
-done:
     if (rc != MR_OK) {
         manifest_free(es, n);
-    } else {
-        *out = es;
-        *n_out = n;
+        return rc;
     }
+    *out = es;
+    *n_out = n;
+    return MR_OK;
+}
+
+static mr_status read_manifest(mr_store *st, const mr_artifact *a, manifest_entry **out, size_t *n_out, mr_error *err)
+{
+    char *obj = mr_store_object_path(st, a);
+    char *data = NULL;
+    size_t len = 0;
+    if (!obj) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = mr_fs_read_file(obj, MANIFEST_LIMIT, &data, &len, err);
+    if (rc == MR_OK) rc = parse_manifest(data, obj, out, n_out, err);
     mr_free(data);
     mr_free(obj);
+    return rc;
+}
+
+/* Manifest entries to the public form (paths moved). */
+static mr_status to_entries(manifest_entry *es, size_t n, mr_store_entry **entries_out, mr_error *err)
+{
+    mr_store_entry *out = mr_calloc(n ? n : 1, sizeof(*out));
+    if (!out) {
+        manifest_free(es, n);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        out[i].file.hash = es[i].hash;
+        out[i].file.size = es[i].size;
+        out[i].file.n_files = 1;
+        out[i].mode = es[i].mode;
+        out[i].path = es[i].rel; /* moved */
+        es[i].rel = NULL;
+    }
+    manifest_free(es, n);
+    *entries_out = out;
+    return MR_OK;
+}
+
+mr_status mr_store_manifest_parse(const char *data, size_t len, const char *what, mr_store_entry **entries_out,
+                                  size_t *n_out, mr_error *err)
+{
+    *entries_out = NULL;
+    *n_out = 0;
+    if (len > MANIFEST_LIMIT) return MR_ERR(err, MR_E_LIMIT, "%s: a manifest of %zu bytes", what, len);
+    char *copy = mr_malloc(len + 1);
+    if (!copy) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    memcpy(copy, data, len);
+    copy[len] = 0;
+    mr_status rc = strlen(copy) == len ? MR_OK : MR_ERR(err, MR_E_CORRUPT, "%s: a NUL byte in a manifest", what);
+    manifest_entry *es = NULL;
+    size_t n = 0;
+    if (rc == MR_OK) rc = parse_manifest(copy, what, &es, &n, err);
+    mr_free(copy);
+    if (rc == MR_OK) rc = to_entries(es, n, entries_out, err);
+    if (rc == MR_OK) *n_out = n;
+    return rc;
+}
+
+mr_status mr_store_adopt(mr_store *st, const char *path, const mr_artifact *want, mr_error *err)
+{
+    char id[MR_ARTIFACT_ID_LEN];
+    mr_artifact_id(want, id);
+    mr_hash128 h;
+    uint64_t size = 0;
+    mr_status rc = mr_hash_file(path, &h, &size, err);
+    if (rc == MR_OK && memcmp(&h, &want->hash, sizeof(h))) {
+        char got[MR_HASH_HEX_LEN + 1];
+        mr_hash_hex(h, got);
+        rc = MR_ERR(err, MR_E_CORRUPT, "object %s: its content hashes to %s", id, got);
+    }
+    if (rc == MR_OK && want->is_dir) { /* every file it lists must be here first */
+        char *data = NULL;
+        size_t len = 0;
+        manifest_entry *es = NULL;
+        size_t n = 0;
+        rc = mr_fs_read_file(path, MANIFEST_LIMIT, &data, &len, err);
+        if (rc == MR_OK) rc = parse_manifest(data, id, &es, &n, err);
+        int parsed = rc == MR_OK;
+        for (size_t i = 0; rc == MR_OK && i < n; i++) {
+            mr_artifact c = {.hash = es[i].hash, .n_files = 1};
+            if (!mr_store_has(st, &c)) {
+                char cid[MR_ARTIFACT_ID_LEN];
+                mr_artifact_id(&c, cid);
+                rc = MR_ERR(err, MR_E_NOT_FOUND, "object %s lists %s (%s), which is not in the store", id, cid, es[i].rel);
+            }
+        }
+        if (parsed) manifest_free(es, n);
+        mr_free(data);
+    }
+    char *obj = rc == MR_OK ? mr_store_object_path(st, want) : NULL;
+    if (rc == MR_OK && !obj) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) rc = ensure_parent(obj, err);
+    if (rc == MR_OK && mr_fs_exists(obj)) {
+        unlink(path); /* the same content is stored already */
+    } else if (rc == MR_OK) {
+        rc = mr_fs_fsync_path(path, err);
+        if (rc == MR_OK) chmod(path, 0444);
+        if (rc == MR_OK && rename(path, obj) != 0) rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot publish", obj);
+        if (rc == MR_OK) rc = mr_fs_fsync_dir_of(obj, err);
+    }
+    mr_free(obj);
+    (void)size;
     return rc;
 }
 
@@ -732,24 +827,9 @@ mr_status mr_store_dir_entries(mr_store *st, const mr_artifact *a, mr_store_entr
     *entries_out = NULL;
     *n_out = 0;
     mr_status rc = read_manifest(st, a, &es, &n, err);
-    if (rc != MR_OK) return rc;
-    mr_store_entry *out = mr_calloc(n ? n : 1, sizeof(*out));
-    if (!out) {
-        manifest_free(es, n);
-        return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++) {
-        out[i].file.hash = es[i].hash;
-        out[i].file.size = es[i].size;
-        out[i].file.n_files = 1;
-        out[i].mode = es[i].mode;
-        out[i].path = es[i].rel; /* moved */
-        es[i].rel = NULL;
-    }
-    manifest_free(es, n);
-    *entries_out = out;
-    *n_out = n;
-    return MR_OK;
+    if (rc == MR_OK) rc = to_entries(es, n, entries_out, err);
+    if (rc == MR_OK) *n_out = n;
+    return rc;
 }
 
 void mr_store_entries_free(mr_store_entry *e, size_t n)

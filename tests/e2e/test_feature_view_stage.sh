@@ -48,11 +48,12 @@ stages:
     views: [clicks]
   limited:
     op: pit_join
-    entities: labels.csv
+    entities: labels_limited.csv
     timestamp: ts
     views: [clicks]
     resources: {mem: 64M}
 EOF
+cp labels.csv labels_limited.csv # the same rows under another name: its own key (resources are not in a key)
 expect_exit 0 mr run
 assert_contains "$T_ERR" "3 executed" "the view is a stage of its own, run before the joins"
 assert_contains "$(cat .millrace/logs/run-1/limited.log)" "1 of 1 views streamed from their sorted datasets" \
@@ -92,7 +93,7 @@ EOF
 fresh_equal() { # WHAT: a workspace built from scratch on today's clicks.csv gives the same bytes
     local f
     f=$(mktemp -d "$T_ROOT/fresh.XXXXXX")
-    cp clicks.csv labels.csv millrace.yaml "$f/"
+    cp clicks.csv labels.csv labels_limited.csv millrace.yaml "$f/"
     (cd "$f" && "$MR_BIN" run >/dev/null 2>&1) || fail "$1: the fresh build failed"
     assert_eq "$(cmp -s "$f/out/clicks/part-00000.parquet" out/clicks/part-00000.parquet && cmp -s \
         "$f/out/clicks/manifest.json" out/clicks/manifest.json && cmp -s "$f/out/training_set/part-00000.parquet" \

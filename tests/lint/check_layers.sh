@@ -17,7 +17,7 @@ declare -A room=(
   [expr]=data [transform]=data [pit]=data [online]=data [loader]=data [stats]=data [image]=data [webdataset]=data
   [gbdt]=ml [linear]=ml [model]=ml [split]=ml [features]=ml [metrics]=ml
   [check]=ml [tune]=ml [bundle]=ml [profile]=ml
-  [op]=pipeline [spec]=pipeline [runstore]=pipeline [registry]=pipeline [pipeline]=pipeline [job]=pipeline
+  [op]=pipeline [remote]=pipeline [spec]=pipeline [runstore]=pipeline [registry]=pipeline [pipeline]=pipeline [job]=pipeline
   [serve]=serve
   [ui]=ui
   [report]=report [runreport]=report

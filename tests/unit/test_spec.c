@@ -276,7 +276,7 @@ static void test_top_level_errors(void **state)
 
     assert_status(parse_err("stages: {}\nzzzzzzzzz: 1\n", &err), MR_E_SCHEMA);
     assert_at(&err, 2, 1);
-    assert_contains(err.hint, "top-level keys are 'params', 'stages', and the feature store's 'entities'");
+    assert_contains(err.hint, "top-level keys are 'params', 'stages', 'remotes', and the feature store's 'entities'");
 
     assert_status(parse_err("params: {a: 1}\n", &err), MR_E_SCHEMA);
     assert_contains(err.msg, "missing required top-level key 'stages'");

@@ -740,6 +740,92 @@ static void test_verify_missing_child(void **state)
     mr_free(obj);
 }
 
+/* ---- adopting downloaded objects (a remote's pull) ------------------------- */
+
+/* Copies object a of store `from` to a new temporary file (a download). */
+static char *download(fx *f, mr_store *from, const mr_artifact *a, const char *name)
+{
+    char *obj = mr_store_object_path(from, a);
+    char *tmp = mr_asprintf("%s/%s", f->dir, name);
+    assert_alloc(obj);
+    assert_alloc(tmp);
+    unlink(tmp);
+    check(mr_fs_copy_file(obj, tmp, &f->err), &f->err);
+    mr_free(obj);
+    return tmp;
+}
+
+static void test_adopt(void **state)
+{
+    fx *f = *state;
+    make_tree(f, "d");
+    mr_artifact d = publish(f, "d");
+    char *root2 = mr_asprintf("%s/.other", f->dir);
+    assert_alloc(root2);
+    mr_store *st2 = NULL;
+    check(mr_store_open(root2, &st2, &f->err), &f->err);
+    mr_store_entry *es = NULL;
+    size_t n = 0;
+    check(mr_store_dir_entries(f->st, &d, &es, &n, &f->err), &f->err);
+    assert_int_equal(n, 5);
+    /* the manifest parses from its bytes as from the store */
+    char *man = download(f, f->st, &d, "man.dl");
+    char *text = NULL;
+    size_t len = 0;
+    check(mr_fs_read_file(man, 1 << 20, &text, &len, &f->err), &f->err);
+    mr_store_entry *pe = NULL;
+    size_t pn = 0;
+    check(mr_store_manifest_parse(text, len, "man", &pe, &pn, &f->err), &f->err);
+    assert_int_equal(pn, n);
+    for (size_t i = 0; i < n; i++) {
+        assert_string_equal(pe[i].path, es[i].path);
+        assert_memory_equal(&pe[i].file.hash, &es[i].file.hash, sizeof(mr_hash128));
+        assert_int_equal(pe[i].mode, es[i].mode);
+    }
+    mr_store_entries_free(pe, pn);
+    mr_error e;
+    mr_error_init(&e);
+    assert_status(mr_store_manifest_parse("zz 644 1 a\n", 11, "bad", &pe, &pn, &e), MR_E_CORRUPT);
+    /* a manifest before its files: refused, nothing stored */
+    mr_error_init(&e);
+    assert_status(mr_store_adopt(st2, man, &d, &e), MR_E_NOT_FOUND);
+    assert_contains(e.msg, "not in the store");
+    assert_int_equal(mr_store_has(st2, &d), 0);
+    /* a file whose bytes are not its id's: refused, named */
+    char *bad = mr_asprintf("%s/bad.dl", f->dir);
+    assert_alloc(bad);
+    write_file(bad, "tampered\n", 9, 0644);
+    mr_error_init(&e);
+    assert_status(mr_store_adopt(st2, bad, &es[0].file, &e), MR_E_CORRUPT);
+    assert_contains(e.msg, "hashes to");
+    assert_int_equal(mr_store_has(st2, &es[0].file), 0);
+    /* the files, then the manifest: the directory checks out whole from the second store */
+    for (size_t i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "f%zu.dl", i);
+        char *dl = download(f, f->st, &es[i].file, name);
+        check(mr_store_adopt(st2, dl, &es[i].file, &f->err), &f->err);
+        assert_int_equal(access(dl, F_OK), -1); /* moved in, or removed as a duplicate */
+        mr_free(dl);
+    }
+    check(mr_store_adopt(st2, man, &d, &f->err), &f->err);
+    check(mr_store_check(st2, &d, 0, &f->err), &f->err);
+    char *dest = mr_asprintf("%s/co2", f->dir);
+    assert_alloc(dest);
+    check(mr_store_checkout(st2, NULL, &d, dest, &f->err), &f->err);
+    mr_artifact again;
+    const char *one[1] = {dest};
+    check(mr_store_hash_paths(st2, NULL, one, 1, &again, NULL, &f->err), &f->err);
+    assert_memory_equal(&again.hash, &d.hash, sizeof(mr_hash128));
+    mr_free(dest);
+    mr_free(bad);
+    mr_free(text);
+    mr_free(man);
+    mr_store_entries_free(es, n);
+    mr_store_close(st2);
+    mr_free(root2);
+}
+
 /* ---- gc ------------------------------------------------------------------ */
 
 static void test_gc(void **state)
@@ -845,6 +931,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_verify_clean_and_corrupt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_verify_missing_child, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_adopt, setup, teardown),
         cmocka_unit_test_setup_teardown(test_store_oom, setup, teardown),
     };
     return mr_test_run(tests, NULL, NULL);
