@@ -878,21 +878,30 @@ static json_t *lock_outputs(const mr_value *st)
     return outs;
 }
 
+/* What push and pull begin with: the options (the defaults for NULL), the stats (zeroed; a local
+ * copy for NULL), the remote found and its storage opened. */
+static mr_status transfer_begin(const mr_spec *spec, const mr_transfer_opts **o, mr_transfer_opts *d,
+                                mr_transfer_stats **stats, mr_transfer_stats *local, remote_def *r, backend *b,
+                                mr_error *err)
+{
+    if (!*o) {
+        mr_transfer_opts_init(d);
+        *o = d;
+    }
+    if (!*stats) *stats = local;
+    memset(*stats, 0, sizeof(**stats));
+    mr_status rc = find_remote(spec, (*o)->remote, r, err);
+    return rc == MR_OK ? backend_open(r, b, err) : rc;
+}
+
 mr_status mr_pipeline_push(mr_workspace *ws, const mr_spec *spec, const mr_transfer_opts *o, mr_transfer_stats *stats,
                            mr_buf *out, mr_error *err)
 {
     mr_transfer_opts d;
-    if (!o) {
-        mr_transfer_opts_init(&d);
-        o = &d;
-    }
-    mr_transfer_stats local = {0};
-    if (!stats) stats = &local;
-    memset(stats, 0, sizeof(*stats));
+    mr_transfer_stats local;
     remote_def r;
     backend b;
-    mr_status rc = find_remote(spec, o->remote, &r, err);
-    if (rc == MR_OK) rc = backend_open(&r, &b, err);
+    mr_status rc = transfer_begin(spec, &o, &d, &stats, &local, &r, &b, err);
     if (rc != MR_OK) return rc;
     mr_value *lock = NULL;
     const char **names = NULL;
@@ -1144,17 +1153,10 @@ mr_status mr_pipeline_pull(mr_workspace *ws, const mr_spec *spec, const mr_trans
                            mr_buf *out, mr_error *err)
 {
     mr_transfer_opts d;
-    if (!o) {
-        mr_transfer_opts_init(&d);
-        o = &d;
-    }
-    mr_transfer_stats local = {0};
-    if (!stats) stats = &local;
-    memset(stats, 0, sizeof(*stats));
+    mr_transfer_stats local;
     remote_def r;
     backend b;
-    mr_status rc = find_remote(spec, o->remote, &r, err);
-    if (rc == MR_OK) rc = backend_open(&r, &b, err);
+    mr_status rc = transfer_begin(spec, &o, &d, &stats, &local, &r, &b, err);
     if (rc != MR_OK) return rc;
     mr_value *lock = NULL;
     const char **names = NULL;
