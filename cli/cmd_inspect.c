@@ -18,14 +18,24 @@ static int parse_common_only(const char *verb, cli_common *c, int argc, char **a
 int cmd_status(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
-        fputs("usage: millrace status [-S KEY=VALUE]... [--smoke] [--json] [-C DIR]\n\n"
+        fputs("usage: millrace status [-S KEY=VALUE]... [--smoke] [--json] [--remote [NAME]] [-C DIR]\n\n"
               "Shows which stages are stale and why: the param, input, setting or op version\n"
-              "that changed since the cached result. Runs nothing.\n",
+              "that changed since the cached result. Runs nothing. With --remote, asks the remote\n"
+              "(NAME, or the default one) for each stale stage's result: those it has show as\n"
+              "'remote', and `millrace run --remote` downloads them instead of computing.\n",
               stdout);
         return EXIT_OK;
     }
     cli_common c = {0};
-    int rc = parse_common_only("status", &c, argc, argv, NULL);
+    const char *remote = NULL;
+    int rc = EXIT_OK;
+    for (int i = 1; i < argc && rc == EXIT_OK; i++) {
+        int k = cli_common_opt(&c, argc, argv, &i);
+        if (k < 0) rc = cli_usage_error("status", "option '%s' needs a value", argv[i]);
+        else if (k) continue;
+        else if (!strcmp(argv[i], "--remote")) remote = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "";
+        else rc = cli_usage_error("status", "unknown argument '%s'", argv[i]);
+    }
     mr_workspace *ws = NULL;
     mr_spec *spec = NULL;
     if (rc == EXIT_OK) rc = cli_load(&c, &ws, &spec);
@@ -36,12 +46,12 @@ int cmd_status(int argc, char **argv)
         mr_buf_init(&out);
         int n_stale = 0;
         mr_pool_init(0, NULL);
-        mr_status st = mr_pipeline_status(ws, spec, c.smoke, c.json, &out, &n_stale, &err);
+        mr_status st = mr_pipeline_status_remote(ws, spec, c.smoke, c.json, remote, &out, &n_stale, &err);
+        cli_print(&out);
         if (st != MR_OK) {
             mr_log_error(&err);
             rc = cli_status_exit(st);
         }
-        cli_print(&out);
         mr_buf_free(&out);
     }
     mr_spec_free(spec);

@@ -193,6 +193,13 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err);
  * (MR_E_IO), MR_E_NOMEM. */
 mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, int json, mr_buf *out,
                              int *n_stale_out, mr_error *err);
+/* The same, also asking the remote named remote ("": the default one) for
+ * each stale stage's key: one it has is reported "remote" (JSON: state
+ * "remote", and "remote": how many), and the stages after it get keys from
+ * its outputs. One request per such stage. A remote that fails: the report
+ * is still written, then its error returned. */
+mr_status mr_pipeline_status_remote(mr_workspace *ws, const mr_spec *spec, int smoke, int json, const char *remote,
+                                    mr_buf *out, int *n_stale_out, mr_error *err);
 
 /* Re-hashes every object; also checks what millrace.lock references.
  * Appends a report; *n_problems_out counts problems (a problem is not an

@@ -43,6 +43,13 @@ mr_status mr__remote_for_run(const mr_spec *spec, const char *name, mr_job_remot
  * stage cache (*hit 0 when the remote has none), or uploads one. */
 mr_status mr__remote_fetch(mr_workspace *ws, const mr_job_remote *r, const char *stage, const char *key, int *hit,
                            mr_error *err);
+/* status --remote: one connection to a remote, asked for stage entries
+ * (*outputs_json NULL when it has none for key; caller frees). */
+typedef struct mr__remote_probe mr__remote_probe;
+mr_status mr__remote_probe_open(const mr_spec *spec, const char *name, mr__remote_probe **out, mr_error *err);
+const char *mr__remote_probe_name(const mr__remote_probe *p);
+mr_status mr__remote_probe_entry(mr__remote_probe *p, const char *key, char **outputs_json, mr_error *err);
+void mr__remote_probe_close(mr__remote_probe *p);
 mr_status mr__remote_store(mr_workspace *ws, const mr_job_remote *r, const char *stage, const char *op, int op_version,
                            const char *key, const char *outputs_json, const char *metrics_json, const char *key_doc,
                            mr_error *err);

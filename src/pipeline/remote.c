@@ -1263,3 +1263,51 @@ mr_status mr__remote_store(mr_workspace *ws, const mr_job_remote *jr, const char
     push_set_free(&ps);
     return rc;
 }
+
+/* ---- status --remote: which stale stages the remote can serve ---------------------------------------------------- */
+
+struct mr__remote_probe {
+    remote_def r;
+    backend b;
+    conn c;
+};
+
+mr_status mr__remote_probe_open(const mr_spec *spec, const char *name, mr__remote_probe **out, mr_error *err)
+{
+    *out = NULL;
+    mr__remote_probe *p = mr_calloc(1, sizeof(*p));
+    if (!p) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = find_remote(spec, name, &p->r, err);
+    if (rc == MR_OK) rc = backend_open(&p->r, &p->b, err);
+    if (rc == MR_OK) rc = conn_open(&p->b, &p->c, err);
+    if (rc != MR_OK) {
+        mr__remote_probe_close(p);
+        return rc;
+    }
+    *out = p;
+    return MR_OK;
+}
+
+const char *mr__remote_probe_name(const mr__remote_probe *p) { return p->r.name; }
+
+mr_status mr__remote_probe_entry(mr__remote_probe *p, const char *key, char **outputs_json, mr_error *err)
+{
+    *outputs_json = NULL;
+    json_t *entry = NULL;
+    mr_status rc = get_entry(&p->c, &p->b, key, &entry, err);
+    if (rc == MR_OK && entry) {
+        char *t = json_dumps(json_object_get(entry, "outputs"), JSON_COMPACT | JSON_SORT_KEYS);
+        *outputs_json = t ? mr_strdup(t) : NULL;
+        free(t);
+        if (!*outputs_json) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    json_decref(entry);
+    return rc;
+}
+
+void mr__remote_probe_close(mr__remote_probe *p)
+{
+    if (!p) return;
+    conn_close(&p->c);
+    mr_free(p);
+}

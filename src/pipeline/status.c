@@ -243,14 +243,49 @@ static void warm_fill(const warm_set *w, mr__plan *p)
 mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, int json, mr_buf *out, int *n_stale_out,
                              mr_error *err)
 {
+    return mr_pipeline_status_remote(ws, spec, smoke, json, NULL, out, n_stale_out, err);
+}
+
+/* The remote's entry for stage i's key, if any: its outputs' ids into the plan (so that the
+ * stages after it get keys), and a reason saying so. 1 when the remote has it. */
+static int remote_has(mr__remote_probe *probe, mr__plan *p, json_t *reasons, mr_error *err)
+{
+    char *oj = NULL;
+    mr_error e;
+    mr_error_init(&e);
+    if (mr__remote_probe_entry(probe, p->key, &oj, &e) != MR_OK) {
+        if (err && !mr_error_is_set(err)) *err = e;
+        return 0;
+    }
+    if (!oj) return 0;
+    json_t *outs = json_loads(oj, 0, NULL);
+    mr_free(oj);
+    for (size_t k = 0; k < p->n_outs; k++) {
+        const char *id = json_string_value(json_object_get(outs, p->outs[k].name));
+        if (id) snprintf(p->outs[k].id, sizeof(p->outs[k].id), "%s", id);
+    }
+    json_decref(outs);
+    add_reason(reasons, "the remote '%s' has its result: `millrace run --remote %s` downloads it",
+               mr__remote_probe_name(probe), mr__remote_probe_name(probe));
+    return 1;
+}
+
+mr_status mr_pipeline_status_remote(mr_workspace *ws, const mr_spec *spec, int smoke, int json, const char *remote,
+                                    mr_buf *out, int *n_stale_out, mr_error *err)
+{
+    mr__remote_probe *probe = NULL;
+    mr_error remote_err;
+    mr_error_init(&remote_err);
     mr_dag *dag = NULL;
     mr_value *lock = NULL;
     mr__plan *plans = NULL;
     int *stale = NULL;
     json_t *arr = json_array();
     int n_stale = 0;
+    int n_remote = 0;
     mr_status rc = mr_dag_build(spec, &dag, err);
     if (rc == MR_OK) rc = mr__lock_read(ws, &lock, err);
+    if (rc == MR_OK && remote) rc = mr__remote_probe_open(spec, remote[0] ? remote : NULL, &probe, err);
     if (rc != MR_OK) goto done;
     size_t n = spec->n_stages;
     plans = mr_calloc(n ? n : 1, sizeof(*plans));
@@ -278,7 +313,8 @@ mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, i
         size_t n_up;
         const size_t *up = mr_dag_upstream(dag, i, &n_up);
         for (size_t u = 0; u < n_up; u++)
-            if (stale[up[u]]) add_reason(reasons, "upstream stage '%s' is stale", spec->stages[up[u]].name);
+            if (stale[up[u]] == 1) add_reason(reasons, "upstream stage '%s' is stale", spec->stages[up[u]].name);
+        int served = 0;
         mr_error e;
         mr_error_init(&e);
         if (json_array_size(reasons) == 0) {
@@ -288,11 +324,18 @@ mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, i
                 add_reason(reasons, "%s", e.msg);
             } else if (mr__plan_cache_lookup(ws, &plans[i], NULL)) {
                 if (!mr__plan_outputs_in_place(ws, &plans[i])) explain_workspace(ws, &plans[i], name, plans[i].key_doc, reasons);
+            } else if (probe && !mr_error_is_set(&remote_err) && remote_has(probe, &plans[i], reasons, &remote_err)) {
+                served = 1;
             } else {
                 explain(ws, lock, name, plans[i].key_doc, reasons);
             }
         }
-        if (json_array_size(reasons)) {
+        if (served) { /* stale here, its result on the remote: what follows gets keys from it */
+            stale[i] = 2;
+            n_stale++;
+            n_remote++;
+            state = "remote";
+        } else if (json_array_size(reasons)) {
             stale[i] = 1;
             n_stale++;
             state = "stale";
@@ -304,6 +347,7 @@ mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, i
     mr_free(warm.ids);
     if (json) {
         json_t *doc = json_pack("{s:O,s:i}", "stages", arr, "stale", n_stale);
+        if (probe) json_object_set_new(doc, "remote", json_integer(n_remote));
         char *t = json_dumps(doc, JSON_INDENT(2));
         if (t) mr_buf_printf(out, "%s\n", t);
         free(t);
@@ -314,7 +358,7 @@ mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, i
         json_array_foreach(arr, idx, s)
         {
             const char *st = json_string_value(json_object_get(s, "state"));
-            int is_stale = !strcmp(st, "stale");
+            int is_stale = strcmp(st, "up to date") != 0;
             mr_buf_printf(out, "%s%-11s%s %s\n", is_stale ? mr_c_yellow() : mr_c_green(), st, mr_c_reset(),
                           json_string_value(json_object_get(s, "stage")));
             size_t r;
@@ -322,8 +366,16 @@ mr_status mr_pipeline_status(mr_workspace *ws, const mr_spec *spec, int smoke, i
             json_array_foreach(json_object_get(s, "reasons"), r, why) mr_buf_printf(out, "            - %s\n", json_string_value(why));
         }
         if (!n_stale) mr_buf_puts(out, "everything is up to date\n");
+        else if (probe)
+            mr_buf_printf(out, "%d of %d stale stage%s the remote '%s' can serve\n", n_remote, n_stale,
+                          n_stale == 1 ? "" : "s", mr__remote_probe_name(probe));
     }
 done:
+    mr__remote_probe_close(probe);
+    if (rc == MR_OK && mr_error_is_set(&remote_err)) { /* the remote failed: say so, after the local answer */
+        rc = remote_err.code;
+        if (err) *err = remote_err;
+    }
     if (n_stale_out) *n_stale_out = n_stale;
     for (size_t k = 0; plans && k < spec->n_stages; k++) mr__plan_free(&plans[k]);
     mr_free(plans);

@@ -67,6 +67,15 @@ assert_contains "$T_ERR" "2 executed, 1 cached" "a stage changed after a pull co
 six=$(new_ws remote6)
 cp "$one/millrace.yaml" "$one/clicks.csv" "$six/"
 cd "$six" || fail "cd"
+expect_exit 0 mr status --remote share
+assert_contains "$T_OUT" "3 of 3 stale stages the remote 'share' can serve" "status --remote: the remote can serve every stale stage"
+assert_contains "$T_OUT" "remote      parts" "a stage after another the remote serves gets its key from the remote's outputs"
+sed 's/clicks > 3/clicks > 4/' millrace.yaml >changed.yaml
+cp millrace.yaml kept.yaml && cp changed.yaml millrace.yaml
+expect_exit 0 mr status --remote share --json
+assert_eq "$(json 'd["remote"], [s["state"] for s in d["stages"]]')" "(1, ['stale', 'stale', 'remote'])" \
+    "a changed stage is not on the remote, nor what depends on it; the rest is"
+cp kept.yaml millrace.yaml
 expect_exit 0 mr run --remote share
 assert_contains "$T_ERR" "0 executed, 3 cached" "run --remote: every stage's result comes from the remote"
 assert_contains "$(cat .millrace/logs/run-1/clean.log)" "its result came from the remote file://$share" "the stage log says so"
