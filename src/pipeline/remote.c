@@ -317,7 +317,7 @@ mr_status mr_remote_add(const char *spec_path, const char *name, const char *url
     memset(&ls, 0, sizeof(ls));
     if (rc == MR_OK && lines_split(text, len, &ls) != MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     mr_free(text);
-    size_t hdr, end;
+    size_t hdr = 0, end = 0;
     if (rc == MR_OK) find_block(&ls, &hdr, &end);
     mr_buf ins;
     mr_buf_init(&ins);
