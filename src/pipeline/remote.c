@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -621,6 +622,8 @@ typedef struct pool_run {
     atomic_size_t next;
     atomic_int failed;
     atomic_uint_fast64_t bytes;
+    atomic_size_t done;     /* objects transferred */
+    atomic_size_t finished; /* workers that have returned */
     pthread_mutex_t mu;
     mr_status rc;
     mr_error err;
@@ -651,7 +654,10 @@ static void *pool_worker(void *arg)
             }
             if (rc != MR_OK) unlink(t->src);
         }
-        if (rc == MR_OK) atomic_fetch_add(&p->bytes, t->size);
+        if (rc == MR_OK) {
+            atomic_fetch_add(&p->bytes, t->size);
+            atomic_fetch_add(&p->done, 1);
+        }
     }
     conn_close(&c);
     if (rc != MR_OK) {
@@ -663,17 +669,23 @@ static void *pool_worker(void *arg)
         pthread_mutex_unlock(&p->mu);
         atomic_store(&p->failed, 1);
     }
+    atomic_fetch_add(&p->finished, 1);
     return NULL;
 }
 
+/* Transfers tasks[0, n) on up to jobs connections. label: a live progress
+ * line (bytes, rate, ETA; the objects in its detail) under that name, or
+ * NULL for none (a stage worker's transfers). */
 static mr_status run_pool(const backend *b, task *tasks, size_t n, int jobs, int pull, mr_store *store, uint64_t *bytes,
-                          mr_error *err)
+                          const char *label, mr_error *err)
 {
     if (!n) return MR_OK;
     pool_run p = {.b = b, .tasks = tasks, .n = n, .pull = pull, .store = store};
     atomic_init(&p.next, 0);
     atomic_init(&p.failed, 0);
     atomic_init(&p.bytes, 0);
+    atomic_init(&p.done, 0);
+    atomic_init(&p.finished, 0);
     pthread_mutex_init(&p.mu, NULL);
     mr_error_init(&p.err);
     size_t nt = (size_t)(jobs > 0 ? jobs : 8);
@@ -683,6 +695,20 @@ static mr_status run_pool(const backend *b, task *tasks, size_t n, int jobs, int
     for (size_t i = 0; th && i < nt; i++)
         if (pthread_create(&th[i], NULL, pool_worker, &p) == 0) started++;
     if (!started) pool_worker(&p); /* no threads: on this one */
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++) total += tasks[i].size;
+    mr_progress *pr = label && started ? mr_progress_begin(label, total, "B") : NULL;
+    while (pr && atomic_load(&p.finished) < started) {
+        char detail[64];
+        snprintf(detail, sizeof(detail), "%zu of %zu objects", (size_t)atomic_load(&p.done), n);
+        mr_progress_update(pr, atomic_load(&p.bytes), detail);
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    char detail[64];
+    snprintf(detail, sizeof(detail), "%zu of %zu objects", (size_t)atomic_load(&p.done), n);
+    if (pr) mr_progress_update(pr, atomic_load(&p.bytes), detail);
+    mr_progress_end(pr, pr ? detail : NULL);
     for (size_t i = 0; i < started; i++) pthread_join(th[i], NULL);
     mr_free(th);
     pthread_mutex_destroy(&p.mu);
@@ -825,7 +851,8 @@ static mr_status push_collect(mr_workspace *ws, json_t *outs, push_set *ps, mr_e
 }
 
 /* Uploads what the remote lacks of ps: the files, then the manifests (each phase finished before the next). */
-static mr_status push_objects(conn *c, const backend *b, push_set *ps, int jobs, mr_transfer_stats *stats, mr_error *err)
+static mr_status push_objects(conn *c, const backend *b, push_set *ps, int jobs, const char *label,
+                              mr_transfer_stats *stats, mr_error *err)
 {
     idset have = {0};
     mr_status rc = r_list_objects(c, &have, err);
@@ -834,8 +861,8 @@ static mr_status push_objects(conn *c, const backend *b, push_set *ps, int jobs,
         ps->nm = tasks_dedup(ps->mans, ps->nm, &have, &stats->present);
     }
     idset_free(&have);
-    if (rc == MR_OK) rc = run_pool(b, ps->files, ps->nf, jobs, 0, NULL, &stats->bytes, err);
-    if (rc == MR_OK) rc = run_pool(b, ps->mans, ps->nm, jobs, 0, NULL, &stats->bytes, err);
+    if (rc == MR_OK) rc = run_pool(b, ps->files, ps->nf, jobs, 0, NULL, &stats->bytes, label, err);
+    if (rc == MR_OK) rc = run_pool(b, ps->mans, ps->nm, jobs, 0, NULL, &stats->bytes, NULL, err);
     if (rc == MR_OK) stats->objects += ps->nf + ps->nm;
     return rc;
 }
@@ -919,7 +946,7 @@ mr_status mr_pipeline_push(mr_workspace *ws, const mr_spec *spec, const mr_trans
     }
     if (rc == MR_OK) rc = conn_open(&b, &c, err);
     /* the files, then the manifests that list them, then the entries that name them */
-    if (rc == MR_OK) rc = push_objects(&c, &b, &ps, o->jobs, stats, err);
+    if (rc == MR_OK) rc = push_objects(&c, &b, &ps, o->jobs, "push", stats, err);
     for (size_t i = 0; rc == MR_OK && i < n; i++) {
         const mr_value *st = mr_value_get(lstages, names[i]);
         const char *key = mr__lock_stage_key(lock, names[i]);
@@ -1085,11 +1112,11 @@ static mr_status pull_collect(mr_workspace *ws, conn *c, const backend *b, json_
 }
 
 /* Downloads the files (each verified as it is adopted), then adopts the manifests. */
-static mr_status pull_objects(mr_workspace *ws, const backend *b, pull_set *ps, int jobs, mr_transfer_stats *stats,
-                              mr_error *err)
+static mr_status pull_objects(mr_workspace *ws, const backend *b, pull_set *ps, int jobs, const char *label,
+                              mr_transfer_stats *stats, mr_error *err)
 {
     ps->nf = tasks_dedup(ps->files, ps->nf, NULL, &stats->present);
-    mr_status rc = run_pool(b, ps->files, ps->nf, jobs, 1, ws->store, &stats->bytes, err);
+    mr_status rc = run_pool(b, ps->files, ps->nf, jobs, 1, ws->store, &stats->bytes, label, err);
     if (rc == MR_OK) stats->objects += ps->nf;
     ps->nm = tasks_dedup(ps->mans, ps->nm, NULL, &stats->present);
     for (size_t i = 0; rc == MR_OK && i < ps->nm; i++) {
@@ -1176,7 +1203,7 @@ mr_status mr_pipeline_pull(mr_workspace *ws, const mr_spec *spec, const mr_trans
         if (rc == MR_OK && !entries[i]) stats->missing++;
         if (rc == MR_OK && entries[i]) rc = pull_collect(ws, &c, &b, json_object_get(entries[i], "outputs"), &ps, stats, err);
     }
-    if (rc == MR_OK) rc = pull_objects(ws, &b, &ps, o->jobs, stats, err);
+    if (rc == MR_OK) rc = pull_objects(ws, &b, &ps, o->jobs, "pull", stats, err);
     /* the stage results: into the stage cache, and checked out */
     if (rc == MR_OK) rc = mr_dag_build(spec, &dag, err);
     for (size_t i = 0; rc == MR_OK && i < n; i++) {
@@ -1230,7 +1257,7 @@ mr_status mr__remote_fetch(mr_workspace *ws, const mr_job_remote *jr, const char
     if (rc == MR_OK) rc = conn_open(&b, &c, err);
     if (rc == MR_OK) rc = get_entry(&c, &b, key, &entry, err);
     if (rc == MR_OK && entry) rc = pull_collect(ws, &c, &b, json_object_get(entry, "outputs"), &ps, &st, err);
-    if (rc == MR_OK && entry) rc = pull_objects(ws, &b, &ps, 8, &st, err);
+    if (rc == MR_OK && entry) rc = pull_objects(ws, &b, &ps, 8, NULL, &st, err);
     if (rc == MR_OK && entry) rc = record_entry(ws, stage, key, entry, err);
     if (rc == MR_OK && entry) *hit = 1;
     json_decref(entry);
@@ -1252,7 +1279,7 @@ mr_status mr__remote_store(mr_workspace *ws, const mr_job_remote *jr, const char
     mr_status rc = outs ? backend_open(&r, &b, err) : MR_ERR(err, MR_E_CORRUPT, "the stage's outputs are not JSON");
     if (rc == MR_OK) rc = push_collect(ws, outs, &ps, err);
     if (rc == MR_OK) rc = conn_open(&b, &c, err);
-    if (rc == MR_OK) rc = push_objects(&c, &b, &ps, 8, &st, err);
+    if (rc == MR_OK) rc = push_objects(&c, &b, &ps, 8, NULL, &st, err);
     if (rc == MR_OK) {
         char *text = entry_text(stage, key, op, op_version, outs, metrics_json, key_doc);
         rc = put_entry(&c, key, text, err);

@@ -46,6 +46,12 @@ n_objects=$(ls "$share/objects" | wc -l)
 assert_eq "$(( n_objects > 150 ))" 1 "every file of every output is an object on the remote ($n_objects)"
 expect_exit 0 mr push
 assert_contains "$T_OUT" "0 objects (0 bytes) uploaded, $n_objects already there" "a second push uploads nothing"
+# on a terminal, a live progress line: bytes, rate, objects (script(1) gives the push a tty)
+ptty="$T_ROOT/tty-share"
+mr remote add tty "file://$ptty" >/dev/null || fail "remote add tty"
+script -qc "$MR_BIN push --remote tty" /dev/null >tty.out 2>&1 || fail "push on a tty failed: $(cat tty.out)"
+assert_match "$(tr '\r' '\n' <tty.out)" "push \[=+\] +100% .*B/s.* ([0-9]+) of \1 objects" "a push on a terminal shows its progress"
+mr remote remove tty >/dev/null || fail "remote remove tty"
 
 # the second clone: pull, then run executes nothing; the same bytes
 two=$(new_ws remote2)
