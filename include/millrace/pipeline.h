@@ -211,6 +211,11 @@ mr_status mr_pipeline_verify(mr_workspace *ws, int json, mr_buf *out, int *n_pro
  * report to out. MR_E_IO, MR_E_CORRUPT (a kept manifest cannot be read:
  * nothing is deleted), MR_E_NOMEM. */
 mr_status mr_pipeline_gc(mr_workspace *ws, int keep_runs, int dry_run, int json, mr_buf *out, mr_error *err);
+/* gc of a remote of spec (remote "": the default one) instead of the local
+ * store, against the same kept set: deletes the stage entries that name
+ * anything else, then the manifests, then the files (docs/remote.md). */
+mr_status mr_pipeline_gc_remote(mr_workspace *ws, const mr_spec *spec, const char *remote, int keep_runs, int dry_run,
+                                int json, mr_buf *out, mr_error *err);
 
 #ifdef __cplusplus
 }

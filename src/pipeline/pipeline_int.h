@@ -50,6 +50,11 @@ mr_status mr__remote_probe_open(const mr_spec *spec, const char *name, mr__remot
 const char *mr__remote_probe_name(const mr__remote_probe *p);
 mr_status mr__remote_probe_entry(mr__remote_probe *p, const char *key, char **outputs_json, mr_error *err);
 void mr__remote_probe_close(mr__remote_probe *p);
+/* gc --remote: deletes what the remote holds beyond the kept artifacts
+ * (ids; directories keep their files): the stage entries naming anything
+ * else first, then the manifests, then the files. */
+mr_status mr__remote_gc(mr_workspace *ws, const mr_spec *spec, const char *name, const char *const *keep, size_t n_keep,
+                        int dry_run, int json, mr_buf *out, mr_error *err);
 mr_status mr__remote_store(mr_workspace *ws, const mr_job_remote *r, const char *stage, const char *op, int op_version,
                            const char *key, const char *outputs_json, const char *metrics_json, const char *key_doc,
                            mr_error *err);

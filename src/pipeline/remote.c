@@ -1338,3 +1338,173 @@ void mr__remote_probe_close(mr__remote_probe *p)
     conn_close(&p->c);
     mr_free(p);
 }
+
+/* ---- gc --remote ---------------------------------------------------------------------------------------------------- */
+
+/* The stage-entry keys under stages/ (the names without .json). */
+typedef struct keylist {
+    char **k;
+    size_t n, cap;
+    int failed;
+} keylist;
+
+static int keylist_add(void *arg, const char *key, uint64_t size)
+{
+    (void)size;
+    keylist *l = arg;
+    const char *slash = strrchr(key, '/');
+    const char *name = slash ? slash + 1 : key;
+    size_t len = strlen(name);
+    if (len != MR_HASH_HEX_LEN + 5 || strcmp(name + MR_HASH_HEX_LEN, ".json")) return 0;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? 2 * l->cap : 64;
+        char **nk = mr_realloc(l->k, nc * sizeof(*nk));
+        if (!nk) {
+            l->failed = 1;
+            return 1;
+        }
+        l->k = nk;
+        l->cap = nc;
+    }
+    l->k[l->n] = mr_asprintf("%.*s", MR_HASH_HEX_LEN, name);
+    if (!l->k[l->n]) {
+        l->failed = 1;
+        return 1;
+    }
+    l->n++;
+    return 0;
+}
+
+static mr_status r_list_stages(conn *c, keylist *out, mr_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    mr_status rc = MR_OK;
+    if (c->s3) {
+        char *k = rkey(c->b, "stages/");
+        rc = k ? mr_s3_list(c->s3, k, keylist_add, out, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        mr_free(k);
+    } else {
+        char *dir = rkey(c->b, "stages");
+        DIR *d = dir ? opendir(dir) : NULL;
+        if (!dir) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        for (struct dirent *de; d && (de = readdir(d));) keylist_add(out, de->d_name, 0);
+        if (d) closedir(d);
+        mr_free(dir);
+    }
+    if (rc == MR_E_INTERRUPTED || out->failed) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    return rc;
+}
+
+static mr_status r_delete(conn *c, const char *key, mr_error *err)
+{
+    char *k = rkey(c->b, key);
+    if (!k) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = MR_OK;
+    if (c->s3) rc = mr_s3_delete(c->s3, k, err);
+    else if (unlink(k) != 0 && errno != ENOENT) rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot delete", k);
+    mr_free(k);
+    return rc;
+}
+
+/* Adds id (and, a manifest, the files it lists: from the local store, else the remote's copy) to the kept set. */
+static mr_status keep_add(mr_workspace *ws, conn *c, const char *id, idset *kept, mr_error *err)
+{
+    mr_artifact a;
+    if (mr_artifact_parse(id, &a) != MR_OK) return MR_OK;
+    if (idset_add(kept, id, 0)) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (!a.is_dir) return MR_OK;
+    mr_store_entry *es = NULL;
+    size_t n = 0;
+    mr_status rc = MR_OK;
+    if (mr_store_has(ws->store, &a)) {
+        rc = mr_store_dir_entries(ws->store, &a, &es, &n, err);
+    } else {
+        char mk[64], *data = NULL;
+        size_t len = 0;
+        snprintf(mk, sizeof(mk), "objects/%s", id);
+        mr_error ge;
+        mr_error_init(&ge);
+        mr_status g = r_get(c, mk, &data, &len, &ge);
+        if (g == MR_E_NOT_FOUND) return MR_OK; /* not on the remote: nothing of it to keep */
+        if (g != MR_OK) {
+            if (err) *err = ge;
+            return g;
+        }
+        rc = mr_store_manifest_parse(data, len, id, &es, &n, err);
+        mr_free(data);
+    }
+    for (size_t i = 0; rc == MR_OK && i < n; i++) {
+        char cid[MR_ARTIFACT_ID_LEN];
+        mr_artifact_id(&es[i].file, cid);
+        if (idset_add(kept, cid, 0)) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    mr_store_entries_free(es, n);
+    return rc;
+}
+
+mr_status mr__remote_gc(mr_workspace *ws, const mr_spec *spec, const char *name, const char *const *keep, size_t n_keep,
+                        int dry_run, int json, mr_buf *out, mr_error *err)
+{
+    remote_def r;
+    backend b;
+    conn c = {0};
+    idset kept = {0}, have = {0};
+    keylist entries = {0};
+    mr_status rc = find_remote(spec, name, &r, err);
+    if (rc == MR_OK) rc = backend_open(&r, &b, err);
+    if (rc == MR_OK) rc = conn_open(&b, &c, err);
+    for (size_t i = 0; rc == MR_OK && i < n_keep; i++) rc = keep_add(ws, &c, keep[i], &kept, err);
+    if (rc == MR_OK && kept.n) qsort(kept.ids, kept.n, sizeof(*kept.ids), cmp_str);
+    if (rc == MR_OK) rc = r_list_stages(&c, &entries, err);
+    if (rc == MR_OK) rc = r_list_objects(&c, &have, err);
+    /* 1. the entries that name anything not kept, 2. the manifests not kept, 3. the files not kept */
+    uint64_t n_entries = 0, n_objects = 0, n_kept = 0;
+    for (size_t i = 0; rc == MR_OK && i < entries.n; i++) {
+        json_t *e = NULL;
+        rc = get_entry(&c, &b, entries.k[i], &e, err);
+        if (rc != MR_OK || !e) continue;
+        int all = 1;
+        const char *on;
+        json_t *v;
+        json_object_foreach(json_object_get(e, "outputs"), on, v) all = all && json_is_string(v) && idset_has(&kept, json_string_value(v));
+        json_decref(e);
+        if (all) continue;
+        char ek[80];
+        snprintf(ek, sizeof(ek), "stages/%s.json", entries.k[i]);
+        if (!dry_run) rc = r_delete(&c, ek, err);
+        n_entries++;
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; rc == MR_OK && i < have.n; i++) {
+            int man = strlen(have.ids[i]) > MR_HASH_HEX_LEN;
+            if (man != (pass == 0)) continue;
+            if (idset_has(&kept, have.ids[i])) {
+                n_kept++;
+                continue;
+            }
+            char ok[64];
+            snprintf(ok, sizeof(ok), "objects/%s", have.ids[i]);
+            if (!dry_run) rc = r_delete(&c, ok, err);
+            n_objects++;
+        }
+    if (rc == MR_OK && out && json) {
+        json_t *doc = json_pack("{s:s,s:s,s:I,s:I,s:I,s:b}", "remote", r.name, "url", b.where, "deleted_objects",
+                                (json_int_t)n_objects, "deleted_stage_results", (json_int_t)n_entries, "kept_objects",
+                                (json_int_t)n_kept, "dry_run", dry_run);
+        char *t = doc ? json_dumps(doc, JSON_INDENT(2)) : NULL;
+        rc = t && mr_buf_printf(out, "%s\n", t) == MR_OK ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        free(t);
+        json_decref(doc);
+    } else if (rc == MR_OK && out)
+        rc = mr_buf_printf(out, "remote %s (%s): %s %llu objects and %llu stage results, kept %llu objects%s\n", r.name,
+                           b.where, dry_run ? "would delete" : "deleted", (unsigned long long)n_objects,
+                           (unsigned long long)n_entries, (unsigned long long)n_kept, dry_run ? " (dry run)" : "") == MR_OK
+                 ? MR_OK
+                 : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < entries.n; i++) mr_free(entries.k[i]);
+    mr_free(entries.k);
+    idset_free(&kept);
+    idset_free(&have);
+    conn_close(&c);
+    return rc;
+}

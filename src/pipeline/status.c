@@ -493,6 +493,12 @@ done:
  * valid store. */
 mr_status mr_pipeline_gc(mr_workspace *ws, int keep_runs, int dry_run, int json, mr_buf *out, mr_error *err)
 {
+    return mr_pipeline_gc_remote(ws, NULL, NULL, keep_runs, dry_run, json, out, err);
+}
+
+mr_status mr_pipeline_gc_remote(mr_workspace *ws, const mr_spec *spec, const char *remote, int keep_runs, int dry_run,
+                                int json, mr_buf *out, mr_error *err)
+{
     mr_value *lock = NULL;
     json_t *ids = json_object();
     char **run_ids = NULL;
@@ -521,6 +527,21 @@ mr_status mr_pipeline_gc(mr_workspace *ws, int keep_runs, int dry_run, int json,
     }
     for (size_t k = 0; k < n_run_ids; k++)
         if (mr_artifact_parse(run_ids[k], &keep[n_keep]) == MR_OK) n_keep++;
+    if (remote && spec) { /* the remote's objects, against the same kept set; the local store is left alone */
+        char **kid = mr_calloc(n_keep ? n_keep : 1, sizeof(*kid));
+        rc = kid ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        for (size_t k = 0; rc == MR_OK && k < n_keep; k++) {
+            kid[k] = mr_malloc(MR_ARTIFACT_ID_LEN);
+            if (!kid[k]) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            else mr_artifact_id(&keep[k], kid[k]);
+        }
+        if (rc == MR_OK)
+            rc = mr__remote_gc(ws, spec, remote[0] ? remote : NULL, (const char *const *)kid, n_keep, dry_run, json, out,
+                               err);
+        for (size_t k = 0; kid && k < n_keep; k++) mr_free(kid[k]);
+        mr_free(kid);
+        goto done;
+    }
     rc = mr_store_gc_plan(ws->store, keep, n_keep, &plan, err);
     if (rc == MR_OK && !dry_run) rc = mr_runstore_cache_prune(ws->rs, ws->store, plan.doomed, plan.n_doomed, &n_pruned, err);
     if (rc == MR_OK && !dry_run) rc = mr_store_gc_apply(ws->store, &plan, err);

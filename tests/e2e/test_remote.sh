@@ -152,6 +152,7 @@ print("\n".join(bad) if bad else "consistent")
 PYEOF
 }
 cd "$one" || fail "cd"
+cp millrace.yaml old.yaml && cp millrace.lock old.lock
 sed -i 's/seq 1 150/seq 1 400/' millrace.yaml
 expect_exit 0 mr run
 kshare="$T_ROOT/kshare"
@@ -175,6 +176,31 @@ expect_exit 0 mr pull --remote kill
 expect_exit 0 mr run
 assert_contains "$T_ERR" "0 executed, 3 cached" "a pull from the completed remote gives every result"
 assert_eq "$(ls shards | wc -l)" 400 "the directory output whole"
+
+# gc --remote: what neither the lock nor a kept run references goes (entries first); what is kept still pulls
+cd "$one" || fail "cd"
+expect_exit 0 mr push
+before=$(ls "$share/objects" | wc -l)
+expect_exit 0 mr gc --remote share --keep-runs 0 --dry
+assert_match "$T_OUT" "would delete [1-9][0-9]* objects and 3 stage results, kept [0-9]+ objects \(dry run\)" \
+    "gc --remote --dry says what would go: the old shards' and the other clone's results"
+assert_eq "$(ls "$share/objects" | wc -l)" "$before" "a dry run deletes nothing"
+expect_exit 0 mr gc --remote share --keep-runs 0 --json
+assert_eq "$(json 'd["deleted_stage_results"], d["deleted_objects"] > 0, d["dry_run"]')" "(3, True, False)" "gc --remote deletes them"
+assert_eq "$(consistent "$share")" consistent "and leaves the remote consistent"
+eleven=$(new_ws remote11)
+cp millrace.yaml millrace.lock clicks.csv "$eleven/"
+cd "$eleven" || fail "cd"
+expect_exit 0 mr pull --remote share
+expect_exit 0 mr run
+assert_contains "$T_ERR" "0 executed, 3 cached" "the kept results still pull whole"
+twelve=$(new_ws remote12)
+cp "$one/old.yaml" "$twelve/millrace.yaml"
+cp "$one/old.lock" "$twelve/millrace.lock"
+cp clicks.csv "$twelve/"
+cd "$twelve" || fail "cd"
+expect_exit 1 mr pull --remote share
+assert_contains "$T_OUT" "2 stage results, 1 not on the remote" "the result gc removed is gone; the shared ones stay"
 
 # mistakes
 cd "$one" || fail "cd"
