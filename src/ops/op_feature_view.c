@@ -199,51 +199,58 @@ static mr_status build_part(const mr_table *src, const char *const *keys, size_t
                             mr_error *err)
 {
     *out = NULL;
-    mr_table *v = NULL;
-    mr_status rc = mr_table_new(&v, err);
     const char *fixed[2] = {ts, created};
+    mr_status rc = MR_OK;
+    /* the plain columns are there (named, with a did-you-mean, before anything is computed) */
+    for (size_t k = 0; rc == MR_OK && k < n_keys + 2 + n_fs; k++) {
+        const char *name = k < n_keys ? keys[k] : k < n_keys + 2 ? fixed[k - n_keys] : fs[k - n_keys - 2].name;
+        if (!name || (k >= n_keys + 2 && exprs[k - n_keys - 2]) || mr_table_column(src, name)) continue;
+        rc = MR_ERR(err, MR_E_NOT_FOUND, "the source has no column '%s' (%s)", name,
+                    k < n_keys ? "a key" : k < n_keys + 2 ? "a timestamp" : "a feature");
+        const char **names = mr_malloc((src->n_cols ? src->n_cols : 1) * sizeof(*names));
+        for (size_t i = 0; names && i < src->n_cols; i++) names[i] = src->cols[i]->name;
+        const char *near = names ? mr_closest(name, names, src->n_cols) : NULL;
+        if (near) mr_error_hint(err, "did you mean '%s'?", near);
+        mr_free(names);
+    }
+    /* the rows in the join's order, then each column taken in that order once */
+    uint32_t *order = NULL;
+    size_t n_order = 0;
+    mr_table *v = NULL;
+    if (rc == MR_OK) rc = mr_pit_view_order(src, keys, n_keys, ts, created, &order, &n_order, err);
+    if (rc == MR_OK) rc = mr_table_new(&v, err);
     for (size_t k = 0; rc == MR_OK && k < n_keys + 2 + n_fs; k++) {
         const char *name = k < n_keys ? keys[k] : k < n_keys + 2 ? fixed[k - n_keys] : fs[k - n_keys - 2].name;
         mr_expr *e = k >= n_keys + 2 ? exprs[k - n_keys - 2] : NULL;
         if (!name || (!e && mr_table_column(v, name))) continue; /* no created time; a plain feature also a key */
-        mr_column *col = NULL;
+        mr_column *computed = NULL, *col = NULL;
         if (e) {
             rc = mr_expr_bind_table(e, src, 0, err);
-            if (rc == MR_OK) rc = mr_expr_eval(e, src, &col, err);
+            if (rc == MR_OK) rc = mr_expr_eval(e, src, &computed, err);
             if (rc != MR_OK) mr_error_key(err, name);
-            if (rc == MR_OK && (rc = mr_column_materialize(col, err)) == MR_OK) {
-                char *nm = mr_strdup(name);
-                if (!nm) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-                else {
-                    mr_free(col->name);
-                    col->name = nm;
-                }
+        }
+        if (rc == MR_OK) rc = mr_column_take(e ? computed : mr_table_column(src, name), order, n_order, &col, err);
+        mr_column_free(computed);
+        if (rc == MR_OK) rc = mr_column_materialize(col, err);
+        if (rc == MR_OK && e) {
+            char *nm = mr_strdup(name);
+            if (!nm) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            else {
+                mr_free(col->name);
+                col->name = nm;
             }
-        } else {
-            const mr_column *c = mr_table_column(src, name);
-            if (!c) {
-                rc = MR_ERR(err, MR_E_NOT_FOUND, "the source has no column '%s' (%s)", name,
-                            k < n_keys ? "a key" : k < n_keys + 2 ? "a timestamp" : "a feature");
-                const char **names = mr_malloc((src->n_cols ? src->n_cols : 1) * sizeof(*names));
-                for (size_t i = 0; names && i < src->n_cols; i++) names[i] = src->cols[i]->name;
-                const char *near = names ? mr_closest(name, names, src->n_cols) : NULL;
-                if (near) mr_error_hint(err, "did you mean '%s'?", near);
-                mr_free(names);
-            } else
-                rc = mr_column_slice(c, 0, c->n, &col, err);
-            if (rc == MR_OK) rc = mr_column_materialize(col, err);
         }
         if (rc == MR_OK) rc = mr_table_add_column(v, col, err); /* owns col either way */
         else mr_column_free(col);
     }
-    if (rc == MR_OK) v->n_rows = src->n_rows;
-    uint32_t *order = NULL;
-    size_t n_order = 0;
-    if (rc == MR_OK) rc = mr_pit_view_order(v, keys, n_keys, ts, created, &order, &n_order, err);
-    if (rc == MR_OK) rc = mr_table_take(v, order, n_order, out, err);
+    if (rc == MR_OK) v->n_rows = n_order;
     mr_free(order);
-    mr_table_free(v);
-    return rc;
+    if (rc != MR_OK) {
+        mr_table_free(v);
+        return rc;
+    }
+    *out = v;
+    return MR_OK;
 }
 
 /* 1 if a and b have the same columns: names, types and kinds, in order. */

@@ -534,21 +534,16 @@ static mr_status r_get(conn *c, const char *key, char **data, size_t *len, mr_er
     return rc;
 }
 
-/* The ids under objects/, into a sorted array (one listing: no request per object). */
+/* Names from one listing of the remote (object ids, or stage keys), sorted. */
 typedef struct idset {
     char **ids;
     size_t n, cap;
     int failed;
 } idset;
 
-static int idset_add(void *arg, const char *key, uint64_t size)
+/* Appends the first len bytes of name to s (s->failed on OOM). 0, or 1 when it failed. */
+static int idset_push(idset *s, const char *name, size_t len)
 {
-    (void)size;
-    idset *s = arg;
-    const char *slash = strrchr(key, '/');
-    const char *id = slash ? slash + 1 : key;
-    mr_artifact a;
-    if (mr_artifact_parse(id, &a) != MR_OK) return 0; /* a stray key: not an object */
     if (s->n == s->cap) {
         size_t nc = s->cap ? 2 * s->cap : 256;
         char **ni = mr_realloc(s->ids, nc * sizeof(*ni));
@@ -559,13 +554,24 @@ static int idset_add(void *arg, const char *key, uint64_t size)
         s->ids = ni;
         s->cap = nc;
     }
-    s->ids[s->n] = mr_strdup(id);
+    s->ids[s->n] = mr_asprintf("%.*s", (int)len, name);
     if (!s->ids[s->n]) {
         s->failed = 1;
         return 1;
     }
     s->n++;
     return 0;
+}
+
+/* A listing's key under objects/: its artifact id (stray keys are skipped). */
+static int idset_add(void *arg, const char *key, uint64_t size)
+{
+    (void)size;
+    const char *slash = strrchr(key, '/');
+    const char *id = slash ? slash + 1 : key;
+    mr_artifact a;
+    if (mr_artifact_parse(id, &a) != MR_OK) return 0; /* a stray key: not an object */
+    return idset_push(arg, id, strlen(id));
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -583,27 +589,28 @@ static void idset_free(idset *s)
     memset(s, 0, sizeof(*s));
 }
 
-static mr_status r_list_objects(conn *c, idset *out, mr_error *err)
+/* Lists the remote's dir/ (one listing: no request per object), each key through fn into out. */
+static mr_status r_list(conn *c, const char *dir, mr_s3_list_fn fn, idset *out, mr_error *err)
 {
     memset(out, 0, sizeof(*out));
     mr_status rc = MR_OK;
+    char *k = mr_asprintf("%s%s/", c->b->prefix, dir);
+    if (!k) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     if (c->s3) {
-        char *k = rkey(c->b, "objects/");
-        rc = k ? mr_s3_list(c->s3, k, idset_add, out, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
-        mr_free(k);
+        rc = mr_s3_list(c->s3, k, fn, out, err);
     } else {
-        char *dir = rkey(c->b, "objects");
-        DIR *d = dir ? opendir(dir) : NULL;
-        if (!dir) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        DIR *d = opendir(k);
         for (struct dirent *de; d && (de = readdir(d));)
-            if (de->d_name[0] != '.') idset_add(out, de->d_name, 0);
+            if (de->d_name[0] != '.') fn(out, de->d_name, 0);
         if (d) closedir(d);
-        mr_free(dir);
     }
+    mr_free(k);
     if (rc == MR_E_INTERRUPTED || out->failed) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     if (rc == MR_OK && out->n) qsort(out->ids, out->n, sizeof(*out->ids), cmp_str);
     return rc;
 }
+
+static mr_status r_list_objects(conn *c, idset *out, mr_error *err) { return r_list(c, "objects", idset_add, out, err); }
 
 /* ---- parallel transfers ---------------------------------------------------------------------------- */
 
@@ -1341,58 +1348,14 @@ void mr__remote_probe_close(mr__remote_probe *p)
 
 /* ---- gc --remote ---------------------------------------------------------------------------------------------------- */
 
-/* The stage-entry keys under stages/ (the names without .json). */
-typedef struct keylist {
-    char **k;
-    size_t n, cap;
-    int failed;
-} keylist;
-
-static int keylist_add(void *arg, const char *key, uint64_t size)
+/* A listing's key under stages/: the stage key it holds the entry of (other names are skipped). */
+static int entry_key_add(void *arg, const char *key, uint64_t size)
 {
     (void)size;
-    keylist *l = arg;
     const char *slash = strrchr(key, '/');
     const char *name = slash ? slash + 1 : key;
-    size_t len = strlen(name);
-    if (len != MR_HASH_HEX_LEN + 5 || strcmp(name + MR_HASH_HEX_LEN, ".json")) return 0;
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? 2 * l->cap : 64;
-        char **nk = mr_realloc(l->k, nc * sizeof(*nk));
-        if (!nk) {
-            l->failed = 1;
-            return 1;
-        }
-        l->k = nk;
-        l->cap = nc;
-    }
-    l->k[l->n] = mr_asprintf("%.*s", MR_HASH_HEX_LEN, name);
-    if (!l->k[l->n]) {
-        l->failed = 1;
-        return 1;
-    }
-    l->n++;
-    return 0;
-}
-
-static mr_status r_list_stages(conn *c, keylist *out, mr_error *err)
-{
-    memset(out, 0, sizeof(*out));
-    mr_status rc = MR_OK;
-    if (c->s3) {
-        char *k = rkey(c->b, "stages/");
-        rc = k ? mr_s3_list(c->s3, k, keylist_add, out, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
-        mr_free(k);
-    } else {
-        char *dir = rkey(c->b, "stages");
-        DIR *d = dir ? opendir(dir) : NULL;
-        if (!dir) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-        for (struct dirent *de; d && (de = readdir(d));) keylist_add(out, de->d_name, 0);
-        if (d) closedir(d);
-        mr_free(dir);
-    }
-    if (rc == MR_E_INTERRUPTED || out->failed) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-    return rc;
+    if (strlen(name) != MR_HASH_HEX_LEN + 5 || strcmp(name + MR_HASH_HEX_LEN, ".json")) return 0;
+    return idset_push(arg, name, MR_HASH_HEX_LEN);
 }
 
 static mr_status r_delete(conn *c, const char *key, mr_error *err)
@@ -1448,20 +1411,19 @@ mr_status mr__remote_gc(mr_workspace *ws, const mr_spec *spec, const char *name,
     remote_def r;
     backend b;
     conn c = {0};
-    idset kept = {0}, have = {0};
-    keylist entries = {0};
+    idset kept = {0}, have = {0}, entries = {0};
     mr_status rc = find_remote(spec, name, &r, err);
     if (rc == MR_OK) rc = backend_open(&r, &b, err);
     if (rc == MR_OK) rc = conn_open(&b, &c, err);
     for (size_t i = 0; rc == MR_OK && i < n_keep; i++) rc = keep_add(ws, &c, keep[i], &kept, err);
     if (rc == MR_OK && kept.n) qsort(kept.ids, kept.n, sizeof(*kept.ids), cmp_str);
-    if (rc == MR_OK) rc = r_list_stages(&c, &entries, err);
+    if (rc == MR_OK) rc = r_list(&c, "stages", entry_key_add, &entries, err);
     if (rc == MR_OK) rc = r_list_objects(&c, &have, err);
     /* 1. the entries that name anything not kept, 2. the manifests not kept, 3. the files not kept */
     uint64_t n_entries = 0, n_objects = 0, n_kept = 0;
     for (size_t i = 0; rc == MR_OK && i < entries.n; i++) {
         json_t *e = NULL;
-        rc = get_entry(&c, &b, entries.k[i], &e, err);
+        rc = get_entry(&c, &b, entries.ids[i], &e, err);
         if (rc != MR_OK || !e) continue;
         int all = 1;
         const char *on;
@@ -1470,7 +1432,7 @@ mr_status mr__remote_gc(mr_workspace *ws, const mr_spec *spec, const char *name,
         json_decref(e);
         if (all) continue;
         char ek[80];
-        snprintf(ek, sizeof(ek), "stages/%s.json", entries.k[i]);
+        snprintf(ek, sizeof(ek), "stages/%s.json", entries.ids[i]);
         if (!dry_run) rc = r_delete(&c, ek, err);
         n_entries++;
     }
@@ -1501,8 +1463,7 @@ mr_status mr__remote_gc(mr_workspace *ws, const mr_spec *spec, const char *name,
                            (unsigned long long)n_entries, (unsigned long long)n_kept, dry_run ? " (dry run)" : "") == MR_OK
                  ? MR_OK
                  : MR_ERR(err, MR_E_NOMEM, "out of memory");
-    for (size_t i = 0; i < entries.n; i++) mr_free(entries.k[i]);
-    mr_free(entries.k);
+    idset_free(&entries);
     idset_free(&kept);
     idset_free(&have);
     conn_close(&c);

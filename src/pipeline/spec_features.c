@@ -122,20 +122,38 @@ static mr_status check_sections(const mr_value *root, const char *path, mr_error
     return MR_OK;
 }
 
+/* Top-level view `name` (checked): its definition, its entity's name and the
+ * source's key columns (the view's own, or its entity's). */
+static const mr_value *view_def(const mr_value *root, const char *name, const char **entity, const mr_value **keys)
+{
+    const mr_value *v = mr_value_get(mr_value_get(root, "feature_views"), name);
+    const mr_value *ent = mr_value_get(v, "entity");
+    *entity = ent->str;
+    *keys = mr_value_get(v, "keys") ? mr_value_get(v, "keys")
+                                    : mr_value_get(mr_value_get(mr_value_get(root, "entities"), ent->str), "keys");
+    return v;
+}
+
+/* An empty mapping at v's position. */
+static mr_value *new_at(const mr_value *v)
+{
+    mr_value *m = mr_value_new(MR_V_MAP);
+    if (m) {
+        m->line = v->line;
+        m->col = v->col;
+    }
+    return m;
+}
+
 /* The inline form of top-level view `name`, read from its stage's output:
  * {name, source: ${stages.NAME}, timestamp, features (their names), keys,
  * [created, ttl, prefix]}, its values cloned with their positions.
  * *entity: its entity's name. */
 static mr_value *inline_view(const mr_value *root, const char *name, const char **entity)
 {
-    const mr_value *v = mr_value_get(mr_value_get(root, "feature_views"), name);
-    const mr_value *ent = mr_value_get(v, "entity");
-    *entity = ent->str;
-    const mr_value *ekeys = mr_value_get(mr_value_get(mr_value_get(root, "entities"), ent->str), "keys");
-    mr_value *m = mr_value_new(MR_V_MAP);
+    const mr_value *keys = NULL, *v = view_def(root, name, entity, &keys);
+    mr_value *m = new_at(v);
     if (!m) return NULL;
-    m->line = v->line;
-    m->col = v->col;
     int ok = mr_value_map_set(m, "name", mr_value_new_str(name)) == MR_OK; /* map_set owns its value, set or not */
     char *ref = mr_asprintf("${stages.%s}", name);
     mr_value *src = ref ? mr_value_new_str(ref) : NULL;
@@ -164,9 +182,7 @@ static mr_value *inline_view(const mr_value *root, const char *name, const char 
         ok = mr_value_seq_push(names, nm) == MR_OK;
     }
     ok = ok && names && mr_value_map_set(m, "features", names) == MR_OK;
-    /* the source's key columns: the view's own, or its entity's */
-    const mr_value *keys = mr_value_get(v, "keys") ? mr_value_get(v, "keys") : ekeys;
-    ok = ok && mr_value_map_set(m, "keys", mr_value_clone(keys)) == MR_OK;
+    ok = ok && mr_value_map_set(m, "keys", mr_value_clone(keys)) == MR_OK; /* the source's key columns */
     if (!ok) {
         mr_value_free(m);
         return NULL;
@@ -178,13 +194,10 @@ static mr_value *inline_view(const mr_value *root, const char *name, const char 
  * as stages"): op feature_view over its source, keys, times and features. */
 static mr_value *view_stage(const mr_value *root, const char *name)
 {
-    const mr_value *v = mr_value_get(mr_value_get(root, "feature_views"), name);
-    const mr_value *ent = mr_value_get(v, "entity");
-    const mr_value *ekeys = mr_value_get(mr_value_get(mr_value_get(root, "entities"), ent->str), "keys");
-    mr_value *m = mr_value_new(MR_V_MAP);
+    const char *entity = NULL;
+    const mr_value *keys = NULL, *v = view_def(root, name, &entity, &keys);
+    mr_value *m = new_at(v);
     if (!m) return NULL;
-    m->line = v->line;
-    m->col = v->col;
     int ok = mr_value_map_set(m, "op", mr_value_new_str("feature_view")) == MR_OK;
     static const char *const copy[][2] = {{"source", "source"},       {"timestamp", "timestamp"},
                                           {"created", "created"},     {"features", "features"},
@@ -193,7 +206,6 @@ static mr_value *view_stage(const mr_value *root, const char *name)
         const mr_value *x = mr_value_get(v, copy[k][0]);
         if (x) ok = mr_value_map_set(m, copy[k][1], mr_value_clone(x)) == MR_OK;
     }
-    const mr_value *keys = mr_value_get(v, "keys") ? mr_value_get(v, "keys") : ekeys;
     ok = ok && mr_value_map_set(m, "keys", mr_value_clone(keys)) == MR_OK;
     if (!ok) {
         mr_value_free(m);
