@@ -537,6 +537,7 @@ static mr_status r_get(conn *c, const char *key, char **data, size_t *len, mr_er
 /* Names from one listing of the remote (object ids, or stage keys), sorted. */
 typedef struct idset {
     char **ids;
+    uint64_t *sizes; /* a listing of objects/: each object's size, in the order of ids */
     size_t n, cap;
     int failed;
 } idset;
@@ -547,13 +548,16 @@ static int idset_push(idset *s, const char *name, size_t len)
     if (s->n == s->cap) {
         size_t nc = s->cap ? 2 * s->cap : 256;
         char **ni = mr_realloc(s->ids, nc * sizeof(*ni));
-        if (!ni) {
+        if (ni) s->ids = ni;
+        uint64_t *ns = ni ? mr_realloc(s->sizes, nc * sizeof(*ns)) : NULL;
+        if (!ns) {
             s->failed = 1;
             return 1;
         }
-        s->ids = ni;
+        s->sizes = ns;
         s->cap = nc;
     }
+    s->sizes[s->n] = 0;
     s->ids[s->n] = mr_asprintf("%.*s", (int)len, name);
     if (!s->ids[s->n]) {
         s->failed = 1;
@@ -571,7 +575,10 @@ static int idset_add(void *arg, const char *key, uint64_t size)
     const char *id = slash ? slash + 1 : key;
     mr_artifact a;
     if (mr_artifact_parse(id, &a) != MR_OK) return 0; /* a stray key: not an object */
-    return idset_push(arg, id, strlen(id));
+    idset *s = arg;
+    if (idset_push(s, id, strlen(id))) return 1;
+    s->sizes[s->n - 1] = size;
+    return 0;
 }
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
@@ -582,11 +589,46 @@ static int idset_has(const idset *s, const char *id)
     return s->n && bsearch(&key, s->ids, s->n, sizeof(*s->ids), cmp_str) != NULL;
 }
 
+/* 1 when the listing holds id with this size. */
+static int idset_has_sized(const idset *s, const char *id, uint64_t size)
+{
+    const char *key = id;
+    char **at = s->n ? bsearch(&key, s->ids, s->n, sizeof(*s->ids), cmp_str) : NULL;
+    return at && s->sizes[at - s->ids] == size;
+}
+
 static void idset_free(idset *s)
 {
     for (size_t i = 0; i < s->n; i++) mr_free(s->ids[i]);
     mr_free(s->ids);
+    mr_free(s->sizes);
     memset(s, 0, sizeof(*s));
+}
+
+typedef struct sized_id {
+    char *id;
+    uint64_t size;
+} sized_id;
+
+static int cmp_sized(const void *a, const void *b)
+{
+    return strcmp(((const sized_id *)a)->id, ((const sized_id *)b)->id);
+}
+
+/* Sorts ids, their sizes with them. */
+static mr_status idset_sort(idset *s)
+{
+    if (s->n < 2) return MR_OK;
+    sized_id *v = mr_malloc(s->n * sizeof(*v));
+    if (!v) return MR_E_NOMEM;
+    for (size_t i = 0; i < s->n; i++) v[i] = (sized_id){s->ids[i], s->sizes[i]};
+    qsort(v, s->n, sizeof(*v), cmp_sized);
+    for (size_t i = 0; i < s->n; i++) {
+        s->ids[i] = v[i].id;
+        s->sizes[i] = v[i].size;
+    }
+    mr_free(v);
+    return MR_OK;
 }
 
 /* Lists the remote's dir/ (one listing: no request per object), each key through fn into out. */
@@ -600,13 +642,16 @@ static mr_status r_list(conn *c, const char *dir, mr_s3_list_fn fn, idset *out, 
         rc = mr_s3_list(c->s3, k, fn, out, err);
     } else {
         DIR *d = opendir(k);
-        for (struct dirent *de; d && (de = readdir(d));)
-            if (de->d_name[0] != '.') fn(out, de->d_name, 0);
+        for (struct dirent *de; d && (de = readdir(d));) {
+            struct stat sb;
+            if (de->d_name[0] != '.')
+                fn(out, de->d_name, fstatat(dirfd(d), de->d_name, &sb, 0) == 0 ? (uint64_t)sb.st_size : 0);
+        }
         if (d) closedir(d);
     }
     mr_free(k);
     if (rc == MR_E_INTERRUPTED || out->failed) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
-    if (rc == MR_OK && out->n) qsort(out->ids, out->n, sizeof(*out->ids), cmp_str);
+    if (rc == MR_OK && idset_sort(out) != MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     return rc;
 }
 
@@ -787,6 +832,8 @@ static mr_status add_objects(mr_store *st, const mr_artifact *a, task **files, s
         mr_artifact_id(x, t->id);
         t->size = x->is_dir ? 0 : x->size;
         t->src = mr_store_object_path(st, x);
+        struct stat sb;
+        if (t->src && x->is_dir && stat(t->src, &sb) == 0) t->size = (uint64_t)sb.st_size; /* the manifest file's */
         if (!t->src) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         else if (!mr_store_has(st, x)) {
             rc = MR_ERR(err, MR_E_NOT_FOUND, "object %s is not in the local store", t->id);
@@ -805,14 +852,16 @@ static void tasks_free(task *t, size_t n)
     mr_free(t);
 }
 
-/* Sorted, each id once (the first kept), and without what the remote has. */
+/* Sorted, each id once (the first kept), and without what the remote has:
+ * an object listed with another size than ours (a partial upload a
+ * service kept) goes again. */
 static size_t tasks_dedup(task *t, size_t n, const idset *have, uint64_t *present)
 {
     if (!n) return 0;
     qsort(t, n, sizeof(*t), cmp_task);
     size_t o = 0;
     for (size_t i = 0; i < n; i++) {
-        if ((o && !strcmp(t[o - 1].id, t[i].id)) || (have && idset_has(have, t[i].id))) {
+        if ((o && !strcmp(t[o - 1].id, t[i].id)) || (have && idset_has_sized(have, t[i].id, t[i].size))) {
             if (!(o && !strcmp(t[o - 1].id, t[i].id))) (*present)++;
             mr_free(t[i].src);
             continue;
