@@ -85,7 +85,9 @@ static const char inspect_help[] =
     "\n"
     "Prints the dataset's schema, partitions, shards and per-column statistics, from the manifest\n"
     "(no shard is read). --explain FILTER runs a scan with FILTER (reading --columns, default all)\n"
-    "and reports what each push-down step skipped: partitions, shards, row groups, rows and bytes.\n";
+    "and reports what each push-down step skipped: partitions, shards, row groups, rows and bytes.\n"
+    "DIR may be s3://BUCKET/PREFIX: --explain then also lists every request made (the manifest, one\n"
+    "listing, each shard's footer, the coalesced column-chunk ranges) with its byte range and size.\n";
 
 static const char head_help[] =
     "usage: millrace data head SRC [-n N] [--filter EXPR] [--columns A,B] [--json]\n"
@@ -154,6 +156,17 @@ static mr_status reader_open(reader *r, const char *path, const char *filter, ch
     char *m = mr_path_join(path, MR_DATASET_MANIFEST);
     int is_ds = m && mr_fs_exists(m);
     mr_free(m);
+    if (!strncmp(path, "s3://", 5) && !strpbrk(path, "*?[")) { /* a dataset on S3 gets push-down too */
+        mr_error e;
+        mr_error_init(&e);
+        mr_status rc = mr_dataset_open(path, &r->ds, &e);
+        if (rc == MR_OK)
+            return mr_dataset_scan_open(r->ds, filter, (const char *const *)cols, cols ? n_cols : 0, &r->scan, err);
+        if (rc != MR_E_NOT_FOUND) {
+            if (err) *err = e;
+            return rc;
+        }
+    }
     if (is_ds) {
         mr_status rc = mr_dataset_open(path, &r->ds, err);
         if (rc == MR_OK)
@@ -713,20 +726,47 @@ static int inspect_explain(const char *dir, const char *filter, char **cols, siz
     int rc = EXIT_OK;
     if (s != MR_OK) {
         rc = err.code == MR_E_PARSE || err.code == MR_E_NOT_FOUND || err.code == MR_E_SCHEMA ? EXIT_USAGE : EXIT_FAILED;
-        if (mr_dataset_n_cols(ds ? ds : NULL) == 0 && !ds) rc = EXIT_FAILED;
+        if (!ds) rc = EXIT_FAILED; /* the dataset itself: not a usage error */
         mr_log_error(&err);
     } else {
         mr_dataset_explain ex;
         mr_dataset_scan_explain(scan, &ex);
+        size_t nr = mr_dataset_n_requests(ds);
         if (json) {
             mr_buf_puts(&out, "{\"filter\":");
             json_name(&out, filter);
             mr_buf_puts(&out, ",\"explain\":");
             mr_dataset_explain_json(&ex, &out);
-            mr_buf_puts(&out, "}\n");
+            if (nr) mr_buf_puts(&out, ",\"requests\":[");
+            for (size_t i = 0; i < nr; i++) {
+                mr_dataset_request q;
+                mr_dataset_request_at(ds, i, &q);
+                mr_buf_printf(&out, "%s{\"what\":\"%s\",\"key\":", i ? "," : "", q.what);
+                json_name(&out, q.key);
+                mr_buf_printf(&out, ",\"offset\":%llu,\"length\":%llu,\"bytes\":%llu}", (unsigned long long)q.off,
+                              (unsigned long long)q.len, (unsigned long long)q.bytes);
+            }
+            mr_buf_puts(&out, nr ? "]}\n" : "}\n");
         } else {
             mr_buf_printf(&out, "filter: %s\n", cli_safe(filter));
             mr_dataset_explain_format(&ex, &out);
+            if (nr) {
+                mr_buf_printf(&out, "requests:   %llu, %llu bytes received (dataset: %llu bytes)\n",
+                              (unsigned long long)ex.requests, (unsigned long long)ex.request_bytes,
+                              (unsigned long long)ex.bytes_total);
+                for (size_t i = 0; i < nr; i++) {
+                    mr_dataset_request q;
+                    mr_dataset_request_at(ds, i, &q);
+                    char range[64] = "";
+                    if (q.len)
+                        snprintf(range, sizeof range, " bytes=%llu-%llu", (unsigned long long)q.off,
+                                 (unsigned long long)(q.off + q.len - 1));
+                    mr_buf_printf(&out, "  %-8s %s%s  %llu bytes\n", q.what, cli_safe(q.key), range,
+                                  (unsigned long long)q.bytes);
+                }
+                if ((uint64_t)nr < ex.requests)
+                    mr_buf_printf(&out, "  ... and %llu more\n", (unsigned long long)(ex.requests - nr));
+            }
         }
         cli_print(&out);
     }
@@ -1194,8 +1234,10 @@ static int data_export(int argc, char **argv)
     while (s == MR_OK) {
         s = reader_next(&r, &t, &err);
         if (s != MR_OK) break;
+        int last = 0; /* the schema of a read that found no row, written once */
         if (!t) {
             if (started || !r.ds) break;
+            last = 1;
             /* no row at all: write the (projected) schema with zero rows */
             s = mr_table_new(&t, &err);
             for (size_t j = 0; s == MR_OK && j < mr_dataset_n_cols(r.ds); j++) {
@@ -1210,7 +1252,6 @@ static int data_export(int argc, char **argv)
             if (s == MR_OK && cols) s = mr_table_project(t, (const char *const *)cols, n_cols, &err);
             if (s != MR_OK) break;
         }
-        int last = t->n_rows == 0;
         s = wds ? mr_wds_writer_write(ww, t, &err)
             : parquet ? mr_parquet_writer_write(pw, t, &err) : mr_csv_writer_write(cw, t, &err);
         rows += t->n_rows;

@@ -12,8 +12,10 @@
 #
 # Prints export lines for AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
 # AWS_REGION, MILLRACE_S3_ENDPOINT and MILLRACE_S3_BUCKET, and leaves them
-# in DIR/s3.env, the pid in DIR/s3.pid, the objects under DIR/data. Returns
-# once the server listens (at most 20 s).
+# in DIR/s3.env, the pid in DIR/s3.pid, the objects under DIR/data, and a
+# line of JSON per request in DIR/requests.log (method, url, range, status,
+# body bytes up and down: what the suite counts on the server side).
+# Returns once the server listens (at most 20 s).
 set -euo pipefail
 dir=${1:-${MILLRACE_S3_DIR:-/tmp/millrace-s3}}
 src=$(cd "$(dirname "$0")" && pwd)/s3
@@ -37,7 +39,8 @@ dir=$(cd "$dir" && pwd)
 key="AK$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n' | tr a-f A-F)"
 secret=$(od -An -N20 -tx1 /dev/urandom | tr -d ' \n')
 # paginated listings need node's legacy OpenSSL provider (s3rver's MD5 use)
-node --openssl-legacy-provider "$home/server.js" "$dir/data" 0 "$bucket" "$key" "$secret" >"$dir/s3.out" 2>"$dir/s3.log" &
+node --openssl-legacy-provider "$home/server.js" "$dir/data" 0 "$bucket" "$key" "$secret" "$dir/requests.log" \
+    >"$dir/s3.out" 2>"$dir/s3.log" &
 pid=$!
 echo "$pid" >"$dir/s3.pid"
 port=""

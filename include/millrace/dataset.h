@@ -194,6 +194,22 @@ void mr_dataset_shard(const mr_dataset *ds, size_t i, mr_dataset_shard_info *out
  * the partition value); NULL for an index out of range. Borrowed. */
 const mr_dataset_col_stats *mr_dataset_shard_stats(const mr_dataset *ds, size_t i, size_t j);
 
+/* A dataset on S3 (dir "s3://BUCKET/PREFIX"; the endpoint and credentials
+ * as docs/remote.md says) is opened with two requests: a GET of the
+ * manifest and one listing of the prefix, which checks every shard's size.
+ * A scan then reads each surviving shard's footer (one ranged GET of its
+ * last 64 KiB) and, per surviving row group, only the needed columns'
+ * chunks, nearby ranges coalesced (mr_parquet_plan_ranges). Every request
+ * is logged, in order (the first 65,536): */
+typedef struct mr_dataset_request {
+    const char *what;  /* "manifest", "list", "footer", "data", "verify" (static) */
+    const char *key;   /* the object or the prefix listed (borrowed until close) */
+    uint64_t off, len; /* the range asked; len 0: the whole object, or a listing */
+    uint64_t bytes;    /* the response body's bytes */
+} mr_dataset_request;
+size_t mr_dataset_n_requests(const mr_dataset *ds); /* 0 for a local dataset */
+void mr_dataset_request_at(const mr_dataset *ds, size_t i, mr_dataset_request *out);
+
 /* ---- scan ------------------------------------------------------------------ */
 
 /* What a scan skipped and read. Counts fill in as the scan proceeds: the
@@ -216,6 +232,9 @@ typedef struct mr_dataset_explain {
     uint64_t bytes_pruned_stats;                  /* step 2 */
     uint64_t bytes_pruned_row_groups;             /* column chunks of row groups skipped in step 3 */
     uint64_t bytes_read;                          /* bytes actually pread from shard files (footers included) */
+    uint64_t requests;                            /* a dataset on S3: requests made so far (manifest, listing,
+                                                     footers, column chunks); 0 for a local one */
+    uint64_t request_bytes;                       /* and the response bodies' bytes */
 } mr_dataset_explain;
 
 typedef struct mr_dataset_scan mr_dataset_scan;
@@ -271,7 +290,13 @@ typedef struct mr_source mr_source;
 
 /* Opens path: a file, a directory (a dataset when it holds manifest.json,
  * else every .csv/.tsv/.jsonl/.ndjson/.parquet file in it, sorted by name),
- * or a glob pattern (glob(3), sorted). csv (NULL = defaults) applies to CSV
+ * or a glob pattern (glob(3), sorted). An s3://BUCKET/KEY URL is the same
+ * from one listing: the object KEY, the dataset KEY/ (its manifest), the
+ * data files directly under KEY/, or the keys a KEY with * ? [ matches
+ * (FNM_PATHNAME), in key order; Parquet objects and datasets are read by
+ * ranges (mr_parquet_open_ranged), CSV, JSON-lines and tar objects from a
+ * temporary local copy under TMPDIR, removed when the next file opens;
+ * messages name the object. csv (NULL = defaults) applies to CSV
  * and TSV files, and its schema/on_error/quarantine/threads fields to JSON
  * lines too. All files must produce the same column names and types
  * (MR_E_SCHEMA names the file that differs). Errors: MR_E_NOT_FOUND (nothing
@@ -290,6 +315,19 @@ mr_status mr_source_open(const char *path, mr_source_format format, const mr_csv
 mr_status mr_source_next(mr_source *src, size_t max_rows, mr_table **out, mr_error *err);
 size_t mr_source_n_files(const mr_source *src);
 const char *mr_source_file(const mr_source *src, size_t i); /* borrowed until close; NULL past the end */
+/* The version of what an s3:// source reads, as its listing saw it: "s3"
+ * and the hex xxh3-128 of the bucket and every object's key, size and ETag
+ * (the object; the keys a pattern matches; everything under a prefix).
+ * Each later read asks for those ETags, so what is read is that version
+ * or the read fails (MR_E_STATE, "changed while it was read"). "" for a
+ * local source. mr_source_s3_version lists url (one request per 1,000
+ * objects) and gives the same id, for cache keys. */
+#define MR_S3_VERSION_LEN 35
+const char *mr_source_version(const mr_source *src);
+mr_status mr_source_s3_version(const char *url, char *id, mr_error *err);
+/* An s3:// source's file i: its size as listed (a dataset: its shards',
+ * once it has been opened); 0 for local files. */
+uint64_t mr_source_object_bytes(const mr_source *src, size_t i);
 /* Closes the source; stats (may be NULL) sums the readers' counters. NULL
  * is a no-op. */
 void mr_source_close(mr_source *src, mr_csv_stats *stats);
@@ -338,6 +376,8 @@ typedef struct mr_ingest_opts {
     /* Called after every batch (may be NULL), with the counts so far. */
     void (*progress)(void *ctx, const mr_ingest_stats *so_far);
     void *progress_ctx;
+    const char *s3_version;          /* an s3:// source: the version it must have (mr_source_s3_version: what a
+                                        stage's key was computed from), else MR_E_STATE; NULL = any */
 } mr_ingest_opts;
 
 void mr_ingest_opts_init(mr_ingest_opts *o); /* defaults: mr_csv_options_init + mr_dataset_write_opts_init */

@@ -30,7 +30,8 @@ extern "C" {
 /* Reads the whole file into a new table (type by extension, any case:
  * .csv/.txt, .tsv, .jsonl/.ndjson, .parquet/.pq, read with default
  * options); a directory (a millrace dataset, or a folder of data files) or
- * a glob (a path with * ? [) reads them all, concatenated in name order. */
+ * a glob (a path with * ? [) reads them all, concatenated in name order.
+ * An s3:// URL reads what mr_source_open finds there (dataset.h). */
 mr_status mr_table_read_file(const char *path, mr_table **out, mr_error *err);
 /* Writes a table, atomically (path appears complete or not at all):
  * .csv/.txt, .tsv (mr_csv_write_table) or .parquet/.pq (zstd). */

@@ -136,6 +136,31 @@ mr_status mr_parquet_open_mapped(const char *path, mr_parquet_file **out, mr_err
 mr_status mr_parquet_open_mem(const void *data, size_t len, const char *name, mr_parquet_file **out, mr_error *err);
 void mr_parquet_close(mr_parquet_file *f); /* NULL is a no-op */
 
+/* A file read by byte ranges through read (an object on S3: dataset.h
+ * opens s3:// sources this way), size bytes long; name is used in
+ * messages. read(ctx, off, len, dst, err) fills dst with exactly len bytes
+ * at off, from several threads at once. The footer costs one read of the
+ * last 64 KiB (a second only for a longer footer); each row group read
+ * fetches its column chunks first, as the ranges mr_parquet_plan_ranges
+ * gives, then decodes from memory. release(ctx), when not NULL, runs at
+ * close (also when the open fails). */
+typedef mr_status (*mr_parquet_read_fn)(void *ctx, uint64_t off, size_t len, uint8_t *dst, mr_error *err);
+mr_status mr_parquet_open_ranged(const char *name, uint64_t size, mr_parquet_read_fn read, void *ctx,
+                                 void (*release)(void *ctx), mr_parquet_file **out, mr_error *err);
+
+/* The byte ranges a read of row group rg's columns cols (all when NULL)
+ * fetches from a ranged file: the column chunks' ranges in file order,
+ * those less than MR_PARQUET_COALESCE_GAP bytes apart merged into one
+ * (up to MR_PARQUET_COALESCE_MAX bytes each). Writes up to cap ranges into
+ * out and returns how many there are. */
+#define MR_PARQUET_COALESCE_GAP (8u * 1024u)
+#define MR_PARQUET_COALESCE_MAX (64u * 1024u * 1024u)
+typedef struct mr_parquet_range {
+    uint64_t off, len;
+} mr_parquet_range;
+size_t mr_parquet_plan_ranges(const mr_parquet_file *f, size_t rg, const size_t *cols, size_t n_cols,
+                              mr_parquet_range *out, size_t cap);
+
 /* Page CRCs are checked when present (mismatch -> MR_E_CORRUPT); 0 turns it off. */
 void mr_parquet_set_verify_checksums(mr_parquet_file *f, int on);
 

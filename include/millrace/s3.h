@@ -131,6 +131,13 @@ mr_status mr_s3_get(mr_s3 *s, const char *key, uint64_t off, uint64_t len, mr_bu
 /* Writes the whole object into a new file at path (O_EXCL; removed on
  * failure). */
 mr_status mr_s3_get_file(mr_s3 *s, const char *key, const char *path, mr_error *err);
+/* The same, of the version etag (as a listing gives it, without quotes)
+ * only: sent as If-Match, and the response's ETag compared as well (not
+ * every service checks the condition). A newer version is MR_E_STATE,
+ * "changed while it was read". */
+mr_status mr_s3_get_version(mr_s3 *s, const char *key, const char *etag, uint64_t off, uint64_t len, mr_buf *out,
+                            mr_error *err);
+mr_status mr_s3_get_file_version(mr_s3 *s, const char *key, const char *etag, const char *path, mr_error *err);
 /* The object's size (and, when etag is not NULL, its ETag without quotes,
  * into etag[0, 128)). MR_E_NOT_FOUND when there is none. */
 mr_status mr_s3_head(mr_s3 *s, const char *key, uint64_t *size, char *etag, mr_error *err);
@@ -141,6 +148,10 @@ mr_status mr_s3_delete(mr_s3 *s, const char *key, mr_error *err);
  * returns 0 to go on, else the listing stops and returns MR_E_INTERRUPTED. */
 typedef int (*mr_s3_list_fn)(void *arg, const char *key, uint64_t size);
 mr_status mr_s3_list(mr_s3 *s, const char *prefix, mr_s3_list_fn fn, void *arg, mr_error *err);
+/* The same with each key's ETag, without its quotes ("" when the listing
+ * has none). */
+typedef int (*mr_s3_list_etag_fn)(void *arg, const char *key, uint64_t size, const char *etag);
+mr_status mr_s3_list_etags(mr_s3 *s, const char *prefix, mr_s3_list_etag_fn fn, void *arg, mr_error *err);
 
 /* Splits "s3://bucket/prefix" into its bucket and prefix (no leading
  * slash; "" for none). MR_E_INVALID_ARG naming what is wrong. */

@@ -212,6 +212,7 @@ static int xml_parse(const char *body, size_t len, const char *const *names, siz
 typedef struct req {
     const char *method;
     const char *key;              /* NULL: the bucket itself */
+    const char *name;             /* for messages when key is NULL: the prefix listed */
     const char *const *query;     /* (name, value) pairs */
     size_t n_query;
     const char *const *headers;   /* more "name: value" headers, signed */
@@ -324,7 +325,7 @@ static void where(const mr_s3 *s, const char *key, char *out, size_t n)
 static mr_status send_req(mr_s3 *s, req *r, mr_error *err)
 {
     char loc[1200];
-    where(s, r->key, loc, sizeof(loc));
+    where(s, r->key ? r->key : r->name, loc, sizeof(loc));
     mr_buf path, url, auth, query;
     mr_buf_init(&path);
     mr_buf_init(&url);
@@ -634,24 +635,49 @@ mr_status mr_s3_put_file(mr_s3 *s, const char *key, const char *path, mr_error *
     return rc;
 }
 
-mr_status mr_s3_get(mr_s3 *s, const char *key, uint64_t off, uint64_t len, mr_buf *out, mr_error *err)
+/* The object (or a range of it) as the version etag names when etag is
+ * not NULL: sent as If-Match, and the response's ETag checked too (a
+ * service may ignore the condition). */
+static mr_status get_common(mr_s3 *s, const char *key, uint64_t off, uint64_t len, const char *etag, mr_buf *out,
+                            int fd, mr_error *err)
 {
-    char range[80];
-    const char *hs[1] = {range};
+    char range[80], match[160];
+    const char *hs[2];
+    size_t nh = 0;
     req r;
     req_init(&r, "GET", key);
     if (off || len) {
         if (len) snprintf(range, sizeof(range), "range:bytes=%llu-%llu", (unsigned long long)off,
                           (unsigned long long)(off + len - 1));
         else snprintf(range, sizeof(range), "range:bytes=%llu-", (unsigned long long)off);
-        r.headers = hs;
-        r.n_headers = 1;
+        hs[nh++] = range;
     }
+    if (etag && *etag) {
+        snprintf(match, sizeof(match), "if-match:\"%s\"", etag);
+        hs[nh++] = match;
+    }
+    r.headers = hs;
+    r.n_headers = nh;
     mr_buf tmp;
     mr_buf_init(&tmp);
-    r.resp = &tmp;
+    if (fd >= 0) r.resp_fd = fd;
+    else r.resp = &tmp;
     mr_status rc = send_req(s, &r, err);
-    if (rc == MR_OK && r.status == 200 && (off || len)) {
+    if (rc == MR_OK && etag && *etag && strcmp(r.etag, etag)) {
+        char loc[1200];
+        where(s, key, loc, sizeof(loc));
+        rc = MR_ERR(err, MR_E_STATE, "%s changed while it was read (ETag %s, listed as %s)", loc, r.etag, etag);
+        mr_error_hint(err, "run again: the new version is listed and read from the start");
+    } else if (rc != MR_OK && r.status == 412) {
+        mr_error_clear(err);
+        char loc[1200];
+        where(s, key, loc, sizeof(loc));
+        rc = MR_ERR(err, MR_E_STATE, "%s changed while it was read (no longer ETag %s)", loc, etag);
+        mr_error_hint(err, "run again: the new version is listed and read from the start");
+    }
+    if (fd >= 0) {
+        /* written to the file */
+    } else if (rc == MR_OK && r.status == 200 && (off || len)) {
         /* a service that ignored the range: cut the part asked for */
         uint64_t e = len && off + len < tmp.len ? off + len : tmp.len;
         rc = off < tmp.len ? mr_buf_append(out, tmp.data + off, (size_t)(e - off)) : MR_OK;
@@ -663,14 +689,27 @@ mr_status mr_s3_get(mr_s3 *s, const char *key, uint64_t off, uint64_t len, mr_bu
     return rc;
 }
 
+mr_status mr_s3_get(mr_s3 *s, const char *key, uint64_t off, uint64_t len, mr_buf *out, mr_error *err)
+{
+    return get_common(s, key, off, len, NULL, out, -1, err);
+}
+
+mr_status mr_s3_get_version(mr_s3 *s, const char *key, const char *etag, uint64_t off, uint64_t len, mr_buf *out,
+                            mr_error *err)
+{
+    return get_common(s, key, off, len, etag, out, -1, err);
+}
+
 mr_status mr_s3_get_file(mr_s3 *s, const char *key, const char *path, mr_error *err)
+{
+    return mr_s3_get_file_version(s, key, NULL, path, err);
+}
+
+mr_status mr_s3_get_file_version(mr_s3 *s, const char *key, const char *etag, const char *path, mr_error *err)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot create", path);
-    req r;
-    req_init(&r, "GET", key);
-    r.resp_fd = fd;
-    mr_status rc = send_req(s, &r, err);
+    mr_status rc = get_common(s, key, 0, 0, etag, NULL, fd, err);
     if (rc == MR_OK && fsync(fd) != 0) rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot sync", path);
     if (close(fd) != 0 && rc == MR_OK) rc = MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot close", path);
     if (rc != MR_OK) (void)unlink(path);
@@ -705,8 +744,10 @@ mr_status mr_s3_delete(mr_s3 *s, const char *key, mr_error *err)
 
 typedef struct list_state {
     mr_s3_list_fn fn;
+    mr_s3_list_etag_fn efn;
     void *arg;
     char key[1100];
+    char etag[160];
     int have_key, stopped;
     uint64_t count;
 } list_state;
@@ -717,17 +758,34 @@ static void on_list_elem(void *arg, const char *name, const char *text)
     if (ls->stopped) return;
     if (!strcmp(name, "Key")) {
         snprintf(ls->key, sizeof(ls->key), "%s", text);
+        ls->etag[0] = 0;
         ls->have_key = 1;
+    } else if (!strcmp(name, "ETag") && ls->have_key) { /* Key, LastModified, ETag, Size in <Contents> */
+        size_t n = strlen(text);
+        if (n >= 2 && text[0] == '"' && text[n - 1] == '"') snprintf(ls->etag, sizeof(ls->etag), "%.*s", (int)(n - 2), text + 1);
+        else snprintf(ls->etag, sizeof(ls->etag), "%s", text);
     } else if (!strcmp(name, "Size") && ls->have_key) { /* Size follows Key within <Contents> */
         ls->have_key = 0;
         ls->count++;
-        if (ls->fn(ls->arg, ls->key, strtoull(text, NULL, 10))) ls->stopped = 1;
+        uint64_t size = strtoull(text, NULL, 10);
+        if (ls->efn ? ls->efn(ls->arg, ls->key, size, ls->etag) : ls->fn(ls->arg, ls->key, size)) ls->stopped = 1;
     }
 }
 
+static mr_status list_common(mr_s3 *s, const char *prefix, list_state ls, mr_error *err);
+
 mr_status mr_s3_list(mr_s3 *s, const char *prefix, mr_s3_list_fn fn, void *arg, mr_error *err)
 {
-    list_state ls = {.fn = fn, .arg = arg};
+    return list_common(s, prefix, (list_state){.fn = fn, .arg = arg}, err);
+}
+
+mr_status mr_s3_list_etags(mr_s3 *s, const char *prefix, mr_s3_list_etag_fn fn, void *arg, mr_error *err)
+{
+    return list_common(s, prefix, (list_state){.efn = fn, .arg = arg}, err);
+}
+
+static mr_status list_common(mr_s3 *s, const char *prefix, list_state ls, mr_error *err)
+{
     mr_buf token, resp;
     mr_buf_init(&token);
     mr_buf_init(&resp);
@@ -743,6 +801,7 @@ mr_status mr_s3_list(mr_s3 *s, const char *prefix, mr_s3_list_fn fn, void *arg, 
         }
         req r;
         req_init(&r, "GET", NULL);
+        r.name = prefix;
         r.query = q;
         r.n_query = nq;
         r.resp = &resp;

@@ -4,6 +4,7 @@
  * parsing and validation. Scanning lives in dataset_scan.c, the any-source
  * helper in dataset_source.c. The format is specified in docs/data.md. */
 #include "data/dataset_int.h"
+#include "data/s3_int.h"
 #include "data/parquet_int.h"
 #include "millrace/core.h"
 
@@ -1127,7 +1128,102 @@ void mr_dataset_close(mr_dataset *ds)
     mr_free(ds->nullable);
     mr_free(ds->is_part);
     mr_free(ds->dir);
+    mr__s3h_unref(ds->s3);
+    mr__s3_objs_free(ds->s3_objs, ds->n_s3_objs);
     mr_free(ds);
+}
+
+/* ---- a dataset on S3 ------------------------------------------------------------------ */
+
+static int cmp_obj_key(const void *a, const void *b);
+
+/* The manifest of s3://BUCKET/PREFIX: one listing of the prefix (kept for
+ * s3_check_shards), then a GET of the manifest as listed. */
+static mr_status s3_manifest(mr_dataset *ds, const char *dir, char **text, size_t *len, mr_error *err)
+{
+    char *prefix = NULL;
+    mr_status rc = mr__s3h_open(dir, &ds->s3, &prefix, err);
+    if (rc != MR_OK) return rc;
+    ds->s3_key_at = strlen("s3://") + strlen(mr__s3h_bucket(ds->s3)) + 1;
+    size_t pl = strlen(prefix);
+    char *lp = pl && prefix[pl - 1] != '/' ? mr_asprintf("%s/", prefix) : mr_strdup(prefix);
+    char *key = lp ? mr_asprintf("%s%s", lp, MR_DATASET_MANIFEST) : NULL;
+    mr_free(prefix);
+    if (!key) {
+        mr_free(lp);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    rc = mr__s3h_list_all(ds->s3, lp, &ds->s3_objs, &ds->n_s3_objs, err);
+    if (rc != MR_OK) mr_error_at(err, dir, 0, 0);
+    mr__s3_obj want = {key, 0, ""};
+    const mr__s3_obj *m = rc == MR_OK && ds->n_s3_objs
+                              ? bsearch(&want, ds->s3_objs, ds->n_s3_objs, sizeof *ds->s3_objs, cmp_obj_key)
+                              : NULL;
+    if (rc == MR_OK && !m)
+        rc = MR_ERR(err, MR_E_NOT_FOUND, "not a millrace dataset: %s has no %s", dir, MR_DATASET_MANIFEST);
+    mr_buf b;
+    mr_buf_init(&b);
+    b.limit = MAX_MANIFEST;
+    if (rc == MR_OK) rc = mr__s3h_get(ds->s3, "manifest", key, m->etag, 0, 0, &b, err);
+    if (rc == MR_OK) {
+        *len = b.len;
+        *text = b.data ? b.data : mr_strdup("");
+        b.data = NULL;
+        if (!*text) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    mr_buf_free(&b);
+    mr_free(key);
+    mr_free(lp);
+    return rc;
+}
+
+static int cmp_obj_key(const void *a, const void *b)
+{
+    return strcmp(((const mr__s3_obj *)a)->key, ((const mr__s3_obj *)b)->key);
+}
+
+/* Every shard is there with the manifest's size: one listing of the
+ * prefix (a request per 1,000 objects), not a request per shard. The
+ * listing gives each shard's ETag, which every later read asks for, and
+ * the dataset's version. */
+static mr_status s3_check_shards(mr_dataset *ds, mr_error *err)
+{
+    mr__s3_obj *v = ds->s3_objs;
+    size_t n = ds->n_s3_objs;
+    mr_status rc = MR_OK;
+    const mr__s3_obj **all = mr_malloc((n ? n : 1) * sizeof *all);
+    if (!all) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t i = 0; rc == MR_OK && i < n; i++) all[i] = &v[i];
+    if (rc == MR_OK) rc = mr__s3_version(mr__s3h_bucket(ds->s3), all, n, ds->s3_version, err);
+    for (size_t i = 0; rc == MR_OK && i < ds->n_shards; i++) {
+        mr__ds_shard *sh = &ds->shards[i];
+        mr__s3_obj want = {(char *)(sh->abs_path + ds->s3_key_at), 0, ""};
+        const mr__s3_obj *got = n ? bsearch(&want, v, n, sizeof *v, cmp_obj_key) : NULL;
+        if (!got) {
+            MR_ERR(err, MR_E_CORRUPT, "dataset shard '%s' listed in the manifest is missing", sh->path);
+            mr_error_at(err, sh->abs_path, 0, 0);
+            rc = MR_E_CORRUPT;
+        } else if (got->size != sh->bytes) {
+            MR_ERR(err, MR_E_CORRUPT, "dataset shard '%s' has %llu bytes, the manifest says %llu", sh->path,
+                   (unsigned long long)got->size, (unsigned long long)sh->bytes);
+            mr_error_at(err, sh->abs_path, 0, 0);
+            rc = MR_E_CORRUPT;
+        } else {
+            snprintf(sh->etag, sizeof sh->etag, "%s", got->etag);
+        }
+    }
+    mr_free(all);
+    return rc;
+}
+
+size_t mr_dataset_n_requests(const mr_dataset *ds)
+{
+    return ds ? mr__s3h_n_requests(ds->s3) : 0;
+}
+
+void mr_dataset_request_at(const mr_dataset *ds, size_t i, mr_dataset_request *out)
+{
+    mr__s3h_request(ds ? ds->s3 : NULL, i, out);
 }
 
 /* Stores the typed value v into a stats bound of type t (strings: ownership moves). */
@@ -1308,12 +1404,17 @@ mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
         rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         goto done;
     }
-    if (!mr_fs_exists(mpath)) {
-        rc = MR_ERR(err, MR_E_NOT_FOUND, "not a millrace dataset: %s has no %s", dir, MR_DATASET_MANIFEST);
-        goto done;
+    if (mr__is_s3(dir)) {
+        rc = s3_manifest(ds, dir, &text, &len, err);
+        if (rc != MR_OK) goto done;
+    } else {
+        if (!mr_fs_exists(mpath)) {
+            rc = MR_ERR(err, MR_E_NOT_FOUND, "not a millrace dataset: %s has no %s", dir, MR_DATASET_MANIFEST);
+            goto done;
+        }
+        rc = mr_fs_read_file(mpath, MAX_MANIFEST, &text, &len, err);
+        if (rc != MR_OK) goto done;
     }
-    rc = mr_fs_read_file(mpath, MAX_MANIFEST, &text, &len, err);
-    if (rc != MR_OK) goto done;
     json_error_t je;
     uint64_t oom0 = mr_alloc_failures_here();
     root = json_loadb(text, len, JSON_ALLOW_NUL, &je);
@@ -1414,6 +1515,7 @@ mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
         rc = parse_shard(ds, json_array_get(shards, i), i, mpath, err);
         if (rc != MR_OK) goto done;
         total += ds->shards[i].rows;
+        if (ds->s3) continue; /* checked below, by one listing */
         struct stat sb;
         if (stat(ds->shards[i].abs_path, &sb) != 0) {
             MR_ERR(err, MR_E_CORRUPT, "dataset shard '%s' listed in the manifest is missing", ds->shards[i].path);
@@ -1428,6 +1530,13 @@ mr_status mr_dataset_open(const char *dir, mr_dataset **out, mr_error *err)
             rc = MR_E_CORRUPT;
             goto done;
         }
+    }
+    if (ds->s3) {
+        rc = s3_check_shards(ds, err);
+        mr__s3_objs_free(ds->s3_objs, ds->n_s3_objs);
+        ds->s3_objs = NULL;
+        ds->n_s3_objs = 0;
+        if (rc != MR_OK) goto done;
     }
     int bad = 0;
     ds->n_rows = (uint64_t)get_uint(root, "total_rows", &bad);
@@ -1453,7 +1562,19 @@ mr_status mr_dataset_verify(const mr_dataset *ds, mr_error *err)
     for (size_t i = 0; i < ds->n_shards; i++) {
         mr_hash128 h;
         uint64_t size = 0;
-        mr_status rc = mr_hash_file(ds->shards[i].abs_path, &h, &size, err);
+        mr_status rc;
+        if (ds->s3) {
+            mr_buf b;
+            mr_buf_init(&b);
+            b.limit = SIZE_MAX;
+            rc = mr__s3h_get(ds->s3, "verify", ds->shards[i].abs_path + ds->s3_key_at, ds->shards[i].etag, 0, 0, &b,
+                             err);
+            h = mr_hash_bytes(b.data ? b.data : "", b.len);
+            size = b.len;
+            mr_buf_free(&b);
+        } else {
+            rc = mr_hash_file(ds->shards[i].abs_path, &h, &size, err);
+        }
         if (rc != MR_OK) return rc;
         char hex[MR_HASH_HEX_LEN + 1];
         mr_hash_hex(h, hex);

@@ -42,7 +42,9 @@ static uint64_t source_bytes(const mr_source *src)
     for (size_t i = 0; i < mr_source_n_files(src); i++) {
         const char *f = mr_source_file(src, i);
         struct stat st;
-        if (mr_fs_is_dir(f)) {
+        if (!strncmp(f, "s3://", 5)) {
+            total += mr_source_object_bytes(src, i);
+        } else if (mr_fs_is_dir(f)) {
             mr_dataset *ds = NULL;
             if (mr_dataset_open(f, &ds, NULL) != MR_OK) continue;
             for (size_t k = 0; k < mr_dataset_n_shards(ds); k++) {
@@ -187,6 +189,12 @@ mr_status mr_dataset_ingest(const char *source, const char *dir, const mr_ingest
     int first = 1;
     mr_status rc = mr_source_open(source, o->format, &o->csv, &src, err);
     if (rc != MR_OK) goto done;
+    if (o->s3_version && strcmp(o->s3_version, mr_source_version(src))) {
+        rc = MR_ERR(err, MR_E_STATE, "%s changed after the run planned the stage (version %s, planned %s)", source,
+                    mr_source_version(src), o->s3_version);
+        mr_error_hint(err, "run again: the stage is planned with the new version");
+        goto done;
+    }
     st.files = mr_source_n_files(src);
     if (o->filter && o->filter[0]) {
         rc = mr_expr_parse(o->filter, strlen(o->filter), "filter", &filter, err);

@@ -16,6 +16,7 @@ typedef struct mr__ds_shard {
     char hash[MR_HASH_HEX_LEN + 1];
     size_t partition;             /* index into the distinct partitions */
     mr_dataset_col_stats *stats;  /* n_cols entries (schema order); strings owned (mr_malloc) */
+    char etag[160];               /* on S3: the version listed at open, which every read asks for */
 } mr__ds_shard;
 
 struct mr_dataset {
@@ -34,6 +35,11 @@ struct mr_dataset {
     size_t n_partitions;
     uint64_t n_rows;
     int verify_crc;               /* check page CRCs when reading shards (mr_dataset_set_verify_checksums) */
+    struct mr__s3h *s3;           /* a dataset on S3 (dir is s3://BUCKET/PREFIX), else NULL */
+    size_t s3_key_at;             /* abs_path + s3_key_at is a shard's key in the bucket */
+    char s3_version[MR_S3_VERSION_LEN]; /* of every object under the prefix, as listed at open */
+    struct mr__s3_obj *s3_objs;   /* that listing, during open */
+    size_t n_s3_objs;
 };
 
 /* What the scan and the loader share: the bound filter, the output and

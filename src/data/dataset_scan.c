@@ -9,6 +9,7 @@
  * A step that proves every row matches (MR_PRUNE_ALL) skips the row filter.
  * The block reader here is shared with the loader (loader.c). */
 #include "data/dataset_int.h"
+#include "data/s3_int.h"
 #include "millrace/value.h"
 
 #include <math.h>
@@ -180,7 +181,8 @@ done:
 mr_status mr__ds_open_shard(const mr_dataset *ds, size_t i, mr_parquet_file **out, mr_error *err)
 {
     const mr__ds_shard *sh = &ds->shards[i];
-    mr_status rc = mr_parquet_open_mapped(sh->abs_path, out, err);
+    mr_status rc = ds->s3 ? mr__s3h_parquet_open(ds->s3, sh->abs_path + ds->s3_key_at, sh->bytes, sh->etag, out, err)
+                          : mr_parquet_open_mapped(sh->abs_path, out, err);
     if (rc != MR_OK) return rc;
     mr_parquet_set_verify_checksums(*out, ds->verify_crc);
     if ((uint64_t)mr_parquet_num_rows(*out) != sh->rows ||
@@ -524,6 +526,7 @@ void mr_dataset_scan_explain(const mr_dataset_scan *s, mr_dataset_explain *out)
 {
     *out = s->plan.ex;
     out->bytes_read = s->closed_bytes + (s->pf ? mr_parquet_bytes_read(s->pf) : 0);
+    mr__s3h_totals(s->plan.ds->s3, &out->requests, &out->request_bytes);
 }
 
 mr_status mr_dataset_explain_format(const mr_dataset_explain *e, mr_buf *b)
@@ -554,12 +557,12 @@ mr_status mr_dataset_explain_json(const mr_dataset_explain *e, mr_buf *b)
     return mr_buf_printf(b,
                          "{\"%s\":%llu,\"%s\":%llu,\"%s\":%llu,\"%s\":%llu,\"%s\":%llu,\"%s\":%llu,\"%s\":%llu,"
                          "\"%s\":%llu,\"%s\":%llu,\"%s\":%llu,\"%s\":%llu,\"%s\":%llu,\"%s\":%llu,\"%s\":%llu,"
-                         "\"%s\":%llu,\"%s\":%llu}",
+                         "\"%s\":%llu,\"%s\":%llu,\"%s\":%llu,\"%s\":%llu,\"%s\":%llu}",
                          F(partitions_total), F(partitions_pruned), F(shards_total), F(shards_pruned_partition),
                          F(shards_pruned_stats), F(row_groups_total), F(row_groups_pruned_shards),
                          F(row_groups_pruned_stats), F(row_groups_read), F(rows_total), F(rows_scanned),
                          F(rows_selected), F(bytes_total), F(bytes_pruned_partition), F(bytes_pruned_stats),
-                         F(bytes_read));
+                         F(bytes_pruned_row_groups), F(bytes_read), F(requests), F(request_bytes));
 #undef F
 }
 

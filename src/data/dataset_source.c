@@ -3,15 +3,18 @@
  * glob pattern, read file after file (sorted by name) as a stream of tables
  * with one schema. It does not write anything and knows nothing of ops. */
 #include "data/dataset_int.h"
+#include "data/s3_int.h"
 #include "millrace/jsonl.h"
 #include "millrace/webdataset.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <glob.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 struct mr_source {
     char **files;
@@ -42,6 +45,13 @@ struct mr_source {
     mr_dtype *types;
     mr_csv_stats stats;
     mr_status sticky;
+    /* s3:// sources: the client, each file's size, and the local copy of
+     * the CSV or JSON-lines object being read (removed at its close) */
+    mr__s3h *s3;
+    uint64_t *sizes;
+    char **etags;
+    char version[MR_S3_VERSION_LEN]; /* of what the listing picked ("" for local sources) */
+    char *local;
 };
 
 mr_status mr_source_format_parse(const char *name, mr_source_format *out)
@@ -108,10 +118,116 @@ static mr_status add_file(mr_source *s, const char *path, size_t *cap)
     return MR_OK;
 }
 
+/* What an s3:// URL names, from one listing (v, sorted): the object KEY;
+ * else, when KEY has * ? [, the keys it matches (as glob(3) with
+ * FNM_PATHNAME); else the "directory" KEY/: a dataset when it holds
+ * manifest.json (or the format says so), else the data files directly in
+ * it. *ver gets the objects the version covers: the object, the matches,
+ * or everything under KEY/ (so that it does not depend on the format).
+ * Appends the picks to s->files with their sizes and ETags. */
+static mr_status s3_pick(mr_source *s, const char *url, const char *key, const mr__s3_obj *v, size_t n,
+                         const mr__s3_obj **ver, size_t *n_ver, size_t *cap, mr_error *err)
+{
+    size_t key_at = strlen("s3://") + strlen(mr__s3h_bucket(s->s3)) + 1, kl = strlen(key);
+    int glob = strpbrk(key, "*?[") != NULL, dataset = 0;
+    const mr__s3_obj *exact = NULL;
+    *n_ver = 0;
+    for (size_t i = 0; !glob && i < n; i++)
+        if (!strcmp(v[i].key, key)) exact = &v[i];
+    const mr__s3_obj **pick = mr_malloc((n ? n : 1) * sizeof *pick);
+    if (!pick) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    size_t n_pick = 0;
+    if (exact) {
+        pick[n_pick++] = ver[(*n_ver)++] = exact;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            const char *k = v[i].key;
+            if (glob) {
+                if (fnmatch(key, k, FNM_PATHNAME) == 0) pick[n_pick++] = ver[(*n_ver)++] = &v[i];
+                continue;
+            }
+            if (kl && (strncmp(k, key, kl) || (key[kl - 1] != '/' && k[kl] != '/'))) continue;
+            const char *rest = kl ? k + kl + (key[kl - 1] == '/' ? 0 : 1) : k;
+            ver[(*n_ver)++] = &v[i];
+            if (!strcmp(rest, MR_DATASET_MANIFEST)) dataset = 1;
+            if (!strchr(rest, '/') && by_extension(rest) != MR_SRC_AUTO) pick[n_pick++] = &v[i];
+        }
+    }
+    mr_status rc = MR_OK;
+    if (!glob && !exact && (dataset || s->forced == MR_SRC_DATASET)) { /* one dataset */
+        char *d = mr_asprintf("%s%s", url, url[strlen(url) - 1] == '/' ? "" : "/");
+        rc = d && add_file(s, d, cap) == MR_OK ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        mr_free(d);
+        n_pick = 0;
+    }
+    for (size_t i = 0; rc == MR_OK && i < n_pick; i++) {
+        char *f = mr_asprintf("%.*s%s", (int)key_at, url, pick[i]->key);
+        rc = f && add_file(s, f, cap) == MR_OK ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+        mr_free(f);
+    }
+    s->sizes = rc == MR_OK ? mr_calloc(s->n_files ? s->n_files : 1, sizeof *s->sizes) : NULL;
+    s->etags = s->sizes ? mr_calloc(s->n_files ? s->n_files : 1, sizeof *s->etags) : NULL;
+    if (rc == MR_OK && !s->etags) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    for (size_t i = 0; rc == MR_OK && n_pick && i < n_pick; i++) {
+        s->sizes[i] = pick[i]->size;
+        if (!(s->etags[i] = mr_strdup(pick[i]->etag))) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    mr_free(pick);
+    return rc;
+}
+
+static mr_status list_s3(mr_source *s, const char *path, size_t *cap, mr_error *err)
+{
+    char *key = NULL;
+    mr_status rc = mr__s3h_open(path, &s->s3, &key, err);
+    if (rc != MR_OK) return rc;
+    mr__s3_obj *v = NULL;
+    size_t n = 0, n_ver = 0;
+    char *prefix = mr_strndup(key, strcspn(key, "*?["));
+    rc = prefix ? mr__s3h_list_all(s->s3, prefix, &v, &n, err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc != MR_OK) mr_error_at(err, path, 0, 0);
+    const mr__s3_obj **ver = rc == MR_OK ? mr_malloc((n ? n : 1) * sizeof *ver) : NULL;
+    if (rc == MR_OK && !ver) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) rc = s3_pick(s, path, key, v, n, ver, &n_ver, cap, err);
+    if (rc == MR_OK) rc = mr__s3_version(mr__s3h_bucket(s->s3), ver, n_ver, s->version, err);
+    mr_free(ver);
+    mr__s3_objs_free(v, n);
+    mr_free(prefix);
+    mr_free(key);
+    return rc;
+}
+
+const char *mr_source_version(const mr_source *s)
+{
+    return s->version;
+}
+
+mr_status mr_source_s3_version(const char *url, char *id, mr_error *err)
+{
+    mr_source *s = NULL;
+    id[0] = 0;
+    mr_status rc = mr_source_open(url, MR_SRC_AUTO, NULL, &s, err);
+    if (rc == MR_OK) snprintf(id, MR_S3_VERSION_LEN, "%s", s->version);
+    mr_source_close(s, NULL);
+    return rc;
+}
+
+/* The format of file i: forced, a dataset for a directory (local, or an
+ * s3:// URL ending in '/'), else by extension. */
+static mr_source_format file_format(const mr_source *s, const char *f)
+{
+    if (s->forced) return s->forced;
+    if (mr__is_s3(f)) return f[strlen(f) - 1] == '/' ? MR_SRC_DATASET : by_extension(f);
+    return mr_fs_is_dir(f) ? MR_SRC_DATASET : by_extension(f);
+}
+
 static mr_status list_files(mr_source *s, const char *path, mr_error *err)
 {
     size_t cap = 0;
-    if (mr_fs_is_dir(path)) {
+    if (mr__is_s3(path)) {
+        mr_status rc = list_s3(s, path, &cap, err);
+        if (rc != MR_OK) return rc;
+    } else if (mr_fs_is_dir(path)) {
         if (is_dataset_dir(path) || s->forced == MR_SRC_DATASET)
             return add_file(s, path, &cap) == MR_OK ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
         DIR *d = opendir(path);
@@ -156,10 +272,9 @@ static mr_status list_files(mr_source *s, const char *path, mr_error *err)
                            "dataset directory");
         return MR_E_NOT_FOUND;
     }
-    qsort(s->files, s->n_files, sizeof *s->files, cmp_str);
+    if (!s->s3) qsort(s->files, s->n_files, sizeof *s->files, cmp_str); /* S3 lists keys in byte order */
     for (size_t i = 0; i < s->n_files; i++) {
-        mr_source_format f = s->forced ? s->forced : mr_fs_is_dir(s->files[i]) ? MR_SRC_DATASET
-                                                                                 : by_extension(s->files[i]);
+        mr_source_format f = file_format(s, s->files[i]);
         if (f == MR_SRC_AUTO) {
             MR_ERR(err, MR_E_INVALID_ARG, "cannot tell the format from the file name");
             mr_error_at(err, s->files[i], 0, 0);
@@ -218,6 +333,11 @@ void mr_source_close(mr_source *s, mr_csv_stats *stats)
     mr_free(s->types);
     mr_free(s->quarantine_path);
     mr_free(s->quarantine_part);
+    if (s->local) unlink(s->local);
+    mr_free(s->local);
+    mr_free(s->sizes);
+    free_strs(s->etags, s->etags ? s->n_files : 0);
+    mr__s3h_unref(s->s3);
     mr_free(s);
 }
 
@@ -263,6 +383,7 @@ mr_status mr_source_open(const char *path, mr_source_format format, const mr_csv
 
 size_t mr_source_n_files(const mr_source *s) { return s->n_files; }
 const char *mr_source_file(const mr_source *s, size_t i) { return i < s->n_files ? s->files[i] : NULL; }
+uint64_t mr_source_object_bytes(const mr_source *s, size_t i) { return s->s3 && i < s->n_files ? s->sizes[i] : 0; }
 
 /* Appends the side quarantine file of a later input to the main one. */
 static mr_status merge_quarantine(mr_source *s, mr_error *err)
@@ -290,11 +411,38 @@ static mr_status merge_quarantine(mr_source *s, mr_error *err)
     return rc;
 }
 
+/* An s3:// CSV or JSON-lines object is read from a local copy (its readers
+ * map the file); messages about the copy name the object. */
+static mr_status s3_fetch(mr_source *s, const char *url, mr_error *err)
+{
+    const char *tmp = getenv("TMPDIR");
+    s->local = mr_asprintf("%s/millrace-s3-%ld-%zu", tmp && *tmp ? tmp : "/tmp", (long)getpid(), s->cur);
+    if (!s->local) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    (void)unlink(s->local);
+    mr_status rc = mr__s3h_get_file(s->s3, url + strlen("s3://") + strlen(mr__s3h_bucket(s->s3)) + 1,
+                                    s->etags[s->cur], s->local, err);
+    if (rc != MR_OK) {
+        mr_free(s->local);
+        s->local = NULL;
+    }
+    return rc;
+}
+
+static void name_object(const mr_source *s, mr_error *err, const char *url)
+{
+    if (err && s->local && !strcmp(err->file, s->local)) snprintf(err->file, sizeof err->file, "%s", url);
+}
+
 static mr_status open_file(mr_source *s, mr_error *err)
 {
-    const char *f = s->files[s->cur];
-    mr_source_format fmt = s->forced ? s->forced : mr_fs_is_dir(f) ? MR_SRC_DATASET : by_extension(f);
+    const char *url = s->files[s->cur], *f = url;
+    mr_source_format fmt = file_format(s, f);
     mr_status rc = MR_OK;
+    if (s->s3 && (fmt == MR_SRC_CSV || fmt == MR_SRC_TSV || fmt == MR_SRC_JSONL || fmt == MR_SRC_WEBDATASET)) {
+        rc = s3_fetch(s, url, err);
+        if (rc != MR_OK) return rc;
+        f = s->local;
+    }
     s->open = 1;
     s->rg = 0;
     s->jsonl_done = 0;
@@ -331,15 +479,33 @@ static mr_status open_file(mr_source *s, mr_error *err)
         if (rc == MR_OK && s->cur > 0) rc = merge_quarantine(s, err);
         break;
     }
-    case MR_SRC_PARQUET: rc = mr_parquet_open(f, &s->pf, err); break;
+    case MR_SRC_PARQUET:
+        rc = s->s3 ? mr__s3h_parquet_open(s->s3, f + strlen("s3://") + strlen(mr__s3h_bucket(s->s3)) + 1,
+                                          s->sizes[s->cur], s->etags[s->cur], &s->pf, err)
+                   : mr_parquet_open(f, &s->pf, err);
+        break;
     case MR_SRC_WEBDATASET: rc = mr_wds_open(f, &s->wds, err); break;
     case MR_SRC_DATASET:
         rc = mr_dataset_open(f, &s->ds, err);
         if (rc == MR_OK) rc = mr_dataset_scan_open(s->ds, NULL, NULL, 0, &s->scan, err);
+        if (rc == MR_OK && s->s3 && strcmp(s->ds->s3_version, s->version)) {
+            MR_ERR(err, MR_E_STATE, "the dataset changed while it was read (its listing differs from the source's)");
+            mr_error_hint(err, "run again: the new version is listed and read from the start");
+            rc = MR_E_STATE;
+        }
+        if (rc == MR_OK && s->s3) { /* its size is its shards' */
+            s->sizes[s->cur] = 0;
+            for (size_t k = 0; k < mr_dataset_n_shards(s->ds); k++) {
+                mr_dataset_shard_info si;
+                mr_dataset_shard(s->ds, k, &si);
+                s->sizes[s->cur] += si.bytes;
+            }
+        }
         break;
     default: rc = MR_ERR(err, MR_E_INVALID_ARG, "unknown source format"); break;
     }
-    if (rc != MR_OK) mr_error_at(err, f, 0, 0);
+    name_object(s, err, url);
+    if (rc != MR_OK) mr_error_at(err, url, 0, 0);
     return rc;
 }
 
@@ -365,6 +531,9 @@ static mr_status close_file(mr_source *s, mr_error *err)
     s->ds = NULL;
     mr_table_free(s->pending);
     s->pending = NULL;
+    if (s->local) unlink(s->local);
+    mr_free(s->local);
+    s->local = NULL;
     s->open = 0;
     s->cur++;
     return rc;
@@ -457,6 +626,7 @@ mr_status mr_source_next(mr_source *s, size_t max_rows, mr_table **out, mr_error
         mr_table *t = NULL;
         rc = next_raw(s, max_rows, &t, err);
         if (rc != MR_OK) {
+            name_object(s, err, s->files[s->cur]);
             mr_error_at(err, s->files[s->cur], 0, 0);
             break;
         }

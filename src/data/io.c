@@ -20,7 +20,8 @@ static int ends_with(const char *s, const char *suffix)
 mr_status mr_table_read_file(const char *path, mr_table **out, mr_error *err)
 {
     *out = NULL;
-    if (mr_fs_is_dir(path) || strpbrk(path, "*?[")) {
+    int s3 = !strncmp(path, "s3://", 5);
+    if (s3 || mr_fs_is_dir(path) || strpbrk(path, "*?[")) {
         /* A dataset (manifest.json), a directory of data files, or a glob. */
         mr_source *src = NULL;
         mr_table *all = NULL, *batch = NULL;
@@ -29,7 +30,7 @@ mr_status mr_table_read_file(const char *path, mr_table **out, mr_error *err)
          * one copy into place (no gather of the first, no regrowth). */
         uint64_t total = 0;
         mr_dataset *ds = NULL;
-        if (mr_dataset_open(path, &ds, NULL) == MR_OK) total = mr_dataset_n_rows(ds);
+        if (!s3 && mr_dataset_open(path, &ds, NULL) == MR_OK) total = mr_dataset_n_rows(ds);
         mr_dataset_close(ds);
         mr_status rc = mr_source_open(path, MR_SRC_AUTO, NULL, &src, err);
         while (rc == MR_OK) {

@@ -187,7 +187,23 @@ struct mr_parquet_file {
     size_t n_kv;
     char **kv_keys, **kv_values;
     uint64_t bytes_read;    /* bytes pread from fd so far (atomic adds; mr_parquet_bytes_read) */
+    mr_parquet_read_fn rread; /* a ranged file (mr_parquet_open_ranged): fd is -1, mem NULL */
+    void *rctx;
+    void (*rrelease)(void *ctx);
 };
+
+/* Bytes fetched ahead for one read of a row group from a ranged file: the
+ * coalesced ranges of its column chunks (mr_parquet_plan_ranges). */
+typedef struct pq_window {
+    size_t n;
+    mr_parquet_range *r;
+    uint8_t **data;
+} pq_window;
+
+/* The byte range [*off, *off + *len) of column chunk (rg, ci) in the file;
+ * 0 when the chunk has no readable range (no rows, no metadata, or offsets
+ * outside the data section: reading it reports why). */
+int mr__pq_chunk_range(const mr_parquet_file *f, size_t rg, size_t ci, uint64_t *off, uint64_t *len);
 
 /* Sets err to "<path>: <formatted>" with code and returns code. */
 mr_status mr__pq_ferr(const mr_parquet_file *f, mr_error *err, mr_status code, const char *fmt, ...)

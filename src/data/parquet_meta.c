@@ -71,6 +71,15 @@ mr_status mr__pq_read_at(const mr_parquet_file *f, uint64_t off, size_t len, uin
         if (f->map_len) __atomic_fetch_add(&((mr_parquet_file *)f)->bytes_read, (uint64_t)len, __ATOMIC_RELAXED);
         return MR_OK;
     }
+    if (f->rread) {
+        mr_status rc = len ? f->rread(f->rctx, off, len, dst, err) : MR_OK;
+        if (rc != MR_OK) {
+            if (err) mr_error_at(err, f->path, 0, 0);
+            return rc;
+        }
+        __atomic_fetch_add(&((mr_parquet_file *)f)->bytes_read, (uint64_t)len, __ATOMIC_RELAXED);
+        return MR_OK;
+    }
     size_t done = 0;
     while (done < len) {
         ssize_t k = pread(f->fd, dst + done, len - done, (off_t)(off + done));
@@ -667,6 +676,7 @@ static void file_free(mr_parquet_file *f)
     mr_free(f->created_by);
     mr_free(f->meta);
     mr_free(f->path);
+    if (f->rrelease) f->rrelease(f->rctx);
     mr_free(f);
 }
 
@@ -675,10 +685,52 @@ void mr_parquet_close(mr_parquet_file *f)
     file_free(f);
 }
 
+/* The footer of a ranged file: one read of the last 64 KiB (the whole file
+ * when smaller), and a second of the rest of a longer footer. The leading
+ * magic is checked when the first read covers it. */
+#define PQ_TAIL_READ (64u * 1024u)
+static mr_status open_ranged_footer(mr_parquet_file *f, mr_error *err)
+{
+    size_t n = f->size < PQ_TAIL_READ ? (size_t)f->size : PQ_TAIL_READ;
+    uint8_t *tail = mr_malloc(n);
+    if (!tail) return mr__pq_ferr(f, err, MR_E_NOMEM, "out of memory reading the footer");
+    uint64_t base = f->size - n;
+    mr_status rc = mr__pq_read_at(f, base, n, tail, err);
+    const uint8_t *t8 = tail + n - 8;
+    if (rc == MR_OK && (memcmp(t8 + 4, "PAR1", 4) || (base == 0 && memcmp(tail, "PAR1", 4)))) {
+        rc = !memcmp(t8 + 4, "PARE", 4) ? mr__pq_ferr(f, err, MR_E_SCHEMA, "encrypted Parquet files are not supported")
+                                        : mr__pq_ferr(f, err, MR_E_CORRUPT, "not a Parquet file (no PAR1 magic)");
+    }
+    uint32_t mlen = 0;
+    if (rc == MR_OK) {
+        mlen = (uint32_t)t8[0] | (uint32_t)t8[1] << 8 | (uint32_t)t8[2] << 16 | (uint32_t)t8[3] << 24;
+        if (mlen == 0 || (uint64_t)mlen > f->size - 12)
+            rc = mr__pq_ferr(f, err, MR_E_CORRUPT, "footer length %u does not fit in a %llu-byte file", mlen,
+                             (unsigned long long)f->size);
+    }
+    if (rc == MR_OK) {
+        f->data_end = f->size - 8 - mlen;
+        f->meta = mr_malloc(mlen);
+        if (!f->meta) rc = mr__pq_ferr(f, err, MR_E_NOMEM, "out of memory reading the footer (%u bytes)", mlen);
+    }
+    if (rc == MR_OK) {
+        size_t have = n - 8; /* footer bytes the first read holds, counted from its end */
+        if (have >= mlen) {
+            memcpy(f->meta, t8 - mlen, mlen);
+        } else {
+            memcpy(f->meta + (mlen - have), tail, have);
+            rc = mr__pq_read_at(f, f->data_end, mlen - have, f->meta, err);
+        }
+    }
+    mr_free(tail);
+    return rc == MR_OK ? parse_footer(f, f->meta, mlen, err) : rc;
+}
+
 static mr_status open_common(mr_parquet_file *f, mr_error *err)
 {
     uint8_t tail[8], head[4];
     if (f->size < 12) return mr__pq_ferr(f, err, MR_E_CORRUPT, "not a Parquet file (only %llu bytes)", (unsigned long long)f->size);
+    if (f->rread) return open_ranged_footer(f, err);
     mr_status rc = mr__pq_read_at(f, 0, 4, head, err);
     if (rc == MR_OK) rc = mr__pq_read_at(f, f->size - 8, 8, tail, err);
     if (rc != MR_OK) return rc;
@@ -769,6 +821,31 @@ mr_status mr_parquet_open_mem(const void *data, size_t len, const char *name, mr
     f->mem = data;
     f->size = len;
     f->verify_crc = 1;
+    mr_status rc = open_common(f, err);
+    if (rc != MR_OK) {
+        file_free(f);
+        return rc;
+    }
+    *out = f;
+    return MR_OK;
+}
+
+mr_status mr_parquet_open_ranged(const char *name, uint64_t size, mr_parquet_read_fn read, void *ctx,
+                                 void (*release)(void *ctx), mr_parquet_file **out, mr_error *err)
+{
+    *out = NULL;
+    mr_parquet_file *f = mr_calloc(1, sizeof(*f));
+    if (!f || !(f->path = mr_strdup(name ? name : "<ranged>"))) {
+        mr_free(f);
+        if (release) release(ctx);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory opening %s", name ? name : "<ranged>");
+    }
+    f->fd = -1;
+    f->size = size;
+    f->verify_crc = 1;
+    f->rread = read;
+    f->rctx = ctx;
+    f->rrelease = release;
     mr_status rc = open_common(f, err);
     if (rc != MR_OK) {
         file_free(f);

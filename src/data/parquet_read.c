@@ -16,6 +16,7 @@
 #include "data/thrift.h"
 
 #include <stdarg.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -851,7 +852,92 @@ static mr_status data_page(chunk_ctx *c, const page_hdr *h, const uint8_t *raw, 
     return MR_OK;
 }
 
-static mr_status read_chunk(mr_parquet_file *f, size_t rg, size_t ci, mr_column **out, void **zctx, mr_error *err)
+int mr__pq_chunk_range(const mr_parquet_file *f, size_t rg, size_t ci, uint64_t *off, uint64_t *len)
+{
+    const pq_chunk *ch = &f->rgs[rg].chunks[ci];
+    if (!ch->has_meta || ch->has_file_path || f->rgs[rg].num_rows == 0) return 0;
+    int64_t start = ch->data_page_offset;
+    if (ch->dict_page_offset > 0 && ch->dict_page_offset < start) start = ch->dict_page_offset;
+    int64_t clen = ch->total_compressed;
+    if (start < 4 || clen < 0 || (uint64_t)start > f->data_end || (uint64_t)clen > f->data_end - (uint64_t)start)
+        return 0;
+    *off = (uint64_t)start;
+    *len = (uint64_t)clen;
+    return 1;
+}
+
+static int cmp_range(const void *a, const void *b)
+{
+    const mr_parquet_range *x = a, *y = b;
+    return x->off < y->off ? -1 : x->off > y->off;
+}
+
+size_t mr_parquet_plan_ranges(const mr_parquet_file *f, size_t rg, const size_t *cols, size_t n_cols,
+                              mr_parquet_range *out, size_t cap)
+{
+    if (rg >= f->n_rg) return 0;
+    size_t n = cols ? n_cols : f->n_leaves, m = 0;
+    mr_parquet_range *r = mr_malloc((n ? n : 1) * sizeof *r);
+    if (!r) return 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t ci = cols ? cols[k] : k;
+        if (ci < f->n_leaves && mr__pq_chunk_range(f, rg, ci, &r[m].off, &r[m].len) && r[m].len) m++;
+    }
+    qsort(r, m, sizeof *r, cmp_range);
+    size_t w = 0;
+    for (size_t k = 0; k < m; k++) {
+        if (w) {
+            mr_parquet_range *p = &r[w - 1];
+            uint64_t end = p->off + p->len, nend = r[k].off + r[k].len;
+            if (r[k].off <= end + MR_PARQUET_COALESCE_GAP && (nend > end ? nend : end) - p->off <= MR_PARQUET_COALESCE_MAX) {
+                if (nend > end) p->len = nend - p->off;
+                continue;
+            }
+        }
+        r[w++] = r[k];
+    }
+    for (size_t k = 0; k < w && k < cap; k++) out[k] = r[k];
+    mr_free(r);
+    return w;
+}
+
+/* Fetches the ranges of one row group read from a ranged file. */
+static mr_status window_fill(mr_parquet_file *f, size_t rg, const size_t *cols, size_t n_cols, pq_window *w,
+                             mr_error *err)
+{
+    size_t n = cols ? n_cols : f->n_leaves;
+    w->r = mr_malloc((n ? n : 1) * sizeof *w->r);
+    if (!w->r) return mr__pq_ferr(f, err, MR_E_NOMEM, "out of memory");
+    size_t m = mr_parquet_plan_ranges(f, rg, cols, n_cols, w->r, n);
+    w->data = mr_calloc(m ? m : 1, sizeof *w->data);
+    if (!w->data) return mr__pq_ferr(f, err, MR_E_NOMEM, "out of memory");
+    for (size_t k = 0; k < m; k++) {
+        w->data[k] = mr_malloc(w->r[k].len ? (size_t)w->r[k].len : 1);
+        w->n = k + 1;
+        if (!w->data[k])
+            return mr__pq_ferr(f, err, MR_E_NOMEM, "out of memory fetching %llu bytes", (unsigned long long)w->r[k].len);
+        mr_status rc = mr__pq_read_at(f, w->r[k].off, (size_t)w->r[k].len, w->data[k], err);
+        if (rc != MR_OK) return rc;
+    }
+    return MR_OK;
+}
+
+static void window_free(pq_window *w)
+{
+    for (size_t k = 0; k < w->n; k++) mr_free(w->data[k]);
+    mr_free(w->data);
+    mr_free(w->r);
+}
+
+static const uint8_t *window_find(const pq_window *w, uint64_t off, uint64_t len)
+{
+    for (size_t k = 0; w && k < w->n; k++)
+        if (off >= w->r[k].off && off + len <= w->r[k].off + w->r[k].len) return w->data[k] + (off - w->r[k].off);
+    return NULL;
+}
+
+static mr_status read_chunk(mr_parquet_file *f, size_t rg, size_t ci, const pq_window *win, mr_column **out,
+                            void **zctx, mr_error *err)
 {
     chunk_ctx cc;
     memset(&cc, 0, sizeof cc);
@@ -912,7 +998,9 @@ static mr_status read_chunk(mr_parquet_file *f, size_t rg, size_t ci, mr_column 
         goto done;
     }
     const uint8_t *buf;
-    if (f->mem) {
+    if ((buf = window_find(win, (uint64_t)start, (uint64_t)clen)) != NULL) {
+        /* fetched ahead with the row group's other chunks */
+    } else if (f->mem) {
         buf = f->mem + start; /* a mapped file's pages are read here: count them as read */
         if (f->map_len) __atomic_fetch_add(&f->bytes_read, (uint64_t)clen, __ATOMIC_RELAXED);
     } else {
@@ -1035,6 +1123,7 @@ typedef struct rg_read_job {
     mr_status *rcs;
     mr_error **errs; /* per column, only for one that failed (an mr_error is 2 KB) */
     void **zctx;     /* per pool thread: its zstd context, made on first use */
+    const pq_window *win;
 } rg_read_job;
 
 static void rg_read_range(void *ctx, size_t begin, size_t end, int tid)
@@ -1043,7 +1132,7 @@ static void rg_read_range(void *ctx, size_t begin, size_t end, int tid)
     for (size_t k = begin; k < end; k++) {
         mr_error e;
         mr_error_init(&e);
-        j->rcs[k] = read_chunk(j->f, j->rg, j->cols ? j->cols[k] : k, &j->got[k], &j->zctx[tid], &e);
+        j->rcs[k] = read_chunk(j->f, j->rg, j->cols ? j->cols[k] : k, j->win, &j->got[k], &j->zctx[tid], &e);
         if (j->rcs[k] != MR_OK) {
             j->errs[k] = mr_malloc(sizeof(e));
             if (j->errs[k]) *j->errs[k] = e;
@@ -1068,10 +1157,13 @@ mr_status mr_parquet_read_row_group(mr_parquet_file *f, size_t rg, const size_t 
     size_t n_threads = (size_t)mr_pool_threads();
     void **zctx = errs ? mr_calloc(n_threads, sizeof *zctx) : NULL;
     if (rc == MR_OK && !zctx) rc = mr__pq_ferr(f, err, MR_E_NOMEM, "out of memory");
+    pq_window win = {0, NULL, NULL};
+    if (rc == MR_OK && f->rread) rc = window_fill(f, rg, cols, n_cols, &win, err);
     if (rc == MR_OK) { /* column chunks are independent: decode them in parallel */
-        rg_read_job job = {f, rg, cols, got, rcs, errs, zctx};
+        rg_read_job job = {f, rg, cols, got, rcs, errs, zctx, &win};
         mr_parallel_for(n, 1, rg_read_range, &job);
     }
+    window_free(&win);
     for (size_t k = 0; zctx && k < n_threads; k++) mr__pq_decompress_ctx_free(zctx[k]);
     mr_free(zctx);
     for (size_t k = 0; rc == MR_OK && k < n; k++) {

@@ -417,6 +417,11 @@ static mr_status run_ingest(mr_op_ctx *ctx, mr_error *err)
     }
     o.csv.threads = ctx->threads > 0 ? ctx->threads : 0;
     o.max_rows = ctx->smoke ? SMOKE_ROWS : 0;
+    /* an s3:// source is read as the version the stage's key was computed from */
+    for (size_t k = 0; !strncmp(source, "s3://", 5) && k < ctx->n_inputs; k++)
+        if (ctx->inputs[k].path && !strcmp(ctx->inputs[k].path, source) && ctx->inputs[k].id &&
+            !strncmp(ctx->inputs[k].id, "s3", 2))
+            o.s3_version = ctx->inputs[k].id;
     ingest_log lg = {ctx, 1000000};
     o.progress = log_progress;
     o.progress_ctx = &lg;

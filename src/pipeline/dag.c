@@ -103,6 +103,14 @@ static mr_status norm_list(const mr_stage_spec *s, const char *key, char ***out,
     *out = arr;
     for (size_t i = 0; i < n; i++) {
         if (strstr(raw[i], "${stages.")) continue; /* a reference, resolved by the executor */
+        if (!strncmp(raw[i], "s3://", 5)) { /* an object store input: keyed by its listed version (plan.c) */
+            if (!(arr[*n_out] = mr_strdup(raw[i]))) {
+                rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+                break;
+            }
+            (*n_out)++;
+            continue;
+        }
         char *p = mr_path_normalize(raw[i], 0);
         if (!p && !path_escapes(raw[i])) {
             rc = MR_ERR(err, MR_E_NOMEM, "out of memory");

@@ -246,6 +246,13 @@ mr_status mr__plan_hash_inputs(mr_workspace *ws, mr__plan *plans, const size_t *
         for (size_t d = 0; d < plans[stages[k]].n_ins; d++) {
             mr__io *io = &plans[stages[k]].ins[d];
             if (io->from_stage >= 0 || io->id[0]) continue; /* known already */
+            if (!strncmp(io->path, "s3://", 5)) {
+                /* what the listing shows: every object's key, size and ETag;
+                 * the op then reads exactly those versions (dataset.h) */
+                rc = mr_source_s3_version(io->path, io->id, err);
+                if (rc != MR_OK) goto done;
+                continue;
+            }
             if (!mr_fs_exists(io->path) && strpbrk(io->path, "*?[")) {
                 rc = hash_glob(ws, io, bytes_hashed, err);
                 if (rc != MR_OK) goto done;

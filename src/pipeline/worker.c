@@ -31,6 +31,7 @@
  *    exclusive locks, so an exec stage reading them never sees another
  *    runner's version mid-replacement. */
 #define _GNU_SOURCE
+#include "millrace/dataset.h"
 #include "pipeline_int.h"
 
 #include <errno.h>
@@ -314,6 +315,7 @@ static mr_status take_path_locks(worker *w, const int *force_exclusive, mr_error
 static mr_status current_id(worker *w, const char *path, char *id, mr_error *err)
 {
     id[0] = '\0';
+    if (!strncmp(path, "s3://", 5)) return mr_source_s3_version(path, id, err); /* as the plan keyed it */
     if (!mr_fs_exists(path)) return MR_OK;
     const char *one[1] = {path};
     mr_artifact a;
@@ -343,7 +345,7 @@ static mr_status deps_as_planned(worker *w, mr_error *err)
         for (size_t k = 0; k < w->job.n_inputs && rc == MR_OK; k++) {
             const mr_job_io *in = &w->job.inputs[k];
             char id[MR_ARTIFACT_ID_LEN];
-            if (!in->id || !in->id[0] || strpbrk(in->path, "*?[")) continue;
+            if (!in->id || !in->id[0] || strpbrk(in->path, "*?[") || !strncmp(in->path, "s3://", 5)) continue;
             rc = current_id(w, in->path, id, err);
             if (rc != MR_OK || !strcmp(id, in->id)) continue;
             mr_artifact a;

@@ -293,6 +293,20 @@ pidfile_dead() { [ ! -s "$1" ] || ! kill -0 "$(cat "$1")" 2>/dev/null; }
 # Does FILE exist and contain TEXT?
 file_has() { [ -f "$1" ] && grep -q -- "$2" "$1"; }
 
+# s3_start: the local S3 server of scripts/start-s3.sh under $T_ROOT/s3 (sets
+# sdir to it), its export lines evaluated, stopped by its pid when the test
+# ends.
+T_SRC_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd) # while the path is relative to where it was sourced
+s3_start() {
+    local env_out
+    sdir="$T_ROOT/s3"
+    env_out=$("$T_SRC_ROOT/scripts/start-s3.sh" "$sdir") || fail "scripts/start-s3.sh failed: $(cat "$sdir/s3.log" 2>/dev/null)"
+    bg_track "$(cat "$sdir/s3.pid")"
+    eval "$env_out"
+    T_S3_STOP="$T_SRC_ROOT/scripts/stop-s3.sh"
+    trap '"$T_S3_STOP" "$sdir" >/dev/null 2>&1; t_cleanup' EXIT
+}
+
 # duckdb_setup WHAT SCRIPT...: sets DUCK to a directory where node can import
 # @duckdb/node-api next to the given scripts from tests/fixtures/duckdb/:
 # the fixtures directory itself when its node_modules exists, else a cache

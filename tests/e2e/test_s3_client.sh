@@ -15,11 +15,7 @@ S3TOOL="$BUILD/tests/mr_s3tool"
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 ws=$(new_ws s3)
 cd "$ws" || fail "cd"
-sdir="$T_ROOT/s3"
-env_out=$("$SRC/scripts/start-s3.sh" "$sdir") || fail "scripts/start-s3.sh failed: $(cat "$sdir/s3.log" 2>/dev/null)"
-bg_track "$(cat "$sdir/s3.pid")"
-eval "$env_out"
-trap '"$SRC/scripts/stop-s3.sh" "$sdir" >/dev/null 2>&1; t_cleanup' EXIT
+s3_start
 assert_match "$MILLRACE_S3_ENDPOINT" '^http://127\.0\.0\.1:[0-9]+$' "the server listens on 127.0.0.1"
 s3() { "$S3TOOL" "$@"; }
 aws_() { /usr/bin/aws --endpoint-url "$MILLRACE_S3_ENDPOINT" --region us-east-1 "$@"; }

@@ -8,6 +8,7 @@
  *
  *   mr_s3tool put KEY FILE          mr_s3tool get KEY [OFF LEN]   (to stdout)
  *   mr_s3tool putmem KEY TEXT       mr_s3tool getfile KEY PATH
+ *   mr_s3tool getv KEY ETAG         (the object only as that version)
  *   mr_s3tool head KEY              (prints SIZE ETAG)
  *   mr_s3tool ls PREFIX             (prints KEY SIZE per line)
  *   mr_s3tool rm KEY */
@@ -27,7 +28,7 @@ static int print_key(void *arg, const char *key, uint64_t size)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: mr_s3tool put|putmem|get|getfile|head|ls|rm KEY [...]\n");
+        fprintf(stderr, "usage: mr_s3tool put|putmem|get|getv|getfile|head|ls|rm KEY [...]\n");
         return 2;
     }
     const char *bucket = getenv("MILLRACE_S3_BUCKET");
@@ -49,6 +50,12 @@ int main(int argc, char **argv)
             mr_buf_init(&b);
             rc = mr_s3_get(s, key, argc == 5 ? strtoull(argv[3], NULL, 10) : 0,
                            argc == 5 ? strtoull(argv[4], NULL, 10) : 0, &b, &err);
+            if (rc == MR_OK && b.len) fwrite(b.data, 1, b.len, stdout);
+            mr_buf_free(&b);
+        } else if (!strcmp(cmd, "getv") && argc == 4) { /* KEY ETAG: that version only */
+            mr_buf b;
+            mr_buf_init(&b);
+            rc = mr_s3_get_version(s, key, argv[3], 0, 0, &b, &err);
             if (rc == MR_OK && b.len) fwrite(b.data, 1, b.len, stdout);
             mr_buf_free(&b);
         } else if (!strcmp(cmd, "getfile") && argc == 4) rc = mr_s3_get_file(s, key, argv[3], &err);
