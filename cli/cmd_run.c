@@ -273,6 +273,11 @@ int cmd_run(int argc, char **argv)
             push(&pass, &n_pass, tags[k]);
         }
         if (o.force_all) push(&pass, &n_pass, "--force-all");
+        if (o.remote) { /* the grid's points share the remote cache too */
+            push(&pass, &n_pass, "--remote");
+            push(&pass, &n_pass, o.remote);
+        }
+        if (o.no_remote) push(&pass, &n_pass, "--no-remote");
         if (o.keep_going) push(&pass, &n_pass, "-k");
         if (pr.verbose) push(&pass, &n_pass, "-v");
         for (size_t k = 0; k < n_targets; k++) push(&pass, &n_pass, targets[k]);

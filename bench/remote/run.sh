@@ -53,6 +53,7 @@ cd "$W/a"
 cat >millrace.yaml <<'EOF'
 stages:
   copy:
+    op: exec
     cmd: mkdir -p out && cp in/* out/
     deps: [in]
     outs: [out]
@@ -97,7 +98,7 @@ echo "status --remote (nothing local, all on the remote): median $status_ms ms o
 
 # ---- a 1% filtered read of the ingest dataset on S3 -------------------------------------
 ensure_csv
-DS=$DATA/pushdown_ds
+DS=$DATA/remote_ds_$ROWS
 if [ ! -f "$DS/manifest.json" ]; then
     "$MR" data ingest "$CSV" "$DS" --partition-by i00 --force >/dev/null || bench_fail "ingest failed"
 fi

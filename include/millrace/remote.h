@@ -72,6 +72,7 @@ typedef struct mr_transfer_stats {
     uint64_t present;            /* already there (skipped) */
     uint64_t stages;             /* stage results written (push) or taken (pull) */
     uint64_t missing;            /* pull: stages the remote has no result for */
+    uint64_t stages_written;     /* push: entries written (the others were there already) */
 } mr_transfer_stats;
 
 mr_status mr_pipeline_push(mr_workspace *ws, const mr_spec *spec, const mr_transfer_opts *o,

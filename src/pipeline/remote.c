@@ -655,6 +655,19 @@ static mr_status r_list(conn *c, const char *dir, mr_s3_list_fn fn, idset *out, 
     return rc;
 }
 
+/* A listing's key under stages/: the stage key it holds the entry of, with
+ * the entry's size (other names are skipped). */
+static int entry_key_add(void *arg, const char *key, uint64_t size)
+{
+    const char *slash = strrchr(key, '/');
+    const char *name = slash ? slash + 1 : key;
+    if (strlen(name) != MR_HASH_HEX_LEN + 5 || strcmp(name + MR_HASH_HEX_LEN, ".json")) return 0;
+    idset *s = arg;
+    if (idset_push(s, name, MR_HASH_HEX_LEN)) return 1;
+    s->sizes[s->n - 1] = size;
+    return 0;
+}
+
 static mr_status r_list_objects(conn *c, idset *out, mr_error *err) { return r_list(c, "objects", idset_add, out, err); }
 
 /* ---- parallel transfers ---------------------------------------------------------------------------- */
@@ -1003,6 +1016,8 @@ mr_status mr_pipeline_push(mr_workspace *ws, const mr_spec *spec, const mr_trans
     if (rc == MR_OK) rc = conn_open(&b, &c, err);
     /* the files, then the manifests that list them, then the entries that name them */
     if (rc == MR_OK) rc = push_objects(&c, &b, &ps, o->jobs, "push", stats, err);
+    idset have = {0}; /* the entries there already: one listing, not a PUT per unchanged entry */
+    if (rc == MR_OK) rc = r_list(&c, "stages", entry_key_add, &have, err);
     for (size_t i = 0; rc == MR_OK && i < n; i++) {
         const mr_value *st = mr_value_get(lstages, names[i]);
         const char *key = mr__lock_stage_key(lock, names[i]);
@@ -1011,18 +1026,25 @@ mr_status mr_pipeline_push(mr_workspace *ws, const mr_spec *spec, const mr_trans
         (void)mr_runstore_cache_get(ws->rs, key, NULL, &mets, &doc, NULL);
         char *text = entry_text(names[i], key, op && op->kind == MR_V_STR ? op->str : "",
                                 ov && ov->kind == MR_V_INT ? ov->u.i : 0, outs[i], mets, doc);
-        rc = put_entry(&c, key, text, err);
+        /* an entry of this key at this size is this entry (a short one, from a
+         * killed PUT a service kept, is written again) */
+        int there = text && key && idset_has_sized(&have, key, strlen(text));
+        rc = there ? MR_OK : put_entry(&c, key, text, err);
         mr_free(text);
         mr_free(mets);
         mr_free(doc);
         if (rc == MR_OK) stats->stages++;
+        if (rc == MR_OK && !there) stats->stages_written++;
     }
+    idset_free(&have);
     if (rc == MR_OK && out) {
         char hb[32];
         human_bytes(stats->bytes, hb, sizeof(hb));
-        rc = mr_buf_printf(out, "push to %s (%s): %llu objects (%s) uploaded, %llu already there; %llu stage results\n",
+        rc = mr_buf_printf(out,
+                           "push to %s (%s): %llu objects (%s) uploaded, %llu already there; %llu stage results (%llu "
+                           "written)\n",
                            r.name, b.where, (unsigned long long)stats->objects, hb, (unsigned long long)stats->present,
-                           (unsigned long long)stats->stages) == MR_OK
+                           (unsigned long long)stats->stages, (unsigned long long)stats->stages_written) == MR_OK
                  ? MR_OK
                  : MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
@@ -1397,15 +1419,6 @@ void mr__remote_probe_close(mr__remote_probe *p)
 
 /* ---- gc --remote ---------------------------------------------------------------------------------------------------- */
 
-/* A listing's key under stages/: the stage key it holds the entry of (other names are skipped). */
-static int entry_key_add(void *arg, const char *key, uint64_t size)
-{
-    (void)size;
-    const char *slash = strrchr(key, '/');
-    const char *name = slash ? slash + 1 : key;
-    if (strlen(name) != MR_HASH_HEX_LEN + 5 || strcmp(name + MR_HASH_HEX_LEN, ".json")) return 0;
-    return idset_push(arg, name, MR_HASH_HEX_LEN);
-}
 
 static mr_status r_delete(conn *c, const char *key, mr_error *err)
 {

@@ -46,6 +46,7 @@ n_objects=$(ls "$share/objects" | wc -l)
 assert_eq "$(( n_objects > 150 ))" 1 "every file of every output is an object on the remote ($n_objects)"
 expect_exit 0 mr push
 assert_contains "$T_OUT" "0 objects (0 bytes) uploaded, $n_objects already there" "a second push uploads nothing"
+assert_contains "$T_OUT" "3 stage results (0 written)" "and rewrites no stage entry"
 # on a terminal, a live progress line: bytes, rate, objects (script(1) gives the push a tty)
 ptty="$T_ROOT/tty-share"
 mr remote add tty "file://$ptty" >/dev/null || fail "remote add tty"
@@ -237,6 +238,10 @@ assert_eq "$(printf '%s\n' "$keys" | grep -c '^team/cache/objects/[0-9a-f]\{32\}
 assert_eq "$(ls "$kshare/objects" | grep -vc '^[0-9a-f]\{32\}\(\.dir\)\?$')" 0 "killed pushes left no half-written file among the objects"
 expect_exit 0 mr push
 assert_contains "$T_OUT" "0 objects (0 bytes) uploaded" "a second push to S3 uploads nothing"
+assert_contains "$T_OUT" "3 stage results (0 written)" "and writes no stage entry"
+: >"$sdir/requests.log"
+expect_exit 0 mr push
+assert_eq "$(grep -c '"method":"PUT"' "$sdir/requests.log")" 0 "the server sees no PUT for a push with nothing new"
 five=$(new_ws remote5)
 cp millrace.yaml millrace.lock clicks.csv "$five/"
 cd "$five" || fail "cd"
@@ -298,6 +303,30 @@ cp millrace.yaml clicks.csv "$nine/"
 cd "$nine" || fail "cd"
 expect_exit 0 mr run --remote s3
 assert_contains "$T_ERR" "0 executed, 3 cached" "run --remote against S3 executes nothing"
+# a sweep shares the remote cache: each point of the grid pushes, and a clone's sweep executes nothing
+sw1=$(new_ws remote15)
+cp "$one/clicks.csv" "$sw1/"
+cd "$sw1" || fail "cd"
+cat >millrace.yaml <<'EOF'
+params:
+  thr: 3
+stages:
+  clean:
+    op: transform
+    input: clicks.csv
+    steps:
+      - filter: "clicks > ${params.thr}"
+EOF
+expect_exit 0 mr remote add s3 "s3://$MILLRACE_S3_BUCKET/sweep" --endpoint "$MILLRACE_S3_ENDPOINT"
+expect_exit 0 mr run --sweep -S thr=3,5,7 --remote s3
+sw2=$(new_ws remote16)
+cp millrace.yaml clicks.csv "$sw2/"
+cd "$sw2" || fail "cd"
+expect_exit 0 mr run --sweep -S thr=3,5,7 --remote s3
+expect_exit 0 mr runs --json
+assert_eq "$(json '" ".join("%s:%d:%d" % (r["overrides"], r["n_executed"], r["n_cached"]) for r in sorted(d["runs"], key=lambda r: r["overrides"]))')" \
+    "thr=3:0:1 thr=5:0:1 thr=7:0:1" "a clone's sweep with --remote executes none of its three points"
+cd "$nine" || fail "cd"
 # a remote that fails inside a run is a warning: the stages compute
 ten=$(new_ws remote10)
 cp millrace.yaml clicks.csv "$ten/"
