@@ -1483,6 +1483,124 @@ static void test_footer_row_count_mismatch(void **state)
     mr_table_free(t);
 }
 
+/* ---- ranged reads ----------------------------------------------------------- */
+
+typedef struct ranged_src {
+    const uint8_t *data;
+    size_t size;
+    size_t calls;
+    uint64_t bytes;
+    uint64_t first_off, first_len;
+    int released;
+} ranged_src;
+
+static mr_status ranged_cb(void *ctx, uint64_t off, size_t len, uint8_t *dst, mr_error *err)
+{
+    ranged_src *r = ctx;
+    if (off > r->size || len > r->size - off) return MR_ERR(err, MR_E_IO, "read past the end");
+    if (!r->calls) {
+        r->first_off = off;
+        r->first_len = len;
+    }
+    __atomic_fetch_add(&r->calls, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&r->bytes, (uint64_t)len, __ATOMIC_RELAXED);
+    memcpy(dst, r->data + off, len);
+    return MR_OK;
+}
+
+static void ranged_release(void *ctx) { ((ranged_src *)ctx)->released++; }
+
+/* A file read by ranges gives what the file gives; the footer costs one read
+ * of the last 64 KiB; a row group read fetches its needed chunks as the
+ * coalesced ranges the plan gives, and only those bytes. */
+static void test_ranged_reads(void **state)
+{
+    (void)state;
+    mr_error err;
+    mr_error_init(&err);
+    mr_table *t = make_table(30000, 7, 1);
+    char *path = tmp_path("ranged.parquet");
+    mr_parquet_write_opts o;
+    mr_parquet_write_opts_init(&o);
+    o.row_group_rows = 10000;
+    CHECK_OK(mr_parquet_write_table(path, t, &o, &err));
+    char *bytes = NULL;
+    size_t n = 0;
+    CHECK_OK(mr_fs_read_file(path, (size_t)1 << 30, &bytes, &n, &err));
+    assert_true(n > 65536); /* the footer read is a part of the file */
+
+    mr_parquet_file *local, *f;
+    CHECK_OK(mr_parquet_open(path, &local, &err));
+    ranged_src r = {(const uint8_t *)bytes, n, 0, 0, 0, 0, 0};
+    CHECK_OK(mr_parquet_open_ranged("mem://ranged.parquet", n, ranged_cb, &r, ranged_release, &f, &err));
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.first_off, n - 65536);
+    assert_int_equal(r.first_len, 65536);
+    assert_int_equal(mr_parquet_num_row_groups(f), 3);
+    assert_int_equal(mr_parquet_bytes_read(f), 65536);
+
+    /* everything equal */
+    mr_table *a = NULL, *b = NULL;
+    CHECK_OK(mr_parquet_read_all(local, NULL, 0, &a, &err));
+    CHECK_OK(mr_parquet_read_all(f, NULL, 0, &b, &err));
+    assert_tables_equal(a, b);
+    mr_table_free(a);
+    mr_table_free(b);
+
+    /* one row group, two columns that are not neighbours: two ranges, the chunks' bytes only */
+    size_t cols[] = {4, 1};
+    mr_parquet_range pr[8];
+    size_t np = mr_parquet_plan_ranges(f, 1, cols, 2, pr, 8);
+    uint64_t want = (uint64_t)mr_parquet_chunk_bytes(f, 1, 1) + (uint64_t)mr_parquet_chunk_bytes(f, 1, 4);
+    uint64_t planned = 0;
+    for (size_t k = 0; k < np; k++) {
+        planned += pr[k].len;
+        if (k) assert_true(pr[k].off > pr[k - 1].off + pr[k - 1].len + MR_PARQUET_COALESCE_GAP - 1);
+    }
+    int near = mr_parquet_chunk_bytes(f, 1, 2) + mr_parquet_chunk_bytes(f, 1, 3) < MR_PARQUET_COALESCE_GAP;
+    if (!near) {
+        assert_int_equal(np, 2);
+        assert_int_equal(planned, want);
+    }
+    size_t calls0 = r.calls;
+    uint64_t bytes0 = r.bytes;
+    mr_table *sub = NULL, *lsub = NULL;
+    CHECK_OK(mr_parquet_read_row_group(f, 1, cols, 2, &sub, &err));
+    CHECK_OK(mr_parquet_read_row_group(local, 1, cols, 2, &lsub, &err));
+    assert_tables_equal(lsub, sub);
+    assert_int_equal(r.calls - calls0, np);       /* one request per coalesced range */
+    assert_int_equal(r.bytes - bytes0, planned);  /* and nothing else */
+    mr_table_free(sub);
+    mr_table_free(lsub);
+
+    /* all the columns of a row group: contiguous chunks, one range */
+    assert_int_equal(mr_parquet_plan_ranges(f, 0, NULL, 0, pr, 8), 1);
+
+    /* a failing source is the read's error, naming the file */
+    r.size = n / 2;
+    mr_error_clear(&err);
+    assert_status(mr_parquet_read_row_group(f, 2, NULL, 0, &sub, &err), MR_E_IO);
+    assert_string_equal(err.file, "mem://ranged.parquet");
+    r.size = n;
+    mr_parquet_close(f);
+    assert_int_equal(r.released, 1);
+    /* a footer too long for the first read takes a second one; a bad magic is refused */
+    uint8_t *bad = mr_malloc(n);
+    assert_non_null(bad);
+    memcpy(bad, bytes, n);
+    memcpy(bad + n - 4, "PARX", 4);
+    ranged_src rb = {bad, n, 0, 0, 0, 0, 0};
+    mr_error_clear(&err);
+    assert_status(mr_parquet_open_ranged("mem://bad", n, ranged_cb, &rb, ranged_release, &f, &err), MR_E_CORRUPT);
+    assert_null(f);
+    assert_int_equal(rb.released, 1);
+    mr_free(bad);
+    mr_parquet_close(local);
+    mr_free(bytes);
+    mr_free(path);
+    mr_table_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1491,6 +1609,7 @@ int main(void)
         cmocka_unit_test(test_thrift_skip_and_limits),
         cmocka_unit_test(test_rle_hybrid),
         cmocka_unit_test(test_roundtrip_codecs),
+        cmocka_unit_test(test_ranged_reads),
         cmocka_unit_test(test_stats),
         cmocka_unit_test(test_empty_and_errors),
         cmocka_unit_test(test_corrupt_inputs),
