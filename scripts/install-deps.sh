@@ -13,6 +13,9 @@
 # libarchive-dev reads and writes WebDataset tar shards;
 # libjpeg62-turbo-dev and libpng-dev decode images in the loader; python3-pil
 # is the decoding oracle of its tests.
+# slurm-wlm, slurmdbd, mariadb-server and munge make the one-node cluster of
+# scripts/start-slurm.sh; openmpi-bin and libopenmpi-dev are its MPI (installed
+# with them: slurmd must find PMIx when it starts).
 # Idempotent: only calls apt-get for packages that are missing.
 #
 #   scripts/install-deps.sh           what make demo and make test need
@@ -42,6 +45,7 @@ PKGS="build-essential cmake pkg-config git \
 libyaml-dev libxxhash-dev libsqlite3-dev libjansson-dev libcmocka-dev \
 libsnappy-dev libzstd-dev liblz4-dev zlib1g-dev libmicrohttpd-dev libarchive-dev libjpeg62-turbo-dev libpng-dev libhiredis-dev \
 libcurl4-openssl-dev libssl-dev libexpat1-dev python3-boto3 awscli \
+openmpi-bin libopenmpi-dev slurm-wlm slurmdbd mariadb-server munge \
 sqlite3 python3 procps coreutils redis-server \
 python3-dev python3-pil python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml python3-torch python3-requests dataset-fashion-mnist curl wrk bc time \
 chromium"
