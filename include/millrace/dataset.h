@@ -195,14 +195,14 @@ void mr_dataset_shard(const mr_dataset *ds, size_t i, mr_dataset_shard_info *out
 const mr_dataset_col_stats *mr_dataset_shard_stats(const mr_dataset *ds, size_t i, size_t j);
 
 /* A dataset on S3 (dir "s3://BUCKET/PREFIX"; the endpoint and credentials
- * as docs/remote.md says) is opened with two requests: a GET of the
- * manifest and one listing of the prefix, which checks every shard's size.
+ * as docs/remote.md says) is opened with two requests: one listing
+ * of the prefix, which checks every shard's size, and a GET of the manifest.
  * A scan then reads each surviving shard's footer (one ranged GET of its
  * last 64 KiB) and, per surviving row group, only the needed columns'
  * chunks, nearby ranges coalesced (mr_parquet_plan_ranges). Every request
  * is logged, in order (the first 65,536): */
 typedef struct mr_dataset_request {
-    const char *what;  /* "manifest", "list", "footer", "data", "verify" (static) */
+    const char *what;  /* "list", "manifest", "footer", "data", "verify", "file" (a whole object) */
     const char *key;   /* the object or the prefix listed (borrowed until close) */
     uint64_t off, len; /* the range asked; len 0: the whole object, or a listing */
     uint64_t bytes;    /* the response body's bytes */

@@ -1182,10 +1182,9 @@ static int cmp_obj_key(const void *a, const void *b)
     return strcmp(((const mr__s3_obj *)a)->key, ((const mr__s3_obj *)b)->key);
 }
 
-/* Every shard is there with the manifest's size: one listing of the
- * prefix (a request per 1,000 objects), not a request per shard. The
- * listing gives each shard's ETag, which every later read asks for, and
- * the dataset's version. */
+/* Every shard is there with the manifest's size, by the listing
+ * s3_manifest kept (not a request per shard). It gives each shard's ETag,
+ * which every later read asks for, and the dataset's version. */
 static mr_status s3_check_shards(mr_dataset *ds, mr_error *err)
 {
     mr__s3_obj *v = ds->s3_objs;
