@@ -10,7 +10,7 @@ tests this script on the pages of tests/doc/fixtures.
 HOW A PAGE RUNS
 
 Its fenced code blocks run in page order in one fresh scratch workspace
-(under $TMPDIR, removed at the end), with `millrace` and `churn_gen` on PATH
+(under $TMPDIR, removed at the end), with `millrace`, `churn_gen` and `awk` (Debian's mawk) on PATH
 (and the Python package built next to the binary, BUILD/python, on PYTHONPATH)
 (the built binaries), HOME and TMPDIR inside the scratch directory and
 NO_COLOR=1. By the block's info string:
@@ -308,6 +308,11 @@ class Runner:
         os.symlink(os.path.abspath(args.millrace), os.path.join(bindir, "millrace"))
         if args.churn_gen:
             os.symlink(os.path.abspath(args.churn_gen), os.path.join(bindir, "churn_gen"))
+        # The pages generate their example data with awk's rand(), as Debian's
+        # default awk (mawk) draws it; gawk, which mariadb-server (the Slurm
+        # cluster's accounting) pulls in, takes over `awk` and draws other numbers.
+        if os.path.exists("/usr/bin/mawk"):
+            os.symlink("/usr/bin/mawk", os.path.join(bindir, "awk"))
         self.env = dict(os.environ)
         self.env.update(PATH=bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
                         HOME=os.path.join(root_dir, "home"), TMPDIR=os.path.join(root_dir, "tmp"),
