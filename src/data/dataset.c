@@ -1135,8 +1135,6 @@ void mr_dataset_close(mr_dataset *ds)
 
 /* ---- a dataset on S3 ------------------------------------------------------------------ */
 
-static int cmp_obj_key(const void *a, const void *b);
-
 /* The manifest of s3://BUCKET/PREFIX: one listing of the prefix (kept for
  * s3_check_shards), then a GET of the manifest as listed. */
 static mr_status s3_manifest(mr_dataset *ds, const char *dir, char **text, size_t *len, mr_error *err)
@@ -1144,7 +1142,7 @@ static mr_status s3_manifest(mr_dataset *ds, const char *dir, char **text, size_
     char *prefix = NULL;
     mr_status rc = mr__s3h_open(dir, &ds->s3, &prefix, err);
     if (rc != MR_OK) return rc;
-    ds->s3_key_at = strlen("s3://") + strlen(mr__s3h_bucket(ds->s3)) + 1;
+    ds->s3_key_at = mr__s3h_key_at(ds->s3);
     size_t pl = strlen(prefix);
     char *lp = pl && prefix[pl - 1] != '/' ? mr_asprintf("%s/", prefix) : mr_strdup(prefix);
     char *key = lp ? mr_asprintf("%s%s", lp, MR_DATASET_MANIFEST) : NULL;
@@ -1155,10 +1153,7 @@ static mr_status s3_manifest(mr_dataset *ds, const char *dir, char **text, size_
     }
     rc = mr__s3h_list_all(ds->s3, lp, &ds->s3_objs, &ds->n_s3_objs, err);
     if (rc != MR_OK) mr_error_at(err, dir, 0, 0);
-    mr__s3_obj want = {key, 0, ""};
-    const mr__s3_obj *m = rc == MR_OK && ds->n_s3_objs
-                              ? bsearch(&want, ds->s3_objs, ds->n_s3_objs, sizeof *ds->s3_objs, cmp_obj_key)
-                              : NULL;
+    const mr__s3_obj *m = rc == MR_OK ? mr__s3_find(ds->s3_objs, ds->n_s3_objs, key) : NULL;
     if (rc == MR_OK && !m)
         rc = MR_ERR(err, MR_E_NOT_FOUND, "not a millrace dataset: %s has no %s", dir, MR_DATASET_MANIFEST);
     mr_buf b;
@@ -1177,11 +1172,6 @@ static mr_status s3_manifest(mr_dataset *ds, const char *dir, char **text, size_
     return rc;
 }
 
-static int cmp_obj_key(const void *a, const void *b)
-{
-    return strcmp(((const mr__s3_obj *)a)->key, ((const mr__s3_obj *)b)->key);
-}
-
 /* Every shard is there with the manifest's size, by the listing
  * s3_manifest kept (not a request per shard). It gives each shard's ETag,
  * which every later read asks for, and the dataset's version. */
@@ -1196,8 +1186,7 @@ static mr_status s3_check_shards(mr_dataset *ds, mr_error *err)
     if (rc == MR_OK) rc = mr__s3_version(mr__s3h_bucket(ds->s3), all, n, ds->s3_version, err);
     for (size_t i = 0; rc == MR_OK && i < ds->n_shards; i++) {
         mr__ds_shard *sh = &ds->shards[i];
-        mr__s3_obj want = {(char *)(sh->abs_path + ds->s3_key_at), 0, ""};
-        const mr__s3_obj *got = n ? bsearch(&want, v, n, sizeof *v, cmp_obj_key) : NULL;
+        const mr__s3_obj *got = mr__s3_find(v, n, sh->abs_path + ds->s3_key_at);
         if (!got) {
             MR_ERR(err, MR_E_CORRUPT, "dataset shard '%s' listed in the manifest is missing", sh->path);
             mr_error_at(err, sh->abs_path, 0, 0);

@@ -128,7 +128,7 @@ static mr_status add_file(mr_source *s, const char *path, size_t *cap)
 static mr_status s3_pick(mr_source *s, const char *url, const char *key, const mr__s3_obj *v, size_t n,
                          const mr__s3_obj **ver, size_t *n_ver, size_t *cap, mr_error *err)
 {
-    size_t key_at = strlen("s3://") + strlen(mr__s3h_bucket(s->s3)) + 1, kl = strlen(key);
+    size_t key_at = mr__s3h_key_at(s->s3), kl = strlen(key);
     int glob = strpbrk(key, "*?[") != NULL, dataset = 0;
     const mr__s3_obj *exact = NULL;
     *n_ver = 0;
@@ -419,8 +419,7 @@ static mr_status s3_fetch(mr_source *s, const char *url, mr_error *err)
     s->local = mr_asprintf("%s/millrace-s3-%ld-%zu", tmp && *tmp ? tmp : "/tmp", (long)getpid(), s->cur);
     if (!s->local) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     (void)unlink(s->local);
-    mr_status rc = mr__s3h_get_file(s->s3, url + strlen("s3://") + strlen(mr__s3h_bucket(s->s3)) + 1,
-                                    s->etags[s->cur], s->local, err);
+    mr_status rc = mr__s3h_get_file(s->s3, url + mr__s3h_key_at(s->s3), s->etags[s->cur], s->local, err);
     if (rc != MR_OK) {
         mr_free(s->local);
         s->local = NULL;
@@ -480,8 +479,8 @@ static mr_status open_file(mr_source *s, mr_error *err)
         break;
     }
     case MR_SRC_PARQUET:
-        rc = s->s3 ? mr__s3h_parquet_open(s->s3, f + strlen("s3://") + strlen(mr__s3h_bucket(s->s3)) + 1,
-                                          s->sizes[s->cur], s->etags[s->cur], &s->pf, err)
+        rc = s->s3 ? mr__s3h_parquet_open(s->s3, f + mr__s3h_key_at(s->s3), s->sizes[s->cur], s->etags[s->cur],
+                                          &s->pf, err)
                    : mr_parquet_open(f, &s->pf, err);
         break;
     case MR_SRC_WEBDATASET: rc = mr_wds_open(f, &s->wds, err); break;

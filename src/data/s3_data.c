@@ -91,6 +91,11 @@ const char *mr__s3h_bucket(const mr__s3h *h)
     return h->bucket;
 }
 
+size_t mr__s3h_key_at(const mr__s3h *h)
+{
+    return strlen("s3://") + strlen(h->bucket) + 1;
+}
+
 /* Under h->mu. A log entry that cannot be kept is still counted. */
 static void log_req(mr__s3h *h, const char *what, const char *key, uint64_t off, uint64_t len, uint64_t bytes)
 {
@@ -217,6 +222,12 @@ mr_status mr__s3h_list_all(mr__s3h *h, const char *prefix, mr__s3_obj **out, siz
     *out = c.v;
     *n_out = c.n;
     return MR_OK;
+}
+
+const mr__s3_obj *mr__s3_find(const mr__s3_obj *v, size_t n, const char *key)
+{
+    mr__s3_obj want = {(char *)key, 0, ""};
+    return n ? bsearch(&want, v, n, sizeof *v, cmp_obj) : NULL;
 }
 
 void mr__s3_objs_free(mr__s3_obj *v, size_t n)

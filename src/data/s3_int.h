@@ -22,6 +22,8 @@ mr_status mr__s3h_open(const char *url, mr__s3h **out, char **key_out, mr_error 
 mr__s3h *mr__s3h_ref(mr__s3h *h);
 void mr__s3h_unref(mr__s3h *h); /* NULL is a no-op */
 const char *mr__s3h_bucket(const mr__s3h *h);
+/* Where the key starts in an s3://BUCKET/KEY URL of h's bucket. */
+size_t mr__s3h_key_at(const mr__s3h *h);
 
 /* Appends bytes [off, off + len) of key to out (len 0: all of it), of the
  * version etag when it is not NULL or "" (mr_s3_get_version: a newer one
@@ -47,6 +49,8 @@ typedef struct mr__s3_obj {
 } mr__s3_obj;
 mr_status mr__s3h_list_all(mr__s3h *h, const char *prefix, mr__s3_obj **out, size_t *n_out, mr_error *err);
 void mr__s3_objs_free(mr__s3_obj *v, size_t n);
+/* The object of that key in a sorted listing, or NULL. */
+const mr__s3_obj *mr__s3_find(const mr__s3_obj *v, size_t n, const char *key);
 /* A version of objects (in the order given): "s3" and the hex xxh3-128 of
  * the bucket and each object's key, size and ETag, into id (at least
  * MR_S3_VERSION_LEN bytes). MR_E_NOMEM. */

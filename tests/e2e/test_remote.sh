@@ -158,15 +158,22 @@ sed -i 's/seq 1 150/seq 1 400/' millrace.yaml
 expect_exit 0 mr run
 kshare="$T_ROOT/kshare"
 mr remote add kill "file://$kshare" >/dev/null || fail "remote add kill"
-for trial in $(seq 1 20); do
-    "$MR_BIN" push --remote kill -j 1 >/dev/null 2>&1 &
-    pid=$!
-    sleep "0.0$(( RANDOM % 10 ))$(( RANDOM % 10 ))"
-    kill -9 "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    verdict=$(consistent "$kshare")
-    [ "$verdict" = consistent ] || fail "trial $trial: the remote is inconsistent after kill -9: $verdict"
-done
+# kill_pushes REMOTE MAX_MS CHECK...: 20 pushes to REMOTE killed with kill -9 after a random
+# wait below MAX_MS milliseconds (under 1,000), CHECK printing "consistent" after each
+kill_pushes() {
+    local remote=$1 max_ms=$2 trial pid verdict
+    shift 2
+    for trial in $(seq 1 20); do
+        "$MR_BIN" push --remote "$remote" -j 1 >/dev/null 2>&1 &
+        pid=$!
+        sleep "$(printf '0.%03d' $(( RANDOM % max_ms )))"
+        kill -9 "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+        verdict=$("$@")
+        [ "$verdict" = consistent ] || fail "trial $trial: remote $remote is inconsistent after kill -9: $verdict"
+    done
+}
+kill_pushes kill 100 consistent "$kshare"
 pass "20 pushes killed with kill -9 at random points left the remote consistent"
 expect_exit 0 mr push --remote kill
 assert_eq "$(consistent "$kshare")" consistent "the next push completes it"
@@ -276,15 +283,7 @@ PYEOF
 }
 cd "$one" || fail "cd"
 mr remote add s3kill "s3://$MILLRACE_S3_BUCKET/kill" --endpoint "$MILLRACE_S3_ENDPOINT" >/dev/null || fail "remote add s3kill"
-for trial in $(seq 1 20); do
-    "$MR_BIN" push --remote s3kill -j 1 >/dev/null 2>&1 &
-    pid=$!
-    sleep "0.$(( RANDOM % 4 ))$(( RANDOM % 10 ))"
-    kill -9 "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-    verdict=$(consistent_s3 kill)
-    [ "$verdict" = consistent ] || fail "trial $trial: the S3 remote is inconsistent after kill -9: $verdict"
-done
+kill_pushes s3kill 400 consistent_s3 kill
 pass "20 pushes to S3 killed with kill -9 at random points left the bucket consistent"
 thirteen=$(new_ws remote13)
 cp millrace.yaml clicks.csv "$thirteen/"
