@@ -304,7 +304,7 @@ s3_start() {
     bg_track "$(cat "$sdir/s3.pid")"
     eval "$env_out"
     T_S3_STOP="$T_SRC_ROOT/scripts/stop-s3.sh"
-    trap '"$T_S3_STOP" "$sdir" >/dev/null 2>&1; t_cleanup' EXIT
+    trap 'rc=$?; "$T_S3_STOP" "$sdir" >/dev/null 2>&1; (exit $rc); t_cleanup' EXIT
 }
 
 # duckdb_setup WHAT SCRIPT...: sets DUCK to a directory where node can import

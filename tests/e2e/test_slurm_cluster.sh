@@ -11,7 +11,8 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 sl="$T_ROOT/slurm"
 env_out=$("$SRC/scripts/start-slurm.sh" "$sl") || fail "scripts/start-slurm.sh failed: $(tail -5 "$sl"/log/*.log 2>/dev/null)"
 for p in "$sl"/pids/*.pid; do bg_track "$(cat "$p")"; done
-trap '"$SRC/scripts/stop-slurm.sh" "$sl" >/dev/null 2>&1; t_cleanup' EXIT
+# t_cleanup exits with the status the script ended with: keep it across the stop
+trap 'rc=$?; "$SRC/scripts/stop-slurm.sh" "$sl" >/dev/null 2>&1; (exit $rc); t_cleanup' EXIT
 eval "$env_out"
 assert_eq "$SLURM_CONF" "$sl/etc/slurm.conf" "start-slurm.sh prints the SLURM_CONF to use"
 listen=$(ss -ltnpH 2>/dev/null | grep -E 'slurm|mariadbd' || true)
