@@ -35,6 +35,8 @@ void cli_common_free(cli_common *c);
 /* Opens the workspace and loads the spec with the overrides; prints the
  * error and returns the exit code on failure (0 on success). */
 int cli_load(const cli_common *c, mr_workspace **ws, mr_spec **spec);
+/* The workspace alone (no millrace.yaml read), entered. */
+int cli_open_workspace(const cli_common *c, mr_workspace **ws);
 int cli_status_exit(mr_status st); /* maps a status to an exit code */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int cli_wants_help(int argc, char **argv);

@@ -46,6 +46,7 @@ int cmd_status(int argc, char **argv)
         mr_buf_init(&out);
         int n_stale = 0;
         mr_pool_init(0, NULL);
+        mr_pipeline_collect(ws, cli_self_exe, NULL); /* detached Slurm runs: what their jobs finished */
         mr_status st = mr_pipeline_status_remote(ws, spec, c.smoke, c.json, remote, &out, &n_stale, &err);
         cli_print(&out);
         if (st != MR_OK) {

@@ -31,6 +31,19 @@ static const char run_help[] =
     "                        one) as separate runs NAME-1, NAME-2, ... tagged sweep=NAME (NAME:\n"
     "                        --name, or sweep-DATE-TIME-PID), sharing the cache, at most -j at a\n"
     "                        time within the -j core budget; millrace runs --sweep NAME lists them\n"
+    "      --executor slurm  submit every stale stage as a Slurm job (sbatch, with afterok on its\n"
+    "                        upstream jobs) in this workspace, which the nodes share; follow them\n"
+    "                        with one sacct query per interval (docs/cluster.md)\n"
+    "      --partition P     the Slurm partition (a stage's resources.partition wins)\n"
+    "      --account A       the Slurm account\n"
+    "      --slurm-opt OPT   one more sbatch option, as one argument (--slurm-opt=--qos=long)\n"
+    "      --poll S          seconds between status queries (default 15; never under\n"
+    "                        MILLRACE_SLURM_MIN_POLL, default 1)\n"
+    "      --retries N       resubmissions of a job that ended NODE_FAIL, PREEMPTED or BOOT_FAIL\n"
+    "                        (default 2)\n"
+    "      --detach          submit the jobs and return; `status` and `runs` record their\n"
+    "                        progress, `run --attach RUN` follows them\n"
+    "      --attach RUN      follow the Slurm jobs of RUN (detached, or its runner was killed)\n"
     "  -v, --verbose         print each stage's log when it finishes\n"
     "      --json            print a JSON summary on stdout\n"
     "  -C DIR                run in DIR instead of the current directory\n"
@@ -124,7 +137,7 @@ static void print_json_summary(const mr_run_result *res)
     mr_buf_printf(&b, "{\n  \"run_id\": ");
     if (res->run_id) mr_buf_printf(&b, "%lld", (long long)res->run_id);
     else mr_buf_puts(&b, "null");
-    mr_buf_printf(&b, ",\n  \"status\": \"%s\",\n", res->interrupted ? "interrupted" : res->n_failed ? "failed" : "ok");
+    mr_buf_printf(&b, ",\n  \"status\": \"%s\",\n", res->interrupted ? "interrupted" : res->detached ? "submitted" : res->n_failed ? "failed" : "ok");
     mr_buf_printf(&b, "  \"executed\": %d,\n  \"cached\": %d,\n  \"failed\": %d,\n  \"skipped\": %d,\n  \"would_run\": %d,\n",
                   res->n_executed, res->n_cached, res->n_failed, res->n_skipped, res->n_would_run);
     mr_buf_puts(&b, "  \"stages\": [");
@@ -166,6 +179,12 @@ static void print_summary(const mr_run_result *res, int dry)
         return;
     }
     if (mr_log_get_level() > MR_LOG_INFO) return;
+    if (res->detached) {
+        fprintf(stderr, "run %lld: %d stage%s submitted to Slurm, %d cached, %d failed (detached: `millrace run --attach %lld` follows it)\n",
+                (long long)res->run_id, res->n_submitted, res->n_submitted == 1 ? "" : "s", res->n_cached, res->n_failed,
+                (long long)res->run_id);
+        return;
+    }
     fprintf(stderr, "run %lld: %d executed, %d cached, %d failed, %d skipped%s\n", (long long)res->run_id, res->n_executed,
             res->n_cached, res->n_failed, res->n_skipped, res->interrupted ? " (interrupted)" : "");
     for (size_t k = 0; k < res->n_stages; k++)
@@ -196,8 +215,11 @@ int cmd_run(int argc, char **argv)
     mr_run_opts o = mr_run_opts_default();
     printer pr = {0};
     const char **force = NULL, **down = NULL, **targets = NULL, **tags = NULL, **pass = NULL;
-    size_t n_force = 0, n_down = 0, n_targets = 0, n_tags = 0, n_pass = 0;
+    const char **slurm_opts = NULL;
+    size_t n_force = 0, n_down = 0, n_targets = 0, n_tags = 0, n_pass = 0, n_slurm_opts = 0;
     int rc = EXIT_OK, sweep = 0;
+    long long attach = 0;
+    o.max_retries = -1;
     for (int i = 1; i < argc && rc == EXIT_OK; i++) {
         const char *a = argv[i];
         int k = cli_common_opt(&c, argc, argv, &i);
@@ -238,6 +260,32 @@ int cmd_run(int argc, char **argv)
             else o.remote = argv[++i];
         } else if (!strcmp(a, "--no-remote")) {
             o.no_remote = 1;
+        } else if (!strcmp(a, "--executor") || !strncmp(a, "--executor=", 11)) {
+            const char *v = a[10] == '=' ? a + 11 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v || (strcmp(v, "slurm") && strcmp(v, "local")))
+                rc = cli_usage_error("run", "--executor expects 'local' or 'slurm'");
+            else o.slurm = !strcmp(v, "slurm");
+        } else if (!strcmp(a, "--partition") || !strcmp(a, "--account")) {
+            if (i + 1 >= argc) rc = cli_usage_error("run", "%s needs a value", a);
+            else if (a[2] == 'p') o.partition = argv[++i];
+            else o.account = argv[++i];
+        } else if (!strcmp(a, "--slurm-opt") || !strncmp(a, "--slurm-opt=", 12)) {
+            const char *v = a[11] == '=' ? a + 12 : i + 1 < argc ? argv[++i] : NULL;
+            if (!v || v[0] != '-') rc = cli_usage_error("run", "--slurm-opt needs an sbatch option (--slurm-opt=--qos=long)");
+            else push(&slurm_opts, &n_slurm_opts, v);
+        } else if (!strcmp(a, "--poll") || !strcmp(a, "--retries") || !strcmp(a, "--attach")) {
+            char *end = NULL;
+            double v = i + 1 < argc ? strtod(argv[i + 1], &end) : -1;
+            int whole = a[2] != 'p';
+            if (i + 1 >= argc || !end || *end || !(v >= (a[2] == 'a' ? 1 : 0)) || v > 1e9 || (whole && v != (double)(long long)v))
+                rc = cli_usage_error("run", "%s expects %s", a,
+                                     a[2] == 'p' ? "seconds > 0" : a[2] == 'r' ? "a whole number >= 0" : "a run id");
+            else if (a[2] == 'p') o.poll_s = v;
+            else if (a[2] == 'r') o.max_retries = (int)v;
+            else attach = (long long)v;
+            i++;
+        } else if (!strcmp(a, "--detach")) {
+            o.detach = 1;
         } else if (!strcmp(a, "--name") || !strcmp(a, "--tag")) {
             mr_error e;
             mr_error_init(&e);
@@ -257,6 +305,11 @@ int cmd_run(int argc, char **argv)
             push(&targets, &n_targets, a);
         }
     }
+    if (rc == EXIT_OK && !o.slurm && (o.detach || o.partition || o.account || n_slurm_opts || o.poll_s > 0 || o.max_retries >= 0))
+        rc = cli_usage_error("run", "--detach, --partition, --account, --slurm-opt, --poll and --retries need --executor slurm");
+    if (rc == EXIT_OK && (sweep || o.dry) && o.detach) rc = cli_usage_error("run", "--detach does not go with --sweep or --dry");
+    if (rc == EXIT_OK && attach && (sweep || o.dry || o.detach || n_targets))
+        rc = cli_usage_error("run", "--attach RUN follows that run: no stages, --sweep, --dry or --detach");
     if (rc == EXIT_OK && sweep && o.dry)
         rc = cli_usage_error("run", "--sweep runs its grid; see one point with --dry -S KEY=VALUE");
     if (rc == EXIT_OK && sweep) { /* each run gets what was parsed, but its own -S, -j, --name */
@@ -278,6 +331,13 @@ int cmd_run(int argc, char **argv)
             push(&pass, &n_pass, o.remote);
         }
         if (o.no_remote) push(&pass, &n_pass, "--no-remote");
+        if (o.slurm) { /* each point of the grid a Slurm run of its own */
+            push(&pass, &n_pass, "--executor");
+            push(&pass, &n_pass, "slurm");
+            if (o.partition) push(&pass, &n_pass, "--partition"), push(&pass, &n_pass, o.partition);
+            if (o.account) push(&pass, &n_pass, "--account"), push(&pass, &n_pass, o.account);
+            for (size_t k = 0; k < n_slurm_opts; k++) push(&pass, &n_pass, "--slurm-opt"), push(&pass, &n_pass, slurm_opts[k]);
+        }
         if (o.keep_going) push(&pass, &n_pass, "-k");
         if (pr.verbose) push(&pass, &n_pass, "-v");
         for (size_t k = 0; k < n_targets; k++) push(&pass, &n_pass, targets[k]);
@@ -286,8 +346,32 @@ int cmd_run(int argc, char **argv)
     }
     mr_workspace *ws = NULL;
     mr_spec *spec = NULL;
-    if (rc == EXIT_OK && !sweep) rc = cli_load(&c, &ws, &spec);
-    if (rc == EXIT_OK && !sweep) {
+    if (rc == EXIT_OK && attach) {
+        rc = cli_open_workspace(&c, &ws);
+        if (rc == EXIT_OK) {
+            mr_error err;
+            mr_error_init(&err);
+            o.self_exe = cli_self_exe;
+            pr.quiet = c.json || mr_log_get_level() > MR_LOG_INFO;
+            o.on_event = on_event;
+            o.event_ctx = &pr;
+            o.ticks = mr_progress_tty() && !c.json;
+            mr_run_result res;
+            mr_status st = mr_pipeline_attach(ws, attach, &o, &res, &err);
+            mr_progress_clear();
+            mr_free(pr.progress);
+            if (st == MR_OK || st == MR_E_FAILED || st == MR_E_INTERRUPTED) {
+                if (c.json) print_json_summary(&res);
+                else print_summary(&res, 0);
+            } else {
+                mr_log_error(&err);
+            }
+            mr_run_result_free(&res);
+            rc = cli_status_exit(st);
+        }
+    }
+    if (rc == EXIT_OK && !sweep && !attach) rc = cli_load(&c, &ws, &spec);
+    if (rc == EXIT_OK && !sweep && !attach) {
         mr_error err;
         mr_error_init(&err);
         mr_pool_init(0, NULL);
@@ -302,6 +386,8 @@ int cmd_run(int argc, char **argv)
         o.smoke = c.smoke;
         o.argv = cli_argv_joined;
         o.self_exe = cli_self_exe;
+        o.slurm_opts = slurm_opts;
+        o.n_slurm_opts = n_slurm_opts;
         pr.quiet = c.json || mr_log_get_level() > MR_LOG_INFO;
         o.on_event = on_event;
         o.event_ctx = &pr;
@@ -326,6 +412,7 @@ int cmd_run(int argc, char **argv)
     mr_free(targets);
     mr_free(tags);
     mr_free(pass);
+    mr_free(slurm_opts);
     cli_common_free(&c);
     return rc;
 }
@@ -397,6 +484,7 @@ int cmd_stage(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv) || argc < 2) {
         fputs("usage: millrace stage run NAME --job FILE\n"
+              "       millrace stage run NAME --cluster RUNDIR\n"
               "       millrace stage show --job FILE [--json]\n\n"
               "run: runs one stage from a job file written by `millrace run` (internal; the same\n"
               "command can run a stage on another machine that shares the workspace).\n"
@@ -408,20 +496,22 @@ int cmd_stage(int argc, char **argv)
     int show = !strcmp(argv[1], "show");
     if (!show && strcmp(argv[1], "run") != 0)
         return cli_usage_error("stage", "unknown subcommand '%s' (expected 'run' or 'show')", argv[1]);
-    const char *job = NULL, *name = NULL;
+    const char *job = NULL, *name = NULL, *cluster = NULL;
     int json = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--job") && i + 1 < argc) job = argv[++i];
+        else if (!show && !strcmp(argv[i], "--cluster") && i + 1 < argc) cluster = argv[++i];
         else if (show && !strcmp(argv[i], "--json")) json = 1;
         else if (!show && argv[i][0] != '-' && !name) name = argv[i];
         else return cli_usage_error("stage", "unexpected argument '%s'", argv[i]);
     }
     if (show) return job ? stage_show(job, json) : cli_usage_error("stage", "expected: stage show --job FILE");
-    if (!job || !name) return cli_usage_error("stage", "expected: stage run NAME --job FILE");
+    if (!(job || cluster) || !name || (job && cluster))
+        return cli_usage_error("stage", "expected: stage run NAME --job FILE, or stage run NAME --cluster RUNDIR");
     mr_error err;
     mr_error_init(&err);
     mr_pool_init(0, NULL);
-    mr_status st = mr_stage_worker(job, &err);
+    mr_status st = cluster ? mr_stage_cluster(cluster, name, &err) : mr_stage_worker(job, &err);
     if (st != MR_OK) { /* into the stage log; the runner reads the result file */
         mr_error_stage(&err, name);
         mr_log_error(&err);

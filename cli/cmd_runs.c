@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 /* ---- a text table: columns sized to their widest cell --------------------- */
 
 #define MAX_COLS 64
@@ -82,6 +84,7 @@ static int open_store(const cli_common *c, mr_workspace **ws)
         mr_log_error(&err);
         return EXIT_USAGE;
     }
+    mr_pipeline_collect(*ws, cli_self_exe, NULL); /* detached Slurm runs: what their jobs finished */
     return EXIT_OK;
 }
 
@@ -308,6 +311,26 @@ static void show_text(const mr_run_detail *d)
     }
 }
 
+/* The Slurm jobs a run's stages ran as (mr_runstore_jobs_json's list). */
+static void show_jobs(const char *text)
+{
+    json_t *arr = json_loads(text, 0, NULL);
+    printf("\nSlurm jobs:\n  %-20s %-10s %-8s %-14s %-5s %-16s %9s %10s\n", "STAGE", "JOB", "ATTEMPT", "STATE", "EXIT", "NODES",
+           "SECONDS", "MAXRSS_MB");
+    size_t k;
+    json_t *j;
+    json_array_foreach(arr, k, j)
+    {
+        const char *nodes = json_string_value(json_object_get(j, "nodes"));
+        printf("  %-20s %-10s %-8lld %-14s %-5lld %-16s %9.0f %10.1f\n", cli_safe(json_string_value(json_object_get(j, "stage"))),
+               cli_safe(json_string_value(json_object_get(j, "job_id"))), (long long)json_integer_value(json_object_get(j, "attempt")),
+               cli_safe(json_string_value(json_object_get(j, "state"))), (long long)json_integer_value(json_object_get(j, "exit_code")),
+               nodes && nodes[0] ? cli_safe(nodes) : "-", json_number_value(json_object_get(j, "elapsed_s")),
+               (double)json_integer_value(json_object_get(j, "max_rss_kb")) / 1024.0);
+    }
+    json_decref(arr);
+}
+
 int cmd_show(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv)) {
@@ -343,7 +366,15 @@ int cmd_show(int argc, char **argv)
         mr_buf_init(&out);
         mr_status st = mr_runstore_resolve_run(ws->rs, ref ? ref : "latest", &id, &err);
         if (st == MR_OK) st = mr_runstore_run_detail(ws->rs, id, &d, &err);
+        mr_buf jobs;
+        mr_buf_init(&jobs);
         if (st == MR_OK && c.json) st = mr_run_detail_json(d, &out, &err);
+        if (st == MR_OK) st = mr_runstore_jobs_json(ws->rs, id, &jobs, &err);
+        int have_jobs = st == MR_OK && jobs.len > 2; /* "[]": not a Slurm run */
+        if (st == MR_OK && c.json && have_jobs && out.len && out.data[out.len - 1] == '}') {
+            out.data[--out.len] = '\0'; /* the run's object gains its Slurm jobs */
+            mr_buf_printf(&out, ", \"slurm_jobs\": %s}", jobs.data);
+        }
         if (st != MR_OK) {
             mr_log_error(&err);
             rc = st == MR_E_NOT_FOUND ? EXIT_USAGE : cli_status_exit(st);
@@ -352,7 +383,9 @@ int cmd_show(int argc, char **argv)
             printf("\n");
         } else {
             show_text(d);
+            if (have_jobs) show_jobs(jobs.data);
         }
+        mr_buf_free(&jobs);
         mr_buf_free(&out);
         mr_run_detail_free(d);
     }

@@ -1,6 +1,7 @@
 /* Option helpers shared by the verbs. */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,22 @@ int cli_load(const cli_common *c, mr_workspace **ws, mr_spec **spec)
         mr_spec_free(*spec);
         mr_workspace_close(*ws);
         return EXIT_FAILED;
+    }
+    return EXIT_OK;
+}
+
+int cli_open_workspace(const cli_common *c, mr_workspace **ws)
+{
+    mr_error err;
+    mr_error_init(&err);
+    *ws = NULL;
+    mr_status st = mr_workspace_open(c->dir ? c->dir : ".", 1, 0, ws, &err);
+    if (st == MR_OK && chdir((*ws)->root) != 0) st = MR_ERR_SYS(&err, MR_E_IO, errno, "cannot enter %s", (*ws)->root);
+    if (st != MR_OK) {
+        mr_log_error(&err);
+        mr_workspace_close(*ws);
+        *ws = NULL;
+        return st == MR_E_IO ? EXIT_FAILED : EXIT_USAGE;
     }
     return EXIT_OK;
 }

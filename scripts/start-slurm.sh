@@ -118,6 +118,7 @@ SchedulerType=sched/backfill
 SchedulerParameters=sched_interval=1,bf_interval=1,batch_sched_delay=0
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=1024
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$p_dbd

@@ -595,6 +595,15 @@ int mr_proc_ok(const mr_proc *p);
  * buf (truncated to buf_len). */
 void mr_proc_describe(const mr_proc *p, char *buf, size_t buf_len);
 
+/* Runs argv[0] (searched on PATH) with stdin from /dev/null, in a process
+ * group of its own, and appends its stdout to out and its stderr to errout
+ * (NULL: discarded) until it exits; *exit_code is its exit status (128+N
+ * when killed by signal N). MR_E_IO when it cannot start or runs past
+ * timeout_s (its group is killed then), MR_E_NOMEM. A command that is not
+ * found exits 127 with a line on errout. */
+mr_status mr_proc_capture(char *const argv[], double timeout_s, mr_buf *out, mr_buf *errout, int *exit_code,
+                          mr_error *err);
+
 /* ---- seeded random numbers ---------------------------------------------
  * Two generators, both pure functions of their seed (no global state):
  *  - splitmix64: a 64-bit counter through a bijective mixer. One step per

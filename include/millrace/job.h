@@ -94,6 +94,9 @@ typedef struct mr_job {
     size_t n_locks;
     char *git_commit;     /* ops with MR_OP_GIT_COMMIT: the commit their key holds ("<sha>[-dirty]"), else "" */
     mr_job_remote remote; /* optional ("remote" in the file) */
+    char *cache_dir;      /* optional: a cluster job (run --executor slurm) never opens runs.db; it reads and
+                           * writes the stage cache as entry files in this directory, and reports what it
+                           * wrote in its result (cache_entries, trials) for the runner to record */
 } mr_job;
 
 void mr_job_init(mr_job *job);   /* zeroes */
@@ -128,6 +131,14 @@ typedef struct mr_job_metric {
     double value; /* finite */
 } mr_job_metric;
 
+/* A tune trial a cluster job recorded (the run store's tune_trials row). */
+typedef struct mr_job_trial {
+    int trial;
+    char *key, *status;
+    double value;
+    char *record_json;
+} mr_job_trial;
+
 typedef struct mr_job_result {
     mr_job_status status;
     mr_error error;            /* MR_JOB_FAILED: the stage's error with its context and hint */
@@ -138,6 +149,10 @@ typedef struct mr_job_result {
     char **warnings;           /* what the stage logged at warning level, in order */
     size_t n_warnings;
     int64_t bytes_read, bytes_written; /* the worker's I/O (/proc/self/io) */
+    char **cache_entries;      /* cluster jobs: the keys of the stage-cache entry files the job wrote */
+    size_t n_cache_entries;
+    mr_job_trial *trials;      /* cluster jobs: the tune trials it recorded */
+    size_t n_trials;
 } mr_job_result;
 
 void mr_job_result_init(mr_job_result *res);   /* zeroes, error initialised */
@@ -147,6 +162,9 @@ void mr_job_result_deinit(mr_job_result *res); /* frees what res owns and zeroes
 mr_status mr_job_result_add_output(mr_job_result *res, const char *name, const char *id);
 mr_status mr_job_result_add_metric(mr_job_result *res, const char *name, int64_t step, double value);
 mr_status mr_job_result_add_warning(mr_job_result *res, const char *text);
+mr_status mr_job_result_add_cache_entry(mr_job_result *res, const char *key);
+mr_status mr_job_result_add_trial(mr_job_result *res, int trial, const char *key, const char *status, double value,
+                                  const char *record_json);
 /* The id of output name, or NULL (borrowed). */
 const char *mr_job_result_output(const mr_job_result *res, const char *name);
 /* The result file, as the job file above: encode appends, decode parses

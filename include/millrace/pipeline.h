@@ -60,6 +60,7 @@ typedef struct mr_workspace {
     mr_store *store;
     mr_runstore *rs;
     mr_statcache *sc;
+    char *cache_dir; /* a cluster job's handle (run --executor slurm): rs is NULL, the stage cache is entry files here */
 } mr_workspace;
 
 /* Opens the workspace at dir (searching upwards for millrace.yaml when
@@ -148,6 +149,14 @@ typedef struct mr_run_opts {
     const char *remote;    /* run --remote NAME: a remote of the spec as a cache (docs/remote.md); NULL: the
                               remote whose `cache:` is set, if any */
     int no_remote;         /* run --no-remote: none */
+    /* run --executor slurm (docs/cluster.md): every stale stage a Slurm job */
+    int slurm;
+    const char *partition, *account;   /* --partition, --account (NULL: the cluster's defaults) */
+    const char *const *slurm_opts;     /* --slurm-opt: more sbatch options, each one argument ("--qos=long") */
+    size_t n_slurm_opts;
+    double poll_s;         /* seconds between status queries; 0: 15; never below MILLRACE_SLURM_MIN_POLL (default 1) */
+    int detach;            /* submit the jobs and return; `run --attach RUN` or `status` follow them later */
+    int max_retries;       /* resubmissions of a job that ended NODE_FAIL, PREEMPTED or BOOT_FAIL; -1: 2 */
 } mr_run_opts;
 mr_run_opts mr_run_opts_default(void); /* every field 0 / NULL */
 
@@ -155,6 +164,7 @@ mr_run_opts mr_run_opts_default(void); /* every field 0 / NULL */
 typedef struct mr_run_stage_result {
     const char *stage;     /* borrowed from the spec */
     const char *status;    /* "executed", "cached", "failed", "skipped", "would run", "up to date" (dry),
+                              "submitted" (a detached Slurm run's queued stage),
                               or NULL when the run did not select the stage */
     char key[MR_HASH_HEX_LEN + 1]; /* "" when never computed */
     char *error;           /* failed: the message (owned) */
@@ -165,6 +175,8 @@ typedef struct mr_run_result {
     int64_t run_id;
     int n_executed, n_cached, n_failed, n_skipped, n_would_run;
     int interrupted;
+    int detached;          /* run --detach: n_submitted stages' jobs are queued on Slurm, the run goes on */
+    int n_submitted;
     mr_run_stage_result *stages; /* one per stage of the spec, in topological order (owned) */
     size_t n_stages;
 } mr_run_result;
@@ -177,6 +189,28 @@ void mr_run_result_free(mr_run_result *res);
  * MR_E_IO, MR_E_NOMEM. opts and spec are borrowed for the call. */
 mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_opts *opts, mr_run_result *res,
                           mr_error *err);
+
+/* run --attach RUN: follows the Slurm jobs of a run submitted earlier
+ * (--detach, or a runner that was killed) until they end, recording each
+ * stage as its job finishes, as the submitting run would have. opts gives
+ * on_event, ticks, poll_s; res as mr_pipeline_run's. MR_E_NOT_FOUND (no
+ * such run, or not a Slurm run), MR_E_STATE (another process follows it),
+ * and mr_pipeline_run's. */
+mr_status mr_pipeline_attach(mr_workspace *ws, int64_t run_id, const mr_run_opts *opts, mr_run_result *res,
+                             mr_error *err);
+/* One look at every Slurm run of the workspace still in progress, with
+ * nobody following it: one status query per run, what finished recorded,
+ * a run whose jobs all ended closed. `status` and `runs` call it, so no
+ * process has to stay alive for a detached run. *n_open: runs still in
+ * progress (NULL-able). Errors are warnings in the log, not failures. */
+void mr_pipeline_collect(mr_workspace *ws, const char *self_exe, int *n_open);
+
+/* The job side of a Slurm run: `millrace stage run NAME --cluster RUNDIR`.
+ * Plans the stage from the run's copy of millrace.yaml and its upstream
+ * stages' results (the runner could not: their outputs were not known when
+ * it submitted), writes its job file, then works as mr_stage_worker. A
+ * stage the runner planned already has its job file. */
+mr_status mr_stage_cluster(const char *run_dir, const char *stage, mr_error *err);
 
 /* The worker side: `millrace stage run NAME --job FILE`. Reads the job,
  * serves it from the cache or runs the op, and writes the result file the

@@ -138,6 +138,13 @@ mr_status mr_runstore_cache_get(mr_runstore *rs, const char *key, char **outputs
 mr_status mr_runstore_cache_put(mr_runstore *rs, const char *key, const char *stage, const char *op,
                                 const char *key_doc, const char *outputs_json, const char *metrics_json,
                                 int64_t run_id, mr_error *err);
+/* Calls fn for every stage-cache entry, oldest first (strings valid during
+ * the call; op, key_doc, outputs and metrics may be NULL); a status other
+ * than MR_OK from fn stops the walk and is returned. MR_E_IO. */
+typedef mr_status (*mr_runstore_cache_fn)(void *ctx, const char *key, const char *stage, const char *op,
+                                          const char *key_doc, const char *outputs_json, const char *metrics_json,
+                                          int64_t run_id, mr_error *err);
+mr_status mr_runstore_cache_each(mr_runstore *rs, mr_runstore_cache_fn fn, void *ctx, mr_error *err);
 /* Most recent cache entry for a stage name (for `status` explanations):
  * its key and key document (caller-freed; either out may be NULL).
  * MR_E_NOT_FOUND when the stage has none, MR_E_IO, MR_E_NOMEM. */
@@ -150,6 +157,29 @@ mr_status mr_runstore_cache_last_for_stage(mr_runstore *rs, const char *stage, c
  * MR_E_IO. */
 mr_status mr_runstore_trial_add(mr_runstore *rs, int64_t run_id, const char *stage, int trial, const char *key,
                                 const char *status, double value, const char *record_json, mr_error *err);
+
+/* Slurm jobs (table stage_jobs, created on first use; docs/cluster.md): one
+ * row per job a stage's attempts ran as, with what accounting said. */
+typedef struct mr_job_record {
+    const char *stage;
+    int attempt;              /* 1 for the first submission */
+    const char *job_id;
+    const char *state;        /* sacct's State: COMPLETED, FAILED, NODE_FAIL, OUT_OF_MEMORY, ... */
+    int exit_code, exit_signal;
+    const char *nodes;
+    double elapsed_s;
+    int64_t max_rss_kb;
+    int64_t mem_mb;           /* --mem it was given, 0 = none */
+    double submitted;         /* wall clock */
+} mr_job_record;
+mr_status mr_runstore_job_add(mr_runstore *rs, int64_t run_id, const mr_job_record *job, mr_error *err);
+/* The jobs of a run as a JSON list (appended to out). MR_E_IO, MR_E_NOMEM. */
+mr_status mr_runstore_jobs_json(mr_runstore *rs, int64_t run_id, mr_buf *out, mr_error *err);
+/* Sets a run's status without ending it ("submitted": a detached Slurm run,
+ * which reaping leaves alone). MR_E_NOT_FOUND, MR_E_IO. */
+mr_status mr_runstore_run_set_status(mr_runstore *rs, int64_t run_id, const char *status, mr_error *err);
+/* The ids of the runs whose status is status, ascending (caller frees). */
+mr_status mr_runstore_runs_with_status(mr_runstore *rs, const char *status, int64_t **ids, size_t *n, mr_error *err);
 
 /* Stat cache persistence: load adds the stored entries to sc (rows that
  * cannot be read are skipped: those files are re-hashed); save writes sc's

@@ -71,6 +71,10 @@ typedef struct mr_stage_spec {
     size_t n_refs;
     double cpus;           /* resources.cpus, default 1 */
     uint64_t mem_bytes;    /* resources.mem ("512M", "2G" or bytes), 0 = unspecified */
+    char time[24];         /* resources.time, Slurm's --time ("90", "1:30:00", "2-00:00:00"); "" = none */
+    int gpus;              /* resources.gpus (Slurm --gpus), 0 = none */
+    char partition[64];    /* resources.partition, "" = the run's (--partition) or the cluster's default */
+    int oom_retries;       /* resources.oom_retries: times an OUT_OF_MEMORY job is resubmitted with twice the memory */
 } mr_stage_spec;
 
 typedef struct mr_spec {

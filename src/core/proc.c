@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -196,4 +197,84 @@ void mr_proc_describe(const mr_proc *p, char *buf, size_t buf_len)
         snprintf(buf, buf_len, "killed by signal %d (%s)", WTERMSIG(p->status), strsignal(WTERMSIG(p->status)));
     else
         snprintf(buf, buf_len, "exited with status %d", WEXITSTATUS(p->status));
+}
+
+/* ---- running a command for its output ---------------------------------------- */
+
+static int run_execvp(void *arg)
+{
+    char *const *argv = arg;
+    execvp(argv[0], argv);
+    int e = errno;
+    const char *msg = strerror(e);
+    if (write(2, "millrace: cannot run ", 21) < 0 || write(2, argv[0], strlen(argv[0])) < 0 || write(2, ": ", 2) < 0 ||
+        write(2, msg, strlen(msg)) < 0 || write(2, "\n", 1) < 0)
+        return 127;
+    return 127;
+}
+
+mr_status mr_proc_capture(char *const argv[], double timeout_s, mr_buf *out, mr_buf *errout, int *exit_code,
+                          mr_error *err)
+{
+    int po[2] = {-1, -1}, pe[2] = {-1, -1};
+    *exit_code = -1;
+    if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) {
+        int e = errno;
+        for (int k = 0; k < 2; k++) {
+            if (po[k] >= 0) close(po[k]);
+            if (pe[k] >= 0) close(pe[k]);
+        }
+        return MR_ERR_SYS(err, MR_E_IO, e, "%s: cannot make a pipe", argv[0]);
+    }
+    mr_proc p;
+    mr_proc_opts o;
+    mr_proc_opts_init(&o);
+    o.stdin_null = 1;
+    o.stdout_fd = po[1];
+    o.stderr_fd = pe[1];
+    o.new_group = 1;
+    mr_status rc = mr_proc_spawn(&p, &o, run_execvp, (void *)argv, err);
+    close(po[1]);
+    close(pe[1]);
+    if (rc != MR_OK) {
+        close(po[0]);
+        close(pe[0]);
+        return rc;
+    }
+    double deadline = mr_now() + timeout_s;
+    int open_fds = 2, timed_out = 0;
+    struct pollfd fds[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
+    mr_buf *bufs[2] = {out, errout};
+    char chunk[4096];
+    while (open_fds > 0 && rc == MR_OK) {
+        double left = deadline - mr_now();
+        if (left <= 0) {
+            timed_out = 1;
+            break;
+        }
+        int n = poll(fds, 2, (int)(left * 1000) + 1);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) break;
+        for (int k = 0; k < 2; k++) {
+            if (fds[k].fd < 0 || !(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+            ssize_t r = read(fds[k].fd, chunk, sizeof(chunk));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                close(fds[k].fd);
+                fds[k].fd = -1;
+                open_fds--;
+            } else if (bufs[k] && mr_buf_append(bufs[k], chunk, (size_t)r) != MR_OK) {
+                rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+            }
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        if (fds[k].fd >= 0) close(fds[k].fd);
+    if (timed_out || rc != MR_OK) mr_proc_kill_group(&p);
+    mr_proc_wait(&p, 1);
+    if (rc != MR_OK) return rc;
+    if (timed_out) return MR_ERR(err, MR_E_IO, "%s did not answer within %.0f s", argv[0], timeout_s);
+    if (WIFEXITED(p.status)) *exit_code = WEXITSTATUS(p.status);
+    else *exit_code = 128 + (WIFSIGNALED(p.status) ? WTERMSIG(p.status) : 0);
+    return MR_OK;
 }

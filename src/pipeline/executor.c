@@ -13,7 +13,7 @@
  * their process groups, SIGKILL after a grace period) and the run is
  * recorded as interrupted. */
 #define _GNU_SOURCE
-#include "pipeline_int.h"
+#include "executor_int.h"
 #include "millrace/registry.h"
 
 #include <errno.h>
@@ -27,24 +27,9 @@
 
 #include <jansson.h>
 
-enum { ST_UNSELECTED, ST_PENDING, ST_RUNNING, ST_DONE, ST_FAILED, ST_SKIPPED, ST_WOULD_RUN };
 
 /* Seconds a stopped stage gets between SIGTERM and SIGKILL. */
 #define STOP_GRACE_S 5.0
-
-typedef struct stage_rt {
-    int state;
-    int cached;         /* DONE from the cache */
-    int forced;
-    int published;      /* FAILED, but its outputs were published (a failed check's results) */
-    int cost;           /* cores it occupies while running */
-    mr_proc proc;       /* the worker, while RUNNING */
-    double started;     /* wall clock */
-    char *job_path, *result_path, *log_path;
-    char *error;        /* failure message */
-    char *metrics_json; /* from a cache hit */
-    const char *why;    /* dry run: why it would run */
-} stage_rt;
 
 mr_run_opts mr_run_opts_default(void)
 {
@@ -53,30 +38,12 @@ mr_run_opts mr_run_opts_default(void)
     return o;
 }
 
-static volatile sig_atomic_t g_interrupted;
+volatile sig_atomic_t mr__g_interrupted;
 static void on_signal(int sig)
 {
     (void)sig;
-    g_interrupted = 1;
+    mr__g_interrupted = 1;
 }
-
-typedef struct run_ctx {
-    mr_workspace *ws;
-    const mr_spec *spec;
-    const mr_run_opts *o;
-    mr_job_remote remote;   /* the remote used as a cache (url NULL: none); strings borrowed from the spec */
-    mr_dag *dag;
-    mr__plan *plans;
-    stage_rt *rt;
-    size_t n;
-    int64_t run_id;
-    int budget, used;              /* cores: -j, and what running stages hold */
-    uint64_t mem_budget, mem_used; /* bytes: physical RAM, and what running stages declared */
-    int any_failed;
-    int n_selected;
-    char git_desc[80];             /* the commit ops with MR_OP_GIT_COMMIT record ("" if none or no git) */
-    mr_run_result *res;
-} run_ctx;
 
 static const char *status_word(const stage_rt *r)
 {
@@ -96,7 +63,7 @@ static int n_finished(const run_ctx *c)
     return n;
 }
 
-static void emit(run_ctx *c, mr_run_event_kind kind, size_t i, double wall_s, const char *message, const char *hint,
+void mr__ex_emit(run_ctx *c, mr_run_event_kind kind, size_t i, double wall_s, const char *message, const char *hint,
                  const char *log_path)
 {
     if (!c->o->on_event || c->o->dry) return;
@@ -167,7 +134,7 @@ static void select_stages(run_ctx *c)
     for (size_t i = 0; i < c->n; i++) c->n_selected += c->rt[i].state != ST_UNSELECTED;
 }
 
-static int upstream_state(run_ctx *c, size_t i)
+int mr__ex_upstream_state(run_ctx *c, size_t i)
 {
     size_t n_up;
     const size_t *up = mr_dag_upstream(c->dag, i, &n_up);
@@ -181,7 +148,7 @@ static int upstream_state(run_ctx *c, size_t i)
     return all_done ? ST_DONE : ST_PENDING;
 }
 
-static void fail_stage(run_ctx *c, size_t i, const char *msg)
+void mr__ex_fail_stage(run_ctx *c, size_t i, const char *msg)
 {
     c->rt[i].state = ST_FAILED;
     mr_free(c->rt[i].error);
@@ -191,14 +158,14 @@ static void fail_stage(run_ctx *c, size_t i, const char *msg)
 
 /* Formats an error for a stage's failure line: the stage is named by the
  * line itself, so it is not repeated. */
-static void stage_error_text(const mr_error *e, char *buf, size_t len)
+void mr__ex_stage_error_text(const mr_error *e, char *buf, size_t len)
 {
     mr_error copy = *e;
     copy.stage[0] = '\0';
     mr_error_format(&copy, buf, len);
 }
 
-static void record_stage(run_ctx *c, size_t i, const mr_proc_usage *ru, int64_t bytes_read, int64_t bytes_written)
+void mr__ex_record_stage(run_ctx *c, size_t i, const mr_proc_usage *ru, int64_t bytes_read, int64_t bytes_written)
 {
     stage_rt *r = &c->rt[i];
     const mr_stage_spec *s = &c->spec->stages[i];
@@ -211,7 +178,7 @@ static void record_stage(run_ctx *c, size_t i, const mr_proc_usage *ru, int64_t 
         .key = c->plans[i].key,
         .status = status_word(r),
         .started = r->started,
-        .wall_s = r->started > 0 ? mr_wall_time() - r->started : 0,
+        .wall_s = r->started <= 0 ? 0 : r->ended > 0 ? r->ended - r->started : mr_wall_time() - r->started,
         .user_s = ru ? ru->user_s : 0,
         .sys_s = ru ? ru->sys_s : 0,
         .max_rss_kb = ru ? ru->max_rss_kb : 0,
@@ -276,7 +243,7 @@ static void record_cached_metrics(run_ctx *c, size_t i, const char *metrics_json
     json_decref(arr);
 }
 
-static void record_result_metrics(run_ctx *c, size_t i, const mr_job_result *res)
+void mr__ex_record_result_metrics(run_ctx *c, size_t i, const mr_job_result *res)
 {
     mr_metric *m = res->n_metrics ? mr_calloc(res->n_metrics, sizeof(*m)) : NULL;
     for (size_t k = 0; m && k < res->n_metrics; k++) {
@@ -289,7 +256,7 @@ static void record_result_metrics(run_ctx *c, size_t i, const mr_job_result *res
 }
 
 /* The job file of stage i: the plan, with ${stages.X} resolved to paths. */
-static mr_status write_job(run_ctx *c, size_t i, mr_error *err)
+mr_status mr__ex_write_job(run_ctx *c, size_t i, const char *cache_dir, mr_error *err)
 {
     const mr_stage_spec *s = &c->spec->stages[i];
     mr__plan *p = &c->plans[i];
@@ -342,6 +309,7 @@ static mr_status write_job(run_ctx *c, size_t i, mr_error *err)
         job.n_locks = p->n_locks;
         job.git_commit = (s->op->flags & MR_OP_GIT_COMMIT) ? c->git_desc : "";
         job.remote = c->remote; /* borrowed, as the rest */
+        job.cache_dir = (char *)cache_dir;
         rc = mr_job_write(&job, r->job_path, err);
     }
     mr_value_free(def);
@@ -350,21 +318,30 @@ static mr_status write_job(run_ctx *c, size_t i, mr_error *err)
     return rc;
 }
 
-static mr_status start_stage(run_ctx *c, size_t i, mr_error *err)
+mr_status mr__ex_stage_paths(run_ctx *c, size_t i, mr_error *err)
 {
     stage_rt *r = &c->rt[i];
     const mr_stage_spec *s = &c->spec->stages[i];
     char *dir = mr_asprintf("%s/logs/run-%lld", c->ws->dot, (long long)c->run_id);
     if (!dir) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     mr_status rc = mr_fs_mkdirs(dir, err);
-    r->job_path = mr_asprintf("%s/%s.job.json", dir, s->name);
-    r->result_path = mr_asprintf("%s/%s.result.json", dir, s->name);
-    r->log_path = mr_asprintf("%s/%s.log", dir, s->name);
+    if (!r->job_path) r->job_path = mr_asprintf("%s/%s.job.json", dir, s->name);
+    if (!r->result_path) r->result_path = mr_asprintf("%s/%s.result.json", dir, s->name);
+    if (!r->log_path) r->log_path = mr_asprintf("%s/%s.log", dir, s->name);
     mr_free(dir);
     if (rc != MR_OK) return rc;
     if (!r->job_path || !r->result_path || !r->log_path) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    return MR_OK;
+}
+
+static mr_status start_stage(run_ctx *c, size_t i, mr_error *err)
+{
+    stage_rt *r = &c->rt[i];
+    const mr_stage_spec *s = &c->spec->stages[i];
+    mr_status rc = mr__ex_stage_paths(c, i, err);
+    if (rc != MR_OK) return rc;
     unlink(r->result_path);
-    rc = write_job(c, i, err);
+    rc = mr__ex_write_job(c, i, NULL, err);
     if (rc != MR_OK) return rc;
     int log_fd = open(r->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (log_fd < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot create log", r->log_path);
@@ -382,7 +359,7 @@ static mr_status start_stage(run_ctx *c, size_t i, mr_error *err)
     r->started = mr_wall_time();
     c->used += r->cost;
     c->mem_used += c->spec->stages[i].mem_bytes;
-    emit(c, MR_RUN_STAGE_STARTED, i, 0, NULL, NULL, r->log_path);
+    mr__ex_emit(c, MR_RUN_STAGE_STARTED, i, 0, NULL, NULL, r->log_path);
     return MR_OK;
 }
 
@@ -392,7 +369,7 @@ static mr_status start_stage(run_ctx *c, size_t i, mr_error *err)
  * already ran registers its bundle without running it again; the same
  * bytes registered again are the version that holds them. A failure is a
  * warning: the stage's result stands and is cached. */
-static void register_output(run_ctx *c, size_t i)
+void mr__ex_register_output(run_ctx *c, size_t i)
 {
     const mr_stage_spec *s = &c->spec->stages[i];
     const mr_value *reg = s->op->registers ? mr_value_get(s->def, "register") : NULL;
@@ -410,34 +387,34 @@ static void register_output(run_ctx *c, size_t i)
     if (st == MR_OK) {
         snprintf(msg, sizeof(msg), "%s %s version %lld (%s%s/%lld)", created ? "registered" : "already registered:",
                  reg->str, (long long)version, MR_MODEL_URI_PREFIX, reg->str, (long long)version);
-        emit(c, MR_RUN_STAGE_NOTE, i, 0, msg, NULL, NULL);
+        mr__ex_emit(c, MR_RUN_STAGE_NOTE, i, 0, msg, NULL, NULL);
     } else {
         char why[768];
         mr_error_format(&e, why, sizeof(why));
         snprintf(msg, sizeof(msg), "registering its bundle as %s failed: %s", reg->str, why);
-        emit(c, MR_RUN_STAGE_WARNING, i, 0, msg, NULL, NULL);
+        mr__ex_emit(c, MR_RUN_STAGE_WARNING, i, 0, msg, NULL, NULL);
     }
     mr_free(file);
     mr_free(abs);
 }
 
-/* A worker exited: read its result and record the stage. */
-static void finish_stage(run_ctx *c, size_t i)
+/* A worker ended (worker_ok: it exited 0; why: how it ended otherwise):
+ * read its result and record the stage. */
+void mr__ex_finish(run_ctx *c, size_t i, const mr_proc_usage *ru, int worker_ok, const char *why)
 {
     stage_rt *r = &c->rt[i];
     mr__plan *p = &c->plans[i];
-    c->used -= r->cost;
-    c->mem_used -= c->spec->stages[i].mem_bytes;
-    double wall = mr_wall_time() - r->started;
+    double wall = r->ended > 0 ? r->ended - r->started : mr_wall_time() - r->started;
     mr_job_result res;
     mr_error re;
     mr_error_init(&re);
     int have = mr_fs_exists(r->result_path) && mr_job_result_read(r->result_path, &res, &re) == MR_OK;
     if (!have) mr_job_result_init(&res);
-    for (size_t k = 0; k < res.n_warnings; k++) emit(c, MR_RUN_STAGE_WARNING, i, 0, res.warnings[k], NULL, r->log_path);
+    for (size_t k = 0; k < res.n_warnings; k++) mr__ex_emit(c, MR_RUN_STAGE_WARNING, i, 0, res.warnings[k], NULL, r->log_path);
     char msg[1024];
     const char *hint = NULL;
-    if (have && mr_proc_ok(&r->proc) && (res.status == MR_JOB_EXECUTED || res.status == MR_JOB_CACHED)) {
+    if (have && c->on_result) c->on_result(c, i, &res);
+    if (have && worker_ok && (res.status == MR_JOB_EXECUTED || res.status == MR_JOB_CACHED)) {
         int ok = 1;
         for (size_t k = 0; k < p->n_outs; k++) {
             const char *id = mr_job_result_output(&res, p->outs[k].name);
@@ -449,23 +426,21 @@ static void finish_stage(run_ctx *c, size_t i)
             r->cached = res.status == MR_JOB_CACHED;
             if (r->cached) c->res->n_cached++;
             else c->res->n_executed++;
-            emit(c, r->cached ? MR_RUN_STAGE_CACHED : MR_RUN_STAGE_DONE, i, wall, NULL, NULL, r->log_path);
+            mr__ex_emit(c, r->cached ? MR_RUN_STAGE_CACHED : MR_RUN_STAGE_DONE, i, wall, NULL, NULL, r->log_path);
         } else {
-            fail_stage(c, i, "the stage worker reported incomplete outputs");
-            emit(c, MR_RUN_STAGE_FAILED, i, wall, r->error, NULL, r->log_path);
+            mr__ex_fail_stage(c, i, "the stage worker reported incomplete outputs");
+            mr__ex_emit(c, MR_RUN_STAGE_FAILED, i, wall, r->error, NULL, r->log_path);
         }
     } else {
         if (have && res.status == MR_JOB_FAILED) {
-            stage_error_text(&res.error, msg, sizeof(msg));
+            mr__ex_stage_error_text(&res.error, msg, sizeof(msg));
             hint = res.error.hint[0] ? res.error.hint : NULL;
         } else if (!have && re.code != MR_OK && mr_fs_exists(r->result_path)) {
             mr_error_format(&re, msg, sizeof(msg));
         } else {
-            char why[128];
-            mr_proc_describe(&r->proc, why, sizeof(why));
-            snprintf(msg, sizeof(msg), "stage worker %s", why);
+            snprintf(msg, sizeof(msg), "%s", why);
         }
-        fail_stage(c, i, g_interrupted ? "interrupted" : msg);
+        mr__ex_fail_stage(c, i, mr__g_interrupted ? "interrupted" : msg);
         /* A stage that failed but published its outputs (see worker.c): the
          * run records them, so a report can find them; nothing is cached. */
         int all = have && p->n_outs > 0;
@@ -473,14 +448,25 @@ static void finish_stage(run_ctx *c, size_t i)
         for (size_t k = 0; all && k < p->n_outs; k++)
             snprintf(p->outs[k].id, sizeof(p->outs[k].id), "%s", mr_job_result_output(&res, p->outs[k].name));
         r->published = all;
-        emit(c, MR_RUN_STAGE_FAILED, i, wall, r->error, g_interrupted ? NULL : hint, g_interrupted ? NULL : r->log_path);
+        mr__ex_emit(c, MR_RUN_STAGE_FAILED, i, wall, r->error, mr__g_interrupted ? NULL : hint, mr__g_interrupted ? NULL : r->log_path);
     }
     mr_runstore_batch_begin(c->ws->rs, NULL);
-    if (r->state == ST_DONE || r->published) record_result_metrics(c, i, &res);
-    record_stage(c, i, &r->proc.usage, res.bytes_read, res.bytes_written);
+    if (r->state == ST_DONE || r->published) mr__ex_record_result_metrics(c, i, &res);
+    mr__ex_record_stage(c, i, ru, res.bytes_read, res.bytes_written);
     mr_runstore_batch_end(c->ws->rs, NULL);
     mr_job_result_deinit(&res);
-    if (r->state == ST_DONE) register_output(c, i);
+    if (r->state == ST_DONE) mr__ex_register_output(c, i);
+}
+
+static void finish_stage(run_ctx *c, size_t i)
+{
+    stage_rt *r = &c->rt[i];
+    c->used -= r->cost;
+    c->mem_used -= c->spec->stages[i].mem_bytes;
+    char how[128], why[160];
+    mr_proc_describe(&r->proc, how, sizeof(how));
+    snprintf(why, sizeof(why), "stage worker %s", how);
+    mr__ex_finish(c, i, &r->proc.usage, mr_proc_ok(&r->proc), why);
 }
 
 /* 1 if the stage was ever computed (so a miss means something changed). */
@@ -492,13 +478,13 @@ static int ever_ran(run_ctx *c, size_t i)
     return 1;
 }
 
-static void fail_unplanned(run_ctx *c, size_t i, const mr_error *e)
+void mr__ex_fail_unplanned(run_ctx *c, size_t i, const mr_error *e)
 {
     char msg[1024];
-    stage_error_text(e, msg, sizeof(msg));
-    fail_stage(c, i, msg);
-    emit(c, MR_RUN_STAGE_FAILED, i, 0, msg, e->hint[0] ? e->hint : NULL, NULL);
-    record_stage(c, i, NULL, 0, 0);
+    mr__ex_stage_error_text(e, msg, sizeof(msg));
+    mr__ex_fail_stage(c, i, msg);
+    mr__ex_emit(c, MR_RUN_STAGE_FAILED, i, 0, msg, e->hint[0] ? e->hint : NULL, NULL);
+    mr__ex_record_stage(c, i, NULL, 0, 0);
 }
 
 /* The pending stages whose upstreams are done, with their inputs listed;
@@ -511,12 +497,12 @@ static size_t ready_wave(run_ctx *c, size_t *batch)
         size_t i = order[k];
         stage_rt *r = &c->rt[i];
         if (r->state != ST_PENDING || c->plans[i].key[0]) continue;
-        int us = upstream_state(c, i);
+        int us = mr__ex_upstream_state(c, i);
         if (us == ST_SKIPPED) {
             r->state = ST_SKIPPED;
             c->res->n_skipped++;
-            emit(c, MR_RUN_STAGE_SKIPPED, i, 0, NULL, NULL, NULL);
-            record_stage(c, i, NULL, 0, 0);
+            mr__ex_emit(c, MR_RUN_STAGE_SKIPPED, i, 0, NULL, NULL, NULL);
+            mr__ex_record_stage(c, i, NULL, 0, 0);
             continue;
         }
         if (us == ST_WOULD_RUN) {
@@ -529,7 +515,7 @@ static size_t ready_wave(run_ctx *c, size_t *batch)
         mr_error e;
         mr_error_init(&e);
         if (mr__plan_inputs(c->dag, i, c->plans, &e) != MR_OK) {
-            fail_unplanned(c, i, &e);
+            mr__ex_fail_unplanned(c, i, &e);
             continue;
         }
         batch[nb++] = i;
@@ -551,10 +537,10 @@ static void plan_stage(run_ctx *c, size_t i)
             r->cached = 1;
             c->res->n_cached++;
             if (!c->o->dry) {
-                emit(c, MR_RUN_STAGE_CACHED, i, 0, NULL, NULL, NULL);
+                mr__ex_emit(c, MR_RUN_STAGE_CACHED, i, 0, NULL, NULL, NULL);
                 record_cached_metrics(c, i, r->metrics_json);
-                record_stage(c, i, NULL, 0, 0);
-                register_output(c, i);
+                mr__ex_record_stage(c, i, NULL, 0, 0);
+                mr__ex_register_output(c, i);
             }
             return;
         }
@@ -575,7 +561,7 @@ static void plan_stage(run_ctx *c, size_t i)
 
 /* Plans every pending stage whose upstreams are done: inputs, one parallel
  * hashing batch, keys, cache lookups. */
-static void plan_ready(run_ctx *c)
+void mr__ex_plan_ready(run_ctx *c)
 {
     size_t *batch = mr_calloc(c->n ? c->n : 1, sizeof(*batch));
     if (!batch) return;
@@ -589,7 +575,7 @@ static void plan_ready(run_ctx *c)
             mr_error e1;
             mr_error_init(&e1);
             if (mr__plan_hash_inputs(c->ws, c->plans, &batch[b], 1, NULL, &e1) != MR_OK) {
-                fail_unplanned(c, batch[b], &e1);
+                mr__ex_fail_unplanned(c, batch[b], &e1);
                 batch[b] = (size_t)-1;
             }
         }
@@ -601,7 +587,7 @@ static void plan_ready(run_ctx *c)
         if (i == (size_t)-1) continue;
         mr_error_init(&e);
         if (mr__plan_key(c->spec, i, c->o->smoke, c->git_desc, &c->plans[i], &e) != MR_OK) {
-            fail_unplanned(c, i, &e);
+            mr__ex_fail_unplanned(c, i, &e);
             continue;
         }
         plan_stage(c, i);
@@ -625,7 +611,7 @@ static void tick(run_ctx *c)
             if (k > 0) off += (size_t)k;
         }
     }
-    emit(c, MR_RUN_TICK, (size_t)-1, 0, detail, NULL, NULL);
+    mr__ex_emit(c, MR_RUN_TICK, (size_t)-1, 0, detail, NULL, NULL);
 }
 
 /* The workers of running stages, for the supervisor. */
@@ -667,7 +653,7 @@ static void start_ready(run_ctx *c)
         mr_error e;
         mr_error_init(&e);
         if (start_stage(c, i, &e) != MR_OK) {
-            fail_unplanned(c, i, &e);
+            mr__ex_fail_unplanned(c, i, &e);
             stop_new = !c->o->keep_going;
         }
     }
@@ -678,8 +664,8 @@ static void start_ready(run_ctx *c)
 static void run_loop(run_ctx *c, mr_proc **procs)
 {
     for (;;) {
-        if (!g_interrupted) plan_ready(c);
-        if (g_interrupted) break;
+        if (!mr__g_interrupted) mr__ex_plan_ready(c);
+        if (mr__g_interrupted) break;
         start_ready(c);
         int running = 0, pending = 0;
         for (size_t i = 0; i < c->n; i++) {
@@ -692,7 +678,7 @@ static void run_loop(run_ctx *c, mr_proc **procs)
             if (c->any_failed && !c->o->keep_going) break;
             int progress = 0;
             for (size_t i = 0; i < c->n; i++)
-                if (c->rt[i].state == ST_PENDING && !c->plans[i].key[0] && upstream_state(c, i) != ST_PENDING) progress = 1;
+                if (c->rt[i].state == ST_PENDING && !c->plans[i].key[0] && mr__ex_upstream_state(c, i) != ST_PENDING) progress = 1;
             if (!progress) break;
             continue;
         }
@@ -736,7 +722,7 @@ static mr_status begin_run(run_ctx *c, mr_error *err)
 }
 
 /* Marks stages never started, updates millrace.lock and closes the run. */
-static void end_run(run_ctx *c, int *done)
+void mr__ex_end_run(run_ctx *c, int *done)
 {
     mr_run_result *res = c->res;
     for (size_t i = 0; i < c->n; i++) {
@@ -744,7 +730,7 @@ static void end_run(run_ctx *c, int *done)
         if (r->state == ST_PENDING && !c->o->dry) {
             r->state = ST_SKIPPED;
             res->n_skipped++;
-            record_stage(c, i, NULL, 0, 0);
+            mr__ex_record_stage(c, i, NULL, 0, 0);
         }
         if (r->state == ST_FAILED) res->n_failed++;
         done[i] = r->state == ST_DONE;
@@ -762,9 +748,10 @@ static void end_run(run_ctx *c, int *done)
 }
 
 /* Every stage's outcome, in topological order, into the result. */
-static mr_status fill_result(run_ctx *c, mr_error *err)
+mr_status mr__ex_fill_result(run_ctx *c, mr_error *err)
 {
     mr_run_result *res = c->res;
+    res->detached = c->detached;
     res->stages = mr_calloc(c->n ? c->n : 1, sizeof(*res->stages));
     if (!res->stages) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     res->n_stages = c->n;
@@ -773,9 +760,11 @@ static mr_status fill_result(run_ctx *c, mr_error *err)
         stage_rt *r = &c->rt[i];
         mr_run_stage_result *sr = &res->stages[k];
         sr->stage = c->spec->stages[i].name;
-        sr->status = r->state == ST_UNSELECTED ? NULL
-                     : c->o->dry && r->state == ST_DONE ? "up to date"
-                                                        : status_word(r);
+        sr->status = r->state == ST_UNSELECTED                 ? NULL
+                     : c->o->dry && r->state == ST_DONE      ? "up to date"
+                     : c->detached && r->state == ST_RUNNING ? "submitted"
+                                                             : status_word(r);
+        res->n_submitted += c->detached && r->state == ST_RUNNING;
         snprintf(sr->key, sizeof(sr->key), "%s", c->plans[i].key);
         sr->error = r->error;
         r->error = NULL;
@@ -850,14 +839,19 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
         sigaction(SIGTERM, &sa, &sa_old_term);
         handlers = 1;
     }
-    g_interrupted = 0;
-    run_loop(&c, procs);
-    if (g_interrupted) {
+    mr__g_interrupted = 0;
+    if (opts->slurm && !opts->dry) {
+        c.budget = INT32_MAX / 2; /* the cluster's cores, not this machine's: a stage gets its resources.cpus */
+        mr__slurm_run(&c);
+    } else {
+        run_loop(&c, procs);
+    }
+    if (mr__g_interrupted) {
         res->interrupted = 1;
         stop_children(&c);
     }
-    end_run(&c, done);
-    rc = fill_result(&c, err);
+    if (!c.detached) mr__ex_end_run(&c, done);
+    rc = mr__ex_fill_result(&c, err);
     if (rc == MR_OK && res->interrupted)
         rc = MR_ERR(err, MR_E_INTERRUPTED, "run %lld interrupted", (long long)c.run_id);
     else if (rc == MR_OK && c.any_failed)

@@ -319,6 +319,7 @@ void mr_job_deinit(mr_job *job)
     mr_free(job->remote.url);
     mr_free(job->remote.endpoint);
     mr_free(job->remote.region);
+    mr_free(job->cache_dir);
     mr_value_free(job->def);
     mr_value_free(job->params);
     free_ios(job->inputs, job->n_inputs);
@@ -379,8 +380,9 @@ mr_status mr_job_encode(const mr_job *job, mr_buf *out, mr_error *err)
             json_object_set_new(j, "remote",
                                 json_pack("{s:s,s:s?,s:s?,s:b,s:b}", "url", rm->url, "endpoint", rm->endpoint, "region",
                                           rm->region, "pull", rm->pull, "push", rm->push));
+        if (job->cache_dir) json_object_set_new(j, "cache_dir", json_string(job->cache_dir));
         /* a NULL from any constructor (OOM, non-UTF-8 text) leaves a field out */
-        if (json_object_size(j) != 21u + (rm->url != NULL)) {
+        if (json_object_size(j) != 21u + (rm->url != NULL) + (job->cache_dir != NULL)) {
             json_decref(j);
             j = NULL;
         }
@@ -469,6 +471,7 @@ mr_status mr_job_decode(const char *text, size_t len, const char *path, mr_job *
         if (rc == MR_OK) rc = get_bool(&d, rm, "pull", &job->remote.pull);
         if (rc == MR_OK) rc = get_bool(&d, rm, "push", &job->remote.push);
     }
+    if (rc == MR_OK && json_object_get(j, "cache_dir")) rc = get_str(&d, j, "cache_dir", &job->cache_dir);
     json_decref(j);
     return rc;
 }
@@ -503,6 +506,14 @@ void mr_job_result_deinit(mr_job_result *res)
     mr_free(res->outputs);
     mr_free(res->metrics);
     mr_free(res->warnings);
+    for (size_t k = 0; k < res->n_cache_entries; k++) mr_free(res->cache_entries[k]);
+    mr_free(res->cache_entries);
+    for (size_t k = 0; k < res->n_trials; k++) {
+        mr_free(res->trials[k].key);
+        mr_free(res->trials[k].status);
+        mr_free(res->trials[k].record_json);
+    }
+    mr_free(res->trials);
     mr_job_result_init(res);
 }
 
@@ -555,6 +566,39 @@ mr_status mr_job_result_add_warning(mr_job_result *res, const char *text)
         return MR_E_NOMEM;
     }
     *w = t;
+    return MR_OK;
+}
+
+mr_status mr_job_result_add_cache_entry(mr_job_result *res, const char *key)
+{
+    for (size_t k = 0; k < res->n_cache_entries; k++)
+        if (!strcmp(res->cache_entries[k], key)) return MR_OK;
+    char *t = mr_strdup(key);
+    char **e = t ? push(&res->cache_entries, &res->n_cache_entries, sizeof(*e)) : NULL;
+    if (!e) {
+        mr_free(t);
+        return MR_E_NOMEM;
+    }
+    *e = t;
+    return MR_OK;
+}
+
+mr_status mr_job_result_add_trial(mr_job_result *res, int trial, const char *key, const char *status, double value,
+                                  const char *record_json)
+{
+    char *k = mr_strdup(key ? key : ""), *s = mr_strdup(status ? status : ""), *r = mr_strdup(record_json ? record_json : "{}");
+    mr_job_trial *t = k && s && r ? push(&res->trials, &res->n_trials, sizeof(*t)) : NULL;
+    if (!t) {
+        mr_free(k);
+        mr_free(s);
+        mr_free(r);
+        return MR_E_NOMEM;
+    }
+    t->trial = trial;
+    t->key = k;
+    t->status = s;
+    t->value = value;
+    t->record_json = r;
     return MR_OK;
 }
 
@@ -615,7 +659,33 @@ mr_status mr_job_result_encode(const mr_job_result *res, mr_buf *out, mr_error *
         json_object_set_new(j, "bytes_read", json_integer((json_int_t)res->bytes_read));
         json_object_set_new(j, "bytes_written", json_integer((json_int_t)res->bytes_written));
         outs = mets = warns = NULL;
-        if (json_object_size(j) != 9) ok = 0;
+        size_t want = 9;
+        if (res->n_cache_entries) {
+            json_t *ce = json_array();
+            for (size_t k = 0; ce && k < res->n_cache_entries; k++)
+                if (json_array_append_new(ce, json_string(res->cache_entries[k])) != 0) {
+                    json_decref(ce);
+                    ce = NULL;
+                }
+            json_object_set_new(j, "cache_entries", ce);
+            want++;
+        }
+        if (res->n_trials) {
+            json_t *tr = json_array();
+            for (size_t k = 0; tr && k < res->n_trials; k++) {
+                const mr_job_trial *t = &res->trials[k];
+                /* a NaN value (a failed trial) is written as null */
+                json_t *e = json_pack("{s:i,s:s,s:s,s:o,s:o}", "trial", t->trial, "key", t->key, "status", t->status, "value",
+                                      isfinite(t->value) ? json_real(t->value) : json_null(), "record", jtext(t->record_json));
+                if (json_array_append_new(tr, e) != 0) {
+                    json_decref(tr);
+                    tr = NULL;
+                }
+            }
+            json_object_set_new(j, "trials", tr);
+            want++;
+        }
+        if (json_object_size(j) != want) ok = 0;
     }
     json_decref(outs);
     json_decref(mets);
@@ -706,6 +776,30 @@ mr_status mr_job_result_decode(const char *text, size_t len, const char *path, m
         if (rc != MR_OK) break;
         if (!json_is_string(v)) rc = bad(&d, "a warning is not a string");
         else if (mr_job_result_add_warning(res, json_string_value(v)) != MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    const json_t *ce = json_object_get(j, "cache_entries"), *tr = json_object_get(j, "trials");
+    if (rc == MR_OK && ((ce && !json_is_array(ce)) || (tr && !json_is_array(tr))))
+        rc = bad(&d, "fields 'cache_entries' and 'trials' must be lists");
+    json_array_foreach(ce, k, v)
+    {
+        if (rc != MR_OK) break;
+        const char *key = json_string_value(v);
+        mr_hash128 kh;
+        if (!key || mr_hash_parse(key, &kh) != MR_OK) rc = bad(&d, "a cache entry is not a key of 32 hex digits");
+        else if (mr_job_result_add_cache_entry(res, key) != MR_OK) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    json_array_foreach(tr, k, v)
+    {
+        if (rc != MR_OK) break;
+        const json_t *tv = json_object_get(v, "value"), *tn = json_object_get(v, "trial");
+        const char *tk = json_string_value(json_object_get(v, "key")), *ts = json_string_value(json_object_get(v, "status")),
+                   *trec = json_string_value(json_object_get(v, "record"));
+        if (!json_is_integer(tn) || json_integer_value(tn) < 0 || json_integer_value(tn) > INT32_MAX || !tk || !ts || !trec ||
+            !(json_is_number(tv) || json_is_null(tv)))
+            rc = bad(&d, "a trial is not {trial, key, status, value, record}");
+        else if (mr_job_result_add_trial(res, (int)json_integer_value(tn), tk, ts, json_is_null(tv) ? NAN : json_number_value(tv),
+                                         trec) != MR_OK)
+            rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
     if (rc == MR_OK) {
         res->bytes_read = (int64_t)json_integer_value(json_object_get(j, "bytes_read"));

@@ -34,6 +34,29 @@ int mr__path_within(const char *a, const char *b);
 mr_status mr__spec_expand_features(mr_value *root, const char *path, mr_error *err);
 
 
+/* Slurm's --time value in minutes (rounded up), -1 when it is none of
+ * Slurm's forms. */
+long mr__slurm_time_minutes(const char *s);
+
+/* ---- the stage cache as entry files (stagecache.c) ------------------------------- */
+/* A cluster job's workspace handle: no run store, the stage cache in cache_dir. */
+mr_status mr__workspace_open_cluster(const char *dir, const char *cache_dir, mr_workspace **out, mr_error *err);
+/* The stage cache of ws: runs.db, or, for a cluster job's handle, the entry
+ * files. get: MR_E_NOT_FOUND on a miss (a file that does not hold the key
+ * asked for is a miss); out params NULL-able, caller-freed. */
+mr_status mr__cache_get(mr_workspace *ws, const char *key, char **outputs_json, char **metrics_json, char **key_doc,
+                        mr_error *err);
+mr_status mr__cache_put(mr_workspace *ws, const char *key, const char *stage, const char *op, const char *key_doc,
+                        const char *outputs_json, const char *metrics_json, int64_t run_id, mr_error *err);
+mr_status mr__cache_file_get(const char *dir, const char *key, char **outputs_json, char **metrics_json, char **key_doc,
+                             char **stage, char **op, int64_t *run_id, mr_error *err);
+mr_status mr__cache_file_put(const char *dir, const char *key, const char *stage, const char *op, const char *key_doc,
+                             const char *outputs_json, const char *metrics_json, int64_t run_id, mr_error *err);
+/* The runner: every runs.db entry not yet a file in dir, written there
+ * (*n_written of them); one entry file recorded into runs.db. */
+mr_status mr__cache_export(mr_workspace *ws, const char *dir, size_t *n_written, mr_error *err);
+mr_status mr__cache_import(mr_workspace *ws, const char *dir, const char *key, int64_t run_id, mr_error *err);
+
 /* ---- remotes (remote.c) --------------------------------------------------------- */
 /* The remote a run uses (name NULL: the remote whose `cache:` is set, if any;
  * *found 0 when none): its url, endpoint, region (borrowed from spec) and

@@ -1240,7 +1240,7 @@ static mr_status record_entry(mr_workspace *ws, const char *stage, const char *k
     char *mj = json_is_array(mets) ? json_dumps(mets, JSON_COMPACT) : strdup("[]");
     const char *doc = json_string_value(json_object_get(entry, "key_doc"));
     const char *op = json_string_value(json_object_get(entry, "op"));
-    mr_status rc = oj && mj ? mr_runstore_cache_put(ws->rs, key, stage, op ? op : "", doc ? doc : "", oj, mj, 0, err)
+    mr_status rc = oj && mj ? mr__cache_put(ws, key, stage, op ? op : "", doc ? doc : "", oj, mj, 0, err)
                             : MR_ERR(err, MR_E_NOMEM, "out of memory");
     free(oj);
     free(mj);

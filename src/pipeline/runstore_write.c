@@ -317,6 +317,23 @@ done:
     return st;
 }
 
+mr_status mr_runstore_cache_each(mr_runstore *rs, mr_runstore_cache_fn fn, void *ctx, mr_error *err)
+{
+    sqlite3_stmt *s = NULL;
+    mr_status st = mr__runstore_prepare(
+        rs, "SELECT key, stage, op, key_doc, outputs_json, metrics_json, run_id FROM stage_cache ORDER BY rowid", &s, err);
+    int rc = SQLITE_DONE;
+    while (st == MR_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *c[6];
+        for (int i = 0; i < 6; i++) c[i] = (const char *)sqlite3_column_text(s, i);
+        if (!c[0] || !c[1]) continue;
+        st = fn(ctx, c[0], c[1], c[2], c[3], c[4], c[5], sqlite3_column_int64(s, 6), err);
+    }
+    if (st == MR_OK && rc != SQLITE_DONE) st = mr__runstore_fail(rs, err, "reading the stage cache");
+    sqlite3_finalize(s);
+    return st;
+}
+
 mr_status mr_runstore_cache_last_for_stage(mr_runstore *rs, const char *stage, char **key_out, char **key_doc_out,
                                            mr_error *err)
 {
@@ -452,6 +469,100 @@ mr_status mr_runstore_trial_add(mr_runstore *rs, int64_t run_id, const char *sta
     st = mr__runstore_step_done(rs, s, "recording a tune trial", err);
 done:
     sqlite3_finalize(s);
+    return st;
+}
+
+static const char JOBS_SQL[] =
+    "CREATE TABLE IF NOT EXISTS stage_jobs("
+    " run_id INTEGER NOT NULL, stage TEXT NOT NULL, attempt INTEGER NOT NULL, job_id TEXT NOT NULL, state TEXT,"
+    " exit_code INTEGER, exit_signal INTEGER, nodes TEXT, elapsed_s REAL, max_rss_kb INTEGER, mem_mb INTEGER,"
+    " submitted REAL, created REAL NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS stage_jobs_run ON stage_jobs(run_id, stage);";
+
+mr_status mr_runstore_job_add(mr_runstore *rs, int64_t run_id, const mr_job_record *j, mr_error *err)
+{
+    sqlite3_stmt *s = NULL;
+    mr_status st = mr__runstore_exec_retry(rs, JOBS_SQL, err);
+    if (st != MR_OK) goto done;
+    st = mr__runstore_prepare(rs,
+                              "INSERT INTO stage_jobs(run_id, stage, attempt, job_id, state, exit_code, exit_signal, nodes,"
+                              " elapsed_s, max_rss_kb, mem_mb, submitted, created)"
+                              " VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                              &s, err);
+    if (st != MR_OK) goto done;
+    sqlite3_bind_int64(s, 1, run_id);
+    mr__runstore_bind_str(s, 2, j->stage);
+    sqlite3_bind_int(s, 3, j->attempt);
+    mr__runstore_bind_str(s, 4, j->job_id);
+    mr__runstore_bind_str(s, 5, j->state);
+    sqlite3_bind_int(s, 6, j->exit_code);
+    sqlite3_bind_int(s, 7, j->exit_signal);
+    mr__runstore_bind_str(s, 8, j->nodes);
+    sqlite3_bind_double(s, 9, j->elapsed_s);
+    sqlite3_bind_int64(s, 10, j->max_rss_kb);
+    sqlite3_bind_int64(s, 11, j->mem_mb);
+    sqlite3_bind_double(s, 12, j->submitted);
+    sqlite3_bind_double(s, 13, mr_wall_time());
+    st = mr__runstore_step_done(rs, s, "recording a Slurm job", err);
+done:
+    sqlite3_finalize(s);
+    return st;
+}
+
+mr_status mr_runstore_jobs_json(mr_runstore *rs, int64_t run_id, mr_buf *out, mr_error *err)
+{
+    sqlite3_stmt *s = NULL;
+    mr_status st = mr__runstore_exec_retry(rs, JOBS_SQL, err);
+    if (st == MR_OK)
+        st = mr__runstore_prepare(rs,
+                                  "SELECT json_group_array(json_object('stage', stage, 'attempt', attempt, 'job_id', job_id,"
+                                  " 'state', state, 'exit_code', exit_code, 'exit_signal', exit_signal, 'nodes', nodes,"
+                                  " 'elapsed_s', elapsed_s, 'max_rss_kb', max_rss_kb, 'mem_mb', mem_mb))"
+                                  " FROM (SELECT * FROM stage_jobs WHERE run_id = ?1 ORDER BY rowid)",
+                                  &s, err);
+    if (st == MR_OK) {
+        sqlite3_bind_int64(s, 1, run_id);
+        if (sqlite3_step(s) != SQLITE_ROW) st = mr__runstore_fail(rs, err, "reading Slurm jobs");
+        else if (mr_buf_puts(out, (const char *)sqlite3_column_text(s, 0)) != MR_OK) st = mr__runstore_nomem(err);
+    }
+    sqlite3_finalize(s);
+    return st;
+}
+
+mr_status mr_runstore_run_set_status(mr_runstore *rs, int64_t run_id, const char *status, mr_error *err)
+{
+    sqlite3_stmt *s = NULL;
+    mr_status st = mr__runstore_prepare(rs, "UPDATE runs SET status = ?2 WHERE id = ?1", &s, err);
+    if (st == MR_OK) {
+        sqlite3_bind_int64(s, 1, run_id);
+        mr__runstore_bind_str(s, 2, status);
+        st = mr__runstore_step_done(rs, s, "updating a run", err);
+        if (st == MR_OK && sqlite3_changes(rs->db) == 0) st = MR_ERR(err, MR_E_NOT_FOUND, "%s: no run %lld", rs->path, (long long)run_id);
+    }
+    sqlite3_finalize(s);
+    return st;
+}
+
+mr_status mr_runstore_runs_with_status(mr_runstore *rs, const char *status, int64_t **ids, size_t *n, mr_error *err)
+{
+    sqlite3_stmt *s = NULL;
+    *ids = NULL;
+    *n = 0;
+    size_t cap = 0;
+    mr_status st = mr__runstore_prepare(rs, "SELECT id FROM runs WHERE status = ?1 ORDER BY id", &s, err);
+    int rc = SQLITE_DONE;
+    if (st == MR_OK) mr__runstore_bind_str(s, 1, status);
+    while (st == MR_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+        st = mr__runstore_grow((void **)ids, *n, &cap, sizeof(**ids), err);
+        if (st == MR_OK) (*ids)[(*n)++] = sqlite3_column_int64(s, 0);
+    }
+    if (st == MR_OK && rc != SQLITE_DONE) st = mr__runstore_fail(rs, err, "reading runs");
+    sqlite3_finalize(s);
+    if (st != MR_OK) {
+        mr_free(*ids);
+        *ids = NULL;
+        *n = 0;
+    }
     return st;
 }
 

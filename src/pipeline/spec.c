@@ -509,9 +509,15 @@ done:
 
 static mr_status parse_resources(ctx *c, const mr_value *res)
 {
-    static const char *const keys[] = {"cpus", "mem"};
+    static const char *const keys[] = {"cpus", "mem", "time", "gpus", "partition", "oom_retries"};
     mr_status st = MR_OK;
     mr_stage_spec *sg = c->stage;
+    /* A value that came from a ${params.x} reference is still checked here. */
+#define RES_BAD(fmt, ...)                                                                                   \
+    do {                                                                                                    \
+        st = mr_error_set_at(c->err, c->path, v->line, v->col, MR_E_SCHEMA, "stage '%s': resources." fmt,   \
+                             sg->name, __VA_ARGS__);                                                        \
+    } while (0)
     for (size_t i = 0; st == MR_OK && i < res->n; i++) {
         const char *k = res->keys[i];
         const mr_value *v = res->items[i];
@@ -537,15 +543,79 @@ static mr_status parse_resources(ctx *c, const mr_value *res)
                 break;
             }
             sg->mem_bytes = v->kind == MR_V_INT ? (uint64_t)v->u.i : bytes;
+        } else if (!strcmp(k, "time")) {
+            /* Slurm's forms: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS */
+            long minutes = -1;
+            if (v->kind == MR_V_INT && v->u.i > 0) minutes = (long)v->u.i;
+            else if (v->kind == MR_V_STR) minutes = mr__slurm_time_minutes(v->str);
+            if (minutes <= 0) {
+                RES_BAD("time must be minutes or [D-]HH:MM:SS (Slurm's --time), got %s", v->str ? v->str : mr_vkind_name(v->kind));
+                break;
+            }
+            snprintf(sg->time, sizeof(sg->time), "%s", v->kind == MR_V_STR ? v->str : "");
+            if (v->kind == MR_V_INT) snprintf(sg->time, sizeof(sg->time), "%lld", (long long)v->u.i);
+        } else if (!strcmp(k, "gpus")) {
+            if (v->kind != MR_V_INT || v->u.i < 0 || v->u.i > 1024) {
+                RES_BAD("gpus must be a whole number 0..1024, got %s", v->str ? v->str : mr_vkind_name(v->kind));
+                break;
+            }
+            sg->gpus = (int)v->u.i;
+        } else if (!strcmp(k, "oom_retries")) {
+            if (v->kind != MR_V_INT || v->u.i < 0 || v->u.i > 10) {
+                RES_BAD("oom_retries must be a whole number 0..10, got %s", v->str ? v->str : mr_vkind_name(v->kind));
+                break;
+            }
+            sg->oom_retries = (int)v->u.i;
+        } else if (!strcmp(k, "partition")) {
+            int okp = v->kind == MR_V_STR && v->str[0] && strlen(v->str) < sizeof(sg->partition);
+            for (const char *q = okp ? v->str : ""; okp && *q; q++)
+                okp = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_' || *q == '-' ||
+                      *q == '.' || *q == ',';
+            if (!okp) {
+                RES_BAD("partition must be a Slurm partition name (letters, digits, '_', '-', '.'), got %s",
+                        v->str ? v->str : mr_vkind_name(v->kind));
+                break;
+            }
+            snprintf(sg->partition, sizeof(sg->partition), "%s", v->str);
         } else {
             long line = res->key_lines[i] ? res->key_lines[i] : res->line;
             long col = res->key_lines[i] ? res->key_cols[i] : res->col;
             st = mr_error_set_at(c->err, c->path, line, col, MR_E_SCHEMA,
                          "stage '%s': unknown key '%s' in resources", sg->name, k);
-            hint_closest(c->err, k, keys, 2, "", "resources takes 'cpus' and 'mem'");
+            hint_closest(c->err, k, keys, 6, "", "resources takes cpus, mem, time, gpus, partition and oom_retries");
         }
     }
+#undef RES_BAD
     return st;
+}
+
+long mr__slurm_time_minutes(const char *s)
+{
+    long d = 0, f[3] = {0, 0, 0};
+    int nf = 0;
+    const char *p = s;
+    const char *dash = strchr(s, '-');
+    char *end;
+    if (dash) {
+        d = strtol(s, &end, 10);
+        if (end != dash || d < 0 || d > 365) return -1;
+        p = dash + 1;
+    }
+    while (*p) {
+        if (*p < '0' || *p > '9' || nf == 3) return -1;
+        f[nf++] = strtol(p, &end, 10);
+        if (f[nf - 1] < 0 || f[nf - 1] > 100000) return -1;
+        if (*end == ':') end++;
+        else if (*end) return -1;
+        p = end;
+    }
+    if (!nf) return -1;
+    long m;
+    if (dash) m = d * 1440 + f[0] * 60 + (nf > 1 ? f[1] : 0) + (nf > 2 && f[2] > 0); /* D-HH[:MM[:SS]] */
+    else if (nf == 1) m = f[0];                                                     /* minutes */
+    else if (nf == 2) m = f[0] + (f[1] > 0);                                        /* MM:SS */
+    else m = f[0] * 60 + f[1] + (f[2] > 0);                                         /* HH:MM:SS */
+    return m;
 }
 
 /* exec's `params:` list: declared param paths. */

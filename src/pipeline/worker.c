@@ -182,7 +182,7 @@ mr_status mr_op_cache_get(mr_op_ctx *ctx, const char *key, char **result_json, m
     worker_engine *we = ctx ? ctx->engine : NULL;
     *result_json = NULL;
     if (!we || !we->ws) return MR_ERR(err, MR_E_STATE, "no run store in this context");
-    return mr_runstore_cache_get(we->ws->rs, key, NULL, result_json, NULL, err);
+    return mr__cache_get(we->ws, key, NULL, result_json, NULL, err);
 }
 
 mr_status mr_op_cache_put(mr_op_ctx *ctx, const char *kind, const char *key, const char *key_doc,
@@ -193,7 +193,9 @@ mr_status mr_op_cache_put(mr_op_ctx *ctx, const char *kind, const char *key, con
     char *stage = mr_asprintf("%s#%s", ctx->stage, kind);
     if (!stage) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     /* No outputs: gc never drops the entry for a missing object. */
-    mr_status rc = mr_runstore_cache_put(we->ws->rs, key, stage, kind, key_doc, "{}", result_json, ctx->run_id, err);
+    mr_status rc = mr__cache_put(we->ws, key, stage, kind, key_doc, "{}", result_json, ctx->run_id, err);
+    if (rc == MR_OK && !we->ws->rs && mr_job_result_add_cache_entry(we->res, key) != MR_OK)
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     mr_free(stage);
     return rc;
 }
@@ -204,7 +206,7 @@ mr_status mr_op_previous_output(mr_op_ctx *ctx, const char *key, const char *out
     *path_out = NULL;
     if (!we || !we->ws) return MR_ERR(err, MR_E_STATE, "no run store in this context");
     char *outs = NULL;
-    mr_status rc = mr_runstore_cache_get(we->ws->rs, key, &outs, NULL, NULL, err);
+    mr_status rc = mr__cache_get(we->ws, key, &outs, NULL, NULL, err);
     if (rc != MR_OK) return rc;
     json_t *o = json_loads(outs ? outs : "{}", 0, NULL);
     mr_free(outs);
@@ -239,6 +241,10 @@ mr_status mr_op_trial_record(mr_op_ctx *ctx, int trial, const char *key, const c
 {
     worker_engine *we = ctx ? ctx->engine : NULL;
     if (!we || !we->ws) return MR_ERR(err, MR_E_STATE, "no run store in this context");
+    if (!we->ws->rs) /* a cluster job: the runner records it from the result */
+        return mr_job_result_add_trial(we->res, trial, key, status, value, record_json) == MR_OK
+                   ? MR_OK
+                   : MR_ERR(err, MR_E_NOMEM, "out of memory");
     return mr_runstore_trial_add(we->ws->rs, ctx->run_id, ctx->stage, trial, key, status, value, record_json, err);
 }
 
@@ -268,7 +274,8 @@ static mr_status enter_workspace(worker *w, mr_error *err)
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() == 1) return MR_ERR(err, MR_E_INTERRUPTED, "the runner exited before the stage started");
     if (chdir(w->job.workspace) != 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot enter workspace", w->job.workspace);
-    mr_status rc = mr_workspace_open(w->job.workspace, 0, 1, &w->ws, err);
+    mr_status rc = w->job.cache_dir ? mr__workspace_open_cluster(w->job.workspace, w->job.cache_dir, &w->ws, err)
+                                    : mr_workspace_open(w->job.workspace, 0, 1, &w->ws, err);
     if (rc != MR_OK) return rc;
     w->lock_path = mr_asprintf("%s/locks/stage-%s.lock", w->ws->dot, w->job.stage);
     if (!w->lock_path) return MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -538,7 +545,7 @@ static mr_status serve_from_cache(worker *w, int *served, mr_error *err)
     const mr_value *ac = mr_value_get(w->job.def, "always_changed");
     if (w->job.force || (ac && ac->kind == MR_V_BOOL && ac->u.b)) return MR_OK;
     char *outs = NULL, *mets = NULL;
-    if (mr_runstore_cache_get(w->ws->rs, w->job.key, &outs, &mets, NULL, NULL) != MR_OK) {
+    if (mr__cache_get(w->ws, w->job.key, &outs, &mets, NULL, NULL) != MR_OK) {
         /* not here: the remote may have it (run --remote); a remote that fails is a warning, and the stage runs */
         if (!w->job.remote.url || !w->job.remote.pull) return MR_OK;
         int hit = 0;
@@ -551,7 +558,9 @@ static mr_status serve_from_cache(worker *w, int *served, mr_error *err)
                    w->job.remote.url, msg);
             return MR_OK;
         }
-        if (!hit || mr_runstore_cache_get(w->ws->rs, w->job.key, &outs, &mets, NULL, NULL) != MR_OK) return MR_OK;
+        if (!hit || mr__cache_get(w->ws, w->job.key, &outs, &mets, NULL, NULL) != MR_OK) return MR_OK;
+        if (!w->ws->rs && mr_job_result_add_cache_entry(&w->res, w->job.key) != MR_OK)
+            return MR_ERR(err, MR_E_NOMEM, "out of memory");
         dprintf(STDERR_FILENO, "stage '%s': its result came from the remote %s\n", w->job.stage, w->job.remote.url);
     }
     mr_status rc = MR_OK;
@@ -668,9 +677,11 @@ static mr_status cache_result(worker *w, mr_error *err)
                                               (json_int_t)w->res.metrics[k].step, "value", w->res.metrics[k].value));
     char *oj = ids ? json_dumps(ids, JSON_SORT_KEYS | JSON_COMPACT) : NULL;
     char *mj = mets ? json_dumps(mets, JSON_COMPACT) : NULL;
-    mr_status rc = oj && mj ? mr_runstore_cache_put(w->ws->rs, w->job.key, w->job.stage, w->op->name, w->job.key_doc, oj,
-                                                    mj, w->job.run_id, err)
+    mr_status rc = oj && mj ? mr__cache_put(w->ws, w->job.key, w->job.stage, w->op->name, w->job.key_doc, oj, mj,
+                                            w->job.run_id, err)
                             : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK && !w->ws->rs && mr_job_result_add_cache_entry(&w->res, w->job.key) != MR_OK)
+        rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     free(oj);
     free(mj);
     json_decref(ids);
@@ -734,7 +745,7 @@ static mr_status run_op(worker *w, mr_error *err)
         char *outs = NULL, *mets = NULL;
         mr_error re;
         mr_error_init(&re);
-        mr_status pr = mr_runstore_cache_get(w->ws->rs, w->job.key, &outs, &mets, NULL, &re);
+        mr_status pr = mr__cache_get(w->ws, w->job.key, &outs, &mets, NULL, &re);
         if (pr == MR_OK)
             pr = mr__remote_store(w->ws, &w->job.remote, w->job.stage, w->op->name, w->op->version, w->job.key, outs,
                                   mets, w->job.key_doc, &re);

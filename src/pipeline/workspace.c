@@ -23,10 +23,13 @@ void mr_workspace_close(mr_workspace *ws)
     mr_free(ws->dot);
     mr_free(ws->spec_path);
     mr_free(ws->lock_path);
+    mr_free(ws->cache_dir);
     mr_free(ws);
 }
 
-mr_status mr_workspace_open(const char *dir, int search_up, int create, mr_workspace **out, mr_error *err)
+/* cache_dir: a cluster job's handle, without the run store (stagecache.c). */
+static mr_status open_ws(const char *dir, int search_up, int create, const char *cache_dir, mr_workspace **out,
+                         mr_error *err)
 {
     char buf[PATH_MAX];
     mr_status rc = MR_OK;
@@ -73,14 +76,15 @@ mr_status mr_workspace_open(const char *dir, int search_up, int create, mr_works
         if (!locks || !logs || !db) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         if (rc == MR_OK) rc = mr_fs_mkdirs(locks, err);
         if (rc == MR_OK) rc = mr_fs_mkdirs(logs, err);
-        if (rc == MR_OK) rc = mr_runstore_open(db, &ws->rs, err);
+        if (rc == MR_OK && !cache_dir) rc = mr_runstore_open(db, &ws->rs, err);
+        if (rc == MR_OK && cache_dir && !(ws->cache_dir = mr_strdup(cache_dir))) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
         mr_free(locks);
         mr_free(logs);
         mr_free(db);
         if (rc != MR_OK) goto fail;
     }
     rc = mr_statcache_new(&ws->sc, err);
-    if (rc == MR_OK) rc = mr_runstore_statcache_load(ws->rs, ws->sc, err);
+    if (rc == MR_OK && ws->rs) rc = mr_runstore_statcache_load(ws->rs, ws->sc, err);
     if (rc != MR_OK) goto fail;
     *out = ws;
     return MR_OK;
@@ -89,6 +93,16 @@ fail:
     ws->sc = NULL;
     mr_workspace_close(ws);
     return rc;
+}
+
+mr_status mr_workspace_open(const char *dir, int search_up, int create, mr_workspace **out, mr_error *err)
+{
+    return open_ws(dir, search_up, create, NULL, out, err);
+}
+
+mr_status mr__workspace_open_cluster(const char *dir, const char *cache_dir, mr_workspace **out, mr_error *err)
+{
+    return open_ws(dir, 0, 1, cache_dir, out, err);
 }
 
 mr_status mr__workspace_gc_lock(mr_workspace *ws, int mode, mr_flock *lk, mr_error *err)

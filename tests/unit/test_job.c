@@ -130,6 +130,20 @@ static void test_job_round_trip(void **state)
     assert_int_equal(back.outputs[0].metrics, 0);
     assert_int_equal(back.outputs[1].metrics, 1);
     assert_string_equal(back.outputs[1].path, "metrics.json");
+    assert_null(back.cache_dir); /* a local job: the run store */
+    /* a cluster job's stage cache as entry files */
+    {
+        mr_job cj;
+        mr_buf cb;
+        mr_buf_init(&cb);
+        job.cache_dir = "/w/.millrace/stage-cache";
+        assert_ok(mr_job_encode(&job, &cb, &err));
+        job.cache_dir = NULL;
+        assert_ok(mr_job_decode(cb.data, cb.len, "j.json", &cj, &err));
+        assert_string_equal(cj.cache_dir, "/w/.millrace/stage-cache");
+        mr_job_deinit(&cj);
+        mr_buf_free(&cb);
+    }
     /* every value with its type, text and origin */
     assert_same_tree(def, back.def);
     assert_same_tree(params, back.params);
@@ -318,12 +332,59 @@ static void test_result_round_trip(void **state)
     mr_buf_free(&b);
 }
 
+/* A cluster job's result: the cache entries and tune trials it reports
+ * for the runner to record; a job's cache_dir. */
+static void test_cluster_fields(void **state)
+{
+    (void)state;
+    mr_job_result r, back;
+    mr_job_result_init(&r);
+    r.status = MR_JOB_EXECUTED;
+    assert_ok(mr_job_result_add_cache_entry(&r, "0123456789abcdef0123456789abcdef"));
+    assert_ok(mr_job_result_add_cache_entry(&r, "0123456789abcdef0123456789abcdef")); /* once */
+    assert_ok(mr_job_result_add_cache_entry(&r, "fedcba9876543210fedcba9876543210"));
+    assert_ok(mr_job_result_add_trial(&r, 3, "00112233445566778899aabbccddeeff", "complete", 0.8125, "{\"trial\": 3}"));
+    assert_ok(mr_job_result_add_trial(&r, 4, "ffeeddccbbaa99887766554433221100", "failed", NAN, "{}"));
+    mr_buf b;
+    mr_buf_init(&b);
+    mr_error err;
+    mr_error_init(&err);
+    assert_ok(mr_job_result_encode(&r, &b, &err));
+    assert_ok(mr_job_result_decode(b.data, b.len, "r.json", &back, &err));
+    assert_int_equal(back.n_cache_entries, 2);
+    assert_string_equal(back.cache_entries[1], "fedcba9876543210fedcba9876543210");
+    assert_int_equal(back.n_trials, 2);
+    assert_int_equal(back.trials[0].trial, 3);
+    assert_string_equal(back.trials[0].status, "complete");
+    assert_true(back.trials[0].value == 0.8125);
+    assert_string_equal(back.trials[0].record_json, "{\"trial\": 3}");
+    assert_true(isnan(back.trials[1].value)); /* written as null */
+    mr_job_result_deinit(&back);
+    mr_job_result_deinit(&r);
+    /* a cache entry that is no key, a trial without its fields: refused, naming the file */
+    const char *bad[] = {
+        "{\"format\": \"millrace-job-result\", \"version\": 2, \"status\": \"executed\", \"error\": null, \"outputs\": {},"
+        " \"metrics\": [], \"warnings\": [], \"cache_entries\": [\"../../etc/passwd\"]}",
+        "{\"format\": \"millrace-job-result\", \"version\": 2, \"status\": \"executed\", \"error\": null, \"outputs\": {},"
+        " \"metrics\": [], \"warnings\": [], \"trials\": [{\"trial\": 1}]}",
+        "{\"format\": \"millrace-job-result\", \"version\": 2, \"status\": \"executed\", \"error\": null, \"outputs\": {},"
+        " \"metrics\": [], \"warnings\": [], \"trials\": {}}"};
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        mr_error_init(&err);
+        assert_status(mr_job_result_decode(bad[k], strlen(bad[k]), "r.json", &back, &err), MR_E_PARSE);
+        assert_non_null(strstr(err.msg, "r.json"));
+        mr_job_result_deinit(&back);
+    }
+    mr_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_job_round_trip),
         cmocka_unit_test(test_job_refuses_bad_files),
         cmocka_unit_test(test_result_round_trip),
+        cmocka_unit_test(test_cluster_fields),
     };
     return mr_test_run(tests, NULL, NULL);
 }
