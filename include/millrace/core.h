@@ -474,9 +474,15 @@ char *mr_path_join(const char *a, const char *b);
  * OOM. Caller frees. */
 char *mr_path_normalize(const char *p, int allow_abs);
 
-/* Advisory lock (flock) on a lock file; created if missing. */
+/* Advisory lock on a lock file; created if missing. flock, or on a network
+ * filesystem (NFS, SMB: statfs) and wherever MILLRACE_LOCKS=lease, the lease
+ * protocol of lease.c: PATH.d/ of holder entries created under an O_EXCL
+ * meta file, renewed while held, broken when their holder is gone
+ * (MILLRACE_LOCKS=flock forces flock; docs/cluster.md). */
+struct mr__lease;
 typedef struct mr_flock {
-    int fd;
+    int fd;                  /* flock: the lock file, -1 when not held */
+    struct mr__lease *lease; /* the lease protocol: the held entry, NULL otherwise */
 } mr_flock;
 #define MR_LOCK_SHARED 0
 #define MR_LOCK_EXCLUSIVE 1
@@ -488,6 +494,12 @@ typedef struct mr_flock {
 mr_status mr_flock_acquire(mr_flock *lk, const char *path, int mode, int blocking, int inherit,
                            mr_error *err);
 void mr_flock_release(mr_flock *lk);
+/* lease.c: 1 when a lock file at path takes the lease protocol. */
+int mr__lease_wanted(const char *path);
+mr_status mr__lease_acquire(mr_flock *lk, const char *path, int mode, int blocking, int inherit, mr_error *err);
+void mr__lease_release(mr_flock *lk);
+void mr__lease_spawned(int child_pid); /* mr_proc_spawn's parent: inheritable leases are the child's too */
+double mr__lease_seconds(void);        /* MILLRACE_LEASE_S, default 120 */
 
 /* ---- thread pool -------------------------------------------------------
  * One pool per process (core owns it). mr_parallel_for splits [0, n) into

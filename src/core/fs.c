@@ -286,6 +286,8 @@ char *mr_path_normalize(const char *p, int allow_abs)
 mr_status mr_flock_acquire(mr_flock *lk, const char *path, int mode, int blocking, int inherit, mr_error *err)
 {
     lk->fd = -1;
+    lk->lease = NULL;
+    if (mr__lease_wanted(path)) return mr__lease_acquire(lk, path, mode, blocking, inherit, err);
     int fd = open(path, O_RDWR | O_CREAT | (inherit ? 0 : O_CLOEXEC), 0644);
     if (fd < 0) return MR_ERR_SYS(err, MR_E_IO, errno, "%s: cannot open lock file", path);
     int op = (mode == MR_LOCK_EXCLUSIVE ? LOCK_EX : LOCK_SH) | (blocking ? 0 : LOCK_NB);
@@ -302,6 +304,7 @@ mr_status mr_flock_acquire(mr_flock *lk, const char *path, int mode, int blockin
 
 void mr_flock_release(mr_flock *lk)
 {
+    if (lk && lk->lease) mr__lease_release(lk);
     if (lk && lk->fd >= 0) {
         flock(lk->fd, LOCK_UN);
         close(lk->fd);

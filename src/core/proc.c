@@ -62,6 +62,7 @@ mr_status mr_proc_spawn(mr_proc *p, const mr_proc_opts *o, int (*child)(void *ar
         _exit(child(arg));
     }
     if (o->new_group) setpgid(pid, pid); /* EACCES once it has exec'ed: it did it itself */
+    mr__lease_spawned((int)pid);         /* lease locks it inherits stay alive while it lives */
     p->pid = (int)pid;
     p->group = o->new_group != 0;
     return MR_OK;

@@ -345,7 +345,7 @@ static mr_status run_files(mr_op_ctx *ctx, const mr_ingest_opts *io, mr_error *e
     char *work = mr_asprintf("%s/.millrace/partial/%s@%s", ctx->workspace, ctx->stage, key); /* no stage name has @ */
     char *lock = mr_asprintf("%s/.millrace/partial/%s.lock", ctx->workspace, ctx->stage); /* one per stage */
     char *priv = ctx->tmp_dir ? mr_path_join(ctx->tmp_dir, "files-work") : NULL;
-    mr_flock lk = {-1};
+    mr_flock lk = {-1, NULL};
     mr_status rc = work && lock && priv ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
     if (rc == MR_OK) {
         char *parent = mr_asprintf("%s/.millrace/partial", ctx->workspace);

@@ -795,7 +795,7 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
     c.n = spec->n_stages;
     struct sigaction sa_old_int, sa_old_term;
     int handlers = 0, *done = NULL;
-    mr_flock gc_lock = {-1};
+    mr_flock gc_lock = {-1, NULL};
     mr_proc **procs = NULL;
     mr_status rc = check_names(spec, opts->force, opts->n_force, "--force", err);
     if (rc == MR_OK) rc = check_names(spec, opts->downstream, opts->n_downstream, "--downstream", err);

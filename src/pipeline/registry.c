@@ -476,7 +476,7 @@ mr_status mr_registry_register(mr_workspace *ws, const char *name, const char *p
     char id[MR_ARTIFACT_ID_LEN];
     char *found_stage = NULL;
     sqlite3_stmt *s = NULL;
-    mr_flock glk = {-1};
+    mr_flock glk = {-1, NULL};
     int in_tx = 0;
     int64_t version = 0;
     int created = 0;

@@ -508,7 +508,7 @@ mr_status mr_pipeline_gc_remote(mr_workspace *ws, const mr_spec *spec, const cha
     mr_gc_plan plan;
     memset(&plan, 0, sizeof(plan));
     int n_pruned = 0;
-    mr_flock glk = {-1};
+    mr_flock glk = {-1, NULL};
     mr_status rc = mr__workspace_gc_lock(ws, MR_LOCK_EXCLUSIVE, &glk, err);
     if (rc == MR_OK) rc = mr__lock_read(ws, &lock, err);
     if (rc == MR_OK) rc = mr_runstore_kept_artifacts(ws->rs, keep_runs, &run_ids, &n_run_ids, err);

@@ -761,6 +761,84 @@ static void test_flock(void **state)
     remove_tmpdir(dir);
 }
 
+/* The lease protocol (lease.c) behind the same API: PATH.d/ of entries. */
+static void write_entry(const char *path, const char *host, int pid, double age_s)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "millrace-lease 1\nhost %s\npids %d\n", host, pid);
+    fclose(f);
+    if (age_s > 0) {
+        struct timespec ts[2];
+        clock_gettime(CLOCK_REALTIME, &ts[0]);
+        ts[0].tv_sec -= (time_t)age_s;
+        ts[1] = ts[0];
+        assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+    }
+}
+
+static void test_lease_lock(void **state)
+{
+    (void)state;
+    setenv("MILLRACE_LOCKS", "lease", 1);
+    setenv("MILLRACE_HOSTNAME", "unit-host", 1);
+    setenv("MILLRACE_LEASE_S", "30", 1);
+    char *dir = make_tmpdir();
+    char *path = mr_asprintf("%s/lock", dir), *entries = mr_asprintf("%s/lock.d", dir);
+    char *dead = mr_asprintf("%s/lock.d/unit-host-999999-0.x", dir), *other = mr_asprintf("%s/lock.d/node-b-1-0.x", dir);
+    assert_alloc(path);
+    assert_alloc(entries);
+    assert_alloc(dead);
+    assert_alloc(other);
+    mr_error err;
+    mr_error_init(&err);
+    mr_flock lk;
+    assert_ok(mr_flock_acquire(&lk, path, MR_LOCK_EXCLUSIVE, 1, 0, &err));
+    assert_non_null(lk.lease);
+    assert_int_equal(lk.fd, -1);
+    assert_true(mr_fs_is_dir(entries));
+    assert_false(mr_fs_exists(path)); /* no flock file */
+    assert_status(try_lock_in_child(path, MR_LOCK_EXCLUSIVE), MR_E_STATE);
+    assert_status(try_lock_in_child(path, MR_LOCK_SHARED), MR_E_STATE);
+    mr_flock_release(&lk);
+    assert_null(lk.lease);
+    mr_flock_release(&lk); /* twice is harmless */
+    assert_ok(try_lock_in_child(path, MR_LOCK_EXCLUSIVE));
+    /* shared + shared is fine, shared blocks exclusive */
+    assert_ok(mr_flock_acquire(&lk, path, MR_LOCK_SHARED, 0, 0, &err));
+    assert_ok(try_lock_in_child(path, MR_LOCK_SHARED));
+    assert_status(try_lock_in_child(path, MR_LOCK_EXCLUSIVE), MR_E_STATE);
+    mr_flock_release(&lk);
+    /* an entry of this host whose pid is gone: broken at once */
+    write_entry(dead, "unit-host", 999999, 0);
+    assert_ok(mr_flock_acquire(&lk, path, MR_LOCK_EXCLUSIVE, 0, 0, &err));
+    assert_false(mr_fs_exists(dead));
+    mr_flock_release(&lk);
+    /* another host's entry: held while renewed, broken once older than the lease */
+    write_entry(other, "node-b", 1, 0);
+    assert_status(mr_flock_acquire(&lk, path, MR_LOCK_EXCLUSIVE, 0, 0, &err), MR_E_STATE);
+    assert_true(mr_fs_exists(other));
+    write_entry(other, "node-b", 1, 31);
+    assert_ok(mr_flock_acquire(&lk, path, MR_LOCK_EXCLUSIVE, 0, 0, &err));
+    assert_false(mr_fs_exists(other));
+    mr_flock_release(&lk);
+    /* a lock in a missing directory is an I/O error */
+    char *bad = mr_asprintf("%s/none/lock", dir);
+    assert_alloc(bad);
+    assert_status(mr_flock_acquire(&lk, bad, MR_LOCK_EXCLUSIVE, 0, 0, &err), MR_E_IO);
+    assert_null(lk.lease);
+    assert_contains(err.msg, bad);
+    mr_free(bad);
+    mr_free(path);
+    mr_free(entries);
+    mr_free(dead);
+    mr_free(other);
+    unsetenv("MILLRACE_LOCKS");
+    unsetenv("MILLRACE_HOSTNAME");
+    unsetenv("MILLRACE_LEASE_S");
+    remove_tmpdir(dir);
+}
+
 /* ---- thread pool --------------------------------------------------------- */
 
 typedef struct cover_ctx {
@@ -1553,6 +1631,7 @@ int main(void)
         cmocka_unit_test(test_fs_mkdirs_copy),
         cmocka_unit_test(test_fs_rmtree_read_only),
         cmocka_unit_test(test_flock),
+        cmocka_unit_test(test_lease_lock),
         cmocka_unit_test(test_parallel_for_covers_once),
         cmocka_unit_test(test_parallel_for_deterministic),
         cmocka_unit_test(test_parallel_for_concurrent_callers),
