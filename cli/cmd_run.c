@@ -484,7 +484,7 @@ int cmd_stage(int argc, char **argv)
 {
     if (cli_wants_help(argc, argv) || argc < 2) {
         fputs("usage: millrace stage run NAME --job FILE\n"
-              "       millrace stage run NAME --cluster RUNDIR\n"
+              "       millrace stage run NAME --cluster RUNDIR [--task K]\n"
               "       millrace stage show --job FILE [--json]\n\n"
               "run: runs one stage from a job file written by `millrace run` (internal; the same\n"
               "command can run a stage on another machine that shares the workspace).\n"
@@ -497,21 +497,27 @@ int cmd_stage(int argc, char **argv)
     if (!show && strcmp(argv[1], "run") != 0)
         return cli_usage_error("stage", "unknown subcommand '%s' (expected 'run' or 'show')", argv[1]);
     const char *job = NULL, *name = NULL, *cluster = NULL;
-    int json = 0;
+    int json = 0, task = -1;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--job") && i + 1 < argc) job = argv[++i];
         else if (!show && !strcmp(argv[i], "--cluster") && i + 1 < argc) cluster = argv[++i];
+        else if (!show && !strcmp(argv[i], "--task") && i + 1 < argc) {
+            char *end = NULL;
+            long v = strtol(argv[++i], &end, 10);
+            if (!end || *end || v < 0 || v > 10000000) return cli_usage_error("stage", "--task expects a task index >= 0");
+            task = (int)v;
+        }
         else if (show && !strcmp(argv[i], "--json")) json = 1;
         else if (!show && argv[i][0] != '-' && !name) name = argv[i];
         else return cli_usage_error("stage", "unexpected argument '%s'", argv[i]);
     }
     if (show) return job ? stage_show(job, json) : cli_usage_error("stage", "expected: stage show --job FILE");
-    if (!(job || cluster) || !name || (job && cluster))
-        return cli_usage_error("stage", "expected: stage run NAME --job FILE, or stage run NAME --cluster RUNDIR");
+    if (!(job || cluster) || !name || (job && cluster) || (task >= 0 && !cluster))
+        return cli_usage_error("stage", "expected: stage run NAME --job FILE, or stage run NAME --cluster RUNDIR [--task K]");
     mr_error err;
     mr_error_init(&err);
     mr_pool_init(0, NULL);
-    mr_status st = cluster ? mr_stage_cluster(cluster, name, &err) : mr_stage_worker(job, &err);
+    mr_status st = cluster ? mr_stage_cluster(cluster, name, task, &err) : mr_stage_worker(job, &err);
     if (st != MR_OK) { /* into the stage log; the runner reads the result file */
         mr_error_stage(&err, name);
         mr_log_error(&err);

@@ -92,6 +92,11 @@ typedef struct mr_op_ctx {
     void *engine;             /* the engine's private state (metrics sink) */
     const char *stage_key;    /* the stage's cache key (lineage), or NULL */
     const char *git_commit;   /* HEAD of the workspace's git repository, or NULL / "" */
+    int is_task;              /* 1 in one task of a Slurm job array (an op with `fanout`,
+                               * docs/cluster.md): do piece `task` of the work only, cache it with
+                               * mr_op_cache_put and write no outputs (the stage's own job then
+                               * finds every piece cached); 0 otherwise */
+    int task;
 } mr_op_ctx;
 
 /* Records a metric of the running stage (a curve when step varies): it goes
@@ -180,6 +185,11 @@ typedef struct mr_op {
      * "model.mrb"). The engine registers it after the stage is done,
      * executed or cached; `register` is not part of the stage's key. */
     const char *registers;
+    /* Optional: the op's work splits into *n_tasks independent pieces, at
+     * most *parallel at once (a tune stage's trials), which the Slurm
+     * executor runs as one job array before the stage's own job. threads:
+     * the stage's cores. 0 pieces or an error: not split. */
+    mr_status (*fanout)(const mr_value *def, int smoke, int threads, int *n_tasks, int *parallel, mr_error *err);
 } mr_op;
 
 /* 1 if v is a string holding a ${stages.X...} reference: its value (a path,

@@ -205,12 +205,19 @@ mr_status mr_pipeline_attach(mr_workspace *ws, int64_t run_id, const mr_run_opts
  * progress (NULL-able). Errors are warnings in the log, not failures. */
 void mr_pipeline_collect(mr_workspace *ws, const char *self_exe, int *n_open);
 
-/* The job side of a Slurm run: `millrace stage run NAME --cluster RUNDIR`.
+/* The job side of a Slurm run: `millrace stage run NAME --cluster RUNDIR`
+ * (task >= 0: `--task K`, one task of its job array; -1 otherwise).
  * Plans the stage from the run's copy of millrace.yaml and its upstream
  * stages' results (the runner could not: their outputs were not known when
  * it submitted), writes its job file, then works as mr_stage_worker. A
  * stage the runner planned already has its job file. */
-mr_status mr_stage_cluster(const char *run_dir, const char *stage, mr_error *err);
+mr_status mr_stage_cluster(const char *run_dir, const char *stage, int task, mr_error *err);
+/* One task of a stage whose op splits its work (op.h `fanout`): `millrace
+ * stage run NAME --cluster RUNDIR --task K` in a Slurm job array. Takes no
+ * stage lock and its path locks shared, runs the op with ctx->is_task,
+ * publishes nothing, writes STAGE.task-K.result.json next to the job's
+ * result path. MR_E_INVALID_ARG for an op without fanout. */
+mr_status mr_stage_worker_task(const char *job_path, int task, mr_error *err);
 
 /* The worker side: `millrace stage run NAME --job FILE`. Reads the job,
  * serves it from the cache or runs the op, and writes the result file the

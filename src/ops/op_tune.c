@@ -1307,6 +1307,108 @@ static mr_status run_study(study *s, int *n_started_out, mr_error *err)
     return rc;
 }
 
+/* ---- one trial as a task of a Slurm job array (ctx->task) ---------------------------- */
+
+#define TASK_WAIT_S 86400 /* how long a task waits for the trials it is suggested from */
+
+/* Suggests trial n and replays it from the cache: *hit 0 (and trial n reset)
+ * when it is not cached yet. */
+static mr_status replay_only(study *s, int n, int *hit, mr_error *err)
+{
+    trial *tr = &s->t[n];
+    *hit = 0;
+    size_t m = mr_tune_space_size(s->space);
+    tr->n_info = n >= s->parallel ? (size_t)(n - s->parallel + 1) : 0;
+    tr->x = mr_calloc(m ? m : 1, sizeof(double));
+    if (!tr->x) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    mr_status rc = mr_tune_suggest(s->space, &s->so, s->hist, tr->n_info, (uint64_t)n, tr->x, err);
+    if (rc == MR_OK) rc = mr_tune_point_value(s->space, tr->x, &tr->params) == MR_OK ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (rc == MR_OK) rc = trial_key(s, tr, err);
+    char *cached = NULL;
+    if (rc == MR_OK && mr_op_cache_get(s->ctx, tr->key, &cached, NULL) == MR_OK && cached && replay_cached(s, tr, cached)) {
+        tr->started = mr_now();
+        tr->oom0 = mr_alloc_failures_here();
+        tr->value = NAN;
+        tr->cached = 1;
+        finish_trial(s, n);
+        *hit = 1;
+    }
+    mr_free(cached);
+    if (!*hit) { /* as before the suggestion, for the next look */
+        mr_free(tr->x);
+        mr_value_free(tr->params);
+        mr_free(tr->key_doc);
+        tr->x = NULL;
+        tr->params = NULL;
+        tr->key_doc = NULL;
+        tr->n_curve = 0;
+    }
+    return rc;
+}
+
+/* Trial ctx->task alone: it is suggested from trials 0..task-parallel, as in
+ * the whole study, so it waits for the tasks that compute those to cache
+ * them, replays them, then runs (or replays) its own and caches it. */
+static mr_status run_task(study *s, int *n_started_out, mr_error *err)
+{
+    int k = s->ctx->task;
+    *n_started_out = 0;
+    if (k >= s->n_trials) return MR_OK;
+    double t0 = mr_now();
+    for (int n = 0; n <= k - s->parallel; n++) {
+        for (;;) {
+            int hit = 0;
+            mr_status rc = replay_only(s, n, &hit, err);
+            if (rc != MR_OK) return rc;
+            if (hit) break;
+            if (mr_now() - t0 > TASK_WAIT_S)
+                return MR_ERR(err, MR_E_STATE, "trial %d: trial %d, which it is suggested from, was not cached within %d s", k, n,
+                              TASK_WAIT_S);
+            struct timespec ts = {0, 250 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    dprintf(s->ctx->log_fd, "task %d: trials 0..%d replayed from the cache; running trial %d\n", k, k - s->parallel, k);
+    mr_status rc = begin_trial(s, k, err);
+    if (rc != MR_OK) return rc;
+    *n_started_out = k + 1;
+    trial *tr = &s->t[k];
+    while (tr->state == T_RUNNING) {
+        if (mr_proc_wait(&tr->proc, 0) == 1) {
+            reap_trial(s, k);
+            break;
+        }
+        if (s->is_exec) {
+            poll_exec(s, tr);
+            if (tr->stopping && mr_now() - tr->term_at > s->grace_s) {
+                mr_proc_signal(&tr->proc, SIGKILL);
+                tr->term_at = INFINITY;
+            }
+        }
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return MR_OK;
+}
+
+/* The Slurm executor's question: how many trials, how many at once. */
+static mr_status fanout_tune(const mr_value *def, int smoke, int threads, int *n_tasks, int *parallel, mr_error *err)
+{
+    tune_cfg c;
+    mr_status rc = tune_settings(def, &c, err);
+    if (rc == MR_OK) {
+        int n = c.n_trials, p = c.parallel ? c.parallel : threads;
+        if (smoke && n > 2) n = 2;
+        if (p < 1) p = 1;
+        if (p > MAX_GROUPS) p = MAX_GROUPS;
+        if (p > n) p = n;
+        *n_tasks = n;
+        *parallel = p;
+    }
+    tune_cfg_free(&c);
+    return rc;
+}
+
 static mr_status run_tune(mr_op_ctx *ctx, mr_error *err)
 {
     study s;
@@ -1341,8 +1443,12 @@ static mr_status run_tune(mr_op_ctx *ctx, mr_error *err)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, NULL, &g_old_term);
     if (sigaction(SIGTERM, &sa, &old) == 0) handler = 1;
-    rc = run_study(&s, &n_started, err);
-    if (rc == MR_OK) rc = write_outputs(&s, n_started, err);
+    if (ctx->is_task) {
+        rc = run_task(&s, &n_started, err); /* the stage's own job writes the outputs */
+    } else {
+        rc = run_study(&s, &n_started, err);
+        if (rc == MR_OK) rc = write_outputs(&s, n_started, err);
+    }
 done:
     if (handler) sigaction(SIGTERM, &old, NULL);
     for (int n = 0; s.t && n < s.n_trials; n++) {
@@ -1370,4 +1476,5 @@ const mr_op mr_op_tune = {
     .outputs = NULL,
     .run = run_tune,
     .validate = validate_tune,
+    .fanout = fanout_tune,
 };

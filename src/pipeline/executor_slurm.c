@@ -59,6 +59,8 @@ typedef struct sl_stage {
     double elapsed_s, start, end;
     int64_t max_rss_kb;
     int seen_running;
+    char array_id[32]; /* its op's pieces as a job array before it (tune trials), "" = none */
+    int n_tasks;
 } sl_stage;
 
 typedef struct sl_ctx {
@@ -237,10 +239,11 @@ static mr_status save_state(sl_ctx *sl, mr_error *err)
         json_t *outs = json_object();
         for (size_t k = 0; outs && (r->state == ST_DONE || r->published) && k < c->plans[i].n_outs; k++)
             if (json_object_set_new(outs, c->plans[i].outs[k].name, json_string(c->plans[i].outs[k].id)) != 0) ok = 0;
-        json_t *e = outs ? json_pack("{s:s,s:s,s:i,s:i,s:I,s:f,s:s,s:o,s:b,s:s?}", "state", state_name(r), "job_id", t->job_id,
-                                     "attempts", t->attempts, "oom_doublings", t->oom_doublings, "mem_mb",
+        json_t *e = outs ? json_pack("{s:s,s:s,s:i,s:i,s:I,s:f,s:s,s:o,s:b,s:s?,s:s,s:i}", "state", state_name(r), "job_id",
+                                     t->job_id, "attempts", t->attempts, "oom_doublings", t->oom_doublings, "mem_mb",
                                      (json_int_t)t->mem_mb, "submitted", t->submitted, "key", c->plans[i].key, "outputs", outs,
-                                     "published", r->published, "error", r->error)
+                                     "published", r->published, "error", r->error, "array_id", t->array_id, "n_tasks",
+                                     t->n_tasks)
                          : NULL;
         ok = ok && e && json_object_set_new(stages, c->spec->stages[i].name, e) == 0;
     }
@@ -279,20 +282,21 @@ static void save_state_warn(sl_ctx *sl)
 
 /* ---- submitting ---------------------------------------------------------------------- */
 
-static mr_status write_script(sl_ctx *sl, size_t i, char **path_out, mr_error *err)
+static mr_status write_script(sl_ctx *sl, size_t i, int tasks, char **path_out, mr_error *err)
 {
     const char *name = sl->c->spec->stages[i].name;
     mr_buf b;
     mr_buf_init(&b);
-    mr_buf_printf(&b, "#!/bin/sh\n# millrace run %lld, stage %s: written by the runner (docs/cluster.md)\nexec ",
-                  (long long)sl->c->run_id, name);
+    mr_buf_printf(&b, "#!/bin/sh\n# millrace run %lld, stage %s%s: written by the runner (docs/cluster.md)\nexec ",
+                  (long long)sl->c->run_id, name, tasks ? ", one task of its job array" : "");
     sh_quote(&b, sl->self_exe);
     mr_buf_puts(&b, " stage run ");
     sh_quote(&b, name);
     mr_buf_puts(&b, " --cluster ");
     sh_quote(&b, sl->run_dir);
+    if (tasks) mr_buf_puts(&b, " --task \"$SLURM_ARRAY_TASK_ID\"");
     mr_buf_puts(&b, "\n");
-    char *fname = mr_asprintf("%s.sh", name);
+    char *fname = mr_asprintf(tasks ? "%s.task.sh" : "%s.sh", name);
     char *path = fname ? run_file(sl, fname) : NULL;
     mr_free(fname);
     mr_status rc = b.failed ? MR_ERR(err, MR_E_NOMEM, "out of memory") : path ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
@@ -307,14 +311,16 @@ static mr_status write_script(sl_ctx *sl, size_t i, char **path_out, mr_error *e
     return rc;
 }
 
-/* sbatch for stage i, after the current jobs of its active upstreams. */
-static mr_status submit(sl_ctx *sl, size_t i, mr_error *err)
+/* One sbatch for stage i after the current jobs of its active upstreams:
+ * its own job, or (n_tasks > 0) its op's pieces as a job array, at most
+ * parallel at once. The job id into id (of size idlen). */
+static mr_status sbatch_stage(sl_ctx *sl, size_t i, int n_tasks, int parallel, char *id, size_t idlen, mr_error *err)
 {
     run_ctx *c = sl->c;
     const mr_stage_spec *s = &c->spec->stages[i];
     sl_stage *t = &sl->st[i];
     char *script = NULL;
-    mr_status rc = write_script(sl, i, &script, err);
+    mr_status rc = write_script(sl, i, n_tasks > 0, &script, err);
     if (rc != MR_OK) return rc;
     enum { MAX_ARGS = 24 };
     size_t cap = MAX_ARGS + sl->n_opts;
@@ -326,18 +332,23 @@ static mr_status submit(sl_ctx *sl, size_t i, mr_error *err)
     for (size_t u = 0; u < n_up; u++)
         if (sl->st[up[u]].active && sl->st[up[u]].job_id[0])
             mr_buf_printf(&dep, "%s%s", dep.len ? ":" : "--dependency=afterok:", sl->st[up[u]].job_id);
+    /* the stage's job runs after its array whatever became of it: it computes any piece missing */
+    if (!n_tasks && t->array_id[0]) mr_buf_printf(&dep, "%safterany:%s", dep.len ? "," : "--dependency=", t->array_id);
     int cpus = (int)(s->cpus + 0.999);
+    if (cpus < 1) cpus = 1;
+    if (n_tasks && (cpus /= parallel) < 1) cpus = 1; /* a trial's share, as in the stage */
     if (t->mem_mb == 0 && s->mem_bytes) t->mem_mb = (int64_t)((s->mem_bytes + (1 << 20) - 1) >> 20);
     char *a[MAX_ARGS];
     size_t na = 0;
     a[na++] = mr_strdup("sbatch");
     a[na++] = mr_strdup("--parsable");
     a[na++] = mr_asprintf("--job-name=%s", sl->job_name);
-    a[na++] = mr_asprintf("--output=%s", c->rt[i].log_path);
+    a[na++] = n_tasks ? mr_asprintf("--output=%s.task-%%a", c->rt[i].log_path) : mr_asprintf("--output=%s", c->rt[i].log_path);
     a[na++] = mr_strdup("--open-mode=append");
     a[na++] = mr_asprintf("--chdir=%s", c->ws->root);
-    a[na++] = mr_asprintf("--cpus-per-task=%d", cpus < 1 ? 1 : cpus);
+    a[na++] = mr_asprintf("--cpus-per-task=%d", cpus);
     a[na++] = mr_strdup("--kill-on-invalid-dep=yes");
+    if (n_tasks) a[na++] = mr_asprintf("--array=0-%d%%%d", n_tasks - 1, parallel);
     if (t->mem_mb) a[na++] = mr_asprintf("--mem=%lldM", (long long)t->mem_mb);
     if (s->time[0]) a[na++] = mr_asprintf("--time=%s", s->time);
     if (s->gpus) a[na++] = mr_asprintf("--gpus=%d", s->gpus);
@@ -360,38 +371,63 @@ static mr_status submit(sl_ctx *sl, size_t i, mr_error *err)
         /* --parsable: "JOBID" or "JOBID;CLUSTER" */
         size_t len = 0;
         while (len < out.len && out.data[len] >= '0' && out.data[len] <= '9') len++;
-        if (len == 0 || len >= sizeof(t->job_id))
+        if (len == 0 || len >= idlen)
             rc = MR_ERR(err, MR_E_PARSE, "sbatch printed no job id (got \"%.60s\")", out.data ? out.data : "");
         else {
-            memcpy(t->job_id, out.data, len);
-            t->job_id[len] = '\0';
-            t->active = 1;
-            t->attempts++;
-            t->submitted = mr_wall_time();
-            t->state[0] = '\0';
-            t->seen_running = 0;
-            t->nodes[0] = '\0';
-            t->max_rss_kb = 0;
+            memcpy(id, out.data, len);
+            id[len] = '\0';
         }
     }
     if (rc != MR_OK) mr_error_stage(err, s->name);
-    for (size_t k = 0; argv && k < m - 1 - sl->n_opts; k++) mr_free(argv[k]);
+    for (size_t k = 0; argv && k < na; k++) mr_free(argv[k]);
     mr_free(argv);
     mr_free(script);
     mr_buf_free(&out);
     mr_buf_free(&dep);
-    if (rc == MR_OK) {
-        char msg[128];
-        snprintf(msg, sizeof(msg), "submitted as Slurm job %s%s", t->job_id, t->attempts > 1 ? " (again)" : "");
+    return rc;
+}
+
+/* Submits stage i: first, once, its op's pieces as a job array (a tune
+ * stage's trials), then its own job. */
+static mr_status submit(sl_ctx *sl, size_t i, mr_error *err)
+{
+    run_ctx *c = sl->c;
+    const mr_stage_spec *s = &c->spec->stages[i];
+    sl_stage *t = &sl->st[i];
+    int n_tasks = 0, parallel = 1;
+    mr_error fe;
+    mr_error_init(&fe);
+    if (!t->array_id[0] && s->op->fanout) {
+        int cpus = (int)(s->cpus + 0.999);
+        if (s->op->fanout(s->def, c->o->smoke, cpus < 1 ? 1 : cpus, &n_tasks, &parallel, &fe) != MR_OK) n_tasks = 0;
+    }
+    if (n_tasks > 1) {
+        mr_status rc = sbatch_stage(sl, i, n_tasks, parallel, t->array_id, sizeof(t->array_id), err);
+        if (rc != MR_OK) return rc;
+        t->n_tasks = n_tasks;
+        char msg[160];
+        snprintf(msg, sizeof(msg), "its %d pieces submitted as Slurm job array %s (%d at once)", n_tasks, t->array_id, parallel);
         mr__ex_emit(c, MR_RUN_STAGE_NOTE, i, 0, msg, NULL, NULL);
     }
-    return rc;
+    mr_status rc = sbatch_stage(sl, i, 0, 1, t->job_id, sizeof(t->job_id), err);
+    if (rc != MR_OK) return rc;
+    t->active = 1;
+    t->attempts++;
+    t->submitted = mr_wall_time();
+    t->state[0] = '\0';
+    t->seen_running = 0;
+    t->nodes[0] = '\0';
+    t->max_rss_kb = 0;
+    char msg[128];
+    snprintf(msg, sizeof(msg), "submitted as Slurm job %s%s", t->job_id, t->attempts > 1 ? " (again)" : "");
+    mr__ex_emit(c, MR_RUN_STAGE_NOTE, i, 0, msg, NULL, NULL);
+    return MR_OK;
 }
 
 static void cancel_jobs(sl_ctx *sl, int only_pending)
 {
     run_ctx *c = sl->c;
-    char **argv = mr_calloc(c->n + 2, sizeof(*argv));
+    char **argv = mr_calloc(2 * c->n + 2, sizeof(*argv));
     if (!argv) return;
     size_t m = 0;
     argv[m++] = "scancel";
@@ -400,6 +436,7 @@ static void cancel_jobs(sl_ctx *sl, int only_pending)
         if (!t->active || !t->job_id[0]) continue;
         if (only_pending && strcmp(t->state, "PENDING") && t->state[0]) continue;
         argv[m++] = t->job_id;
+        if (t->array_id[0]) argv[m++] = t->array_id;
     }
     if (m > 1) {
         mr_error e;
@@ -502,6 +539,23 @@ static void import_result(run_ctx *c, size_t i, const mr_job_result *res)
     sl_ctx *sl = c->hook;
     mr_error e;
     mr_runstore_batch_begin(c->ws->rs, NULL);
+    /* the pieces its array's tasks cached (their trials are the stage job's to record) */
+    for (int k = 0; k < sl->st[i].n_tasks; k++) {
+        char *fname = mr_asprintf("%s.task-%d.result.json", c->spec->stages[i].name, k);
+        char *path = fname ? run_file(sl, fname) : NULL;
+        mr_job_result tr;
+        mr_job_result_init(&tr);
+        mr_error_init(&e);
+        if (path && mr_fs_exists(path) && mr_job_result_read(path, &tr, &e) == MR_OK)
+            for (size_t q = 0; q < tr.n_cache_entries; q++) {
+                mr_error_init(&e);
+                if (mr__cache_import(c->ws, sl->cache_dir, tr.cache_entries[q], c->run_id, &e) != MR_OK)
+                    mr_log(MR_LOG_WARN, "stage '%s': task %d's cache entry is not recorded: %s", c->spec->stages[i].name, k, e.msg);
+            }
+        mr_job_result_deinit(&tr);
+        mr_free(fname);
+        mr_free(path);
+    }
     for (size_t k = 0; k < res->n_cache_entries; k++) {
         mr_error_init(&e);
         if (mr__cache_import(c->ws, sl->cache_dir, res->cache_entries[k], c->run_id, &e) != MR_OK)
@@ -1037,6 +1091,9 @@ static mr_status load_run(mr_workspace *ws, int64_t run_id, const mr_run_opts *o
         }
         const char *jid = json_string_value(json_object_get(e, "job_id"));
         snprintf(t->job_id, sizeof(t->job_id), "%s", jid ? jid : "");
+        const char *aid = json_string_value(json_object_get(e, "array_id"));
+        snprintf(t->array_id, sizeof(t->array_id), "%s", aid ? aid : "");
+        t->n_tasks = (int)json_integer_value(json_object_get(e, "n_tasks"));
         t->attempts = (int)json_integer_value(json_object_get(e, "attempts"));
         t->oom_doublings = (int)json_integer_value(json_object_get(e, "oom_doublings"));
         t->mem_mb = (int64_t)json_integer_value(json_object_get(e, "mem_mb"));
@@ -1257,7 +1314,7 @@ static mr_status plan_in_job(const char *run_dir, const json_t *cl, const char *
     return rc;
 }
 
-mr_status mr_stage_cluster(const char *run_dir, const char *stage, mr_error *err)
+mr_status mr_stage_cluster(const char *run_dir, const char *stage, int task, mr_error *err)
 {
     char *cp = mr_path_join(run_dir, "cluster.json");
     char *jn = mr_asprintf("%s.job.json", stage), *rn = mr_asprintf("%s.result.json", stage);
@@ -1281,7 +1338,7 @@ mr_status mr_stage_cluster(const char *run_dir, const char *stage, mr_error *err
         }
     }
     json_decref(cl);
-    if (rc == MR_OK) rc = mr_stage_worker(job_path, err);
+    if (rc == MR_OK) rc = task >= 0 ? mr_stage_worker_task(job_path, task, err) : mr_stage_worker(job_path, err);
     mr_free(cp);
     mr_free(jn);
     mr_free(rn);

@@ -61,6 +61,7 @@ typedef struct worker {
     mr_flock *locks;   /* the job's path locks, while held */
     size_t n_held;
     int staged;        /* the op writes into staging directories */
+    int task;          /* -1, or a task of a Slurm job array (mr_stage_worker_task) */
 } worker;
 
 static void on_term(int sig)
@@ -277,6 +278,12 @@ static mr_status enter_workspace(worker *w, mr_error *err)
     mr_status rc = w->job.cache_dir ? mr__workspace_open_cluster(w->job.workspace, w->job.cache_dir, &w->ws, err)
                                     : mr_workspace_open(w->job.workspace, 0, 1, &w->ws, err);
     if (rc != MR_OK) return rc;
+    /* A cluster job has no runner of its own holding gc off (it may be a
+     * detached run's): it holds the gc lock itself. */
+    if (w->job.cache_dir) rc = mr__workspace_gc_lock(w->ws, MR_LOCK_SHARED, &w->gc_lock, err);
+    if (rc != MR_OK) return rc;
+    /* The tasks of one array work side by side: only the stage's own job takes its lock. */
+    if (w->task >= 0) return MR_OK;
     w->lock_path = mr_asprintf("%s/locks/stage-%s.lock", w->ws->dot, w->job.stage);
     if (!w->lock_path) return MR_ERR(err, MR_E_NOMEM, "out of memory");
     /* inherit=1: the command keeps the lock alive even if we are killed. */
@@ -304,7 +311,8 @@ static mr_status take_path_locks(worker *w, const int *force_exclusive, mr_error
         mr_hash_hex(mr_hash_bytes(l->path, strlen(l->path)), hex);
         char *path = mr_asprintf("%s/locks/path-%s.lock", w->ws->dot, hex);
         if (!path) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-        int ex = l->exclusive || (force_exclusive && force_exclusive[k]);
+        /* an array task only reads: its outputs are the stage job's to write */
+        int ex = w->task < 0 && (l->exclusive || (force_exclusive && force_exclusive[k]));
         /* inherit=1: the command keeps the locks alive even if we are killed */
         mr_status rc = mr_flock_acquire(&w->locks[k], path, ex ? MR_LOCK_EXCLUSIVE : MR_LOCK_SHARED, 1, 1, err);
         mr_free(path);
@@ -712,6 +720,8 @@ static mr_status run_op(worker *w, mr_error *err)
         .engine = &we,
         .stage_key = w->job.key,
         .git_commit = git_commit,
+        .is_task = w->task >= 0,
+        .task = w->task >= 0 ? w->task : 0,
     };
     mr_status rc = w->op->run(&ctx, err);
     /* An error about a value of the definition points into millrace.yaml. */
@@ -736,6 +746,10 @@ static mr_status run_op(worker *w, mr_error *err)
         if (publish_outputs(w, &pe) != MR_OK)
             mr_log(MR_LOG_WARN, "stage '%s': the results of the failed stage were not published: %s", w->job.stage, pe.msg);
         return rc;
+    }
+    if (rc == MR_OK && w->task >= 0) { /* an array task: its pieces are cached, the stage job publishes */
+        w->res.status = MR_JOB_EXECUTED;
+        return MR_OK;
     }
     if (rc == MR_OK) rc = publish_outputs(w, err);
     if (rc == MR_OK) rc = cache_result(w, err);
@@ -780,21 +794,33 @@ static void worker_free(worker *w)
     mr_job_result_deinit(&w->res);
 }
 
-mr_status mr_stage_worker(const char *job_path, mr_error *err)
+static mr_status work(const char *job_path, int task, mr_error *err)
 {
     worker w;
     memset(&w, 0, sizeof(w));
     w.job_path = job_path;
     w.lk.fd = -1;
     w.gc_lock.fd = -1;
+    w.task = task;
     mr_job_init(&w.job);
     mr_job_result_init(&w.res);
     mr_log_set_sink(MR_LOG_WARN, collect_warning, &w.res);
     int served = 0;
     mr_status rc = load_job(&w, err);
+    if (rc == MR_OK && task >= 0 && !w.op->fanout)
+        rc = MR_ERR(err, MR_E_INVALID_ARG, "stage '%s': op '%s' does not split into tasks", w.job.stage, w.op->name);
     if (rc == MR_OK) rc = enter_workspace(&w, err);
     if (rc == MR_OK) rc = take_path_locks(&w, NULL, err);
-    if (rc == MR_OK) rc = serve_from_cache(&w, &served, err);
+    if (rc == MR_OK && task >= 0) { /* the stage is done already: nothing for a task to add */
+        char *outs = NULL;
+        if (mr__cache_get(w.ws, w.job.key, &outs, NULL, NULL, NULL) == MR_OK) {
+            served = 1;
+            w.res.status = MR_JOB_EXECUTED;
+        }
+        mr_free(outs);
+    } else if (rc == MR_OK) {
+        rc = serve_from_cache(&w, &served, err);
+    }
     if (rc == MR_OK && !served && !w.staged) rc = deps_as_planned(&w, err);
     if (rc == MR_OK && !served) rc = prepare(&w, err);
     if (rc == MR_OK && !served) rc = place_inputs(&w, err);
@@ -813,14 +839,26 @@ mr_status mr_stage_worker(const char *job_path, mr_error *err)
     mr_workspace_close(w.ws); /* saves the stat cache entries of published outputs */
     w.ws = NULL;
     read_io(&w.res.bytes_read, &w.res.bytes_written);
-    if (w.job.result_path) {
+    char *task_result = NULL;
+    if (task >= 0 && w.job.result_path) { /* STAGE.result.json -> STAGE.task-K.result.json */
+        size_t n = strlen(w.job.result_path), sfx = strlen(".result.json");
+        if (n > sfx && !strcmp(w.job.result_path + n - sfx, ".result.json"))
+            task_result = mr_asprintf("%.*s.task-%d.result.json", (int)(n - sfx), w.job.result_path, task);
+    }
+    const char *result_path = task >= 0 ? task_result : w.job.result_path;
+    if (result_path) {
         mr_error e2;
         mr_error_init(&e2);
-        if (mr_job_result_write(&w.res, w.job.result_path, &e2) != MR_OK && rc == MR_OK) {
+        if (mr_job_result_write(&w.res, result_path, &e2) != MR_OK && rc == MR_OK) {
             *err = e2;
             rc = e2.code;
         }
     }
+    mr_free(task_result);
     worker_free(&w);
     return rc;
 }
+
+mr_status mr_stage_worker(const char *job_path, mr_error *err) { return work(job_path, -1, err); }
+
+mr_status mr_stage_worker_task(const char *job_path, int task, mr_error *err) { return work(job_path, task, err); }

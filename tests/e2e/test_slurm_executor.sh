@@ -200,6 +200,59 @@ assert_eq "$(sqlite3 "$o/.millrace/runs.db" "SELECT group_concat(state || '@' ||
 second=$(sqlite3 "$o/.millrace/runs.db" "SELECT job_id FROM stage_jobs WHERE run_id = 1 ORDER BY rowid DESC LIMIT 1")
 assert_contains "$(scontrol show job "$second")" "MinMemoryNode=200M" "Slurm gave the second job 200M"
 
+# ---- a tune stage's trials as one job array ---------------------------------------------------------------
+for w in local slurm; do
+    d=$(new_ws "tune-$w")
+    (cd "$d" && /usr/bin/python3 - <<'PY'
+import random, math
+r = random.Random(7)
+with open("train.csv", "w") as f, open("valid.csv", "w") as g:
+    f.write("x1,x2,x3,label\n"); g.write("x1,x2,x3,label\n")
+    for i in range(4000):
+        x1, x2, x3 = r.gauss(0, 1), r.gauss(0, 1), r.random()
+        z = 2.0 * x1 * x2 - x1 + 2 * (x3 > 0.5) - 1
+        y = 1 if r.random() < 1 / (1 + math.exp(-z)) else 0
+        (f if i < 3000 else g).write(f"{x1:.6f},{x2:.6f},{x3:.6f},{y}\n")
+PY
+    ) || fail "tune data"
+    cat >"$d/millrace.yaml" <<'YAML'
+stages:
+  tune:
+    op: tune
+    resources: {cpus: 2}
+    train: train.csv
+    valid: valid.csv
+    label: label
+    params: {objective: binary, num_iterations: 30, metric: auc}
+    space:
+      learning_rate: {loguniform: [0.01, 0.3]}
+      num_leaves: {int: [4, 64]}
+      max_depth: {choice: [-1, 4]}
+      lambda_l2: {uniform: [0, 10], when: {max_depth: -1}}
+    n_trials: 8
+    parallel: 2
+    sampler: {type: tpe, n_startup_trials: 3}
+    pruner: {type: asha, min_resource: 3, reduction_factor: 3}
+    seed: 1
+YAML
+done
+expect_exit 0 mr -C "$T_ROOT/tune-local" run
+expect_exit 0 mr -C "$T_ROOT/tune-slurm" run --executor slurm --poll 1
+assert_match "$T_ERR" "tune: its 8 pieces submitted as Slurm job array [0-9]+ \(2 at once\)" "the 8 trials went out as one job array"
+arr=$(printf '%s\n' "$T_ERR" | sed -n 's/.*Slurm job array \([0-9]*\).*/\1/p')
+eight_done() { [ "$(sacct -n -X -P -j "$arr" -o JobID,State | grep -c -E "^${arr}_[0-9]+\|COMPLETED$")" = 8 ]; }
+wait_for "the accounting to show its eight tasks COMPLETED" 60 eight_done
+assert_eq "$(grep -c -E '^trial [0-9]+: .*\(cached\)' "$T_ROOT/tune-slurm/.millrace/logs/run-1/tune.log")" 8 \
+    "the stage's own job found all eight trials cached by the array"
+for f in best.json trials.json study.json; do
+    expect_exit 0 cmp "$T_ROOT/tune-local/out/tune/$f" "$T_ROOT/tune-slurm/out/tune/$f"
+done
+pass "the study is byte for byte the local one (trial k suggested from trials 0..k-2 in both)"
+assert_eq "$(sqlite3 "$T_ROOT/tune-slurm/.millrace/runs.db" "SELECT count(*) FROM stage_cache WHERE stage = 'tune#trial'")" 8 \
+    "the runner recorded the trials the tasks cached"
+assert_eq "$(sqlite3 "$T_ROOT/tune-slurm/.millrace/runs.db" "SELECT count(*) FROM tune_trials WHERE run_id = 1")" 8 \
+    "and the study's eight trials, once each"
+
 # ---- slurmdbd down for a minute -----------------------------------------------------------------------
 b=$(new_ws dbd-down)
 cat >"$b/millrace.yaml" <<'YAML'

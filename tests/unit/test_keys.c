@@ -31,7 +31,7 @@ static const mr_param_def ver_params[] = {
     {NULL, 0, 0, NULL},
 };
 static const char *const ver_outputs[] = {"model", "report", NULL};
-static mr_op ver_op = {"verop", 1, ver_params, ver_outputs, NULL, NULL, 0, NULL, NULL, NULL};
+static mr_op ver_op = {"verop", 1, ver_params, ver_outputs, NULL, NULL, 0, NULL, NULL, NULL, NULL};
 
 static int setup(void **state)
 {

@@ -24,7 +24,7 @@ static const mr_param_def train_params[] = {
     {"extra", MR_PT_ANY, 0, "anything"},
     {NULL, 0, 0, NULL},
 };
-static const mr_op train_op = {"toytrain", 1, train_params, NULL, NULL, NULL, 0, NULL, NULL, NULL};
+static const mr_op train_op = {"toytrain", 1, train_params, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL};
 
 static int setup(void **state)
 {
