@@ -149,6 +149,7 @@ typedef struct mr_job_result {
     char **warnings;           /* what the stage logged at warning level, in order */
     size_t n_warnings;
     int64_t bytes_read, bytes_written; /* the worker's I/O (/proc/self/io) */
+    int64_t max_rss_kb;        /* the peak RSS of the worker or the largest child it waited for (getrusage), 0 = unknown */
     char **cache_entries;      /* cluster jobs: the keys of the stage-cache entry files the job wrote */
     size_t n_cache_entries;
     mr_job_trial *trials;      /* cluster jobs: the tune trials it recorded */

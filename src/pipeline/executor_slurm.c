@@ -618,27 +618,29 @@ static void resubmit(sl_ctx *sl, size_t i, const char *why)
     resubmit_after(sl, i);
 }
 
-static int downstream_of(run_ctx *c, size_t d, size_t i)
-{
-    size_t n_up;
-    const size_t *up = mr_dag_upstream(c->dag, d, &n_up);
-    for (size_t u = 0; u < n_up; u++)
-        if (up[u] == i || downstream_of(c, up[u], i)) return 1;
-    return 0;
-}
-
 static void resubmit_after(sl_ctx *sl, size_t i)
 {
     run_ctx *c = sl->c;
     const size_t *order = mr_dag_order(c->dag);
     char *cancel[2] = {"scancel", NULL};
+    /* the stages after i, in one pass in topological order */
+    unsigned char *after = mr_calloc(c->n ? c->n : 1, 1);
+    if (!after) return;
+    after[i] = 1;
+    for (size_t k = 0; k < c->n; k++) {
+        size_t d = order[k], n_up;
+        const size_t *up = mr_dag_upstream(c->dag, d, &n_up);
+        for (size_t u = 0; u < n_up && !after[d]; u++) after[d] = after[up[u]];
+    }
     for (size_t k = 0; k < c->n; k++) {
         size_t d = order[k];
         sl_stage *t = &sl->st[d];
-        if (d == i || !t->active || !downstream_of(c, d, i)) continue;
-        char *argv[] = {cancel[0], t->job_id, NULL};
+        if (d == i || !t->active || !after[d]) continue;
+        char *argv[] = {cancel[0], t->job_id, t->array_id[0] ? t->array_id : NULL, NULL};
         slurm_cmd(argv, NULL, NULL); /* it may be gone already */
         t->attempts--;               /* not its own failure */
+        t->array_id[0] = '\0';      /* its array waited on the same dead job: submitted again too */
+        t->n_tasks = 0;
         mr_error e;
         mr_error_init(&e);
         if (submit(sl, d, &e) != MR_OK) {
@@ -646,6 +648,21 @@ static void resubmit_after(sl_ctx *sl, size_t i)
             mr__ex_fail_unplanned(c, d, &e);
         }
     }
+    mr_free(after);
+}
+
+/* Accounting samples memory (JobAcctGatherFrequency): a job shorter than
+ * that has no MaxRSS there; the worker's own figure, in its result, is exact. */
+static void worker_rss(sl_ctx *sl, size_t i)
+{
+    mr_job_result res;
+    mr_job_result_init(&res);
+    mr_error e;
+    mr_error_init(&e);
+    if (mr_fs_exists(sl->c->rt[i].result_path) && mr_job_result_read(sl->c->rt[i].result_path, &res, &e) == MR_OK &&
+        res.max_rss_kb > sl->st[i].max_rss_kb)
+        sl->st[i].max_rss_kb = res.max_rss_kb;
+    mr_job_result_deinit(&res);
 }
 
 /* Stage i's job ended (sacct says so). */
@@ -655,6 +672,7 @@ static void job_ended(sl_ctx *sl, size_t i)
     sl_stage *t = &sl->st[i];
     stage_rt *r = &c->rt[i];
     const mr_stage_spec *s = &c->spec->stages[i];
+    worker_rss(sl, i);
     record_job(sl, i);
     if (retry_state(t->state) && t->attempts <= sl->max_retries) {
         resubmit(sl, i, t->state);

@@ -660,6 +660,10 @@ mr_status mr_job_result_encode(const mr_job_result *res, mr_buf *out, mr_error *
         json_object_set_new(j, "bytes_written", json_integer((json_int_t)res->bytes_written));
         outs = mets = warns = NULL;
         size_t want = 9;
+        if (res->max_rss_kb > 0) {
+            json_object_set_new(j, "max_rss_kb", json_integer((json_int_t)res->max_rss_kb));
+            want++;
+        }
         if (res->n_cache_entries) {
             json_t *ce = json_array();
             for (size_t k = 0; ce && k < res->n_cache_entries; k++)
@@ -804,6 +808,8 @@ mr_status mr_job_result_decode(const char *text, size_t len, const char *path, m
     if (rc == MR_OK) {
         res->bytes_read = (int64_t)json_integer_value(json_object_get(j, "bytes_read"));
         res->bytes_written = (int64_t)json_integer_value(json_object_get(j, "bytes_written"));
+        const json_t *rss = json_object_get(j, "max_rss_kb");
+        res->max_rss_kb = json_is_integer(rss) && json_integer_value(rss) > 0 ? (int64_t)json_integer_value(rss) : 0;
     }
     json_decref(j);
     return rc;

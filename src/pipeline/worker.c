@@ -40,6 +40,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -839,6 +840,12 @@ static mr_status work(const char *job_path, int task, mr_error *err)
     mr_workspace_close(w.ws); /* saves the stat cache entries of published outputs */
     w.ws = NULL;
     read_io(&w.res.bytes_read, &w.res.bytes_written);
+    {
+        struct rusage self, kids;
+        long kb = getrusage(RUSAGE_SELF, &self) == 0 ? self.ru_maxrss : 0;
+        if (getrusage(RUSAGE_CHILDREN, &kids) == 0 && kids.ru_maxrss > kb) kb = kids.ru_maxrss;
+        w.res.max_rss_kb = kb;
+    }
     char *task_result = NULL;
     if (task >= 0 && w.job.result_path) { /* STAGE.result.json -> STAGE.task-K.result.json */
         size_t n = strlen(w.job.result_path), sfx = strlen(".result.json");

@@ -57,6 +57,8 @@ assert_eq "$(json 'd["cached"]')" 12 "a second Slurm run is all cache hits"
 assert_eq "$(sacct -n -X -P -o JobID | grep -c .)" "$n_jobs" "and submits no job"
 jobs_json=$(sqlite3 "$T_ROOT/churn-slurm/.millrace/runs.db" "SELECT count(*), count(DISTINCT job_id), min(nodes), sum(exit_code) FROM stage_jobs WHERE run_id = 1")
 assert_eq "$jobs_json" "12|12|localhost|0" "the run store records each stage's job id, node and exit code"
+assert_eq "$(sqlite3 "$T_ROOT/churn-slurm/.millrace/runs.db" "SELECT min(max_rss_kb) > 1000 FROM stage_jobs WHERE run_id = 1")" 1 \
+    "and each job's peak RSS (the worker's own where accounting sampled none)"
 expect_exit 0 mr -C "$T_ROOT/churn-slurm" verify
 mr -C "$T_ROOT/churn-slurm" status >/dev/null 2>&1
 

@@ -345,6 +345,7 @@ static void test_cluster_fields(void **state)
     assert_ok(mr_job_result_add_cache_entry(&r, "fedcba9876543210fedcba9876543210"));
     assert_ok(mr_job_result_add_trial(&r, 3, "00112233445566778899aabbccddeeff", "complete", 0.8125, "{\"trial\": 3}"));
     assert_ok(mr_job_result_add_trial(&r, 4, "ffeeddccbbaa99887766554433221100", "failed", NAN, "{}"));
+    r.max_rss_kb = 123456;
     mr_buf b;
     mr_buf_init(&b);
     mr_error err;
@@ -359,6 +360,7 @@ static void test_cluster_fields(void **state)
     assert_true(back.trials[0].value == 0.8125);
     assert_string_equal(back.trials[0].record_json, "{\"trial\": 3}");
     assert_true(isnan(back.trials[1].value)); /* written as null */
+    assert_true(back.max_rss_kb == 123456);
     mr_job_result_deinit(&back);
     mr_job_result_deinit(&r);
     /* a cache entry that is no key, a trial without its fields: refused, naming the file */
