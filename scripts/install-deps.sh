@@ -21,7 +21,7 @@
 #   scripts/install-deps.sh           what make demo and make test need
 #   scripts/install-deps.sh --bench   also every benchmark peer Debian packages
 #                                     (make bench calls it this way): Optuna for
-#                                     bench/tune. npm peers (DuckDB, ONNX Runtime) are
+#                                     bench/tune, Snakemake for bench/cluster. npm peers (DuckDB, ONNX Runtime) are
 #                                     installed by the benches themselves, LightGBM
 #                                     comes from ../shared/peers
 #   scripts/install-deps.sh --fuzz    also clang and its runtimes (libFuzzer, the
@@ -50,7 +50,7 @@ sqlite3 python3 procps coreutils redis-server \
 python3-dev python3-pil python3-numpy python3-pandas python3-sklearn python3-xgboost python3-yaml python3-torch python3-requests dataset-fashion-mnist curl wrk bc time \
 chromium"
 if [ "$BENCH" = 1 ]; then
-    PKGS="$PKGS python3-optuna python3-torchvision valgrind"
+    PKGS="$PKGS python3-optuna python3-torchvision valgrind snakemake"
 fi
 if [ "$FUZZ" = 1 ]; then
     PKGS="$PKGS clang libclang-rt-dev"
