@@ -1065,8 +1065,8 @@ static int replay_cached(study *s, trial *tr, const char *text)
     return ok;
 }
 
-/* Suggests trial n and serves it from the cache or starts it. */
-static mr_status begin_trial(study *s, int n, mr_error *err)
+/* Trial n's point, from trials 0..n-parallel, its params and its key. */
+static mr_status suggest(study *s, int n, mr_error *err)
 {
     trial *tr = &s->t[n];
     size_t m = mr_tune_space_size(s->space);
@@ -1076,6 +1076,14 @@ static mr_status begin_trial(study *s, int n, mr_error *err)
     mr_status rc = mr_tune_suggest(s->space, &s->so, s->hist, tr->n_info, (uint64_t)n, tr->x, err);
     if (rc == MR_OK) rc = mr_tune_point_value(s->space, tr->x, &tr->params) == MR_OK ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
     if (rc == MR_OK) rc = trial_key(s, tr, err);
+    return rc;
+}
+
+/* Suggests trial n and serves it from the cache or starts it. */
+static mr_status begin_trial(study *s, int n, mr_error *err)
+{
+    trial *tr = &s->t[n];
+    mr_status rc = suggest(s, n, err);
     if (rc != MR_OK) return rc;
     tr->started = mr_now();
     tr->oom0 = mr_alloc_failures_here();
@@ -1317,13 +1325,7 @@ static mr_status replay_only(study *s, int n, int *hit, mr_error *err)
 {
     trial *tr = &s->t[n];
     *hit = 0;
-    size_t m = mr_tune_space_size(s->space);
-    tr->n_info = n >= s->parallel ? (size_t)(n - s->parallel + 1) : 0;
-    tr->x = mr_calloc(m ? m : 1, sizeof(double));
-    if (!tr->x) return MR_ERR(err, MR_E_NOMEM, "out of memory");
-    mr_status rc = mr_tune_suggest(s->space, &s->so, s->hist, tr->n_info, (uint64_t)n, tr->x, err);
-    if (rc == MR_OK) rc = mr_tune_point_value(s->space, tr->x, &tr->params) == MR_OK ? MR_OK : MR_ERR(err, MR_E_NOMEM, "out of memory");
-    if (rc == MR_OK) rc = trial_key(s, tr, err);
+    mr_status rc = suggest(s, n, err);
     char *cached = NULL;
     if (rc == MR_OK && mr_op_cache_get(s->ctx, tr->key, &cached, NULL) == MR_OK && cached && replay_cached(s, tr, cached)) {
         tr->started = mr_now();

@@ -161,6 +161,17 @@ static int64_t slurm_kb(const char *s)
 
 static char *run_file(const sl_ctx *sl, const char *name) { return mr_path_join(sl->run_dir, name); }
 
+/* RUNDIR/NAME from j, atomically (j NULL: it could not be built: out of memory). */
+static mr_status write_json(sl_ctx *sl, const char *name, json_t *j, mr_error *err)
+{
+    char *text = j ? json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
+    char *path = run_file(sl, name);
+    mr_status rc = text && path ? mr_fs_write_atomic(path, text, strlen(text), err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
+    free(text);
+    mr_free(path);
+    return rc;
+}
+
 /* RUNDIR/cluster.json: what every job of the run reads to plan itself. */
 static mr_status write_cluster_file(sl_ctx *sl, mr_error *err)
 {
@@ -205,11 +216,7 @@ static mr_status write_cluster_file(sl_ctx *sl, mr_error *err)
     json_decref(forced);
     json_decref(done);
     json_decref(threads);
-    char *text = ok ? json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
-    char *path = run_file(sl, "cluster.json");
-    mr_status rc = text && path ? mr_fs_write_atomic(path, text, strlen(text), err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
-    free(text);
-    mr_free(path);
+    mr_status rc = write_json(sl, "cluster.json", ok ? j : NULL, err);
     json_decref(j);
     return rc;
 }
@@ -264,11 +271,7 @@ static mr_status save_state(sl_ctx *sl, mr_error *err)
     }
     json_decref(opts);
     json_decref(stages);
-    char *text = ok ? json_dumps(j, JSON_INDENT(1) | JSON_SORT_KEYS) : NULL;
-    char *path = run_file(sl, "slurm.json");
-    mr_status rc = text && path ? mr_fs_write_atomic(path, text, strlen(text), err) : MR_ERR(err, MR_E_NOMEM, "out of memory");
-    free(text);
-    mr_free(path);
+    mr_status rc = write_json(sl, "slurm.json", ok ? j : NULL, err);
     json_decref(j);
     return rc;
 }

@@ -333,3 +333,38 @@ duckdb_setup() {
     fi
     for s in "$@" csv.mjs; do cp "$fx/$s" "$DUCK/"; done # node resolves imports next to the script
 }
+
+# Every stage's output ids in a lock file: "stage.output=id" lines, sorted.
+lock_outputs() { # LOCK
+    python3 - "$1" <<'PY'
+import sys
+stage = None; section = None; out = []
+for line in open(sys.argv[1]):
+    s = line.rstrip("\n")
+    if s.startswith("  ") and not s.startswith("   ") and s.strip().endswith(":"):
+        stage = s.strip()[:-1]; section = None
+    elif s.startswith("    ") and not s.startswith("     "):
+        section = s.strip().rstrip(":")
+    elif s.startswith("      ") and section == "outputs":
+        name, _, ident = s.strip().partition(": ")
+        out.append(f"{stage}.{name}={ident}")
+print("\n".join(sorted(out)))
+PY
+}
+
+# tune_data DIR: the tune tests' train.csv (3,000 rows) and valid.csv (1,000) of
+# a seeded binary problem with an interaction (x1 * x2) and a step (x3 > 0.5).
+tune_data() {
+    (cd "$1" && python3 - <<'PY'
+import random, math
+r = random.Random(7)
+with open("train.csv", "w") as f, open("valid.csv", "w") as g:
+    f.write("x1,x2,x3,label\n"); g.write("x1,x2,x3,label\n")
+    for i in range(4000):
+        x1, x2, x3 = r.gauss(0, 1), r.gauss(0, 1), r.random()
+        z = 2.0 * x1 * x2 - x1 + 2 * (x3 > 0.5) - 1
+        y = 1 if r.random() < 1 / (1 + math.exp(-z)) else 0
+        (f if i < 3000 else g).write(f"{x1:.6f},{x2:.6f},{x3:.6f},{y}\n")
+PY
+    )
+}

@@ -73,24 +73,6 @@ YAML
     (cd "$1" && python3 gen.py) || fail "gen.py in $1"
 }
 
-# Every stage's output ids in a lock file: "stage.output=id" lines, sorted.
-lock_outputs() { # LOCK
-    python3 - "$1" <<'PY'
-import sys
-stage = None; section = None; out = []
-for line in open(sys.argv[1]):
-    s = line.rstrip("\n")
-    if s.startswith("  ") and not s.startswith("   ") and s.strip().endswith(":"):
-        stage = s.strip()[:-1]; section = None
-    elif s.startswith("    ") and not s.startswith("     "):
-        section = s.strip().rstrip(":")
-    elif s.startswith("      ") and section == "outputs":
-        name, _, ident = s.strip().partition(": ")
-        out.append(f"{stage}.{name}={ident}")
-print("\n".join(sorted(out)))
-PY
-}
-
 a=$(new_ws a)
 b=$(new_ws workspace-b)
 write_ws "$a"

@@ -30,22 +30,6 @@ expect_exit 0 mr -C "$T_ROOT/churn-slurm" run --executor slurm --poll 1 --json "
 assert_eq "$(json 'd["executed"]')" 12 "every stage of the churn example ran as a Slurm job"
 assert_eq "$(sacct -n -X -P -o JobName,State | grep -E -c '^millrace-[0-9a-f]{8}-1\|COMPLETED$')" 12 \
     "twelve jobs named after the workspace and run, all COMPLETED in the accounting"
-lock_outputs() { # LOCK: "stage.output=id" lines, sorted
-    /usr/bin/python3 - "$1" <<'PY'
-import sys
-stage = section = None; out = []
-for line in open(sys.argv[1]):
-    s = line.rstrip("\n")
-    if s.startswith("  ") and not s.startswith("   ") and s.strip().endswith(":"):
-        stage = s.strip()[:-1]; section = None
-    elif s.startswith("    ") and not s.startswith("     "):
-        section = s.strip().rstrip(":")
-    elif s.startswith("      ") and section == "outputs":
-        name, _, ident = s.strip().partition(": ")
-        out.append(f"{stage}.{name}={ident}")
-print("\n".join(sorted(out)))
-PY
-}
 # check measures the predictor's latency and report embeds that: those two differ run to run anywhere
 lo=$(lock_outputs "$T_ROOT/churn-local/millrace.lock" | grep -v -E '^(check|report)\.')
 so=$(lock_outputs "$T_ROOT/churn-slurm/millrace.lock" | grep -v -E '^(check|report)\.')
@@ -119,7 +103,8 @@ kill -INT "$rp"
 wait "$rp"
 assert_eq "$?" 1 "the interrupted run exits 1"
 wait_for "every job to leave the queue" 30 queue_empty
-assert_eq "$(sacct -n -X -P -j "${ids%,}" -o State | grep -c '^CANCELLED')" 3 "Ctrl-C cancelled all three jobs"
+three_cancelled() { [ "$(sacct -n -X -P -j "${ids%,}" -o State | grep -c '^CANCELLED')" = 3 ]; }
+wait_for "the accounting to show all three jobs CANCELLED by Ctrl-C" 60 three_cancelled
 assert_eq "$(sqlite3 "$k/.millrace/runs.db" "SELECT status FROM runs WHERE id = 1")" interrupted "the run is recorded interrupted"
 
 # ---- a job requeued mid-run ----------------------------------------------------------------------------
@@ -205,18 +190,7 @@ assert_contains "$(scontrol show job "$second")" "MinMemoryNode=200M" "Slurm gav
 # ---- a tune stage's trials as one job array ---------------------------------------------------------------
 for w in local slurm; do
     d=$(new_ws "tune-$w")
-    (cd "$d" && /usr/bin/python3 - <<'PY'
-import random, math
-r = random.Random(7)
-with open("train.csv", "w") as f, open("valid.csv", "w") as g:
-    f.write("x1,x2,x3,label\n"); g.write("x1,x2,x3,label\n")
-    for i in range(4000):
-        x1, x2, x3 = r.gauss(0, 1), r.gauss(0, 1), r.random()
-        z = 2.0 * x1 * x2 - x1 + 2 * (x3 > 0.5) - 1
-        y = 1 if r.random() < 1 / (1 + math.exp(-z)) else 0
-        (f if i < 3000 else g).write(f"{x1:.6f},{x2:.6f},{x3:.6f},{y}\n")
-PY
-    ) || fail "tune data"
+    tune_data "$d" || fail "tune data"
     cat >"$d/millrace.yaml" <<'YAML'
 stages:
   tune:

@@ -11,17 +11,7 @@
 
 ws=$(new_ws tune)
 cd "$ws" || fail "cd"
-python3 - <<'PY'
-import random, math
-r = random.Random(7)
-with open("train.csv", "w") as f, open("valid.csv", "w") as g:
-    f.write("x1,x2,x3,label\n"); g.write("x1,x2,x3,label\n")
-    for i in range(4000):
-        x1, x2, x3 = r.gauss(0, 1), r.gauss(0, 1), r.random()
-        z = 2.0 * x1 * x2 - x1 + 2 * (x3 > 0.5) - 1
-        y = 1 if r.random() < 1 / (1 + math.exp(-z)) else 0
-        (f if i < 3000 else g).write(f"{x1:.6f},{x2:.6f},{x3:.6f},{y}\n")
-PY
+tune_data . || fail "tune data"
 cat >millrace.yaml <<'YAML'
 params:
   study: {n_trials: 6}
