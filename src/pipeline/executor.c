@@ -27,7 +27,6 @@
 
 #include <jansson.h>
 
-
 /* Seconds a stopped stage gets between SIGTERM and SIGKILL. */
 #define STOP_GRACE_S 5.0
 
@@ -146,6 +145,48 @@ int mr__ex_upstream_state(run_ctx *c, size_t i)
         if (s != ST_DONE) all_done = 0;
     }
     return all_done ? ST_DONE : ST_PENDING;
+}
+
+void mr__ex_skip(run_ctx *c, size_t i)
+{
+    c->rt[i].state = ST_SKIPPED;
+    c->res->n_skipped++;
+    mr__ex_emit(c, MR_RUN_STAGE_SKIPPED, i, 0, NULL, NULL, NULL);
+    mr__ex_record_stage(c, i, NULL, 0, 0);
+}
+
+void mr__ex_signals(int on, struct sigaction old[2])
+{
+    if (!on) {
+        sigaction(SIGINT, &old[0], NULL);
+        sigaction(SIGTERM, &old[1], NULL);
+        return;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old[0]);
+    sigaction(SIGTERM, &sa, &old[1]);
+    mr__g_interrupted = 0;
+}
+
+void mr__ex_ctx_free(run_ctx *c)
+{
+    for (size_t i = 0; c->rt && i < c->n; i++) {
+        mr_free(c->rt[i].job_path);
+        mr_free(c->rt[i].result_path);
+        mr_free(c->rt[i].log_path);
+        mr_free(c->rt[i].error);
+        mr_free(c->rt[i].metrics_json);
+    }
+    for (size_t i = 0; c->plans && i < c->n; i++) mr__plan_free(&c->plans[i]);
+    mr_free(c->plans);
+    mr_free(c->rt);
+    mr_dag_free(c->dag);
+    c->plans = NULL;
+    c->rt = NULL;
+    c->dag = NULL;
 }
 
 void mr__ex_fail_stage(run_ctx *c, size_t i, const char *msg)
@@ -499,10 +540,7 @@ static size_t ready_wave(run_ctx *c, size_t *batch)
         if (r->state != ST_PENDING || c->plans[i].key[0]) continue;
         int us = mr__ex_upstream_state(c, i);
         if (us == ST_SKIPPED) {
-            r->state = ST_SKIPPED;
-            c->res->n_skipped++;
-            mr__ex_emit(c, MR_RUN_STAGE_SKIPPED, i, 0, NULL, NULL, NULL);
-            mr__ex_record_stage(c, i, NULL, 0, 0);
+            mr__ex_skip(c, i);
             continue;
         }
         if (us == ST_WOULD_RUN) {
@@ -793,7 +831,7 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
     c.o = opts;
     c.res = res;
     c.n = spec->n_stages;
-    struct sigaction sa_old_int, sa_old_term;
+    struct sigaction sa_old[2];
     int handlers = 0, *done = NULL;
     mr_flock gc_lock = {-1, NULL};
     mr_proc **procs = NULL;
@@ -831,12 +869,7 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
         if (rc != MR_OK) goto done;
         rc = begin_run(&c, err);
         if (rc != MR_OK) goto done;
-        struct sigaction sa;
-        memset(&sa, 0, sizeof(sa));
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGINT, &sa, &sa_old_int);
-        sigaction(SIGTERM, &sa, &sa_old_term);
+        mr__ex_signals(1, sa_old);
         handlers = 1;
     }
     mr__g_interrupted = 0;
@@ -859,22 +892,9 @@ mr_status mr_pipeline_run(mr_workspace *ws, const mr_spec *spec, const mr_run_op
                     res->n_failed == 1 ? "" : "s");
 done:
     mr_flock_release(&gc_lock);
-    if (handlers) {
-        sigaction(SIGINT, &sa_old_int, NULL);
-        sigaction(SIGTERM, &sa_old_term, NULL);
-    }
-    for (size_t i = 0; c.rt && i < c.n; i++) {
-        mr_free(c.rt[i].job_path);
-        mr_free(c.rt[i].result_path);
-        mr_free(c.rt[i].log_path);
-        mr_free(c.rt[i].error);
-        mr_free(c.rt[i].metrics_json);
-    }
-    for (size_t i = 0; c.plans && i < c.n; i++) mr__plan_free(&c.plans[i]);
-    mr_free(c.plans);
-    mr_free(c.rt);
+    if (handlers) mr__ex_signals(0, sa_old);
+    mr__ex_ctx_free(&c);
     mr_free(done);
     mr_free(procs);
-    mr_dag_free(c.dag);
     return rc;
 }

@@ -56,6 +56,12 @@ extern volatile sig_atomic_t mr__g_interrupted;
 void mr__ex_emit(run_ctx *c, mr_run_event_kind kind, size_t i, double wall_s, const char *message, const char *hint,
                  const char *log_path);
 void mr__ex_fail_stage(run_ctx *c, size_t i, const char *msg);
+void mr__ex_skip(run_ctx *c, size_t i); /* an upstream stage failed: skipped, reported and recorded */
+/* on: SIGINT/SIGTERM set mr__g_interrupted (cleared), the old handlers into
+ * old; off: the old handlers back. */
+void mr__ex_signals(int on, struct sigaction old[2]);
+/* Frees what c owns (rt with its strings, plans, the DAG); not ws, spec, res. */
+void mr__ex_ctx_free(run_ctx *c);
 void mr__ex_fail_unplanned(run_ctx *c, size_t i, const mr_error *e);
 void mr__ex_stage_error_text(const mr_error *e, char *buf, size_t len);
 int mr__ex_upstream_state(run_ctx *c, size_t i);

@@ -720,10 +720,7 @@ static void process(sl_ctx *sl)
             char *argv[] = {"scancel", t->job_id, NULL};
             if (!terminal_state(t->state)) slurm_cmd(argv, NULL, NULL);
             t->active = 0;
-            r->state = ST_SKIPPED;
-            c->res->n_skipped++;
-            mr__ex_emit(c, MR_RUN_STAGE_SKIPPED, i, 0, NULL, NULL, NULL);
-            mr__ex_record_stage(c, i, NULL, 0, 0);
+            mr__ex_skip(c, i);
             continue;
         }
         if (!strcmp(t->state, "RUNNING") && !t->seen_running) {
@@ -926,10 +923,7 @@ void mr__slurm_run(run_ctx *c)
         stage_rt *r = &c->rt[i];
         if (r->state != ST_PENDING) continue;
         if (mr__ex_upstream_state(c, i) == ST_SKIPPED) {
-            r->state = ST_SKIPPED;
-            c->res->n_skipped++;
-            mr__ex_emit(c, MR_RUN_STAGE_SKIPPED, i, 0, NULL, NULL, NULL);
-            mr__ex_record_stage(c, i, NULL, 0, 0);
+            mr__ex_skip(c, i);
             continue;
         }
         mr_error_init(&e);
@@ -1023,18 +1017,8 @@ typedef struct loaded_run {
 static void loaded_free(loaded_run *L)
 {
     sl_free(&L->sl);
-    for (size_t i = 0; L->c.rt && i < L->c.n; i++) {
-        mr_free(L->c.rt[i].job_path);
-        mr_free(L->c.rt[i].result_path);
-        mr_free(L->c.rt[i].log_path);
-        mr_free(L->c.rt[i].error);
-        mr_free(L->c.rt[i].metrics_json);
-    }
-    for (size_t i = 0; L->c.plans && i < L->c.n; i++) mr__plan_free(&L->c.plans[i]);
-    mr_free(L->c.plans);
-    mr_free(L->c.rt);
+    mr__ex_ctx_free(&L->c);
     mr_free(L->done);
-    mr_dag_free(L->c.dag);
     mr_spec_free(L->spec);
 }
 
@@ -1155,12 +1139,6 @@ static void end_loaded(loaded_run *L)
     if (mr__ex_fill_result(&L->c, &e) != MR_OK) mr_log(MR_LOG_WARN, "run %lld: %s", (long long)L->c.run_id, e.msg);
 }
 
-static void on_signal(int sig)
-{
-    (void)sig;
-    mr__g_interrupted = 1;
-}
-
 mr_status mr_pipeline_attach(mr_workspace *ws, int64_t run_id, const mr_run_opts *opts, mr_run_result *res, mr_error *err)
 {
     loaded_run L;
@@ -1169,18 +1147,12 @@ mr_status mr_pipeline_attach(mr_workspace *ws, int64_t run_id, const mr_run_opts
         loaded_free(&L);
         return rc;
     }
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    mr__g_interrupted = 0;
+    struct sigaction old[2];
+    mr__ex_signals(1, old);
     follow(&L.sl, 0);
     if (mr__g_interrupted) res->interrupted = 1;
     end_loaded(&L);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    mr__ex_signals(0, old);
     if (res->interrupted) rc = MR_ERR(err, MR_E_INTERRUPTED, "run %lld interrupted", (long long)run_id);
     else if (L.c.any_failed)
         rc = MR_ERR(err, MR_E_FAILED, "run %lld: %d stage%s failed", (long long)run_id, res->n_failed, res->n_failed == 1 ? "" : "s");
