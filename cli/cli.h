@@ -61,6 +61,13 @@ void cli_puts_json(const char *json); /* the same for a NUL-terminated text, plu
 char **cli_split_list(const char *s, size_t *n_out);
 void cli_free_list(char **arr);
 extern const char *cli_self_exe;
+
+/* Training across ranks (mpi_comm.c): MPI started, comm filled (0), or -1. */
+int cli_mpi_init(int *argc, char ***argv, mr_gbdt_comm *comm);
+uint64_t cli_mpi_bytes_sent(void);  /* bytes this rank sent */
+uint64_t cli_mpi_exchanges(void);
+void cli_mpi_finalize(void);
+void cli_mpi_fail_exit(int code) __attribute__((noreturn));
 extern const char *cli_argv_joined;
 
 int cmd_init(int argc, char **argv);

@@ -5,8 +5,10 @@
 #include "millrace/model.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -31,7 +33,13 @@ static const char train_help[] =
     "  -j, --threads N      threads (default: all cores)\n"
     "  --smoke              a handful of rounds on at most 10,000 rows\n"
     "  -o, --output MODEL   where to write the model (required)\n"
-    "  --json               print the summary as JSON\n";
+    "  --json               print the summary as JSON\n"
+    "  --ranks N            train one gbdt across N processes (data-parallel, the same model\n"
+    "                       byte for byte): started with srun inside a Slurm allocation,\n"
+    "                       with mpirun otherwise (MILLRACE_MPIRUN replaces the launcher)\n"
+    "  --rank-timeout S     a rank that does not answer for S seconds ends the training\n"
+    "                       (default 600)\n"
+    "  --mpi                run as one rank of an MPI job (what --ranks starts)\n";
 
 
 
@@ -79,10 +87,78 @@ static int load_data(const char *path, mr_table **t)
 
 /* A data error (the file cannot be read, or its content is bad) is exit 1;
  * a mistake in the command (a column, a param) is a usage error. */
+/* millrace train ... --ranks N: the same command as N ranks under the
+ * cluster's launcher, each with --mpi. */
+static int launch_ranks(int argc, char **argv, int ranks)
+{
+    char nbuf[16];
+    snprintf(nbuf, sizeof(nbuf), "%d", ranks);
+    const char *custom = getenv("MILLRACE_MPIRUN");
+    char *words[64];
+    int nw = 0;
+    char *dup = NULL;
+    if (custom && *custom) { /* "mpirun -np {N} --host a,b": {N} becomes the rank count */
+        dup = mr_strdup(custom);
+        for (char *tok = dup ? strtok(dup, " \t") : NULL; tok && nw < 48; tok = strtok(NULL, " \t"))
+            words[nw++] = !strcmp(tok, "{N}") ? nbuf : tok;
+    } else if (getenv("SLURM_JOB_ID")) { /* inside an allocation: its nodes */
+        char *w[] = {"srun", "--kill-on-bad-exit=1", "--mpi=pmix", "-n", nbuf};
+        for (size_t k = 0; k < sizeof(w) / sizeof(w[0]); k++) words[nw++] = w[k];
+    } else {
+        char *w[] = {"mpirun", "-np", nbuf, "--oversubscribe"};
+        for (size_t k = 0; k < sizeof(w) / sizeof(w[0]); k++) words[nw++] = w[k];
+        if (geteuid() == 0) words[nw++] = "--allow-run-as-root";
+    }
+    size_t cap = (size_t)nw + (size_t)argc + 4;
+    char **av = mr_calloc(cap, sizeof(char *));
+    if (!av) {
+        mr_free(dup);
+        return cli_usage_error("train", "out of memory");
+    }
+    size_t k = 0;
+    av[k++] = "env";
+    for (int i = 0; i < nw; i++) av[k++] = words[i];
+    av[k++] = (char *)cli_self_exe;
+    if (mr_log_get_level() == MR_LOG_DEBUG) av[k++] = "-v";
+    else if (mr_log_get_level() >= MR_LOG_WARN) av[k++] = "-q";
+    av[k++] = "train";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--ranks")) {
+            i++;
+            continue;
+        }
+        av[k++] = argv[i];
+    }
+    av[k++] = "--mpi";
+    av[k] = NULL;
+    mr_proc p;
+    mr_proc_opts po;
+    mr_proc_opts_init(&po);
+    po.parent_death_sig = SIGTERM; /* the launcher killed: mpirun ends the ranks */
+    mr_error err;
+    mr_error_init(&err);
+    int rc;
+    if (mr_proc_spawn_exec(&p, &po, "/usr/bin/env", av, &err) != MR_OK) {
+        mr_log_error(&err);
+        rc = EXIT_FAILED;
+    } else {
+        mr_proc_wait(&p, 1);
+        char why[64];
+        rc = mr_proc_ok(&p) ? EXIT_OK : EXIT_FAILED;
+        if (rc != EXIT_OK) {
+            mr_proc_describe(&p, why, sizeof(why));
+            mr_log(MR_LOG_ERROR, "train: %s with %d ranks %s", words[0], ranks, why);
+        }
+    }
+    mr_free(av);
+    mr_free(dup);
+    return rc;
+}
+
 static int train_exit(const char *data, const char *valid, mr_status st)
 {
     if (st == MR_E_NOMEM || st == MR_E_IO || st == MR_E_FAILED || st == MR_E_PARSE || st == MR_E_CORRUPT ||
-        st == MR_E_LIMIT)
+        st == MR_E_LIMIT || st == MR_E_TIMEOUT || st == MR_E_INTERNAL)
         return EXIT_FAILED;
     if (st == MR_E_NOT_FOUND && (!mr_fs_exists(data) || (valid && !mr_fs_exists(valid)))) return EXIT_FAILED;
     return EXIT_USAGE;
@@ -99,7 +175,8 @@ int cmd_train(int argc, char **argv)
     const char *data = NULL, *valid_path = NULL, *output = NULL;
     mr_value *params = mr_value_new(MR_V_MAP); /* -p KEY=VALUE, typed as YAML scalars */
     char **features = NULL, **exclude = NULL, **categorical = NULL;
-    int json = 0, rc = EXIT_OK;
+    int json = 0, rc = EXIT_OK, ranks = 0, mpi = 0;
+    double rank_timeout = 0;
     mr_model *model = NULL;
     progress_ctx pc = {0};
     for (int i = 1; i < argc && rc == EXIT_OK; i++) {
@@ -129,9 +206,20 @@ int cmd_train(int argc, char **argv)
         else if (!strcmp(a, "--exclude")) exclude = v ? cli_split_list(v, &o.n_exclude) : NULL;
         else if (!strcmp(a, "--categorical")) categorical = v ? cli_split_list(v, &o.n_categorical) : NULL;
         else if (!strcmp(a, "-j") || !strcmp(a, "--threads")) o.num_threads = v ? (int)strtol(v, NULL, 10) : 0;
-        else {
+        else if (!strcmp(a, "--ranks")) {
+            char *end = NULL;
+            long n = v ? strtol(v, &end, 10) : 0;
+            if (v && (*end || n < 1 || n > 65536)) rc = cli_usage_error("train", "--ranks expects 1..65536, got '%s'", v);
+            else ranks = (int)n;
+        } else if (!strcmp(a, "--rank-timeout")) {
+            char *end = NULL;
+            double t = v ? strtod(v, &end) : 0;
+            if (v && (*end || !(t > 0))) rc = cli_usage_error("train", "--rank-timeout expects seconds > 0, got '%s'", v);
+            else rank_timeout = t;
+        } else {
             takes = 0;
             if (!strcmp(a, "--json")) json = 1;
+            else if (!strcmp(a, "--mpi")) mpi = 1;
             else if (!strcmp(a, "--smoke")) o.smoke = 1;
             else if (a[0] == '-') rc = cli_usage_error("train", "unknown option '%s'", a);
             else if (!data) data = a;
@@ -144,6 +232,26 @@ int cmd_train(int argc, char **argv)
     }
     if (rc == EXIT_OK && (!data || !o.label || !output))
         rc = cli_usage_error("train", "expected DATA, --label COL and -o MODEL");
+    if (rc == EXIT_OK && ranks && mpi) rc = cli_usage_error("train", "--ranks starts the ranks; --mpi is what each rank runs");
+    if (rc == EXIT_OK && ranks > 1) {
+        mr_value_free(params);
+        cli_free_list(features);
+        cli_free_list(exclude);
+        cli_free_list(categorical);
+        return launch_ranks(argc, argv, ranks);
+    }
+    mr_gbdt_comm comm;
+    int rank = 0;
+    if (rc == EXIT_OK && mpi) {
+        if (cli_mpi_init(&argc, &argv, &comm) != 0) {
+            mr_log(MR_LOG_ERROR, "train: MPI did not start (run the ranks with mpirun or srun, or use --ranks N)");
+            rc = EXIT_FAILED;
+        } else {
+            comm.timeout_s = rank_timeout;
+            o.comm = &comm;
+            rank = comm.rank;
+        }
+    }
     o.params = params;
     o.features = (const char *const *)features;
     o.exclude = (const char *const *)exclude;
@@ -155,22 +263,43 @@ int cmd_train(int argc, char **argv)
         pc.curve = json_array();
         pc.json = json;
         pc.o = &o; /* the trainer sets o.rounds_total before the first round */
-        o.on_round = on_round;
+        o.on_round = rank == 0 ? on_round : NULL; /* one rank reports */
         o.on_round_ctx = &pc;
         double t0 = mr_now();
         mr_status st = mr_model_train_file(data, valid_path, &o, &model, &err);
         double secs = mr_now() - t0;
         mr_progress_end(pc.bar, NULL);
         pc.bar = NULL;
-        if (st == MR_OK) st = mr_model_save(model, output, &err);
+        if (st != MR_OK && mpi) {
+            if (!strstr(err.msg, "rank ")) { /* a data error: say whose share */
+                char msg[sizeof(err.msg)];
+                int w = snprintf(msg, sizeof(msg), "rank %d of %d: ", comm.rank, comm.size);
+                if (w > 0 && (size_t)w < sizeof(msg)) {
+                    memcpy(msg + w, err.msg, sizeof(msg) - (size_t)w - 1);
+                    msg[sizeof(msg) - 1] = '\0';
+                    memcpy(err.msg, msg, sizeof(msg));
+                }
+            }
+            mr_log_error(&err);
+            cli_mpi_fail_exit(train_exit(data, valid_path, st));
+        }
+        if (st == MR_OK && rank == 0) st = mr_model_save(model, output, &err);
         if (st != MR_OK) {
             mr_log_error(&err);
             rc = train_exit(data, valid_path, st);
+        } else if (rank != 0) {
+            /* rank 0 writes the model and the summary */
         } else if (json) {
             json_t *j = json_pack("{s:s,s:s,s:s,s:I,s:I,s:f,s:O}", "model", output, "kind", mr_model_kind_name(model),
                                   "objective", mr_model_objective_name(model), "rows", (json_int_t)o.train_rows, "features",
                                   (json_int_t)mr_model_num_features(model), "seconds", secs, "curve", pc.curve);
             json_object_set_new(j, "binned_while_reading", json_boolean(o.streamed));
+            if (mpi) {
+                json_object_set_new(j, "ranks", json_integer(comm.size));
+                json_object_set_new(j, "rank0_rows", json_integer((json_int_t)o.share_rows));
+                json_object_set_new(j, "rank0_bytes_sent", json_integer((json_int_t)cli_mpi_bytes_sent()));
+                json_object_set_new(j, "rank0_exchanges", json_integer((json_int_t)cli_mpi_exchanges()));
+            }
             if (valid_path && mr_model_kind_of(model) == MR_MODEL_GBDT) {
                 json_object_set_new(j, "fast_tier_seconds", json_real(o.fast_tier_seconds));
                 json_object_set_new(j, "valid_rows", json_integer((json_int_t)o.valid_rows_used));
@@ -191,6 +320,7 @@ int cmd_train(int argc, char **argv)
     cli_free_list(features);
     cli_free_list(exclude);
     cli_free_list(categorical);
+    if (mpi && o.comm) cli_mpi_finalize();
     return rc;
 }
 

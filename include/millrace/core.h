@@ -83,7 +83,8 @@ const char *mr_version(void); /* MILLRACE_VERSION */
     X(E_STATE, 9, "invalid state")                            \
     X(E_INTERNAL, 10, "internal error")                       \
     X(E_INTERRUPTED, 11, "interrupted")                       \
-    X(E_FAILED, 12, "failed")
+    X(E_FAILED, 12, "failed")                                 \
+    X(E_TIMEOUT, 13, "timed out")
 
 typedef enum mr_status {
 #define MR__STATUS_ENUM(name, val, str) MR_##name = val,

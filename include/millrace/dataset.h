@@ -254,6 +254,9 @@ mr_status mr_dataset_scan_open(const mr_dataset *ds, const char *filter, const c
  * dictionary-encoded. Errors: MR_E_IO, MR_E_CORRUPT (a shard, naming it),
  * MR_E_NOMEM; the scan is sticky-failed afterwards (MR_E_STATE). */
 mr_status mr_dataset_scan_next(mr_dataset_scan *s, mr_table **out, mr_error *err);
+/* Before the first mr_dataset_scan_next: read only shards [lo, hi) (a
+ * rank's share of the rows; the others are never opened). */
+void mr_dataset_scan_only_shards(mr_dataset_scan *s, size_t lo, size_t hi);
 /* The counts so far (see mr_dataset_explain). */
 void mr_dataset_scan_explain(const mr_dataset_scan *s, mr_dataset_explain *out);
 void mr_dataset_scan_close(mr_dataset_scan *s); /* NULL is a no-op */

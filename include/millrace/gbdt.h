@@ -276,6 +276,47 @@ typedef int (*mr_gbdt_round_fn)(void *ctx, const mr_gbdt_round_info *info);
 mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, const mr_gbdt_data *valid,
                         mr_gbdt_round_fn cb, void *cb_ctx, mr_gbdt_model **out, mr_error *err);
 
+/* ---- data-parallel training across processes (docs/cluster.md) ----------
+ * Every rank holds a contiguous share of the training rows (rank order is
+ * row order; a share may be empty) and the whole validation set. The ranks
+ * run the same rounds; the only exchanges are the ones below, so the model
+ * is byte-identical to mr_gbdt_train on all the rows, at any rank count.
+ * The transport moves bytes; millrace builds its collectives on it, so each
+ * wait has a deadline and knows which rank it waits for. */
+typedef struct mr_gbdt_xfer {
+    int peer;        /* the other rank */
+    int send;        /* 1: send len bytes of buf to peer; 0: receive them */
+    void *buf;
+    size_t len;
+} mr_gbdt_xfer;
+typedef struct mr_gbdt_comm {
+    int rank, size;
+    double timeout_s; /* deadline of one exchange (0 = 600 s) */
+    void *ctx;
+    /* Posts every transfer and waits for all of them, at most timeout_s. On
+     * timeout or a transport error: MR_E_TIMEOUT / MR_E_IO with a message
+     * naming the first peer whose transfer did not complete (*peer_out). */
+    mr_status (*exchange)(void *ctx, mr_gbdt_xfer *x, size_t n, double timeout_s, int *peer_out);
+} mr_gbdt_comm;
+
+/* mr_gbdt_train on this rank's share (train: its rows, binned with the
+ * edges every rank computed alike: mr_gbdt_stream_open_share). The callback
+ * runs on every rank (its non-zero return on any rank stops all); the model
+ * comes back on every rank. Errors: those of mr_gbdt_train, and MR_E_TIMEOUT
+ * / MR_E_IO naming a rank that did not answer ("what" exchange, iteration),
+ * MR_E_INTERNAL if the ranks' models differ (their hashes are compared). */
+mr_status mr_gbdt_train_comm(const mr_gbdt_params *p, const mr_gbdt_data *train, const mr_gbdt_data *valid,
+                             const mr_gbdt_comm *comm, mr_gbdt_round_fn cb, void *cb_ctx, mr_gbdt_model **out,
+                             mr_error *err);
+/* A stream over this rank's rows [row_lo, row_lo + n_rows) of n_total: the
+ * bin edges come from the seeded sample of all n_total rows, each rank
+ * contributing its sample rows' values (one exchange, in
+ * mr_gbdt_stream_bin's first call), so every rank bins with the edges one
+ * process would compute. Otherwise as mr_gbdt_stream_open (no reference). */
+mr_status mr_gbdt_stream_open_share(const mr_table *schema, size_t n_total, size_t row_lo, size_t n_rows,
+                                    const mr_gbdt_table_spec *spec, const mr_gbdt_params *p,
+                                    const mr_gbdt_comm *comm, mr_gbdt_stream **out, mr_error *err);
+
 /* ---- model ----------------------------------------------------------------*/
 void mr_gbdt_model_free(mr_gbdt_model *m);
 /* File format in docs/gbdt.md: "MRGBMOD\0", version 1, LE, xxh3-128 trailer.

@@ -101,6 +101,15 @@ typedef struct mr_train_opts {
     size_t valid_rows_used;           /* [out] validation rows after subsampling */
     size_t train_rows;                /* [out] training rows used */
     int streamed;                     /* [out] mr_model_train_file binned the file while reading it */
+    /* gbdt across ranks (docs/cluster.md), mr_model_train_file only: this
+     * process is comm->rank of comm->size; it reads and bins only its share
+     * of the training file's rows (whole row groups of a Parquet file,
+     * whole shards of a dataset; rows of a CSV or JSON-lines file, which
+     * every rank parses) and trains with the others. Every rank reads the
+     * whole validation file. The model is the one a single process trains
+     * on the whole file, byte for byte. NULL = one process. */
+    const mr_gbdt_comm *comm;
+    size_t share_rows;                /* [out] with comm: this rank's training rows */
 } mr_train_opts;
 void mr_train_opts_init(mr_train_opts *o); /* gbdt, defaults above, fast_metrics on */
 

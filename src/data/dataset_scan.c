@@ -455,6 +455,12 @@ mr_status mr_dataset_scan_open(const mr_dataset *ds, const char *filter, const c
     return MR_OK;
 }
 
+void mr_dataset_scan_only_shards(mr_dataset_scan *s, size_t lo, size_t hi)
+{
+    for (size_t i = 0; i < s->plan.ds->n_shards; i++)
+        if (i < lo || i >= hi) s->plan.shard_prune[i] = MR_PRUNE_NONE;
+}
+
 void mr_dataset_scan_close(mr_dataset_scan *s)
 {
     if (!s) return;

@@ -445,6 +445,10 @@ typedef struct file_batches {
     size_t win_len, win_cap;
     long line;              /* the line number of win[0] */
     int eof;
+    /* a rank's share: global rows [lo, hi); a Parquet file's row groups or
+     * a dataset's shards [u_lo, u_hi) hold exactly those rows */
+    int shared, by_unit;
+    size_t lo, hi, u_lo, u_hi;
 } file_batches;
 
 static int ends_with_ci(const char *s, const char *suffix)
@@ -508,6 +512,7 @@ static mr_status fb_open(file_batches *b, mr_error *err)
     }
     mr_status rc = mr_dataset_open(b->path, &b->ds, err);
     if (rc == MR_OK) rc = mr_dataset_scan_open(b->ds, NULL, NULL, 0, &b->scan, err);
+    if (rc == MR_OK && b->shared) mr_dataset_scan_only_shards(b->scan, b->u_lo, b->u_hi);
     return rc;
 }
 
@@ -554,7 +559,8 @@ static mr_status fb_next(file_batches *b, mr_table **out, mr_error *err)
     if (b->kind == FB_CSV) return mr_csv_reader_next(b->csv, 0, out, err);
     if (b->kind == FB_JSONL) return jsonl_next(b, out, err);
     if (b->kind == FB_PARQUET) {
-        if (b->rg >= mr_parquet_num_row_groups(b->pq)) return MR_OK;
+        if (b->shared && b->rg < b->u_lo) b->rg = b->u_lo;
+        if (b->rg >= (b->shared ? b->u_hi : mr_parquet_num_row_groups(b->pq))) return MR_OK;
         return mr_parquet_read_row_group(b->pq, b->rg++, NULL, 0, out, err);
     }
     return mr_dataset_scan_next(b->scan, out, err);
@@ -775,6 +781,122 @@ static mr_status stream_pass(file_batches *b, mr_gbdt_stream *s, const mr_table 
     return rc;
 }
 
+/* This rank's share of n rows: whole row groups (Parquet) or shards
+ * (datasets) whose rows start nearest rank * n / size; rows of a text file. */
+static mr_status plan_share(file_batches *b, const mr_gbdt_comm *c, size_t n, mr_error *err)
+{
+    const size_t p = (size_t)c->size, r = (size_t)c->rank;
+    b->by_unit = b->kind == FB_PARQUET || b->kind == FB_DATASET;
+    if (!b->by_unit) {
+        b->lo = (size_t)((unsigned __int128)n * r / p);
+        b->hi = (size_t)((unsigned __int128)n * (r + 1) / p);
+        return MR_OK;
+    }
+    size_t units = b->kind == FB_PARQUET ? mr_parquet_num_row_groups(b->pq) : mr_dataset_n_shards(b->ds);
+    /* the first unit whose start is at or past each boundary */
+    size_t want_lo = (size_t)((unsigned __int128)n * r / p), want_hi = (size_t)((unsigned __int128)n * (r + 1) / p);
+    size_t start = 0;
+    int have_lo = 0;
+    b->u_lo = b->u_hi = units;
+    b->lo = b->hi = n;
+    for (size_t u = 0; u < units; u++) {
+        if (!have_lo && start >= want_lo) {
+            b->u_lo = u;
+            b->lo = start;
+            have_lo = 1;
+        }
+        if (start >= want_hi && r + 1 < p) {
+            b->u_hi = u;
+            b->hi = start;
+            break;
+        }
+        uint64_t rows;
+        if (b->kind == FB_PARQUET) {
+            int64_t rr = mr_parquet_row_group_rows(b->pq, u);
+            if (rr < 0) return MR_ERR(err, MR_E_CORRUPT, "%s: row group %zu has a negative row count", b->path, u);
+            rows = (uint64_t)rr;
+        } else {
+            mr_dataset_shard_info si;
+            mr_dataset_shard(b->ds, u, &si);
+            rows = si.rows;
+        }
+        start += (size_t)rows;
+    }
+    if (!have_lo) b->u_lo = b->u_hi = units; /* no unit starts in this rank's range: an empty share */
+    if (b->hi < b->lo) b->hi = b->lo;
+    if (start != n && b->u_hi == units)
+        return MR_ERR(err, MR_E_CORRUPT, "%s: the row groups or shards hold %zu rows, the file says %zu", b->path, start, n);
+    return MR_OK;
+}
+
+/* One pass over this rank's share, every batch to the stream. */
+static mr_status share_pass(file_batches *b, mr_gbdt_stream *s, const mr_table *schema, int sample, mr_error *err)
+{
+    size_t pos = b->by_unit ? b->lo : 0;
+    mr_status rc = MR_OK;
+    while (pos < b->hi) {
+        mr_table *t = NULL, *part = NULL;
+        if ((rc = fb_next(b, &t, err)) != MR_OK || !t) break;
+        size_t n = t->n_rows, a = pos < b->lo ? b->lo - pos : 0, e = pos + n > b->hi ? b->hi - pos : n;
+        if (a < e && (rc = same_schema(schema, t, b->path, err)) == MR_OK && (a > 0 || e < n))
+            rc = mr_table_slice(t, a, e, &part, err);
+        if (rc == MR_OK && a < e) {
+            const mr_table *use = part ? part : t;
+            rc = sample ? mr_gbdt_stream_sample(s, use, err) : mr_gbdt_stream_bin(s, use, err);
+        }
+        pos += n;
+        mr_table_free(part);
+        mr_table_free(t);
+        if (rc != MR_OK) break;
+    }
+    return rc;
+}
+
+/* A rank's share of the training file, binned with the edges of the
+ * sample every rank draws from all the rows. */
+static mr_status binned_share(const char *path, const mr_gbdt_params *p, mr_train_opts *o, mr_gbdt_data **out,
+                              mr_error *err)
+{
+    *out = NULL;
+    file_batches b = {.kind = file_kind(path), .path = path, .fd = -1};
+    mr_table *first = NULL, *schema = NULL;
+    mr_gbdt_stream *s = NULL;
+    const char **feats = NULL;
+    size_t n = 0, nf = 0;
+    if (b.kind == FB_NONE)
+        return MR_ERR(err, MR_E_INVALID_ARG, "%s: training across ranks reads a .csv, .tsv, .jsonl or .parquet file or a dataset", path);
+    mr_status rc = fb_open(&b, err);
+    if (rc == MR_OK) rc = fb_rows(&b, &n, err);
+    if (rc == MR_OK) rc = fb_next(&b, &first, err); /* the schema, from the file's first batch */
+    if (rc == MR_OK && !first) rc = MR_ERR(err, MR_E_PARSE, "%s: no batches", path);
+    if (rc == MR_OK && !find_column(first, SIZE_MAX, o->label, "label", err)) rc = MR_E_NOT_FOUND;
+    if (rc == MR_OK) rc = pick_features(first, o, &feats, &nf, err);
+    if (rc == MR_OK) rc = plan_share(&b, o->comm, n, err);
+    mr_gbdt_table_spec spec = {.label = o->label, .features = feats, .n_features = nf, .categorical = o->categorical,
+                               .n_categorical = o->n_categorical};
+    if (rc == MR_OK) rc = mr_gbdt_stream_open_share(first, n, b.lo, b.hi - b.lo, &spec, p, o->comm, &s, err);
+    if (rc == MR_OK) rc = mr_table_slice(first, 0, 0, &schema, err);
+    mr_table_free(first);
+    if (rc == MR_OK)
+        mr_log(MR_LOG_DEBUG, "train: rank %d of %d reads rows %zu..%zu of %zu (%zu rows)", o->comm->rank, o->comm->size,
+               b.lo, b.hi, n, b.hi - b.lo);
+    b.shared = 1;
+    for (int pass = 1; pass >= 0 && rc == MR_OK; pass--) {
+        rc = fb_open(&b, err);
+        if (rc == MR_OK) rc = share_pass(&b, s, schema, pass, err);
+    }
+    if (rc == MR_OK) rc = mr_gbdt_stream_finish(s, out, err);
+    if (rc == MR_OK) {
+        o->train_rows = n;
+        o->share_rows = b.hi - b.lo;
+    }
+    mr_table_free(schema);
+    mr_gbdt_stream_free(s);
+    fb_close(&b);
+    mr_free(feats);
+    return rc;
+}
+
 /* Bins the training file while reading it, or loads its cached matrix. */
 static mr_status binned_file(const char *path, const mr_gbdt_params *p, mr_train_opts *o, char *key_out,
                              mr_gbdt_data **out, int *hit, mr_error *err)
@@ -902,7 +1024,14 @@ static mr_status train_gbdt(const mr_table *train, const char *train_path, const
         if (!b.buf) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
     }
     const char **dfeats = NULL;
-    if (rc == MR_OK && train_path) {
+    if (rc == MR_OK && train_path && o->comm) {
+        rc = binned_share(train_path, &p, o, &dt, err);
+        size_t dnf = rc == MR_OK ? mr_gbdt_data_features(dt) : 0;
+        if (rc == MR_OK && !(dfeats = mr_calloc(dnf ? dnf : 1, sizeof(*dfeats)))) rc = MR_ERR(err, MR_E_NOMEM, "out of memory");
+        for (size_t j = 0; rc == MR_OK && j < dnf; j++) dfeats[j] = mr_gbdt_data_feature_name(dt, j);
+        spec.features = dfeats;
+        spec.n_features = dnf;
+    } else if (rc == MR_OK && train_path) {
         rc = binned_file(train_path, &p, o, tkey, &dt, &hit_t, err);
         if (rc != MR_OK) *stream_failed = 1;
         /* validation data takes the features the file gave */
@@ -914,14 +1043,15 @@ static mr_status train_gbdt(const mr_table *train, const char *train_path, const
     } else if (rc == MR_OK) {
         rc = binned(train, &spec, NULL, NULL, &p, o, tkey, &dt, &hit_t, err);
     }
-    if (rc == MR_OK) o->train_rows = mr_gbdt_data_rows(dt);
+    if (rc == MR_OK && !o->comm) o->train_rows = mr_gbdt_data_rows(dt);
     if (rc == MR_OK && valid) {
         rc = binned(valid, &spec, dt, tkey, &p, o, vkey, &dv, &hit_v, err);
         if (rc != MR_OK) mr_error_key(err, "valid");
     }
     o->binned_from_cache = hit_t;
     int stop = o->bin_only && o->bin_cache_dir;
-    if (rc == MR_OK && !stop) rc = mr_gbdt_train(&p, dt, dv, gbdt_round, &b, &gb, err);
+    if (rc == MR_OK && !stop && o->comm) rc = mr_gbdt_train_comm(&p, dt, dv, o->comm, gbdt_round, &b, &gb, err);
+    else if (rc == MR_OK && !stop) rc = mr_gbdt_train(&p, dt, dv, gbdt_round, &b, &gb, err);
     if (rc == MR_OK && !stop) rc = wrap_gbdt(gb, out, err);
     mr_free(dfeats);
     mr_gbdt_data_free(dt);
@@ -1007,6 +1137,20 @@ mr_status mr_model_train_file(const char *train_path, const char *valid_path, mr
     mr_status rc = MR_OK;
     if (valid_path && (rc = mr_table_read_file(valid_path, &valid, err)) != MR_OK) return rc;
     int gbdt = !o->kind || !strcmp(o->kind, "gbdt");
+    if (o->comm && o->comm->size > 1) { /* a share, binned while read: there is no whole table to fall back to */
+        int unused = 0;
+        if (!gbdt) rc = MR_ERR(err, MR_E_INVALID_ARG, "training across ranks is for gbdt models, not '%s'", o->kind);
+        else if (o->smoke) rc = MR_ERR(err, MR_E_INVALID_ARG, "--smoke trains on one process: leave ranks out");
+        else {
+            const char *cache = o->bin_cache_dir; /* a share's matrix is not the file's */
+            o->bin_cache_dir = NULL;
+            rc = train_gbdt(NULL, train_path, valid, o, NULL, 0, &unused, out, err);
+            o->bin_cache_dir = cache;
+        }
+        o->streamed = rc == MR_OK;
+        mr_table_free(valid);
+        return rc;
+    }
     if (gbdt && file_kind(train_path) != FB_NONE) {
         mr_error e;
         mr_error_init(&e);

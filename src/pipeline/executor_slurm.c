@@ -355,6 +355,10 @@ static mr_status sbatch_stage(sl_ctx *sl, size_t i, int n_tasks, int parallel, c
     if (t->mem_mb) a[na++] = mr_asprintf("--mem=%lldM", (long long)t->mem_mb);
     if (s->time[0]) a[na++] = mr_asprintf("--time=%s", s->time);
     if (s->gpus) a[na++] = mr_asprintf("--gpus=%d", s->gpus);
+    /* training across ranks: the job holds a task per rank, srun starts them */
+    const mr_value *dist = mr_value_get(s->def, "distributed"), *ranks = dist ? mr_value_get(dist, "ranks") : NULL;
+    if (!n_tasks && !c->o->smoke && ranks && ranks->kind == MR_V_INT && ranks->u.i > 1)
+        a[na++] = mr_asprintf("--ntasks=%lld", (long long)ranks->u.i);
     if (s->partition[0] || sl->partition) a[na++] = mr_asprintf("--partition=%s", s->partition[0] ? s->partition : sl->partition);
     if (sl->account) a[na++] = mr_asprintf("--account=%s", sl->account);
     if (dep.len) a[na++] = mr_strdup(dep.data);

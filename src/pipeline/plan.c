@@ -330,7 +330,10 @@ mr_status mr__plan_key(const mr_spec *spec, size_t i, int smoke, const char *git
     if (!doc || !def || !inputs || stage_params(spec, s, &flat, &nested) != MR_OK) goto oom;
     for (size_t k = 0; k < s->def->n; k++) {
         const char *key = s->def->keys[k];
-        if (!strcmp(key, "op") || !strcmp(key, "desc") || !strcmp(key, "resources")) continue;
+        /* how a stage runs, not what it computes: distributed training
+         * gives the same model at any rank count */
+        if (!strcmp(key, "op") || !strcmp(key, "desc") || !strcmp(key, "resources") || !strcmp(key, "distributed"))
+            continue;
         if (s->op->registers && !strcmp(key, "register")) continue; /* where the output is registered, not what it is */
         if (mr_value_map_set(def, key, mr_value_clone(s->def->items[k])) != MR_OK) goto oom;
     }

@@ -285,4 +285,37 @@ t = [float(l.split()[0]) for l in open('$T_ROOT/sacct.calls')]
 print(min([b - a for a, b in zip(t, t[1:])] or [9]) >= 1.9)")
 assert_eq "$gaps" True "never two queries within the interval"
 assert_contains "$T_ERR" "$calls job status queries" "the runner reports how many it made"
+
+# ---- a train stage across 2 ranks: its job holds 2 tasks, srun starts the ranks --------------
+dw=$(new_ws dist)
+/usr/bin/python3 - "$dw" <<'PYEOF2' || fail "data generation"
+import random, sys
+r = random.Random(5)
+with open(sys.argv[1] + "/train.csv", "w") as f:
+    f.write("a,b,y\n")
+    for i in range(4000):
+        a, b = r.gauss(0, 1), r.gauss(0, 1)
+        f.write(f"{a:.5f},{b:.5f},{1 if a + 0.5 * b + r.gauss(0, 1) > 0 else 0}\n")
+PYEOF2
+cat >"$dw/millrace.yaml" <<'EOF'
+stages:
+  model:
+    op: train
+    train: train.csv
+    label: y
+    distributed: {ranks: 2}
+    resources: {cpus: 1, mem: 200M}
+    params: {objective: binary, num_iterations: 10, bagging_fraction: 0.7, bagging_freq: 1}
+EOF
+dl=$(new_ws dist_local)
+cp "$dw/train.csv" "$dl/"
+grep -v distributed "$dw/millrace.yaml" >"$dl/millrace.yaml"
+expect_exit 0 mr -C "$dl" run
+expect_exit 0 mr -C "$dw" run --executor slurm --poll 1
+out_of() { mr -C "$1" show --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["stages"][0]["outputs"]["out"])'; }
+assert_eq "$(out_of "$dw")" "$(out_of "$dl")" "the stage trained across 2 ranks on Slurm publishes the local model"
+job=$(mr -C "$dw" show --json | /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["slurm_jobs"][0]["job_id"])')
+ranks_step() { sacct -n -P -o JobID,NTasks -j "$job" | grep -qx "$job.0|2"; }
+wait_for "accounting shows the ranks' step" 30 ranks_step
+assert_contains "$(sacct -n -P -o JobID,NTasks -j "$job")" "$job.0|2" "srun started the 2 ranks as one step of 2 tasks"
 t_done

@@ -89,6 +89,7 @@ static void test_status_names(void **state)
     assert_string_equal(mr_status_name(MR_E_NOT_FOUND), "E_NOT_FOUND");
     assert_string_equal(mr_status_str(MR_E_IO), "input/output error");
     assert_status(12, MR_E_FAILED); /* append-only numbering */
+    assert_status(13, MR_E_TIMEOUT);
     assert_string_equal(mr_status_name((mr_status)999), "UNKNOWN");
 }
 

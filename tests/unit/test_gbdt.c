@@ -231,6 +231,50 @@ static void test_hist_parallel_and_subtraction(void **state)
 
 /* ---- split finding vs brute force --------------------------------------------------- */
 
+/* A transport for one process playing every rank of an allgather: what
+ * rank q "sends" is staged beforehand; sends are dropped. */
+typedef struct staged_comm {
+    const mr__split *staged; /* [rank] */
+} staged_comm;
+static mr_status staged_exchange(void *ctx, mr_gbdt_xfer *x, size_t n, double timeout_s, int *peer_out)
+{
+    (void)timeout_s;
+    (void)peer_out;
+    const staged_comm *sc = ctx;
+    for (size_t i = 0; i < n; i++)
+        if (!x[i].send) memcpy(x[i].buf, &sc->staged[x[i].peer], x[i].len);
+    return MR_OK;
+}
+
+/* Split finding over feature slices, combined as the ranks combine them
+ * (mr__dist_best_splits), picks the split of the whole search. */
+static void check_sliced_split(const mr_gbdt_data *d, const mr__hbin *hist, int64_t G, int64_t H, int64_t C,
+                               const mr__split_cfg *cfg, const mr__split *whole)
+{
+    const size_t F = d->n_features;
+    for (int p = 2; p <= 4; p++) {
+        mr__split staged[4];
+        for (int q = 0; q < p; q++)
+            mr__find_best_split_range(d, hist, G, H, C, cfg, NULL, F * (size_t)q / (size_t)p,
+                                      F * (size_t)(q + 1) / (size_t)p, &staged[q]);
+        staged_comm sc = {staged};
+        for (int r = 0; r < p; r++) {
+            mr_gbdt_comm comm = {.rank = r, .size = p, .ctx = &sc, .exchange = staged_exchange};
+            mr__dist D;
+            assert_ok(mr__dist_begin(&D, &comm, NULL));
+            mr__split mine = staged[r];
+            assert_ok(mr__dist_best_splits(&D, &mine, 1, "test", NULL));
+            mr__dist_free(&D);
+            assert_int_equal(mine.feature, whole->feature);
+            if (whole->feature < 0) continue;
+            assert_true(mine.gain == whole->gain);
+            assert_int_equal(mine.threshold, whole->threshold);
+            assert_int_equal(mine.default_left, whole->default_left);
+            assert_int_equal(mine.lc, whole->lc);
+        }
+    }
+}
+
 static void test_split_bruteforce(void **state)
 {
     (void)state;
@@ -262,6 +306,7 @@ static void test_split_bruteforce(void **state)
                              .cat_smooth = 10, .cat_l2 = 10};
         mr__split s;
         mr__find_best_split(d, hist, G, H, (int64_t)n, &cfg, NULL, &s);
+        check_sliced_split(d, hist, G, H, (int64_t)n, &cfg, &s);
         /* brute force: every feature, threshold bin, missing side, by direct row sums */
         double best = -INFINITY;
         double pg = mr__leaf_gain(G * 1e-6, H * 1e-6, cfg.lambda_l1, cfg.lambda_l2);

@@ -292,6 +292,7 @@ typedef struct build_ctx {
     double *scratch;         /* n_threads * n_sample */
     int max_bin;
     int failed;              /* set by a task on OOM; read after the join */
+    size_t j0;               /* edges_task: the first feature (tasks count from it) */
     size_t row0;             /* bin_task: the matrix row of source row 0 */
 } build_ctx;
 
@@ -299,7 +300,7 @@ static void edges_task(void *vctx, size_t begin, size_t end, int tid)
 {
     build_ctx *c = vctx;
     double *buf = c->scratch + (size_t)tid * c->n_sample;
-    for (size_t j = begin; j < end; j++) {
+    for (size_t j = begin + c->j0; j < end + c->j0; j++) {
         size_t m = 0;
         for (size_t s = 0; s < c->n_sample; s++) {
             double v = colsrc_get(&c->src[j], c->sample[s]);
@@ -659,6 +660,7 @@ struct mr_gbdt_stream {
     size_t rows_binned;         /* pass 2 */
     int edges_done;
     int has_label;
+    const mr_gbdt_comm *comm;   /* a share of the rows: the sample is every rank's */
 };
 
 void mr_gbdt_stream_free(mr_gbdt_stream *s)
@@ -715,6 +717,42 @@ fail:
     return st;
 }
 
+mr_status mr_gbdt_stream_open_share(const mr_table *schema, size_t n_total, size_t row_lo, size_t n_rows,
+                                    const mr_gbdt_table_spec *spec, const mr_gbdt_params *p,
+                                    const mr_gbdt_comm *comm, mr_gbdt_stream **out, mr_error *err)
+{
+    if (row_lo > n_total || n_rows > n_total - row_lo)
+        return MR_ERR(err, MR_E_INVALID_ARG, "rows %zu..%zu are not within the %zu rows", row_lo, row_lo + n_rows, n_total);
+    mr_status st = mr_gbdt_stream_open(schema, n_rows, spec, NULL, p, out, err);
+    if (st != MR_OK) return st;
+    mr_gbdt_stream *s = *out;
+    /* this share's rows of the sample one process would draw from all rows */
+    size_t want = p ? (size_t)p->bin_construct_sample_cnt : 200000, ns = 0, a = 0, k = 0;
+    uint32_t *all = sample_rows(n_total, want, p ? p->seed : 0, &ns);
+    if (!all) {
+        mr_gbdt_stream_free(s);
+        *out = NULL;
+        return MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
+    }
+    while (a < ns && all[a] < row_lo) a++;
+    for (size_t i = a; i < ns && all[i] < row_lo + n_rows; i++) all[k++] = all[i] - (uint32_t)row_lo;
+    const size_t F = s->d->n_features;
+    double *vals = mr_malloc((k ? k : 1) * (F ? F : 1) * sizeof(double));
+    if (!vals) {
+        mr_free(all);
+        mr_gbdt_stream_free(s);
+        *out = NULL;
+        return MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
+    }
+    mr_free(s->sample);
+    mr_free(s->sample_vals);
+    s->sample = all;
+    s->n_sample = k;
+    s->sample_vals = vals;
+    s->comm = comm;
+    return MR_OK;
+}
+
 int mr_gbdt_stream_wants_sample(const mr_gbdt_stream *s) { return !s->edges_done; }
 
 mr_status mr_gbdt_stream_sample(mr_gbdt_stream *s, const mr_table *batch, mr_error *err)
@@ -735,22 +773,188 @@ mr_status mr_gbdt_stream_sample(mr_gbdt_stream *s, const mr_table *batch, mr_err
     return MR_OK;
 }
 
+/* The features whose edges rank r of p computes: [F r / p, F (r + 1) / p). */
+static void edge_share(size_t F, size_t p, size_t r, size_t *lo, size_t *hi)
+{
+    *lo = F * r / p;
+    *hi = F * (r + 1) / p;
+}
+
+/* Across ranks: every rank sends each other rank its sample rows' values of
+ * the features whose edges that rank computes, so each holds the whole
+ * sample of its own features, in global row order (each rank's sample rows
+ * are a run of the global sample: the shares are contiguous and in rank
+ * order). sample_vals becomes (own features, all sample rows): feature j
+ * at (j - lo) * n_sample. */
+static mr_status share_sample(mr_gbdt_stream *s, mr_error *err)
+{
+    mr__dist D;
+    mr_status st = mr__dist_begin(&D, s->comm, err);
+    const size_t p = (size_t)D.size, r = (size_t)D.rank, F = s->d->n_features, ns = s->n_sample;
+    size_t lo, hi;
+    edge_share(F, p, r, &lo, &hi);
+    const size_t mine = hi - lo;
+    int64_t *counts = mr_calloc(p, sizeof(int64_t));
+    size_t *start = mr_calloc(p + 1, sizeof(size_t));
+    double *recv = NULL, *out = NULL;
+    if (st == MR_OK && (!counts || !start)) st = MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
+    int64_t my_count = (int64_t)ns;
+    if (st == MR_OK) st = mr__dist_allgather(&D, &my_count, sizeof(my_count), counts, "the bin sample sizes", err);
+    for (size_t q = 0; st == MR_OK && q < p; q++) start[q + 1] = start[q] + (size_t)counts[q];
+    const size_t total = start[p];
+    if (st == MR_OK && (!(recv = mr_malloc((total ? total : 1) * (mine ? mine : 1) * sizeof(double))) ||
+                        !(out = mr_malloc((total ? total : 1) * (mine ? mine : 1) * sizeof(double)))))
+        st = MR_ERR(err, MR_E_NOMEM, "out of memory for a bin sample of %zu rows", total);
+    size_t n = 0;
+    for (size_t q = 0; st == MR_OK && q < p; q++) {
+        size_t qlo, qhi, nq = (size_t)counts[q];
+        edge_share(F, p, q, &qlo, &qhi);
+        double *into = recv + start[q] * mine;
+        if (q == r) {
+            if (mine && ns) memcpy(into, s->sample_vals + lo * ns, mine * ns * sizeof(double));
+            continue;
+        }
+        if (qhi > qlo && ns) /* my values of q's features: one run in column-major order */
+            D.x[n++] = (mr_gbdt_xfer){.peer = (int)q, .send = 1, .buf = s->sample_vals + qlo * ns,
+                                      .len = (qhi - qlo) * ns * sizeof(double)};
+        if (mine && nq) D.x[n++] = (mr_gbdt_xfer){.peer = (int)q, .send = 0, .buf = into, .len = mine * nq * sizeof(double)};
+    }
+    if (st == MR_OK) st = mr__dist_exchange(&D, D.x, n, "the bin sample", err);
+    if (st == MR_OK) {
+        for (size_t q = 0; q < p; q++) {
+            size_t nq = (size_t)counts[q];
+            const double *b = recv + start[q] * mine;
+            for (size_t j = 0; j < mine; j++) memcpy(out + j * total + start[q], b + j * nq, nq * sizeof(double));
+        }
+        mr_free(s->sample_vals);
+        s->sample_vals = out;
+        out = NULL;
+        s->n_sample = total;
+    }
+    mr_free(recv);
+    mr_free(out);
+    mr_free(counts);
+    mr_free(start);
+    mr__dist_free(&D);
+    return st;
+}
+
+/* Across ranks, after share_sample: each rank computes the edges of its
+ * share of the features (edge_share) from the whole sample of those, and
+ * every rank gets all of them, byte for byte what one process computes. */
+static mr_status share_edges(mr_gbdt_stream *s, const colsrc *src, const uint32_t *idx, size_t ns, mr_error *err)
+{
+    mr_gbdt_data *d = s->d;
+    const size_t F = d->n_features, p = (size_t)s->comm->size, r = (size_t)s->comm->rank;
+    size_t jlo, jhi;
+    edge_share(F, p, r, &jlo, &jhi);
+    int threads = s->p ? s->p->num_threads : 0, nt = mr_pool_threads_capped(threads);
+    mr__dist D;
+    mr_status st = mr__dist_begin(&D, s->comm, err);
+    int64_t *lens64 = mr_calloc(p, sizeof(int64_t));
+    size_t *lens = mr_calloc(p, sizeof(size_t));
+    double *scratch = mr_malloc((size_t)nt * (ns ? ns : 1) * sizeof(double));
+    char *all = NULL;
+    mr_buf mine;
+    mr_buf_init(&mine);
+    if (st == MR_OK && (!lens64 || !lens || !scratch)) st = MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
+    if (st == MR_OK) {
+        build_ctx c = {.src = src, .d = d, .sample = idx, .n_sample = ns, .is_cat = s->is_cat, .scratch = scratch,
+                       .max_bin = d->max_bin, .j0 = jlo};
+        mr_parallel_for_capped(jhi - jlo, 1, threads, edges_task, &c);
+        if (c.failed) st = MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
+    }
+    for (size_t j = jlo; st == MR_OK && j < jhi; j++) { /* kind, bins, then the edges */
+        const mr__bin_feature *f = &d->feat[j];
+        uint8_t kind = f->kind;
+        uint16_t nb = f->n_bins;
+        mr_buf_append(&mine, &kind, 1);
+        mr_buf_append(&mine, &nb, 2);
+        if (nb > 1 && kind == MR__FEAT_CATEGORICAL) mr_buf_append(&mine, f->cats + 1, (size_t)(nb - 1) * sizeof(int32_t));
+        else if (nb > 1) mr_buf_append(&mine, f->upper + 1, (size_t)(nb - 1) * sizeof(double));
+    }
+    if (st == MR_OK && mine.failed) st = MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
+    int64_t my_len = (int64_t)mine.len;
+    if (st == MR_OK) st = mr__dist_allgather(&D, &my_len, sizeof(my_len), lens64, "the bin edge sizes", err);
+    size_t total = 0;
+    for (size_t q = 0; st == MR_OK && q < p; q++) total += lens[q] = (size_t)lens64[q];
+    if (st == MR_OK && !(all = mr_malloc(total ? total : 1))) st = MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
+    if (st == MR_OK) st = mr__dist_allgatherv(&D, mine.data ? mine.data : "", lens, all, "the bin edges", err);
+    const char *at = all;
+    for (size_t q = 0; st == MR_OK && q < p; q++) {
+        const char *end = at + lens[q];
+        size_t qlo, qhi;
+        edge_share(F, p, q, &qlo, &qhi);
+        for (size_t j = qlo; st == MR_OK && j < qhi; j++) {
+            mr__bin_feature *f = &d->feat[j];
+            uint8_t kind;
+            uint16_t nb;
+            if (end - at < 3) {
+                st = MR_ERR(err, MR_E_CORRUPT, "rank %zu sent truncated bin edges", q);
+                break;
+            }
+            memcpy(&kind, at, 1);
+            memcpy(&nb, at + 1, 2);
+            at += 3;
+            size_t w = kind == MR__FEAT_CATEGORICAL ? sizeof(int32_t) : sizeof(double), k = nb > 1 ? nb - 1u : 0;
+            if ((size_t)(end - at) < k * w) {
+                st = MR_ERR(err, MR_E_CORRUPT, "rank %zu sent truncated bin edges", q);
+                break;
+            }
+            if (q == r) { /* computed here */
+                at += k * w;
+                continue;
+            }
+            f->kind = kind;
+            f->n_bins = nb ? nb : 1;
+            void *vals = mr_calloc(k + 1, w);
+            if (!vals) {
+                st = MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
+                break;
+            }
+            memcpy((char *)vals + w, at, k * w);
+            if (kind == MR__FEAT_CATEGORICAL)
+                f->cats = vals;
+            else
+                f->upper = vals;
+            at += k * w;
+        }
+        at = end;
+    }
+    if (st == MR_OK) st = mr__gbdt_data_finish_offsets(d, err);
+    mr_buf_free(&mine);
+    mr_free(all);
+    mr_free(scratch);
+    mr_free(lens);
+    mr_free(lens64);
+    mr__dist_free(&D);
+    return st;
+}
+
 /* After the last sampling batch: the edges from the values kept. */
 static mr_status stream_edges(mr_gbdt_stream *s, mr_error *err)
 {
     if (s->rows_seen != s->d->n_rows)
         return MR_ERR(err, MR_E_STATE, "gbdt stream: %zu rows sampled through, %zu announced", s->rows_seen,
                       s->d->n_rows);
-    size_t F = s->d->n_features, ns = s->n_sample;
+    int shared = s->comm && s->comm->size > 1;
+    size_t F = s->d->n_features, lo = 0, hi = F;
+    if (shared) {
+        mr_status sst = share_sample(s, err);
+        if (sst != MR_OK) return sst;
+        edge_share(F, (size_t)s->comm->size, (size_t)s->comm->rank, &lo, &hi);
+    }
+    size_t ns = s->n_sample;
     colsrc *src = mr_calloc(F, sizeof(colsrc));
     uint32_t *idx = mr_malloc((ns ? ns : 1) * sizeof(uint32_t));
     mr_status st = MR_OK;
     if (!src || !idx) {
         st = MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
     } else {
-        for (size_t j = 0; j < F; j++) src[j] = (colsrc){.type = SRC_F64, .data = s->sample_vals + j * ns, .stride = 1};
+        /* across ranks only this rank's features have their sample here */
+        for (size_t j = lo; j < hi; j++) src[j] = (colsrc){.type = SRC_F64, .data = s->sample_vals + (j - lo) * ns, .stride = 1};
         for (size_t k = 0; k < ns; k++) idx[k] = (uint32_t)k;
-        st = build_edges(s->d, src, idx, ns, s->is_cat, s->p, err);
+        st = shared ? share_edges(s, src, idx, ns, err) : build_edges(s->d, src, idx, ns, s->is_cat, s->p, err);
     }
     mr_free(src);
     mr_free(idx);

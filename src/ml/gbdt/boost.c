@@ -35,6 +35,11 @@ typedef struct trainer {
     mr__tree tree;
     int cls;               /* class of the tree being built */
     double gscale, hscale;
+    mr__dist *D;           /* across ranks, or NULL */
+    size_t row_lo, n_all;  /* this rank's first global row; rows of all ranks */
+    const float *all_label; /* n_all labels (train->label for one process) */
+    float *label_buf;      /* all ranks' labels, gathered */
+    double *all_score;     /* across ranks with a training metric: n_all * K */
 } trainer;
 
 static void grad_task(void *vctx, size_t begin, size_t end, int tid)
@@ -153,19 +158,28 @@ static void sample_features(trainer *t, int iter, int cls)
     t->feats[F] = (uint32_t)n; /* count kept after the list */
 }
 
-static void make_bag(trainer *t, int iter)
+/* The round's bag: a row is in it by a hash of (seed, iteration, global
+ * row), so every rank draws its share of the bag one process would draw. */
+static mr_status make_bag(trainer *t, int iter, mr_error *err)
 {
     size_t m = 0;
     if (!t->bagging) {
         for (size_t i = 0; i < t->n; i++) t->bag[i] = (uint32_t)i;
         t->n_bag = t->n;
-        return;
+        return MR_OK;
     }
     double frac = t->p->bagging_fraction;
     for (size_t i = 0; i < t->n; i++)
-        if (mr_u01(mr__hash3(t->p->seed ^ 0xBA66u, (uint64_t)iter, (uint64_t)i)) < frac) t->bag[m++] = (uint32_t)i;
-    if (m == 0) t->bag[m++] = 0;
+        if (mr_u01(mr__hash3(t->p->seed ^ 0xBA66u, (uint64_t)iter, (uint64_t)(t->row_lo + i))) < frac)
+            t->bag[m++] = (uint32_t)i;
+    int64_t total = (int64_t)m;
+    if (t->D) {
+        mr_status st = mr__dist_allreduce_i64(t->D, &total, 1, MR__DIST_SUM, "the bag size", err);
+        if (st != MR_OK) return st;
+    }
+    if (total == 0 && t->row_lo == 0 && t->n > 0) t->bag[m++] = 0; /* an empty bag keeps the first row */
     t->n_bag = m;
+    return MR_OK;
 }
 
 int mr__es_update(mr__es *es, int iter, double v)
@@ -195,6 +209,8 @@ static void trainer_free(trainer *t)
     mr_free(t->perm);
     mr__grower_free(t->grower);
     mr__tree_deinit(&t->tree);
+    mr_free(t->label_buf);
+    mr_free(t->all_score);
 }
 
 static mr_status check_valid_data(const mr_gbdt_data *tr, const mr_gbdt_data *va, mr_error *err)
@@ -221,12 +237,12 @@ static mr_status check_valid_data(const mr_gbdt_data *tr, const mr_gbdt_data *va
 /* The data can be trained on: params valid, a label, rows, a matching
  * validation set, labels the objective accepts. */
 static mr_status check_inputs(const mr_gbdt_params *p, const mr_gbdt_data *train, const mr_gbdt_data *valid, int K,
-                              mr_error *err)
+                              int share, mr_error *err)
 {
     mr_status st = mr_gbdt_params_validate(p, err);
     if (st != MR_OK) return st;
     if (!train || !train->label) return MR_ERR(err, MR_E_INVALID_ARG, "training data has no label");
-    if (train->n_rows == 0) return MR_ERR(err, MR_E_INVALID_ARG, "training data has no rows");
+    if (train->n_rows == 0 && !share) return MR_ERR(err, MR_E_INVALID_ARG, "training data has no rows");
     if (valid && (st = check_valid_data(train, valid, err)) != MR_OK) return st;
     if ((st = mr__objective_check_labels(p->objective, K, train->label, train->n_rows, err)) != MR_OK) {
         mr_error_key(err, "train");
@@ -255,7 +271,7 @@ static int round_metrics_of(const mr_gbdt_params *p, mr_gbdt_metric *metrics)
 /* The trainer's per-row and per-feature state. */
 static mr_status trainer_alloc(trainer *t, const mr_gbdt_params *p, const mr_gbdt_data *train, mr_error *err)
 {
-    const size_t F = train->n_features, n = t->n, nblk = n / GRAD_BLOCK + 1;
+    const size_t F = train->n_features, n = t->n ? t->n : 1, nblk = n / GRAD_BLOCK + 1;
     const int K = t->K;
     t->score = mr_malloc(n * (size_t)K * sizeof(double));
     t->vscore = mr_malloc((t->nv ? t->nv : 1) * (size_t)K * sizeof(double));
@@ -304,7 +320,7 @@ static mr_status model_start(trainer *t, const mr_gbdt_params *p, const mr_gbdt_
     }
     m->params_text = pt.data ? pt.data : mr_strdup("");
     if (!m->params_text) goto nomem;
-    if (p->boost_from_average) mr__objective_init_score(p->objective, K, train->label, t->n, m->init_score);
+    if (p->boost_from_average) mr__objective_init_score(p->objective, K, t->all_label, t->n_all, m->init_score);
     for (size_t i = 0; i < t->n; i++)
         for (int c = 0; c < K; c++) t->score[i * (size_t)K + (size_t)c] = m->init_score[c];
     for (size_t i = 0; i < t->nv; i++)
@@ -320,6 +336,18 @@ static mr_status round_gradients(trainer *t, int iter, mr_error *err)
     const mr_gbdt_params *p = t->p;
     const size_t nblk = t->n / GRAD_BLOCK + 1;
     mr_parallel_for_capped(t->n, GRAD_BLOCK, p->num_threads, grad_task, t);
+    if (t->D) { /* the first bad row of all ranks, for all of them */
+        int64_t first = INT64_MAX;
+        for (size_t b = 0; b < nblk && first == INT64_MAX; b++)
+            if (t->bad_row[b]) first = (int64_t)(t->row_lo + t->bad_row[b] - 1);
+        mr_status st = mr__dist_allreduce_i64(t->D, &first, 1, MR__DIST_MIN, "the gradient check", err);
+        if (st != MR_OK) return st;
+        if (first == INT64_MAX) return MR_OK;
+        st = MR_ERR(err, MR_E_FAILED, "training diverged at iteration %d: non-finite gradient at row %lld", iter,
+                    (long long)first + 1);
+        mr_error_hint(err, "lower learning_rate, or check the label scale");
+        return st;
+    }
     for (size_t b = 0; b < nblk; b++) {
         if (!t->bad_row[b]) continue;
         size_t r = t->bad_row[b] - 1;
@@ -347,13 +375,26 @@ static mr_status grow_class_tree(trainer *t, int iter, int c, mr__split_cfg *scf
         gm = t->blk_gmax[b] > gm ? t->blk_gmax[b] : gm;
         hm = t->blk_hmax[b] > hm ? t->blk_hmax[b] : hm;
     }
+    if (t->D) { /* non-negative floats order as their bit patterns do */
+        uint32_t gb, hb;
+        memcpy(&gb, &gm, 4);
+        memcpy(&hb, &hm, 4);
+        int64_t mx[2] = {gb, hb};
+        mr_status st = mr__dist_allreduce_i64(t->D, mx, 2, MR__DIST_MAX, "the gradient scale", err);
+        if (st != MR_OK) return st;
+        gb = (uint32_t)mx[0];
+        hb = (uint32_t)mx[1];
+        memcpy(&gm, &gb, 4);
+        memcpy(&hm, &hb, 4);
+    }
     t->gscale = pow2_scale(gm);
     t->hscale = pow2_scale(hm);
     mr_parallel_for_capped(n, GRAD_BLOCK, p->num_threads, quant_task, t);
     scfg->inv_gscale = 1.0 / t->gscale;
     scfg->inv_hscale = 1.0 / t->hscale;
     memcpy(mr__grower_rows(t->grower), t->bag, t->n_bag * sizeof(uint32_t));
-    mr__grower_grow(t->grower, t->n_bag, t->gh, t->feats, n_feats, t->feat_mask, scfg, gcfg, &t->tree);
+    mr_status gst = mr__grower_grow(t->grower, t->n_bag, t->gh, t->feats, n_feats, t->feat_mask, scfg, gcfg, &t->tree, err);
+    if (gst != MR_OK) return gst;
     for (int l = 0; l < t->tree.n_leaves; l++) {
         if (isfinite(t->tree.leaf_value[l])) continue;
         mr_status st = MR_ERR(err, MR_E_FAILED, "training diverged at iteration %d: leaf value is %g", iter,
@@ -388,9 +429,17 @@ static mr_status round_metrics(trainer *t, int iter, const mr_gbdt_metric *metri
         info->train_metric[k] = NAN;
         info->valid_metric[k] = NAN;
         mr_status mst = MR_OK;
+        if (p->is_provide_training_metric && t->D && k == 0) { /* every rank's scores, in row order */
+            size_t *lens = mr_malloc((size_t)t->D->size * sizeof(size_t));
+            if (!lens) return MR_ERR(err, MR_E_NOMEM, "out of memory");
+            for (int q = 0; q < t->D->size; q++) lens[q] = (size_t)t->D->rows_of[q] * (size_t)t->K * sizeof(double);
+            mr_status gst = mr__dist_allgatherv(t->D, t->score, lens, t->all_score, "the training scores", err);
+            mr_free(lens);
+            if (gst != MR_OK) return gst;
+        }
         if (p->is_provide_training_metric)
-            mst = mr__metric_eval(metrics[k], p->objective, t->K, p->alpha, t->train->label, t->score, t->n,
-                                  p->num_threads, &info->train_metric[k]);
+            mst = mr__metric_eval(metrics[k], p->objective, t->K, p->alpha, t->all_label, t->D ? t->all_score : t->score,
+                                  t->n_all, p->num_threads, &info->train_metric[k]);
         if (mst == MR_OK && t->valid)
             mst = mr__metric_eval(metrics[k], p->objective, t->K, p->alpha, t->valid->label, t->vscore, t->nv,
                                   p->num_threads, &info->valid_metric[k]);
@@ -409,13 +458,64 @@ static mr_status round_metrics(trainer *t, int iter, const mr_gbdt_metric *metri
     return MR_OK;
 }
 
-mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, const mr_gbdt_data *valid,
-                        mr_gbdt_round_fn cb, void *cb_ctx, mr_gbdt_model **out, mr_error *err)
+/* Every rank's labels (the initial score and a training metric need all). */
+static mr_status gather_labels(trainer *t, mr_error *err)
+{
+    mr__dist *D = t->D;
+    size_t *lens = mr_malloc((size_t)D->size * sizeof(size_t));
+    t->label_buf = mr_malloc((D->n_total ? D->n_total : 1) * sizeof(float));
+    if (t->p->is_provide_training_metric)
+        t->all_score = mr_malloc((D->n_total ? D->n_total : 1) * (size_t)t->K * sizeof(double));
+    if (!lens || !t->label_buf || (t->p->is_provide_training_metric && !t->all_score)) {
+        mr_free(lens);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory for %zu labels", D->n_total);
+    }
+    for (int q = 0; q < D->size; q++) lens[q] = (size_t)D->rows_of[q] * sizeof(float);
+    mr_status st = mr__dist_allgatherv(D, t->train->label, lens, t->label_buf, "the labels", err);
+    mr_free(lens);
+    t->all_label = t->label_buf;
+    t->n_all = D->n_total;
+    t->row_lo = D->row_lo;
+    return st;
+}
+
+/* Every rank grew the same model: the hashes of its bytes agree (else
+ * MR_E_INTERNAL naming the first rank that differs). */
+static mr_status same_model_everywhere(mr__dist *D, const mr_gbdt_model *m, mr_error *err)
+{
+    mr_buf b;
+    mr_buf_init(&b);
+    mr_status st = mr_gbdt_model_to_bytes(m, &b, err);
+    mr_hash128 mine = mr_hash_bytes(b.data, b.len);
+    mr_buf_free(&b);
+    mr_hash128 *all = st == MR_OK ? mr_calloc((size_t)D->size, sizeof(mr_hash128)) : NULL;
+    if (st == MR_OK && !all) st = MR_ERR(err, MR_E_NOMEM, "out of memory");
+    if (st == MR_OK) st = mr__dist_allgather(D, &mine, sizeof(mine), all, "the model check", err);
+    for (int q = 0; st == MR_OK && q < D->size; q++)
+        if (memcmp(&all[q], &mine, sizeof(mine)) != 0)
+            st = MR_ERR(err, MR_E_INTERNAL, "rank %d: rank %d trained a different model", D->rank, q);
+    mr_free(all);
+    return st;
+}
+
+static mr_status train_impl(const mr_gbdt_params *p, const mr_gbdt_data *train, const mr_gbdt_data *valid,
+                            const mr_gbdt_comm *comm, mr_gbdt_round_fn cb, void *cb_ctx, mr_gbdt_model **out,
+                            mr_error *err)
 {
     *out = NULL;
     const int K = p->objective == MR_GBDT_MULTICLASS ? p->num_class : 1;
-    mr_status st = check_inputs(p, train, valid, K, err);
-    if (st != MR_OK) return st;
+    mr__dist dist;
+    memset(&dist, 0, sizeof(dist));
+    int share = comm && comm->size > 1;
+    mr_status st = check_inputs(p, train, valid, K, share, err);
+    if (st == MR_OK && share) {
+        st = mr__dist_init(&dist, comm, train, err);
+        if (st == MR_OK && dist.n_total == 0) st = MR_ERR(err, MR_E_INVALID_ARG, "training data has no rows on any rank");
+    }
+    if (st != MR_OK) {
+        mr__dist_free(&dist);
+        return st;
+    }
     mr_gbdt_metric metrics[MR_GBDT_MAX_METRICS];
     int n_metrics = round_metrics_of(p, metrics);
 
@@ -428,9 +528,16 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
     t.n = train->n_rows;
     t.nv = valid ? valid->n_rows : 0;
     t.bagging = p->bagging_freq > 0 && p->bagging_fraction < 1.0;
+    t.all_label = train->label;
+    t.n_all = t.n;
     mr_gbdt_model *m = NULL;
     double t0 = mr_now();
     if ((st = trainer_alloc(&t, p, train, err)) != MR_OK) goto fail;
+    if (share) {
+        t.D = &dist;
+        mr__grower_set_dist(t.grower, &dist);
+        if ((st = gather_labels(&t, err)) != MR_OK) goto fail;
+    }
     if ((st = model_start(&t, p, train, &m, err)) != MR_OK) goto fail;
 
     const mr__grow_cfg gcfg = {.num_leaves = p->num_leaves, .max_depth = p->max_depth,
@@ -445,9 +552,10 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
     int es_on = p->early_stopping_round > 0 && valid && n_metrics > 0;
     mr__es es = {.patience = p->early_stopping_round, .higher_better = n_metrics ? mr__metric_higher_better(metrics[0]) : 0,
                  .best_iter = -1};
-    make_bag(&t, 0);
+    if ((st = make_bag(&t, 0, err)) != MR_OK) goto fail;
     for (int iter = 0; iter < p->num_iterations; iter++) {
-        if (t.bagging && iter % p->bagging_freq == 0) make_bag(&t, iter);
+        dist.iter = iter;
+        if (t.bagging && iter % p->bagging_freq == 0 && (st = make_bag(&t, iter, err)) != MR_OK) goto fail;
         if ((st = round_gradients(&t, iter, err)) != MR_OK) goto fail;
         int all_stumps = 1;
         for (int c = 0; c < K; c++) {
@@ -470,7 +578,10 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
         info.valid_score = valid ? t.vscore : NULL;
         info.n_valid = valid ? t.nv : 0;
         info.n_outputs = K;
-        if (cb && cb(cb_ctx, &info)) break;
+        int64_t cb_stop = cb ? cb(cb_ctx, &info) != 0 : 0;
+        if (t.D && (st = mr__dist_allreduce_i64(t.D, &cb_stop, 1, MR__DIST_MAX, "the stop decision", err)) != MR_OK)
+            goto fail;
+        if (cb_stop) break;
         if (stop) {
             size_t keep = (size_t)(es.best_iter + 1) * (size_t)K;
             while (m->n_trees > keep) mr__tree_deinit(&m->trees[--m->n_trees]);
@@ -479,11 +590,29 @@ mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, cons
         }
     }
     if (es_on && m->best_iteration < 0) m->best_iteration = es.best_iter;
+    if (t.D && (st = same_model_everywhere(&dist, m, err)) != MR_OK) goto fail;
+    if (t.D)
+        mr_log(MR_LOG_DEBUG, "gbdt: rank %d sent %.1f MB of histograms", dist.rank, (double)dist.hist_bytes / 1e6);
     trainer_free(&t);
+    mr__dist_free(&dist);
     *out = m;
     return MR_OK;
 fail:
     trainer_free(&t);
+    mr__dist_free(&dist);
     mr_gbdt_model_free(m);
     return st;
+}
+
+mr_status mr_gbdt_train(const mr_gbdt_params *p, const mr_gbdt_data *train, const mr_gbdt_data *valid,
+                        mr_gbdt_round_fn cb, void *cb_ctx, mr_gbdt_model **out, mr_error *err)
+{
+    return train_impl(p, train, valid, NULL, cb, cb_ctx, out, err);
+}
+
+mr_status mr_gbdt_train_comm(const mr_gbdt_params *p, const mr_gbdt_data *train, const mr_gbdt_data *valid,
+                             const mr_gbdt_comm *comm, mr_gbdt_round_fn cb, void *cb_ctx, mr_gbdt_model **out,
+                             mr_error *err)
+{
+    return train_impl(p, train, valid, comm, cb, cb_ctx, out, err);
 }

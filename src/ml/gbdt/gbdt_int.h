@@ -144,10 +144,55 @@ typedef struct mr__split_cfg {
  * feature, then the lower threshold, then missing-left. */
 void mr__find_best_split(const mr_gbdt_data *d, const mr__hbin *hist, int64_t G, int64_t H, int64_t C,
                          const mr__split_cfg *cfg, const uint8_t *feat_mask, mr__split *best);
+/* The same over features [f_lo, f_hi) only. */
+void mr__find_best_split_range(const mr_gbdt_data *d, const mr__hbin *hist, int64_t G, int64_t H, int64_t C,
+                               const mr__split_cfg *cfg, const uint8_t *feat_mask, size_t f_lo, size_t f_hi,
+                               mr__split *best);
 /* Reference: evaluates every candidate of one numeric feature by direct
  * summation of the histogram (tests). */
 double mr__leaf_gain(double G, double H, double l1, double l2);
 double mr__leaf_output(double G, double H, double l1, double l2);
+
+/* ---- data-parallel training (dist.c) ---------------------------------------
+ * A rank's view of the others: every share's size, its own first global
+ * row, the feature slice each rank owns (contiguous, balanced by bins;
+ * possibly empty), and scratch for the exchanges. */
+enum { MR__DIST_SUM = 0, MR__DIST_MAX = 1, MR__DIST_MIN = 2 };
+typedef struct mr__dist {
+    const mr_gbdt_comm *c;
+    int rank, size;
+    int iter;              /* the round, for messages (-1 before the first) */
+    size_t n_total, row_lo;
+    int64_t *rows_of;      /* size: rows of each rank */
+    size_t *row_lo_of;     /* size + 1: first global row of each rank */
+    uint32_t *fb;          /* size + 1: feature slice boundaries */
+    mr_gbdt_xfer *x;       /* 2 * size transfers */
+    mr__hbin *rs_buf;      /* (size - 1) * own slice bins */
+    uint64_t hist_bytes;   /* histogram bytes this rank sent */
+} mr__dist;
+/* Only the transfer scratch (for the exchanges before the data is binned). */
+mr_status mr__dist_begin(mr__dist *D, const mr_gbdt_comm *c, mr_error *err);
+/* Runs the transfers x[0..n); a failure names the peer, what and the round. */
+mr_status mr__dist_exchange(mr__dist *D, mr_gbdt_xfer *x, size_t n, const char *what, mr_error *err);
+/* Learns the shares (one exchange). d: this rank's binned rows. */
+mr_status mr__dist_init(mr__dist *D, const mr_gbdt_comm *c, const mr_gbdt_data *d, mr_error *err);
+void mr__dist_free(mr__dist *D);
+/* all[size * len] = every rank's len bytes, in rank order. */
+mr_status mr__dist_allgather(mr__dist *D, const void *mine, size_t len, void *all, const char *what, mr_error *err);
+/* all = every rank's lens[q] bytes, concatenated in rank order. */
+mr_status mr__dist_allgatherv(mr__dist *D, const void *mine, const size_t *lens, void *all, const char *what,
+                              mr_error *err);
+/* v[0..n) reduced across ranks (MR__DIST_*), the same on every rank. */
+mr_status mr__dist_allreduce_i64(mr__dist *D, int64_t *v, int n, int op, const char *what, mr_error *err);
+/* This rank's slice of the histogram: bins [bin_lo, bin_hi). */
+void mr__dist_slice(const mr__dist *D, const mr_gbdt_data *d, size_t *bin_lo, size_t *bin_hi);
+/* hist holds this rank's rows' histogram; afterwards its own slice holds
+ * the sum over all ranks (the other slices are left as they were). */
+mr_status mr__dist_reduce_scatter_hist(mr__dist *D, const mr_gbdt_data *d, mr__hbin *hist, const char *what,
+                                       mr_error *err);
+/* best[0..n): this rank's best splits (of n leaves) over its slice;
+ * afterwards the best of all ranks, leaf by leaf. */
+mr_status mr__dist_best_splits(mr__dist *D, mr__split *best, int n, const char *what, mr_error *err);
 
 /* ---- trees --------------------------------------------------------------------
  * Internal node i: split_feature[i], children left[i]/right[i] (>= 0: node,
@@ -191,8 +236,11 @@ uint32_t *mr__grower_rows(mr__grower *g);
 /* Grows one tree over rows[0..n) with quantised gradients gh. feats/n_feats:
  * the features this tree may use (NULL = all); feat_mask the same as flags.
  * Leaf values include the learning rate. */
-void mr__grower_grow(mr__grower *g, size_t n, const mr__ghq *gh, const uint32_t *feats, size_t n_feats,
-                     const uint8_t *feat_mask, const mr__split_cfg *scfg, const mr__grow_cfg *gcfg, mr__tree *tree);
+mr_status mr__grower_grow(mr__grower *g, size_t n, const mr__ghq *gh, const uint32_t *feats, size_t n_feats,
+                          const uint8_t *feat_mask, const mr__split_cfg *scfg, const mr__grow_cfg *gcfg, mr__tree *tree,
+                          mr_error *err);
+/* Grows across ranks from now on (D borrowed; NULL: one process). */
+void mr__grower_set_dist(mr__grower *g, mr__dist *D);
 /* Rows of leaf `leaf` of the tree just grown. */
 void mr__grower_leaf_rows(const mr__grower *g, int leaf, const uint32_t **rows, size_t *n);
 /* Fills the raw-code bitsets of the categorical splits of t (after growth). */

@@ -164,13 +164,20 @@ static void scan_categorical(const mr__hbin *hb, int nb, int f, int64_t G, int64
 void mr__find_best_split(const mr_gbdt_data *d, const mr__hbin *hist, int64_t G, int64_t H, int64_t C,
                          const mr__split_cfg *cfg, const uint8_t *feat_mask, mr__split *best)
 {
+    mr__find_best_split_range(d, hist, G, H, C, cfg, feat_mask, 0, d->n_features, best);
+}
+
+void mr__find_best_split_range(const mr_gbdt_data *d, const mr__hbin *hist, int64_t G, int64_t H, int64_t C,
+                               const mr__split_cfg *cfg, const uint8_t *feat_mask, size_t f_lo, size_t f_hi,
+                               mr__split *best)
+{
     memset(best, 0, sizeof(*best));
     best->gain = -INFINITY;
     best->feature = -1;
     double parent_gain =
         mr__leaf_gain((double)G * cfg->inv_gscale, (double)H * cfg->inv_hscale, cfg->lambda_l1, cfg->lambda_l2);
     mr__split cur;
-    for (size_t f = 0; f < d->n_features; f++) {
+    for (size_t f = f_lo; f < f_hi; f++) {
         if (feat_mask && !feat_mask[f]) continue;
         int nb = d->feat[f].n_bins;
         if (nb < 2) continue;
@@ -311,6 +318,7 @@ struct mr__grower {
     size_t *blk_left;    /* per partition block: rows going left */
     size_t max_blocks;
     leaf_state *leaves;
+    mr__dist *D;         /* across ranks: the histograms' own slice is global */
 };
 
 #define PART_BLOCK 16384 /* rows per partition task */
@@ -367,6 +375,8 @@ void mr__grower_free(mr__grower *g)
 }
 
 uint32_t *mr__grower_rows(mr__grower *g) { return g->rows; }
+
+void mr__grower_set_dist(mr__grower *g, mr__dist *D) { g->D = D; }
 
 void mr__grower_leaf_rows(const mr__grower *g, int leaf, const uint32_t **rows, size_t *n)
 {
@@ -435,7 +445,8 @@ static void part_gather(void *vctx, size_t begin, size_t end, int tid)
     for (size_t k = 0; k < n - nl; k++) rows[rpos + k] = tmp[end - 1 - k];
 }
 
-static void partition(mr__grower *g, const leaf_state *L, const mr__split *s)
+/* Returns how many of the leaf's rows (this rank's) went left. */
+static size_t partition(mr__grower *g, const leaf_state *L, const mr__split *s)
 {
     part_ctx c = {.g = g, .s = s, .begin = L->begin, .count = L->count, .block = PART_BLOCK};
     for (int b = 0; b < MR__GBDT_MAX_BINS; b++) c.lut[b] = (uint8_t)split_goes_left(s, b);
@@ -444,10 +455,34 @@ static void partition(mr__grower *g, const leaf_state *L, const mr__split *s)
         c.block = L->count ? L->count : 1;
         part_scatter(&c, 0, L->count, 0);
         part_gather(&c, 0, L->count, 0);
-        return;
+        return g->blk_left[0];
     }
     mr_parallel_for_capped(L->count, PART_BLOCK, g->max_threads, part_scatter, &c);
     mr_parallel_for_capped(L->count, PART_BLOCK, g->max_threads, part_gather, &c);
+    size_t nl = 0;
+    for (size_t k = 0; k < (L->count + PART_BLOCK - 1) / PART_BLOCK; k++) nl += g->blk_left[k];
+    return nl;
+}
+
+/* The best splits of leaves L[0..n) (those that may split): over this
+ * rank's feature slice, then the best of all ranks in one exchange (one
+ * process: over every feature). */
+static mr_status best_splits(mr__grower *g, leaf_state **L, int n, const mr__split_cfg *scfg,
+                             const uint8_t *feat_mask, mr_error *err)
+{
+    const mr_gbdt_data *d = g->d;
+    size_t lo = 0, hi = d->n_features;
+    if (g->D) {
+        lo = g->D->fb[g->D->rank];
+        hi = g->D->fb[g->D->rank + 1];
+    }
+    mr__split s[2];
+    for (int k = 0; k < n; k++) {
+        mr__find_best_split_range(d, slot_hist(g, L[k]->slot), L[k]->G, L[k]->H, L[k]->C, scfg, feat_mask, lo, hi, &s[k]);
+    }
+    mr_status st = g->D ? mr__dist_best_splits(g->D, s, n, "the best split", err) : MR_OK;
+    for (int k = 0; st == MR_OK && k < n; k++) L[k]->best = s[k];
+    return st;
 }
 
 static int can_split(const leaf_state *L, const mr__split_cfg *scfg, const mr__grow_cfg *gcfg)
@@ -457,9 +492,13 @@ static int can_split(const leaf_state *L, const mr__split_cfg *scfg, const mr__g
     return 1;
 }
 
-void mr__grower_grow(mr__grower *g, size_t n, const mr__ghq *gh, const uint32_t *feats, size_t n_feats,
-                     const uint8_t *feat_mask, const mr__split_cfg *scfg, const mr__grow_cfg *gcfg, mr__tree *tree)
+mr_status mr__grower_grow(mr__grower *g, size_t n, const mr__ghq *gh, const uint32_t *feats, size_t n_feats,
+                          const uint8_t *feat_mask, const mr__split_cfg *scfg, const mr__grow_cfg *gcfg, mr__tree *tree,
+                          mr_error *err)
 {
+    mr_status st = MR_OK;
+    size_t sub_lo = 0, sub_hi = g->total_bins; /* the histogram bins this rank keeps whole */
+    if (g->D) mr__dist_slice(g->D, g->d, &sub_lo, &sub_hi);
     const mr_gbdt_data *d = g->d;
     const double ig = scfg->inv_gscale, ih = scfg->inv_hscale;
     int max_leaves = gcfg->num_leaves < g->max_leaves ? gcfg->num_leaves : g->max_leaves;
@@ -492,13 +531,17 @@ void mr__grower_grow(mr__grower *g, size_t n, const mr__ghq *gh, const uint32_t 
             }
             C = (int64_t)n;
         }
-        root->G = G;
-        root->H = H;
-        root->C = C;
+        int64_t sums[3] = {G, H, C}; /* this rank's; across ranks, the sum of all */
+        if (g->D && ((st = mr__dist_allreduce_i64(g->D, sums, 3, MR__DIST_SUM, "the root sums", err)) != MR_OK ||
+                     (st = mr__dist_reduce_scatter_hist(g->D, d, rh, "the root histogram", err)) != MR_OK))
+            return st;
+        root->G = sums[0];
+        root->H = sums[1];
+        root->C = sums[2];
     }
     root->best.gain = -INFINITY;
     root->best.feature = -1;
-    if (can_split(root, scfg, gcfg)) mr__find_best_split(d, rh, root->G, root->H, root->C, scfg, feat_mask, &root->best);
+    if (can_split(root, scfg, gcfg) && (st = best_splits(g, &root, 1, scfg, feat_mask, err)) != MR_OK) return st;
     int n_leaves = 1;
     while (n_leaves < max_leaves) {
         int bl = -1;
@@ -539,12 +582,12 @@ void mr__grower_grow(mr__grower *g, size_t n, const mr__ghq *gh, const uint32_t 
             else
                 tree->right[L->parent_node] = node;
         }
-        partition(g, L, &s);
+        size_t nleft = partition(g, L, &s); /* this rank's rows; s.lc counts all ranks' */
         leaf_state P = *L;
         leaf_state *A = &g->leaves[bl], *B = &g->leaves[nr];
-        *A = (leaf_state){.begin = P.begin, .count = (size_t)s.lc, .depth = P.depth + 1, .slot = -1,
+        *A = (leaf_state){.begin = P.begin, .count = nleft, .depth = P.depth + 1, .slot = -1,
                           .parent_node = node, .is_left = 1, .G = s.lg, .H = s.lh, .C = s.lc};
-        *B = (leaf_state){.begin = P.begin + (size_t)s.lc, .count = P.count - (size_t)s.lc, .depth = P.depth + 1,
+        *B = (leaf_state){.begin = P.begin + nleft, .count = P.count - nleft, .depth = P.depth + 1,
                           .slot = -1, .parent_node = node, .is_left = 0, .G = P.G - s.lg, .H = P.H - s.lh,
                           .C = P.C - s.lc};
         A->best.feature = B->best.feature = -1;
@@ -561,15 +604,18 @@ void mr__grower_grow(mr__grower *g, size_t n, const mr__ghq *gh, const uint32_t 
         int ss = g->free_slots[--g->n_free];
         mr__hbin *sh = slot_hist(g, ss), *ph = slot_hist(g, P.slot);
         mr__hist_build(g->hc, d, g->rows + small->begin, small->count, gh, feats, n_feats, g->max_threads, sh);
-        mr__hist_sub(ph, sh, g->total_bins); /* parent - small = large */
+        /* across ranks only the smaller child travels; the larger is the difference */
+        if (g->D && (st = mr__dist_reduce_scatter_hist(g->D, d, sh, "a leaf histogram", err)) != MR_OK) return st;
+        mr__hist_sub(ph + sub_lo, sh + sub_lo, sub_hi - sub_lo); /* parent - small = large */
         small->slot = ss;
         large->slot = P.slot;
-        leaf_state *kids[2] = {A, B};
+        leaf_state *kids[2] = {A, B}, *want[2];
+        int n_want = 0;
+        for (int k = 0; k < 2; k++)
+            if (can_split(kids[k], scfg, gcfg)) want[n_want++] = kids[k];
+        if ((st = best_splits(g, want, n_want, scfg, feat_mask, err)) != MR_OK) return st;
         for (int k = 0; k < 2; k++) {
             leaf_state *K = kids[k];
-            if (can_split(K, scfg, gcfg)) {
-                mr__find_best_split(d, slot_hist(g, K->slot), K->G, K->H, K->C, scfg, feat_mask, &K->best);
-            }
             if (K->best.feature < 0) {
                 g->free_slots[g->n_free++] = K->slot;
                 K->slot = -1;
@@ -583,4 +629,5 @@ void mr__grower_grow(mr__grower *g, size_t n, const mr__ghq *gh, const uint32_t 
             gcfg->learning_rate;
         tree->leaf_count[l] = L->C;
     }
+    return MR_OK;
 }
