@@ -12,6 +12,13 @@
 # - a BENCH_TRIALS-trial tune stage (default 100, parallel 2) whose trials
 #   go out as one job array, against the same study run locally: seconds
 #   per trial each way (millrace only: Snakemake has no such stage).
+# - the GBDT trained across 2 ranks (mpirun, one thread each) against one
+#   process with one thread, on the bench model's data (a BENCH_MPI_ROWS
+#   sample, default 500,000, of ../shared/bench/gen_higgs_like.py, as a
+#   dataset of 4 shards), 50 rounds of 255 leaves: the bytes one rank sends
+#   per round (those of a 1-round run, the labels and the bin sample, left
+#   out), and the parallel efficiency T1 / (2 T2), best of two runs each;
+#   the models must be byte-identical.
 # Both tools ask Slurm for the same: one core and 100 MB per job, and both
 # ask for the jobs' states every BENCH_POLL seconds (default 15, millrace's
 # default; Snakemake's --max-status-checks-per-second 1/BENCH_POLL, where its
@@ -21,7 +28,7 @@
 # environment: BENCH_STAGES (20), BENCH_POLL (15), MILLRACE_BENCH_DATA.
 # Ends with exactly one line:
 #   RESULT cluster slurm_stage_overhead_s=X vs_snakemake=X queries_per_min=X snakemake_queries_per_min=X
-#          array_s_per_trial=X local_s_per_trial=X
+#          array_s_per_trial=X local_s_per_trial=X allreduce_mb_per_round=X ranks2_efficiency=X
 BENCH=cluster
 . "$(dirname "$0")/../lib.sh" "$@"
 STAGES=${BENCH_STAGES:-20}
@@ -129,8 +136,36 @@ t7=$(now)
 grep -q "pieces submitted as Slurm job array" "$W/ts.err" || bench_fail "the study's trials did not go out as a job array"
 cmp "$W/tl/out/tune/trials.json" "$W/ts/out/tune/trials.json" || bench_fail "the study on Slurm differs from the local one"
 
-"$PY" - "$W" "$STAGES" "$t0" "$t1" "$t2" "$t3" "$TRIALS" "$t4" "$t5" "$t6" "$t7" <<'PY'
-import os, sys
+# the GBDT across ranks
+MPI_ROWS=${BENCH_MPI_ROWS:-500000}
+G=$DATA/cluster-mpi-$MPI_ROWS
+if [ ! -f "$G/ds/manifest.json" ]; then
+    rm -rf "$G" && mkdir -p "$G"
+    gen=$SRC/../shared/bench/gen_higgs_like.py
+    [ -f "$gen" ] || bench_fail "$gen not found (../shared is absent)"
+    "$PY" "$gen" "$G" --n-train "$MPI_ROWS" --n-test 1000 >/dev/null || bench_fail "gen_higgs_like.py failed"
+    "$MR" data ingest "$G/train.csv" "$G/ds" --rows-per-shard $((MPI_ROWS / 4)) >/dev/null || bench_fail "ingest failed"
+fi
+GP=(-p objective=binary -p num_iterations=50 -p num_leaves=255 -p learning_rate=0.1 --label label -j 1)
+best_of_two() { # OUT CMD...: the shorter wall time of two runs into $BEST
+    local out=$1 a b
+    shift
+    a=$(now); "$@" >"$out" 2>"$out.err" || { cat "$out.err" >&2; bench_fail "$*"; }; b=$(now)
+    local t1; t1=$("$PY" -c "print($b - $a)")
+    a=$(now); "$@" >"$out" 2>"$out.err" || { cat "$out.err" >&2; bench_fail "$*"; }; b=$(now)
+    BEST=$("$PY" -c "print(min($t1, $b - $a))")
+}
+best_of_two "$W/mpi1.out" "$MR" train "$G/ds" "${GP[@]}" -o "$W/mpi1.mrm"
+T1=$BEST
+best_of_two "$W/mpi2.json" "$MR" train "$G/ds" "${GP[@]}" -o "$W/mpi2.mrm" --ranks 2 --json
+T2=$BEST
+cmp "$W/mpi1.mrm" "$W/mpi2.mrm" || bench_fail "the model of 2 ranks differs from one process's"
+# the bytes of one round less those of the start (labels, the bin sample): a 1-round run
+"$MR" train "$G/ds" "${GP[@]}" -p num_iterations=1 -o "$W/mpi2r1.mrm" --ranks 2 --json >"$W/mpi2r1.json" || bench_fail "the 1-round run failed"
+echo "gbdt across ranks: $MPI_ROWS rows, 50 x 255 leaves: one process $T1 s, 2 ranks $T2 s (one thread each); models byte-identical"
+
+"$PY" - "$W" "$STAGES" "$t0" "$t1" "$t2" "$t3" "$TRIALS" "$t4" "$t5" "$t6" "$t7" "$T1" "$T2" <<'PY'
+import json, os, sys
 w, n = sys.argv[1], int(sys.argv[2])
 t0, t1, t2, t3 = map(float, sys.argv[3:7])
 def tool(d, start, end, name):
@@ -158,7 +193,14 @@ t4, t5, t6, t7 = map(float, sys.argv[8:12])
 local, array = (t5 - t4) / trials, (t7 - t6) / trials
 print(f"a {trials}-trial tune study (2 at once): {t5 - t4:.1f} s here, {t7 - t6:.1f} s as a Slurm job array "
       f"({local:.3f} and {array:.3f} s per trial); the two studies are byte-identical")
+T1, T2 = float(sys.argv[12]), float(sys.argv[13])
+j, j1 = json.load(open(f"{w}/mpi2.json")), json.load(open(f"{w}/mpi2r1.json"))
+mb = (j["rank0_bytes_sent"] - j1["rank0_bytes_sent"]) / 49 / 1e6
+print(f"2 ranks: rank 0 sent {mb:.2f} MB per round ({(j['rank0_exchanges'] - j1['rank0_exchanges']) / 49:.0f} exchanges), "
+      f"{j1['rank0_bytes_sent'] / 1e6:.1f} MB at the start; "
+      f"efficiency T1 / (2 T2) = {T1 / (2 * T2):.2f}")
 print(f"RESULT cluster slurm_stage_overhead_s={m['overhead']:.2f} vs_snakemake={m['overhead'] / s['overhead']:.3f} "
       f"queries_per_min={m['qpm']:.1f} snakemake_queries_per_min={s['qpm']:.1f} "
-      f"array_s_per_trial={array:.3f} local_s_per_trial={local:.3f}")
+      f"array_s_per_trial={array:.3f} local_s_per_trial={local:.3f} "
+      f"allreduce_mb_per_round={mb:.2f} ranks2_efficiency={T1 / (2 * T2):.2f}")
 PY
