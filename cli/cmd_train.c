@@ -55,12 +55,14 @@ static int on_round(void *vctx, int it, int n, const char *const *names, const d
                     double elapsed)
 {
     progress_ctx *p = vctx;
-    (void)train;
     (void)elapsed;
     if (!p->bar && !p->json) p->bar = mr_progress_begin("train", (uint64_t)p->o->rounds_total, "rounds");
     char detail[160] = "";
     size_t off = 0;
     int k;
+    for (k = 0; k < n; k++) /* a training metric (is_provide_training_metric) joins the curve */
+        if (!isnan(train[k]))
+            json_array_append_new(p->curve, json_pack("{s:i,s:s,s:f}", "iteration", it, "metric", names[k], "train", train[k]));
     for (k = 0; k < n && off < sizeof(detail); k++) {
         if (isnan(valid[k])) continue;
         int w = snprintf(detail + off, sizeof(detail) - off, "%svalid %s %.6g", off ? ", " : "", names[k], valid[k]);
@@ -304,7 +306,7 @@ int cmd_train(int argc, char **argv)
                 json_object_set_new(j, "fast_tier_seconds", json_real(o.fast_tier_seconds));
                 json_object_set_new(j, "valid_rows", json_integer((json_int_t)o.valid_rows_used));
             }
-            char *t = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+            char *t = json_dumps(j, JSON_INDENT(2) | JSON_REAL_PRECISION(17)); /* metrics exactly: a stage records them */
             if (t) printf("%s\n", t);
             free(t);
             json_decref(j);

@@ -245,8 +245,15 @@ static mr_status train_ranks(mr_op_ctx *ctx, mr_train_opts *o, const char *train
     push_list(&av, &n, "--exclude", o->exclude, o->n_exclude, &keep);
     push_list(&av, &n, "--categorical", o->categorical, o->n_categorical, &keep);
     /* -p KEY=VALUE, one buffer holding them all (offsets: it may move) */
-    size_t offs[256], n_p = 0;
-    for (size_t k = 0; params && params->kind == MR_V_MAP && k < params->n && n_p < 256; k++) {
+    size_t n_params = params && params->kind == MR_V_MAP ? params->n : 0, n_p = 0;
+    size_t *offs = mr_calloc(n_params ? n_params : 1, sizeof(size_t));
+    if (!offs) {
+        mr_free(av);
+        mr_free(model_path);
+        mr_free(json_path);
+        return MR_ERR(err, MR_E_NOMEM, "out of memory");
+    }
+    for (size_t k = 0; k < n_params; k++) {
         offs[n_p++] = pbuf.len;
         mr_buf_printf(&pbuf, "%s=", params->keys[k]);
         param_text(&pbuf, params->items[k]);
@@ -293,11 +300,15 @@ static mr_status train_ranks(mr_op_ctx *ctx, mr_train_opts *o, const char *train
         json_array_foreach(json_object_get(j, "curve"), k, pt)
         {
             const char *m = json_string_value(json_object_get(pt, "metric"));
+            const json_t *tv = json_object_get(pt, "train");
             if (!m) continue;
             char name[128];
-            snprintf(name, sizeof(name), strncmp(m, "fast.", 5) ? "valid.%s" : "%s", m);
+            if (tv) /* as on_round names them */
+                snprintf(name, sizeof(name), "train.%s", m);
+            else
+                snprintf(name, sizeof(name), strncmp(m, "fast.", 5) ? "valid.%s" : "%s", m);
             mr_op_metric(ctx, name, (int)json_integer_value(json_object_get(pt, "iteration")),
-                         json_number_value(json_object_get(pt, "valid")));
+                         json_number_value(tv ? tv : json_object_get(pt, "valid")));
         }
     }
     json_decref(j);
@@ -306,6 +317,7 @@ static mr_status train_ranks(mr_op_ctx *ctx, mr_train_opts *o, const char *train
     for (size_t k = 0; k < keep.len / sizeof(char *); k++) mr_free(((char **)keep.data)[k]);
     mr_buf_free(&keep);
     mr_buf_free(&pbuf);
+    mr_free(offs);
     mr_free(av);
     mr_free(model_path);
     mr_free(json_path);

@@ -100,6 +100,7 @@ $2
       num_leaves: 15
       bagging_fraction: 0.8
       bagging_freq: 1
+      is_provide_training_metric: true
 EOF
 }
 write_spec "$pw" "    distributed: {ranks: 2, timeout: 60}"
@@ -117,6 +118,9 @@ expect_exit 0 mr show --json
 assert_eq "$(json '" ".join(sorted({m["name"] for m in d["metrics"] if m["name"].startswith("valid.")}))')" \
     "valid.auc valid.binary_logloss" "the ranks' curve becomes the stage's metrics"
 assert_eq "$(json 'len([m for m in d["metrics"] if m["name"] == "valid.auc"])')" 20 "... one value per round"
+assert_eq "$(json 'len([m for m in d["metrics"] if m["name"] == "train.auc"])')" 20 "... and the training metric's too"
+local_train_auc() { (cd "$lw" && mr show --json | /usr/bin/python3 -c 'import json,sys; print([m["value"] for m in json.load(sys.stdin)["metrics"] if m["name"] == "train.auc"][-1])'); }
+assert_eq "$(json '[m["value"] for m in d["metrics"] if m["name"] == "train.auc"][-1]')" "$(local_train_auc)" "the ranks' training AUC is the local stage's"
 assert_eq "$(json '[m["value"] for m in d["metrics"] if m["name"] == "train_rows"][0]')" "20000.0" "train_rows counts every rank's rows"
 sed -i 's/ranks: 2, timeout: 60/ranks: 3/' millrace.yaml
 expect_exit 0 mr run --json
