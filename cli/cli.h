@@ -63,6 +63,8 @@ void cli_free_list(char **arr);
 extern const char *cli_self_exe;
 
 /* Training across ranks (mpi_comm.c): MPI started, comm filled (0), or -1. */
+void cli_mpi_sanitizer_setup(int argc, char **argv); /* ASan builds: may re-exec `millrace train ARGS` */
+const char *cli_log_flag(void); /* "-v" / "-q" as given before the verb, or NULL: for a millrace started again */
 int cli_mpi_init(int *argc, char ***argv, mr_gbdt_comm *comm);
 uint64_t cli_mpi_bytes_sent(void);  /* bytes this rank sent */
 uint64_t cli_mpi_exchanges(void);

@@ -121,8 +121,7 @@ static int launch_ranks(int argc, char **argv, int ranks)
     av[k++] = "env";
     for (int i = 0; i < nw; i++) av[k++] = words[i];
     av[k++] = (char *)cli_self_exe;
-    if (mr_log_get_level() == MR_LOG_DEBUG) av[k++] = "-v";
-    else if (mr_log_get_level() >= MR_LOG_WARN) av[k++] = "-q";
+    if (cli_log_flag()) av[k++] = (char *)cli_log_flag();
     av[k++] = "train";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--ranks")) {
@@ -245,6 +244,7 @@ int cmd_train(int argc, char **argv)
     mr_gbdt_comm comm;
     int rank = 0;
     if (rc == EXIT_OK && mpi) {
+        cli_mpi_sanitizer_setup(argc, argv);
         if (cli_mpi_init(&argc, &argv, &comm) != 0) {
             mr_log(MR_LOG_ERROR, "train: MPI did not start (run the ranks with mpirun or srun, or use --ranks N)");
             rc = EXIT_FAILED;

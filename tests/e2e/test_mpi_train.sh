@@ -11,12 +11,6 @@
 . "$(dirname "$0")/lib.sh" "$@"
 
 command -v mpirun >/dev/null || fail "mpirun is not installed (scripts/install-deps.sh installs openmpi-bin)"
-# Open MPI keeps some of its start-up allocations for the process's life.
-export LSAN_OPTIONS="${LSAN_OPTIONS:-}${LSAN_OPTIONS:+:}suppressions=$(cd "$(dirname "$0")" && pwd)/mpi.lsan.supp"
-export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}fast_unwind_on_malloc=0"
-# keep its components loaded to the end, so a leak report can name (and the
-# suppressions match) the module that leaked
-export OMPI_MCA_mca_base_component_disable_dlclose=1
 MPIRUN=(mpirun --oversubscribe)
 [ "$(id -u)" = 0 ] && MPIRUN+=(--allow-run-as-root)
 
