@@ -12,6 +12,7 @@
 
 #include "mr_test.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,6 +228,47 @@ static void test_hist_parallel_and_subtraction(void **state)
     free(x);
     free(y);
     mr_gbdt_data_free(d);
+}
+
+/* ---- the binning's sort ---------------------------------------------------------------- */
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* mr__sort_doubles against qsort: the same values in the same order, bit
+ * for bit, but for zeros, which all come out +0.0. */
+static void test_sort_doubles(void **state)
+{
+    (void)state;
+    const double special[] = {0.0, -0.0, INFINITY, -INFINITY, 5e-324, -5e-324, DBL_MAX, -DBL_MAX, 1.0, -1.0};
+    for (int trial = 0; trial < 60; trial++) {
+        rng_state = SEED + 900 + (uint64_t)trial;
+        size_t n = trial < 50 ? (size_t)trial * 7 : (size_t)50000 + (size_t)trial;
+        double *v = malloc((n + 1) * sizeof(double)), *ref = malloc((n + 1) * sizeof(double)),
+               *tmp = malloc((n + 1) * sizeof(double));
+        for (size_t i = 0; i < n; i++) {
+            double u = urand();
+            v[i] = u < 0.2 ? special[(size_t)(urand() * 10) % 10]
+                 : u < 0.5 ? floor(nrand() * 8) / 4 /* many ties */
+                           : nrand() * pow(10, floor(nrand() * 6));
+        }
+        memcpy(ref, v, n * sizeof(double));
+        qsort(ref, n, sizeof(double), cmp_dbl);
+        mr__sort_doubles(v, n, tmp);
+        for (size_t i = 0; i < n; i++) {
+            if (ref[i] == 0) {
+                if (v[i] != 0 || signbit(v[i])) fail_msg("trial %d: element %zu: %g, expected +0.0", trial, i, v[i]);
+            } else if (memcmp(&v[i], &ref[i], sizeof(double)) != 0) {
+                fail_msg("trial %d (n %zu): element %zu is %.17g, qsort has %.17g", trial, n, i, v[i], ref[i]);
+            }
+        }
+        free(v);
+        free(ref);
+        free(tmp);
+    }
 }
 
 /* ---- split finding vs brute force --------------------------------------------------- */
@@ -1407,6 +1449,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_objective_gradients),
         cmocka_unit_test(test_hist_parallel_and_subtraction),
+        cmocka_unit_test(test_sort_doubles),
         cmocka_unit_test(test_split_bruteforce),
         cmocka_unit_test(test_reproducible_across_threads),
         cmocka_unit_test(test_early_stopping_curve),

@@ -157,10 +157,51 @@ static inline double colsrc_get(const colsrc *c, size_t i)
     }
 }
 
-static int cmp_double(const void *a, const void *b)
+/* Sorts v[0..n) (no NaN) ascending, tmp[0..n) scratch: a least
+ * significant digit radix sort of the doubles' order-preserving bit
+ * patterns, 8 bits a pass (a pass where every key has the same digit is
+ * skipped). A zero comes out as +0.0 whatever its sign: -0.0 and +0.0 are
+ * one value to binning (they compare equal), so an edge at zero is +0.0. */
+static inline uint64_t order_key(double d)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    uint64_t u;
+    if (d == 0) d = 0.0;
+    memcpy(&u, &d, 8);
+    return u >> 63 ? ~u : u | 0x8000000000000000ull;
+}
+void mr__sort_doubles(double *v, size_t n, double *tmp)
+{
+    if (n < 2) {
+        if (n == 1 && v[0] == 0) v[0] = 0.0;
+        return;
+    }
+    uint64_t *a = (uint64_t *)(void *)v, *b = (uint64_t *)(void *)tmp;
+    size_t count[8][256];
+    memset(count, 0, sizeof(count));
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = order_key(v[i]);
+        a[i] = k;
+        for (int d = 0; d < 8; d++) count[d][(k >> (8 * d)) & 0xFF]++;
+    }
+    for (int d = 0; d < 8; d++) {
+        size_t *c = count[d], sum = 0;
+        if (c[(a[0] >> (8 * d)) & 0xFF] == n) continue; /* the same digit everywhere */
+        for (int x = 0; x < 256; x++) {
+            size_t t = c[x];
+            c[x] = sum;
+            sum += t;
+        }
+        for (size_t i = 0; i < n; i++) b[c[(a[i] >> (8 * d)) & 0xFF]++] = a[i];
+        uint64_t *t = a;
+        a = b;
+        b = t;
+    }
+    for (size_t i = 0; i < n; i++) { /* stored as doubles again: (scratch) memory takes the type last stored */
+        uint64_t k = a[i], u = k >> 63 ? k & 0x7FFFFFFFFFFFFFFFull : ~k;
+        double d;
+        memcpy(&d, &u, 8);
+        v[i] = d;
+    }
 }
 
 /* Numeric edges from m sorted non-NaN sample values. */
@@ -289,7 +330,7 @@ typedef struct build_ctx {
     const uint32_t *sample;  /* sorted sample rows */
     size_t n_sample;
     const uint8_t *is_cat;
-    double *scratch;         /* n_threads * n_sample */
+    double *scratch;         /* n_threads * 2 * n_sample: values and the sort's scratch */
     int max_bin;
     int failed;              /* set by a task on OOM; read after the join */
     size_t j0;               /* edges_task: the first feature (tasks count from it) */
@@ -299,7 +340,7 @@ typedef struct build_ctx {
 static void edges_task(void *vctx, size_t begin, size_t end, int tid)
 {
     build_ctx *c = vctx;
-    double *buf = c->scratch + (size_t)tid * c->n_sample;
+    double *buf = c->scratch + (size_t)tid * 2 * c->n_sample;
     for (size_t j = begin + c->j0; j < end + c->j0; j++) {
         size_t m = 0;
         for (size_t s = 0; s < c->n_sample; s++) {
@@ -311,7 +352,7 @@ static void edges_task(void *vctx, size_t begin, size_t end, int tid)
                 buf[m++] = v;
             }
         }
-        qsort(buf, m, sizeof(double), cmp_double);
+        mr__sort_doubles(buf, m, buf + c->n_sample);
         mr_status st = c->is_cat[j] ? categorical_edges(buf, m, c->max_bin, &c->d->feat[j])
                                     : numeric_edges(buf, m, c->max_bin, &c->d->feat[j]);
         if (st != MR_OK) c->failed = 1;
@@ -431,7 +472,7 @@ static mr_status build_edges(mr_gbdt_data *d, const colsrc *src, const uint32_t 
 {
     int threads = p ? p->num_threads : 0;
     int nt = mr_pool_threads_capped(threads);
-    double *scratch = mr_malloc((size_t)nt * (n_sample ? n_sample : 1) * sizeof(double));
+    double *scratch = mr_malloc((size_t)nt * 2 * (n_sample ? n_sample : 1) * sizeof(double));
     if (!scratch) return MR_ERR(err, MR_E_NOMEM, "out of memory while binning");
     build_ctx c = {.src = src, .d = d, .sample = sample, .n_sample = n_sample, .is_cat = is_cat,
                    .scratch = scratch, .max_bin = d->max_bin};
@@ -853,7 +894,7 @@ static mr_status share_edges(mr_gbdt_stream *s, const colsrc *src, const uint32_
     mr_status st = mr__dist_begin(&D, s->comm, err);
     int64_t *lens64 = mr_calloc(p, sizeof(int64_t));
     size_t *lens = mr_calloc(p, sizeof(size_t));
-    double *scratch = mr_malloc((size_t)nt * (ns ? ns : 1) * sizeof(double));
+    double *scratch = mr_malloc((size_t)nt * 2 * (ns ? ns : 1) * sizeof(double));
     char *all = NULL;
     mr_buf mine;
     mr_buf_init(&mine);

@@ -80,6 +80,10 @@ mr_status mr__gbdt_data_finish_offsets(mr_gbdt_data *d, mr_error *err);
 mr_status mr__gbdt_parse_categorical(const char *spec, const char *const *names, size_t n_features,
                                      uint8_t *is_cat, mr_error *err);
 
+/* Sorts v[0..n) (no NaN) ascending with tmp[0..n) as scratch (binning.c:
+ * radix; a zero comes out as +0.0). */
+void mr__sort_doubles(double *v, size_t n, double *tmp);
+
 /* Which batch walk a predictor uses: 0 scalar, 1 AVX-512 over floats, 2
  * AVX-512 over quantised rows (capped by MILLRACE_PREDICT_SIMD when the
  * predictor is built; every path gives bit-identical scores). */
