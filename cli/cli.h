@@ -68,6 +68,7 @@ const char *cli_log_flag(void); /* "-v" / "-q" as given before the verb, or NULL
 int cli_mpi_init(int *argc, char ***argv, mr_gbdt_comm *comm);
 uint64_t cli_mpi_bytes_sent(void);  /* bytes this rank sent */
 uint64_t cli_mpi_exchanges(void);
+double cli_mpi_exchange_seconds(void); /* inside exchanges: transfers and waiting */
 void cli_mpi_finalize(void);
 void cli_mpi_fail_exit(int code) __attribute__((noreturn));
 extern const char *cli_argv_joined;

@@ -301,6 +301,7 @@ int cmd_train(int argc, char **argv)
                 json_object_set_new(j, "rank0_rows", json_integer((json_int_t)o.share_rows));
                 json_object_set_new(j, "rank0_bytes_sent", json_integer((json_int_t)cli_mpi_bytes_sent()));
                 json_object_set_new(j, "rank0_exchanges", json_integer((json_int_t)cli_mpi_exchanges()));
+                json_object_set_new(j, "rank0_exchange_seconds", json_real(cli_mpi_exchange_seconds()));
             }
             if (valid_path && mr_model_kind_of(model) == MR_MODEL_GBDT) {
                 json_object_set_new(j, "fast_tier_seconds", json_real(o.fast_tier_seconds));

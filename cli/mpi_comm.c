@@ -73,6 +73,7 @@ typedef struct mpi_state {
     size_t cap;
     uint64_t bytes_sent;
     uint64_t exchanges;
+    double seconds;         /* inside exchanges: moving bytes and waiting for the others */
 } mpi_state;
 
 static mpi_state g_mpi;
@@ -83,9 +84,18 @@ static void nap(long ns)
     nanosleep(&ts, NULL);
 }
 
+static mr_status exchange(mpi_state *m, mr_gbdt_xfer *x, size_t n, double timeout_s, int *peer_out);
 static mr_status mpi_exchange(void *ctx, mr_gbdt_xfer *x, size_t n, double timeout_s, int *peer_out)
 {
     mpi_state *m = ctx;
+    double t0 = mr_now();
+    mr_status st = exchange(m, x, n, timeout_s, peer_out);
+    m->seconds += mr_now() - t0;
+    return st;
+}
+
+static mr_status exchange(mpi_state *m, mr_gbdt_xfer *x, size_t n, double timeout_s, int *peer_out)
+{
     size_t need = 0;
     for (size_t i = 0; i < n; i++) need += x[i].len / CHUNK + 1;
     if (need > m->cap) {
@@ -167,6 +177,7 @@ int cli_mpi_init(int *argc, char ***argv, mr_gbdt_comm *comm)
 
 uint64_t cli_mpi_bytes_sent(void) { return g_mpi.bytes_sent; }
 uint64_t cli_mpi_exchanges(void) { return g_mpi.exchanges; }
+double cli_mpi_exchange_seconds(void) { return g_mpi.seconds; }
 
 void cli_mpi_finalize(void)
 {

@@ -17,8 +17,9 @@
 #   sample, default 500,000, of ../shared/bench/gen_higgs_like.py, as a
 #   dataset of 4 shards), 50 rounds of 255 leaves: the bytes one rank sends
 #   per round (those of a 1-round run, the labels and the bin sample, left
-#   out), and the parallel efficiency T1 / (2 T2), best of two runs each;
-#   the models must be byte-identical.
+#   out), the share of rank 0's rounds spent in exchanges (moving bytes and
+#   waiting for the other rank), and the parallel efficiency T1 / (2 T2),
+#   best of two runs each; the models must be byte-identical.
 # Both tools ask Slurm for the same: one core and 100 MB per job, and both
 # ask for the jobs' states every BENCH_POLL seconds (default 15, millrace's
 # default; Snakemake's --max-status-checks-per-second 1/BENCH_POLL, where its
@@ -28,7 +29,7 @@
 # environment: BENCH_STAGES (20), BENCH_POLL (15), MILLRACE_BENCH_DATA.
 # Ends with exactly one line:
 #   RESULT cluster slurm_stage_overhead_s=X vs_snakemake=X queries_per_min=X snakemake_queries_per_min=X
-#          array_s_per_trial=X local_s_per_trial=X allreduce_mb_per_round=X ranks2_efficiency=X
+#          array_s_per_trial=X local_s_per_trial=X allreduce_mb_per_round=X ranks2_efficiency=X comm_share_2ranks=X
 BENCH=cluster
 . "$(dirname "$0")/../lib.sh" "$@"
 STAGES=${BENCH_STAGES:-20}
@@ -196,11 +197,13 @@ print(f"a {trials}-trial tune study (2 at once): {t5 - t4:.1f} s here, {t7 - t6:
 T1, T2 = float(sys.argv[12]), float(sys.argv[13])
 j, j1 = json.load(open(f"{w}/mpi2.json")), json.load(open(f"{w}/mpi2r1.json"))
 mb = (j["rank0_bytes_sent"] - j1["rank0_bytes_sent"]) / 49 / 1e6
+# communication's share of a round: rank 0's time inside exchanges (moving bytes and waiting for rank 1)
+comm = (j["rank0_exchange_seconds"] - j1["rank0_exchange_seconds"]) / (j["seconds"] - j1["seconds"])
 print(f"2 ranks: rank 0 sent {mb:.2f} MB per round ({(j['rank0_exchanges'] - j1['rank0_exchanges']) / 49:.0f} exchanges), "
-      f"{j1['rank0_bytes_sent'] / 1e6:.1f} MB at the start; "
+      f"{j1['rank0_bytes_sent'] / 1e6:.1f} MB at the start; its rounds spent {100 * comm:.1f}% of their time in exchanges; "
       f"efficiency T1 / (2 T2) = {T1 / (2 * T2):.2f}")
 print(f"RESULT cluster slurm_stage_overhead_s={m['overhead']:.2f} vs_snakemake={m['overhead'] / s['overhead']:.3f} "
       f"queries_per_min={m['qpm']:.1f} snakemake_queries_per_min={s['qpm']:.1f} "
       f"array_s_per_trial={array:.3f} local_s_per_trial={local:.3f} "
-      f"allreduce_mb_per_round={mb:.2f} ranks2_efficiency={T1 / (2 * T2):.2f}")
+      f"allreduce_mb_per_round={mb:.2f} ranks2_efficiency={T1 / (2 * T2):.2f} comm_share_2ranks={comm:.3f}")
 PY
