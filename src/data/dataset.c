@@ -666,6 +666,7 @@ typedef struct row_sizer {
     const mr_table *t;
     uint64_t fixed; /* the fixed-width columns' widths (1 when that is 0 and there is no string) */
     size_t n_str;   /* string and binary columns */
+    size_t str[64]; /* their indices, when n_str <= 64 (the loop then skips the fixed-width columns) */
 } row_sizer;
 
 static void sizer_init(row_sizer *z, const mr_table *t)
@@ -674,22 +675,32 @@ static void sizer_init(row_sizer *z, const mr_table *t)
     z->fixed = 0;
     z->n_str = 0;
     for (size_t j = 0; j < t->n_cols; j++) {
-        if (t->cols[j]->type == MR_T_STRING) z->n_str++;
-        else z->fixed += mr_dtype_width(t->cols[j]->type);
+        if (t->cols[j]->type == MR_T_STRING) {
+            if (z->n_str < 64) z->str[z->n_str] = j;
+            z->n_str++;
+        } else
+            z->fixed += mr_dtype_width(t->cols[j]->type);
     }
     if (!z->n_str && !z->fixed) z->fixed = 1; /* columns of width 0 only: count rows */
+}
+
+static inline uint64_t str_bytes(const mr_column *c, size_t i)
+{
+    if (mr_column_is_null(c, i)) return 0;
+    const mr_column *d = c->codes ? c->dict : c;
+    size_t r = c->codes ? (size_t)c->codes[i] : i;
+    return (uint64_t)(d->offsets[r + 1] - d->offsets[r]);
 }
 
 static uint64_t sizer_row(const row_sizer *z, size_t i)
 {
     uint64_t b = z->fixed;
-    for (size_t j = 0; j < z->t->n_cols; j++) {
-        const mr_column *c = z->t->cols[j];
-        if (c->type != MR_T_STRING || mr_column_is_null(c, i)) continue;
-        const mr_column *d = c->codes ? c->dict : c;
-        size_t r = c->codes ? (size_t)c->codes[i] : i;
-        b += (uint64_t)(d->offsets[r + 1] - d->offsets[r]);
+    if (z->n_str <= 64) {
+        for (size_t k = 0; k < z->n_str; k++) b += str_bytes(z->t->cols[z->str[k]], i);
+        return b;
     }
+    for (size_t j = 0; j < z->t->n_cols; j++)
+        if (z->t->cols[j]->type == MR_T_STRING) b += str_bytes(z->t->cols[j], i);
     return b;
 }
 

@@ -50,10 +50,19 @@ int mr__parse_f64_slow(const char *s, size_t len, double *out);
  * within [-22, 22], both the significand and 10^|e| are exact doubles and one
  * IEEE multiply or divide rounds correctly, so the result equals strtod's.
  * Everything else goes through strtod. */
-static inline int mr__parse_f64(const char *s, size_t len, double *out)
+/* The fast path's value: significand m <= 2^53 with frac <= 22 fractional
+ * digits, one correctly rounded division (shared with csv.c's fused path). */
+static inline double mr__f64_exact(uint64_t m, int frac, int neg)
 {
     static const double p10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    double v = (double)m;
+    v = frac ? v / p10[frac] : v;
+    return neg ? -v : v;
+}
+
+static inline int mr__parse_f64(const char *s, size_t len, double *out)
+{
     size_t i = 0;
     int neg = 0;
     if (len && (s[0] == '-' || s[0] == '+')) {
@@ -80,9 +89,7 @@ static inline int mr__parse_f64(const char *s, size_t len, double *out)
         }
     }
     if (!any || i != len || nd > 19 || m > ((uint64_t)1 << 53) || frac > 22) return mr__parse_f64_slow(s, len, out);
-    double v = (double)m;
-    v = frac ? v / p10[frac] : v;
-    *out = neg ? -v : v;
+    *out = mr__f64_exact(m, frac, neg);
     return 0;
 }
 

@@ -507,6 +507,63 @@ static void test_float_exact(void **state)
     assert_int_equal(v, 42);
 }
 
+/* Number columns are parsed while scanned (csv.c fused_number); every field
+ * that path takes must read as the general path's parsers read it, and every
+ * field it declines (a '\r', an exponent, too many digits, a null token
+ * starting like a number, a field over the cap) must still reach them. */
+static void test_fused_numbers(void **state)
+{
+    (void)state;
+    const char *ints[] = {"0", "-0", "+5", "007", "-9223372036854775808", "9223372036854775807", "0000000000000000000042",
+                          "123", "-17", "8"};
+    const char *flts[] = {"1.5", "-.5", "5.", "000001.25000", "9007199254740993", "-12.345678", "1E5",
+                          "0.30000000000000004", "12345678901234567890", "3.14159265358979323846264338327950288"};
+    char text[2048] = "a,b\n";
+    for (size_t i = 0; i < 10; i++) {
+        char row[128];
+        snprintf(row, sizeof row, "%s,%s%s", ints[i], flts[i], i == 3 || i == 9 ? "\r\n" : "\n");
+        strcat(text, row);
+    }
+    mr_table *t = read_ok(text, NULL);
+    assert_int_equal(t->n_rows, 10);
+    assert_int_equal(t->cols[0]->type, MR_T_INT64);
+    assert_int_equal(t->cols[1]->type, MR_T_FLOAT64);
+    for (size_t i = 0; i < 10; i++) {
+        int64_t wi = 0;
+        double wf = 0;
+        assert_int_equal(mr__parse_i64(ints[i], strlen(ints[i]), &wi), 0);
+        assert_int_equal(mr__parse_f64(flts[i], strlen(flts[i]), &wf), 0);
+        if (i64(t, 0, i) != wi) fail_msg("row %zu: '%s' read as %lld", i, ints[i], (long long)i64(t, 0, i));
+        if (memcmp(&((const double *)t->cols[1]->data)[i], &wf, sizeof wf))
+            fail_msg("row %zu: '%s' read as %.17g", i, flts[i], f64(t, 1, i));
+    }
+    mr_table_free(t);
+    /* a null token that starts like a number is a null, not a number */
+    const char *tokens[] = {"-1"};
+    mr_csv_options o;
+    mr_csv_options_init(&o);
+    o.null_tokens = tokens;
+    o.n_null_tokens = 1;
+    t = read_ok("x,y\n-1,2.5\n-2,-1\n3,-1.5\n", &o);
+    assert_int_equal(t->cols[0]->type, MR_T_INT64);
+    assert_int_equal(t->cols[0]->null_count, 1);
+    assert_true(i64(t, 0, 1) == -2 && i64(t, 0, 2) == 3);
+    assert_int_equal(t->cols[1]->null_count, 1);
+    assert_true(f64(t, 1, 0) == 2.5 && f64(t, 1, 2) == -1.5);
+    mr_table_free(t);
+    /* another delimiter; a number over the field cap is refused as any field is */
+    mr_csv_options_init(&o);
+    o.delimiter = ';';
+    t = read_ok("a;b\n1;2.25\n-3;4\n", &o);
+    assert_true(i64(t, 0, 0) == 1 && i64(t, 0, 1) == -3 && f64(t, 1, 0) == 2.25 && f64(t, 1, 1) == 4.0);
+    mr_table_free(t);
+    mr_csv_options_init(&o);
+    o.max_field_len = 4;
+    char msg[512];
+    assert_status(read_err("a,b\n1,123456\n", &o, msg, sizeof(msg)), MR_E_LIMIT);
+    assert_string_equal(msg, "F:2:2: field 2 is longer than 4 bytes");
+}
+
 /* ---- parallel determinism ---------------------------------------------------- */
 
 static void assert_tables_equal(const mr_table *a, const mr_table *b)
@@ -1144,6 +1201,7 @@ int main(void)
         cmocka_unit_test(test_nulls), cmocka_unit_test(test_quoted_empty_untyped),
         cmocka_unit_test(test_dictionary),
         cmocka_unit_test(test_float_exact),
+        cmocka_unit_test(test_fused_numbers),
         cmocka_unit_test(test_threads_identical),
         cmocka_unit_test(test_streaming_schema_misfit),
         cmocka_unit_test(test_streaming_header_only),
