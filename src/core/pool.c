@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct job {
@@ -20,18 +21,30 @@ typedef struct job {
     atomic_size_t done;
 } job;
 
+/* Handing a job to the workers. Training publishes thousands of jobs a
+ * second of a few tens of microseconds each (a leaf's histogram, partition,
+ * split search), so a worker that finishes one spins a little (SPIN_NS)
+ * watching for the next before it sleeps on the condition variable: a
+ * futex wake-up costs about as much as such a job. The caller publishes
+ * the job pointer and bumps the generation, runs blocks itself, waits for
+ * every block, then withdraws the pointer and waits until no worker is
+ * inside. A worker counts itself active before it reads the pointer, so
+ * (both sequentially consistent) the caller either sees it active or the
+ * worker sees the pointer withdrawn: none touches a job that has returned. */
+#define SPIN_NS 100000L
+
 static struct {
     pthread_t *threads;
     int n_threads; /* workers + caller */
     pthread_mutex_t mu;
     pthread_cond_t cv_work;
-    pthread_cond_t cv_done;
-    job *cur;
-    unsigned long generation;
-    int stop;
-    int active; /* workers inside the current job */
-    atomic_int busy; /* a job is running: other callers run theirs inline */
-} pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv_work = PTHREAD_COND_INITIALIZER, .cv_done = PTHREAD_COND_INITIALIZER};
+    _Atomic(job *) cur;
+    atomic_ulong generation;
+    atomic_int stop;
+    atomic_int active;   /* workers between counting themselves in and out */
+    atomic_int sleeping; /* workers asleep (or about to be) on cv_work */
+    atomic_int busy;     /* a job is running: other callers run theirs inline */
+} pool = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv_work = PTHREAD_COND_INITIALIZER};
 
 /* The CPUs this process may run on (its affinity mask, as nproc counts:
  * taskset, cgroup cpusets, a Slurm allocation), else the online ones. */
@@ -47,6 +60,22 @@ int mr_cpu_count(void)
     return n > 0 ? (int)n : 1;
 }
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
 static void run_blocks(job *j, int tid)
 {
     for (;;) {
@@ -59,24 +88,39 @@ static void run_blocks(job *j, int tid)
     }
 }
 
+/* Waits for a generation other than seen: spins SPIN_NS, then sleeps.
+ * Returns 0 when the pool stops. */
+static int wait_work(unsigned long seen)
+{
+    long t0 = now_ns();
+    for (int i = 0;; i++) {
+        if (atomic_load(&pool.generation) != seen) return 1;
+        if (atomic_load(&pool.stop)) return 0;
+        cpu_relax();
+        if ((i & 255) == 255) {
+            if (now_ns() - t0 > SPIN_NS) break;
+            sched_yield(); /* a contended core: let the thread with work run */
+        }
+    }
+    pthread_mutex_lock(&pool.mu);
+    atomic_fetch_add(&pool.sleeping, 1);
+    while (!atomic_load(&pool.stop) && atomic_load(&pool.generation) == seen) pthread_cond_wait(&pool.cv_work, &pool.mu);
+    atomic_fetch_sub(&pool.sleeping, 1);
+    pthread_mutex_unlock(&pool.mu);
+    return !atomic_load(&pool.stop);
+}
+
 static void *worker(void *arg)
 {
     int tid = (int)(intptr_t)arg;
     unsigned long seen = 0;
-    pthread_mutex_lock(&pool.mu);
-    for (;;) {
-        while (!pool.stop && (pool.cur == NULL || pool.generation == seen)) pthread_cond_wait(&pool.cv_work, &pool.mu);
-        if (pool.stop) break;
-        seen = pool.generation;
-        job *j = pool.cur;
-        pool.active++;
-        pthread_mutex_unlock(&pool.mu);
-        run_blocks(j, tid);
-        pthread_mutex_lock(&pool.mu);
-        pool.active--;
-        pthread_cond_broadcast(&pool.cv_done);
+    while (wait_work(seen)) {
+        seen = atomic_load(&pool.generation);
+        atomic_fetch_add(&pool.active, 1);
+        job *j = atomic_load(&pool.cur);
+        if (j) run_blocks(j, tid);
+        atomic_fetch_sub(&pool.active, 1);
     }
-    pthread_mutex_unlock(&pool.mu);
     return NULL;
 }
 
@@ -88,7 +132,7 @@ mr_status mr_pool_init(int n_threads, mr_error *err)
     if (n_threads == 1) return MR_OK;
     pool.threads = mr_calloc((size_t)n_threads - 1, sizeof(pthread_t));
     if (!pool.threads) return MR_ERR(err, MR_E_NOMEM, "out of memory creating thread pool");
-    pool.stop = 0;
+    atomic_store(&pool.stop, 0);
     for (int i = 0; i < n_threads - 1; i++) {
         if (pthread_create(&pool.threads[i], NULL, worker, (void *)(intptr_t)(i + 1)) != 0) {
             pool.n_threads = i + 1;
@@ -107,14 +151,14 @@ void mr_pool_shutdown(void)
         return;
     }
     pthread_mutex_lock(&pool.mu);
-    pool.stop = 1;
+    atomic_store(&pool.stop, 1);
     pthread_cond_broadcast(&pool.cv_work);
     pthread_mutex_unlock(&pool.mu);
     for (int i = 0; i < pool.n_threads - 1; i++) pthread_join(pool.threads[i], NULL);
     mr_free(pool.threads);
     pool.threads = NULL;
     pool.n_threads = 0;
-    pool.cur = NULL;
+    atomic_store(&pool.cur, NULL);
 }
 
 void mr_parallel_for(size_t n, size_t block, mr_range_fn fn, void *ctx)
@@ -131,16 +175,25 @@ void mr_parallel_for(size_t n, size_t block, mr_range_fn fn, void *ctx)
         run_blocks(&j, 0);
         return;
     }
-    pthread_mutex_lock(&pool.mu);
-    pool.cur = &j;
-    pool.generation++;
-    pthread_cond_broadcast(&pool.cv_work);
-    pthread_mutex_unlock(&pool.mu);
+    atomic_store(&pool.cur, &j);
+    atomic_fetch_add(&pool.generation, 1);
+    if (atomic_load(&pool.sleeping) > 0) {
+        pthread_mutex_lock(&pool.mu);
+        pthread_cond_broadcast(&pool.cv_work);
+        pthread_mutex_unlock(&pool.mu);
+    }
     run_blocks(&j, 0);
-    pthread_mutex_lock(&pool.mu);
-    while (atomic_load(&j.done) < j.n_blocks || pool.active > 0) pthread_cond_wait(&pool.cv_done, &pool.mu);
-    pool.cur = NULL;
-    pthread_mutex_unlock(&pool.mu);
+    /* the last blocks are running on workers: wait for them, yielding the
+     * core now and then in case one of them waits for it */
+    for (int i = 0; atomic_load(&j.done) < j.n_blocks; i++) {
+        cpu_relax();
+        if ((i & 63) == 63) sched_yield();
+    }
+    atomic_store(&pool.cur, NULL);
+    for (int i = 0; atomic_load(&pool.active) > 0; i++) {
+        cpu_relax();
+        if ((i & 63) == 63) sched_yield();
+    }
     atomic_store(&pool.busy, 0);
 }
 

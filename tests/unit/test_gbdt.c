@@ -160,10 +160,13 @@ static void test_hist_parallel_and_subtraction(void **state)
     mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
     size_t nb = d->bin_offset[F];
     mr__ghq *gh = malloc(n * sizeof(mr__ghq));
+    int64_t *hraw = malloc(n * sizeof(int64_t));
+    const int k = mr__hc_bits(n);
     rng_state = SEED + 1;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) { /* hessians up to 2^31: their sums need more than 32 bits */
         gh[i].g = (int32_t)((urand() - 0.5) * 2e9);
-        gh[i].h = (int32_t)(urand() * 2e9);
+        hraw[i] = (int64_t)(urand() * 2e9);
+        gh[i].hc = mr__hc_pack(hraw[i], 1, k);
     }
     uint32_t *all = malloc(n * sizeof(uint32_t)), *a = malloc(n * sizeof(uint32_t)), *b = malloc(n * sizeof(uint32_t));
     size_t na = 0, nbb = 0;
@@ -179,6 +182,25 @@ static void test_hist_parallel_and_subtraction(void **state)
     mr__hist_ctx *hc = NULL;
     assert_ok(mr__hist_ctx_new(nb, mr_pool_threads_capped(0), &hc, NULL));
     mr__hist_build_ref(d, all, n, gh, ref);
+    /* the packed reference unpacks to the direct sums of every bin */
+    {
+        int64_t *dg = calloc(nb, sizeof(int64_t)), *dh = calloc(nb, sizeof(int64_t)), *dc = calloc(nb, sizeof(int64_t));
+        for (size_t i = 0; i < n; i++)
+            for (size_t f = 0; f < F; f++) {
+                size_t b = d->bin_offset[f] + d->bins[i * F + f];
+                dg[b] += gh[i].g;
+                dh[b] += hraw[i];
+                dc[b]++;
+            }
+        for (size_t b = 0; b < nb; b++) {
+            assert_int_equal(ref[b].g, dg[b]);
+            assert_int_equal(mr__hc_h(ref[b].hc, k), dh[b]);
+            assert_int_equal(mr__hc_c(ref[b].hc, k), dc[b]);
+        }
+        free(dg);
+        free(dh);
+        free(dc);
+    }
     int threads[] = {1, 2, 3, 7};
     for (int t = 0; t < 4; t++) {
         mr__hist_build(hc, d, all, n, gh, NULL, 0, threads[t], par);
@@ -225,9 +247,42 @@ static void test_hist_parallel_and_subtraction(void **state)
     free(a);
     free(b);
     free(gh);
+    free(hraw);
     free(x);
     free(y);
     mr_gbdt_data_free(d);
+}
+
+/* The packed hessian | count word at its limits: 2^k - 1 rows, each with
+ * the largest hessian the quantisation gives (2^(64-2k), or 2^30), sum
+ * without a carry into the hessian, and k grows with the row count. */
+static void test_hc_packing(void **state)
+{
+    (void)state;
+    assert_int_equal(mr__hc_bits(0), 1);
+    assert_int_equal(mr__hc_bits(1), 1);
+    assert_int_equal(mr__hc_bits(2), 2);
+    assert_int_equal(mr__hc_bits(((size_t)1 << 20) - 1), 20);
+    assert_int_equal(mr__hc_bits((size_t)1 << 20), 21);
+    assert_int_equal(mr__hc_bits(MR__GBDT_MAX_ROWS - 1), 28);
+    const int ks[] = {12, 17, 20, 28};
+    for (int j = 0; j < 4; j++) {
+        int k = ks[j];
+        int64_t hmax = (int64_t)1 << (64 - 2 * k < 30 ? 64 - 2 * k : 30);
+        uint64_t one = mr__hc_pack(hmax, 1, k), sum = 0;
+        int64_t rows = ((int64_t)1 << k) - 1;
+        if (k <= 20) {
+            for (int64_t r = 0; r < rows; r++) sum += one;
+        } else {
+            sum = one * (uint64_t)rows; /* the same sum, without 2^28 additions */
+        }
+        assert_int_equal(mr__hc_c(sum, k), rows);
+        assert_int_equal(mr__hc_h(sum, k), hmax * rows);
+        /* and the subtraction of a part leaves the rest's packing */
+        uint64_t part = one * 5;
+        assert_int_equal(mr__hc_c(sum - part, k), rows - 5);
+        assert_int_equal(mr__hc_h(sum - part, k), hmax * (rows - 5));
+    }
 }
 
 /* ---- the binning's sort ---------------------------------------------------------------- */
@@ -334,16 +389,19 @@ static void test_split_bruteforce(void **state)
         p.max_bin = 8;
         mr_gbdt_data *d = bin_or_fail(x, n, F, y, NULL, &p);
         mr__ghq *gh = malloc(n * sizeof(mr__ghq));
+        int64_t *hraw = malloc(n * sizeof(int64_t));
+        const int k = mr__hc_bits(n);
         for (size_t i = 0; i < n; i++) {
             gh[i].g = (int32_t)lrint((double)(-y[i] + urand() * 0.1) * 1e6);
-            gh[i].h = (int32_t)lrint((0.5 + urand()) * 1e6);
+            hraw[i] = (int32_t)lrint((0.5 + urand()) * 1e6);
+            gh[i].hc = mr__hc_pack(hraw[i], 1, k);
         }
         mr__hbin *hist = malloc(d->bin_offset[F] * sizeof(mr__hbin));
         mr__hist_build_ref(d, NULL, n, gh, hist);
         int64_t G = 0, H = 0;
-        for (size_t i = 0; i < n; i++) G += gh[i].g, H += gh[i].h;
+        for (size_t i = 0; i < n; i++) G += gh[i].g, H += hraw[i];
         mr__split_cfg cfg = {.lambda_l1 = trial % 2 ? 0.5 : 0, .lambda_l2 = 1.0, .min_sum_hessian = 1e-3,
-                             .min_data_in_leaf = 5, .inv_gscale = 1e-6, .inv_hscale = 1e-6,
+                             .min_data_in_leaf = 5, .inv_gscale = 1e-6, .inv_hscale = 1e-6, .hc_bits = k,
                              .max_cat_to_onehot = 4, .max_cat_threshold = 32, .min_data_per_group = 100,
                              .cat_smooth = 10, .cat_l2 = 10};
         mr__split s;
@@ -361,7 +419,7 @@ static void test_split_bruteforce(void **state)
                         int b = d->bins[i * F + f];
                         if (b == 0 ? ml : b <= t) {
                             lg += gh[i].g;
-                            lh += gh[i].h;
+                            lh += hraw[i];
                             lc++;
                         }
                     }
@@ -385,6 +443,7 @@ static void test_split_bruteforce(void **state)
         }
         free(hist);
         free(gh);
+        free(hraw);
         free(x);
         free(y);
         mr_gbdt_data_free(d);
@@ -1448,6 +1507,7 @@ int main(void)
     mr_pool_init(4, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_objective_gradients),
+        cmocka_unit_test(test_hc_packing),
         cmocka_unit_test(test_hist_parallel_and_subtraction),
         cmocka_unit_test(test_sort_doubles),
         cmocka_unit_test(test_split_bruteforce),

@@ -35,6 +35,7 @@ typedef struct trainer {
     mr__tree tree;
     int cls;               /* class of the tree being built */
     double gscale, hscale;
+    int hc_bits;           /* k of the packed hessian | count: mr__hc_bits(n_all) */
     mr__dist *D;           /* across ranks, or NULL */
     size_t row_lo, n_all;  /* this rank's first global row; rows of all ranks */
     const float *all_label; /* n_all labels (train->label for one process) */
@@ -75,27 +76,33 @@ static void quant_task(void *vctx, size_t begin, size_t end, int tid)
     trainer *t = vctx;
     size_t K = (size_t)t->K, c = (size_t)t->cls;
     const double gs = t->gscale, hs = t->hscale;
+    const int k = t->hc_bits;
     for (size_t i = begin; i < end; i++) {
-        t->gh[i].g = (int32_t)lrint((double)t->grad[i * K + c] * gs);
-        t->gh[i].h = (int32_t)lrint((double)t->hess[i * K + c] * hs);
+        t->gh[i].g = (int64_t)lrint((double)t->grad[i * K + c] * gs);
+        t->gh[i].hc = mr__hc_pack((int64_t)lrint((double)t->hess[i * K + c] * hs), 1, k); /* hessians are > 0 */
     }
 }
 
 /* Quantisation: |q| <= 2^MR__GBDT_QUANT_BITS. 30 keeps |q| < 2^31 after
  * rounding; smaller values exist only to measure the accuracy cost of
- * coarser gradients (docs/gbdt.md), by rebuilding with -DMR__GBDT_QUANT_BITS=n. */
+ * coarser gradients (docs/gbdt.md), by rebuilding with -DMR__GBDT_QUANT_BITS=n.
+ * The hessian takes at most 64 - 2k of them, k = mr__hc_bits(rows): then a
+ * leaf's sum h < n * 2^(64-2k) < 2^(64-k) fits above its count in the
+ * histograms' packed word (gbdt_int.h). */
 #ifndef MR__GBDT_QUANT_BITS
 #define MR__GBDT_QUANT_BITS 30
 #endif
 
-/* Largest power of two s with m * s <= 2^QUANT_BITS. */
-static double pow2_scale(double m)
+/* Largest power of two s with m * s <= 2^bits. */
+static double pow2_scale(double m, int bits)
 {
     if (!(m > 0)) return 1.0;
     int e;
     frexp(m, &e); /* m in [2^(e-1), 2^e) */
-    return ldexp(1.0, MR__GBDT_QUANT_BITS - e);
+    return ldexp(1.0, bits - e);
 }
+
+static int hess_bits(int k) { return 64 - 2 * k < MR__GBDT_QUANT_BITS ? 64 - 2 * k : MR__GBDT_QUANT_BITS; }
 
 typedef struct upd_ctx {
     trainer *t;
@@ -387,11 +394,12 @@ static mr_status grow_class_tree(trainer *t, int iter, int c, mr__split_cfg *scf
         memcpy(&gm, &gb, 4);
         memcpy(&hm, &hb, 4);
     }
-    t->gscale = pow2_scale(gm);
-    t->hscale = pow2_scale(hm);
+    t->gscale = pow2_scale(gm, MR__GBDT_QUANT_BITS);
+    t->hscale = pow2_scale(hm, hess_bits(t->hc_bits));
     mr_parallel_for_capped(n, GRAD_BLOCK, p->num_threads, quant_task, t);
     scfg->inv_gscale = 1.0 / t->gscale;
     scfg->inv_hscale = 1.0 / t->hscale;
+    scfg->hc_bits = t->hc_bits;
     memcpy(mr__grower_rows(t->grower), t->bag, t->n_bag * sizeof(uint32_t));
     mr_status gst = mr__grower_grow(t->grower, t->n_bag, t->gh, t->feats, n_feats, t->feat_mask, scfg, gcfg, &t->tree, err);
     if (gst != MR_OK) return gst;
@@ -538,6 +546,13 @@ static mr_status train_impl(const mr_gbdt_params *p, const mr_gbdt_data *train, 
         mr__grower_set_dist(t.grower, &dist);
         if ((st = gather_labels(&t, err)) != MR_OK) goto fail;
     }
+    if (t.n_all >= MR__GBDT_MAX_ROWS) {
+        st = MR_ERR(err, MR_E_LIMIT, "training data has %zu rows; one training takes at most %zu", t.n_all,
+                    MR__GBDT_MAX_ROWS - 1);
+        mr_error_hint(err, "train on a sample of the rows (a histogram packs its row counts in 28 bits)");
+        goto fail;
+    }
+    t.hc_bits = mr__hc_bits(t.n_all);
     if ((st = model_start(&t, p, train, &m, err)) != MR_OK) goto fail;
 
     const mr__grow_cfg gcfg = {.num_leaves = p->num_leaves, .max_depth = p->max_depth,

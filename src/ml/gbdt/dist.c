@@ -192,8 +192,7 @@ mr_status mr__dist_reduce_scatter_hist(mr__dist *D, const mr_gbdt_data *d, mr__h
         mr__hbin *dst = hist + lo;
         for (size_t b = 0; b < mine; b++) {
             dst[b].g += src[b].g;
-            dst[b].h += src[b].h;
-            dst[b].c += src[b].c;
+            dst[b].hc += src[b].hc; /* k counts all ranks' rows: no carry */
         }
     }
     D->hist_bytes += (uint64_t)((d->bin_offset[d->n_features] - mine) * sizeof(mr__hbin));

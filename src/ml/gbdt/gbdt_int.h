@@ -97,18 +97,38 @@ static inline uint64_t mr__hash3(uint64_t a, uint64_t b, uint64_t c)
 }
 
 /* ---- histograms -------------------------------------------------------------
- * One entry per (feature, bin): integer sums of quantised gradients and
- * hessians plus the row count. Integer sums are exact and associative, so a
- * histogram is the same whatever the order of rows or threads, and parent -
- * child equals the other child built directly (see hist.c). */
+ * One entry per (feature, bin): integer sums of quantised gradients, and
+ * the sum of quantised hessians packed with the row count in one word,
+ * hc = (sum h) << k | count, k = mr__hc_bits(rows of all ranks). So a row adds
+ * one 16-byte pair {g, h << k | 1} to each of its bins, one vector add, and
+ * the packed sums of any set of rows are the packing of its sums: h >= 0 and
+ * the count < 2^k, so no field carries into the next, and the hessian's
+ * quantisation keeps sum h < 2^(64-k) (boost.c). Integer sums are exact and
+ * associative, so a histogram is the same whatever the order of rows or
+ * threads, and parent - child equals the other child built directly (see
+ * hist.c). */
 typedef struct mr__hbin {
-    int64_t g, h, c;
+    int64_t g;
+    uint64_t hc;
 } mr__hbin;
 
-/* Quantised per-row gradient pair of the tree being grown. */
-typedef struct mr__ghq {
-    int32_t g, h;
-} mr__ghq;
+/* Quantised per-row gradient pair of the tree being grown, packed as a
+ * histogram entry of one row: hc = h << k | 1. */
+typedef mr__hbin mr__ghq;
+
+/* Most rows one training takes: the count's bits k must leave the hessian
+ * 64 - 2k >= 8 bits. */
+#define MR__GBDT_MAX_ROWS ((size_t)1 << 28)
+/* k: the bits of a count of up to n_rows rows. */
+static inline int mr__hc_bits(size_t n_rows)
+{
+    int k = 1;
+    while (k < 63 && ((size_t)1 << k) <= n_rows) k++;
+    return k;
+}
+static inline uint64_t mr__hc_pack(int64_t h, int64_t c, int k) { return ((uint64_t)h << k) | (uint64_t)c; }
+static inline int64_t mr__hc_h(uint64_t hc, int k) { return (int64_t)(hc >> k); }
+static inline int64_t mr__hc_c(uint64_t hc, int k) { return (int64_t)(hc & (((uint64_t)1 << k) - 1)); }
 
 typedef struct mr__hist_ctx mr__hist_ctx;
 /* Scratch for building histograms with up to n_threads threads. */
@@ -139,6 +159,7 @@ typedef struct mr__split_cfg {
     double lambda_l1, lambda_l2, min_gain_to_split, min_sum_hessian;
     int64_t min_data_in_leaf;
     double inv_gscale, inv_hscale; /* dequantisation factors of this tree */
+    int hc_bits;                   /* k of the histograms' packed hessian | count */
     int max_cat_to_onehot, max_cat_threshold, min_data_per_group;
     double cat_smooth, cat_l2;
 } mr__split_cfg;

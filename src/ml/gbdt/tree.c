@@ -44,14 +44,16 @@ static void scan_numeric(const mr__hbin *hb, int nb, int f, int64_t G, int64_t H
                          const mr__split_cfg *cfg, mr__split *best)
 {
     const mr__hbin miss = hb[0];
+    const int k = cfg->hc_bits;
+    const int64_t miss_c = mr__hc_c(miss.hc, k);
     for (int ml = 1; ml >= 0; ml--) {
-        if (ml && miss.c == 0) continue; /* nothing missing: one scan */
-        int64_t lg = ml ? miss.g : 0, lh = ml ? miss.h : 0, lc = ml ? miss.c : 0;
+        if (ml && miss_c == 0) continue; /* nothing missing: one scan */
+        int64_t lg = ml ? miss.g : 0;
+        uint64_t lhc = ml ? miss.hc : 0; /* packed sums of bins 0..t stay packed */
         for (int t = 1; t < nb; t++) {
             lg += hb[t].g;
-            lh += hb[t].h;
-            lc += hb[t].c;
-            int64_t rc = C - lc;
+            lhc += hb[t].hc;
+            int64_t lh = mr__hc_h(lhc, k), lc = mr__hc_c(lhc, k), rc = C - lc;
             if (rc < cfg->min_data_in_leaf) break;
             if (lc < cfg->min_data_in_leaf) continue;
             double lhd = (double)lh * cfg->inv_hscale, rhd = (double)(H - lh) * cfg->inv_hscale;
@@ -66,7 +68,7 @@ static void scan_numeric(const mr__hbin *hb, int nb, int f, int64_t G, int64_t H
                 best->kind = MR__FEAT_NUMERIC;
                 best->threshold = (uint16_t)t;
                 /* with nothing missing in training, send missing to the larger side */
-                best->default_left = miss.c ? (uint8_t)ml : (uint8_t)(lc >= rc);
+                best->default_left = miss_c ? (uint8_t)ml : (uint8_t)(lc >= rc);
                 best->lg = lg;
                 best->lh = lh;
                 best->lc = lc;
@@ -90,11 +92,12 @@ static void scan_categorical(const mr__hbin *hb, int nb, int f, int64_t G, int64
                              double parent_gain, const mr__split_cfg *cfg, mr__split *best)
 {
     const double ig = cfg->inv_gscale, ih = cfg->inv_hscale;
+    const int k = cfg->hc_bits;
     if (nb <= cfg->max_cat_to_onehot) {
         for (int b = 0; b < nb; b++) {
-            int64_t lc = hb[b].c, rc = C - lc;
+            int64_t lc = mr__hc_c(hb[b].hc, k), rc = C - lc, lh = mr__hc_h(hb[b].hc, k);
             if (lc < cfg->min_data_in_leaf || rc < cfg->min_data_in_leaf) continue;
-            double lhd = (double)hb[b].h * ih, rhd = (double)(H - hb[b].h) * ih;
+            double lhd = (double)lh * ih, rhd = (double)(H - lh) * ih;
             if (lhd < cfg->min_sum_hessian || rhd < cfg->min_sum_hessian) continue;
             double gain = mr__leaf_gain((double)hb[b].g * ig, lhd, cfg->lambda_l1, cfg->lambda_l2) +
                           mr__leaf_gain((double)(G - hb[b].g) * ig, rhd, cfg->lambda_l1, cfg->lambda_l2) -
@@ -107,7 +110,7 @@ static void scan_categorical(const mr__hbin *hb, int nb, int f, int64_t G, int64
                 best->cat_bits[b >> 5] |= 1u << (b & 31);
                 best->default_left = b == 0;
                 best->lg = hb[b].g;
-                best->lh = hb[b].h;
+                best->lh = lh;
                 best->lc = lc;
             }
         }
@@ -118,8 +121,8 @@ static void scan_categorical(const mr__hbin *hb, int nb, int f, int64_t G, int64
     catscore cs[MR__GBDT_MAX_BINS];
     int n_used = 0;
     for (int b = 0; b < nb; b++) {
-        if (hb[b].c < cfg->min_data_per_group) continue;
-        cs[n_used].score = ((double)hb[b].g * ig) / ((double)hb[b].h * ih + cfg->cat_smooth);
+        if (mr__hc_c(hb[b].hc, k) < cfg->min_data_per_group) continue;
+        cs[n_used].score = ((double)hb[b].g * ig) / ((double)mr__hc_h(hb[b].hc, k) * ih + cfg->cat_smooth);
         cs[n_used].bin = b;
         n_used++;
     }
@@ -129,13 +132,13 @@ static void scan_categorical(const mr__hbin *hb, int nb, int f, int64_t G, int64
     if (max_num > (n_used + 1) / 2) max_num = (n_used + 1) / 2;
     const double l2 = cfg->lambda_l2 + cfg->cat_l2;
     for (int dir = 0; dir < 2; dir++) {
-        int64_t lg = 0, lh = 0, lc = 0;
+        int64_t lg = 0;
+        uint64_t lhc = 0;
         for (int i = 0; i < max_num; i++) {
             const mr__hbin *e = &hb[cs[dir ? n_used - 1 - i : i].bin];
             lg += e->g;
-            lh += e->h;
-            lc += e->c;
-            int64_t rc = C - lc;
+            lhc += e->hc;
+            int64_t lh = mr__hc_h(lhc, k), lc = mr__hc_c(lhc, k), rc = C - lc;
             if (lc < cfg->min_data_in_leaf) continue;
             if (rc < cfg->min_data_in_leaf) break;
             double lhd = (double)lh * ih, rhd = (double)(H - lh) * ih;
@@ -321,7 +324,7 @@ struct mr__grower {
     mr__dist *D;         /* across ranks: the histograms' own slice is global */
 };
 
-#define PART_BLOCK 16384 /* rows per partition task */
+#define PART_BLOCK 4096 /* rows per partition task */
 
 mr_status mr__grower_new(const mr_gbdt_data *d, int num_leaves, int max_threads, mr__grower **out, mr_error *err)
 {
@@ -464,11 +467,44 @@ static size_t partition(mr__grower *g, const leaf_state *L, const mr__split *s)
     return nl;
 }
 
-/* The best splits of leaves L[0..n) (those that may split): over this
- * rank's feature slice, then the best of all ranks in one exchange (one
- * process: over every feature). */
+/* Split finding runs over chunks of features on the pool; a chunk first
+ * finishes the subtraction trick on its own bins (parent - small = large),
+ * so that pass costs no separate sweep. The chunks' bests combine as the
+ * ranks' do: in feature order, the first strictly larger gain wins, which is
+ * the whole search's answer whatever the chunking. */
+#define SPLIT_CHUNKS 16 /* at most: 2 per thread are enough to balance */
+
+typedef struct split_ctx {
+    mr__grower *g;
+    leaf_state **L;
+    int n;
+    const mr__split_cfg *scfg;
+    const uint8_t *feat_mask;
+    mr__hbin *sub_a;       /* sub_a -= sub_b on each chunk's bins first, or NULL */
+    const mr__hbin *sub_b;
+    size_t lo, block;
+    mr__split part[SPLIT_CHUNKS][2];
+} split_ctx;
+
+static void split_task(void *vctx, size_t begin, size_t end, int tid)
+{
+    (void)tid;
+    split_ctx *c = vctx;
+    const mr_gbdt_data *d = c->g->d;
+    size_t f0 = c->lo + begin, f1 = c->lo + end, b0 = d->bin_offset[f0], b1 = d->bin_offset[f1];
+    if (c->sub_a) mr__hist_sub(c->sub_a + b0, c->sub_b + b0, b1 - b0);
+    for (int k = 0; k < c->n; k++) {
+        const leaf_state *L = c->L[k];
+        mr__find_best_split_range(d, slot_hist(c->g, L->slot), L->G, L->H, L->C, c->scfg, c->feat_mask, f0, f1,
+                                  &c->part[begin / c->block][k]);
+    }
+}
+
+/* The best splits of leaves L[0..n) (n <= 2, those that may split), after
+ * sub_a -= sub_b when sub_a is given: over this rank's feature slice, then
+ * the best of all ranks in one exchange (one process: over every feature). */
 static mr_status best_splits(mr__grower *g, leaf_state **L, int n, const mr__split_cfg *scfg,
-                             const uint8_t *feat_mask, mr_error *err)
+                             const uint8_t *feat_mask, mr__hbin *sub_a, const mr__hbin *sub_b, mr_error *err)
 {
     const mr_gbdt_data *d = g->d;
     size_t lo = 0, hi = d->n_features;
@@ -476,9 +512,23 @@ static mr_status best_splits(mr__grower *g, leaf_state **L, int n, const mr__spl
         lo = g->D->fb[g->D->rank];
         hi = g->D->fb[g->D->rank + 1];
     }
+    split_ctx c = {.g = g, .L = L, .n = n, .scfg = scfg, .feat_mask = feat_mask, .sub_a = sub_a, .sub_b = sub_b,
+                   .lo = lo};
+    const size_t nf = hi - lo;
+    size_t want = (size_t)mr_pool_threads_capped(g->max_threads) * 2;
+    if (want > SPLIT_CHUNKS) want = SPLIT_CHUNKS;
+    c.block = nf ? (nf + want - 1) / want : 1;
+    if (nf) mr_parallel_for_capped(nf, c.block, g->max_threads, split_task, &c);
+    const size_t n_chunks = nf ? (nf + c.block - 1) / c.block : 0;
     mr__split s[2];
     for (int k = 0; k < n; k++) {
-        mr__find_best_split_range(d, slot_hist(g, L[k]->slot), L[k]->G, L[k]->H, L[k]->C, scfg, feat_mask, lo, hi, &s[k]);
+        memset(&s[k], 0, sizeof(s[k]));
+        s[k].gain = -INFINITY;
+        s[k].feature = -1;
+        for (size_t j = 0; j < n_chunks; j++) {
+            const mr__split *x = &c.part[j][k];
+            if (x->feature >= 0 && (s[k].feature < 0 || x->gain > s[k].gain)) s[k] = *x;
+        }
     }
     mr_status st = g->D ? mr__dist_best_splits(g->D, s, n, "the best split", err) : MR_OK;
     for (int k = 0; st == MR_OK && k < n; k++) L[k]->best = s[k];
@@ -497,8 +547,6 @@ mr_status mr__grower_grow(mr__grower *g, size_t n, const mr__ghq *gh, const uint
                           mr_error *err)
 {
     mr_status st = MR_OK;
-    size_t sub_lo = 0, sub_hi = g->total_bins; /* the histogram bins this rank keeps whole */
-    if (g->D) mr__dist_slice(g->D, g->d, &sub_lo, &sub_hi);
     const mr_gbdt_data *d = g->d;
     const double ig = scfg->inv_gscale, ih = scfg->inv_hscale;
     int max_leaves = gcfg->num_leaves < g->max_leaves ? gcfg->num_leaves : g->max_leaves;
@@ -517,20 +565,20 @@ mr_status mr__grower_grow(mr__grower *g, size_t n, const mr__ghq *gh, const uint
     mr__hist_build(g->hc, d, n == d->n_rows ? NULL : g->rows, n, gh, feats, n_feats, g->max_threads, rh);
     {
         size_t f0 = feats ? feats[0] : 0;
-        int64_t G = 0, H = 0, C = 0;
+        int64_t G = 0;
+        uint64_t HC = 0;
         if (n_feats > 0 || !feats) {
             for (uint32_t b = d->bin_offset[f0]; b < d->bin_offset[f0 + 1]; b++) {
                 G += rh[b].g;
-                H += rh[b].h;
-                C += rh[b].c;
+                HC += rh[b].hc;
             }
         } else {
             for (size_t i = 0; i < n; i++) {
                 G += gh[g->rows[i]].g;
-                H += gh[g->rows[i]].h;
+                HC += gh[g->rows[i]].hc;
             }
-            C = (int64_t)n;
         }
+        int64_t H = mr__hc_h(HC, scfg->hc_bits), C = mr__hc_c(HC, scfg->hc_bits);
         int64_t sums[3] = {G, H, C}; /* this rank's; across ranks, the sum of all */
         if (g->D && ((st = mr__dist_allreduce_i64(g->D, sums, 3, MR__DIST_SUM, "the root sums", err)) != MR_OK ||
                      (st = mr__dist_reduce_scatter_hist(g->D, d, rh, "the root histogram", err)) != MR_OK))
@@ -541,7 +589,8 @@ mr_status mr__grower_grow(mr__grower *g, size_t n, const mr__ghq *gh, const uint
     }
     root->best.gain = -INFINITY;
     root->best.feature = -1;
-    if (can_split(root, scfg, gcfg) && (st = best_splits(g, &root, 1, scfg, feat_mask, err)) != MR_OK) return st;
+    if (can_split(root, scfg, gcfg) && (st = best_splits(g, &root, 1, scfg, feat_mask, NULL, NULL, err)) != MR_OK)
+        return st;
     int n_leaves = 1;
     while (n_leaves < max_leaves) {
         int bl = -1;
@@ -606,14 +655,14 @@ mr_status mr__grower_grow(mr__grower *g, size_t n, const mr__ghq *gh, const uint
         mr__hist_build(g->hc, d, g->rows + small->begin, small->count, gh, feats, n_feats, g->max_threads, sh);
         /* across ranks only the smaller child travels; the larger is the difference */
         if (g->D && (st = mr__dist_reduce_scatter_hist(g->D, d, sh, "a leaf histogram", err)) != MR_OK) return st;
-        mr__hist_sub(ph + sub_lo, sh + sub_lo, sub_hi - sub_lo); /* parent - small = large */
         small->slot = ss;
         large->slot = P.slot;
         leaf_state *kids[2] = {A, B}, *want[2];
         int n_want = 0;
         for (int k = 0; k < 2; k++)
             if (can_split(kids[k], scfg, gcfg)) want[n_want++] = kids[k];
-        if ((st = best_splits(g, want, n_want, scfg, feat_mask, err)) != MR_OK) return st;
+        /* parent - small = large on this rank's slice, chunk by chunk, then the splits */
+        if ((st = best_splits(g, want, n_want, scfg, feat_mask, ph, sh, err)) != MR_OK) return st;
         for (int k = 0; k < 2; k++) {
             leaf_state *K = kids[k];
             if (K->best.feature < 0) {
