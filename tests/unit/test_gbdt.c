@@ -285,6 +285,52 @@ static void test_hc_packing(void **state)
     }
 }
 
+/* The branch-free bin search against a linear scan: every bin count from 1
+ * to 256, values on, between, below and above the edges, +-0, infinities. */
+static void test_bin_numeric_search(void **state)
+{
+    (void)state;
+    double upper[MR__GBDT_MAX_BINS];
+    rng_state = SEED + 7;
+    for (int nb = 1; nb <= MR__GBDT_MAX_BINS; nb++) {
+        upper[0] = 0;
+        double e = -1000;
+        for (int b = 1; b < nb - 1; b++) upper[b] = (e += 0.25 + urand() * 10);
+        if (nb >= 2) upper[nb - 1] = INFINITY;
+        if (nb >= 4) upper[nb / 2] = 0.0; /* an edge at zero */
+        for (int b = 2; b < nb - 1; b++)  /* keep them ascending around the zero */
+            if (upper[b] <= upper[b - 1]) upper[b] = upper[b - 1] + 0.5;
+        mr__bin_feature f = {.kind = MR__FEAT_NUMERIC, .n_bins = (uint16_t)nb, .upper = upper};
+        double probes[600];
+        int np = 0;
+        for (int b = 1; b < nb; b++) {
+            probes[np++] = upper[b];
+            probes[np++] = nextafter(upper[b], -INFINITY);
+        }
+        probes[np++] = -INFINITY;
+        probes[np++] = INFINITY;
+        probes[np++] = -0.0;
+        probes[np++] = 0.0;
+        probes[np++] = -1e300;
+        probes[np++] = 1e300;
+        for (int i = 0; i < 20; i++) probes[np++] = (urand() - 0.5) * 3000;
+        for (int i = 0; i < np; i++) {
+            double v = probes[i];
+            int want = 0;
+            if (nb >= 2) {
+                want = nb - 1;
+                for (int b = 1; b < nb; b++)
+                    if (v <= upper[b]) {
+                        want = b;
+                        break;
+                    }
+            }
+            if (mr__bin_numeric(&f, v) != want) fail_msg("n_bins %d, value %.17g: bin %d, want %d", nb, v, mr__bin_numeric(&f, v), want);
+        }
+        assert_int_equal(mr__bin_numeric(&f, NAN), 0);
+    }
+}
+
 /* ---- the binning's sort ---------------------------------------------------------------- */
 
 static int cmp_dbl(const void *a, const void *b)
@@ -1508,6 +1554,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_objective_gradients),
         cmocka_unit_test(test_hc_packing),
+        cmocka_unit_test(test_bin_numeric_search),
         cmocka_unit_test(test_hist_parallel_and_subtraction),
         cmocka_unit_test(test_sort_doubles),
         cmocka_unit_test(test_split_bruteforce),

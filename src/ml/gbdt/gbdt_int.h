@@ -39,16 +39,18 @@ struct mr_gbdt_data {
 static inline int mr__bin_numeric(const mr__bin_feature *f, double v)
 {
     if (v != v) return 0;
-    int lo = 1, hi = f->n_bins - 1; /* first b in [1, n_bins-1] with v <= upper[b] */
+    int hi = f->n_bins - 1; /* the first b in [1, hi] with v <= upper[b], else hi */
     if (hi < 1) return 0;
-    while (lo < hi) {
-        int mid = (lo + hi) >> 1;
-        if (v <= f->upper[mid])
-            hi = mid;
-        else
-            lo = mid + 1;
+    /* branch-free halving (a conditional move per step): a value's bin is a
+     * coin flip per step, so a branch mispredicts about every other step */
+    const double *base = f->upper + 1;
+    size_t n = (size_t)hi;
+    while (n > 1) {
+        size_t half = n >> 1;
+        base += (size_t)(base[half - 1] < v) * half;
+        n -= half;
     }
-    return lo;
+    return (int)(base - f->upper);
 }
 static inline int mr__cat_code(double v, int32_t *code_out)
 {
