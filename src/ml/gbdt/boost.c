@@ -9,6 +9,10 @@
  * the number of threads, so the model bytes do not either. */
 #include "gbdt_int.h"
 
+#if defined(__SSE2__) && defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
 #include <stdlib.h>
 
 /* ---- training state ------------------------------------------------------------ */
@@ -53,21 +57,30 @@ static void grad_task(void *vctx, size_t begin, size_t end, int tid)
     for (size_t i = begin * K; i < end * K && !bad; i++)
         if (!isfinite(t->grad[i]) || !isfinite(t->hess[i])) bad = i / K + 1;
     t->bad_row[begin / GRAD_BLOCK] = bad;
+    /* each class's largest |g| and |h| in the block, while it is in cache:
+     * the round's quantisation scales (grow_class_tree) */
+    const size_t nblk = t->n / GRAD_BLOCK + 1, blk = begin / GRAD_BLOCK;
+    for (size_t c = 0; c < K; c++) {
+        float gm = 0, hm = 0;
+        for (size_t i = begin; i < end; i++) {
+            float g = fabsf(t->grad[i * K + c]), h = fabsf(t->hess[i * K + c]);
+            gm = g > gm ? g : gm;
+            hm = h > hm ? h : hm;
+        }
+        t->blk_gmax[c * nblk + blk] = gm;
+        t->blk_hmax[c * nblk + blk] = hm;
+    }
 }
 
-static void max_task(void *vctx, size_t begin, size_t end, int tid)
+/* lrint in the default rounding mode (to nearest, ties to even), inline:
+ * the library call was a tenth of the round's quantisation. */
+static inline int64_t round_i64(double x)
 {
-    (void)tid;
-    trainer *t = vctx;
-    size_t K = (size_t)t->K, c = (size_t)t->cls;
-    float gm = 0, hm = 0;
-    for (size_t i = begin; i < end; i++) {
-        float g = fabsf(t->grad[i * K + c]), h = fabsf(t->hess[i * K + c]);
-        gm = g > gm ? g : gm;
-        hm = h > hm ? h : hm;
-    }
-    t->blk_gmax[begin / GRAD_BLOCK] = gm;
-    t->blk_hmax[begin / GRAD_BLOCK] = hm;
+#if defined(__SSE2__) && defined(__x86_64__)
+    return _mm_cvtsd_si64(_mm_set_sd(x));
+#else
+    return (int64_t)lrint(x);
+#endif
 }
 
 static void quant_task(void *vctx, size_t begin, size_t end, int tid)
@@ -78,8 +91,8 @@ static void quant_task(void *vctx, size_t begin, size_t end, int tid)
     const double gs = t->gscale, hs = t->hscale;
     const int k = t->hc_bits;
     for (size_t i = begin; i < end; i++) {
-        t->gh[i].g = (int64_t)lrint((double)t->grad[i * K + c] * gs);
-        t->gh[i].hc = mr__hc_pack((int64_t)lrint((double)t->hess[i * K + c] * hs), 1, k); /* hessians are > 0 */
+        t->gh[i].g = round_i64((double)t->grad[i * K + c] * gs);
+        t->gh[i].hc = mr__hc_pack(round_i64((double)t->hess[i * K + c] * hs), 1, k); /* hessians are > 0 */
     }
 }
 
@@ -287,8 +300,8 @@ static mr_status trainer_alloc(trainer *t, const mr_gbdt_params *p, const mr_gbd
     t->gh = mr_malloc(n * sizeof(mr__ghq));
     t->bag = mr_malloc(n * sizeof(uint32_t));
     t->bad_row = mr_calloc(nblk, sizeof(size_t));
-    t->blk_gmax = mr_calloc(nblk, sizeof(float));
-    t->blk_hmax = mr_calloc(nblk, sizeof(float));
+    t->blk_gmax = mr_calloc(nblk * (size_t)K, sizeof(float));
+    t->blk_hmax = mr_calloc(nblk * (size_t)K, sizeof(float));
     t->feats = mr_malloc((F + 1) * sizeof(uint32_t));
     t->feat_mask = mr_malloc(F);
     t->perm = mr_malloc(F * sizeof(uint32_t));
@@ -376,9 +389,8 @@ static mr_status grow_class_tree(trainer *t, int iter, int c, mr__split_cfg *scf
     t->cls = c;
     sample_features(t, iter, c);
     size_t n_feats = t->feats[F];
-    mr_parallel_for_capped(n, GRAD_BLOCK, p->num_threads, max_task, t);
-    float gm = 0, hm = 0;
-    for (size_t b = 0; b < nblk; b++) {
+    float gm = 0, hm = 0; /* from the blocks' maxima of round_gradients */
+    for (size_t b = (size_t)c * nblk; b < (size_t)(c + 1) * nblk; b++) {
         gm = t->blk_gmax[b] > gm ? t->blk_gmax[b] : gm;
         hm = t->blk_hmax[b] > hm ? t->blk_hmax[b] : hm;
     }
